@@ -1,0 +1,47 @@
+/* mpvec.h: MPFR vectors and the one dot-product kernel every high-precision
+ * computation in cicheck goes through (transforms, the MPFR engine, metrics).
+ *
+ * A dot product is correctly rounded: every product x_i*y_i is formed exactly
+ * in a scratch variable of 2*prec bits (exact because both factors carry at
+ * most prec bits), then mpfr_sum adds them with a single rounding. This is the
+ * fastest correctly rounded method MPFR 4.2 offers, and being order
+ * independent, its bits do not depend on how work is split across threads. */
+#ifndef CIC_MPVEC_H
+#define CIC_MPVEC_H
+
+#include <mpfr.h>
+#include <stddef.h>
+
+/* Scratch for dot products of length up to cap. Reuse it; it owns cap
+ * products at 2*prec bits and the pointer array mpfr_sum wants. */
+typedef struct {
+    mpfr_t *prod;
+    mpfr_ptr *ptr;
+    size_t cap;
+    mpfr_prec_t prec; /* the input precision it was sized for */
+} cic_dot_scratch;
+
+/* 0 on success, -1 when memory runs out (s is then cleared). */
+int cic_dot_scratch_init(cic_dot_scratch *s, size_t cap, mpfr_prec_t prec);
+void cic_dot_scratch_clear(cic_dot_scratch *s);
+
+/* r = bias + sum_{i<n} x[i*incx] * y[i*incy], one rounding to r's precision
+ * (RNDN). bias may be NULL. Every x, y and bias value must carry at most
+ * s->prec bits (bias may carry up to 2*s->prec). n <= s->cap. r may alias
+ * bias but not an element of x or y. */
+void cic_mp_dot(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
+                size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s);
+
+/* A vector of n MPFR values at prec bits, set to +0; NULL on failure.
+ * Destroy with the same n; destroy(NULL, n) is a no-op. */
+mpfr_t *cic_mpvec_create(size_t n, mpfr_prec_t prec);
+void cic_mpvec_destroy(mpfr_t *v, size_t n);
+
+/* Exact conversions in and out of binary32 storage. set_f32 is exact when the
+ * vector's precision is >= 24. get_f32 rounds to nearest with the binary32
+ * exponent range (subnormals and overflow to Inf as IEEE does). */
+void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n);
+float cic_mp_get_f32(mpfr_srcptr x);
+void cic_mpvec_get_f32(float *y, const mpfr_t *v, size_t n);
+
+#endif

@@ -1,0 +1,183 @@
+/* case.h: a validated case file. The loader (case.c, on top of the toml++
+ * wrapper in toml_capi.h) turns a TOML file into a cic_case or a cic_diag
+ * naming file:line:column; everything downstream trusts a loaded case.
+ *
+ * Case file layout (TOML):
+ *
+ *   name = "layernorm"              # optional; default: file name stem
+ *   [model]
+ *   block = "preln"                 # preln | rmsnorm | dit
+ *   d_model = 64
+ *   heads = 4                       # d_model % heads == 0
+ *   mlp_ratio = 4                   # MLP width = mlp_ratio * d_model (integer result)
+ *   tokens = 16                     # tokens per sample (N)
+ *   samples = 2                     # B
+ *   layers = 2                      # L
+ *   eps = 1e-5
+ *   causal = true
+ *   activation = "gelu"             # gelu | gelu-tanh | relu | silu (rmsnorm: the SwiGLU gate; default silu)
+ *   d_out = 32                      # width of the head readout; default d_model
+ *   d_cond = 64                     # dit only: width of the conditioning vector c
+ *   final_layer = true              # dit only
+ *   seed = 1
+ *   [model.weights]
+ *   dist = "normal"                 # normal | uniform
+ *   std = 0.05
+ *   outlier_channels = 2
+ *   outlier_scale = 16.0
+ *   [engines]
+ *   f32 = ["openblas", "fixed-order"]   # at least one
+ *   mpfr_prec = 128                 # 64 .. 1024
+ *   [readout]
+ *   kind = "head"                   # head | residual
+ *   [[transforms]]
+ *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
+ *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate
+ *   after = "other-name"            # optional: applied on top of that earlier transform
+ *   precision = "mpfr"              # mpfr | f64 | f32 (default mpfr)
+ *   q = "random"                    # rotate only: identity | random | hadamard
+ *   seed = 7                        # rotate only (random, hadamard)
+ *   mistake = "skip-mean-bake"      # optional known mistake, see below
+ *   expect = "equivalent"           # equivalent | broken (default equivalent)
+ *   [[gates]]
+ *   transform = "rotate-random"     # a transform name, "none", or "*"
+ *   engine = "f32-openblas"         # f32-openblas | f32-fixed-order | "*"
+ *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in case.c
+ *   max = 64.0
+ *
+ * Mistakes: "skip-mean-bake" (fuse-layernorm: no C baked into writers),
+ * "skip-attn-out" (rotate: attn.proj / o_proj left unrotated),
+ * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
+ * wrong on an RMSNorm model). */
+#ifndef CIC_CASE_H
+#define CIC_CASE_H
+
+#include "../base/base.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define CIC_NAME_MAX 64
+#define CIC_MAX_XFORMS 32
+#define CIC_MAX_GATES 128
+
+enum cic_block_kind { CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM, CIC_BLOCK_DIT, CIC_BLOCK_COUNT };
+enum cic_act { CIC_ACT_GELU, CIC_ACT_GELU_TANH, CIC_ACT_RELU, CIC_ACT_SILU, CIC_ACT_COUNT };
+enum cic_dist { CIC_DIST_NORMAL, CIC_DIST_UNIFORM, CIC_DIST_COUNT };
+enum cic_xform_kind {
+    CIC_XFORM_FUSE_LAYERNORM,
+    CIC_XFORM_FOLD_RMSNORM_GAMMA,
+    CIC_XFORM_ROTATE,
+    CIC_XFORM_COUNT
+};
+enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_COUNT };
+enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_COUNT };
+enum cic_mistake {
+    CIC_MISTAKE_NONE,
+    CIC_MISTAKE_SKIP_MEAN_BAKE,
+    CIC_MISTAKE_SKIP_ATTN_OUT,
+    CIC_MISTAKE_CENTER_EMBEDDINGS,
+    CIC_MISTAKE_COUNT
+};
+enum cic_verdict {
+    CIC_VERDICT_EQUIVALENT,
+    CIC_VERDICT_BROKEN,
+    CIC_VERDICT_INCONCLUSIVE,
+    CIC_VERDICT_COUNT
+};
+enum cic_readout { CIC_READOUT_HEAD, CIC_READOUT_RESIDUAL, CIC_READOUT_COUNT };
+
+/* Name tables, sized by the enums (the spellings used in case files and
+ * reports). */
+extern const char *const CIC_BLOCK_NAME[CIC_BLOCK_COUNT];
+extern const char *const CIC_ACT_NAME[CIC_ACT_COUNT];
+extern const char *const CIC_DIST_NAME[CIC_DIST_COUNT];
+extern const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT];
+extern const char *const CIC_Q_NAME[CIC_Q_COUNT];
+extern const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT];
+extern const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT];
+extern const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT];
+extern const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT];
+
+typedef struct {
+    enum cic_block_kind block;
+    int d_model;
+    int heads;
+    double mlp_ratio;
+    int d_mlp; /* derived: mlp_ratio * d_model, checked to be an integer */
+    int tokens;  /* N, per sample */
+    int samples; /* B */
+    int layers;  /* L */
+    double eps;
+    bool causal;
+    enum cic_act act;
+    int d_out;  /* head width */
+    int d_cond; /* dit */
+    bool final_layer; /* dit */
+    uint64_t seed;
+    enum cic_dist dist;
+    double std;
+    int outlier_channels;
+    double outlier_scale;
+} cic_model_cfg;
+
+typedef struct {
+    char name[CIC_NAME_MAX];
+    enum cic_xform_kind kind;
+    int after; /* index of an earlier transform in cic_case.xf, or -1 */
+    enum cic_tprec prec;
+    enum cic_qkind q;
+    uint64_t q_seed;
+    enum cic_mistake mistake;
+    enum cic_verdict expect; /* EQUIVALENT or BROKEN */
+    int line;                /* where the entry starts, for messages */
+} cic_xform_spec;
+
+typedef struct {
+    char transform[CIC_NAME_MAX]; /* name, "none" or "*" */
+    char engine[32];              /* "f32-openblas", "f32-fixed-order" or "*" */
+    char metric[32];              /* one of CIC_GATE_METRICS */
+    double max;
+    int line;
+} cic_gate_spec;
+
+typedef struct {
+    char name[CIC_NAME_MAX];
+    char path[1024];
+    cic_model_cfg model;
+    bool f32_openblas;
+    bool f32_fixed;
+    int mpfr_prec;
+    enum cic_readout readout;
+    cic_xform_spec xf[CIC_MAX_XFORMS];
+    int n_xf;
+    cic_gate_spec gates[CIC_MAX_GATES];
+    int n_gates;
+} cic_case;
+
+/* Metric names a gate may name (NULL-terminated): "max_abs", "rel_norm2",
+ * "ulp_row.max", "ulp_row.p99", "ulp_row.mean", "ulp_elem.max",
+ * "ulp_elem.p99", "ulp_elem.mean", "drift.max", "drift.p99", "drift.mean",
+ * "ce_residual", "nonfinite". */
+extern const char *const CIC_GATE_METRICS[];
+
+/* Memory a case may need before it is refused (bytes; checked by the loader
+ * with a documented estimate, see cic_case_memory_estimate). */
+#define CIC_CASE_MEMORY_LIMIT ((uint64_t)8 << 30)
+
+/* Load and validate. Returns CIC_OK, or CIC_EINPUT with d set (a missing or
+ * unreadable file is CIC_EINPUT too, with line 0). Never aborts on input. */
+int cic_case_load(cic_case *c, const char *path, cic_diag *d);
+/* Same, from a string; path is used only in messages and for the default
+ * name. */
+int cic_case_load_string(cic_case *c, const char *text, const char *path,
+                         cic_diag *d);
+
+/* Rough peak bytes a run of this case needs (weights at mpfr_prec for every
+ * transform, activations of both engines). */
+uint64_t cic_case_memory_estimate(const cic_case *c);
+
+/* Index of the transform named name, or -1. */
+int cic_case_xform_find(const cic_case *c, const char *name);
+
+#endif

@@ -1,0 +1,83 @@
+/* metric.h: how far a low-precision output is from the MPFR truth, and how far
+ * two float32 outputs are from each other (DESIGN.md section 5).
+ *
+ * All error arithmetic is done in MPFR so the metric adds no error of its own:
+ * |y - x| is formed exactly (y is a float, x the truth at prec bits) and the
+ * ratios are rounded once to double for reporting. Outputs are row-major
+ * rows x cols with rows = tokens. NaN and Inf in y are counted, never folded
+ * into a norm: the error figures then cover the finite entries only. */
+#ifndef CIC_METRIC_H
+#define CIC_METRIC_H
+
+#include <mpfr.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct {
+    double max, p99, mean;
+} cic_stat3;
+
+typedef struct {
+    double max_abs;
+    double rel_norm2;
+    cic_stat3 ulp_row;
+    cic_stat3 ulp_elem;
+    uint64_t ulp_elem_excluded; /* entries with |x| < 2^-10 * row max */
+    cic_stat3 drift;            /* ordered-integer ULP distance to the before run */
+    double ulp_row_delta_p99;   /* ulp_row.p99 after - before */
+    double ulp_row_delta_max;
+    double decomp_weights;      /* rel_norm2: MPFR run with rounded weights vs truth */
+    double decomp_arith;        /* rel_norm2: f32 run vs that MPFR run */
+    uint64_t nonfinite;         /* NaN or Inf entries of y */
+    int64_t first_nonfinite;    /* flat index of the first one, -1 if none */
+    int has_drift;              /* drift and ulp_row_delta are meaningful */
+    int has_decomp;
+} cic_metrics;
+
+/* ---- ULP helpers (binary32) ---- */
+
+/* ulp of an exact value x in binary32: 2^(max(E,-126)-23), E = floor(log2|x|);
+ * at an exact power of two the gap below (2^(E-24), still >= 2^-149);
+ * ulp(0) = 2^-149. Returned as a double (exact: all such powers fit).
+ * x must be finite. */
+double cic_ulp_f32_mp(mpfr_srcptr x);
+double cic_ulp_f32(double x); /* same for a double value (exact input) */
+
+/* The ordered integer of a float: sign-magnitude bits mapped to two's
+ * complement in int64 so that consecutive floats differ by 1 and +0 == -0.
+ * NaN has no order: callers check isnan first. */
+int64_t cic_f32_ordered(float f);
+/* |ordered(a) - ordered(b)|; UINT64_MAX if either is NaN. Inf counts as the
+ * float after FLT_MAX. */
+uint64_t cic_f32_ulp_distance(float a, float b);
+
+/* ---- error of y against the truth x ---- */
+
+/* Fill max_abs, rel_norm2, ulp_row, ulp_elem, ulp_elem_excluded, nonfinite,
+ * first_nonfinite (leaves drift and decomposition untouched). x holds
+ * rows*cols values (any precision >= 24), y the float outputs. prec is the
+ * working precision for |y - x| (use the truth's precision). */
+void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
+                      size_t rows, size_t cols, mpfr_prec_t prec);
+
+/* ||a - b||_2 / ||b||_2 computed in MPFR at prec, rounded to double
+ * (0 when both are 0; +Inf when b is 0 and a is not). Used for ce_residual
+ * and the decomposition. */
+double cic_metric_rel_diff(const mpfr_t *a, const mpfr_t *b, size_t n,
+                           mpfr_prec_t prec);
+/* The same with a float a. */
+double cic_metric_rel_diff_f32(const float *a, const mpfr_t *b, size_t n,
+                               mpfr_prec_t prec);
+
+/* Drift between the float outputs of the untransformed run (before) and a
+ * transformed run (after): max, p99, mean of the ordered ULP distance.
+ * Entries where either is NaN are skipped (they are counted as nonfinite
+ * elsewhere). */
+void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
+                      size_t n);
+
+/* p-th percentile (0..100) of v by nearest rank on a sorted copy; v is not
+ * modified. 0 for n == 0. */
+double cic_percentile(const double *v, size_t n, double p);
+
+#endif

@@ -1,0 +1,136 @@
+/* report.h: what a run found, and the three ways it leaves the program: the
+ * terminal table, report.json (DESIGN.md section 7; written atomically), and
+ * the --dump folder of safetensors files.
+ *
+ * The CLI fills a cic_report; this module only formats and writes it. */
+#ifndef CIC_REPORT_H
+#define CIC_REPORT_H
+
+#include "../case/case.h"
+#include "../metric/metric.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#define CIC_MAX_SAMPLES 64
+#define CIC_MAX_SITES 8
+
+typedef struct {
+    char name[16];       /* "norm1", "gate1", "norm2", "gate2", "final", ... */
+    double analytical;   /* extra FLOPs at this site, whole case */
+    double counted;
+} cic_flop_site;
+
+typedef struct {
+    double baseline;      /* FLOPs of the untransformed graph, whole case */
+    double transformed;   /* FLOPs of the transformed graph */
+    double extra_total;   /* transformed - baseline (may be negative) */
+    double extra_per_token;
+    double extra_per_sample;
+    double extra_pct;     /* 100 * extra_total / baseline */
+    double analytical_baseline;    /* closed-form formulas */
+    double analytical_transformed;
+    bool counted_matches_analytical;
+    cic_flop_site sites[CIC_MAX_SITES];
+    int n_sites;
+} cic_flops;
+
+typedef struct {
+    int sample;
+    double ce_residual;
+    enum cic_verdict verdict;
+} cic_sample_ce;
+
+/* One row of the results: a (transform, engine) pair. transform "none" is the
+ * untransformed model (the "before" figures); engine is "f32-openblas",
+ * "f32-fixed-order" or "mpfr" (the exactness row). */
+typedef struct {
+    char transform[CIC_NAME_MAX];
+    char engine[32];
+    bool has_verdict;          /* false for transform "none" */
+    enum cic_verdict expect;
+    enum cic_verdict verdict;
+    double ce_residual;
+    double ce_threshold_equivalent; /* below: equivalent */
+    double ce_threshold_broken;     /* above: broken */
+    bool has_metrics;          /* false for the mpfr row */
+    cic_metrics metrics;
+    cic_flops flops;
+    cic_sample_ce per_sample[CIC_MAX_SAMPLES];
+    int n_samples;
+    bool pass;                 /* expectation and every gate on this row */
+} cic_result;
+
+typedef struct {
+    char transform[CIC_NAME_MAX];
+    char engine[32];
+    char metric[32];
+    double limit;
+    double value;
+    bool pass;
+    int line; /* line of the gate in the case file */
+} cic_gate_result;
+
+typedef struct {
+    char mpfr[32], gmp[32], openblas[128], openblas_core[64], compiler[128];
+    int openblas_threads;
+    char hostname[128];
+} cic_env;
+
+typedef struct {
+    const cic_case *kase;
+    cic_env env;
+    cic_result *results;
+    int n_results;
+    cic_gate_result *gates;
+    int n_gates;
+    bool truth_certified;      /* the prec+64 recomputation agreed */
+    double truth_cert_diff;    /* max relative difference seen there */
+    char weights_sha256[65];   /* of the original weights, see model.h */
+    double wall_seconds;
+    bool pass;
+} cic_report;
+
+/* Fill env from the libraries linked in (mpfr_get_version, gmp_version,
+ * openblas_get_config, openblas_get_corename, openblas_get_num_threads) and
+ * the compiler macros. */
+void cic_report_env_fill(cic_env *env);
+
+/* The terminal table, one line per result: transform, engine, verdict,
+ * ce_residual, max_abs, rel_norm2, ulp_row max and p99, drift max and p99,
+ * gate PASS/FAIL; then failed gates with transform, engine, metric, value,
+ * limit. color: ANSI colours (callers pass isatty(fileno(f))). */
+void cic_report_table(FILE *f, const cic_report *r, bool color);
+
+/* report.json into dir (created if missing, with parents): written to a
+ * temporary file in dir, fsync'ed, then renamed over report.json, so a
+ * reader never sees half a report. Returns 0, or -1 with d set. */
+int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d);
+
+/* ---- safetensors (the --dump format) ---- */
+
+typedef enum { CIC_DT_F32, CIC_DT_F64, CIC_DT_COUNT } cic_dtype;
+
+typedef struct {
+    const char *name;
+    cic_dtype dtype;
+    int ndim;
+    int64_t shape[4];
+    const void *data; /* row-major, little-endian host order */
+} cic_st_tensor;
+
+/* Write tensors as one safetensors file (8-byte little-endian header length,
+ * JSON header with dtype "F32"/"F64", shape, data_offsets, plus a
+ * "__metadata__" object of string pairs, then the data, tensors in the order
+ * given). meta is a NULL-terminated list of key, value strings (may be NULL).
+ * Atomic like the report. Returns 0, or -1 with d set. */
+int cic_safetensors_write(const char *path, const cic_st_tensor *t, int n,
+                          const char *const *meta, cic_diag *d);
+
+/* mkdir -p; 0 or -1 with d set. */
+int cic_mkdir_p(const char *dir, cic_diag *d);
+/* Write len bytes to path atomically (temp file in the same folder, fsync,
+ * rename). 0 or -1 with d set. */
+int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d);
+
+#endif

@@ -1,0 +1,35 @@
+/* qmat.h: the orthogonal matrices that rotate the residual stream, computed
+ * at a chosen precision in MPFR (DESIGN.md section 2).
+ *
+ * Matrices are row-major d x d arrays of mpfr_t at prec bits. prec 24 and 53
+ * reproduce float32 and float64 arithmetic operation by operation (each MPFR
+ * operation is correctly rounded, as IEEE arithmetic is), so one code path
+ * serves the mpfr, f64 and f32 transform precisions. */
+#ifndef CIC_QMAT_H
+#define CIC_QMAT_H
+
+#include <mpfr.h>
+#include <stdint.h>
+
+/* Haar-random orthogonal Q: Householder QR of a d x d Gaussian matrix (entries
+ * from cic_rng, keyed by seed and "q.random"), Q = Q_qr diag(sign(diag R)).
+ * Orthogonal to about the unit roundoff of prec. q must hold d*d values
+ * initialised at prec. Returns 0, or -1 on allocation failure. */
+int cic_q_random(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
+
+/* Randomized Hadamard H diag(s) / sqrt(d) with s_i = +-1 from the seed:
+ * Sylvester construction, d a power of two. Returns 0, or -1 when d has no
+ * construction here (see cic_q_hadamard_supported). */
+int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
+int cic_q_hadamard_supported(int d);
+/* Writes into buf a sentence naming the nearest supported sizes below and
+ * above d, for error messages. */
+void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
+
+/* The identity (a control). */
+void cic_q_identity(mpfr_t *q, int d);
+
+/* max |Q^T Q - I| over all entries, computed at 2*prec bits, as a double. */
+double cic_q_orth_error(const mpfr_t *q, int d, mpfr_prec_t prec);
+
+#endif
