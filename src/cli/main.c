@@ -1,1 +1,134 @@
-int main(void){return 0;}
+/* main.c: the cicheck command line. Subcommands: run. Exit codes: 0 all gates
+ * pass, 1 a gate or expectation failed, 2 bad input or usage, 3 resource
+ * failure (DESIGN.md section 6). */
+#include "base/base.h"
+#include "cli/run.h"
+
+#include <mpfr.h>
+#include <string.h>
+
+static const char USAGE[] =
+    "usage: cicheck [--help] [--version] <command> [<args>]\n"
+    "\n"
+    "Verifies computational-invariance rewrites (LayerNorm fusion, residual\n"
+    "rotation) of transformer blocks in float32 against an MPFR truth.\n"
+    "\n"
+    "commands:\n"
+    "  run CASE.toml...   run case files; see 'cicheck run --help'\n"
+    "\n"
+    "exit codes: 0 all gates pass, 1 a gate or expectation failed,\n"
+    "            2 bad input or usage, 3 out of memory or I/O failure\n";
+
+static const char RUN_USAGE[] =
+    "usage: cicheck run [options] CASE.toml...\n"
+    "\n"
+    "Builds the case's model from its seed, computes the MPFR truth, runs every\n"
+    "transform in MPFR (verdict) and in each float32 engine (errors), checks\n"
+    "the expectations and gates, prints a table and writes report.json.\n"
+    "\n"
+    "options:\n"
+    "  --out DIR     where report.json goes (default reports/<case name>);\n"
+    "                with several cases, DIR/<case name>\n"
+    "  --dump DIR    also write weights, inputs and outputs as safetensors\n"
+    "                (with several cases, DIR/<case name>)\n"
+    "  --quiet       no progress lines on stderr\n"
+    "  --color       force colours;  --no-color  never colour\n"
+    "  -h, --help    this text\n";
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "cicheck: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\nTry 'cicheck --help'.\n");
+    return CIC_EINPUT;
+}
+
+/* The stem of a case path: "cases/adaln.toml" -> "adaln". */
+static void stem(char *buf, size_t cap, const char *path)
+{
+    const char *b = strrchr(path, '/'), *dot;
+    b = b ? b + 1 : path;
+    dot = strrchr(b, '.');
+    snprintf(buf, cap, "%.*s", dot ? (int)(dot - b) : (int)strlen(b), b);
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    cic_run_args a;
+    const char *cases[256];
+    int n = 0, i, worst = CIC_OK;
+    memset(&a, 0, sizeof a);
+    a.color = -1;
+    for (i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            fputs(RUN_USAGE, stdout);
+            return CIC_OK;
+        } else if (!strcmp(s, "--out") || !strcmp(s, "--dump")) {
+            if (i + 1 >= argc)
+                return usage_error("%s needs a folder", s);
+            if (!strcmp(s, "--out"))
+                a.out_dir = argv[++i];
+            else
+                a.dump_dir = argv[++i];
+        } else if (!strncmp(s, "--out=", 6)) {
+            a.out_dir = s + 6;
+        } else if (!strncmp(s, "--dump=", 7)) {
+            a.dump_dir = s + 7;
+        } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
+            a.quiet = true;
+        } else if (!strcmp(s, "--color")) {
+            a.color = 1;
+        } else if (!strcmp(s, "--no-color")) {
+            a.color = 0;
+        } else if (s[0] == '-' && s[1] != '\0') {
+            return usage_error("unknown option '%s' for run", s);
+        } else {
+            if (n == (int)(sizeof cases / sizeof cases[0]))
+                return usage_error("too many case files (limit 256)%s", "");
+            cases[n++] = s;
+        }
+    }
+    if (n == 0)
+        return usage_error("run needs a case file, e.g. 'cicheck run cases/adaln.toml'%s", "");
+    for (i = 0; i < n; i++) {
+        cic_run_args one = a;
+        char out[1024], dump[1024], st[256];
+        int rc;
+        if (n > 1) {
+            stem(st, sizeof st, cases[i]);
+            if (a.out_dir) {
+                snprintf(out, sizeof out, "%s/%s", a.out_dir, st);
+                one.out_dir = out;
+            }
+            if (a.dump_dir) {
+                snprintf(dump, sizeof dump, "%s/%s", a.dump_dir, st);
+                one.dump_dir = dump;
+            }
+        }
+        rc = cic_run_case(cases[i], &one);
+        /* the worst outcome wins: 2 (input) and 3 over 1 over 0 */
+        if (rc > worst)
+            worst = rc;
+    }
+    return worst;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fputs(USAGE, stderr);
+        return CIC_EINPUT;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        fputs(USAGE, stdout);
+        return CIC_OK;
+    }
+    if (!strcmp(argv[1], "--version")) {
+        printf("cicheck %s (MPFR %s)\n", CIC_VERSION, mpfr_get_version());
+        return CIC_OK;
+    }
+    if (!strcmp(argv[1], "run"))
+        return cmd_run(argc - 2, argv + 2);
+    return usage_error("unknown command '%s'", argv[1]);
+}

@@ -1,1 +1,664 @@
-/* placeholder */
+/* run.c: one `cicheck run` of one case file.
+ *
+ * Order of work: load and check the case; build the original model; compute
+ * the MPFR truth and certify it on one sample at prec + 64 bits; run each
+ * f32 engine on the original (the "before" figures); then per transform
+ * build the model, run it in MPFR with the unrounded weights (the verdict),
+ * in MPFR with the rounded weights (the decomposition) and in every f32
+ * engine (the errors and the drift); check expectations and gates; print the
+ * table, write report.json atomically, and dump when asked. */
+#include "run.h"
+
+#include "../base/mpvec.h"
+#include "../case/case.h"
+#include "../engine/engine.h"
+#include "../metric/flops.h"
+#include "../metric/metric.h"
+#include "../model/model.h"
+#include "../report/dump.h"
+#include "../report/report.h"
+#include "../xform/xform.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef struct {
+    char name[128];
+    float *f32;     /* rows x cols, or NULL */
+    mpfr_t *mp;     /* rows x cols at prec, or NULL */
+} saved_out;
+
+typedef struct {
+    const cic_run_args *a;
+    cic_case c;
+    mpfr_prec_t prec;
+    cic_model *orig;
+    cic_model *xm[CIC_MAX_XFORMS];
+    size_t rows, cols, n;
+    mpfr_t *truth;
+    float *before[CIC_MATMUL_COUNT];
+    cic_flop_count base_counted, base_analytical;
+    cic_result *res;
+    int n_res;
+    cic_gate_result *gates;
+    int n_gates;
+    saved_out saved[2 + CIC_MAX_XFORMS * (CIC_MATMUL_COUNT + 1)];
+    int n_saved;
+    double t0;
+} run;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void progress(run *r, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void progress(run *r, const char *fmt, ...)
+{
+    va_list ap;
+    if (r->a->quiet)
+        return;
+    fprintf(stderr, "[%s %6.1fs] ", r->c.name, now() - r->t0);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+/* ---- readout map ---- */
+
+/* dst = map(src) for model m: the residual readout in the original basis,
+ * y Q^T then centered (when the model says so); a plain copy for the head
+ * readout. All at prec bits; src values may have any precision <= prec. */
+static int map_out(run *r, mpfr_t *dst, const mpfr_t *src, const cic_model *m)
+{
+    size_t i, j, rows = r->rows, cols = r->cols;
+    mpfr_prec_t sp = r->prec;
+    /* the head readout is already in the original basis */
+    const mpfr_t *q = m->output == m->residual ? (const mpfr_t *)m->out_q : NULL;
+    if (q && m->out_q_prec > sp)
+        sp = m->out_q_prec;
+    if (q) {
+        cic_dot_scratch s;
+        mpfr_t *row = cic_mpvec_create(cols, r->prec);
+        if (!row || cic_dot_scratch_init(&s, cols, sp) < 0) {
+            cic_mpvec_destroy(row, cols);
+            return -1;
+        }
+        for (i = 0; i < rows; i++) {
+            for (j = 0; j < cols; j++) /* (y Q^T)_j = sum_k y_k Q[j,k] */
+                cic_mp_dot(row[j], src + i * cols, 1, q + j * cols, 1,
+                           cols, NULL, &s);
+            for (j = 0; j < cols; j++)
+                mpfr_set(dst[i * cols + j], row[j], MPFR_RNDN);
+        }
+        cic_dot_scratch_clear(&s);
+        cic_mpvec_destroy(row, cols);
+    } else if (dst != src) {
+        for (i = 0; i < rows * cols; i++)
+            mpfr_set(dst[i], src[i], MPFR_RNDN);
+    }
+    if (m->center_out) {
+        mpfr_ptr *ptr = cic_calloc(cols, sizeof *ptr);
+        mpfr_t mean;
+        if (!ptr)
+            return -1;
+        mpfr_init2(mean, r->prec);
+        for (i = 0; i < rows; i++) {
+            for (j = 0; j < cols; j++)
+                ptr[j] = dst[i * cols + j];
+            mpfr_sum(mean, ptr, cols, MPFR_RNDN);
+            mpfr_div_ui(mean, mean, cols, MPFR_RNDN);
+            for (j = 0; j < cols; j++)
+                mpfr_sub(dst[i * cols + j], dst[i * cols + j], mean, MPFR_RNDN);
+        }
+        mpfr_clear(mean);
+        free(ptr);
+    }
+    return 0;
+}
+
+static bool needs_map(const cic_model *m)
+{
+    return (m->out_q != NULL && m->output == m->residual) || m->center_out;
+}
+
+/* Map a float output in place (mapped in MPFR, rounded once back to
+ * binary32: the scored value carries at most half an ULP of that rounding). */
+static int map_out_f32(run *r, float *y, const cic_model *m)
+{
+    mpfr_t *v;
+    int rc;
+    if (!needs_map(m))
+        return 0;
+    v = cic_mpvec_create(r->n, r->prec);
+    if (!v)
+        return -1;
+    cic_mpvec_set_f32(v, y, r->n);
+    rc = map_out(r, v, (const mpfr_t *)v, m);
+    if (rc == 0)
+        cic_mpvec_get_f32(y, (const mpfr_t *)v, r->n);
+    cic_mpvec_destroy(v, r->n);
+    return rc;
+}
+
+/* ---- results ---- */
+
+static cic_result *new_result(run *r, const char *xf, const char *engine)
+{
+    cic_result *x = &r->res[r->n_res++];
+    memset(x, 0, sizeof *x);
+    cic_strlcpy(x->transform, xf, sizeof x->transform);
+    cic_strlcpy(x->engine, engine, sizeof x->engine);
+    x->pass = true;
+    return x;
+}
+
+static void save_out(run *r, const char *name, float *f, mpfr_t *mp)
+{
+    saved_out *s = &r->saved[r->n_saved++];
+    cic_strlcpy(s->name, name, sizeof s->name);
+    s->f32 = f;
+    s->mp = mp;
+}
+
+static bool sites_equal(const cic_flop_count *a, const cic_flop_count *b)
+{
+    int i;
+    for (i = 0; i < CIC_SITE_COUNT; i++)
+        if (a->site[i] != b->site[i])
+            return false;
+    return true;
+}
+
+static void fill_flops(run *r, cic_flops *f, const cic_flop_count *counted,
+                       const cic_flop_count *analytical, bool engines_agree)
+{
+    int i;
+    double R = (double)r->rows, B = r->c.model.samples;
+    memset(f, 0, sizeof *f);
+    f->baseline = cic_flop_total(&r->base_counted);
+    f->transformed = cic_flop_total(counted);
+    f->analytical_baseline = cic_flop_total(&r->base_analytical);
+    f->analytical_transformed = cic_flop_total(analytical);
+    f->extra_total = f->transformed - f->baseline;
+    f->extra_per_token = f->extra_total / R;
+    f->extra_per_sample = f->extra_total / B;
+    f->extra_pct = f->baseline > 0 ? 100.0 * f->extra_total / f->baseline : 0;
+    f->counted_matches_analytical = engines_agree &&
+        sites_equal(counted, analytical) &&
+        sites_equal(&r->base_counted, &r->base_analytical);
+    for (i = 0; i < CIC_SITE_COUNT && i < CIC_MAX_SITES; i++) {
+        cic_strlcpy(f->sites[i].name, CIC_SITE_NAME[i], sizeof f->sites[i].name);
+        f->sites[i].analytical = analytical->site[i] - r->base_analytical.site[i];
+        f->sites[i].counted = counted->site[i] - r->base_counted.site[i];
+    }
+    f->n_sites = i;
+}
+
+/* Value of a gate metric on a row; false when the row lacks it. */
+static bool metric_value(const cic_result *x, const char *metric, double *v)
+{
+    const cic_metrics *m = &x->metrics;
+    if (strcmp(metric, "ce_residual") == 0) {
+        *v = x->ce_residual;
+        return x->has_verdict;
+    }
+    if (!x->has_metrics)
+        return false;
+    if (!strcmp(metric, "max_abs")) *v = m->max_abs;
+    else if (!strcmp(metric, "rel_norm2")) *v = m->rel_norm2;
+    else if (!strcmp(metric, "ulp_row.max")) *v = m->ulp_row.max;
+    else if (!strcmp(metric, "ulp_row.p99")) *v = m->ulp_row.p99;
+    else if (!strcmp(metric, "ulp_row.mean")) *v = m->ulp_row.mean;
+    else if (!strcmp(metric, "ulp_elem.max")) *v = m->ulp_elem.max;
+    else if (!strcmp(metric, "ulp_elem.p99")) *v = m->ulp_elem.p99;
+    else if (!strcmp(metric, "ulp_elem.mean")) *v = m->ulp_elem.mean;
+    else if (!strcmp(metric, "nonfinite")) *v = (double)m->nonfinite;
+    else if (!strncmp(metric, "drift.", 6)) {
+        if (!m->has_drift)
+            return false;
+        *v = !strcmp(metric, "drift.max") ? m->drift.max
+           : !strcmp(metric, "drift.p99") ? m->drift.p99 : m->drift.mean;
+    } else
+        return false;
+    return true;
+}
+
+static bool name_match(const char *pat, const char *s)
+{
+    return strcmp(pat, "*") == 0 || strcmp(pat, s) == 0;
+}
+
+static void eval_gates(run *r)
+{
+    int g, i;
+    for (g = 0; g < r->c.n_gates; g++) {
+        const cic_gate_spec *gs = &r->c.gates[g];
+        for (i = 0; i < r->n_res; i++) {
+            cic_result *x = &r->res[i];
+            double v;
+            cic_gate_result *gr;
+            if (!name_match(gs->transform, x->transform) || !name_match(gs->engine, x->engine))
+                continue;
+            if (!metric_value(x, gs->metric, &v))
+                continue;
+            gr = &r->gates[r->n_gates++];
+            memset(gr, 0, sizeof *gr);
+            cic_strlcpy(gr->transform, x->transform, sizeof gr->transform);
+            cic_strlcpy(gr->engine, x->engine, sizeof gr->engine);
+            cic_strlcpy(gr->metric, gs->metric, sizeof gr->metric);
+            gr->limit = gs->max;
+            gr->value = v;
+            gr->line = gs->line;
+            /* NaN never passes a gate */
+            gr->pass = v <= gs->max;
+            if (!gr->pass)
+                x->pass = false;
+        }
+    }
+}
+
+/* ---- stages ---- */
+
+static int stage_truth(run *r, cic_report *rep)
+{
+    cic_run_opts o;
+    mpfr_t *cert = NULL;
+    size_t per = (size_t)r->c.model.tokens * r->cols, i;
+    double maxrel = 0;
+    bool same = true;
+    memset(&o, 0, sizeof o);
+    o.flops = &r->base_counted;
+    progress(r, "truth: original model in MPFR at %ld bits", (long)r->prec);
+    if (cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
+        return -1;
+    if (map_out(r, r->truth, (const mpfr_t *)r->truth, r->orig) < 0)
+        return -1;
+    /* certify on sample 0 at prec + 64 */
+    progress(r, "certify: sample 0 at %ld bits", (long)r->prec + 64);
+    cert = cic_mpvec_create(per, r->prec + 64);
+    if (!cert)
+        return -1;
+    memset(&o, 0, sizeof o);
+    o.n_samples = 1;
+    if (cic_engine_mpfr_run(cert, r->orig, r->prec + 64, false, &o) < 0) {
+        cic_mpvec_destroy(cert, per);
+        return -1;
+    }
+    if (needs_map(r->orig)) {
+        /* the map works on the run's rows; apply it to this sample's rows */
+        size_t keep = r->rows;
+        r->rows = (size_t)r->c.model.tokens;
+        if (map_out(r, cert, (const mpfr_t *)cert, r->orig) < 0) {
+            r->rows = keep;
+            cic_mpvec_destroy(cert, per);
+            return -1;
+        }
+        r->rows = keep;
+    }
+    {
+        mpfr_t diff;
+        mpfr_init2(diff, r->prec + 64);
+        for (i = 0; i < per; i++) {
+            if (cic_mp_get_f32(cert[i]) != cic_mp_get_f32(r->truth[i]))
+                same = false;
+            mpfr_sub(diff, cert[i], r->truth[i], MPFR_RNDN);
+            if (!mpfr_zero_p(cert[i])) {
+                double rel;
+                mpfr_div(diff, diff, cert[i], MPFR_RNDN);
+                rel = fabs(mpfr_get_d(diff, MPFR_RNDU));
+                if (rel > maxrel)
+                    maxrel = rel;
+            }
+        }
+        mpfr_clear(diff);
+    }
+    cic_mpvec_destroy(cert, per);
+    rep->truth_cert_diff = maxrel;
+    /* a handful of roundings at prec bits each: far below 2^(16 - prec) */
+    rep->truth_certified = same && maxrel <= ldexp(1.0, 16 - (int)r->prec);
+    cic_flops_analytical(&r->base_analytical, &r->c.model, r->c.readout,
+                         cic_flops_norm_original(&r->c.model));
+    return 0;
+}
+
+static bool engine_on(const cic_case *c, int e)
+{
+    return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
+}
+
+static int stage_before(run *r)
+{
+    int e;
+    for (e = 0; e < CIC_MATMUL_COUNT; e++) {
+        cic_result *x;
+        cic_run_opts o;
+        cic_flop_count fc;
+        char nm[128];
+        if (!engine_on(&r->c, e))
+            continue;
+        progress(r, "before: %s", CIC_ENGINE_F32_NAME[e]);
+        r->before[e] = cic_calloc(r->n, sizeof(float));
+        if (!r->before[e])
+            return -1;
+        memset(&o, 0, sizeof o);
+        memset(&fc, 0, sizeof fc);
+        o.flops = &fc;
+        if (cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
+            map_out_f32(r, r->before[e], r->orig) < 0)
+            return -1;
+        x = new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
+        x->has_metrics = true;
+        cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, r->before[e], r->rows,
+                         r->cols, r->prec);
+        fill_flops(r, &x->flops, &fc, &r->base_analytical, sites_equal(&fc, &r->base_counted));
+        x->n_samples = 0;
+        snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
+        save_out(r, nm, r->before[e], NULL);
+    }
+    return 0;
+}
+
+static int stage_xform(run *r, int i, cic_diag *d)
+{
+    const cic_xform_spec *xs = &r->c.xf[i];
+    const cic_model *base = xs->after >= 0 ? r->xm[xs->after] : r->orig;
+    cic_model *m;
+    mpfr_t *yhp = NULL, *yrw = NULL;
+    cic_flop_count counted, analytical;
+    double eq, br, ce, w_err;
+    cic_result *mx;
+    cic_run_opts o;
+    int e, s, rc = -1;
+    size_t per = (size_t)r->c.model.tokens * r->cols;
+    char nm[128];
+
+    progress(r, "transform %s: building (%s, %s precision)", xs->name,
+             CIC_XFORM_NAME[xs->kind], CIC_TPREC_NAME[xs->prec]);
+    m = r->xm[i] = cic_xform_apply(base, xs, r->prec, d);
+    if (!m)
+        return -1;
+    yhp = cic_mpvec_create(r->n, r->prec);
+    yrw = cic_mpvec_create(r->n, r->prec);
+    if (!yhp || !yrw)
+        goto cleanup;
+    memset(&counted, 0, sizeof counted);
+    memset(&o, 0, sizeof o);
+    o.flops = &counted;
+    progress(r, "transform %s: MPFR, unrounded weights", xs->name);
+    if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
+        map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
+        goto cleanup;
+    progress(r, "transform %s: MPFR, float32 weights", xs->name);
+    memset(&o, 0, sizeof o);
+    if (cic_engine_mpfr_run(yrw, m, r->prec, true, &o) < 0 ||
+        map_out(r, yrw, (const mpfr_t *)yrw, m) < 0)
+        goto cleanup;
+    cic_flops_analytical(&analytical, &r->c.model, r->c.readout, cic_flops_norm_after(&r->c, i));
+
+    ce = cic_metric_rel_diff((const mpfr_t *)yhp, (const mpfr_t *)r->truth, r->n, r->prec);
+    w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->truth, r->n, r->prec);
+    cic_xform_thresholds(&eq, &br, xs, r->prec);
+
+    mx = new_result(r, xs->name, "mpfr");
+    mx->has_verdict = true;
+    mx->expect = xs->expect;
+    mx->ce_residual = ce;
+    mx->ce_threshold_equivalent = eq;
+    mx->ce_threshold_broken = br;
+    mx->verdict = cic_xform_verdict(ce, eq, br);
+    mx->pass = mx->verdict == mx->expect;
+    mx->n_samples = r->c.model.samples < CIC_MAX_SAMPLES ? r->c.model.samples : CIC_MAX_SAMPLES;
+    for (s = 0; s < mx->n_samples; s++) {
+        mx->per_sample[s].sample = s;
+        mx->per_sample[s].ce_residual = cic_metric_rel_diff(
+            (const mpfr_t *)yhp + (size_t)s * per, (const mpfr_t *)r->truth + (size_t)s * per,
+            per, r->prec);
+        mx->per_sample[s].verdict = cic_xform_verdict(mx->per_sample[s].ce_residual, eq, br);
+    }
+    fill_flops(r, &mx->flops, &counted, &analytical, true);
+
+    for (e = 0; e < CIC_MATMUL_COUNT; e++) {
+        cic_result *x;
+        cic_flop_count fc;
+        float *y;
+        if (!engine_on(&r->c, e))
+            continue;
+        progress(r, "transform %s: %s", xs->name, CIC_ENGINE_F32_NAME[e]);
+        y = cic_calloc(r->n, sizeof *y);
+        if (!y)
+            goto cleanup;
+        snprintf(nm, sizeof nm, "%s:%s", CIC_ENGINE_F32_NAME[e], xs->name);
+        save_out(r, nm, y, NULL);
+        memset(&o, 0, sizeof o);
+        memset(&fc, 0, sizeof fc);
+        o.flops = &fc;
+        if (cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || map_out_f32(r, y, m) < 0)
+            goto cleanup;
+        x = new_result(r, xs->name, CIC_ENGINE_F32_NAME[e]);
+        x->has_verdict = true;
+        x->expect = mx->expect;
+        x->verdict = mx->verdict;
+        x->ce_residual = ce;
+        x->ce_threshold_equivalent = eq;
+        x->ce_threshold_broken = br;
+        x->pass = mx->pass;
+        x->n_samples = mx->n_samples;
+        memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
+        x->has_metrics = true;
+        cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, y, r->rows, r->cols, r->prec);
+        cic_metric_drift(&x->metrics.drift, r->before[e], y, r->n);
+        x->metrics.has_drift = 1;
+        {
+            const cic_result *b = NULL;
+            int k;
+            for (k = 0; k < r->n_res; k++)
+                if (!strcmp(r->res[k].transform, "none") &&
+                    !strcmp(r->res[k].engine, CIC_ENGINE_F32_NAME[e]))
+                    b = &r->res[k];
+            if (b) {
+                x->metrics.ulp_row_delta_p99 = x->metrics.ulp_row.p99 - b->metrics.ulp_row.p99;
+                x->metrics.ulp_row_delta_max = x->metrics.ulp_row.max - b->metrics.ulp_row.max;
+            }
+        }
+        x->metrics.decomp_weights = w_err;
+        x->metrics.decomp_arith = cic_metric_rel_diff_f32(y, (const mpfr_t *)yrw, r->n, r->prec);
+        x->metrics.has_decomp = 1;
+        fill_flops(r, &x->flops, &fc, &analytical, sites_equal(&fc, &counted));
+    }
+    snprintf(nm, sizeof nm, "mpfr:%s", xs->name);
+    save_out(r, nm, NULL, yhp);
+    yhp = NULL;
+    rc = 0;
+cleanup:
+    cic_mpvec_destroy(yhp, r->n);
+    cic_mpvec_destroy(yrw, r->n);
+    if (rc < 0 && !d->msg[0])
+        cic_diag_set(d, r->c.path, 0, 0, "transform '%s': out of memory", xs->name);
+    return rc;
+}
+
+/* ---- dump ---- */
+
+static int write_dump(run *r, cic_diag *d)
+{
+    const char *dir = r->a->dump_dir;
+    char path[2048];
+    const char *meta[] = {"case", r->c.name, "cicheck_version", CIC_VERSION, NULL};
+    cic_st_tensor *t;
+    double *f64 = NULL;
+    int i, n = 0, rc = -1;
+    if (cic_mkdir_p(dir, d) < 0)
+        return -1;
+    snprintf(path, sizeof path, "%s/original.safetensors", dir);
+    if (cic_dump_model(path, r->orig, meta, d) < 0)
+        return -1;
+    for (i = 0; i < r->c.n_xf; i++) {
+        const char *mt[] = {"case", r->c.name, "transform", r->c.xf[i].name,
+                            "kind", CIC_XFORM_NAME[r->c.xf[i].kind], NULL};
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, r->c.xf[i].name);
+        if (r->xm[i] && cic_dump_model(path, r->xm[i], mt, d) < 0)
+            return -1;
+    }
+    /* outputs: truth and every MPFR output as f64, f32 outputs as they are */
+    t = cic_calloc((size_t)r->n_saved + 1, sizeof *t);
+    f64 = cic_calloc(cic_mul_size(r->n, (size_t)r->n_saved + 1), sizeof *f64);
+    if (!t || !f64) {
+        cic_diag_set(d, dir, 0, 0, "out of memory writing the dump");
+        goto cleanup;
+    }
+    {
+        size_t k, slot = 0;
+        for (k = 0; k < r->n; k++)
+            f64[k] = mpfr_get_d(r->truth[k], MPFR_RNDN);
+        t[n].name = "truth";
+        t[n].dtype = CIC_DT_F64;
+        t[n].ndim = 2;
+        t[n].shape[0] = (int64_t)r->rows;
+        t[n].shape[1] = (int64_t)r->cols;
+        t[n].data = f64;
+        n++;
+        for (i = 0; i < r->n_saved; i++) {
+            saved_out *s = &r->saved[i];
+            t[n].name = s->name;
+            t[n].ndim = 2;
+            t[n].shape[0] = (int64_t)r->rows;
+            t[n].shape[1] = (int64_t)r->cols;
+            if (s->f32) {
+                t[n].dtype = CIC_DT_F32;
+                t[n].data = s->f32;
+            } else {
+                double *p = f64 + (++slot) * r->n;
+                for (k = 0; k < r->n; k++)
+                    p[k] = mpfr_get_d(s->mp[k], MPFR_RNDN);
+                t[n].dtype = CIC_DT_F64;
+                t[n].data = p;
+            }
+            n++;
+        }
+    }
+    snprintf(path, sizeof path, "%s/outputs.safetensors", dir);
+    rc = cic_safetensors_write(path, t, n, meta, d);
+cleanup:
+    free(t);
+    free(f64);
+    return rc;
+}
+
+/* ---- the run ---- */
+
+int cic_run_case(const char *path, const cic_run_args *a)
+{
+    run *r = cic_calloc(1, sizeof *r);
+    cic_diag d;
+    cic_report rep;
+    int rc = CIC_EINTERNAL, i, color;
+    char outdir[1200];
+    memset(&d, 0, sizeof d);
+    memset(&rep, 0, sizeof rep);
+    if (!r) {
+        fprintf(stderr, "cicheck: out of memory\n");
+        return CIC_EINTERNAL;
+    }
+    r->a = a;
+    r->t0 = now();
+    if (cic_case_load(&r->c, path, &d) != CIC_OK || cic_xform_check(&r->c, &d) != CIC_OK) {
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    r->prec = r->c.mpfr_prec;
+    r->orig = cic_model_create(&r->c.model, r->c.readout);
+    if (!r->orig) {
+        cic_diag_set(&d, path, 0, 0, "out of memory building the model");
+        goto fail;
+    }
+    r->rows = (size_t)r->orig->rows;
+    r->cols = (size_t)cic_model_out_cols(r->orig);
+    r->n = r->rows * r->cols;
+    r->truth = cic_mpvec_create(r->n, r->prec);
+    r->res = cic_calloc((size_t)(CIC_MATMUL_COUNT + r->c.n_xf * (CIC_MATMUL_COUNT + 1)),
+                        sizeof *r->res);
+    r->gates = cic_calloc((size_t)(r->c.n_gates + 1) *
+                              (size_t)(CIC_MATMUL_COUNT + r->c.n_xf * (CIC_MATMUL_COUNT + 1)),
+                          sizeof *r->gates);
+    if (!r->truth || !r->res || !r->gates) {
+        cic_diag_set(&d, path, 0, 0, "out of memory");
+        goto fail;
+    }
+    cic_model_weights_sha256(rep.weights_sha256, r->orig);
+    if (stage_truth(r, &rep) < 0 || stage_before(r) < 0) {
+        cic_diag_set(&d, path, 0, 0, "out of memory computing the truth");
+        goto fail;
+    }
+    for (i = 0; i < r->c.n_xf; i++)
+        if (stage_xform(r, i, &d) < 0)
+            goto fail;
+    eval_gates(r);
+
+    rep.kase = &r->c;
+    cic_report_env_fill(&rep.env);
+    rep.results = r->res;
+    rep.n_results = r->n_res;
+    rep.gates = r->gates;
+    rep.n_gates = r->n_gates;
+    rep.pass = rep.truth_certified;
+    for (i = 0; i < r->n_res; i++)
+        rep.pass = rep.pass && r->res[i].pass;
+    for (i = 0; i < r->n_gates; i++)
+        rep.pass = rep.pass && r->gates[i].pass;
+    rep.wall_seconds = now() - r->t0;
+
+    color = a->color >= 0 ? a->color : isatty(fileno(stdout));
+    cic_report_table(stdout, &rep, color != 0);
+    for (i = 0; i < r->n_res; i++) {
+        const cic_result *x = &r->res[i];
+        if (x->has_verdict && x->verdict != x->expect && !strcmp(x->engine, "mpfr"))
+            printf("FAIL expectation %s: verdict %s, expected %s (ce_residual %.3g)\n",
+                   x->transform, CIC_VERDICT_NAME[x->verdict], CIC_VERDICT_NAME[x->expect],
+                   x->ce_residual);
+    }
+    if (!rep.truth_certified)
+        printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",
+               (long)r->prec + 64, rep.truth_cert_diff);
+
+    if (a->out_dir)
+        cic_strlcpy(outdir, a->out_dir, sizeof outdir);
+    else
+        snprintf(outdir, sizeof outdir, "reports/%s", r->c.name);
+    if (cic_report_json_write(&rep, outdir, &d) < 0)
+        goto fail;
+    progress(r, "wrote %s/report.json", outdir);
+    if (a->dump_dir) {
+        if (write_dump(r, &d) < 0)
+            goto fail;
+        progress(r, "wrote dump to %s", a->dump_dir);
+    }
+    rc = rep.pass ? CIC_OK : CIC_EGATE;
+    goto cleanup;
+fail:
+    cic_diag_print(stderr, &d);
+    rc = CIC_EINTERNAL;
+cleanup:
+    for (i = 0; i < r->n_saved; i++) {
+        free(r->saved[i].f32);
+        cic_mpvec_destroy(r->saved[i].mp, r->n);
+    }
+    /* the before arrays are owned by saved[] */
+    for (i = 0; i < CIC_MAX_XFORMS; i++)
+        cic_model_destroy(r->xm[i]);
+    cic_model_destroy(r->orig);
+    cic_mpvec_destroy(r->truth, r->n);
+    free(r->res);
+    free(r->gates);
+    free(r);
+    return rc;
+}

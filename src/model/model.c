@@ -1,1 +1,529 @@
-/* placeholder */
+/* model.c: building the original models of a case (graph + weights), and the
+ * model container itself (model.h).
+ *
+ * Every weight is a pure function of (seed, tensor name): drawn from the
+ * counter RNG with correctly rounded arithmetic and rounded once to binary32,
+ * so the SHA-256 of the weights in reference/ holds on every machine. */
+#include "model.h"
+
+#include "../base/mpvec.h"
+#include "../base/rng.h"
+
+#include <assert.h>
+#include <string.h>
+
+const char *const CIC_OP_NAME[CIC_OP_COUNT] = {"linear", "norm", "attn",
+                                               "act",    "glu",  "add"};
+static_assert(sizeof CIC_OP_NAME / sizeof CIC_OP_NAME[0] == CIC_OP_COUNT,
+              "op name table");
+const char *const CIC_SITE_NAME[CIC_SITE_COUNT] = {"input", "norm1", "attn",
+                                                   "norm2", "mlp",   "final"};
+static_assert(sizeof CIC_SITE_NAME / sizeof CIC_SITE_NAME[0] == CIC_SITE_COUNT,
+              "site name table");
+
+/* ---- container ---- */
+
+static void tensor_free(cic_tensor *t)
+{
+    free(t->f32);
+    cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
+    t->f32 = NULL;
+    t->hp = NULL;
+}
+
+void cic_model_destroy(cic_model *m)
+{
+    int i;
+    if (!m)
+        return;
+    for (i = 0; i < m->n_t; i++)
+        tensor_free(&m->t[i]);
+    free(m->t);
+    free(m->ops);
+    if (m->out_q)
+        cic_mpvec_destroy(m->out_q, (size_t)m->cfg.d_model * m->cfg.d_model);
+    free(m);
+}
+
+int cic_model_tensor_add(cic_model *m, const char *name,
+                         enum cic_tensor_role role, int rows, int cols)
+{
+    cic_tensor *t;
+    CIC_ASSERT(rows > 0 && cols > 0);
+    if (m->n_t == m->cap_t) {
+        int cap = m->cap_t ? 2 * m->cap_t : 64;
+        cic_tensor *nt = realloc(m->t, (size_t)cap * sizeof *nt);
+        if (!nt)
+            return -1;
+        m->t = nt;
+        m->cap_t = cap;
+    }
+    t = &m->t[m->n_t];
+    memset(t, 0, sizeof *t);
+    cic_strlcpy(t->name, name, sizeof t->name);
+    t->role = role;
+    t->rows = rows;
+    t->cols = cols;
+    if (role != CIC_T_ACT) {
+        t->f32 = cic_calloc((size_t)rows * (size_t)cols, sizeof *t->f32);
+        if (!t->f32)
+            return -1;
+    }
+    return m->n_t++;
+}
+
+int cic_model_op_add(cic_model *m, const cic_op *op)
+{
+    if (m->n_ops == m->cap_ops) {
+        int cap = m->cap_ops ? 2 * m->cap_ops : 64;
+        cic_op *no = realloc(m->ops, (size_t)cap * sizeof *no);
+        if (!no)
+            return -1;
+        m->ops = no;
+        m->cap_ops = cap;
+    }
+    m->ops[m->n_ops] = *op;
+    return m->n_ops++;
+}
+
+int cic_model_tensor_find(const cic_model *m, const char *name)
+{
+    int i;
+    for (i = 0; i < m->n_t; i++)
+        if (strcmp(m->t[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
+{
+    cic_tensor *t = &m->t[id];
+    size_t n = (size_t)t->rows * (size_t)t->cols;
+    cic_mpvec_destroy(t->hp, n);
+    t->hp = cic_mpvec_create(n, prec);
+    t->hp_prec = prec;
+    return t->hp ? 0 : -1;
+}
+
+int cic_model_out_cols(const cic_model *m)
+{
+    return m->t[m->output].cols;
+}
+
+cic_model *cic_model_clone(const cic_model *m)
+{
+    cic_model *c = cic_calloc(1, sizeof *c);
+    int i;
+    size_t dd = (size_t)m->cfg.d_model * m->cfg.d_model;
+    if (!c)
+        return NULL;
+    *c = *m;
+    c->t = cic_calloc((size_t)m->cap_t, sizeof *c->t);
+    c->ops = cic_calloc((size_t)m->cap_ops, sizeof *c->ops);
+    c->out_q = NULL;
+    if (!c->t || !c->ops) {
+        free(c->t);
+        free(c->ops);
+        free(c);
+        return NULL;
+    }
+    c->n_t = 0;
+    memcpy(c->ops, m->ops, (size_t)m->n_ops * sizeof *c->ops);
+    for (i = 0; i < m->n_t; i++) {
+        const cic_tensor *s = &m->t[i];
+        cic_tensor *d = &c->t[i];
+        size_t n = (size_t)s->rows * (size_t)s->cols, k;
+        *d = *s;
+        d->f32 = NULL;
+        d->hp = NULL;
+        c->n_t = i + 1;
+        if (s->f32) {
+            d->f32 = malloc(n * sizeof *d->f32);
+            if (!d->f32)
+                goto fail;
+            memcpy(d->f32, s->f32, n * sizeof *d->f32);
+        }
+        if (s->hp) {
+            d->hp = cic_mpvec_create(n, s->hp_prec);
+            if (!d->hp)
+                goto fail;
+            for (k = 0; k < n; k++)
+                mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
+        }
+    }
+    if (m->out_q) {
+        size_t k;
+        c->out_q = cic_mpvec_create(dd, m->out_q_prec);
+        if (!c->out_q)
+            goto fail;
+        for (k = 0; k < dd; k++)
+            mpfr_set(c->out_q[k], m->out_q[k], MPFR_RNDN);
+    }
+    return c;
+fail:
+    cic_model_destroy(c);
+    return NULL;
+}
+
+/* ---- weights ---- */
+
+static void fill(cic_model *m, int id, double std)
+{
+    cic_tensor *t = &m->t[id];
+    cic_rng_fill_f32(t->f32, (uint64_t)t->rows * (uint64_t)t->cols,
+                     cic_rng_key(m->cfg.seed, t->name), (int)m->cfg.dist, std);
+}
+
+/* Norm gains scatter around 1 (std 0.1) so folding them changes weights. */
+static void fill_gain(cic_model *m, int id)
+{
+    cic_tensor *t = &m->t[id];
+    size_t i, n = (size_t)t->rows * (size_t)t->cols;
+    fill(m, id, 0.1);
+    for (i = 0; i < n; i++)
+        t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */
+}
+
+/* Tensor and op builders; on allocation failure they set *ok = 0 and later
+ * calls do nothing, so the graph builders read straight through. */
+typedef struct {
+    cic_model *m;
+    int ok;
+} bld;
+
+static int W(bld *b, const char *name, int rows, int cols, double std)
+{
+    int id;
+    if (!b->ok)
+        return -1;
+    id = cic_model_tensor_add(b->m, name, CIC_T_WEIGHT, rows, cols);
+    if (id < 0) {
+        b->ok = 0;
+        return -1;
+    }
+    fill(b->m, id, std);
+    return id;
+}
+
+static int G(bld *b, const char *name, int cols)
+{
+    int id;
+    if (!b->ok)
+        return -1;
+    id = cic_model_tensor_add(b->m, name, CIC_T_WEIGHT, 1, cols);
+    if (id < 0) {
+        b->ok = 0;
+        return -1;
+    }
+    fill_gain(b->m, id);
+    return id;
+}
+
+static int A(bld *b, const char *name, int cols)
+{
+    int id;
+    if (!b->ok)
+        return -1;
+    id = cic_model_tensor_add(b->m, name, CIC_T_ACT, b->m->rows, cols);
+    if (id < 0)
+        b->ok = 0;
+    return id;
+}
+
+static void OP(bld *b, const cic_op *op)
+{
+    if (b->ok && cic_model_op_add(b->m, op) < 0)
+        b->ok = 0;
+}
+
+static cic_op op_base(enum cic_op_kind kind, enum cic_site site, int layer)
+{
+    cic_op o;
+    memset(&o, 0, sizeof o);
+    o.kind = kind;
+    o.site = site;
+    o.layer = layer;
+    o.out = o.w = o.b = o.g = -1;
+    o.in[0] = o.in[1] = o.in[2] = -1;
+    return o;
+}
+
+static int linear(bld *b, enum cic_site site, int layer, enum cic_lin_role role,
+                  int in, int w, int bias, const char *out_name)
+{
+    cic_op o = op_base(CIC_OP_LINEAR, site, layer);
+    if (!b->ok)
+        return -1;
+    o.in[0] = in;
+    o.w = w;
+    o.b = bias;
+    o.role = role;
+    o.out = A(b, out_name, b->m->t[w].rows);
+    OP(b, &o);
+    return o.out;
+}
+
+static int norm(bld *b, enum cic_site site, int layer, int in, int g, int bias,
+                bool center, const char *out_name)
+{
+    cic_op o = op_base(CIC_OP_NORM, site, layer);
+    if (!b->ok)
+        return -1;
+    o.in[0] = in;
+    o.g = g;
+    o.b = bias;
+    o.center = center;
+    o.eps = (float)b->m->cfg.eps;
+    o.out = A(b, out_name, b->m->cfg.d_model);
+    OP(b, &o);
+    return o.out;
+}
+
+static int add(bld *b, enum cic_site site, int layer, int x, int y,
+               const char *out_name)
+{
+    cic_op o = op_base(CIC_OP_ADD, site, layer);
+    if (!b->ok)
+        return -1;
+    o.in[0] = x;
+    o.in[1] = y;
+    o.out = A(b, out_name, b->m->cfg.d_model);
+    OP(b, &o);
+    return o.out;
+}
+
+static int attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
+                const char *out_name)
+{
+    cic_op o = op_base(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
+    if (!b->ok)
+        return -1;
+    o.in[0] = q;
+    o.in[1] = k;
+    o.in[2] = v;
+    o.in_col[0] = qc;
+    o.in_col[1] = kc;
+    o.in_col[2] = vc;
+    o.heads = b->m->cfg.heads;
+    o.causal = b->m->cfg.causal;
+    o.out = A(b, out_name, b->m->cfg.d_model);
+    OP(b, &o);
+    return o.out;
+}
+
+/* Outlier channels: the first k of a seeded Fisher-Yates shuffle of 0..d-1.
+ * The block input and every writer's rows for those channels are scaled. */
+static void apply_outliers(cic_model *m)
+{
+    int d = m->cfg.d_model, k = m->cfg.outlier_channels, i, j, r;
+    int *perm;
+    uint64_t key = cic_rng_key(m->cfg.seed, "outliers");
+    float s = (float)m->cfg.outlier_scale;
+    if (k <= 0)
+        return;
+    perm = cic_calloc((size_t)d, sizeof *perm);
+    if (!perm)
+        return;
+    for (i = 0; i < d; i++)
+        perm[i] = i;
+    for (i = 0; i < k; i++) {
+        int t, p = i + (int)(cic_rng_u64(key, (uint64_t)i) % (uint64_t)(d - i));
+        t = perm[i];
+        perm[i] = perm[p];
+        perm[p] = t;
+    }
+    for (i = 0; i < k; i++) {
+        int c = perm[i];
+        cic_tensor *x = &m->t[m->input];
+        for (r = 0; r < x->rows; r++)
+            x->f32[(size_t)r * x->cols + c] *= s;
+        for (j = 0; j < m->n_ops; j++) {
+            const cic_op *o = &m->ops[j];
+            if (o->kind == CIC_OP_LINEAR && o->role == CIC_ROLE_WRITER) {
+                cic_tensor *w = &m->t[o->w];
+                for (r = 0; r < w->cols; r++)
+                    w->f32[(size_t)c * w->cols + r] *= s;
+                if (o->b >= 0)
+                    m->t[o->b].f32[c] *= s;
+            }
+        }
+    }
+    free(perm);
+}
+
+static void build_preln(bld *b, enum cic_readout readout)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
+    double sd = m->cfg.std;
+    char n[96], o[96];
+    for (l = 0; l < m->cfg.layers; l++) {
+        int g1, b1, wqkv, bqkv, wo, bo, g2, b2, w1, c1, w2, c2;
+        int h1, qkv, a, ao, h2, u, v, mo;
+        cic_op act;
+#define NM(s) (snprintf(n, sizeof n, "blocks.%d.%s", l, s), n)
+#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
+        g1 = G(b, NM("norm1.weight"), d);
+        b1 = W(b, NM("norm1.bias"), 1, d, 0.1);
+        wqkv = W(b, NM("attn.qkv.weight"), 3 * d, d, sd);
+        bqkv = W(b, NM("attn.qkv.bias"), 1, 3 * d, sd);
+        wo = W(b, NM("attn.proj.weight"), d, d, sd);
+        bo = W(b, NM("attn.proj.bias"), 1, d, sd);
+        g2 = G(b, NM("norm2.weight"), d);
+        b2 = W(b, NM("norm2.bias"), 1, d, 0.1);
+        w1 = W(b, NM("mlp.fc1.weight"), f, d, sd);
+        c1 = W(b, NM("mlp.fc1.bias"), 1, f, sd);
+        w2 = W(b, NM("mlp.fc2.weight"), d, f, sd);
+        c2 = W(b, NM("mlp.fc2.bias"), 1, d, sd);
+        h1 = norm(b, CIC_SITE_NORM1, l, x, g1, b1, true, AN("norm1"));
+        qkv = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wqkv, bqkv, AN("qkv"));
+        a = attn(b, l, qkv, 0, qkv, d, qkv, 2 * d, AN("attn"));
+        ao = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, bo, AN("proj"));
+        x = add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
+        h2 = norm(b, CIC_SITE_NORM2, l, x, g2, b2, true, AN("norm2"));
+        u = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, w1, c1, AN("fc1"));
+        act = op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
+        act.in[0] = u;
+        act.act = m->cfg.act;
+        v = act.out = A(b, AN("act"), f);
+        OP(b, &act);
+        mo = linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, v, w2, c2, AN("fc2"));
+        x = add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
+#undef NM
+#undef AN
+    }
+    m->residual = x;
+    if (readout == CIC_READOUT_HEAD) {
+        int gf = G(b, "norm.weight", d), bf = W(b, "norm.bias", 1, d, 0.1);
+        int wh = W(b, "head.weight", m->cfg.d_out, d, sd);
+        int bh = W(b, "head.bias", 1, m->cfg.d_out, sd);
+        int hf = norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.norm");
+        m->output = linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh, "act.head");
+    } else {
+        m->output = x;
+        m->center_out = true;
+    }
+}
+
+static void build_rmsnorm(bld *b, enum cic_readout readout)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
+    double sd = m->cfg.std;
+    char n[96], o[96];
+    for (l = 0; l < m->cfg.layers; l++) {
+        int g1, wq, wk, wv, wo, g2, wg, wu, wd;
+        int h1, q, k, v, a, ao, h2, gt, up, hm, mo;
+        cic_op glu;
+#define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
+#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
+        g1 = G(b, NM("input_layernorm.weight"), d);
+        wq = W(b, NM("self_attn.q_proj.weight"), d, d, sd);
+        wk = W(b, NM("self_attn.k_proj.weight"), d, d, sd);
+        wv = W(b, NM("self_attn.v_proj.weight"), d, d, sd);
+        wo = W(b, NM("self_attn.o_proj.weight"), d, d, sd);
+        g2 = G(b, NM("post_attention_layernorm.weight"), d);
+        wg = W(b, NM("mlp.gate_proj.weight"), f, d, sd);
+        wu = W(b, NM("mlp.up_proj.weight"), f, d, sd);
+        wd = W(b, NM("mlp.down_proj.weight"), d, f, sd);
+        h1 = norm(b, CIC_SITE_NORM1, l, x, g1, -1, false, AN("input_layernorm"));
+        q = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, -1, AN("q"));
+        k = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, -1, AN("k"));
+        v = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, -1, AN("v"));
+        a = attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
+        ao = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("o"));
+        x = add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
+        h2 = norm(b, CIC_SITE_NORM2, l, x, g2, -1, false, AN("post_attention_layernorm"));
+        gt = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wg, -1, AN("gate"));
+        up = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wu, -1, AN("up"));
+        glu = op_base(CIC_OP_GLU, CIC_SITE_MLP, l);
+        glu.in[0] = gt;
+        glu.in[1] = up;
+        glu.act = m->cfg.act;
+        hm = glu.out = A(b, AN("glu"), f);
+        OP(b, &glu);
+        mo = linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, hm, wd, -1, AN("down"));
+        x = add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
+#undef NM
+#undef AN
+    }
+    m->residual = x;
+    if (readout == CIC_READOUT_HEAD) {
+        int gf = G(b, "norm.weight", d);
+        int wh = W(b, "lm_head.weight", m->cfg.d_out, d, sd);
+        int hf = norm(b, CIC_SITE_FINAL, -1, x, gf, -1, false, "act.norm");
+        m->output = linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, -1, "act.lm_head");
+    } else {
+        m->output = x;
+        m->center_out = false;
+    }
+}
+
+cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    bld b;
+    if (!m)
+        return NULL;
+    m->cfg = *cfg;
+    m->rows = cfg->tokens * cfg->samples;
+    m->output = m->residual = -1;
+    b.m = m;
+    b.ok = 1;
+    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, cfg->d_model);
+    if (m->input < 0)
+        goto fail;
+    fill(m, m->input, 1.0);
+    switch (cfg->block) {
+    case CIC_BLOCK_PRELN:
+        build_preln(&b, readout);
+        break;
+    case CIC_BLOCK_RMSNORM:
+        build_rmsnorm(&b, readout);
+        break;
+    default:
+        goto fail; /* dit: built by the adaLN module */
+    }
+    if (!b.ok)
+        goto fail;
+    apply_outliers(m);
+    return m;
+fail:
+    cic_model_destroy(m);
+    return NULL;
+}
+
+void cic_model_weights_sha256(char hex[65], const cic_model *m)
+{
+    cic_sha256 s;
+    unsigned char dig[32];
+    int i;
+    size_t k;
+    cic_sha256_init(&s);
+    for (i = 0; i < m->n_t; i++) {
+        const cic_tensor *t = &m->t[i];
+        uint32_t shape[2] = {(uint32_t)t->rows, (uint32_t)t->cols};
+        if (t->role == CIC_T_ACT)
+            continue;
+        cic_sha256_update(&s, t->name, strlen(t->name) + 1);
+        for (k = 0; k < 2; k++) {
+            unsigned char le[4];
+            int j;
+            for (j = 0; j < 4; j++)
+                le[j] = (unsigned char)(shape[k] >> (8 * j));
+            cic_sha256_update(&s, le, 4);
+        }
+        for (k = 0; k < (size_t)t->rows * (size_t)t->cols; k++) {
+            uint32_t u;
+            unsigned char le[4];
+            int j;
+            memcpy(&u, &t->f32[k], 4);
+            for (j = 0; j < 4; j++)
+                le[j] = (unsigned char)(u >> (8 * j));
+            cic_sha256_update(&s, le, 4);
+        }
+    }
+    cic_sha256_final(&s, dig);
+    for (i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+}

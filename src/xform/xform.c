@@ -1,1 +1,429 @@
-/* placeholder */
+/* xform.c: LayerNorm fusion, RMSNorm gamma folding and rotation (xform.h).
+ *
+ * Row-vector algebra of DESIGN.md section 2 in PyTorch layout (W [out, in],
+ * y = x W^T + b):
+ *   fold g, b into a reader:   W'[j,i] = W[j,i] g_i,  b'_j = b_j + sum_i W[j,i] b_i
+ *   bake C into a writer:      W'[j,c] = W[j,c] - mean_j W[.,c],  b' = b - mean(b)
+ *   rotate a reader:           W' = W Q        (W'[j,i] = sum_k W[j,k] Q[k,i])
+ *   rotate a writer:           W' = Q^T W,     b' = Q^T b
+ *   the block input:           X' = X C, X' = X Q
+ * Every value is computed from the current (possibly already unrounded)
+ * values with correctly rounded MPFR operations at the transform precision. */
+#include "xform.h"
+
+#include "../base/mpvec.h"
+#include "qmat.h"
+
+#include <math.h>
+#include <string.h>
+
+mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
+{
+    switch (x->prec) {
+    case CIC_TPREC_F32:
+        return 24;
+    case CIC_TPREC_F64:
+        return 53;
+    default:
+        return engine_prec;
+    }
+}
+
+double cic_xform_unit_roundoff(const cic_xform_spec *x, mpfr_prec_t engine_prec)
+{
+    return ldexp(1.0, -(int)cic_xform_prec(x, engine_prec));
+}
+
+/* Thresholds. An exact transform computed at p bits leaves a relative
+ * output difference of a modest multiple of 2^-p (rounding of the weights,
+ * amplified by the block's conditioning); a wrong transform leaves a
+ * difference of the size of the data. We call it equivalent up to 2^32
+ * unit roundoffs at the MPFR precisions (so at 128 bits ce <= 2^-96), up to
+ * 2^20 roundoffs for f64 (about 1.2e-10) and 2^12 for f32 (about 2.4e-4, a
+ * generous float error for these depths), and broken from 2^-7 (0.8 %) of
+ * the output's norm; the known mistakes land near 1e-1 to 1. */
+void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
+                          mpfr_prec_t engine_prec)
+{
+    int p = (int)cic_xform_prec(x, engine_prec);
+    switch (x->prec) {
+    case CIC_TPREC_F32:
+        *eq = ldexp(1.0, 12 - p);
+        break;
+    case CIC_TPREC_F64:
+        *eq = ldexp(1.0, 20 - p);
+        break;
+    default:
+        *eq = ldexp(1.0, 32 - p);
+        break;
+    }
+    *br = ldexp(1.0, -7);
+}
+
+enum cic_verdict cic_xform_verdict(double ce, double eq, double br)
+{
+    if (ce <= eq)
+        return CIC_VERDICT_EQUIVALENT;
+    if (ce >= br || isnan(ce))
+        return CIC_VERDICT_BROKEN;
+    return CIC_VERDICT_INCONCLUSIVE;
+}
+
+int cic_xform_check(const cic_case *c, cic_diag *d)
+{
+    int i;
+    for (i = 0; i < c->n_xf; i++) {
+        const cic_xform_spec *x = &c->xf[i];
+        if (x->kind == CIC_XFORM_ROTATE && x->q == CIC_Q_HADAMARD &&
+            !cic_q_hadamard_supported(c->model.d_model)) {
+            char hint[256];
+            cic_q_hadamard_suggest(hint, sizeof hint, c->model.d_model);
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': no Hadamard matrix of order d_model = %d; %s",
+                         x->name, c->model.d_model, hint);
+            return CIC_EINPUT;
+        }
+    }
+    return CIC_OK;
+}
+
+/* ---- value access ---- */
+
+/* The current values of tensor id as MPFR: its hp values, or its f32 values
+ * converted exactly into *tmp (24 bits; the caller destroys *tmp). */
+static const mpfr_t *vals(const cic_model *m, int id, mpfr_t **tmp)
+{
+    const cic_tensor *t = &m->t[id];
+    size_t n = (size_t)t->rows * t->cols;
+    *tmp = NULL;
+    if (t->hp)
+        return (const mpfr_t *)t->hp;
+    *tmp = cic_mpvec_create(n, 24);
+    if (!*tmp)
+        return NULL;
+    cic_mpvec_set_f32(*tmp, t->f32, n);
+    return (const mpfr_t *)*tmp;
+}
+
+
+/* Install v (n values at p bits, ownership taken) as tensor id's values. */
+static void install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
+{
+    cic_tensor *t = &m->t[id];
+    size_t n = (size_t)t->rows * t->cols;
+    cic_mpvec_destroy(t->hp, n);
+    t->hp = v;
+    t->hp_prec = p;
+    cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, n);
+}
+
+typedef struct {
+    cic_model *m;
+    mpfr_prec_t p;      /* output precision */
+    cic_dot_scratch dot;
+    int ok;
+} ctx;
+
+/* A dot scratch wide enough for every factor the transform will see. */
+static int ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
+{
+    mpfr_prec_t mx = p;
+    int i, cap = m->cfg.d_model;
+    for (i = 0; i < m->n_t; i++) {
+        if (m->t[i].hp && m->t[i].hp_prec > mx)
+            mx = m->t[i].hp_prec;
+        if (m->t[i].cols > cap)
+            cap = m->t[i].cols;
+        if (m->t[i].rows > cap)
+            cap = m->t[i].rows;
+    }
+    c->m = m;
+    c->p = p;
+    c->ok = 1;
+    return cic_dot_scratch_init(&c->dot, (size_t)cap, mx);
+}
+
+/* Fold a norm's gain g and bias b into the reader linear op r. */
+static int fold_into_reader(ctx *c, cic_op *r, int g, int b)
+{
+    cic_model *m = c->m;
+    int wid = r->w, rows = m->t[wid].rows, cols = m->t[wid].cols, i, j;
+    mpfr_t *tw = NULL, *tg = NULL, *tb = NULL, *tc = NULL, *nw = NULL, *nb = NULL;
+    const mpfr_t *w = vals(m, wid, &tw), *gv = NULL, *bv = NULL, *cv = NULL;
+    int rc = -1;
+    if (!w)
+        goto cleanup;
+    if (b >= 0) {
+        /* b' = c + W b, from the unscaled W */
+        if (r->b < 0) {
+            char name[96];
+            const char *dot = strrchr(m->t[wid].name, '.');
+            int len = dot ? (int)(dot - m->t[wid].name) : (int)strlen(m->t[wid].name);
+            snprintf(name, sizeof name, "%.*s.bias", len, m->t[wid].name);
+            r->b = cic_model_tensor_add(m, name, CIC_T_WEIGHT, 1, rows);
+            if (r->b < 0)
+                goto cleanup;
+        }
+        bv = vals(m, b, &tb);
+        cv = vals(m, r->b, &tc);
+        nb = cic_mpvec_create((size_t)rows, c->p);
+        if (!bv || !cv || !nb)
+            goto cleanup;
+        for (j = 0; j < rows; j++)
+            cic_mp_dot(nb[j], w + (size_t)j * cols, 1, bv, 1, (size_t)cols, cv[j], &c->dot);
+    }
+    nw = cic_mpvec_create((size_t)rows * cols, c->p);
+    if (!nw)
+        goto cleanup;
+    if (g >= 0) {
+        gv = vals(m, g, &tg);
+        if (!gv)
+            goto cleanup;
+    }
+    for (j = 0; j < rows; j++)
+        for (i = 0; i < cols; i++) {
+            size_t k = (size_t)j * cols + i;
+            if (gv)
+                mpfr_mul(nw[k], w[k], gv[i], MPFR_RNDN);
+            else
+                mpfr_set(nw[k], w[k], MPFR_RNDN);
+        }
+    install(m, wid, nw, c->p);
+    nw = NULL;
+    if (nb) {
+        install(m, r->b, nb, c->p);
+        nb = NULL;
+    }
+    rc = 0;
+cleanup:
+    cic_mpvec_destroy(tw, (size_t)rows * cols);
+    cic_mpvec_destroy(tg, (size_t)cols);
+    cic_mpvec_destroy(tb, (size_t)cols);
+    cic_mpvec_destroy(tc, (size_t)rows);
+    cic_mpvec_destroy(nw, (size_t)rows * cols);
+    cic_mpvec_destroy(nb, (size_t)rows);
+    return rc;
+}
+
+/* Subtract the mean over the residual dimension: of each column of a writer
+ * weight [d, k] (dim 0) or of each row of the input / a bias (dim 1). */
+static int center(ctx *c, int id, int dim)
+{
+    cic_model *m = c->m;
+    int rows = m->t[id].rows, cols = m->t[id].cols, i, j;
+    int outer = dim == 0 ? cols : rows, inner = dim == 0 ? rows : cols;
+    mpfr_t *tv = NULL, *nv = NULL, mean;
+    mpfr_ptr *ptr = NULL;
+    const mpfr_t *v = vals(m, id, &tv);
+    int rc = -1;
+    mpfr_init2(mean, c->p + 64);
+    nv = cic_mpvec_create((size_t)rows * cols, c->p);
+    ptr = cic_calloc((size_t)inner, sizeof *ptr);
+    if (!v || !nv || !ptr)
+        goto cleanup;
+    for (i = 0; i < outer; i++) {
+        for (j = 0; j < inner; j++) {
+            size_t k = dim == 0 ? (size_t)j * cols + i : (size_t)i * cols + j;
+            ptr[j] = (mpfr_ptr)v[k];
+        }
+        mpfr_set_prec(mean, c->p);
+        mpfr_sum(mean, ptr, (unsigned long)inner, MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)inner, MPFR_RNDN);
+        for (j = 0; j < inner; j++) {
+            size_t k = dim == 0 ? (size_t)j * cols + i : (size_t)i * cols + j;
+            mpfr_sub(nv[k], v[k], mean, MPFR_RNDN);
+        }
+    }
+    install(m, id, nv, c->p);
+    nv = NULL;
+    rc = 0;
+cleanup:
+    mpfr_clear(mean);
+    free(ptr);
+    cic_mpvec_destroy(tv, (size_t)rows * cols);
+    cic_mpvec_destroy(nv, (size_t)rows * cols);
+    return rc;
+}
+
+/* Multiply by Q over the residual dimension: right (W Q, for readers and
+ * the input: rows stay, the d columns mix) or left-transposed (Q^T W for
+ * writer weights [d, k] and biases [1, d], which mix the d rows / cols). */
+static int rotate_right(ctx *c, int id, const mpfr_t *q, int d)
+{
+    cic_model *m = c->m;
+    int rows = m->t[id].rows, cols = m->t[id].cols, r, i;
+    mpfr_t *tv = NULL, *nv = NULL;
+    const mpfr_t *v = vals(m, id, &tv);
+    CIC_ASSERT(cols == d);
+    nv = cic_mpvec_create((size_t)rows * cols, c->p);
+    if (!v || !nv) {
+        cic_mpvec_destroy(tv, (size_t)rows * cols);
+        cic_mpvec_destroy(nv, (size_t)rows * cols);
+        return -1;
+    }
+    for (r = 0; r < rows; r++)
+        for (i = 0; i < d; i++)
+            cic_mp_dot(nv[(size_t)r * d + i], v + (size_t)r * d, 1, q + i, (size_t)d,
+                       (size_t)d, NULL, &c->dot);
+    install(m, id, nv, c->p);
+    cic_mpvec_destroy(tv, (size_t)rows * cols);
+    return 0;
+}
+
+static int rotate_writer(ctx *c, int id, const mpfr_t *q, int d)
+{
+    cic_model *m = c->m;
+    int rows = m->t[id].rows, cols = m->t[id].cols, i, k;
+    mpfr_t *tv = NULL, *nv = NULL;
+    const mpfr_t *v;
+    if (rows == 1) /* a bias [1, d]: b' = b Q */
+        return rotate_right(c, id, q, d);
+    CIC_ASSERT(rows == d);
+    v = vals(m, id, &tv);
+    nv = cic_mpvec_create((size_t)rows * cols, c->p);
+    if (!v || !nv) {
+        cic_mpvec_destroy(tv, (size_t)rows * cols);
+        cic_mpvec_destroy(nv, (size_t)rows * cols);
+        return -1;
+    }
+    /* W'[i, k] = sum_j Q[j, i] W[j, k] */
+    for (i = 0; i < d; i++)
+        for (k = 0; k < cols; k++)
+            cic_mp_dot(nv[(size_t)i * cols + k], q + i, (size_t)d, v + k, (size_t)cols,
+                       (size_t)d, NULL, &c->dot);
+    install(m, id, nv, c->p);
+    cic_mpvec_destroy(tv, (size_t)rows * cols);
+    return 0;
+}
+
+static int do_fuse(ctx *c, const cic_xform_spec *x, bool layernorm)
+{
+    cic_model *m = c->m;
+    int i, j;
+    for (i = 0; i < m->n_ops; i++) {
+        cic_op *n = &m->ops[i];
+        if (n->kind != CIC_OP_NORM || (layernorm && !n->center) ||
+            (!layernorm && (n->center || n->g < 0)))
+            continue;
+        for (j = 0; j < m->n_ops; j++) {
+            cic_op *r = &m->ops[j];
+            if (r->kind == CIC_OP_LINEAR && r->in[0] == n->out &&
+                fold_into_reader(c, r, n->g, layernorm ? n->b : -1) < 0)
+                return -1;
+        }
+        n->g = -1;
+        n->b = -1;
+        if (layernorm)
+            n->center = false;
+    }
+    if (layernorm && x->mistake != CIC_MISTAKE_SKIP_MEAN_BAKE) {
+        for (i = 0; i < m->n_ops; i++) {
+            cic_op *w = &m->ops[i];
+            if (w->kind != CIC_OP_LINEAR || w->role != CIC_ROLE_WRITER)
+                continue;
+            if (center(c, w->w, 0) < 0 || (w->b >= 0 && center(c, w->b, 1) < 0))
+                return -1;
+        }
+        if (center(c, m->input, 1) < 0)
+            return -1;
+    }
+    if (!layernorm && x->mistake == CIC_MISTAKE_CENTER_EMBEDDINGS &&
+        center(c, m->input, 1) < 0)
+        return -1;
+    return 0;
+}
+
+static int do_rotate(ctx *c, const cic_xform_spec *x)
+{
+    cic_model *m = c->m;
+    int d = m->cfg.d_model, i, rc = -1;
+    size_t dd = (size_t)d * d, k;
+    mpfr_t *q = cic_mpvec_create(dd, c->p), *nq = NULL;
+    if (!q)
+        return -1;
+    switch (x->q) {
+    case CIC_Q_RANDOM:
+        if (cic_q_random(q, d, x->q_seed, c->p) < 0)
+            goto cleanup;
+        break;
+    case CIC_Q_HADAMARD:
+        if (cic_q_hadamard(q, d, x->q_seed, c->p) < 0)
+            goto cleanup;
+        break;
+    default:
+        cic_q_identity(q, d);
+        break;
+    }
+    for (i = 0; i < m->n_ops; i++) {
+        cic_op *o = &m->ops[i];
+        if (o->kind != CIC_OP_LINEAR)
+            continue;
+        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, q, d) < 0)
+            goto cleanup;
+        if (o->role == CIC_ROLE_WRITER) {
+            if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
+                continue;
+            if (rotate_writer(c, o->w, q, d) < 0 ||
+                (o->b >= 0 && rotate_writer(c, o->b, q, d) < 0))
+                goto cleanup;
+        }
+    }
+    if (rotate_right(c, m->input, q, d) < 0)
+        goto cleanup;
+    /* the readout map accumulates: X' = X Q_old Q */
+    if (m->out_q) {
+        mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
+        nq = cic_mpvec_create(dd, op);
+        if (!nq)
+            goto cleanup;
+        for (i = 0; i < d; i++)
+            for (k = 0; k < (size_t)d; k++)
+                cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
+                           (const mpfr_t *)q + k, (size_t)d, (size_t)d, NULL, &c->dot);
+        cic_mpvec_destroy(m->out_q, dd);
+        m->out_q = nq;
+        m->out_q_prec = op;
+        nq = NULL;
+    } else {
+        m->out_q = q;
+        m->out_q_prec = c->p;
+        q = NULL;
+    }
+    rc = 0;
+cleanup:
+    cic_mpvec_destroy(q, dd);
+    cic_mpvec_destroy(nq, dd);
+    return rc;
+}
+
+cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
+                           mpfr_prec_t engine_prec, cic_diag *d)
+{
+    cic_model *m = cic_model_clone(src);
+    ctx c;
+    int rc = -1;
+    memset(&c, 0, sizeof c);
+    if (!m || ctx_init(&c, m, cic_xform_prec(x, engine_prec)) < 0)
+        goto done;
+    switch (x->kind) {
+    case CIC_XFORM_FUSE_LAYERNORM:
+        rc = do_fuse(&c, x, true);
+        break;
+    case CIC_XFORM_FOLD_RMSNORM_GAMMA:
+        rc = do_fuse(&c, x, false);
+        break;
+    case CIC_XFORM_ROTATE:
+        rc = do_rotate(&c, x);
+        break;
+    default:
+        CIC_ASSERT(0 && "transform kind");
+    }
+done:
+    cic_dot_scratch_clear(&c.dot);
+    if (rc < 0) {
+        cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
+        cic_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,126 @@
+/* model.h: the graph both engines run, and the weights it carries.
+ *
+ * A model is a list of tensors and a list of ops in execution order (SSA: an
+ * op writes a fresh tensor). Weights and inputs hold float32 values (what the
+ * f32 engines use) and, after a transform computed at higher precision, the
+ * unrounded values too (what the MPFR verdict uses). Layouts follow PyTorch:
+ * a linear weight is [out, in] and y = x W^T + b; activations are row-major
+ * with rows = tokens, all samples stacked (sample s owns rows s*N .. s*N+N-1).
+ *
+ * Ops carry a flop "site" so that costs can be split per place in the block,
+ * and linear ops carry a role (reads the residual stream through a norm,
+ * writes into it, or neither) so transforms find the weights to rewrite
+ * without knowing the block kind. New block kinds (dit) add ops and sites;
+ * the engines and transforms need no rewrite. */
+#ifndef CIC_MODEL_H
+#define CIC_MODEL_H
+
+#include "../case/case.h"
+
+#include <mpfr.h>
+#include <stdbool.h>
+
+enum cic_op_kind {
+    CIC_OP_LINEAR,   /* out[R,n] = in[R,k] W^T (+ b); W [n,k], b [n] */
+    CIC_OP_NORM,     /* LayerNorm (center) or RMSNorm, optional g and b */
+    CIC_OP_ATTN,     /* multi-head attention from q, k, v column views */
+    CIC_OP_ACT,      /* out = act(in), elementwise */
+    CIC_OP_GLU,      /* out = act(in[0]) * in[1] (SwiGLU with act silu) */
+    CIC_OP_ADD,      /* out = in[0] + in[1] (the residual add) */
+    CIC_OP_COUNT
+};
+extern const char *const CIC_OP_NAME[CIC_OP_COUNT];
+
+/* Where an op's FLOPs are booked. */
+enum cic_site {
+    CIC_SITE_INPUT,  /* work on the block input (online transforms) */
+    CIC_SITE_NORM1,
+    CIC_SITE_ATTN,
+    CIC_SITE_NORM2,
+    CIC_SITE_MLP,
+    CIC_SITE_FINAL,  /* final norm and head */
+    CIC_SITE_COUNT
+};
+extern const char *const CIC_SITE_NAME[CIC_SITE_COUNT];
+
+enum cic_lin_role { CIC_ROLE_OTHER, CIC_ROLE_READER, CIC_ROLE_WRITER };
+
+enum cic_tensor_role { CIC_T_WEIGHT, CIC_T_INPUT, CIC_T_ACT };
+
+typedef struct {
+    char name[96];
+    enum cic_tensor_role role;
+    int rows, cols;
+    float *f32;      /* weights and inputs: rows*cols values; NULL for ACT */
+    mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
+    mpfr_prec_t hp_prec;
+} cic_tensor;
+
+typedef struct {
+    enum cic_op_kind kind;
+    enum cic_site site;
+    int out;         /* tensor ids; -1 when absent */
+    int in[3];
+    int in_col[3];   /* ATTN: first column of q, k, v inside in[i] */
+    int w, b, g;     /* LINEAR: w, b; NORM: g (weight), b (bias) */
+    enum cic_lin_role role;
+    int layer;       /* block index, -1 outside blocks */
+    bool center;     /* NORM: subtract the mean (LayerNorm) */
+    float eps;       /* NORM: the binary32 eps both engines use */
+    enum cic_act act;
+    int heads;       /* ATTN */
+    bool causal;     /* ATTN */
+} cic_op;
+
+typedef struct {
+    cic_model_cfg cfg;
+    int rows;        /* tokens * samples */
+    cic_tensor *t;
+    int n_t, cap_t;
+    cic_op *ops;
+    int n_ops, cap_ops;
+    int input;       /* tensor id of the block input X0 [rows, d] */
+    int output;      /* tensor id of the readout */
+    int residual;    /* tensor id of the last residual stream */
+    /* Residual readout: the map back to the original basis, applied in MPFR
+     * to every engine's output: y Q^T, then centered when center_out. */
+    mpfr_t *out_q;   /* d x d at out_q_prec, NULL = identity */
+    mpfr_prec_t out_q_prec;
+    bool center_out;
+} cic_model;
+
+/* Build the original model of a case: graph and weights (a pure function of
+ * the case's seed and the tensor names). NULL on allocation failure. */
+cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout);
+void cic_model_destroy(cic_model *m);
+/* A deep copy (weights, hp values and the readout map). */
+cic_model *cic_model_clone(const cic_model *m);
+
+/* Append a tensor / op; ids returned, -1 on allocation failure. For WEIGHT
+ * and INPUT tensors the f32 storage is allocated (zeroed). */
+int cic_model_tensor_add(cic_model *m, const char *name,
+                         enum cic_tensor_role role, int rows, int cols);
+int cic_model_op_add(cic_model *m, const cic_op *op);
+int cic_model_tensor_find(const cic_model *m, const char *name);
+/* Give tensor id high-precision storage at prec (values +0); 0 or -1. */
+int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec);
+
+/* Output shape of the readout. */
+int cic_model_out_cols(const cic_model *m);
+
+/* SHA-256 (hex) over every WEIGHT and INPUT tensor: name, shape and f32
+ * bytes (little-endian), in tensor order. */
+void cic_model_weights_sha256(char hex[65], const cic_model *m);
+
+/* ---- SHA-256 (sha256.c) ---- */
+typedef struct {
+    uint32_t h[8];
+    uint64_t len;
+    unsigned char buf[64];
+    size_t n;
+} cic_sha256;
+void cic_sha256_init(cic_sha256 *s);
+void cic_sha256_update(cic_sha256 *s, const void *data, size_t len);
+void cic_sha256_final(cic_sha256 *s, unsigned char out[32]);
+
+#endif

@@ -1,0 +1,20 @@
+/* dump.h: the --dump folder (DESIGN.md section 6): every model's weights and
+ * inputs as float32 safetensors under the names of DESIGN.md section 1, and
+ * the outputs with the truth as float64, so the same block can be re-run in
+ * PyTorch or NumPy. Layout documented in README.md ("Dump layout"). */
+#ifndef CIC_DUMP_H
+#define CIC_DUMP_H
+
+#include "../model/model.h"
+#include "report.h"
+
+/* Weights and inputs of m as safetensors at path: 2-D tensors [rows, cols],
+ * 1 x n tensors (biases, gains) as 1-D [n], the block input as "input"
+ * [samples * tokens, d_model]. meta: NULL-terminated key, value list that is
+ * merged with the model's own metadata (block, d_model, heads, tokens,
+ * samples, layers, eps, causal, activation, readout, and per norm whether it
+ * still centers: "norm.center"). 0 or -1 with d set. */
+int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
+                   cic_diag *d);
+
+#endif

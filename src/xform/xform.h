@@ -1,0 +1,35 @@
+/* xform.h: the computational-invariance transforms (DESIGN.md section 2):
+ * LayerNorm fusion, RMSNorm gamma folding and residual-stream rotation, with
+ * the known mistakes as switches. A transform maps a model to a new model;
+ * the new weights are computed in MPFR at the transform's precision (the
+ * engine precision for "mpfr", 53 bits for "f64", 24 for "f32": MPFR at 53
+ * and 24 bits reproduces double and float arithmetic operation by
+ * operation), kept unrounded in the tensors' hp values for the verdict, and
+ * rounded to float32 for the f32 engines. */
+#ifndef CIC_XFORM_H
+#define CIC_XFORM_H
+
+#include "../model/model.h"
+
+/* Bits a transform computes with. */
+mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec);
+
+/* Unit roundoff of that precision (2^-prec). */
+double cic_xform_unit_roundoff(const cic_xform_spec *x, mpfr_prec_t engine_prec);
+
+/* The ce_residual thresholds of the verdict for this transform precision:
+ * at or below *eq the transform is an invariance, at or above *br it is
+ * broken, in between inconclusive (see xform.c for why these values). */
+void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
+                          mpfr_prec_t engine_prec);
+enum cic_verdict cic_xform_verdict(double ce, double eq, double br);
+
+/* Checks that need the transform module (Hadamard orders, transform kinds
+ * against the block). CIC_OK or CIC_EINPUT with d at the transform's line. */
+int cic_xform_check(const cic_case *c, cic_diag *d);
+
+/* Apply x to src; a new model, or NULL with d set (allocation failure). */
+cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
+                           mpfr_prec_t engine_prec, cic_diag *d);
+
+#endif
