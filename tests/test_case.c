@@ -1,8 +1,705 @@
-/* placeholder until the case tests land */
+/* test_case.c: the case loader (src/case). Every file in tests/malformed must
+ * fail with CIC_EINPUT at the line:column and with the message substring its
+ * first line announces ("# expect: LINE:COL substring"); the checker itself is
+ * shown to catch a planted fault. Valid cases (strings and the fixtures in
+ * tests/fixtures) must parse to the expected values, defaults included, and
+ * randomly mutated cases must never crash the loader. */
 #include "testutil.h"
-static void test_placeholder(void **state) { (void)state; }
+
+#include "case/case.h"
+#include "case/toml_capi.h"
+
+#include <dirent.h>
+#include <limits.h>
+#include <string.h>
+
+/* ---- the malformed-file checker ---------------------------------------- */
+
+typedef struct {
+    int line, col;
+    char sub[512];
+} expect_t;
+
+/* Parse "# expect: L:C substring" from the first line of path. */
+static bool read_expect(const char *path, expect_t *e, char *why, size_t cap)
+{
+    char first[700];
+    FILE *f = fopen(path, "rb");
+    size_t n;
+    if (!f) {
+        snprintf(why, cap, "cannot open");
+        return false;
+    }
+    if (!fgets(first, sizeof first, f)) {
+        fclose(f);
+        snprintf(why, cap, "no first line");
+        return false;
+    }
+    fclose(f);
+    n = strlen(first);
+    while (n && (first[n - 1] == '\n' || first[n - 1] == '\r'))
+        first[--n] = '\0';
+    if (sscanf(first, "# expect: %d:%d %511[^\n]", &e->line, &e->col, e->sub) !=
+        3) {
+        snprintf(why, cap, "first line is not '# expect: LINE:COL text': %.300s",
+                 first);
+        return false;
+    }
+    return true;
+}
+
+/* Load path; true when it fails as e says, else why explains. */
+static bool check_fails_as(const char *path, const expect_t *e, char *why,
+                           size_t cap)
+{
+    static cic_case c; /* large: keep it off the stack */
+    cic_diag d;
+    int rc;
+    memset(&d, 0, sizeof d);
+    rc = cic_case_load(&c, path, &d);
+    if (rc != CIC_EINPUT) {
+        snprintf(why, cap, "rc %d, expected CIC_EINPUT (%d); diag %d:%d: %.300s", rc,
+                 CIC_EINPUT, d.line, d.column, rc == CIC_OK ? "(none)" : d.msg);
+        return false;
+    }
+    if (d.line != e->line || d.column != e->col || !strstr(d.msg, e->sub)) {
+        snprintf(why, cap,
+                 "expected %d:%d containing \"%.300s\"\n      got %d:%d: %.700s",
+                 e->line, e->col, e->sub, d.line, d.column, d.msg);
+        return false;
+    }
+    if (strcmp(d.file, path) != 0) {
+        snprintf(why, cap, "diag file '%.300s', expected '%.300s'", d.file,
+                 path);
+        return false;
+    }
+    return true;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void test_malformed_files(void **state)
+{
+    char dir[1024], path[2048], why[1400];
+    char *names[512];
+    int n = 0, failures = 0, i;
+    DIR *dp;
+    struct dirent *de;
+    (void)state;
+    cic_test_path(dir, sizeof dir, "tests/malformed");
+    dp = opendir(dir);
+    if (!dp)
+        fail_msg("cannot open %s", dir);
+    while ((de = readdir(dp)) && n < 512) {
+        size_t l = strlen(de->d_name);
+        if (l > 5 && strcmp(de->d_name + l - 5, ".toml") == 0)
+            names[n++] = strdup(de->d_name);
+    }
+    closedir(dp);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    for (i = 0; i < n; i++) {
+        expect_t e;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        if (!read_expect(path, &e, why, sizeof why) ||
+            !check_fails_as(path, &e, why, sizeof why)) {
+            print_error("FAIL %s: %s\n", names[i], why);
+            failures++;
+        }
+        free(names[i]);
+    }
+    if (n < 25)
+        fail_msg("only %d malformed cases in %s (want >= 25)", n, dir);
+    if (failures)
+        fail_msg("%d of %d malformed cases failed", failures, n);
+}
+
+/* Planted faults: the checker must reject a valid file, a wrong column, a
+ * wrong line and a wrong message, or the malformed test proves nothing. */
+static void test_malformed_checker_catches_faults(void **state)
+{
+    char path[1024], why[1400];
+    expect_t e;
+    (void)state;
+
+    cic_test_path(path, sizeof path, "tests/fixtures/valid-preln.toml");
+    e.line = 1;
+    e.col = 1;
+    strcpy(e.sub, "");
+    assert_false(check_fails_as(path, &e, why, sizeof why));
+    assert_non_null(strstr(why, "expected CIC_EINPUT"));
+
+    cic_test_path(path, sizeof path, "tests/malformed/heads-divide.toml");
+    assert_true(read_expect(path, &e, why, sizeof why));
+    assert_true(check_fails_as(path, &e, why, sizeof why));
+    e.col++;
+    assert_false(check_fails_as(path, &e, why, sizeof why));
+    e.col--;
+    e.line++;
+    assert_false(check_fails_as(path, &e, why, sizeof why));
+    e.line--;
+    strcpy(e.sub, "a message the loader never writes");
+    assert_false(check_fails_as(path, &e, why, sizeof why));
+}
+
+/* ---- valid cases --------------------------------------------------------- */
+
+static const char *full_case =
+    "name = \"full\"\n"
+    "[model]\n"
+    "block = \"preln\"\n"
+    "d_model = 64\n"
+    "heads = 8\n"
+    "mlp_ratio = 2.5\n"
+    "tokens = 16\n"
+    "samples = 3\n"
+    "layers = 2\n"
+    "eps = 1e-6\n"
+    "causal = true\n"
+    "activation = \"relu\"\n"
+    "d_out = 10\n"
+    "seed = 12345678901\n"
+    "[model.weights]\n"
+    "dist = \"uniform\"\n"
+    "std = 0.1\n"
+    "outlier_channels = 3\n"
+    "outlier_scale = 20\n" /* an integer for a float key is fine */
+    "[engines]\n"
+    "f32 = [\"fixed-order\"]\n"
+    "mpfr_prec = 256\n"
+    "[readout]\n"
+    "kind = \"residual\"\n"
+    "[[transforms]]\n"
+    "name = \"fuse\"\n"
+    "kind = \"fuse-layernorm\"\n"
+    "precision = \"f64\"\n"
+    "[[transforms]]\n"
+    "name = \"rot.1\"\n"
+    "kind = \"rotate\"\n"
+    "after = \"fuse\"\n"
+    "q = \"hadamard\"\n"
+    "seed = 9\n"
+    "mistake = \"skip-attn-out\"\n"
+    "expect = \"broken\"\n"
+    "[[gates]]\n"
+    "transform = \"rot.1\"\n"
+    "engine = \"f32-fixed-order\"\n"
+    "metric = \"drift.p99\"\n"
+    "max = 5\n"
+    "[[gates]]\n"
+    "metric = \"ce_residual\"\n"
+    "max = inf\n";
+
+static void test_full_case(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc;
+    (void)state;
+    rc = cic_case_load_string(&c, full_case, "dir/full-case.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_string_equal(c.name, "full");
+    assert_string_equal(c.path, "dir/full-case.toml");
+    assert_int_equal(c.model.block, CIC_BLOCK_PRELN);
+    assert_int_equal(c.model.d_model, 64);
+    assert_int_equal(c.model.heads, 8);
+    cic_assert_close(c.model.mlp_ratio, 2.5, 0, 0);
+    assert_int_equal(c.model.d_mlp, 160);
+    assert_int_equal(c.model.tokens, 16);
+    assert_int_equal(c.model.samples, 3);
+    assert_int_equal(c.model.layers, 2);
+    cic_assert_close(c.model.eps, 1e-6, 0, 0);
+    assert_true(c.model.causal);
+    assert_int_equal(c.model.act, CIC_ACT_RELU);
+    assert_int_equal(c.model.d_out, 10);
+    assert_true(c.model.seed == 12345678901ull);
+    assert_int_equal(c.model.dist, CIC_DIST_UNIFORM);
+    cic_assert_close(c.model.std, 0.1, 0, 0);
+    assert_int_equal(c.model.outlier_channels, 3);
+    cic_assert_close(c.model.outlier_scale, 20, 0, 0);
+    assert_false(c.f32_openblas);
+    assert_true(c.f32_fixed);
+    assert_int_equal(c.mpfr_prec, 256);
+    assert_int_equal(c.readout, CIC_READOUT_RESIDUAL);
+    assert_int_equal(c.n_xf, 2);
+    assert_string_equal(c.xf[0].name, "fuse");
+    assert_int_equal(c.xf[0].kind, CIC_XFORM_FUSE_LAYERNORM);
+    assert_int_equal(c.xf[0].after, -1);
+    assert_int_equal(c.xf[0].prec, CIC_TPREC_F64);
+    assert_int_equal(c.xf[0].mistake, CIC_MISTAKE_NONE);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(c.xf[0].line, 25);
+    assert_string_equal(c.xf[1].name, "rot.1");
+    assert_int_equal(c.xf[1].kind, CIC_XFORM_ROTATE);
+    assert_int_equal(c.xf[1].after, 0);
+    assert_int_equal(c.xf[1].prec, CIC_TPREC_MPFR);
+    assert_int_equal(c.xf[1].q, CIC_Q_HADAMARD);
+    assert_true(c.xf[1].q_seed == 9);
+    assert_int_equal(c.xf[1].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
+    assert_int_equal(c.xf[1].expect, CIC_VERDICT_BROKEN);
+    assert_int_equal(c.xf[1].line, 29);
+    assert_int_equal(c.n_gates, 2);
+    assert_string_equal(c.gates[0].transform, "rot.1");
+    assert_string_equal(c.gates[0].engine, "f32-fixed-order");
+    assert_string_equal(c.gates[0].metric, "drift.p99");
+    cic_assert_close(c.gates[0].max, 5, 0, 0);
+    assert_int_equal(c.gates[0].line, 37);
+    assert_string_equal(c.gates[1].transform, "*");
+    assert_string_equal(c.gates[1].engine, "*");
+    assert_string_equal(c.gates[1].metric, "ce_residual");
+    assert_true(isinf(c.gates[1].max) && c.gates[1].max > 0);
+    assert_int_equal(cic_case_xform_find(&c, "rot.1"), 1);
+    assert_int_equal(cic_case_xform_find(&c, "fuse"), 0);
+    assert_int_equal(cic_case_xform_find(&c, "none"), -1);
+    assert_int_equal(cic_case_xform_find(&c, NULL), -1);
+    assert_int_equal(cic_case_xform_find(NULL, "fuse"), -1);
+}
+
+static const char *minimal_preln =
+    "[model]\nblock = \"preln\"\nd_model = 32\nheads = 4\ntokens = 8\n"
+    "samples = 2\nlayers = 1\n";
+
+static void test_defaults(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc;
+    (void)state;
+    rc = cic_case_load_string(&c, minimal_preln, "cases/my.case.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_string_equal(c.name, "my.case"); /* file stem */
+    cic_assert_close(c.model.mlp_ratio, 4, 0, 0);
+    assert_int_equal(c.model.d_mlp, 128);
+    cic_assert_close(c.model.eps, 1e-5, 0, 0);
+    assert_false(c.model.causal);
+    assert_int_equal(c.model.act, CIC_ACT_GELU);
+    assert_int_equal(c.model.d_out, 32);
+    assert_int_equal(c.model.d_cond, 32);
+    assert_true(c.model.final_layer);
+    assert_true(c.model.seed == 0);
+    assert_int_equal(c.model.dist, CIC_DIST_NORMAL);
+    cic_assert_close(c.model.std, 0.02, 0, 0);
+    assert_int_equal(c.model.outlier_channels, 0);
+    cic_assert_close(c.model.outlier_scale, 1, 0, 0);
+    assert_true(c.f32_openblas);
+    assert_true(c.f32_fixed);
+    assert_int_equal(c.mpfr_prec, 128);
+    assert_int_equal(c.readout, CIC_READOUT_HEAD);
+    assert_int_equal(c.n_xf, 0);
+    assert_int_equal(c.n_gates, 0);
+
+    /* rmsnorm: SwiGLU gate silu. */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"rmsnorm\"\nd_model = 8\n"
+                              "heads = 2\ntokens = 4\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"x\"\n"
+                              "kind = \"rotate\"\nq = \"random\"\n",
+                              NULL, &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.model.act, CIC_ACT_SILU);
+    assert_string_equal(c.name, "<string>");
+    assert_int_equal(c.xf[0].prec, CIC_TPREC_MPFR);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_EQUIVALENT);
+    assert_true(c.xf[0].q_seed == 0);
+
+    /* dit: eps 1e-6, tanh GELU, d_cond and final_layer allowed. */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 16\n"
+                              "heads = 2\ntokens = 4\nsamples = 2\nlayers = 1\n",
+                              "x/dit", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_string_equal(c.name, "dit");
+    cic_assert_close(c.model.eps, 1e-6, 0, 0);
+    assert_int_equal(c.model.act, CIC_ACT_GELU_TANH);
+    assert_int_equal(c.model.d_cond, 16);
+    assert_true(c.model.final_layer);
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 16\n"
+                              "heads = 2\ntokens = 4\nsamples = 2\nlayers = 1\n"
+                              "d_cond = 24\nfinal_layer = false\n"
+                              "[[transforms]]\nname = \"r\"\nkind = \"rotate\"\n"
+                              "q = \"identity\"\n",
+                              "x/dit.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.model.d_cond, 24);
+    assert_false(c.model.final_layer);
+}
+
+/* Values exactly at the limits load. */
+static void test_boundaries(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc;
+    (void)state;
+    rc = cic_case_load_string(
+        &c,
+        "[model]\nblock = \"preln\"\nd_model = 6\nheads = 6\ntokens = 1\n"
+        "samples = 64\nlayers = 1\nmlp_ratio = 0.5\nseed = 9223372036854775807\n"
+        "[model.weights]\noutlier_channels = 6\n"
+        "[engines]\nmpfr_prec = 1024\n",
+        "b.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.model.d_mlp, 3);
+    assert_int_equal(c.model.samples, CIC_MAX_SAMPLES);
+    assert_int_equal(c.model.outlier_channels, 6);
+    assert_true(c.model.seed == (uint64_t)INT64_MAX);
+    rc = cic_case_load_string(
+        &c,
+        "[model]\nblock = \"preln\"\nd_model = 6\nheads = 1\ntokens = 2048\n"
+        "samples = 1\nlayers = 1\n[engines]\nmpfr_prec = 64\n",
+        "b.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.mpfr_prec, 64);
+}
+
+static void test_fixtures(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    char path[1024];
+    int rc;
+    (void)state;
+    cic_test_path(path, sizeof path, "tests/fixtures/valid-preln.toml");
+    rc = cic_case_load(&c, path, &d);
+    if (rc != CIC_OK)
+        fail_msg("%s: rc %d: %d:%d: %s", path, rc, d.line, d.column, d.msg);
+    assert_string_equal(c.name, "valid-preln");
+    assert_int_equal(c.model.block, CIC_BLOCK_PRELN);
+    assert_int_equal(c.model.d_model, 32);
+    assert_int_equal(c.model.heads, 4);
+    assert_int_equal(c.model.tokens, 8);
+    assert_int_equal(c.model.samples, 2);
+    assert_int_equal(c.model.layers, 2);
+    assert_int_equal(c.n_xf, 4);
+    assert_int_equal(c.xf[1].after, 0);
+    assert_int_equal(c.xf[2].after, 0);
+    assert_int_equal(c.xf[3].mistake, CIC_MISTAKE_SKIP_MEAN_BAKE);
+    assert_int_equal(c.n_gates, 3);
+    assert_true(cic_case_memory_estimate(&c) < ((uint64_t)64 << 20));
+
+    cic_test_path(path, sizeof path, "tests/fixtures/valid-rmsnorm.toml");
+    rc = cic_case_load(&c, path, &d);
+    if (rc != CIC_OK)
+        fail_msg("%s: rc %d: %d:%d: %s", path, rc, d.line, d.column, d.msg);
+    assert_string_equal(c.name, "valid-rmsnorm");
+    assert_int_equal(c.model.block, CIC_BLOCK_RMSNORM);
+    assert_int_equal(c.model.d_model, 32);
+    assert_int_equal(c.model.d_mlp, 80);
+    assert_int_equal(c.model.act, CIC_ACT_SILU);
+    assert_false(c.f32_openblas);
+    assert_true(c.f32_fixed);
+    assert_int_equal(c.n_xf, 4);
+    assert_int_equal(c.xf[2].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
+    assert_int_equal(c.xf[3].mistake, CIC_MISTAKE_CENTER_EMBEDDINGS);
+}
+
+static void test_missing_file(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    char path[1024];
+    int rc;
+    (void)state;
+    cic_test_path(path, sizeof path, "tests/fixtures/no-such-case.toml");
+    rc = cic_case_load(&c, path, &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 0);
+    assert_string_equal(d.file, path);
+    assert_non_null(strstr(d.msg, "cannot open"));
+    /* A directory is unreadable as a file. */
+    cic_test_path(path, sizeof path, "tests/fixtures");
+    rc = cic_case_load(&c, path, &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 0);
+    /* NULL text and an empty string. */
+    assert_int_equal(cic_case_load_string(&c, NULL, "x", &d), CIC_EINPUT);
+    assert_int_equal(cic_case_load_string(&c, "", "x", &d), CIC_EINPUT);
+    assert_int_equal(d.line, 1);
+    assert_non_null(strstr(d.msg, "empty"));
+}
+
+static void test_name_tables(void **state)
+{
+    int n = 0;
+    (void)state;
+    assert_string_equal(CIC_BLOCK_NAME[CIC_BLOCK_DIT], "dit");
+    assert_string_equal(CIC_ACT_NAME[CIC_ACT_GELU_TANH], "gelu-tanh");
+    assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_FOLD_RMSNORM_GAMMA],
+                        "fold-rmsnorm-gamma");
+    assert_string_equal(CIC_MISTAKE_NAME[CIC_MISTAKE_CENTER_EMBEDDINGS],
+                        "center-embeddings");
+    assert_string_equal(CIC_VERDICT_NAME[CIC_VERDICT_INCONCLUSIVE],
+                        "inconclusive");
+    assert_string_equal(CIC_READOUT_NAME[CIC_READOUT_RESIDUAL], "residual");
+    assert_string_equal(CIC_Q_NAME[CIC_Q_HADAMARD], "hadamard");
+    assert_string_equal(CIC_TPREC_NAME[CIC_TPREC_F32], "f32");
+    assert_string_equal(CIC_DIST_NAME[CIC_DIST_UNIFORM], "uniform");
+    while (CIC_GATE_METRICS[n])
+        n++;
+    assert_int_equal(n, 13);
+    assert_string_equal(CIC_GATE_METRICS[3], "ulp_row.p99");
+}
+
+static void test_memory_estimate(void **state)
+{
+    static cic_case c, c2;
+    cic_diag d;
+    uint64_t m0, m;
+    (void)state;
+    assert_int_equal(cic_case_load_string(&c, minimal_preln, "m", &d), CIC_OK);
+    m0 = cic_case_memory_estimate(&c);
+    assert_true(m0 > 0 && m0 < ((uint64_t)16 << 20));
+    c2 = c;
+    c2.model.layers = 2;
+    assert_true(cic_case_memory_estimate(&c2) > m0);
+    c2 = c;
+    c2.n_xf = 3;
+    assert_true(cic_case_memory_estimate(&c2) > m0);
+    c2 = c;
+    c2.mpfr_prec = 1024;
+    assert_true(cic_case_memory_estimate(&c2) > m0);
+    c2 = c;
+    c2.model.tokens = 4096;
+    assert_true(cic_case_memory_estimate(&c2) > m0);
+    /* Out-of-contract values saturate instead of overflowing. */
+    c2 = c;
+    c2.model.d_model = INT_MAX;
+    c2.model.d_mlp = INT_MAX;
+    c2.model.layers = INT_MAX;
+    c2.model.tokens = INT_MAX;
+    c2.model.samples = INT_MAX;
+    c2.mpfr_prec = INT_MAX;
+    c2.n_xf = INT_MAX;
+    m = cic_case_memory_estimate(&c2);
+    assert_true(m == UINT64_MAX);
+    c2.model.d_model = -5;
+    c2.model.layers = INT_MIN;
+    (void)cic_case_memory_estimate(&c2);
+    assert_true(cic_case_memory_estimate(NULL) == 0);
+}
+
+/* Diagnostics are complete sentences with the allowed values. */
+static void test_messages(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc;
+    (void)state;
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"preln\"\ndmodel = 32\n",
+                              "t.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 3);
+    assert_int_equal(d.column, 1);
+    assert_string_equal(
+        d.msg, "unknown key 'dmodel' in [model]; allowed: block, d_model, "
+               "heads, mlp_ratio, tokens, samples, layers, eps, causal, "
+               "activation, d_out, d_cond, final_layer, seed, weights; did you "
+               "mean 'd_model'?");
+    /* Memory: the estimate and what to shrink. */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"preln\"\nd_model = 4096\n"
+                              "heads = 32\ntokens = 8\nsamples = 2\n"
+                              "layers = 64\n",
+                              "t.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "estimated memory"));
+    assert_non_null(strstr(d.msg, "GiB"));
+    assert_non_null(strstr(d.msg, "shrink"));
+    /* An escaped key with a NUL and a quote does not break the message. */
+    rc = cic_case_load_string(&c,
+                              "\"a\\u0000'b\" = 1\n" /* key a<NUL>'b */
+                              "[model]\nblock = \"preln\"\n",
+                              "t.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "'a\\x00\\'b'"));
+    /* A string with an embedded NUL is refused as a name. */
+    rc = cic_case_load_string(&c, "name = \"a\\u0000b\"\n", "t.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "control character"));
+    /* A 200000-part dotted key would overflow the stack inside toml++: it
+     * is refused before parsing. */
+    {
+        size_t n = 200000, i;
+        char *deep = malloc(2 * n + 16), *p = deep;
+        assert_non_null(deep);
+        *p++ = '[';
+        for (i = 0; i < n; i++) {
+            *p++ = 'a';
+            *p++ = '.';
+        }
+        strcpy(p - 1, "]\n");
+        rc = cic_case_load_string(&c, deep, "t.toml", &d);
+        free(deep);
+        assert_int_equal(rc, CIC_EINPUT);
+        assert_int_equal(d.line, 1);
+        assert_non_null(strstr(d.msg, "dotted key"));
+    }
+    /* On error the output is zeroed. */
+    assert_int_equal(c.n_xf, 0);
+    assert_int_equal(c.model.d_model, 0);
+}
+
+/* The C API around toml++ on its own. */
+static void test_toml_capi(void **state)
+{
+    cic_toml_doc *doc = NULL;
+    cic_toml_error err;
+    const cic_toml_node *root, *t, *v;
+    const char *k, *s;
+    size_t kl, sl;
+    int64_t i64;
+    double f;
+    bool b;
+    int l, c;
+    const char *text = "z = 1\na = 'x'\n[t]\nf = 2.5\nb = true\n"
+                       "arr = [1, 2]\n[[aot]]\nq = 1\n[[aot]]\nq = 2\n";
+    (void)state;
+    assert_int_equal(cic_toml_parse_string(&doc, text, strlen(text), "m.toml",
+                                           &err),
+                     CIC_TOML_OK);
+    root = cic_toml_doc_root(doc);
+    assert_int_equal(cic_toml_node_type(root), CIC_TOML_TABLE);
+    assert_int_equal(cic_toml_table_size(root), 4);
+    /* source order, not toml++'s sorted order */
+    assert_int_equal(cic_toml_table_entry(root, 0, &k, &kl, &v, &l, &c),
+                     CIC_TOML_OK);
+    assert_string_equal(k, "z");
+    assert_int_equal(l, 1);
+    assert_int_equal(cic_toml_table_entry(root, 1, &k, &kl, &v, &l, &c),
+                     CIC_TOML_OK);
+    assert_string_equal(k, "a");
+    assert_int_equal(cic_toml_get_string(v, &s, &sl), CIC_TOML_OK);
+    assert_string_equal(s, "x");
+    assert_int_equal(cic_toml_get_int(v, &i64), CIC_TOML_ETYPE);
+    assert_int_equal(cic_toml_table_entry(root, 4, &k, &kl, &v, &l, &c),
+                     CIC_TOML_ERANGE);
+    t = cic_toml_table_get(root, "t");
+    cic_toml_node_pos(t, &l, &c);
+    assert_int_equal(l, 3);
+    assert_int_equal(c, 1);
+    assert_int_equal(cic_toml_get_float(cic_toml_table_get(t, "f"), &f),
+                     CIC_TOML_OK);
+    cic_assert_close(f, 2.5, 0, 0);
+    assert_int_equal(cic_toml_get_bool(cic_toml_table_get(t, "b"), &b),
+                     CIC_TOML_OK);
+    assert_true(b);
+    v = cic_toml_table_get(t, "arr");
+    assert_int_equal(cic_toml_array_size(v), 2);
+    assert_false(cic_toml_is_array_of_tables(v));
+    assert_int_equal(cic_toml_get_float(cic_toml_array_at(v, 1), &f),
+                     CIC_TOML_ETYPE);
+    assert_int_equal(cic_toml_get_number(cic_toml_array_at(v, 1), &f),
+                     CIC_TOML_OK);
+    cic_assert_close(f, 2, 0, 0);
+    assert_null(cic_toml_array_at(v, 2));
+    v = cic_toml_table_get(root, "aot");
+    assert_true(cic_toml_is_array_of_tables(v));
+    cic_toml_node_pos(cic_toml_array_at(v, 1), &l, &c);
+    assert_int_equal(l, 9);
+    assert_null(cic_toml_table_get(root, "nope"));
+    assert_int_equal(cic_toml_node_type(NULL), CIC_TOML_NONE);
+    assert_string_equal(cic_toml_type_name(CIC_TOML_NONE), "nothing");
+    cic_toml_doc_free(doc);
+    cic_toml_doc_free(NULL);
+
+    assert_int_equal(cic_toml_parse_string(&doc, "a = [", 5, NULL, &err),
+                     CIC_TOML_ESYNTAX);
+    assert_null(doc);
+    assert_int_equal(err.line, 1);
+    assert_true(err.msg[0] != '\0');
+    assert_int_equal(cic_toml_parse_string(&doc, "a = 1\0b", 7, NULL, &err),
+                     CIC_TOML_ESYNTAX);
+    assert_int_equal(cic_toml_parse_file(&doc, "/nonexistent/x.toml", &err),
+                     CIC_TOML_EIO);
+    assert_int_equal(err.line, 0);
+}
+
+/* Random byte mutations of a valid case: never a crash, always OK or
+ * EINPUT with a message. Seed printed on failure; CIC_TEST_MULTIPLIER for
+ * longer runs. */
+static void test_mutations(void **state)
+{
+    static cic_case c;
+    static const char alphabet[] = "[]=\"'#.,{}\n 0123456789-+e_azAZ\\\t";
+    char buf[4096];
+    size_t base = strlen(full_case);
+    int iters = 3000 * cic_test_multiplier(), it;
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    (void)state;
+    CIC_ASSERT(base < sizeof buf);
+    for (it = 0; it < iters; it++) {
+        cic_diag d;
+        int rc, k, nmut;
+        size_t len = base;
+        uint64_t s0 = seed;
+        memcpy(buf, full_case, base + 1);
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        nmut = 1 + (int)((seed >> 33) % 4);
+        for (k = 0; k < nmut; k++) {
+            size_t pos;
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            pos = (size_t)((seed >> 20) % len);
+            switch ((seed >> 60) % 4) {
+            case 0: /* replace */
+                buf[pos] = alphabet[(seed >> 8) % (sizeof alphabet - 1)];
+                break;
+            case 1: /* delete */
+                memmove(buf + pos, buf + pos + 1, len - pos);
+                len--;
+                break;
+            case 2: /* truncate */
+                buf[pos] = '\0';
+                len = pos;
+                break;
+            default: /* digits: push numbers out of range */
+                if (len + 8 < sizeof buf) {
+                    memmove(buf + pos + 8, buf + pos, len - pos + 1);
+                    memcpy(buf + pos, "99999999", 8);
+                    len += 8;
+                }
+                break;
+            }
+            if (len == 0)
+                break;
+        }
+        rc = cic_case_load_string(&c, buf, "mut.toml", &d);
+        if (rc != CIC_OK && rc != CIC_EINPUT)
+            fail_msg("seed %llu: rc %d", (unsigned long long)s0, rc);
+        if (rc == CIC_EINPUT && (d.msg[0] == '\0' || d.line < 1))
+            fail_msg("seed %llu: empty diag or no position (%d:%d: %s)",
+                     (unsigned long long)s0, d.line, d.column, d.msg);
+        if (rc == CIC_OK && cic_case_memory_estimate(&c) > CIC_CASE_MEMORY_LIMIT)
+            fail_msg("seed %llu: accepted a case over the memory limit",
+                     (unsigned long long)s0);
+    }
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_placeholder) };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_malformed_files),
+        cmocka_unit_test(test_malformed_checker_catches_faults),
+        cmocka_unit_test(test_full_case),
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_boundaries),
+        cmocka_unit_test(test_fixtures),
+        cmocka_unit_test(test_missing_file),
+        cmocka_unit_test(test_name_tables),
+        cmocka_unit_test(test_memory_estimate),
+        cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_toml_capi),
+        cmocka_unit_test(test_mutations),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

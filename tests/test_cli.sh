@@ -1,3 +1,117 @@
 #!/bin/sh
-# placeholder
-exit 0
+# test_cli.sh: end to end through the cicheck binary.
+#   - --help / --version / usage errors and their exit codes
+#   - every shipped case exits 0; known-break cases report "broken"
+#   - every malformed case exits 2 with "file:line:column: message" as its
+#     first line says ("# expect: LINE:COL substring")
+#   - an impossible gate exits 1 and names the transform and the metric
+#   - report.json is written and names the keys other tools rely on
+#   - every shipped case is fingerprinted in reference/weights.sha256
+#   - --dump writes the safetensors files; when Debian's python3-numpy is
+#     there, scripts/verify_dump.py re-runs the block and must match the truth
+# Usage: test_cli.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
+set -u
+bin=$1
+root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-cli.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+# expect_rc WANT DESCRIPTION CMD...
+expect_rc() {
+    want=$1; what=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
+}
+
+cd "$root" || exit 1
+
+expect_rc 0 "--version" "$bin" --version
+grep -q '^cicheck ' "$tmp/out" && ok "version text" || bad "version text"
+expect_rc 0 "--help" "$bin" --help
+expect_rc 0 "run --help" "$bin" run --help
+grep -q -- '--dump' "$tmp/out" && ok "run --help lists --dump" || bad "run --help lists --dump"
+expect_rc 2 "no command" "$bin"
+expect_rc 2 "unknown command" "$bin" frobnicate
+expect_rc 2 "run without a case" "$bin" run
+expect_rc 2 "unknown option" "$bin" run --bogus cases/layernorm.toml
+expect_rc 2 "missing case file" "$bin" run --quiet "$tmp/nope.toml"
+grep -q "nope.toml" "$tmp/err" && ok "missing file is named" || bad "missing file is named"
+
+# shipped cases
+for c in cases/*.toml cases/known-breaks/*.toml; do
+    expect_rc 0 "run $c" "$bin" run --quiet --no-color --out "$tmp/rep" "$c"
+    case "$c" in
+    cases/known-breaks/*)
+        grep -q ' broken ' "$tmp/out" && ok "$c reports broken" || bad "$c reports broken" ;;
+    esac
+    grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
+        bad "$c has no line in reference/weights.sha256 (cicheck hash $c)"
+done
+
+# report.json of the last run
+if [ -f "$tmp/rep/report.json" ]; then
+    for k in cicheck_version environment results gates ce_residual ulp_row drift decomposition flops pass; do
+        grep -q "\"$k\"" "$tmp/rep/report.json" && ok "report.json has $k" || bad "report.json has $k"
+    done
+    ls -A "$tmp/rep" | grep -q '^\.' && bad "temporary file left next to report.json" ||
+        ok "no temporary file left"
+else
+    bad "report.json written"
+fi
+
+# malformed cases: exit 2 with the location of the mistake
+for f in tests/malformed/*.toml; do
+    exp=$(head -n 1 "$f" | sed -n 's/^# expect: \([0-9]*:[0-9]*\) \(.*\)$/\1|\2/p')
+    loc=${exp%%|*}
+    msg=${exp#*|}
+    "$bin" run --quiet "$f" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    first=$(head -n 1 "$tmp/err")
+    if [ "$rc" -eq 2 ] && case "$first" in "$f:$loc: "*"$msg"*) true ;; *) false ;; esac; then
+        ok "malformed $f"
+    else
+        bad "malformed $f: exit $rc, stderr '$first', expected '$f:$loc: ...$msg...'"
+    fi
+done
+
+# an impossible gate exits 1 and names the transform and the metric
+sed 's/^max = 0$/max = 0/' cases/layernorm.toml >"$tmp/impossible.toml"
+cat >>"$tmp/impossible.toml" <<'TOML'
+
+[[gates]]
+transform = "rotate-hadamard"
+engine = "f32-openblas"
+metric = "ulp_row.p99"
+max = 0.001
+TOML
+expect_rc 1 "impossible gate" "$bin" run --quiet --no-color --out "$tmp/rep2" "$tmp/impossible.toml"
+grep "FAIL" "$tmp/out" | grep "rotate-hadamard" | grep -q "ulp_row.p99" &&
+    ok "failed gate names transform and metric" || bad "failed gate names transform and metric"
+
+# an expectation that does not hold exits 1
+sed 's/^q = "random"$/q = "random"\nexpect = "broken"/' cases/known-breaks/rmsnorm-gamma-after-rotation.toml |
+    sed 's/^expect = "broken"$//' >"$tmp/wrong-expect.toml"
+sed -i 's/^seed = 9$/seed = 9\nexpect = "equivalent"/' "$tmp/wrong-expect.toml"
+expect_rc 1 "broken transform expected equivalent" "$bin" run --quiet --no-color --out "$tmp/rep3" "$tmp/wrong-expect.toml"
+grep -q "FAIL expectation rotate-gamma-kept" "$tmp/out" && ok "expectation failure named" ||
+    bad "expectation failure named"
+
+# --dump
+expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump" cases/known-breaks/attn-out-not-rotated.toml
+for f in original fuse rotate-skip-attn-out outputs; do
+    [ -s "$tmp/dump/$f.safetensors" ] && ok "dump $f.safetensors" || bad "dump $f.safetensors"
+done
+if /usr/bin/python3 -c 'import numpy' 2>/dev/null && [ -f scripts/verify_dump.py ]; then
+    expect_rc 0 "NumPy re-run reproduces the truth" /usr/bin/python3 scripts/verify_dump.py "$tmp/dump"
+else
+    echo "skip - NumPy re-run (no /usr/bin/python3 with numpy)"
+fi
+
+echo "cli: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,8 +1,445 @@
-/* placeholder until the qmat tests land */
+/* test_qmat.c: the orthogonal matrices (src/xform/qmat.h).
+ *
+ * Random Q: orthogonal to c * d * 2^-prec for several sizes, seeds and
+ * precisions, a planted fault caught by the same check, bit-for-bit
+ * determinism, Q^T G upper triangular with a positive diagonal (the QR and the
+ * Haar sign fix against the Gaussian itself), and the sign fix's distribution
+ * (mean of Q_00 near 0). Hadamard: entries +-RN(1/sqrt d), the sign pattern
+ * checked in integers against Sylvester's (-1)^popcount(i & j) and the seed's
+ * sign vector, unsupported sizes refused with a suggestion. orth_error itself
+ * is checked on matrices whose answer is known exactly.
+ * CIC_TEST_MULTIPLIER adds seeds. */
 #include "testutil.h"
-static void test_placeholder(void **state) { (void)state; }
+
+#include "base/mpvec.h"
+#include "base/rng.h"
+#include "xform/qmat.h"
+
+#include <string.h>
+
+/* Constant of the orthogonality bound max|Q^T Q - I| <= C d 2^-prec. The
+ * ratio err / (d 2^-prec) is largest at small d, where a few roundings per
+ * entry dominate: worst over 3000 seeds was 3.7 at d = 2, 2.6 at d = 3, 1.2
+ * at d = 8, and about 0.1 at d = 64, 0.03 at d = 256 (prec 24, 53, 128
+ * alike). C = 8 leaves a factor 2 at d = 2 for longer runs
+ * (CIC_TEST_MULTIPLIER); test_random_orthogonal prints the ratios. */
+#define ORTH_C 8.0
+
+static const int sizes[] = { 1, 2, 3, 5, 16, 33, 64 };
+static const mpfr_prec_t precs[] = { 24, 53, 128, 200 };
+#define NSIZES (sizeof sizes / sizeof sizes[0])
+#define NPRECS (sizeof precs / sizeof precs[0])
+
+static mpfr_t *qnew(int d, mpfr_prec_t prec)
+{
+    mpfr_t *q = cic_mpvec_create((size_t)d * d, prec);
+    assert_non_null(q);
+    return q;
+}
+
+static void qfree(mpfr_t *q, int d) { cic_mpvec_destroy(q, (size_t)d * d); }
+
+static double orth_bound(int d, mpfr_prec_t prec)
+{
+    return ORTH_C * d * ldexp(1.0, -(int)prec);
+}
+
+/* ---- orth_error on known answers ---------------------------------------- */
+
+static void test_orth_error_known(void **state)
+{
+    mpfr_prec_t prec = 53;
+    mpfr_t *q = qnew(3, prec);
+    (void)state;
+
+    cic_q_identity(q, 3);
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 3, prec) == 0.0);
+
+    /* (1 + 2^-10)^2 - 1 = 2^-9 + 2^-20, exact in double */
+    mpfr_set_d(q[0], 1.0 + 0x1p-10, MPFR_RNDN);
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 3, prec)
+                == 0x1p-9 + 0x1p-20);
+
+    /* an off-diagonal entry e gives (Q^T Q)_01 = e and (Q^T Q)_11 = 1 + e^2 */
+    cic_q_identity(q, 3);
+    mpfr_set_d(q[1], 0x1p-30, MPFR_RNDN);
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 3, prec) == 0x1p-30);
+
+    /* 2I: every diagonal entry of Q^T Q - I is 3 */
+    cic_q_identity(q, 3);
+    mpfr_set_ui(q[0], 2, MPFR_RNDN);
+    mpfr_set_ui(q[4], 2, MPFR_RNDN);
+    mpfr_set_ui(q[8], 2, MPFR_RNDN);
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 3, prec) == 3.0);
+
+    /* a product below 2^-prec relative must still show: 2*prec accumulation */
+    cic_q_identity(q, 3);
+    mpfr_set_d(q[1], 0x1p-40, MPFR_RNDN);
+    mpfr_set_d(q[3], -0x1p-40, MPFR_RNDN);
+    /* (Q^T Q)_00 = 1 + 2^-80: the error is 2^-80, not rounded away */
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 3, prec) == 0x1p-80);
+
+    qfree(q, 3);
+}
+
+/* ---- random Q ----------------------------------------------------------- */
+
+static void test_random_orthogonal(void **state)
+{
+    int nseeds = 2 * cic_test_multiplier();
+    size_t a, b;
+    (void)state;
+    for (b = 0; b < NPRECS; b++) {
+        mpfr_prec_t prec = precs[b];
+        for (a = 0; a < NSIZES; a++) {
+            int d = sizes[a], s;
+            double worst = 0.0, worst_err = 0.0;
+            mpfr_t *q = qnew(d, prec);
+            for (s = 0; s < nseeds; s++) {
+                uint64_t seed = 1000u * (uint64_t)s + (uint64_t)d;
+                double err, bound = orth_bound(d, prec);
+                assert_int_equal(cic_q_random(q, d, seed, prec), 0);
+                err = cic_q_orth_error((const mpfr_t *)q, d, prec);
+                if (!(err <= bound))
+                    fail_msg("cic_q_random d %d seed %llu prec %ld: "
+                             "max|Q^T Q - I| = %.3g > %.3g = %g * d * "
+                             "2^-prec (ratio err / (d 2^-prec) = %.3g)",
+                             d, (unsigned long long)seed, (long)prec, err,
+                             bound, ORTH_C,
+                             err / (d * ldexp(1.0, -(int)prec)));
+                if (err / (d * ldexp(1.0, -(int)prec)) > worst) {
+                    worst = err / (d * ldexp(1.0, -(int)prec));
+                    worst_err = err;
+                }
+            }
+            print_message("random d %3d prec %3ld: max orth_error %.3g, "
+                          "/(d 2^-prec) = %.3f\n",
+                          d, (long)prec, worst_err, worst);
+            qfree(q, d);
+        }
+    }
+}
+
+/* The check above can fail: move one entry by enough to matter and by no
+ * more than a rounding-sized amount would suggest. The largest entry of a
+ * column is >= 1/sqrt(d), so adding delta there changes (Q^T Q)_jj by at least
+ * 2 delta / sqrt(d) - ... > bound when delta = 2 bound sqrt(d). */
+static void test_random_fault_caught(void **state)
+{
+    size_t a, b;
+    (void)state;
+    for (b = 0; b < NPRECS; b++) {
+        mpfr_prec_t prec = precs[b];
+        for (a = 0; a < NSIZES; a++) {
+            int d = sizes[a], i, imax = 0, j = d / 2;
+            double bound = orth_bound(d, prec), err;
+            mpfr_t *q = qnew(d, prec);
+            assert_int_equal(cic_q_random(q, d, 7, prec), 0);
+            for (i = 1; i < d; i++)
+                if (mpfr_cmpabs(q[(size_t)i * d + j], q[(size_t)imax * d + j])
+                    > 0)
+                    imax = i;
+            mpfr_add_d(q[(size_t)imax * d + j], q[(size_t)imax * d + j],
+                       (mpfr_sgn(q[(size_t)imax * d + j]) > 0 ? 2 : -2)
+                           * bound * sqrt((double)d),
+                       MPFR_RNDN);
+            err = cic_q_orth_error((const mpfr_t *)q, d, prec);
+            if (!(err > bound))
+                fail_msg("planted fault at (%d, %d) not caught: d %d prec %ld "
+                         "orth_error %.3g <= bound %.3g",
+                         imax, j, d, (long)prec, err, bound);
+            qfree(q, d);
+        }
+    }
+}
+
+static int same_bits(const mpfr_t *x, const mpfr_t *y, size_t n, size_t *at)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        /* +0 and -0 compare equal in mpfr_equal_p; compare the sign too */
+        if (!mpfr_equal_p(x[i], y[i])
+            || mpfr_signbit(x[i]) != mpfr_signbit(y[i])) {
+            *at = i;
+            return 0;
+        }
+    return 1;
+}
+
+static void test_random_deterministic(void **state)
+{
+    int d = 33;
+    mpfr_prec_t prec = 53;
+    size_t n = (size_t)d * d, at = 0;
+    mpfr_t *q1 = qnew(d, prec), *q2 = qnew(d, prec);
+    (void)state;
+    assert_int_equal(cic_q_random(q1, d, 42, prec), 0);
+    assert_int_equal(cic_q_random(q2, d, 42, prec), 0);
+    if (!same_bits((const mpfr_t *)q1, (const mpfr_t *)q2, n, &at))
+        fail_msg("seed 42 d %d prec %ld: entry %zu differs between runs", d,
+                 (long)prec, at);
+    assert_int_equal(cic_q_random(q2, d, 43, prec), 0);
+    assert_false(same_bits((const mpfr_t *)q1, (const mpfr_t *)q2, n, &at));
+    /* the seed, not the precision's rounding, decides Q: prec 53 and prec 200
+     * agree to far better than the data (forward error ~ cond(G) 2^-53) */
+    {
+        mpfr_t *hi = qnew(d, 200);
+        double worst = 0.0;
+        size_t i;
+        assert_int_equal(cic_q_random(q2, d, 42, prec), 0);
+        assert_int_equal(cic_q_random(hi, d, 42, 200), 0);
+        for (i = 0; i < n; i++) {
+            double diff = fabs(mpfr_get_d(q2[i], MPFR_RNDN)
+                               - mpfr_get_d(hi[i], MPFR_RNDN));
+            if (diff > worst)
+                worst = diff;
+        }
+        print_message("random d %d seed 42: max |Q_53 - Q_200| = %.3g\n", d,
+                      worst);
+        if (!(worst <= 1e-10))
+            fail_msg("d %d seed 42: Q at prec 53 and 200 differ by %.3g", d,
+                     worst);
+        qfree(hi, d);
+    }
+    qfree(q1, d);
+    qfree(q2, d);
+}
+
+/* Q^T G = R must be upper triangular with a positive diagonal: that is the QR
+ * of the very Gaussian the stream defines, with the Haar sign fix. Computed
+ * at 2*prec + 32 bits from the prec-bit Q and G (products exact). */
+static void test_random_is_qr_of_gaussian(void **state)
+{
+    static const int ds[] = { 1, 2, 5, 16, 33 };
+    mpfr_prec_t prec = 53;
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ds / sizeof ds[0]; a++) {
+        int d = ds[a], seed;
+        size_t n = (size_t)d * d;
+        for (seed = 1; seed <= 3; seed++) {
+            mpfr_t *q = qnew(d, prec), *g = qnew(d, prec), r;
+            cic_dot_scratch s;
+            uint64_t key = cic_rng_key((uint64_t)seed, "q.random");
+            size_t i, j;
+            double gmax = 0.0;
+            assert_int_equal(cic_q_random(q, d, (uint64_t)seed, prec), 0);
+            for (i = 0; i < n; i++) {
+                cic_rng_normal_mp(g[i], key, i);
+                if (fabs(mpfr_get_d(g[i], MPFR_RNDN)) > gmax)
+                    gmax = fabs(mpfr_get_d(g[i], MPFR_RNDN));
+            }
+            assert_int_equal(cic_dot_scratch_init(&s, (size_t)d, prec), 0);
+            mpfr_init2(r, 2 * prec + 32);
+            for (i = 0; i < (size_t)d; i++)
+                for (j = 0; j <= i; j++) {
+                    /* R_ij = column i of Q . column j of G, i >= j */
+                    double v;
+                    cic_mp_dot(r, (const mpfr_t *)&q[i], (size_t)d,
+                               (const mpfr_t *)&g[j], (size_t)d, (size_t)d,
+                               NULL, &s);
+                    v = mpfr_get_d(r, MPFR_RNDN);
+                    if (i == j && !(v > 0))
+                        fail_msg("seed %d d %d prec %ld: R_%zu%zu = %.17g, "
+                                 "not > 0 (sign fix)",
+                                 seed, d, (long)prec, i, i, v);
+                    if (i > j && !(fabs(v) <= 8.0 * d * gmax * 0x1p-53))
+                        fail_msg("seed %d d %d prec %ld: R_%zu%zu = %.3g below "
+                                 "the diagonal (max|G| %.3g)",
+                                 seed, d, (long)prec, i, j, v, gmax);
+                }
+            mpfr_clear(r);
+            cic_dot_scratch_clear(&s);
+            qfree(q, d);
+            qfree(g, d);
+        }
+    }
+}
+
+/* Haar: Q_00 = g_00 / ||g_0|| has mean 0. Without the sign fix it would be
+ * -|g_00| / ||g_0||, mean -2/pi at d = 2. Std of Q_00 at d = 2 is 1/sqrt 2,
+ * so the mean of N draws has std 0.71 / sqrt N; 0.2 is > 4 sigma at N = 200. */
+static void test_random_sign_fix_mean(void **state)
+{
+    int d = 2, nseeds = 200, s, npos = 0;
+    double sum = 0.0, mean;
+    mpfr_t *q = qnew(d, 53);
+    (void)state;
+    for (s = 0; s < nseeds; s++) {
+        assert_int_equal(cic_q_random(q, d, (uint64_t)s, 53), 0);
+        sum += mpfr_get_d(q[0], MPFR_RNDN);
+        npos += mpfr_sgn(q[0]) > 0;
+    }
+    mean = sum / nseeds;
+    if (!(fabs(mean) <= 0.2))
+        fail_msg("mean of Q_00 over %d seeds at d 2 = %.3f, expected ~0 "
+                 "(%d positive)", nseeds, mean, npos);
+    qfree(q, d);
+}
+
+/* ---- Hadamard ----------------------------------------------------------- */
+
+static int is_pow4(int d)
+{
+    return d > 0 && (d & (d - 1)) == 0 && (__builtin_ctz((unsigned)d) % 2) == 0;
+}
+
+static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
+{
+    size_t n = (size_t)d, i, j, k;
+    mpfr_t *q = qnew(d, prec), r, t;
+    int *sg = calloc(n * n, sizeof *sg);
+    uint64_t key = cic_rng_key(seed, "q.hadamard.signs");
+    double err;
+    assert_non_null(sg);
+    assert_int_equal(cic_q_hadamard(q, d, seed, prec), 0);
+
+    /* |entries| all equal, bit for bit, and r^2 d = 1 within 2^-prec */
+    mpfr_init2(r, prec);
+    mpfr_init2(t, 2 * prec + 64);
+    mpfr_abs(r, q[0], MPFR_RNDN);
+    mpfr_sqr(t, r, MPFR_RNDN);
+    mpfr_mul_ui(t, t, (unsigned long)d, MPFR_RNDN);
+    mpfr_sub_ui(t, t, 1, MPFR_RNDN);
+    if (!(fabs(mpfr_get_d(t, MPFR_RNDN)) <= ldexp(1.0, -(int)prec + 1)))
+        fail_msg("hadamard d %d prec %ld: d r^2 - 1 = %.3g", d, (long)prec,
+                 mpfr_get_d(t, MPFR_RNDN));
+    if (is_pow4(d)
+        && mpfr_cmp_ui_2exp(r, 1, -(mpfr_exp_t)(__builtin_ctz((unsigned)d) / 2))
+               != 0)
+        fail_msg("hadamard d %d prec %ld: |entry| not exactly 1/sqrt(d)", d,
+                 (long)prec);
+    for (i = 0; i < n * n; i++) {
+        if (mpfr_cmpabs(r, q[i]) != 0)
+            fail_msg("hadamard d %d prec %ld: |entry %zu| != |entry 0|", d,
+                     (long)prec, i);
+        sg[i] = mpfr_signbit(q[i]) ? -1 : 1;
+    }
+    /* the sign pattern in integers: S^T S = d I exactly */
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            long dot = 0;
+            for (k = 0; k < n; k++)
+                dot += (long)sg[k * n + i] * sg[k * n + j];
+            if (dot != (i == j ? (long)d : 0))
+                fail_msg("hadamard d %d seed %llu: (S^T S)_%zu%zu = %ld", d,
+                         (unsigned long long)seed, i, j, dot);
+        }
+    /* S = Sylvester diag(s), s_j = -1 iff bit 0 of the stream's word j */
+    for (j = 0; j < n; j++) {
+        int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
+        for (i = 0; i < n; i++) {
+            int h = __builtin_parityll((unsigned long long)(i & j)) ? -1 : 1;
+            if (sg[i * n + j] != h * sj)
+                fail_msg("hadamard d %d seed %llu: sign (%zu, %zu) = %d, "
+                         "expected %d", d, (unsigned long long)seed, i, j,
+                         sg[i * n + j], h * sj);
+        }
+    }
+    /* orthogonal to the rounding of 1/sqrt(d): exact for powers of 4 */
+    err = cic_q_orth_error((const mpfr_t *)q, d, prec);
+    if (is_pow4(d) ? err != 0.0 : !(err <= ldexp(1.0, -(int)prec + 1)))
+        fail_msg("hadamard d %d prec %ld: orth_error %.3g", d, (long)prec,
+                 err);
+    print_message("hadamard d %3d prec %3ld: orth_error %.3g\n", d,
+                  (long)prec, err);
+    mpfr_clear(r);
+    mpfr_clear(t);
+    free(sg);
+    qfree(q, d);
+}
+
+static void test_hadamard(void **state)
+{
+    static const int ds[] = { 1, 2, 4, 8, 64, 128 };
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ds / sizeof ds[0]; a++) {
+        assert_true(cic_q_hadamard_supported(ds[a]));
+        check_hadamard(ds[a], 5, 128);
+        check_hadamard(ds[a], 6, 24);
+    }
+}
+
+static void test_hadamard_seeds(void **state)
+{
+    int d = 64;
+    size_t at;
+    mpfr_t *q1 = qnew(d, 53), *q2 = qnew(d, 53);
+    (void)state;
+    assert_int_equal(cic_q_hadamard(q1, d, 1, 53), 0);
+    assert_int_equal(cic_q_hadamard(q2, d, 1, 53), 0);
+    assert_true(same_bits((const mpfr_t *)q1, (const mpfr_t *)q2,
+                          (size_t)d * d, &at));
+    assert_int_equal(cic_q_hadamard(q2, d, 2, 53), 0);
+    assert_false(same_bits((const mpfr_t *)q1, (const mpfr_t *)q2,
+                           (size_t)d * d, &at));
+    qfree(q1, d);
+    qfree(q2, d);
+}
+
+static void test_hadamard_unsupported(void **state)
+{
+    static const struct {
+        int d;
+        const char *want;
+    } cases[] = {
+        { 6, "nearest: 4 and 8" },
+        { 12, "nearest: 8 and 16" },
+        { 100, "nearest: 64 and 128" },
+        { 0, "nearest: 1" },
+        { -3, "nearest: 1" },
+    };
+    size_t a;
+    char buf[256];
+    (void)state;
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        int d = cases[a].d;
+        size_t n = d > 0 ? (size_t)d * d : 1;
+        mpfr_t *q = cic_mpvec_create(n, 53);
+        assert_non_null(q);
+        assert_false(cic_q_hadamard_supported(d));
+        assert_int_equal(cic_q_hadamard(q, d, 1, 53), -1);
+        cic_q_hadamard_suggest(buf, sizeof buf, d);
+        if (!strstr(buf, cases[a].want) || !strstr(buf, "powers of two"))
+            fail_msg("suggest(%d) = \"%s\", expected it to contain \"%s\"", d,
+                     buf, cases[a].want);
+        cic_mpvec_destroy(q, n);
+    }
+    cic_q_hadamard_suggest(buf, sizeof buf, 100);
+    assert_string_equal(buf, "supported Hadamard sizes here are powers of two; "
+                             "nearest: 64 and 128");
+    /* a tiny buffer is truncated, never overrun */
+    cic_q_hadamard_suggest(buf, 8, 100);
+    assert_int_equal(strlen(buf), 7);
+}
+
+static void test_identity(void **state)
+{
+    mpfr_t *q = qnew(4, 24);
+    int i, j;
+    (void)state;
+    cic_q_identity(q, 4);
+    for (i = 0; i < 4; i++)
+        for (j = 0; j < 4; j++)
+            assert_int_equal(mpfr_cmp_si(q[i * 4 + j], i == j), 0);
+    assert_true(cic_q_orth_error((const mpfr_t *)q, 4, 24) == 0.0);
+    qfree(q, 4);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_placeholder) };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_orth_error_known),
+        cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_random_orthogonal),
+        cmocka_unit_test(test_random_fault_caught),
+        cmocka_unit_test(test_random_deterministic),
+        cmocka_unit_test(test_random_is_qr_of_gaussian),
+        cmocka_unit_test(test_random_sign_fix_mean),
+        cmocka_unit_test(test_hadamard),
+        cmocka_unit_test(test_hadamard_seeds),
+        cmocka_unit_test(test_hadamard_unsupported),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

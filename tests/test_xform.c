@@ -1,8 +1,289 @@
-/* placeholder until the xform tests land */
+/* test_xform.c: the transforms are invariances exactly when they should be.
+ * For random shapes and seeds, every exact transform, run in MPFR with its
+ * unrounded weights, stays under its verdict threshold against the original
+ * model in MPFR; every known mistake lands far above the broken threshold.
+ * Seeds and shapes are printed on failure; CIC_TEST_MULTIPLIER runs more. */
 #include "testutil.h"
-static void test_placeholder(void **state) { (void)state; }
+
+#include "base/mpvec.h"
+#include "base/rng.h"
+#include "engine/engine.h"
+#include "metric/metric.h"
+#include "model/model.h"
+#include "xform/xform.h"
+
+#include <string.h>
+
+#define PREC 128
+
+static cic_model_cfg random_cfg(uint64_t seed, enum cic_block_kind block)
+{
+    static const int ds[] = {8, 16, 32};
+    static const int hs[] = {1, 2, 4};
+    cic_model_cfg c;
+    uint64_t k = cic_rng_key(seed, "test.shape");
+    memset(&c, 0, sizeof c);
+    c.block = block;
+    c.d_model = ds[cic_rng_u64(k, 0) % 3];
+    c.heads = hs[cic_rng_u64(k, 1) % 3];
+    c.mlp_ratio = 2;
+    c.d_mlp = 2 * c.d_model;
+    c.tokens = 1 + (int)(cic_rng_u64(k, 2) % 5);
+    c.samples = 1 + (int)(cic_rng_u64(k, 3) % 2);
+    c.layers = 1 + (int)(cic_rng_u64(k, 4) % 2);
+    c.eps = 1e-5;
+    c.causal = cic_rng_u64(k, 5) & 1;
+    c.act = block == CIC_BLOCK_RMSNORM ? CIC_ACT_SILU
+                                       : (enum cic_act)(cic_rng_u64(k, 6) % 3);
+    c.d_out = 1 + (int)(cic_rng_u64(k, 7) % 8);
+    c.seed = seed;
+    c.dist = CIC_DIST_NORMAL;
+    c.std = 0.15;
+    c.outlier_channels = (int)(cic_rng_u64(k, 8) % 3);
+    c.outlier_scale = 10;
+    return c;
+}
+
+static cic_xform_spec spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
+                           enum cic_mistake mistake, enum cic_tprec prec)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    cic_strlcpy(x.name, name, sizeof x.name);
+    x.kind = kind;
+    x.after = -1;
+    x.q = q;
+    x.q_seed = 99;
+    x.mistake = mistake;
+    x.prec = prec;
+    return x;
+}
+
+/* MPFR output of m, mapped back to the original basis for the residual
+ * readout (y Q^T, then centered when the model says so). */
+static mpfr_t *run_mp(const cic_model *m, size_t *n)
+{
+    size_t rows = (size_t)m->rows, cols = (size_t)cic_model_out_cols(m), i, j;
+    mpfr_t *y = cic_mpvec_create(rows * cols, PREC);
+    assert_non_null(y);
+    assert_int_equal(cic_engine_mpfr_run(y, m, PREC, false, NULL), 0);
+    if (m->output == m->residual) {
+        cic_dot_scratch s;
+        mpfr_t *row = cic_mpvec_create(cols, PREC);
+        assert_int_equal(cic_dot_scratch_init(&s, cols, PREC), 0);
+        for (i = 0; i < rows; i++) {
+            mpfr_t mean;
+            mpfr_init2(mean, PREC + 64);
+            mpfr_set_zero(mean, 1);
+            for (j = 0; j < cols; j++) {
+                if (m->out_q)
+                    cic_mp_dot(row[j], (const mpfr_t *)y + i * cols, 1,
+                               (const mpfr_t *)m->out_q + j * cols, 1, cols, NULL, &s);
+                else
+                    mpfr_set(row[j], y[i * cols + j], MPFR_RNDN);
+                mpfr_add(mean, mean, row[j], MPFR_RNDN);
+            }
+            mpfr_div_ui(mean, mean, cols, MPFR_RNDN);
+            for (j = 0; j < cols; j++) {
+                if (m->center_out)
+                    mpfr_sub(y[i * cols + j], row[j], mean, MPFR_RNDN);
+                else
+                    mpfr_set(y[i * cols + j], row[j], MPFR_RNDN);
+            }
+            mpfr_clear(mean);
+        }
+        cic_dot_scratch_clear(&s);
+        cic_mpvec_destroy(row, cols);
+    }
+    *n = rows * cols;
+    return y;
+}
+
+/* ce of x applied to base (or to the original when base is NULL). */
+static double ce_of(const cic_model *orig, const cic_model *base, const cic_xform_spec *x,
+                    cic_model **out)
+{
+    cic_diag d;
+    size_t n0, n1;
+    cic_model *m = cic_xform_apply(base ? base : orig, x, PREC, &d);
+    mpfr_t *y0, *y1;
+    double ce;
+    assert_non_null(m);
+    y0 = run_mp(orig, &n0);
+    y1 = run_mp(m, &n1);
+    assert_int_equal(n0, n1);
+    ce = cic_metric_rel_diff((const mpfr_t *)y1, (const mpfr_t *)y0, n0, PREC);
+    cic_mpvec_destroy(y0, n0);
+    cic_mpvec_destroy(y1, n1);
+    if (out)
+        *out = m;
+    else
+        cic_model_destroy(m);
+    return ce;
+}
+
+static void check_eq(double ce, const cic_xform_spec *x, const cic_model_cfg *c,
+                     const char *what)
+{
+    double eq, br;
+    cic_xform_thresholds(&eq, &br, x, PREC);
+    if (!(ce <= eq))
+        fail_msg("%s: ce %.3g above the equivalent threshold %.3g (seed %llu, d %d, "
+                 "heads %d, N %d, B %d, L %d)", what, ce, eq, (unsigned long long)c->seed,
+                 c->d_model, c->heads, c->tokens, c->samples, c->layers);
+}
+
+static void check_broken(double ce, const cic_xform_spec *x, const cic_model_cfg *c,
+                         const char *what)
+{
+    double eq, br;
+    cic_xform_thresholds(&eq, &br, x, PREC);
+    if (!(ce >= br))
+        fail_msg("%s: ce %.3g below the broken threshold %.3g (seed %llu, d %d, L %d)",
+                 what, ce, br, (unsigned long long)c->seed, c->d_model, c->layers);
+}
+
+static void test_preln_exact_and_mistakes(void **state)
+{
+    int it, n = 4 * cic_test_multiplier();
+    (void)state;
+    for (it = 0; it < n; it++) {
+        uint64_t seed = 1000 + (uint64_t)it;
+        cic_model_cfg c = random_cfg(seed, CIC_BLOCK_PRELN);
+        enum cic_readout ro = (it & 1) ? CIC_READOUT_RESIDUAL : CIC_READOUT_HEAD;
+        cic_model *orig = cic_model_create(&c, ro), *fused = NULL;
+        cic_xform_spec fuse = spec("fuse", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
+                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec r64 = spec("r64", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                  CIC_TPREC_F64);
+        cic_xform_spec bad1 = spec("nobake", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
+                                   CIC_MISTAKE_SKIP_MEAN_BAKE, CIC_TPREC_MPFR);
+        cic_xform_spec bad2 = spec("skipo", CIC_XFORM_ROTATE, CIC_Q_RANDOM,
+                                   CIC_MISTAKE_SKIP_ATTN_OUT, CIC_TPREC_MPFR);
+        assert_non_null(orig);
+        check_eq(ce_of(orig, NULL, &fuse, &fused), &fuse, &c, "fuse-layernorm");
+        check_eq(ce_of(orig, fused, &rr, NULL), &rr, &c, "fuse + rotate random");
+        check_eq(ce_of(orig, fused, &rh, NULL), &rh, &c, "fuse + rotate hadamard");
+        check_eq(ce_of(orig, fused, &r64, NULL), &r64, &c, "fuse + rotate random (f64)");
+        check_broken(ce_of(orig, NULL, &rr, NULL), &rr, &c, "rotate without fusion");
+        check_broken(ce_of(orig, NULL, &bad1, NULL), &bad1, &c, "skip mean bake");
+        check_broken(ce_of(orig, fused, &bad2, NULL), &bad2, &c, "attn out not rotated");
+        cic_model_destroy(fused);
+        cic_model_destroy(orig);
+    }
+}
+
+static void test_rmsnorm_exact_and_mistakes(void **state)
+{
+    int it, n = 4 * cic_test_multiplier();
+    (void)state;
+    for (it = 0; it < n; it++) {
+        uint64_t seed = 2000 + (uint64_t)it;
+        cic_model_cfg c = random_cfg(seed, CIC_BLOCK_RMSNORM);
+        enum cic_readout ro = (it & 1) ? CIC_READOUT_RESIDUAL : CIC_READOUT_HEAD;
+        cic_model *orig = cic_model_create(&c, ro), *folded = NULL;
+        cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
+                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec bad = spec("center", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
+                                  CIC_MISTAKE_CENTER_EMBEDDINGS, CIC_TPREC_MPFR);
+        assert_non_null(orig);
+        check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold-rmsnorm-gamma");
+        check_eq(ce_of(orig, folded, &rr, NULL), &rr, &c, "fold + rotate random");
+        check_eq(ce_of(orig, folded, &rh, NULL), &rh, &c, "fold + rotate hadamard");
+        check_broken(ce_of(orig, NULL, &rr, NULL), &rr, &c, "gamma left in the norm");
+        check_broken(ce_of(orig, NULL, &bad, NULL), &bad, &c, "centered embeddings");
+        cic_model_destroy(folded);
+        cic_model_destroy(orig);
+    }
+}
+
+/* A transform computed at 24 bits is an invariance only up to float
+ * rounding: its ce sits near 2^-24, far above the MPFR threshold and far
+ * below the broken one. */
+static void test_f32_transform_precision(void **state)
+{
+    cic_model_cfg c = random_cfg(31, CIC_BLOCK_PRELN);
+    cic_model *orig = cic_model_create(&c, CIC_READOUT_HEAD);
+    cic_xform_spec f32 = spec("f", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
+                              CIC_MISTAKE_NONE, CIC_TPREC_F32);
+    cic_xform_spec mp = spec("m", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
+                             CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+    double ce, eq, br, eqm, brm;
+    (void)state;
+    assert_non_null(orig);
+    ce = ce_of(orig, NULL, &f32, NULL);
+    cic_xform_thresholds(&eq, &br, &f32, PREC);
+    cic_xform_thresholds(&eqm, &brm, &mp, PREC);
+    if (!(ce > eqm && ce <= eq && ce > 0x1p-40))
+        fail_msg("f32 fuse: ce %.3g, expected in (%.3g, %.3g]", ce, eqm, eq);
+    cic_model_destroy(orig);
+}
+
+/* The transform really changes the weights (a test of the test: comparing a
+ * model with itself would pass every check above). */
+static void test_transform_changes_weights(void **state)
+{
+    cic_model_cfg c = random_cfg(5, CIC_BLOCK_PRELN);
+    cic_model *orig = cic_model_create(&c, CIC_READOUT_HEAD), *m;
+    cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                             CIC_TPREC_MPFR);
+    cic_diag d;
+    char h0[65], h1[65];
+    (void)state;
+    m = cic_xform_apply(orig, &rr, PREC, &d);
+    assert_non_null(m);
+    cic_model_weights_sha256(h0, orig);
+    cic_model_weights_sha256(h1, m);
+    assert_string_not_equal(h0, h1);
+    /* the source model is untouched */
+    {
+        char h2[65];
+        cic_model *again = cic_model_create(&c, CIC_READOUT_HEAD);
+        cic_model_weights_sha256(h2, again);
+        assert_string_equal(h0, h2);
+        cic_model_destroy(again);
+    }
+    cic_model_destroy(m);
+    cic_model_destroy(orig);
+}
+
+static void test_thresholds(void **state)
+{
+    cic_xform_spec x = spec("x", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                            CIC_TPREC_MPFR);
+    double eq, br;
+    (void)state;
+    cic_xform_thresholds(&eq, &br, &x, 128);
+    assert_true(eq == 0x1p-96);
+    assert_int_equal(cic_xform_verdict(0, eq, br), CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(cic_xform_verdict(eq, eq, br), CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(cic_xform_verdict(1e-10, eq, br), CIC_VERDICT_INCONCLUSIVE);
+    assert_int_equal(cic_xform_verdict(br, eq, br), CIC_VERDICT_BROKEN);
+    assert_int_equal(cic_xform_verdict(NAN, eq, br), CIC_VERDICT_BROKEN);
+    x.prec = CIC_TPREC_F64;
+    cic_xform_thresholds(&eq, &br, &x, 128);
+    assert_true(eq == 0x1p-33);
+    x.prec = CIC_TPREC_F32;
+    cic_xform_thresholds(&eq, &br, &x, 128);
+    assert_true(eq == 0x1p-12 && eq < br);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_placeholder) };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_thresholds),
+        cmocka_unit_test(test_transform_changes_weights),
+        cmocka_unit_test(test_preln_exact_and_mistakes),
+        cmocka_unit_test(test_rmsnorm_exact_and_mistakes),
+        cmocka_unit_test(test_f32_transform_precision),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

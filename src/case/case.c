@@ -1,1 +1,1429 @@
-/* placeholder */
+/* case.c: the case-file loader. Reads a TOML case (layout in case.h) through
+ * the toml++ wrapper (toml_capi.h), applies the defaults and checks every
+ * rule, and either fills a cic_case that the rest of cicheck trusts or
+ * returns CIC_EINPUT with a cic_diag "file:line:column: message".
+ *
+ * The loader is strict and tries to be helpful: unknown keys and bad enum
+ * values list what is allowed and the closest spelling (optimal string
+ * alignment distance), type errors name both types, range errors give the
+ * range. It is written to be fuzzed: every integer is range-checked as int64
+ * before it is narrowed, size products use saturating uint64 arithmetic, and
+ * strings from the file are escaped before they reach a message. */
+#include "case.h"
+#include "toml_capi.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+
+/* ---- name tables ------------------------------------------------------- */
+
+const char *const CIC_BLOCK_NAME[CIC_BLOCK_COUNT] = {"preln", "rmsnorm", "dit"};
+const char *const CIC_ACT_NAME[CIC_ACT_COUNT] = {"gelu", "gelu-tanh", "relu",
+                                                 "silu"};
+const char *const CIC_DIST_NAME[CIC_DIST_COUNT] = {"normal", "uniform"};
+const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT] = {
+    "fuse-layernorm", "fold-rmsnorm-gamma", "rotate"};
+const char *const CIC_Q_NAME[CIC_Q_COUNT] = {"identity", "random", "hadamard"};
+const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT] = {"mpfr", "f64", "f32"};
+const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT] = {
+    "none", "skip-mean-bake", "skip-attn-out", "center-embeddings"};
+const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
+    "equivalent", "broken", "inconclusive"};
+const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
+
+#define CIC__LEN(a) (sizeof(a) / sizeof((a)[0]))
+static_assert(CIC__LEN(CIC_BLOCK_NAME) == CIC_BLOCK_COUNT, "block names");
+static_assert(CIC__LEN(CIC_ACT_NAME) == CIC_ACT_COUNT, "activation names");
+static_assert(CIC__LEN(CIC_DIST_NAME) == CIC_DIST_COUNT, "dist names");
+static_assert(CIC__LEN(CIC_XFORM_NAME) == CIC_XFORM_COUNT, "xform names");
+static_assert(CIC__LEN(CIC_Q_NAME) == CIC_Q_COUNT, "q names");
+static_assert(CIC__LEN(CIC_TPREC_NAME) == CIC_TPREC_COUNT, "tprec names");
+static_assert(CIC__LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
+static_assert(CIC__LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
+static_assert(CIC__LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
+
+const char *const CIC_GATE_METRICS[] = {
+    "max_abs",      "rel_norm2",     "ulp_row.max",  "ulp_row.p99",
+    "ulp_row.mean", "ulp_elem.max",  "ulp_elem.p99", "ulp_elem.mean",
+    "drift.max",    "drift.p99",     "drift.mean",   "ce_residual",
+    "nonfinite",    NULL};
+#define CIC__N_GATE_METRICS (CIC__LEN(CIC_GATE_METRICS) - 1)
+
+/* Engine spellings: in [engines] f32 and in gates. */
+static const char *const cic__f32_names[] = {"openblas", "fixed-order"};
+static const char *const cic__gate_engines[] = {"f32-openblas",
+                                                "f32-fixed-order", "mpfr", "*"};
+
+/* Allowed keys, in the order they are documented. */
+static const char *const cic__root_keys[] = {"name",    "model",      "engines",
+                                             "readout", "transforms", "gates"};
+static const char *const cic__model_keys[] = {
+    "block",  "d_model",    "heads", "mlp_ratio", "tokens", "samples",
+    "layers", "eps",        "causal", "activation", "d_out", "d_cond",
+    "final_layer", "seed",  "weights"};
+static const char *const cic__weights_keys[] = {"dist", "std",
+                                                "outlier_channels",
+                                                "outlier_scale"};
+static const char *const cic__engines_keys[] = {"f32", "mpfr_prec"};
+static const char *const cic__readout_keys[] = {"kind"};
+static const char *const cic__xform_keys[] = {"name", "kind", "after",
+                                              "precision", "q", "seed",
+                                              "mistake", "expect"};
+static const char *const cic__gate_keys[] = {"transform", "engine", "metric",
+                                             "max"};
+
+/* ---- diagnostics ------------------------------------------------------- */
+
+typedef struct {
+    cic_diag *d;
+    const char *file; /* for messages */
+} cic__ctx;
+
+/* Set the diagnostic and return CIC_EINPUT. A position the parser did not
+ * know (0) becomes 1:1 so every message keeps the file:line:column form. */
+static int __attribute__((format(printf, 4, 5)))
+cic__fail(cic__ctx *x, int line, int col, const char *fmt, ...)
+{
+    char buf[sizeof x->d->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (line <= 0) {
+        line = 1;
+        col = 1;
+    }
+    cic_diag_set(x->d, x->file, line, col > 0 ? col : 1, "%s", buf);
+    return CIC_EINPUT;
+}
+
+/* Escape s[0 .. len) for a message: printable ASCII kept, ' and \ escaped,
+ * anything else as \xNN; long strings cut with "...". */
+static const char *cic__quote(char *buf, size_t cap, const char *s, size_t len)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0, i;
+    CIC_ASSERT(cap >= 8);
+    for (i = 0; i < len; i++) {
+        unsigned char ch = (unsigned char)s[i];
+        if (o + 8 >= cap) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        if (ch == '\'' || ch == '\\') {
+            buf[o++] = '\\';
+            buf[o++] = (char)ch;
+        } else if (ch >= 0x20 && ch < 0x7f) {
+            buf[o++] = (char)ch;
+        } else {
+            buf[o++] = '\\';
+            buf[o++] = 'x';
+            buf[o++] = hex[ch >> 4];
+            buf[o++] = hex[ch & 15];
+        }
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* Optimal string alignment distance (Levenshtein plus adjacent
+ * transpositions), for "did you mean". Strings longer than 64 bytes get a
+ * large distance: no suggestion, and no quadratic work on fuzzed input. */
+static int cic__edit_distance(const char *a, size_t la, const char *b)
+{
+    enum { MAXL = 64 };
+    int d[MAXL + 1][MAXL + 1];
+    size_t lb = strlen(b), i, j;
+    if (la > MAXL || lb > MAXL)
+        return INT_MAX;
+    for (i = 0; i <= la; i++)
+        d[i][0] = (int)i;
+    for (j = 0; j <= lb; j++)
+        d[0][j] = (int)j;
+    for (i = 1; i <= la; i++) {
+        for (j = 1; j <= lb; j++) {
+            int cost = a[i - 1] == b[j - 1] ? 0 : 1;
+            int v = d[i - 1][j] + 1;
+            if (d[i][j - 1] + 1 < v)
+                v = d[i][j - 1] + 1;
+            if (d[i - 1][j - 1] + cost < v)
+                v = d[i - 1][j - 1] + cost;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                d[i - 2][j - 2] + 1 < v)
+                v = d[i - 2][j - 2] + 1;
+            d[i][j] = v;
+        }
+    }
+    return d[la][lb];
+}
+
+/* The closest name to s[0 .. len), if close enough to be a likely typo
+ * (distance <= max(2, len(name) / 3)), else NULL. */
+static const char *cic__closest(const char *s, size_t len,
+                                const char *const *names, size_t n)
+{
+    const char *best = NULL;
+    int bestd = INT_MAX;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        int dist;
+        if (!names[i])
+            continue;
+        dist = cic__edit_distance(s, len, names[i]);
+        if (dist < bestd) {
+            bestd = dist;
+            best = names[i];
+        }
+    }
+    if (best) {
+        int lim = (int)(strlen(best) / 3);
+        if (lim < 2)
+            lim = 2;
+        if (bestd > lim)
+            best = NULL;
+    }
+    if (!best) {
+        /* No near spelling: fall back to the longest shared prefix of at
+         * least 3 bytes ("prenorm" -> "preln", "rotation" -> "rotate"). */
+        size_t bestp = 2;
+        for (i = 0; i < n; i++) {
+            size_t p = 0;
+            if (!names[i])
+                continue;
+            while (p < len && names[i][p] && names[i][p] == s[p])
+                p++;
+            if (p > bestp) {
+                bestp = p;
+                best = names[i];
+            }
+        }
+    }
+    return best;
+}
+
+/* "a, b, c" into buf. */
+static const char *cic__join(char *buf, size_t cap, const char *const *names,
+                             size_t n)
+{
+    size_t o = 0, i;
+    buf[0] = '\0';
+    for (i = 0; i < n && o < cap; i++) {
+        int k = snprintf(buf + o, cap - o, "%s%s", i ? ", " : "", names[i]);
+        if (k < 0)
+            break;
+        o += (size_t)k;
+    }
+    return buf;
+}
+
+/* "; did you mean 'x'?" or "". */
+static const char *cic__hint(char *buf, size_t cap, const char *s, size_t len,
+                             const char *const *names, size_t n)
+{
+    const char *c = cic__closest(s, len, names, n);
+    if (c)
+        snprintf(buf, cap, "; did you mean '%s'?", c);
+    else
+        buf[0] = '\0';
+    return buf;
+}
+
+/* ---- typed getters ------------------------------------------------------
+ * Each returns CIC_OK (value stored, *present set if given) or CIC_EINPUT.
+ * An absent key is CIC_OK with *present = false and the output untouched, so
+ * callers set defaults first. `where` names the table in messages. */
+
+typedef struct {
+    const cic_toml_node *tbl;
+    const char *where; /* "[model]", "[[transforms]] entry 2", ... */
+} cic__tab;
+
+/* Find key; value and the key's position. */
+static const cic_toml_node *cic__find(const cic__tab *t, const char *key,
+                                      int *kl, int *kc)
+{
+    size_t i, n = cic_toml_table_size(t->tbl);
+    for (i = 0; i < n; i++) {
+        const char *k;
+        size_t klen;
+        const cic_toml_node *v;
+        int l, c;
+        cic_toml_table_entry(t->tbl, i, &k, &klen, &v, &l, &c);
+        if (klen == strlen(key) && memcmp(k, key, klen) == 0) {
+            if (kl)
+                *kl = l;
+            if (kc)
+                *kc = c;
+            return v;
+        }
+    }
+    return NULL;
+}
+
+static void cic__pos(const cic_toml_node *n, int *l, int *c)
+{
+    cic_toml_node_pos(n, l, c);
+}
+
+static int cic__wrong_type(cic__ctx *x, const cic__tab *t, const char *key,
+                           const cic_toml_node *v, const char *want)
+{
+    int l, c;
+    char extra[96] = "";
+    cic__pos(v, &l, &c);
+    if (strcmp(want, "an integer") == 0 &&
+        cic_toml_node_type(v) == CIC_TOML_FLOAT) {
+        double f = 0;
+        cic_toml_get_float(v, &f);
+        if (isfinite(f) && f == floor(f) && fabs(f) < 1e15)
+            snprintf(extra, sizeof extra, " (write %.0f, without a decimal point)",
+                     f);
+    }
+    return cic__fail(x, l, c, "wrong type for '%s' in %s: expected %s, got %s%s",
+                     key, t->where, want,
+                     cic_toml_type_name(cic_toml_node_type(v)), extra);
+}
+
+/* Integer in [lo, hi] (checked as int64 before narrowing). */
+static int cic__get_int(cic__ctx *x, const cic__tab *t, const char *key,
+                        int64_t lo, int64_t hi, int64_t *out, bool *present,
+                        const cic_toml_node **node)
+{
+    int64_t v;
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    if (present)
+        *present = n != NULL;
+    if (node)
+        *node = n;
+    if (!n)
+        return CIC_OK;
+    if (cic_toml_get_int(n, &v) != CIC_TOML_OK)
+        return cic__wrong_type(x, t, key, n, "an integer");
+    if (v < lo || v > hi) {
+        int l, c;
+        cic__pos(n, &l, &c);
+        return cic__fail(x, l, c,
+                         "'%s' in %s is %lld, out of range: must be %lld .. %lld",
+                         key, t->where, (long long)v, (long long)lo,
+                         (long long)hi);
+    }
+    *out = v;
+    return CIC_OK;
+}
+
+/* Narrowing wrapper for int fields (hi must fit in int). */
+static int cic__get_intf(cic__ctx *x, const cic__tab *t, const char *key,
+                         int lo, int hi, int *out, bool *present,
+                         const cic_toml_node **node)
+{
+    int64_t v = *out;
+    int rc = cic__get_int(x, t, key, lo, hi, &v, present, node);
+    if (rc == CIC_OK)
+        *out = (int)v; /* in [lo, hi], so in int range */
+    return rc;
+}
+
+/* Number (float, or integer accepted) that is finite and > 0 (positive) or
+ * >= 0; NaN is always refused. hi is an inclusive upper bound (INFINITY for
+ * none). */
+static int cic__get_num(cic__ctx *x, const cic__tab *t, const char *key,
+                        bool positive, double hi, double *out, bool *present,
+                        const cic_toml_node **node)
+{
+    double v;
+    int l, c;
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    if (present)
+        *present = n != NULL;
+    if (node)
+        *node = n;
+    if (!n)
+        return CIC_OK;
+    if (cic_toml_get_number(n, &v) != CIC_TOML_OK)
+        return cic__wrong_type(x, t, key, n, "a number");
+    cic__pos(n, &l, &c);
+    if (isnan(v))
+        return cic__fail(x, l, c, "'%s' in %s is nan; it must be a number", key,
+                         t->where);
+    if (positive ? !(v > 0) : !(v >= 0))
+        return cic__fail(x, l, c, "'%s' in %s is %g; it must be %s", key,
+                         t->where, v, positive ? "> 0" : ">= 0");
+    if (!isfinite(v) || v > hi) {
+        if (isfinite(hi))
+            return cic__fail(x, l, c, "'%s' in %s is %g; it must be at most %g",
+                             key, t->where, v, hi);
+        return cic__fail(x, l, c, "'%s' in %s is %g; it must be finite", key,
+                         t->where, v);
+    }
+    *out = v;
+    return CIC_OK;
+}
+
+static int cic__get_bool(cic__ctx *x, const cic__tab *t, const char *key,
+                         bool *out)
+{
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    if (!n)
+        return CIC_OK;
+    if (cic_toml_get_bool(n, out) != CIC_TOML_OK)
+        return cic__wrong_type(x, t, key, n, "a boolean (true or false)");
+    return CIC_OK;
+}
+
+/* String of 1 .. cap-1 bytes without NUL or control characters. */
+static int cic__get_str(cic__ctx *x, const cic__tab *t, const char *key,
+                        char *out, size_t cap, bool *present,
+                        const cic_toml_node **node)
+{
+    const char *s;
+    size_t len, i;
+    int l, c;
+    char qb[96];
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    if (present)
+        *present = n != NULL;
+    if (node)
+        *node = n;
+    if (!n)
+        return CIC_OK;
+    if (cic_toml_get_string(n, &s, &len) != CIC_TOML_OK)
+        return cic__wrong_type(x, t, key, n, "a string");
+    cic__pos(n, &l, &c);
+    if (len == 0)
+        return cic__fail(x, l, c, "'%s' in %s is empty", key, t->where);
+    if (len >= cap)
+        return cic__fail(x, l, c,
+                         "'%s' in %s is too long (%zu bytes; at most %zu)", key,
+                         t->where, len, cap - 1);
+    for (i = 0; i < len; i++)
+        if ((unsigned char)s[i] < 0x20 || s[i] == 0x7f)
+            return cic__fail(x, l, c,
+                             "'%s' in %s ('%s') contains a control character",
+                             key, t->where, cic__quote(qb, sizeof qb, s, len));
+    memcpy(out, s, len);
+    out[len] = '\0';
+    return CIC_OK;
+}
+
+/* Look a string up in names[0 .. n); a bad value lists the allowed ones. */
+static int cic__match(cic__ctx *x, const cic__tab *t, const char *key,
+                      const cic_toml_node *n, const char *const *names,
+                      size_t count, int *out)
+{
+    const char *s;
+    size_t len, i;
+    int l, c;
+    char qb[96], all[512], hint[96];
+    if (cic_toml_get_string(n, &s, &len) != CIC_TOML_OK)
+        return cic__wrong_type(x, t, key, n, "a string");
+    for (i = 0; i < count; i++) {
+        if (strlen(names[i]) == len && memcmp(names[i], s, len) == 0) {
+            *out = (int)i;
+            return CIC_OK;
+        }
+    }
+    cic__pos(n, &l, &c);
+    return cic__fail(x, l, c, "bad value '%s' for '%s' in %s; allowed: %s%s",
+                     cic__quote(qb, sizeof qb, s, len), key, t->where,
+                     cic__join(all, sizeof all, names, count),
+                     cic__hint(hint, sizeof hint, s, len, names, count));
+}
+
+static int cic__get_enum(cic__ctx *x, const cic__tab *t, const char *key,
+                         const char *const *names, size_t count, int *out,
+                         bool *present, const cic_toml_node **node)
+{
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    if (present)
+        *present = n != NULL;
+    if (node)
+        *node = n;
+    if (!n)
+        return CIC_OK;
+    return cic__match(x, t, key, n, names, count, out);
+}
+
+/* Every key of t must be in allowed[]. */
+static int cic__check_keys(cic__ctx *x, const cic__tab *t,
+                           const char *const *allowed, size_t n_allowed)
+{
+    size_t i, j, n = cic_toml_table_size(t->tbl);
+    for (i = 0; i < n; i++) {
+        const char *k;
+        size_t klen;
+        const cic_toml_node *v;
+        int l, c;
+        bool ok = false;
+        char qb[96], all[512], hint[96];
+        cic_toml_table_entry(t->tbl, i, &k, &klen, &v, &l, &c);
+        for (j = 0; j < n_allowed && !ok; j++)
+            ok = strlen(allowed[j]) == klen && memcmp(allowed[j], k, klen) == 0;
+        if (ok)
+            continue;
+        return cic__fail(x, l, c, "unknown %s '%s' in %s; allowed: %s%s",
+                         cic_toml_node_type(v) == CIC_TOML_TABLE ? "table"
+                                                                  : "key",
+                         cic__quote(qb, sizeof qb, k, klen), t->where,
+                         cic__join(all, sizeof all, allowed, n_allowed),
+                         cic__hint(hint, sizeof hint, k, klen, allowed,
+                                   n_allowed));
+    }
+    return CIC_OK;
+}
+
+/* A sub-table under key (NULL when absent); anything but a table is an
+ * error. */
+static int cic__get_table(cic__ctx *x, const cic__tab *t, const char *key,
+                          const char *label, const cic_toml_node **out)
+{
+    const cic_toml_node *n = cic__find(t, key, NULL, NULL);
+    *out = NULL;
+    if (!n)
+        return CIC_OK;
+    if (cic_toml_node_type(n) != CIC_TOML_TABLE) {
+        int l, c;
+        cic__pos(n, &l, &c);
+        return cic__fail(x, l, c,
+                         "'%s' in %s must be a table (write %s), got %s", key,
+                         t->where, label,
+                         cic_toml_type_name(cic_toml_node_type(n)));
+    }
+    *out = n;
+    return CIC_OK;
+}
+
+static int cic__missing(cic__ctx *x, const cic__tab *t, const char *key,
+                        const char *extra)
+{
+    int l, c;
+    cic__pos(t->tbl, &l, &c);
+    return cic__fail(x, l, c, "missing required key '%s' in %s%s", key,
+                     t->where, extra ? extra : "");
+}
+
+/* ---- memory estimate --------------------------------------------------- */
+
+static uint64_t cic__sat_mul(uint64_t a, uint64_t b)
+{
+    if (a != 0 && b > UINT64_MAX / a)
+        return UINT64_MAX;
+    return a * b;
+}
+
+static uint64_t cic__sat_add(uint64_t a, uint64_t b)
+{
+    return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t cic__u(int v)
+{
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+/* Weights (element count) and activation bytes behind the estimate. */
+static void cic__memory_parts(const cic_case *c, uint64_t *weights,
+                              uint64_t *wbytes, uint64_t *abytes)
+{
+    const cic_model_cfg *m = &c->model;
+    uint64_t d = cic__u(m->d_model), f = cic__u(m->d_mlp);
+    uint64_t L = cic__u(m->layers), dout = cic__u(m->d_out);
+    uint64_t dc = cic__u(m->d_cond), N = cic__u(m->tokens);
+    uint64_t R = cic__sat_mul(N, cic__u(m->samples));
+    uint64_t dd = cic__sat_mul(d, d), df = cic__sat_mul(d, f);
+    uint64_t layer, readout, W, prec = cic__u(c->mpfr_prec), copies, elem;
+    uint64_t width;
+
+    /* Weight elements per layer and for the readout (DESIGN.md section 1):
+     * preln: qkv + proj 4d^2, fc1 + fc2 2dm, biases and two LN (g, b) ~9d + m;
+     * rmsnorm: q, k, v, o 4d^2, gate/up/down 3dm, two gammas 2d;
+     * dit: as preln without LN parameters, plus adaLN 6 d d_c + 6d. */
+    switch (m->block) {
+    case CIC_BLOCK_RMSNORM:
+        layer = cic__sat_add(cic__sat_add(cic__sat_mul(4, dd),
+                                          cic__sat_mul(3, df)),
+                             cic__sat_mul(2, d));
+        readout = cic__sat_add(d, cic__sat_mul(d, dout));
+        break;
+    case CIC_BLOCK_DIT:
+        layer = cic__sat_add(cic__sat_add(cic__sat_mul(4, dd),
+                                          cic__sat_mul(2, df)),
+                             cic__sat_add(cic__sat_mul(11, d), f));
+        layer = cic__sat_add(layer, cic__sat_mul(6, cic__sat_mul(d, dc)));
+        /* final layer: adaLN 2 d d_c + 2d, linear d d_out + d_out */
+        readout = cic__sat_add(cic__sat_mul(2, cic__sat_mul(d, dc)),
+                               cic__sat_add(cic__sat_mul(2, d),
+                                            cic__sat_mul(d + 1, dout)));
+        break;
+    default:
+        layer = cic__sat_add(cic__sat_add(cic__sat_mul(4, dd),
+                                          cic__sat_mul(2, df)),
+                             cic__sat_add(cic__sat_mul(9, d), f));
+        readout = cic__sat_add(cic__sat_mul(2, d), cic__sat_mul(d + 1, dout));
+        break;
+    }
+    W = cic__sat_add(cic__sat_mul(L, layer), readout);
+
+    /* Bytes per weight: f32 copy + rounded copy (8), and an MPFR value at
+     * mpfr_prec plus its prec + 64 recheck (16 bytes of header + 2 * prec / 8
+     * bytes of limbs). One set for the original, one per transform, one
+     * scratch: n_xf + 2 sets. */
+    copies = cic__u(c->n_xf) + 2;
+    *weights = W;
+    *wbytes = cic__sat_mul(cic__sat_mul(copies, W),
+                           16 + 2 * ((prec > 4096 ? 4096 : prec) / 8) + 8);
+
+    /* Activations: R rows, each as wide as the widest intermediate (qkv 3d,
+     * the MLP m, one attention score row N, the head d_out), about 8 live
+     * buffers of MPFR elements of ~48 bytes at 128 bits (32-byte struct +
+     * limbs). */
+    width = 3 * d;
+    if (f > width)
+        width = f;
+    if (N > width)
+        width = N;
+    if (dout > width)
+        width = dout;
+    elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8;
+    *abytes = cic__sat_mul(cic__sat_mul(R, width), cic__sat_mul(8, elem));
+}
+
+uint64_t cic_case_memory_estimate(const cic_case *c)
+{
+    uint64_t w, wb, ab;
+    if (!c)
+        return 0;
+    cic__memory_parts(c, &w, &wb, &ab);
+    return cic__sat_add(wb, ab);
+}
+
+int cic_case_xform_find(const cic_case *c, const char *name)
+{
+    int i;
+    if (!c || !name)
+        return -1;
+    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++)
+        if (strcmp(c->xf[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+/* ---- sections ---------------------------------------------------------- */
+
+static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
+{
+    cic__tab t = {mt, "[model]"};
+    cic__tab wt = {NULL, "[model.weights]"};
+    cic_model_cfg *m = &c->model;
+    const cic_toml_node *n, *wtab;
+    bool have;
+    int rc, l, col, v;
+    int64_t seed = 0;
+    char hint[160];
+
+    if ((rc = cic__check_keys(x, &t, cic__model_keys,
+                              CIC__LEN(cic__model_keys))))
+        return rc;
+
+    v = 0;
+    if ((rc = cic__get_enum(x, &t, "block", CIC_BLOCK_NAME, CIC_BLOCK_COUNT, &v,
+                            &have, NULL)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "block", " (preln, rmsnorm or dit)");
+    m->block = (enum cic_block_kind)v;
+
+    if ((rc = cic__get_intf(x, &t, "d_model", 1, CIC_CASE_MAX_DIM, &m->d_model,
+                            &have, NULL)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "d_model", NULL);
+    if ((rc = cic__get_intf(x, &t, "heads", 1, CIC_CASE_MAX_DIM, &m->heads,
+                            &have, &n)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "heads", NULL);
+    if (m->d_model % m->heads != 0) {
+        /* Suggest the divisors of d_model nearest to heads. */
+        int lo = m->heads, hi = m->heads;
+        while (lo > 1 && m->d_model % lo != 0)
+            lo--;
+        while (hi < m->d_model && m->d_model % hi != 0)
+            hi++;
+        cic__pos(n, &l, &col);
+        if (m->heads > m->d_model)
+            snprintf(hint, sizeof hint, "heads can be at most d_model");
+        else
+            snprintf(hint, sizeof hint, "nearest divisors: %d or %d", lo, hi);
+        return cic__fail(x, l, col,
+                         "d_model = %d is not divisible by heads = %d (the head "
+                         "size d_model / heads must be an integer); %s",
+                         m->d_model, m->heads, hint);
+    }
+
+    m->mlp_ratio = 4;
+    if ((rc = cic__get_num(x, &t, "mlp_ratio", true, CIC_CASE_MAX_MLP_RATIO,
+                           &m->mlp_ratio, NULL, &n)))
+        return rc;
+    {
+        /* d <= 2^16 and ratio <= 64: the product is < 2^22, and an exact
+         * integer if the ratio is a multiple of 2^-k with d divisible by 2^k
+         * (the usual 4, 8/3 * 3k, 2.5 * 2k ...). */
+        double w = m->mlp_ratio * (double)m->d_model;
+        if (w != floor(w) || w < 1) {
+            cic__pos(n ? n : mt, &l, &col);
+            return cic__fail(x, l, col,
+                             "mlp_ratio * d_model = %g * %d = %.17g is not a "
+                             "positive integer (the MLP width must be whole)",
+                             m->mlp_ratio, m->d_model, w);
+        }
+        m->d_mlp = (int)w;
+    }
+
+    if ((rc = cic__get_intf(x, &t, "tokens", 1, CIC_CASE_MAX_TOKENS, &m->tokens,
+                            &have, NULL)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "tokens", NULL);
+    if ((rc = cic__get_intf(x, &t, "samples", 1, CIC_MAX_SAMPLES, &m->samples,
+                            &have, &n)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "samples", NULL);
+    if ((int64_t)m->tokens * m->samples > CIC_CASE_MAX_ROWS) {
+        cic__pos(n, &l, &col);
+        return cic__fail(x, l, col,
+                         "tokens * samples = %d * %d = %lld rows exceeds the "
+                         "limit of %d; reduce tokens or samples",
+                         m->tokens, m->samples,
+                         (long long)m->tokens * m->samples, CIC_CASE_MAX_ROWS);
+    }
+    if ((rc = cic__get_intf(x, &t, "layers", 1, CIC_CASE_MAX_LAYERS, &m->layers,
+                            &have, NULL)))
+        return rc;
+    if (!have)
+        return cic__missing(x, &t, "layers", NULL);
+
+    m->eps = m->block == CIC_BLOCK_DIT ? 1e-6 : 1e-5;
+    if ((rc = cic__get_num(x, &t, "eps", true, INFINITY, &m->eps, NULL, NULL)))
+        return rc;
+    m->causal = false;
+    if ((rc = cic__get_bool(x, &t, "causal", &m->causal)))
+        return rc;
+    /* rmsnorm: the SwiGLU gate; dit: the reference code's tanh GELU. */
+    v = m->block == CIC_BLOCK_RMSNORM ? CIC_ACT_SILU
+        : m->block == CIC_BLOCK_DIT   ? CIC_ACT_GELU_TANH
+                                      : CIC_ACT_GELU;
+    if ((rc = cic__get_enum(x, &t, "activation", CIC_ACT_NAME, CIC_ACT_COUNT,
+                            &v, NULL, NULL)))
+        return rc;
+    m->act = (enum cic_act)v;
+    m->d_out = m->d_model;
+    if ((rc = cic__get_intf(x, &t, "d_out", 1, CIC_CASE_MAX_DIM, &m->d_out,
+                            NULL, NULL)))
+        return rc;
+
+    /* dit-only keys. */
+    if (m->block != CIC_BLOCK_DIT) {
+        static const char *const dit_only[] = {"d_cond", "final_layer"};
+        size_t i;
+        for (i = 0; i < CIC__LEN(dit_only); i++) {
+            if (cic__find(&t, dit_only[i], &l, &col))
+                return cic__fail(x, l, col,
+                                 "'%s' is only allowed for block = \"dit\" "
+                                 "(this model is \"%s\")",
+                                 dit_only[i], CIC_BLOCK_NAME[m->block]);
+        }
+    }
+    m->d_cond = m->d_model;
+    if ((rc = cic__get_intf(x, &t, "d_cond", 1, CIC_CASE_MAX_DIM, &m->d_cond,
+                            NULL, NULL)))
+        return rc;
+    m->final_layer = true;
+    if ((rc = cic__get_bool(x, &t, "final_layer", &m->final_layer)))
+        return rc;
+
+    if ((rc = cic__get_int(x, &t, "seed", 0, INT64_MAX, &seed, NULL, NULL)))
+        return rc;
+    m->seed = (uint64_t)seed;
+
+    /* [model.weights] */
+    m->dist = CIC_DIST_NORMAL;
+    m->std = 0.02;
+    m->outlier_channels = 0;
+    m->outlier_scale = 1;
+    if ((rc = cic__get_table(x, &t, "weights", "[model.weights]", &wtab)))
+        return rc;
+    if (wtab) {
+        wt.tbl = wtab;
+        if ((rc = cic__check_keys(x, &wt, cic__weights_keys,
+                                  CIC__LEN(cic__weights_keys))))
+            return rc;
+        v = CIC_DIST_NORMAL;
+        if ((rc = cic__get_enum(x, &wt, "dist", CIC_DIST_NAME, CIC_DIST_COUNT,
+                                &v, NULL, NULL)))
+            return rc;
+        m->dist = (enum cic_dist)v;
+        if ((rc = cic__get_num(x, &wt, "std", true, INFINITY, &m->std, NULL,
+                               NULL)))
+            return rc;
+        {
+            int64_t oc = 0;
+            if ((rc = cic__get_int(x, &wt, "outlier_channels", INT64_MIN,
+                                   INT64_MAX, &oc, &have, &n)))
+                return rc;
+            if (have && (oc < 0 || oc > m->d_model)) {
+                cic__pos(n, &l, &col);
+                return cic__fail(x, l, col,
+                                 "'outlier_channels' in [model.weights] is "
+                                 "%lld, out of range: must be 0 .. d_model "
+                                 "(%d)",
+                                 (long long)oc, m->d_model);
+            }
+            m->outlier_channels = (int)oc;
+        }
+        if ((rc = cic__get_num(x, &wt, "outlier_scale", true, INFINITY,
+                               &m->outlier_scale, NULL, NULL)))
+            return rc;
+    }
+    return CIC_OK;
+}
+
+static int cic__load_engines(cic__ctx *x, cic_case *c, const cic_toml_node *et)
+{
+    cic__tab t = {et, "[engines]"};
+    const cic_toml_node *f32;
+    size_t i, n;
+    int rc, l, col;
+    char qb[96], all[128], hint[96];
+
+    c->f32_openblas = true;
+    c->f32_fixed = true;
+    c->mpfr_prec = 128;
+    if (!et)
+        return CIC_OK;
+    if ((rc = cic__check_keys(x, &t, cic__engines_keys,
+                              CIC__LEN(cic__engines_keys))))
+        return rc;
+    f32 = cic__find(&t, "f32", NULL, NULL);
+    if (f32) {
+        if (cic_toml_node_type(f32) != CIC_TOML_ARRAY)
+            return cic__wrong_type(x, &t, "f32", f32,
+                                   "an array of strings (\"openblas\", "
+                                   "\"fixed-order\")");
+        n = cic_toml_array_size(f32);
+        if (n == 0) {
+            cic__pos(f32, &l, &col);
+            return cic__fail(x, l, col,
+                             "'f32' in [engines] is empty; list at least one "
+                             "of: openblas, fixed-order");
+        }
+        c->f32_openblas = false;
+        c->f32_fixed = false;
+        for (i = 0; i < n; i++) {
+            const cic_toml_node *e = cic_toml_array_at(f32, i);
+            const char *s;
+            size_t len;
+            bool *slot;
+            cic__pos(e, &l, &col);
+            if (cic_toml_get_string(e, &s, &len) != CIC_TOML_OK)
+                return cic__fail(x, l, col,
+                                 "wrong type in 'f32' in [engines]: expected "
+                                 "a string, got %s",
+                                 cic_toml_type_name(cic_toml_node_type(e)));
+            if (len == 8 && memcmp(s, "openblas", 8) == 0)
+                slot = &c->f32_openblas;
+            else if (len == 11 && memcmp(s, "fixed-order", 11) == 0)
+                slot = &c->f32_fixed;
+            else
+                return cic__fail(
+                    x, l, col, "bad value '%s' in 'f32' in [engines]; allowed: %s%s",
+                    cic__quote(qb, sizeof qb, s, len),
+                    cic__join(all, sizeof all, cic__f32_names,
+                              CIC__LEN(cic__f32_names)),
+                    cic__hint(hint, sizeof hint, s, len, cic__f32_names,
+                              CIC__LEN(cic__f32_names)));
+            if (*slot)
+                return cic__fail(x, l, col,
+                                 "'%s' is listed twice in 'f32' in [engines]",
+                                 cic__quote(qb, sizeof qb, s, len));
+            *slot = true;
+        }
+    }
+    if ((rc = cic__get_intf(x, &t, "mpfr_prec", 64, 1024, &c->mpfr_prec, NULL,
+                            NULL)))
+        return rc;
+    return CIC_OK;
+}
+
+static int cic__load_readout(cic__ctx *x, cic_case *c, const cic_toml_node *rt)
+{
+    cic__tab t = {rt, "[readout]"};
+    int rc, v = CIC_READOUT_HEAD;
+    c->readout = CIC_READOUT_HEAD;
+    if (!rt)
+        return CIC_OK;
+    if ((rc = cic__check_keys(x, &t, cic__readout_keys,
+                              CIC__LEN(cic__readout_keys))))
+        return rc;
+    if ((rc = cic__get_enum(x, &t, "kind", CIC_READOUT_NAME, CIC_READOUT_COUNT,
+                            &v, NULL, NULL)))
+        return rc;
+    c->readout = (enum cic_readout)v;
+    return CIC_OK;
+}
+
+/* An array of [[name]] tables, or NULL; with the count checked. */
+static int cic__get_aot(cic__ctx *x, const cic__tab *root, const char *key,
+                        size_t max, const cic_toml_node **out)
+{
+    const cic_toml_node *n = cic__find(root, key, NULL, NULL);
+    size_t i, cnt;
+    int l, col;
+    *out = NULL;
+    if (!n)
+        return CIC_OK;
+    cic__pos(n, &l, &col);
+    if (cic_toml_node_type(n) != CIC_TOML_ARRAY)
+        return cic__fail(x, l, col,
+                         "'%s' must be an array of tables (write [[%s]] before "
+                         "each entry), got %s",
+                         key, key, cic_toml_type_name(cic_toml_node_type(n)));
+    cnt = cic_toml_array_size(n);
+    for (i = 0; i < cnt; i++) {
+        const cic_toml_node *e = cic_toml_array_at(n, i);
+        if (cic_toml_node_type(e) != CIC_TOML_TABLE) {
+            cic__pos(e, &l, &col);
+            return cic__fail(x, l, col,
+                             "'%s' entry %zu must be a table (write [[%s]]), "
+                             "got %s",
+                             key, i + 1, key,
+                             cic_toml_type_name(cic_toml_node_type(e)));
+        }
+    }
+    if (cnt > max) {
+        cic__pos(cic_toml_array_at(n, max), &l, &col);
+        return cic__fail(x, l, col, "too many [[%s]] entries (%zu; at most %zu)",
+                         key, cnt, max);
+    }
+    *out = n;
+    return CIC_OK;
+}
+
+/* Transform and case names: [A-Za-z0-9_.-]+ */
+static bool cic__name_ok(const char *s)
+{
+    if (!*s)
+        return false;
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+              (ch >= '0' && ch <= '9') || ch == '_' || ch == '.' || ch == '-'))
+            return false;
+    }
+    return true;
+}
+
+static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
+{
+    size_t i, j, n = cic_toml_array_size(arr);
+    int rc, l, col, v;
+    const cic_toml_node *node;
+    bool have;
+    char where[64], qb[96], hint[96], names[CIC_MAX_XFORMS][CIC_NAME_MAX];
+    const char *earlier[CIC_MAX_XFORMS];
+    char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 16];
+
+    c->n_xf = 0;
+    for (i = 0; i < n; i++) {
+        cic_xform_spec *xf = &c->xf[i];
+        cic__tab t;
+        t.tbl = cic_toml_array_at(arr, i);
+        snprintf(where, sizeof where, "[[transforms]] entry %zu", i + 1);
+        t.where = where;
+        cic__pos(t.tbl, &xf->line, &col);
+        if ((rc = cic__check_keys(x, &t, cic__xform_keys,
+                                  CIC__LEN(cic__xform_keys))))
+            return rc;
+
+        if ((rc = cic__get_str(x, &t, "name", xf->name, sizeof xf->name, &have,
+                               &node)))
+            return rc;
+        if (!have)
+            return cic__missing(x, &t, "name", NULL);
+        cic__pos(node, &l, &col);
+        if (strcmp(xf->name, "none") == 0 || strcmp(xf->name, "*") == 0)
+            return cic__fail(x, l, col,
+                             "transform name '%s' is reserved (gates use "
+                             "\"none\" for the untransformed block and \"*\" "
+                             "for all); pick another name",
+                             xf->name);
+        if (!cic__name_ok(xf->name))
+            return cic__fail(x, l, col,
+                             "transform name '%s' may only use letters, digits, "
+                             "'_', '.' and '-'",
+                             cic__quote(qb, sizeof qb, xf->name,
+                                        strlen(xf->name)));
+        for (j = 0; j < i; j++)
+            if (strcmp(c->xf[j].name, xf->name) == 0)
+                return cic__fail(x, l, col,
+                                 "duplicate transform name '%s' (first defined "
+                                 "by the [[transforms]] at line %d)",
+                                 xf->name, c->xf[j].line);
+
+        v = 0;
+        if ((rc = cic__get_enum(x, &t, "kind", CIC_XFORM_NAME, CIC_XFORM_COUNT,
+                                &v, &have, &node)))
+            return rc;
+        if (!have)
+            return cic__missing(x, &t, "kind",
+                                " (fuse-layernorm, fold-rmsnorm-gamma or "
+                                "rotate)");
+        xf->kind = (enum cic_xform_kind)v;
+        cic__pos(node, &l, &col);
+        if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
+            c->model.block != CIC_BLOCK_PRELN)
+            return cic__fail(x, l, col,
+                             "kind = \"fuse-layernorm\" needs block = \"preln\" "
+                             "(this model is \"%s\")%s",
+                             CIC_BLOCK_NAME[c->model.block],
+                             c->model.block == CIC_BLOCK_RMSNORM
+                                 ? "; RMSNorm models use fold-rmsnorm-gamma"
+                                 : "");
+        if (xf->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
+            c->model.block != CIC_BLOCK_RMSNORM)
+            return cic__fail(x, l, col,
+                             "kind = \"fold-rmsnorm-gamma\" needs block = "
+                             "\"rmsnorm\" (this model is \"%s\")%s",
+                             CIC_BLOCK_NAME[c->model.block],
+                             c->model.block == CIC_BLOCK_PRELN
+                                 ? "; LayerNorm models use fuse-layernorm"
+                                 : "");
+
+        v = CIC_TPREC_MPFR;
+        if ((rc = cic__get_enum(x, &t, "precision", CIC_TPREC_NAME,
+                                CIC_TPREC_COUNT, &v, NULL, NULL)))
+            return rc;
+        xf->prec = (enum cic_tprec)v;
+
+        /* q and seed: rotate only; q required there. */
+        xf->q = CIC_Q_IDENTITY;
+        xf->q_seed = 0;
+        if (xf->kind != CIC_XFORM_ROTATE) {
+            static const char *const rot_only[] = {"q", "seed"};
+            size_t k;
+            for (k = 0; k < CIC__LEN(rot_only); k++)
+                if (cic__find(&t, rot_only[k], &l, &col))
+                    return cic__fail(x, l, col,
+                                     "'%s' is only allowed for kind = "
+                                     "\"rotate\" (this transform is \"%s\")",
+                                     rot_only[k], CIC_XFORM_NAME[xf->kind]);
+        } else {
+            int64_t s = 0;
+            v = 0;
+            if ((rc = cic__get_enum(x, &t, "q", CIC_Q_NAME, CIC_Q_COUNT, &v,
+                                    &have, NULL)))
+                return rc;
+            if (!have)
+                return cic__missing(x, &t, "q",
+                                    " for kind = \"rotate\" (identity, random "
+                                    "or hadamard)");
+            xf->q = (enum cic_qkind)v;
+            if ((rc = cic__get_int(x, &t, "seed", 0, INT64_MAX, &s, NULL,
+                                   NULL)))
+                return rc;
+            xf->q_seed = (uint64_t)s;
+        }
+
+        v = CIC_MISTAKE_NONE;
+        if ((rc = cic__get_enum(x, &t, "mistake", CIC_MISTAKE_NAME,
+                                CIC_MISTAKE_COUNT, &v, NULL, &node)))
+            return rc;
+        xf->mistake = (enum cic_mistake)v;
+        if (xf->mistake != CIC_MISTAKE_NONE) {
+            enum cic_xform_kind need =
+                xf->mistake == CIC_MISTAKE_SKIP_MEAN_BAKE ? CIC_XFORM_FUSE_LAYERNORM
+                : xf->mistake == CIC_MISTAKE_SKIP_ATTN_OUT
+                    ? CIC_XFORM_ROTATE
+                    : CIC_XFORM_FOLD_RMSNORM_GAMMA;
+            if (xf->kind != need) {
+                cic__pos(node, &l, &col);
+                return cic__fail(x, l, col,
+                                 "mistake \"%s\" only applies to kind = \"%s\" "
+                                 "(this transform is \"%s\")",
+                                 CIC_MISTAKE_NAME[xf->mistake],
+                                 CIC_XFORM_NAME[need], CIC_XFORM_NAME[xf->kind]);
+            }
+        }
+
+        /* expect: equivalent | broken (inconclusive is a verdict, never an
+         * expectation). */
+        v = CIC_VERDICT_EQUIVALENT;
+        if ((rc = cic__get_enum(x, &t, "expect", CIC_VERDICT_NAME, 2, &v, NULL,
+                                NULL)))
+            return rc;
+        xf->expect = (enum cic_verdict)v;
+
+        /* after: an earlier transform. */
+        xf->after = -1;
+        {
+            char after[CIC_NAME_MAX];
+            if ((rc = cic__get_str(x, &t, "after", after, sizeof after, &have,
+                                   &node)))
+                return rc;
+            if (have) {
+                int k;
+                cic__pos(node, &l, &col);
+                for (k = 0; k < (int)i; k++)
+                    if (strcmp(c->xf[k].name, after) == 0)
+                        xf->after = k;
+                if (xf->after < 0) {
+                    cic__quote(qb, sizeof qb, after, strlen(after));
+                    if (strcmp(after, xf->name) == 0)
+                        return cic__fail(x, l, col,
+                                         "transform '%s' cannot be applied "
+                                         "after itself",
+                                         qb);
+                    for (j = i + 1; j < n; j++) {
+                        cic__tab lt = {cic_toml_array_at(arr, j), ""};
+                        const cic_toml_node *ln = cic__find(&lt, "name", NULL,
+                                                            NULL);
+                        const char *s;
+                        size_t len;
+                        if (cic_toml_get_string(ln, &s, &len) == CIC_TOML_OK &&
+                            len == strlen(after) && memcmp(s, after, len) == 0) {
+                            int ll;
+                            cic__pos(lt.tbl, &ll, NULL);
+                            return cic__fail(
+                                x, l, col,
+                                "'after' names '%s', which is defined later "
+                                "(line %d); a transform can only be applied "
+                                "after an earlier one: move it up",
+                                qb, ll);
+                        }
+                    }
+                    for (k = 0; k < (int)i; k++) {
+                        cic_strlcpy(names[k], c->xf[k].name, CIC_NAME_MAX);
+                        earlier[k] = names[k];
+                    }
+                    if (i == 0)
+                        return cic__fail(x, l, col,
+                                         "'after' names '%s', but no transform "
+                                         "is defined before this one",
+                                         qb);
+                    return cic__fail(
+                        x, l, col,
+                        "'after' names '%s', which is not an earlier "
+                        "transform; defined so far: %s%s",
+                        qb, cic__join(all, sizeof all, earlier, i),
+                        cic__hint(hint, sizeof hint, after, strlen(after),
+                                  earlier, i));
+                }
+            }
+        }
+        c->n_xf = (int)i + 1;
+    }
+    return CIC_OK;
+}
+
+static int cic__load_gates(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
+{
+    size_t i, n = cic_toml_array_size(arr);
+    int rc, l, col, v, k;
+    const cic_toml_node *node;
+    bool have;
+    char where[64], qb[96], hint[96];
+    const char *known[CIC_MAX_XFORMS + 2];
+    char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 64];
+
+    known[0] = "none";
+    known[1] = "*";
+    for (k = 0; k < c->n_xf; k++)
+        known[k + 2] = c->xf[k].name;
+
+    c->n_gates = 0;
+    for (i = 0; i < n; i++) {
+        cic_gate_spec *g = &c->gates[i];
+        cic__tab t;
+        t.tbl = cic_toml_array_at(arr, i);
+        snprintf(where, sizeof where, "[[gates]] entry %zu", i + 1);
+        t.where = where;
+        cic__pos(t.tbl, &g->line, &col);
+        if ((rc = cic__check_keys(x, &t, cic__gate_keys,
+                                  CIC__LEN(cic__gate_keys))))
+            return rc;
+
+        cic_strlcpy(g->transform, "*", sizeof g->transform);
+        {
+            const char *s;
+            size_t len;
+            node = cic__find(&t, "transform", NULL, NULL);
+            if (node) {
+                bool found = false;
+                if (cic_toml_get_string(node, &s, &len) != CIC_TOML_OK)
+                    return cic__wrong_type(x, &t, "transform", node,
+                                           "a string");
+                for (k = 0; k < c->n_xf + 2 && !found; k++)
+                    found = strlen(known[k]) == len &&
+                            memcmp(known[k], s, len) == 0;
+                if (!found) {
+                    cic__pos(node, &l, &col);
+                    return cic__fail(
+                        x, l, col,
+                        "gate names transform '%s', which is not defined; "
+                        "allowed: %s%s",
+                        cic__quote(qb, sizeof qb, s, len),
+                        cic__join(all, sizeof all, known,
+                                  (size_t)c->n_xf + 2),
+                        cic__hint(hint, sizeof hint, s, len, known,
+                                  (size_t)c->n_xf + 2));
+                }
+                cic_strlcpy(g->transform, s, sizeof g->transform);
+            }
+        }
+
+        v = 3; /* "*" */
+        if ((rc = cic__get_enum(x, &t, "engine", cic__gate_engines,
+                                CIC__LEN(cic__gate_engines), &v, NULL, &node)))
+            return rc;
+        if ((v == 0 && !c->f32_openblas) || (v == 1 && !c->f32_fixed)) {
+            cic__pos(node, &l, &col);
+            return cic__fail(x, l, col,
+                             "gate names engine \"%s\", which is not enabled; "
+                             "add \"%s\" to f32 in [engines]",
+                             cic__gate_engines[v], v == 0 ? "openblas"
+                                                          : "fixed-order");
+        }
+        cic_strlcpy(g->engine, cic__gate_engines[v], sizeof g->engine);
+
+        v = 0;
+        if ((rc = cic__get_enum(x, &t, "metric", CIC_GATE_METRICS,
+                                CIC__N_GATE_METRICS, &v, &have, NULL)))
+            return rc;
+        if (!have)
+            return cic__missing(x, &t, "metric", NULL);
+        cic_strlcpy(g->metric, CIC_GATE_METRICS[v], sizeof g->metric);
+
+        node = cic__find(&t, "max", NULL, NULL);
+        if (!node)
+            return cic__missing(x, &t, "max", NULL);
+        if (cic_toml_get_number(node, &g->max) != CIC_TOML_OK)
+            return cic__wrong_type(x, &t, "max", node, "a number");
+        cic__pos(node, &l, &col);
+        if (isnan(g->max))
+            return cic__fail(x, l, col,
+                             "'max' in %s is nan; it must be a number (inf "
+                             "for no limit)",
+                             where);
+        if (g->max < 0)
+            return cic__fail(x, l, col,
+                             "'max' in %s is %g; every gated metric is >= 0, "
+                             "so a negative limit always fails",
+                             where, g->max);
+        c->n_gates = (int)i + 1;
+    }
+    return CIC_OK;
+}
+
+/* Default case name: the file's stem ("cases/ln.toml" -> "ln"). */
+static void cic__stem(char *out, size_t cap, const char *path)
+{
+    const char *b = strrchr(path, '/'), *dot;
+    size_t len;
+    b = b ? b + 1 : path;
+    dot = strrchr(b, '.');
+    len = dot && dot != b ? (size_t)(dot - b) : strlen(b);
+    if (len == 0) {
+        cic_strlcpy(out, "case", cap);
+        return;
+    }
+    if (len >= cap)
+        len = cap - 1;
+    memcpy(out, b, len);
+    out[len] = '\0';
+}
+
+/* ---- entry points ------------------------------------------------------ */
+
+static int cic__load_text(cic_case *c, const char *text, size_t len,
+                          const char *path, cic_diag *d)
+{
+    cic__ctx x;
+    cic_toml_doc *doc = NULL;
+    cic_toml_error te;
+    const cic_toml_node *root, *mt, *et, *rt, *xa, *ga;
+    cic__tab rtab;
+    int rc;
+    bool have;
+    const char *file = path ? path : "<string>";
+
+    x.d = d;
+    x.file = file;
+    memset(c, 0, sizeof *c);
+    cic_strlcpy(c->path, file, sizeof c->path);
+    cic__stem(c->name, sizeof c->name, file);
+
+    rc = cic_toml_parse_string(&doc, text, len, file, &te);
+    if (rc == CIC_TOML_ESYNTAX) {
+        rc = cic__fail(&x, te.line, te.column, "TOML syntax error: %s", te.msg);
+        goto cleanup;
+    }
+    if (rc != CIC_TOML_OK) {
+        cic_diag_set(d, file, 0, 0, "cannot parse case file: %s", te.msg);
+        rc = CIC_EINTERNAL;
+        goto cleanup;
+    }
+    root = cic_toml_doc_root(doc);
+    rtab.tbl = root;
+    rtab.where = "the top level";
+    if (cic_toml_table_size(root) == 0) {
+        rc = cic__fail(&x, 1, 1,
+                       "case file is empty; it needs at least a [model] table "
+                       "with block, d_model, heads, tokens, samples and layers");
+        goto cleanup;
+    }
+    if ((rc = cic__check_keys(&x, &rtab, cic__root_keys,
+                              CIC__LEN(cic__root_keys))))
+        goto cleanup;
+    {
+        char nm[CIC_NAME_MAX];
+        const cic_toml_node *nn;
+        if ((rc = cic__get_str(&x, &rtab, "name", nm, sizeof nm, &have, &nn)))
+            goto cleanup;
+        if (have)
+            cic_strlcpy(c->name, nm, sizeof c->name);
+    }
+    if ((rc = cic__get_table(&x, &rtab, "model", "[model]", &mt)) ||
+        (rc = cic__get_table(&x, &rtab, "engines", "[engines]", &et)) ||
+        (rc = cic__get_table(&x, &rtab, "readout", "[readout]", &rt)) ||
+        (rc = cic__get_aot(&x, &rtab, "transforms", CIC_MAX_XFORMS, &xa)) ||
+        (rc = cic__get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga)))
+        goto cleanup;
+    if (!mt) {
+        rc = cic__fail(&x, 1, 1,
+                       "missing the [model] table (block, d_model, heads, "
+                       "tokens, samples, layers)");
+        goto cleanup;
+    }
+    if ((rc = cic__load_model(&x, c, mt)) ||
+        (rc = cic__load_engines(&x, c, et)) ||
+        (rc = cic__load_readout(&x, c, rt)) ||
+        (rc = cic__load_xforms(&x, c, xa)) || (rc = cic__load_gates(&x, c, ga)))
+        goto cleanup;
+
+    {
+        uint64_t w, wb, ab, total;
+        cic__memory_parts(c, &w, &wb, &ab);
+        total = cic__sat_add(wb, ab);
+        if (total > CIC_CASE_MEMORY_LIMIT) {
+            int l, col;
+            cic__pos(mt, &l, &col);
+            rc = cic__fail(
+                &x, l, col,
+                "case too large: estimated memory %.1f GiB exceeds the limit "
+                "of %.0f GiB (weights %.1f GiB: %llu weights in %d copies, "
+                "the original, %d transforms and a scratch set, at mpfr_prec "
+                "%d; activations %.1f GiB for %d tokens x %d samples); shrink "
+                "d_model, layers or mlp_ratio (weights) or tokens and samples "
+                "(activations), or use fewer transforms or a lower mpfr_prec",
+                (double)total / (1u << 30),
+                (double)CIC_CASE_MEMORY_LIMIT / (1u << 30),
+                (double)wb / (1u << 30), (unsigned long long)w, c->n_xf + 2,
+                c->n_xf, c->mpfr_prec, (double)ab / (1u << 30),
+                c->model.tokens, c->model.samples);
+            goto cleanup;
+        }
+    }
+    rc = CIC_OK;
+
+cleanup:
+    cic_toml_doc_free(doc);
+    if (rc != CIC_OK) {
+        memset(c, 0, sizeof *c);
+    }
+    return rc;
+}
+
+int cic_case_load_string(cic_case *c, const char *text, const char *path,
+                         cic_diag *d)
+{
+    CIC_ASSERT(c);
+    if (!text) {
+        memset(c, 0, sizeof *c);
+        cic_diag_set(d, path ? path : "<string>", 0, 0, "no case text");
+        return CIC_EINPUT;
+    }
+    return cic__load_text(c, text, strlen(text), path, d);
+}
+
+int cic_case_load(cic_case *c, const char *path, cic_diag *d)
+{
+    FILE *f = NULL;
+    char *buf = NULL;
+    size_t len = 0, cap = 0;
+    int rc;
+
+    CIC_ASSERT(c);
+    memset(c, 0, sizeof *c);
+    if (!path || !*path) {
+        cic_diag_set(d, "", 0, 0, "no case file given");
+        return CIC_EINPUT;
+    }
+    f = fopen(path, "rb");
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot open case file: %s",
+                     strerror(errno));
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    for (;;) {
+        size_t got;
+        if (len == cap) {
+            char *nb;
+            if (cap >= (size_t)CIC_CASE_MAX_FILE_BYTES) {
+                if (fgetc(f) == EOF)
+                    break;
+                cic_diag_set(d, path, 0, 0,
+                             "case file too large (more than %d bytes)",
+                             CIC_CASE_MAX_FILE_BYTES);
+                rc = CIC_EINPUT;
+                goto cleanup;
+            }
+            cap = cap ? cap * 2 : 4096;
+            if (cap > (size_t)CIC_CASE_MAX_FILE_BYTES)
+                cap = CIC_CASE_MAX_FILE_BYTES;
+            nb = realloc(buf, cap + 1);
+            if (!nb) {
+                cic_diag_set(d, path, 0, 0, "out of memory reading case file");
+                rc = CIC_EINTERNAL;
+                goto cleanup;
+            }
+            buf = nb;
+        }
+        got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f)) {
+        cic_diag_set(d, path, 0, 0, "cannot read case file: %s",
+                     strerror(errno ? errno : EIO));
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    /* Embedded NUL bytes go to the parser with the length, which rejects
+     * them with a position. */
+    rc = cic__load_text(c, buf ? buf : "", len, path, d);
+
+cleanup:
+    if (f)
+        fclose(f);
+    free(buf);
+    if (rc != CIC_OK && rc != CIC_EINPUT && rc != CIC_EINTERNAL)
+        rc = CIC_EINPUT;
+    return rc;
+}

@@ -41,14 +41,29 @@
  *   expect = "equivalent"           # equivalent | broken (default equivalent)
  *   [[gates]]
  *   transform = "rotate-random"     # a transform name, "none", or "*"
- *   engine = "f32-openblas"         # f32-openblas | f32-fixed-order | "*"
+ *   engine = "f32-openblas"         # f32-openblas | f32-fixed-order | mpfr | "*"
  *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in case.c
  *   max = 64.0
  *
  * Mistakes: "skip-mean-bake" (fuse-layernorm: no C baked into writers),
  * "skip-attn-out" (rotate: attn.proj / o_proj left unrotated),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
- * wrong on an RMSNorm model). */
+ * wrong on an RMSNorm model).
+ *
+ * Required: [model] block, d_model, heads, tokens, samples, layers. Defaults
+ * (as loaded): name = file stem; mlp_ratio 4; eps 1e-5 (dit 1e-6); causal
+ * false; activation gelu (rmsnorm silu, dit gelu-tanh); d_out = d_model;
+ * d_cond = d_model and final_layer true (read only for dit; d_cond and
+ * final_layer in a non-dit file are errors); seed 0; dist normal; std 0.02;
+ * outlier_channels 0; outlier_scale 1; [engines] f32 both, mpfr_prec 128;
+ * readout head. Transforms: name, kind required; q required for rotate; q and
+ * seed only for rotate (seed default 0); precision mpfr; mistake none; expect
+ * equivalent. Gates: metric and max required; transform and engine default
+ * "*"; max >= 0 (inf allowed), an f32 engine named must be enabled.
+ * fuse-layernorm needs preln, fold-rmsnorm-gamma needs rmsnorm; mistakes:
+ * skip-mean-bake with fuse-layernorm, skip-attn-out with rotate,
+ * center-embeddings with fold-rmsnorm-gamma. Example files:
+ * tests/fixtures/valid-preln.toml, tests/fixtures/valid-rmsnorm.toml. */
 #ifndef CIC_CASE_H
 #define CIC_CASE_H
 
@@ -164,6 +179,17 @@ extern const char *const CIC_GATE_METRICS[];
 /* Memory a case may need before it is refused (bytes; checked by the loader
  * with a documented estimate, see cic_case_memory_estimate). */
 #define CIC_CASE_MEMORY_LIMIT ((uint64_t)8 << 30)
+
+/* Limits the loader enforces (beyond the memory estimate), so every size
+ * product downstream fits comfortably in int64 and no size is cast from an
+ * out-of-range TOML integer. */
+#define CIC_MAX_SAMPLES 64                 /* samples (B); same as report.h */
+#define CIC_CASE_MAX_DIM 65536             /* d_model, d_out, d_cond */
+#define CIC_CASE_MAX_MLP_RATIO 64          /* so d_mlp <= 2^22 */
+#define CIC_CASE_MAX_TOKENS (1 << 20)      /* tokens per sample (N) */
+#define CIC_CASE_MAX_ROWS (1 << 20)        /* tokens * samples */
+#define CIC_CASE_MAX_LAYERS 1024           /* L */
+#define CIC_CASE_MAX_FILE_BYTES (16 << 20) /* case file size */
 
 /* Load and validate. Returns CIC_OK, or CIC_EINPUT with d set (a missing or
  * unreadable file is CIC_EINPUT too, with line 0). Never aborts on input. */

@@ -2,7 +2,9 @@
  * pass, 1 a gate or expectation failed, 2 bad input or usage, 3 resource
  * failure (DESIGN.md section 6). */
 #include "base/base.h"
+#include "case/case.h"
 #include "cli/run.h"
+#include "model/model.h"
 
 #include <mpfr.h>
 #include <string.h>
@@ -15,6 +17,8 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  run CASE.toml...   run case files; see 'cicheck run --help'\n"
+    "  hash CASE.toml...  print the SHA-256 of each case's original weights and\n"
+    "                     inputs (the fingerprints kept in reference/)\n"
     "\n"
     "exit codes: 0 all gates pass, 1 a gate or expectation failed,\n"
     "            2 bad input or usage, 3 out of memory or I/O failure\n";
@@ -114,6 +118,34 @@ static int cmd_run(int argc, char **argv)
     return worst;
 }
 
+static int cmd_hash(int argc, char **argv)
+{
+    int i, worst = CIC_OK;
+    if (argc == 0)
+        return usage_error("hash needs a case file%s", "");
+    for (i = 0; i < argc; i++) {
+        cic_case c;
+        cic_diag d;
+        cic_model *m;
+        char hex[65];
+        if (cic_case_load(&c, argv[i], &d) != CIC_OK) {
+            cic_diag_print(stderr, &d);
+            worst = CIC_EINPUT;
+            continue;
+        }
+        m = cic_model_create(&c.model, c.readout);
+        if (!m) {
+            fprintf(stderr, "%s: out of memory building the model\n", argv[i]);
+            worst = CIC_EINTERNAL;
+            continue;
+        }
+        cic_model_weights_sha256(hex, m);
+        printf("%s  %s\n", hex, argv[i]);
+        cic_model_destroy(m);
+    }
+    return worst;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -130,5 +162,7 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "hash"))
+        return cmd_hash(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", argv[1]);
 }

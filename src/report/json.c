@@ -1,1 +1,582 @@
-/* placeholder */
+/* json.c: report.json (DESIGN.md section 7) and the atomic file writing the
+ * report, the dump and the CI files share.
+ *
+ * The key names are an interface other tools parse: add keys freely, rename
+ * none. The whole document is built as a jansson tree, dumped to memory and
+ * then written atomically (temporary file in the same folder, fsync, rename)
+ * so a CI job reading report.json never sees half a report, and a failed
+ * write leaves the previous report untouched.
+ *
+ * Non-finite doubles (a NaN rel_norm2 from a broken block, an Inf
+ * ce_residual when the truth is all zero) are written as JSON null: JSON has
+ * no NaN/Inf literal, and null is what every parser accepts. A reader that
+ * needs to tell NaN from Inf looks at metrics.nonfinite and the table.
+ * Other null conventions: rows without a verdict (transform "none") have
+ * null expect, verdict, ce_residual and ce_thresholds; rows without metrics
+ * (the "mpfr" exactness row) have "metrics": null; drift and ulp_row_delta
+ * are null when the row has no before run, decomposition when it was not
+ * computed; first_nonfinite is null when there is none. Seeds above
+ * INT64_MAX (jansson integers are signed) are written as decimal strings. */
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- atomic files ---- */
+
+int cic_mkdir_p(const char *dir, cic_diag *d)
+{
+    char buf[4096];
+    size_t n;
+    struct stat st;
+
+    if (!dir || !dir[0]) {
+        cic_diag_set(d, "", 0, 0, "empty output directory name");
+        return -1;
+    }
+    n = strlen(dir);
+    if (n >= sizeof buf) {
+        cic_diag_set(d, dir, 0, 0, "output directory name too long (%zu bytes)", n);
+        return -1;
+    }
+    memcpy(buf, dir, n + 1);
+    /* Create each prefix in turn; an existing directory is fine, anything
+     * else in the way is an error naming the exact prefix. */
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] != '/' && buf[i] != '\0')
+            continue;
+        if (buf[i - 1] == '/')
+            continue; /* "a//b" */
+        char save = buf[i];
+        buf[i] = '\0';
+        if (mkdir(buf, 0777) != 0) {
+            int e = errno;
+            if (e != EEXIST) {
+                cic_diag_set(d, buf, 0, 0, "cannot create directory: %s", strerror(e));
+                return -1;
+            }
+            if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode)) {
+                cic_diag_set(d, buf, 0, 0, "exists and is not a directory");
+                return -1;
+            }
+        }
+        buf[i] = save;
+    }
+    return 0;
+}
+
+int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d)
+{
+    const char *slash;
+    size_t dlen;
+    int fd = -1, n;
+
+    CIC_ASSERT(a != NULL);
+    memset(a, 0, sizeof *a);
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "empty output file name");
+        return -1;
+    }
+    if (strlen(path) >= sizeof a->path) {
+        cic_diag_set(d, path, 0, 0, "output file name too long");
+        return -1;
+    }
+    cic_strlcpy(a->path, path, sizeof a->path);
+
+    /* The temporary must be in the same folder: rename is atomic only
+     * within one file system. Hidden, so a glob for *.json skips it. */
+    slash = strrchr(path, '/');
+    dlen = slash ? (size_t)(slash - path) + 1 : 0;
+    n = snprintf(a->tmp, sizeof a->tmp, "%.*s.%s.XXXXXX", (int)dlen, path,
+                 slash ? slash + 1 : path);
+    if (n < 0 || (size_t)n >= sizeof a->tmp) {
+        cic_diag_set(d, path, 0, 0, "output file name too long");
+        a->tmp[0] = '\0';
+        return -1;
+    }
+    fd = mkstemp(a->tmp);
+    if (fd < 0) {
+        cic_diag_set(d, path, 0, 0, "cannot create temporary file %s: %s",
+                     a->tmp, strerror(errno));
+        a->tmp[0] = '\0';
+        return -1;
+    }
+    /* mkstemp makes 0600; a report is for others to read. */
+    (void)fchmod(fd, 0644);
+    a->f = fdopen(fd, "wb");
+    if (!a->f) {
+        cic_diag_set(d, path, 0, 0, "cannot open temporary file: %s", strerror(errno));
+        close(fd);
+        unlink(a->tmp);
+        a->tmp[0] = '\0';
+        return -1;
+    }
+    return 0;
+}
+
+void cic_atomic_abort(cic_atomic *a)
+{
+    if (!a)
+        return;
+    if (a->f)
+        fclose(a->f);
+    a->f = NULL;
+    if (a->tmp[0])
+        unlink(a->tmp);
+    a->tmp[0] = '\0';
+}
+
+int cic_atomic_commit(cic_atomic *a, cic_diag *d)
+{
+    FILE *f;
+    char dir[4096];
+    const char *slash;
+    int dfd;
+
+    CIC_ASSERT(a != NULL);
+    if (!a->f) {
+        cic_diag_set(d, a->path, 0, 0, "no open temporary file");
+        return -1;
+    }
+    if (ferror(a->f)) {
+        cic_diag_set(d, a->path, 0, 0, "write to %s failed", a->tmp);
+        goto fail;
+    }
+    if (fflush(a->f) != 0) {
+        cic_diag_set(d, a->path, 0, 0, "write to %s failed: %s", a->tmp, strerror(errno));
+        goto fail;
+    }
+    if (fsync(fileno(a->f)) != 0) {
+        cic_diag_set(d, a->path, 0, 0, "fsync of %s failed: %s", a->tmp, strerror(errno));
+        goto fail;
+    }
+    f = a->f;
+    a->f = NULL;
+    if (fclose(f) != 0) {
+        cic_diag_set(d, a->path, 0, 0, "close of %s failed: %s", a->tmp, strerror(errno));
+        goto fail;
+    }
+    if (rename(a->tmp, a->path) != 0) {
+        cic_diag_set(d, a->path, 0, 0, "cannot rename %s over it: %s", a->tmp,
+                     strerror(errno));
+        goto fail;
+    }
+    a->tmp[0] = '\0';
+
+    /* Make the rename itself durable; best effort (some file systems refuse
+     * fsync on a directory, and the data is already safe). */
+    slash = strrchr(a->path, '/');
+    if (slash) {
+        size_t n = (size_t)(slash - a->path);
+        if (n == 0)
+            n = 1; /* "/file" */
+        memcpy(dir, a->path, n);
+        dir[n] = '\0';
+    } else {
+        cic_strlcpy(dir, ".", sizeof dir);
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return 0;
+
+fail:
+    cic_atomic_abort(a);
+    return -1;
+}
+
+int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d)
+{
+    cic_atomic a;
+
+    if (len > 0 && !buf) {
+        cic_diag_set(d, path ? path : "", 0, 0, "no data to write");
+        return -1;
+    }
+    if (cic_atomic_open(&a, path, d) != 0)
+        return -1;
+    if (len > 0 && fwrite(buf, 1, len, a.f) != len) {
+        cic_diag_set(d, path, 0, 0, "write to %s failed: %s", a.tmp, strerror(errno));
+        cic_atomic_abort(&a);
+        return -1;
+    }
+    return cic_atomic_commit(&a, d);
+}
+
+/* ---- building the tree ---- */
+
+/* Every setter records a failure (out of memory, invalid UTF-8) in *err
+ * instead of returning early, so building reads as a flat list of keys and
+ * one check at the end decides. json_object_set_new steals v, NULL too. */
+static void jset(json_t *o, const char *k, json_t *v, int *err)
+{
+    if (!o || !v || json_object_set_new(o, k, v) != 0)
+        *err = 1;
+}
+
+static void jpush(json_t *a, json_t *v, int *err)
+{
+    if (!a || !v || json_array_append_new(a, v) != 0)
+        *err = 1;
+}
+
+/* JSON has no NaN/Inf: null (see the file comment). */
+static json_t *jreal(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+/* A string from a fixed-size field that may lack its NUL, or hold bytes that
+ * are not UTF-8 (a case path): bytes that break UTF-8 become '?', so the
+ * report is still written. */
+static json_t *jstrn(const char *s, size_t cap)
+{
+    char buf[4096];
+    size_t n;
+    json_t *j;
+
+    if (!s)
+        return json_null();
+    n = strnlen(s, cap);
+    j = json_stringn(s, n);
+    if (j)
+        return j;
+    if (n >= sizeof buf)
+        n = sizeof buf - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        buf[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    buf[n] = '\0';
+    return json_stringn(buf, n);
+}
+
+#define JSTR(field) jstrn((field), sizeof(field))
+
+/* Name from a CIC_*_NAME table, guarded against out-of-range values and
+ * unfilled table entries. */
+static json_t *jname(const char *const *tab, int count, int v)
+{
+    if (v < 0 || v >= count || !tab || !tab[v])
+        return json_string("unknown");
+    return json_string(tab[v]);
+}
+
+static json_t *jseed(uint64_t s)
+{
+    char buf[32];
+    if (s <= (uint64_t)INT64_MAX)
+        return json_integer((json_int_t)s);
+    snprintf(buf, sizeof buf, "%" PRIu64, s);
+    return json_string(buf);
+}
+
+static json_t *jcount(uint64_t v)
+{
+    return json_integer(v > (uint64_t)INT64_MAX ? (json_int_t)INT64_MAX : (json_int_t)v);
+}
+
+static json_t *jstat3(const cic_stat3 *s, int *err)
+{
+    json_t *o = json_object();
+    jset(o, "max", jreal(s->max), err);
+    jset(o, "p99", jreal(s->p99), err);
+    jset(o, "mean", jreal(s->mean), err);
+    return o;
+}
+
+static json_t *case_json(const cic_case *c, int *err)
+{
+    json_t *o = json_object(), *m = json_object(), *w = json_object();
+    json_t *eng = json_object(), *f32 = json_array(), *ro = json_object();
+    json_t *xfs = json_array(), *gates = json_array();
+    const cic_model_cfg *mc = &c->model;
+    int nx = c->n_xf < 0 ? 0 : (c->n_xf > CIC_MAX_XFORMS ? CIC_MAX_XFORMS : c->n_xf);
+    int ng = c->n_gates < 0 ? 0 : (c->n_gates > CIC_MAX_GATES ? CIC_MAX_GATES : c->n_gates);
+
+    jset(o, "name", JSTR(c->name), err);
+    jset(o, "file", JSTR(c->path), err);
+
+    jset(m, "block", jname(CIC_BLOCK_NAME, CIC_BLOCK_COUNT, (int)mc->block), err);
+    jset(m, "d_model", json_integer(mc->d_model), err);
+    jset(m, "heads", json_integer(mc->heads), err);
+    jset(m, "mlp_ratio", jreal(mc->mlp_ratio), err);
+    jset(m, "d_mlp", json_integer(mc->d_mlp), err);
+    jset(m, "tokens", json_integer(mc->tokens), err);
+    jset(m, "samples", json_integer(mc->samples), err);
+    jset(m, "layers", json_integer(mc->layers), err);
+    jset(m, "eps", jreal(mc->eps), err);
+    jset(m, "causal", json_boolean(mc->causal), err);
+    jset(m, "activation", jname(CIC_ACT_NAME, CIC_ACT_COUNT, (int)mc->act), err);
+    jset(m, "d_out", json_integer(mc->d_out), err);
+    jset(m, "d_cond", json_integer(mc->d_cond), err);
+    jset(m, "final_layer", json_boolean(mc->final_layer), err);
+    jset(m, "seed", jseed(mc->seed), err);
+    jset(w, "dist", jname(CIC_DIST_NAME, CIC_DIST_COUNT, (int)mc->dist), err);
+    jset(w, "std", jreal(mc->std), err);
+    jset(w, "outlier_channels", json_integer(mc->outlier_channels), err);
+    jset(w, "outlier_scale", jreal(mc->outlier_scale), err);
+    jset(m, "weights", w, err);
+    jset(o, "model", m, err);
+
+    if (c->f32_openblas)
+        jpush(f32, json_string("openblas"), err);
+    if (c->f32_fixed)
+        jpush(f32, json_string("fixed-order"), err);
+    jset(eng, "f32", f32, err);
+    jset(eng, "mpfr_prec", json_integer(c->mpfr_prec), err);
+    jset(o, "engines", eng, err);
+
+    jset(ro, "kind", jname(CIC_READOUT_NAME, CIC_READOUT_COUNT, (int)c->readout), err);
+    jset(o, "readout", ro, err);
+
+    for (int i = 0; i < nx; i++) {
+        const cic_xform_spec *x = &c->xf[i];
+        json_t *t = json_object();
+        jset(t, "name", JSTR(x->name), err);
+        jset(t, "kind", jname(CIC_XFORM_NAME, CIC_XFORM_COUNT, (int)x->kind), err);
+        /* after: the earlier transform's name, null for the original model. */
+        if (x->after >= 0 && x->after < i)
+            jset(t, "after", JSTR(c->xf[x->after].name), err);
+        else
+            jset(t, "after", json_null(), err);
+        jset(t, "precision", jname(CIC_TPREC_NAME, CIC_TPREC_COUNT, (int)x->prec), err);
+        jset(t, "q", jname(CIC_Q_NAME, CIC_Q_COUNT, (int)x->q), err);
+        jset(t, "seed", jseed(x->q_seed), err);
+        jset(t, "mistake", jname(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, (int)x->mistake), err);
+        jset(t, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)x->expect), err);
+        jset(t, "line", json_integer(x->line), err);
+        jpush(xfs, t, err);
+    }
+    jset(o, "transforms", xfs, err);
+
+    for (int i = 0; i < ng; i++) {
+        const cic_gate_spec *g = &c->gates[i];
+        json_t *t = json_object();
+        jset(t, "transform", JSTR(g->transform), err);
+        jset(t, "engine", JSTR(g->engine), err);
+        jset(t, "metric", JSTR(g->metric), err);
+        jset(t, "max", jreal(g->max), err);
+        jset(t, "line", json_integer(g->line), err);
+        jpush(gates, t, err);
+    }
+    jset(o, "gates", gates, err);
+    return o;
+}
+
+static json_t *env_json(const cic_env *e, int *err)
+{
+    json_t *o = json_object();
+    jset(o, "mpfr", JSTR(e->mpfr), err);
+    jset(o, "gmp", JSTR(e->gmp), err);
+    jset(o, "openblas", JSTR(e->openblas), err);
+    jset(o, "openblas_core", JSTR(e->openblas_core), err);
+    jset(o, "openblas_threads", json_integer(e->openblas_threads), err);
+    jset(o, "compiler", JSTR(e->compiler), err);
+    jset(o, "hostname", JSTR(e->hostname), err);
+    return o;
+}
+
+static json_t *metrics_json(const cic_metrics *m, int *err)
+{
+    json_t *o = json_object(), *ue = jstat3(&m->ulp_elem, err);
+
+    jset(o, "max_abs", jreal(m->max_abs), err);
+    jset(o, "rel_norm2", jreal(m->rel_norm2), err);
+    jset(o, "ulp_row", jstat3(&m->ulp_row, err), err);
+    jset(ue, "excluded", jcount(m->ulp_elem_excluded), err);
+    jset(o, "ulp_elem", ue, err);
+    if (m->has_drift) {
+        json_t *dl = json_object();
+        jset(o, "drift", jstat3(&m->drift, err), err);
+        jset(dl, "max", jreal(m->ulp_row_delta_max), err);
+        jset(dl, "p99", jreal(m->ulp_row_delta_p99), err);
+        jset(o, "ulp_row_delta", dl, err);
+    } else {
+        jset(o, "drift", json_null(), err);
+        jset(o, "ulp_row_delta", json_null(), err);
+    }
+    if (m->has_decomp) {
+        json_t *dc = json_object();
+        jset(dc, "weights", jreal(m->decomp_weights), err);
+        jset(dc, "arithmetic", jreal(m->decomp_arith), err);
+        jset(o, "decomposition", dc, err);
+    } else {
+        jset(o, "decomposition", json_null(), err);
+    }
+    jset(o, "nonfinite", jcount(m->nonfinite), err);
+    jset(o, "first_nonfinite",
+         m->nonfinite > 0 && m->first_nonfinite >= 0 ? json_integer(m->first_nonfinite)
+                                                     : json_null(),
+         err);
+    return o;
+}
+
+static json_t *flops_json(const cic_flops *f, int *err)
+{
+    json_t *o = json_object(), *sites = json_object();
+    int ns = f->n_sites < 0 ? 0 : (f->n_sites > CIC_MAX_SITES ? CIC_MAX_SITES : f->n_sites);
+
+    jset(o, "baseline", jreal(f->baseline), err);
+    jset(o, "transformed", jreal(f->transformed), err);
+    jset(o, "extra_total", jreal(f->extra_total), err);
+    jset(o, "extra_per_token", jreal(f->extra_per_token), err);
+    jset(o, "extra_per_sample", jreal(f->extra_per_sample), err);
+    jset(o, "extra_pct", jreal(f->extra_pct), err);
+    jset(o, "analytical_baseline", jreal(f->analytical_baseline), err);
+    jset(o, "analytical_transformed", jreal(f->analytical_transformed), err);
+    jset(o, "counted_matches_analytical", json_boolean(f->counted_matches_analytical), err);
+    for (int i = 0; i < ns; i++) {
+        json_t *s = json_object();
+        json_t *key = JSTR(f->sites[i].name);
+        const char *k = key ? json_string_value(key) : NULL;
+        if (!key)
+            *err = 1;
+        jset(s, "analytical", jreal(f->sites[i].analytical), err);
+        jset(s, "counted", jreal(f->sites[i].counted), err);
+        jset(sites, k && k[0] ? k : "unnamed", s, err);
+        json_decref(key);
+    }
+    jset(o, "sites", sites, err);
+    return o;
+}
+
+static json_t *result_json(const cic_result *r, int *err)
+{
+    json_t *o = json_object(), *ps = json_array();
+    int n = r->n_samples < 0 ? 0 : (r->n_samples > CIC_MAX_SAMPLES ? CIC_MAX_SAMPLES : r->n_samples);
+
+    jset(o, "transform", JSTR(r->transform), err);
+    jset(o, "engine", JSTR(r->engine), err);
+    if (r->has_verdict) {
+        json_t *th = json_object();
+        jset(o, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)r->expect), err);
+        jset(o, "verdict", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)r->verdict), err);
+        jset(o, "ce_residual", jreal(r->ce_residual), err);
+        jset(th, "equivalent", jreal(r->ce_threshold_equivalent), err);
+        jset(th, "broken", jreal(r->ce_threshold_broken), err);
+        jset(o, "ce_thresholds", th, err);
+    } else {
+        jset(o, "expect", json_null(), err);
+        jset(o, "verdict", json_null(), err);
+        jset(o, "ce_residual", json_null(), err);
+        jset(o, "ce_thresholds", json_null(), err);
+    }
+    jset(o, "metrics", r->has_metrics ? metrics_json(&r->metrics, err) : json_null(), err);
+    jset(o, "flops", flops_json(&r->flops, err), err);
+    for (int i = 0; i < n; i++) {
+        const cic_sample_ce *s = &r->per_sample[i];
+        json_t *t = json_object();
+        jset(t, "sample", json_integer(s->sample), err);
+        jset(t, "ce_residual", jreal(s->ce_residual), err);
+        jset(t, "verdict", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)s->verdict), err);
+        jpush(ps, t, err);
+    }
+    jset(o, "per_sample", ps, err);
+    jset(o, "pass", json_boolean(r->pass), err);
+    return o;
+}
+
+static json_t *gate_json(const cic_gate_result *g, int *err)
+{
+    json_t *o = json_object();
+    jset(o, "transform", JSTR(g->transform), err);
+    jset(o, "engine", JSTR(g->engine), err);
+    jset(o, "metric", JSTR(g->metric), err);
+    jset(o, "limit", jreal(g->limit), err);
+    jset(o, "value", jreal(g->value), err);
+    jset(o, "pass", json_boolean(g->pass), err);
+    jset(o, "line", json_integer(g->line), err);
+    return o;
+}
+
+/* The whole document; NULL when memory ran out. */
+static json_t *report_json(const cic_report *r)
+{
+    int err = 0;
+    json_t *root = json_object(), *res = json_array(), *gates = json_array();
+    json_t *truth = json_object();
+
+    jset(root, "cicheck_version", json_string(CIC_VERSION), &err);
+    jset(root, "case", r->kase ? case_json(r->kase, &err) : json_null(), &err);
+    jset(root, "environment", env_json(&r->env, &err), &err);
+    for (int i = 0; r->results && i < r->n_results; i++)
+        jpush(res, result_json(&r->results[i], &err), &err);
+    jset(root, "results", res, &err);
+    for (int i = 0; r->gates && i < r->n_gates; i++)
+        jpush(gates, gate_json(&r->gates[i], &err), &err);
+    jset(root, "gates", gates, &err);
+    jset(truth, "certified", json_boolean(r->truth_certified), &err);
+    jset(truth, "max_rel_diff", jreal(r->truth_cert_diff), &err);
+    jset(root, "truth", truth, &err);
+    jset(root, "weights_sha256", JSTR(r->weights_sha256), &err);
+    jset(root, "wall_seconds", jreal(r->wall_seconds), &err);
+    jset(root, "pass", json_boolean(r->pass), &err);
+    if (err) {
+        json_decref(root);
+        return NULL;
+    }
+    return root;
+}
+
+int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
+{
+    json_t *root = NULL;
+    char *text = NULL, *path = NULL;
+    size_t len, plen;
+    int rc = -1;
+
+    CIC_ASSERT(r != NULL);
+    if (!dir || !dir[0]) {
+        cic_diag_set(d, "", 0, 0, "empty report directory name");
+        goto cleanup;
+    }
+    if (cic_mkdir_p(dir, d) != 0)
+        goto cleanup;
+    root = report_json(r);
+    if (!root) {
+        cic_diag_set(d, dir, 0, 0, "cannot build report.json: out of memory");
+        goto cleanup;
+    }
+    /* Insertion order is kept (jansson >= 2.8), so the file reads in the
+     * order of section 7. 17 significant digits: doubles round-trip. */
+    text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (!text) {
+        cic_diag_set(d, dir, 0, 0, "cannot serialise report.json: out of memory");
+        goto cleanup;
+    }
+    len = strlen(text);
+    plen = strlen(dir) + sizeof "/report.json";
+    path = malloc(plen);
+    if (!path) {
+        cic_diag_set(d, dir, 0, 0, "out of memory");
+        goto cleanup;
+    }
+    snprintf(path, plen, "%s/report.json", dir);
+    /* json_dumps gives no final newline; add it for tools that expect one. */
+    {
+        char *t2 = realloc(text, len + 2);
+        if (!t2) {
+            cic_diag_set(d, dir, 0, 0, "out of memory");
+            goto cleanup;
+        }
+        text = t2;
+        text[len++] = '\n';
+        text[len] = '\0';
+    }
+    rc = cic_write_atomic(path, text, len, d);
+
+cleanup:
+    free(path);
+    free(text);
+    json_decref(root);
+    return rc;
+}

@@ -133,4 +133,19 @@ int cic_mkdir_p(const char *dir, cic_diag *d);
  * rename). 0 or -1 with d set. */
 int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d);
 
+/* Streaming form of cic_write_atomic, for files too big to build in memory
+ * (the --dump tensors): open creates a temporary file beside path; write to
+ * a->f; commit flushes, fsyncs and renames it over path; abort (also called
+ * by a failed commit) removes it. Every call leaves no temporary behind on
+ * failure. Added for safetensors.c. */
+typedef struct {
+    FILE *f;
+    char path[4096];
+    char tmp[4096];
+} cic_atomic;
+
+int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d);
+int cic_atomic_commit(cic_atomic *a, cic_diag *d);
+void cic_atomic_abort(cic_atomic *a);
+
 #endif

@@ -1,1 +1,201 @@
-/* placeholder */
+/* table.c: the terminal summary of a run, read by a person at the end of a
+ * `cicheck run`: one fixed-width line per (transform, engine) row, then the
+ * failed gates spelled out with their case line, then one summary line with
+ * the truth certification and the overall verdict.
+ *
+ * Columns that do not apply print "-": rows without metrics (the "mpfr"
+ * exactness row) and rows without a verdict (transform "none", the before
+ * figures). Numbers are %.3g; ULP figures below 1e4 are %.1f so small counts
+ * line up. Rows with NaN or Inf outputs get a trailing "! N non-finite" note,
+ * since the error columns then cover the finite entries only (metric.h).
+ * Colour only when asked (callers pass isatty): green PASS, red FAIL and a
+ * verdict that contradicts the expectation, yellow inconclusive. */
+#include "report.h"
+
+#include <math.h>
+#include <string.h>
+
+#define C_RED "\033[31m"
+#define C_GREEN "\033[32m"
+#define C_YELLOW "\033[33m"
+#define C_BOLD "\033[1m"
+#define C_OFF "\033[0m"
+
+static void fmt_g(char *buf, size_t cap, double v)
+{
+    if (isnan(v))
+        snprintf(buf, cap, "nan");
+    else if (isinf(v))
+        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
+    else
+        snprintf(buf, cap, "%.3g", v);
+}
+
+static void fmt_ulp(char *buf, size_t cap, double v)
+{
+    if (isfinite(v) && fabs(v) < 1e4)
+        snprintf(buf, cap, "%.1f", v);
+    else
+        fmt_g(buf, cap, v);
+}
+
+static const char *vname(int v)
+{
+    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
+        return "?";
+    return CIC_VERDICT_NAME[v];
+}
+
+/* One padded cell, coloured when col is not NULL; the padding is inside the
+ * colour so the escape codes do not shift the columns. */
+static void cell(FILE *f, int width, const char *text, const char *col)
+{
+    if (col)
+        fprintf(f, " %s%-*s%s", col, width, text, C_OFF);
+    else
+        fprintf(f, " %-*s", width, text);
+}
+
+static void cell_r(FILE *f, int width, const char *text)
+{
+    fprintf(f, " %*s", width, text);
+}
+
+/* A bounded copy of a fixed-size name field that may lack its NUL. */
+static void field(char *dst, size_t cap, const char *src, size_t srccap)
+{
+    size_t n = strnlen(src, srccap);
+    if (n >= cap)
+        n = cap - 1;
+    memcpy(dst, src, n);
+    dst[n] = '\0';
+}
+
+void cic_report_table(FILE *f, const cic_report *r, bool color)
+{
+    enum { W_NUM = 9, W_ULP = 8 };
+    int wt = 9, we = 6, n_failed = 0;
+    char b[64], name[CIC_NAME_MAX + 1], eng[33];
+
+    if (!f || !r)
+        return;
+
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        int lt = (int)strnlen(r->results[i].transform, sizeof r->results[i].transform);
+        int le = (int)strnlen(r->results[i].engine, sizeof r->results[i].engine);
+        wt = lt > wt ? lt : wt;
+        we = le > we ? le : we;
+    }
+
+    if (r->kase) {
+        field(name, sizeof name, r->kase->name, sizeof r->kase->name);
+        fprintf(f, "%scase %s%s (%.*s)\n", color ? C_BOLD : "", name, color ? C_OFF : "",
+                (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path);
+    }
+
+    /* header */
+    fprintf(f, "%-*s %-*s %-12s %-12s", wt, "transform", we, "engine", "expect", "verdict");
+    cell_r(f, W_NUM, "ce_resid");
+    cell_r(f, W_NUM, "max_abs");
+    cell_r(f, W_NUM, "rel_norm2");
+    cell_r(f, W_ULP, "ulp.max");
+    cell_r(f, W_ULP, "ulp.p99");
+    cell_r(f, W_ULP, "drift.max");
+    cell_r(f, W_ULP, "drift.p99");
+    fprintf(f, " %s\n", "result");
+
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        const cic_result *x = &r->results[i];
+        const cic_metrics *m = &x->metrics;
+        const char *vcol = NULL;
+
+        field(name, sizeof name, x->transform, sizeof x->transform);
+        field(eng, sizeof eng, x->engine, sizeof x->engine);
+        fprintf(f, "%-*s %-*s", wt, name, we, eng);
+
+        if (x->has_verdict) {
+            if (color) {
+                if (x->verdict == CIC_VERDICT_INCONCLUSIVE)
+                    vcol = C_YELLOW;
+                else if (x->verdict != x->expect)
+                    vcol = C_RED;
+            }
+            cell(f, 12, vname((int)x->expect), NULL);
+            cell(f, 12, vname((int)x->verdict), vcol);
+            fmt_g(b, sizeof b, x->ce_residual);
+            cell_r(f, W_NUM, b);
+        } else {
+            cell(f, 12, "-", NULL);
+            cell(f, 12, "-", NULL);
+            cell_r(f, W_NUM, "-");
+        }
+
+        if (x->has_metrics) {
+            fmt_g(b, sizeof b, m->max_abs);
+            cell_r(f, W_NUM, b);
+            fmt_g(b, sizeof b, m->rel_norm2);
+            cell_r(f, W_NUM, b);
+            fmt_ulp(b, sizeof b, m->ulp_row.max);
+            cell_r(f, W_ULP, b);
+            fmt_ulp(b, sizeof b, m->ulp_row.p99);
+            cell_r(f, W_ULP, b);
+            if (m->has_drift) {
+                fmt_ulp(b, sizeof b, m->drift.max);
+                cell_r(f, W_ULP, b);
+                fmt_ulp(b, sizeof b, m->drift.p99);
+                cell_r(f, W_ULP, b);
+            } else {
+                cell_r(f, W_ULP, "-");
+                cell_r(f, W_ULP, "-");
+            }
+        } else {
+            for (int k = 0; k < 2; k++)
+                cell_r(f, W_NUM, "-");
+            for (int k = 0; k < 4; k++)
+                cell_r(f, W_ULP, "-");
+        }
+
+        if (color)
+            fprintf(f, " %s%s%s", x->pass ? C_GREEN : C_RED, x->pass ? "PASS" : "FAIL", C_OFF);
+        else
+            fprintf(f, " %s", x->pass ? "PASS" : "FAIL");
+
+        if (x->has_metrics && m->nonfinite > 0) {
+            fprintf(f, "  %s! %llu non-finite", color ? C_RED : "",
+                    (unsigned long long)m->nonfinite);
+            if (m->first_nonfinite >= 0)
+                fprintf(f, " (first at flat index %lld)", (long long)m->first_nonfinite);
+            fprintf(f, "%s", color ? C_OFF : "");
+        }
+        fputc('\n', f);
+    }
+
+    for (int i = 0; r->gates && i < r->n_gates; i++) {
+        const cic_gate_result *g = &r->gates[i];
+        char v[32], l[32], met[33];
+        if (g->pass)
+            continue;
+        n_failed++;
+        fmt_g(v, sizeof v, g->value);
+        fmt_g(l, sizeof l, g->limit);
+        field(name, sizeof name, g->transform, sizeof g->transform);
+        field(eng, sizeof eng, g->engine, sizeof g->engine);
+        field(met, sizeof met, g->metric, sizeof g->metric);
+        /* a NaN value fails a gate but is not "> limit" */
+        fprintf(f, "%sFAIL%s gate %s / %s / %s: value %s %s limit %s (case line %d)\n",
+                color ? C_RED : "", color ? C_OFF : "", name, eng, met, v,
+                isnan(g->value) ? "vs" : ">", l, g->line);
+    }
+
+    fmt_g(b, sizeof b, r->truth_cert_diff);
+    fprintf(f, "truth %s%s%s (prec+64 max rel diff %s); %d row%s, %d gate%s, %d failed; overall ",
+            color ? (r->truth_certified ? C_GREEN : C_YELLOW) : "",
+            r->truth_certified ? "certified" : "NOT certified", color ? C_OFF : "", b,
+            r->n_results, r->n_results == 1 ? "" : "s", r->n_gates,
+            r->n_gates == 1 ? "" : "s", n_failed);
+    if (color)
+        fprintf(f, "%s%s%s%s\n", C_BOLD, r->pass ? C_GREEN : C_RED, r->pass ? "PASS" : "FAIL",
+                C_OFF);
+    else
+        fprintf(f, "%s\n", r->pass ? "PASS" : "FAIL");
+}

@@ -1,1 +1,339 @@
-/* placeholder */
+/* qmat.c: the orthogonal matrices of the residual-stream rotation (qmat.h,
+ * DESIGN.md section 2): Haar-random Q by Householder QR of a Gaussian matrix,
+ * randomized Hadamard, the identity, and the orthogonality check.
+ *
+ * Everything runs in MPFR with every temporary at the caller's precision and
+ * round-to-nearest, so prec 24 and 53 replay float32 and float64 code step by
+ * step (except that inner products go through cic_mp_dot and are correctly
+ * rounded, which is at least as accurate as any float loop). Sizes are the
+ * model widths, d up to a few thousand; the QR costs about 4/3 d^3 MPFR
+ * multiply-adds, a few seconds at d = 256 and prec 128. */
+#include "qmat.h"
+
+#include "base/base.h"
+#include "base/mpvec.h"
+#include "base/rng.h"
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+
+/* Entries must carry exactly prec bits: cic_mp_dot's scratch is sized for it
+ * and prec 24/53 must mean float/double storage. Checked on the first entry
+ * only, since the whole array comes from one allocation in practice. */
+static void _cic_q_check(const mpfr_t *q, int d, mpfr_prec_t prec)
+{
+    CIC_ASSERT(q != NULL);
+    CIC_ASSERT(d >= 1);
+    CIC_ASSERT(prec >= MPFR_PREC_MIN && prec <= MPFR_PREC_MAX / 2);
+    CIC_ASSERT(mpfr_get_prec(q[0]) == prec);
+    CIC_ASSERT(cic_mul_size((size_t)d, (size_t)d) != SIZE_MAX);
+}
+
+void cic_q_identity(mpfr_t *q, int d)
+{
+    int i, j;
+    CIC_ASSERT(q != NULL && d >= 0);
+    for (i = 0; i < d; i++)
+        for (j = 0; j < d; j++)
+            mpfr_set_si(q[(size_t)i * d + j], i == j, MPFR_RNDN);
+}
+
+/* ---- Haar-random Q ---------------------------------------------------- */
+
+/* Householder QR in place, LAPACK dgeqr2 style. On return column k of a holds
+ * the Householder vector v_k in rows k..d-1 (v_k[0] is not normalised to 1),
+ * tau[k] = v_k^T v_k / 2 so that H_k = I - v_k v_k^T / tau[k], and rneg[k]
+ * says whether R_kk < 0. When the part of column k below the diagonal is
+ * already zero, H_k = I (tau[k] = 0) and R_kk is the diagonal entry itself,
+ * so a 1 x 1 trailing block is never "reflected" through rounding noise. The
+ * part of R above the diagonal is computed too (rows k, columns > k) but not
+ * needed by the caller. */
+static void _cic_q_householder_qr(mpfr_t *a, mpfr_t *tau, unsigned char *rneg,
+                                  int d, mpfr_t *t, cic_dot_scratch *s)
+{
+    /* t[0]: norm, t[1]: w = v^T a_j, t[2]: f = w / tau, t[3]: f * v_i */
+    size_t n = (size_t)d;
+    size_t k, i, j;
+    for (k = 0; k < n; k++) {
+        mpfr_t *x = &a[k * n + k]; /* column k from the diagonal, stride n */
+        size_t m = n - k;
+        int below_zero = 1;
+        for (i = 1; i < m; i++)
+            if (!mpfr_zero_p(x[i * n])) {
+                below_zero = 0;
+                break;
+            }
+        if (below_zero) {
+            mpfr_set_zero(tau[k], 1);
+            rneg[k] = mpfr_sgn(x[0]) < 0;
+            continue;
+        }
+        /* ||x|| (one rounding for the sum of squares, one for the root) */
+        cic_mp_dot(t[0], x, n, x, n, m, NULL, s);
+        mpfr_sqrt(t[0], t[0], MPFR_RNDN);
+        /* alpha = -sign(x0) ||x|| (sign(+-0) = +1, as in dlarfg), and
+         * v0 = x0 - alpha = x0 + sign(x0) ||x||: same signs, no cancellation.
+         * R_kk = alpha, whose sign is the opposite of x0's. */
+        if (mpfr_signbit(x[0])) {
+            rneg[k] = 0;
+            mpfr_sub(x[0], x[0], t[0], MPFR_RNDN);
+        } else {
+            rneg[k] = 1;
+            mpfr_add(x[0], x[0], t[0], MPFR_RNDN);
+        }
+        /* tau = v^T v / 2 from the stored v itself, so H_k is the exact
+         * reflection along the vector held (up to tau's one rounding) */
+        cic_mp_dot(tau[k], x, n, x, n, m, NULL, s);
+        mpfr_div_2ui(tau[k], tau[k], 1, MPFR_RNDN);
+        /* a_j -= (v^T a_j / tau) v for the trailing columns */
+        for (j = k + 1; j < n; j++) {
+            mpfr_t *y = &a[k * n + j];
+            cic_mp_dot(t[1], x, n, y, n, m, NULL, s);
+            mpfr_div(t[2], t[1], tau[k], MPFR_RNDN);
+            for (i = 0; i < m; i++) {
+                /* two roundings, as float code without FMA contraction */
+                mpfr_mul(t[3], t[2], x[i * n], MPFR_RNDN);
+                mpfr_sub(y[i * n], y[i * n], t[3], MPFR_RNDN);
+            }
+        }
+    }
+}
+
+/* q = H_0 H_1 ... H_{d-1} by backward accumulation (each H_k touches rows and
+ * columns k..d-1 only, and those columns of the partial product are zero
+ * outside rows k..d-1), then column k negated where R_kk < 0. */
+static void _cic_q_householder_form(mpfr_t *q, const mpfr_t *a,
+                                    const mpfr_t *tau,
+                                    const unsigned char *rneg, int d,
+                                    mpfr_t *t, cic_dot_scratch *s)
+{
+    size_t n = (size_t)d;
+    size_t k, i, j;
+    cic_q_identity(q, d);
+    for (k = n; k-- > 0;) {
+        const mpfr_t *v = &a[k * n + k];
+        size_t m = n - k;
+        if (mpfr_zero_p(tau[k]))
+            continue;
+        for (j = k; j < n; j++) {
+            mpfr_t *y = &q[k * n + j];
+            cic_mp_dot(t[1], v, n, y, n, m, NULL, s);
+            mpfr_div(t[2], t[1], tau[k], MPFR_RNDN);
+            for (i = 0; i < m; i++) {
+                mpfr_mul(t[3], t[2], v[i * n], MPFR_RNDN);
+                mpfr_sub(y[i * n], y[i * n], t[3], MPFR_RNDN);
+            }
+        }
+    }
+    /* Haar sign fix: Q diag(sign R_kk), exact */
+    for (k = 0; k < n; k++)
+        if (rneg[k])
+            for (i = 0; i < n; i++)
+                mpfr_neg(q[i * n + k], q[i * n + k], MPFR_RNDN);
+}
+
+int cic_q_random(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
+{
+    size_t n, nn, i;
+    uint64_t key;
+    mpfr_t *a = NULL, *tau = NULL, *t = NULL;
+    unsigned char *rneg = NULL;
+    cic_dot_scratch s = { 0 }; /* clearing a zeroed scratch is a no-op */
+    int rc = -1;
+
+    _cic_q_check(q, d, prec);
+    n = (size_t)d;
+    nn = n * n;
+    a = cic_mpvec_create(nn, prec);
+    tau = cic_mpvec_create(n, prec);
+    t = cic_mpvec_create(4, prec);
+    rneg = cic_calloc(n, 1);
+    if (!a || !tau || !t || !rneg)
+        goto cleanup;
+    if (cic_dot_scratch_init(&s, n, prec) != 0)
+        goto cleanup;
+
+    /* G[i][j] = normal number i*d + j of the "q.random" stream, rounded once
+     * to prec (from prec + 32 bits): every precision samples the same G */
+    key = cic_rng_key(seed, "q.random");
+    for (i = 0; i < nn; i++)
+        cic_rng_normal_mp(a[i], key, i);
+
+    _cic_q_householder_qr(a, tau, rneg, d, t, &s);
+    _cic_q_householder_form(q, a, tau, rneg, d, t, &s);
+    rc = 0;
+
+cleanup:
+    if (rc != 0)
+        cic_q_identity(q, d); /* a defined state, never half a Q */
+    cic_dot_scratch_clear(&s);
+    cic_mpvec_destroy(a, nn);
+    cic_mpvec_destroy(tau, n);
+    cic_mpvec_destroy(t, 4);
+    free(rneg);
+    return rc;
+}
+
+/* ---- randomized Hadamard ---------------------------------------------- */
+
+/* A Hadamard matrix of order d = K * 2^k is built as the Kronecker product
+ * H_K (x) Sylvester(2^k), H_K from a known construction of order K. Only
+ * K = 1 exists so far; Paley I/II orders (12, 20, 28, ...) go in this table
+ * with a function filling their +-1 matrix, and suggest/supported pick them
+ * up without further change. */
+typedef struct {
+    int order;
+    /* h[i * order + j] = +-1, a Hadamard matrix of that order */
+    void (*fill)(signed char *h);
+} cic_hadamard_base;
+
+static void _cic_hadamard_fill_1(signed char *h) { h[0] = 1; }
+
+static const cic_hadamard_base cic_hadamard_bases[] = {
+    { 1, _cic_hadamard_fill_1 },
+};
+#define CIC_HADAMARD_NBASES                                                   \
+    (sizeof cic_hadamard_bases / sizeof cic_hadamard_bases[0])
+
+/* The sizes in words, for the suggestion sentence; keep in step with the
+ * table above. */
+static const char cic_hadamard_sizes_text[] = "powers of two";
+
+/* The base whose order K gives d = K * 2^k, or NULL. */
+static const cic_hadamard_base *_cic_hadamard_base_for(int d)
+{
+    size_t b;
+    if (d < 1)
+        return NULL;
+    for (b = 0; b < CIC_HADAMARD_NBASES; b++) {
+        int m = d;
+        if (m % cic_hadamard_bases[b].order != 0)
+            continue;
+        m /= cic_hadamard_bases[b].order;
+        if ((m & (m - 1)) == 0)
+            return &cic_hadamard_bases[b];
+    }
+    return NULL;
+}
+
+int cic_q_hadamard_supported(int d)
+{
+    return _cic_hadamard_base_for(d) != NULL;
+}
+
+void cic_q_hadamard_suggest(char *buf, size_t cap, int d)
+{
+    /* nearest supported below and above d over all bases (0: none) */
+    long long below = 0, above = 0;
+    size_t b;
+    if (cap == 0)
+        return;
+    for (b = 0; b < CIC_HADAMARD_NBASES; b++) {
+        long long m = cic_hadamard_bases[b].order;
+        for (; m <= INT_MAX; m *= 2) {
+            if (m < d && m > below)
+                below = m;
+            if (m > d && (above == 0 || m < above)) {
+                above = m;
+                break;
+            }
+        }
+    }
+    if (cic_q_hadamard_supported(d))
+        snprintf(buf, cap, "%d is a supported Hadamard size (%s)", d,
+                 cic_hadamard_sizes_text);
+    else if (below && above)
+        snprintf(buf, cap,
+                 "supported Hadamard sizes here are %s; nearest: %lld and %lld",
+                 cic_hadamard_sizes_text, below, above);
+    else
+        snprintf(buf, cap, "supported Hadamard sizes here are %s; nearest: %lld",
+                 cic_hadamard_sizes_text, below ? below : above);
+}
+
+int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
+{
+    const cic_hadamard_base *base = _cic_hadamard_base_for(d);
+    signed char *hk = NULL;
+    mpfr_t r;
+    size_t n, K, P, i, j;
+    uint64_t key;
+
+    if (!base)
+        return -1;
+    _cic_q_check(q, d, prec);
+    n = (size_t)d;
+    K = (size_t)base->order;
+    P = n / K;
+    hk = cic_calloc(K * K, 1);
+    if (!hk) {
+        cic_q_identity(q, d); /* a defined state */
+        return -1;
+    }
+    base->fill(hk);
+
+    /* 1/sqrt(d) correctly rounded; exact when d is a power of 4 */
+    mpfr_init2(r, prec);
+    mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
+    mpfr_rec_sqrt(r, r, MPFR_RNDN);
+
+    /* Q[i][j] = H_K[i/P][j/P] * Syl[i%P][j%P] * s_j / sqrt(d), P = d / K;
+     * Sylvester(P)[i][j] = (-1)^popcount(i & j). s_j = -1 when bit 0 of the
+     * j-th word of the "q.hadamard.signs" stream is set. */
+    key = cic_rng_key(seed, "q.hadamard.signs");
+    for (j = 0; j < n; j++) {
+        int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
+        for (i = 0; i < n; i++) {
+            int h = hk[(i / P) * K + j / P] * sj;
+            if (__builtin_parityll((unsigned long long)((i % P) & (j % P))))
+                h = -h;
+            /* negation is exact: every entry is +-r bit for bit */
+            mpfr_set(q[i * n + j], r, MPFR_RNDN);
+            if (h < 0)
+                mpfr_neg(q[i * n + j], q[i * n + j], MPFR_RNDN);
+        }
+    }
+    mpfr_clear(r);
+    free(hk);
+    return 0;
+}
+
+/* ---- orthogonality ---------------------------------------------------- */
+
+double cic_q_orth_error(const mpfr_t *q, int d, mpfr_prec_t prec)
+{
+    /* (Q^T Q)_ij = column i . column j: prec-bit inputs, so the scratch is
+     * sized for prec and the products are exact; the sum minus delta_ij is
+     * rounded once to 2*prec, far below the error being measured. */
+    size_t n, i, j;
+    cic_dot_scratch s;
+    mpfr_t e, minus_one;
+    double worst = 0.0;
+    int nan = 0;
+
+    _cic_q_check(q, d, prec);
+    n = (size_t)d;
+    if (cic_dot_scratch_init(&s, n, prec) != 0)
+        return INFINITY; /* cannot vouch for anything */
+    mpfr_init2(e, 2 * prec);
+    mpfr_init2(minus_one, 2);
+    mpfr_set_si(minus_one, -1, MPFR_RNDN);
+    for (i = 0; i < n; i++) {
+        for (j = i; j < n; j++) {
+            double v;
+            cic_mp_dot(e, &q[i], n, &q[j], n, n, i == j ? minus_one : NULL,
+                       &s);
+            mpfr_abs(e, e, MPFR_RNDN);
+            v = mpfr_get_d(e, MPFR_RNDU); /* never understate the error */
+            if (isnan(v))
+                nan = 1;
+            else if (v > worst)
+                worst = v;
+        }
+    }
+    mpfr_clear(e);
+    mpfr_clear(minus_one);
+    cic_dot_scratch_clear(&s);
+    return nan ? NAN : worst; /* a NaN entry fails every bound */
+}
