@@ -104,7 +104,7 @@ grep -q "FAIL expectation rotate-gamma-kept" "$tmp/out" && ok "expectation failu
 
 # --dump
 expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump" cases/known-breaks/attn-out-not-rotated.toml
-for f in original fuse rotate-skip-attn-out outputs; do
+for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 outputs; do
     [ -s "$tmp/dump/$f.safetensors" ] && ok "dump $f.safetensors" || bad "dump $f.safetensors"
 done
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null && [ -f scripts/verify_dump.py ]; then

@@ -499,13 +499,28 @@ static int write_dump(run *r, cic_diag *d)
     if (cic_mkdir_p(dir, d) < 0)
         return -1;
     snprintf(path, sizeof path, "%s/original.safetensors", dir);
-    if (cic_dump_model(path, r->orig, meta, d) < 0)
+    if (cic_dump_model(path, r->orig, meta, false, d) < 0)
         return -1;
     for (i = 0; i < r->c.n_xf; i++) {
-        const char *mt[] = {"case", r->c.name, "transform", r->c.xf[i].name,
-                            "kind", CIC_XFORM_NAME[r->c.xf[i].kind], NULL};
-        snprintf(path, sizeof path, "%s/%s.safetensors", dir, r->c.xf[i].name);
-        if (r->xm[i] && cic_dump_model(path, r->xm[i], mt, d) < 0)
+        const cic_xform_spec *x = &r->c.xf[i];
+        char seed[32], prec[32];
+        const char *mt[] = {"case", r->c.name, "transform", x->name,
+                            "kind", CIC_XFORM_NAME[x->kind],
+                            "after", x->after >= 0 ? r->c.xf[x->after].name : "none",
+                            "precision", CIC_TPREC_NAME[x->prec],
+                            "q", CIC_Q_NAME[x->q], "q_seed", seed,
+                            "mistake", CIC_MISTAKE_NAME[x->mistake],
+                            "expect", CIC_VERDICT_NAME[x->expect],
+                            "mpfr_prec", prec, NULL};
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->q_seed);
+        snprintf(prec, sizeof prec, "%d", r->c.mpfr_prec);
+        if (!r->xm[i])
+            continue;
+        snprintf(path, sizeof path, "%s/%s.safetensors", dir, x->name);
+        if (cic_dump_model(path, r->xm[i], mt, false, d) < 0)
+            return -1;
+        snprintf(path, sizeof path, "%s/%s.f64.safetensors", dir, x->name);
+        if (cic_dump_model(path, r->xm[i], mt, true, d) < 0)
             return -1;
     }
     /* outputs: truth and every MPFR output as f64, f32 outputs as they are */

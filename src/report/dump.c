@@ -3,25 +3,61 @@
 
 #include <string.h>
 
-int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
-                   cic_diag *d)
+/* Is tensor id read by an op (or the block input)? A fusion leaves the old
+ * norm gains in the tensor table but no op reads them: they are not part of
+ * the transformed model and must not be dumped as if they were. */
+static bool referenced(const cic_model *m, int id)
 {
-    cic_st_tensor *t = cic_calloc((size_t)m->n_t, sizeof *t);
+    int i, k;
+    if (id == m->input)
+        return true;
+    for (i = 0; i < m->n_ops; i++) {
+        const cic_op *o = &m->ops[i];
+        if (o->w == id || o->b == id || o->g == id)
+            return true;
+        for (k = 0; k < 3; k++)
+            if (o->in[k] == id)
+                return true;
+    }
+    return false;
+}
+
+int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
+                   bool unrounded, cic_diag *d)
+{
+    cic_st_tensor *t = cic_calloc((size_t)m->n_t + 1, sizeof *t);
+    double **f64 = cic_calloc((size_t)m->n_t + 1, sizeof *f64);
     const char *kv[64];
-    char buf[16][64];
-    int n = 0, i, k = 0, rc;
+    char buf[20][64];
+    int n = 0, i, k = 0, rc = 0;
     bool any_center = false;
-    if (!t) {
+    if (!t || !f64) {
+        free(t);
+        free(f64);
         cic_diag_set(d, path, 0, 0, "out of memory");
         return -1;
     }
     for (i = 0; i < m->n_t; i++) {
         const cic_tensor *s = &m->t[i];
-        if (s->role == CIC_T_ACT)
+        size_t cnt = (size_t)s->rows * (size_t)s->cols, j;
+        if (s->role == CIC_T_ACT || !referenced(m, i))
             continue;
         t[n].name = s->name;
         t[n].dtype = CIC_DT_F32;
         t[n].data = s->f32;
+        if (unrounded) {
+            /* the values the MPFR verdict used, rounded once to double */
+            f64[i] = cic_calloc(cnt, sizeof **f64);
+            if (!f64[i]) {
+                cic_diag_set(d, path, 0, 0, "out of memory");
+                rc = -1;
+                goto cleanup;
+            }
+            for (j = 0; j < cnt; j++)
+                f64[i][j] = s->hp ? mpfr_get_d(s->hp[j], MPFR_RNDN) : (double)s->f32[j];
+            t[n].dtype = CIC_DT_F64;
+            t[n].data = f64[i];
+        }
         if (s->rows == 1 && s->role == CIC_T_WEIGHT) {
             t[n].ndim = 1;
             t[n].shape[0] = s->cols;
@@ -30,6 +66,24 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
             t[n].shape[0] = s->rows;
             t[n].shape[1] = s->cols;
         }
+        n++;
+    }
+    if (m->out_q && m->output == m->residual) {
+        /* the residual readout's map back to the original basis */
+        size_t dd = (size_t)m->cfg.d_model * m->cfg.d_model, j;
+        f64[m->n_t] = cic_calloc(dd, sizeof **f64);
+        if (!f64[m->n_t]) {
+            cic_diag_set(d, path, 0, 0, "out of memory");
+            rc = -1;
+            goto cleanup;
+        }
+        for (j = 0; j < dd; j++)
+            f64[m->n_t][j] = mpfr_get_d(m->out_q[j], MPFR_RNDN);
+        t[n].name = "readout.q";
+        t[n].dtype = CIC_DT_F64;
+        t[n].ndim = 2;
+        t[n].shape[0] = t[n].shape[1] = m->cfg.d_model;
+        t[n].data = f64[m->n_t];
         n++;
     }
     for (i = 0; i < m->n_ops; i++)
@@ -49,11 +103,14 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
     KV("samples", "%d", m->cfg.samples);
     KV("layers", "%d", m->cfg.layers);
     KV("d_mlp", "%d", m->cfg.d_mlp);
-    KV("eps", "%.9g", (double)(float)m->cfg.eps);
+    KV("eps", "%a", (double)(float)m->cfg.eps); /* exact: hex float */
     KV("causal", "%s", m->cfg.causal ? "true" : "false");
     KV("activation", "%s", CIC_ACT_NAME[m->cfg.act]);
     KV("readout", "%s", m->output == m->residual ? "residual" : "head");
     KV("norm.center", "%s", any_center ? "true" : "false");
+    KV("readout.center", "%s", m->center_out ? "true" : "false");
+    KV("d_out", "%d", m->t[m->output].cols);
+    KV("dtype", "%s", unrounded ? "unrounded weights as float64" : "float32");
 #undef KV
     for (i = 0; meta && meta[2 * i] && k < 30; i++, k++) {
         kv[2 * k] = meta[2 * i];
@@ -61,6 +118,10 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
     }
     kv[2 * k] = NULL;
     rc = cic_safetensors_write(path, t, n, kv, d);
+cleanup:
+    for (i = 0; i <= m->n_t; i++)
+        free(f64[i]);
+    free(f64);
     free(t);
     return rc;
 }

@@ -13,8 +13,12 @@
  * [samples * tokens, d_model]. meta: NULL-terminated key, value list that is
  * merged with the model's own metadata (block, d_model, heads, tokens,
  * samples, layers, eps, causal, activation, readout, and per norm whether it
- * still centers: "norm.center"). 0 or -1 with d set. */
+ * still centers: "norm.center"). Only tensors the graph reads are written
+ * (a fused model has no norm gains). unrounded: float64 copies of the
+ * unrounded transformed values instead of the float32 weights. A residual
+ * readout's rotation is written as "readout.q" (float64 [d, d]). 0 or -1
+ * with d set. */
 int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
-                   cic_diag *d);
+                   bool unrounded, cic_diag *d);
 
 #endif
