@@ -1,8 +1,584 @@
-/* placeholder until the engine tests land */
+/* test_engine.c: src/engine: the float32 engine (OpenBLAS and fixed-order
+ * matmuls) against the MPFR reference engine on small random blocks, the
+ * reproducibility and sample independence both engines promise, and the
+ * per-site FLOP counts they book.
+ *
+ * Models are built by hand from a cic_model_cfg drawn from a test seed (the
+ * seed and the whole shape are printed on failure). Relative norms are
+ * computed here in MPFR, independently of src/metric. The f32 bound is
+ * derived below (before f32_bound); a planted fault shows it has teeth, and
+ * a nonzero-error check shows the f32 engines really ran in f32. */
 #include "testutil.h"
-static void test_placeholder(void **state) { (void)state; }
+
+#include "base/base.h"
+#include "base/mpvec.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+#include <mpfr.h>
+#include <string.h>
+
+/* ---- helpers ---- */
+
+#define U32 0x1p-24 /* unit roundoff of binary32 */
+
+/* Test-local bits (splitmix64), independent of the code under test. */
+static uint64_t tr_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int tr_pick(uint64_t *s, int n) { return (int)(tr_next(s) % (uint64_t)n); }
+
+typedef struct {
+    uint64_t seed;
+    cic_model_cfg cfg;
+    enum cic_readout readout;
+} shape;
+
+/* A random small shape: d in {8, 16, 24}, heads in {1, 2, 4}, tokens in
+ * {1, 3, 5}, samples {1, 2}, layers {1, 2}, both blocks, causal on/off, all
+ * activations, head and residual readouts; a quarter with outlier channels. */
+static shape shape_draw(uint64_t seed)
+{
+    static const int ds[] = {8, 16, 24}, hs[] = {1, 2, 4}, ns[] = {1, 3, 5};
+    static const double ratios[] = {2, 4};
+    uint64_t s = seed * 0x2545f4914f6cdd1dULL + 1;
+    shape sh;
+    cic_model_cfg *c = &sh.cfg;
+    memset(&sh, 0, sizeof sh);
+    sh.seed = seed;
+    c->block = tr_pick(&s, 2) ? CIC_BLOCK_RMSNORM : CIC_BLOCK_PRELN;
+    c->d_model = ds[tr_pick(&s, 3)];
+    c->heads = hs[tr_pick(&s, 3)];
+    c->mlp_ratio = ratios[tr_pick(&s, 2)];
+    c->d_mlp = (int)(c->mlp_ratio * c->d_model);
+    c->tokens = ns[tr_pick(&s, 3)];
+    c->samples = 1 + tr_pick(&s, 2);
+    c->layers = 1 + tr_pick(&s, 2);
+    c->eps = 1e-5;
+    c->causal = tr_pick(&s, 2);
+    c->act = (enum cic_act)tr_pick(&s, CIC_ACT_COUNT);
+    c->d_out = tr_pick(&s, 2) ? c->d_model : 5;
+    c->seed = seed;
+    c->dist = tr_pick(&s, 4) ? CIC_DIST_NORMAL : CIC_DIST_UNIFORM;
+    c->std = 0.1;
+    if (tr_pick(&s, 4) == 0) {
+        c->outlier_channels = 2;
+        c->outlier_scale = 4.0;
+    }
+    sh.readout = tr_pick(&s, 2) ? CIC_READOUT_HEAD : CIC_READOUT_RESIDUAL;
+    return sh;
+}
+
+static const char *shape_str(char *buf, size_t cap, const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    snprintf(buf, cap,
+             "seed %llu: %s d %d heads %d m %d tokens %d samples %d layers %d "
+             "causal %d act %s d_out %d dist %s outliers %d x %g readout %s",
+             (unsigned long long)sh->seed, CIC_BLOCK_NAME[c->block], c->d_model,
+             c->heads, c->d_mlp, c->tokens, c->samples, c->layers, (int)c->causal,
+             CIC_ACT_NAME[c->act], c->d_out, CIC_DIST_NAME[c->dist],
+             c->outlier_channels, c->outlier_scale, CIC_READOUT_NAME[sh->readout]);
+    return buf;
+}
+
+static uint32_t f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* ||y - x||_2 / ||x||_2 in MPFR: y - x exact at prec(x) + 160 bits (y is
+ * a float, x at most 192 bits and within a few binades of y), the sums of
+ * squares at that precision, one rounding to double at the end. */
+static double rel_norm2_mp(const float *y, const mpfr_t *x, size_t n)
+{
+    mpfr_t d, num, den, t;
+    size_t i;
+    double r;
+    mpfr_inits2(512, d, num, den, t, (mpfr_ptr)0);
+    mpfr_set_zero(num, 1);
+    mpfr_set_zero(den, 1);
+    for (i = 0; i < n; i++) {
+        mpfr_set_flt(t, y[i], MPFR_RNDN);
+        mpfr_sub(d, t, x[i], MPFR_RNDN);
+        mpfr_fma(num, d, d, num, MPFR_RNDN);
+        mpfr_fma(den, x[i], x[i], den, MPFR_RNDN);
+    }
+    mpfr_div(num, num, den, MPFR_RNDN);
+    mpfr_sqrt(num, num, MPFR_RNDN);
+    r = mpfr_get_d(num, MPFR_RNDN);
+    mpfr_clears(d, num, den, t, (mpfr_ptr)0);
+    return r;
+}
+
+/* The same between two MPFR vectors. */
+static double rel_norm2_mpmp(const mpfr_t *y, const mpfr_t *x, size_t n)
+{
+    mpfr_t d, num, den;
+    size_t i;
+    double r;
+    mpfr_inits2(512, d, num, den, (mpfr_ptr)0);
+    mpfr_set_zero(num, 1);
+    mpfr_set_zero(den, 1);
+    for (i = 0; i < n; i++) {
+        mpfr_sub(d, y[i], x[i], MPFR_RNDN);
+        mpfr_fma(num, d, d, num, MPFR_RNDN);
+        mpfr_fma(den, x[i], x[i], den, MPFR_RNDN);
+    }
+    mpfr_div(num, num, den, MPFR_RNDN);
+    mpfr_sqrt(num, num, MPFR_RNDN);
+    r = mpfr_get_d(num, MPFR_RNDN);
+    mpfr_clears(d, num, den, (mpfr_ptr)0);
+    return r;
+}
+
+/* ||a - b|| / ||b|| for two float vectors, in double (exact differences,
+ * the norms to double accuracy: plenty for a comparison at 1e-6). */
+static double rel_norm2_ff(const float *a, const float *b, size_t n)
+{
+    double num = 0, den = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double d = (double)a[i] - (double)b[i];
+        num += d * d;
+        den += (double)b[i] * b[i];
+    }
+    return sqrt(num / den);
+}
+
+/* Index of the first differing float bit pattern, or -1. */
+static long first_diff_f32(const float *a, const float *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (f32_bits(a[i]) != f32_bits(b[i]))
+            return (long)i;
+    return -1;
+}
+
+static long first_diff_mp(const mpfr_t *a, const mpfr_t *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!mpfr_equal_p(a[i], b[i]) || mpfr_signbit(a[i]) != mpfr_signbit(b[i]))
+            return (long)i;
+    return -1;
+}
+
+typedef struct {
+    cic_model *m;
+    size_t rows, cols, n; /* output rows (all samples) x cols */
+} built;
+
+static built build(const shape *sh)
+{
+    built b;
+    char buf[512];
+    b.m = cic_model_create(&sh->cfg, sh->readout);
+    if (!b.m)
+        fail_msg("cic_model_create failed: %s", shape_str(buf, sizeof buf, sh));
+    b.rows = (size_t)sh->cfg.tokens * sh->cfg.samples;
+    b.cols = (size_t)cic_model_out_cols(b.m);
+    b.n = b.rows * b.cols;
+    return b;
+}
+
+static float *run_f32(const built *b, enum cic_matmul mm, const cic_run_opts *o)
+{
+    float *y = cic_calloc(b->n, sizeof *y);
+    assert_non_null(y);
+    assert_int_equal(cic_engine_f32_run(y, b->m, mm, o), 0);
+    return y;
+}
+
+static mpfr_t *run_mp(const built *b, mpfr_prec_t prec, const cic_run_opts *o)
+{
+    mpfr_t *x = cic_mpvec_create(b->n, prec);
+    assert_non_null(x);
+    assert_int_equal(cic_engine_mpfr_run(x, b->m, prec, false, o), 0);
+    return x;
+}
+
+/* ---- the forward error bounds ----
+ *
+ * u = 2^-24; L' = L blocks, plus 1 for a head readout (final norm + head is
+ * about a block's worth of the same kinds of op); d, m, N as in DESIGN.md.
+ *
+ * Every f32 op is a dot product of length k (linear: k = d or m; scores:
+ * d/h; P V: N; the norm's mean and variance: d; the softmax denominator:
+ * N) or an elementwise op with an error of a few u (sub, div, sqrt;
+ * expf/erff/tanhf are within ~2 ulp in glibc). Along one block the dot
+ * lengths are d + d (norm1 mean, variance) + d (qkv) + d/h (scores) + N
+ * (softmax sum) + N (P V) + d (proj) + 2d (norm2) + d (fc1; gate and up
+ * run side by side) + m (fc2) <= 8d + m + 2N; with m >= 2d (mlp_ratio >= 2
+ * here) this is <= 6 (d + m + N) with at least 5m + 4N - 2d >= 64 to
+ * spare for the ~30 elementwise roundings of a block.
+ *
+ * 1. Deterministic, first order (the classic form). A recursive dot product
+ *    has |fl(s) - s| <= gamma_k sum |x_i w_i|, gamma_k = k u / (1 - k u);
+ *    summed along the path a block adds at most 6 (d + m + N) u of
+ *    relative error, carried to the output with amplification ~1: the norms
+ *    are scale invariant, the branches have ||W|| ~ 0.1 (sqrt(k) +
+ *    sqrt(n)) <= 2 for these shapes and are added to a residual stream of
+ *    comparable size. So
+ *        BOUND_DET = C_DET * L' * (d + m + N) * u,  C_DET = 6.
+ *    It ignores the cancellation factor sum |x_i w_i| / |sum x_i w_i|
+ *    (~ (2/pi) sqrt(k) for zero-mean weights), which a strictly worst-case
+ *    bound would need on top; it is still pessimistic by orders of magnitude
+ *    in practice (ratio printed), because it adds errors that cancel.
+ *
+ * 2. Probabilistic (Higham & Mary, SISC 2019): rounding errors modelled as
+ *    independent, zero-mean, |delta| <= u (variance <= u^2 / 3). A dot of
+ *    length k then contributes relative error variance about k u^2 / 3
+ *    (partial sums of zero-mean data do not exceed the result's scale on
+ *    average), so the path of a block contributes <= 6 (d + m + N) u^2 / 3
+ *    = 2 (d + m + N) u^2, the blocks add in variance, and a lambda-sigma
+ *    bound is
+ *        BOUND_PROB = LAMBDA * sqrt(2 * L' * (d + m + N)) * u,  LAMBDA = 3.
+ *    This is the check with teeth: it is the tight one, and is what the
+ *    test asserts first; BOUND_PROB <= BOUND_DET for every shape. */
+#define C_DET 6.0
+#define LAMBDA 3.0
+
+static int lprime(const shape *sh)
+{
+    return sh->cfg.layers + (sh->readout == CIC_READOUT_HEAD ? 1 : 0);
+}
+
+static double f32_bound_det(const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    return C_DET * lprime(sh) * (c->d_model + c->d_mlp + c->tokens) * U32;
+}
+
+static double f32_bound(const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    return LAMBDA * sqrt(2.0 * lprime(sh) * (c->d_model + c->d_mlp + c->tokens)) * U32;
+}
+
+static int n_shapes(void) { return 40 * cic_test_multiplier(); }
+
+/* ---- tests ---- */
+
+/* Both f32 engines against MPFR at 128 bits, within the derived bound and
+ * strictly above zero error; the OpenBLAS and fixed-order engines within
+ * twice the bound of each other (triangle inequality); the fixed-order
+ * engine bit-reproducible across runs. */
+static void test_f32_vs_mpfr(void **state)
+{
+    int k, mm;
+    double worst[CIC_MATMUL_COUNT] = {0, 0}, worst_gain = 0, worst_det = 0;
+    double worst_u = 0;
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n_shapes(); k++) {
+        shape sh = shape_draw(1000 + (uint64_t)k);
+        built b = build(&sh);
+        double bound = f32_bound(&sh), rounded_err;
+        mpfr_t *x = run_mp(&b, 128, NULL);
+        float *y[CIC_MATMUL_COUNT], *yr = cic_calloc(b.n, sizeof *yr), *y2;
+        long diff;
+        assert_non_null(yr);
+        /* the error of rounding the truth alone: the f32 engines must do
+         * worse than that somewhere, else they did not run in f32 */
+        cic_mpvec_get_f32(yr, (const mpfr_t *)x, b.n);
+        rounded_err = rel_norm2_mp(yr, (const mpfr_t *)x, b.n);
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+            double e;
+            y[mm] = run_f32(&b, (enum cic_matmul)mm, NULL);
+            e = rel_norm2_mp(y[mm], (const mpfr_t *)x, b.n);
+            if (!(e <= bound))
+                fail_msg("%s vs mpfr-128: rel_norm2 %.3g > bound %.3g (%s); "
+                         "y[0] = %.9g, x[0] = %.9g",
+                         CIC_ENGINE_F32_NAME[mm], e, bound,
+                         shape_str(buf, sizeof buf, &sh), (double)y[mm][0],
+                         mpfr_get_d(x[0], MPFR_RNDN));
+            if (!(e > 0))
+                fail_msg("%s vs mpfr-128: zero error: the f32 engine did not "
+                         "run in f32? (%s)",
+                         CIC_ENGINE_F32_NAME[mm], shape_str(buf, sizeof buf, &sh));
+            if (!(e <= f32_bound_det(&sh)))
+                fail_msg("%s vs mpfr-128: rel_norm2 %.3g > deterministic bound "
+                         "%.3g (%s)", CIC_ENGINE_F32_NAME[mm], e,
+                         f32_bound_det(&sh), shape_str(buf, sizeof buf, &sh));
+            if (e / bound > worst[mm])
+                worst[mm] = e / bound;
+            if (e / f32_bound_det(&sh) > worst_det)
+                worst_det = e / f32_bound_det(&sh);
+            if (e / U32 > worst_u)
+                worst_u = e / U32;
+            if (rounded_err > 0 && e / rounded_err > worst_gain)
+                worst_gain = e / rounded_err;
+        }
+        {
+            double e = rel_norm2_ff(y[CIC_MATMUL_OPENBLAS], y[CIC_MATMUL_FIXED], b.n);
+            if (!(e <= 2 * bound))
+                fail_msg("openblas vs fixed-order: %.3g > 2 * bound %.3g (%s)",
+                         e, 2 * bound, shape_str(buf, sizeof buf, &sh));
+        }
+        y2 = run_f32(&b, CIC_MATMUL_FIXED, NULL);
+        diff = first_diff_f32(y2, y[CIC_MATMUL_FIXED], b.n);
+        if (diff >= 0)
+            fail_msg("fixed-order not reproducible at %ld: %a vs %a (%s)", diff,
+                     (double)y2[diff], (double)y[CIC_MATMUL_FIXED][diff],
+                     shape_str(buf, sizeof buf, &sh));
+        free(y2);
+        free(y[0]);
+        free(y[1]);
+        free(yr);
+        cic_mpvec_destroy(x, b.n);
+        cic_model_destroy(b.m);
+    }
+    printf("f32 vs mpfr-128 over %d shapes: worst rel_norm2 %.3g u; "
+           "worst / BOUND_PROB: openblas %.3g, fixed-order %.3g; worst / "
+           "BOUND_DET %.3g; worst / rounding-only error %.3g\n",
+           n_shapes(), worst_u, worst[0], worst[1], worst_det, worst_gain);
+    /* the f32 engines must accumulate more than one final rounding */
+    assert_true(worst_gain > 2);
+}
+
+/* Plant a fault: scaling the head weights by 1 + 2^-16 (a change of ~250
+ * u, far below anything visible by eye) after the truth was computed must
+ * push both f32 engines past BOUND_PROB; unperturbed they are within it. */
+static void test_bound_catches_fault(void **state)
+{
+    shape sh;
+    built b;
+    mpfr_t *x;
+    cic_model_cfg *c = &sh.cfg;
+    int id, mm;
+    size_t i, n;
+    char buf[512];
+    (void)state;
+    memset(&sh, 0, sizeof sh);
+    sh.seed = 77;
+    sh.readout = CIC_READOUT_HEAD;
+    c->block = CIC_BLOCK_RMSNORM;
+    c->d_model = 16;
+    c->heads = 2;
+    c->mlp_ratio = 4;
+    c->d_mlp = 64;
+    c->tokens = 3;
+    c->samples = 1;
+    c->layers = 1;
+    c->eps = 1e-5;
+    c->causal = true;
+    c->act = CIC_ACT_SILU;
+    c->d_out = 16;
+    c->seed = 77;
+    c->dist = CIC_DIST_NORMAL;
+    c->std = 0.1;
+    b = build(&sh);
+    x = run_mp(&b, 128, NULL);
+    id = cic_model_tensor_find(b.m, "lm_head.weight");
+    assert_true(id >= 0);
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+        float *y = run_f32(&b, (enum cic_matmul)mm, NULL);
+        double e = rel_norm2_mp(y, (const mpfr_t *)x, b.n);
+        if (!(e > 0 && e <= f32_bound(&sh)))
+            fail_msg("%s unperturbed: %.3g, bound %.3g (%s)",
+                     CIC_ENGINE_F32_NAME[mm], e, f32_bound(&sh),
+                     shape_str(buf, sizeof buf, &sh));
+        free(y);
+    }
+    n = (size_t)b.m->t[id].rows * b.m->t[id].cols;
+    for (i = 0; i < n; i++)
+        b.m->t[id].f32[i] *= 1.0f + 0x1p-16f;
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+        float *y = run_f32(&b, (enum cic_matmul)mm, NULL);
+        double e = rel_norm2_mp(y, (const mpfr_t *)x, b.n);
+        if (!(e > f32_bound(&sh)))
+            fail_msg("%s with the planted fault: %.3g not above bound %.3g (%s)",
+                     CIC_ENGINE_F32_NAME[mm], e, f32_bound(&sh),
+                     shape_str(buf, sizeof buf, &sh));
+        printf("planted fault, %s: rel_norm2 %.3g = %.3g x BOUND_PROB\n",
+               CIC_ENGINE_F32_NAME[mm], e, e / f32_bound(&sh));
+        free(y);
+    }
+    cic_mpvec_destroy(x, b.n);
+    cic_model_destroy(b.m);
+}
+
+/* MPFR: bit-identical reruns, samples independent, 128 vs 192 bits. */
+static void test_mpfr_engine(void **state)
+{
+    int k;
+    double worst = 0;
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n_shapes() / 2; k++) {
+        shape sh = shape_draw(5000 + (uint64_t)k);
+        built b;
+        mpfr_t *x, *x2, *x3;
+        long diff;
+        int s;
+        double e, lim;
+        if (sh.cfg.samples < 2) /* force two samples for the split check */
+            sh.cfg.samples = 2;
+        b = build(&sh);
+        x = run_mp(&b, 128, NULL);
+        x2 = run_mp(&b, 128, NULL);
+        diff = first_diff_mp((const mpfr_t *)x, (const mpfr_t *)x2, b.n);
+        if (diff >= 0)
+            fail_msg("mpfr rerun differs at %ld (%s)", diff,
+                     shape_str(buf, sizeof buf, &sh));
+        cic_mpvec_destroy(x2, b.n);
+        /* one sample at a time gives the same bits as the whole run */
+        for (s = 0; s < sh.cfg.samples; s++) {
+            cic_run_opts o;
+            size_t per = b.n / (size_t)sh.cfg.samples;
+            mpfr_t *xs = cic_mpvec_create(per, 128);
+            float *ys, *yall;
+            memset(&o, 0, sizeof o);
+            o.sample0 = s;
+            o.n_samples = 1;
+            assert_non_null(xs);
+            assert_int_equal(cic_engine_mpfr_run(xs, b.m, 128, false, &o), 0);
+            diff = first_diff_mp((const mpfr_t *)xs, (const mpfr_t *)x + per * s, per);
+            if (diff >= 0)
+                fail_msg("mpfr sample %d alone differs at %ld (%s)", s, diff,
+                         shape_str(buf, sizeof buf, &sh));
+            /* the fixed-order f32 engine too (row by row, fixed order) */
+            ys = cic_calloc(per, sizeof *ys);
+            assert_non_null(ys);
+            assert_int_equal(cic_engine_f32_run(ys, b.m, CIC_MATMUL_FIXED, &o), 0);
+            yall = run_f32(&b, CIC_MATMUL_FIXED, NULL);
+            diff = first_diff_f32(ys, yall + per * s, per);
+            if (diff >= 0)
+                fail_msg("fixed-order sample %d alone differs at %ld (%s)", s,
+                         diff, shape_str(buf, sizeof buf, &sh));
+            free(ys);
+            free(yall);
+            cic_mpvec_destroy(xs, per);
+        }
+        /* 128 vs 192 bits: the MPFR engine rounds once per op, dot
+         * products included, so a block path has about 40 roundings of
+         * relative size <= 2^-128 (norm: 10, attention: 7, act: <= 8, the
+         * linears and adds: 1 each); as in f32_bound, lambda = 3 and the
+         * roundings add in variance, over L + 1 (readout) stages:
+         * 3 sqrt(40 (L + 1)) 2^-128, i.e. about 2^-123 (the 2^-192 run's
+         * own error is negligible). */
+        x3 = run_mp(&b, 192, NULL);
+        e = rel_norm2_mpmp((const mpfr_t *)x, (const mpfr_t *)x3, b.n);
+        lim = LAMBDA * sqrt(40.0 * (sh.cfg.layers + 1)) * 0x1p-128;
+        if (!(e <= lim))
+            fail_msg("mpfr 128 vs 192: rel_norm2 %.3g > %.3g (%s)", e, lim,
+                     shape_str(buf, sizeof buf, &sh));
+        if (!(e > 0))
+            fail_msg("mpfr 128 vs 192 identical: precision not used? (%s)",
+                     shape_str(buf, sizeof buf, &sh));
+        if (e / lim > worst)
+            worst = e / lim;
+        cic_mpvec_destroy(x3, b.n);
+        cic_mpvec_destroy(x, b.n);
+        cic_model_destroy(b.m);
+    }
+    printf("mpfr 128 vs 192: worst rel_norm2 / (3 sqrt(40 (L+1)) 2^-128) = %.3g\n", worst);
+}
+
+/* FLOP counts: identical per site in all three engines, positive where the
+ * block has work, zero elsewhere, additive over runs and over samples, and
+ * equal to a hand count for the norm and MLP sites. */
+static void test_flops(void **state)
+{
+    int k, i;
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n_shapes() / 2; k++) {
+        shape sh = shape_draw(9000 + (uint64_t)k);
+        const cic_model_cfg *c = &sh.cfg;
+        built b = build(&sh);
+        cic_flop_count fc[3], half;
+        cic_run_opts o;
+        mpfr_t *x;
+        double R = (double)b.rows, d = c->d_model, m = c->d_mlp, L = c->layers;
+        double want_norm, want_mlp, af, mlp;
+        memset(fc, 0, sizeof fc);
+        memset(&o, 0, sizeof o);
+        o.flops = &fc[0];
+        free(run_f32(&b, CIC_MATMUL_OPENBLAS, &o));
+        o.flops = &fc[1];
+        free(run_f32(&b, CIC_MATMUL_FIXED, &o));
+        o.flops = &fc[2];
+        x = run_mp(&b, 128, &o);
+        cic_mpvec_destroy(x, b.n);
+        for (i = 0; i < CIC_SITE_COUNT; i++) {
+            if (fc[0].site[i] != fc[2].site[i] || fc[1].site[i] != fc[2].site[i])
+                fail_msg("site %s: openblas %.17g fixed %.17g mpfr %.17g (%s)",
+                         CIC_SITE_NAME[i], fc[0].site[i], fc[1].site[i],
+                         fc[2].site[i], shape_str(buf, sizeof buf, &sh));
+        }
+        assert_true(fc[2].site[CIC_SITE_NORM1] > 0);
+        assert_true(fc[2].site[CIC_SITE_ATTN] > 0);
+        assert_true(fc[2].site[CIC_SITE_NORM2] > 0);
+        assert_true(fc[2].site[CIC_SITE_MLP] > 0);
+        /* no online transform, no adaLN modulation in these blocks */
+        assert_true(fc[2].site[CIC_SITE_INPUT] == 0);
+        assert_true(fc[2].site[CIC_SITE_MOD] == 0);
+        if (sh.readout == CIC_READOUT_HEAD)
+            assert_true(fc[2].site[CIC_SITE_FINAL] > 0);
+        else
+            assert_true(fc[2].site[CIC_SITE_FINAL] == 0);
+        {
+            double tot = 0;
+            for (i = 0; i < CIC_SITE_COUNT; i++)
+                tot += fc[2].site[i];
+            cic_assert_close(cic_flop_total(&fc[2]), tot, 0, 0);
+        }
+        /* hand counts (engine.h convention) */
+        af = c->act == CIC_ACT_GELU ? 5 : c->act == CIC_ACT_GELU_TANH ? 9
+           : c->act == CIC_ACT_RELU ? 1 : 3;
+        if (c->block == CIC_BLOCK_PRELN) {
+            /* LayerNorm with g and b: 2d+1 (mean, center) + 3d + 4 + d + d */
+            want_norm = L * R * (7 * d + 5);
+            /* fc1 + bias, act, fc2 + bias, residual add */
+            want_mlp = L * R * (2 * m * d + m + af * m + 2 * d * m + d + d);
+        } else {
+            /* RMSNorm with g: 3d + 4 + d */
+            want_norm = L * R * (4 * d + 4);
+            /* gate, up, glu (act + mul), down, residual add */
+            want_mlp = L * R * (2 * 2 * m * d + (af + 1) * m + 2 * d * m + d);
+        }
+        /* the residual add may be booked at mlp or at gate2 */
+        mlp = fc[2].site[CIC_SITE_MLP] + fc[2].site[CIC_SITE_GATE2];
+        if (fc[2].site[CIC_SITE_NORM1] != want_norm ||
+            fc[2].site[CIC_SITE_NORM2] != want_norm || mlp != want_mlp)
+            fail_msg("hand count: norm1 %.17g norm2 %.17g (want %.17g), mlp "
+                     "+ gate2 %.17g (want %.17g) (%s)",
+                     fc[2].site[CIC_SITE_NORM1], fc[2].site[CIC_SITE_NORM2],
+                     want_norm, mlp, want_mlp, shape_str(buf, sizeof buf, &sh));
+        /* counts add up: the samples run one by one sum to the whole run */
+        if (c->samples == 2) {
+            memset(&half, 0, sizeof half);
+            o.flops = &half;
+            o.n_samples = 1;
+            for (o.sample0 = 0; o.sample0 < 2; o.sample0++)
+                free(run_f32(&b, CIC_MATMUL_FIXED, &o));
+            for (i = 0; i < CIC_SITE_COUNT; i++)
+                if (half.site[i] != fc[2].site[i])
+                    fail_msg("site %s: per-sample sum %.17g, whole %.17g (%s)",
+                             CIC_SITE_NAME[i], half.site[i], fc[2].site[i],
+                             shape_str(buf, sizeof buf, &sh));
+        }
+        cic_model_destroy(b.m);
+    }
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = { cmocka_unit_test(test_placeholder) };
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f32_vs_mpfr),
+        cmocka_unit_test(test_bound_catches_fault),
+        cmocka_unit_test(test_mpfr_engine),
+        cmocka_unit_test(test_flops),
+    };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

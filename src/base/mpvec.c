@@ -93,14 +93,30 @@ void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n)
 
 float cic_mp_get_f32(mpfr_srcptr x)
 {
-    /* Round to 24 bits with binary32's exponent range so that subnormals
-     * get their reduced precision (one rounding, as IEEE does). */
+    /* Round to 24 bits with binary32's exponent range (MPFR's emin -148,
+     * emax 128) so that subnormals get their reduced precision in a single
+     * rounding, as IEEE does. MPFR wants inputs inside the current exponent
+     * range, so values outside it are settled first: exponent > 128 is an
+     * overflow, and |x| < 2^-149 (exponent <= -149) rounds to 0 or to the
+     * smallest subnormal. */
     mpfr_t t;
-    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_exp_t e, emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_flags_t flags = mpfr_flags_save();
     float f;
     int inex;
     if (!mpfr_number_p(x) || mpfr_zero_p(x))
         return mpfr_get_flt(x, MPFR_RNDN);
+    e = mpfr_get_exp(x);
+    if (e > 128)
+        return mpfr_signbit(x) ? -INFINITY : INFINITY;
+    if (e <= -149) {
+        /* |x| < 2^-149: above the midpoint 2^-150 it rounds up to 2^-149;
+         * at the midpoint or below, to zero (0 is the even neighbour) */
+        float tiny = 0x1p-149f;
+        int up = e == -149 && mpfr_cmp_si_2exp(x, mpfr_signbit(x) ? -1 : 1, -150) != 0;
+        f = up ? tiny : 0.0f;
+        return mpfr_signbit(x) ? -f : f;
+    }
     mpfr_init2(t, 24);
     mpfr_set_emin(-148);
     mpfr_set_emax(128);
@@ -111,6 +127,7 @@ float cic_mp_get_f32(mpfr_srcptr x)
     mpfr_set_emax(emax);
     f = mpfr_get_flt(t, MPFR_RNDN);
     mpfr_clear(t);
+    mpfr_flags_restore(flags, MPFR_FLAGS_ALL);
     return f;
 }
 

@@ -23,11 +23,13 @@ double cic_rng_uniform(uint64_t key, uint64_t i);
  * sqrt(-2 ln u1) * cos(2 pi u2) for even i, sin for odd i (pair i/2). */
 void cic_rng_normal_mp(mpfr_ptr z, uint64_t key, uint64_t i);
 
-/* The same rounded to binary32 (the weights are binary32 values). */
+/* The same computed at 40 bits and then rounded to binary32 (the weights are
+ * binary32 values; two roundings, both deterministic). */
 float cic_rng_normal_f32(uint64_t key, uint64_t i);
 
 /* Fill x[0..n) with std * normal (dist 0) or std * sqrt(3) * (2u - 1)
- * (dist 1, uniform with that std), each rounded once to binary32. */
+ * (dist 1, uniform with that std), formed at 64 bits and rounded to
+ * binary32. */
 void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std);
 
 #endif

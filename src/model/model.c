@@ -16,8 +16,8 @@ const char *const CIC_OP_NAME[CIC_OP_COUNT] = {"linear", "norm", "attn",
                                                "act",    "glu",  "add"};
 static_assert(sizeof CIC_OP_NAME / sizeof CIC_OP_NAME[0] == CIC_OP_COUNT,
               "op name table");
-const char *const CIC_SITE_NAME[CIC_SITE_COUNT] = {"input", "norm1", "attn",
-                                                   "norm2", "mlp",   "final"};
+const char *const CIC_SITE_NAME[CIC_SITE_COUNT] = {
+    "input", "modulation", "norm1", "attn", "gate1", "norm2", "mlp", "gate2", "final"};
 static_assert(sizeof CIC_SITE_NAME / sizeof CIC_SITE_NAME[0] == CIC_SITE_COUNT,
               "site name table");
 

@@ -34,11 +34,14 @@ extern const char *const CIC_OP_NAME[CIC_OP_COUNT];
 /* Where an op's FLOPs are booked. */
 enum cic_site {
     CIC_SITE_INPUT,  /* work on the block input (online transforms) */
-    CIC_SITE_NORM1,
-    CIC_SITE_ATTN,
+    CIC_SITE_MOD,    /* dit: SiLU(c) and the adaLN modulation linears */
+    CIC_SITE_NORM1,  /* norm before attention (+ dit modulate, unrotate, fold-in) */
+    CIC_SITE_ATTN,   /* qkv, attention, output projection */
+    CIC_SITE_GATE1,  /* dit: gate, rotate back, fold-out, residual add */
     CIC_SITE_NORM2,
     CIC_SITE_MLP,
-    CIC_SITE_FINAL,  /* final norm and head */
+    CIC_SITE_GATE2,
+    CIC_SITE_FINAL,  /* final norm (+ modulate) and head */
     CIC_SITE_COUNT
 };
 extern const char *const CIC_SITE_NAME[CIC_SITE_COUNT];

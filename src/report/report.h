@@ -13,7 +13,7 @@
 #include <stdio.h>
 
 #define CIC_MAX_SAMPLES 64
-#define CIC_MAX_SITES 8
+#define CIC_MAX_SITES 12
 
 typedef struct {
     char name[16];       /* "norm1", "gate1", "norm2", "gate2", "final", ... */
