@@ -241,6 +241,13 @@ static void test_full_case(void **state)
     assert_int_equal(c.xf[1].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
     assert_int_equal(c.xf[1].expect, CIC_VERDICT_BROKEN);
     assert_int_equal(c.xf[1].line, 29);
+    /* adaLN fields have their defaults on every kind. */
+    assert_int_equal(c.xf[0].stream, CIC_STREAM_CENTERED);
+    assert_false(c.xf[0].fast);
+    assert_int_equal(c.xf[0].calibration, 0);
+    assert_int_equal(c.xf[1].stream, CIC_STREAM_CENTERED);
+    assert_false(c.xf[1].fast);
+    assert_int_equal(c.xf[1].calibration, 0);
     assert_int_equal(c.n_gates, 2);
     assert_string_equal(c.gates[0].transform, "rot.1");
     assert_string_equal(c.gates[0].engine, "f32-fixed-order");
@@ -323,13 +330,185 @@ static void test_defaults(void **state)
                               "[model]\nblock = \"dit\"\nd_model = 16\n"
                               "heads = 2\ntokens = 4\nsamples = 2\nlayers = 1\n"
                               "d_cond = 24\nfinal_layer = false\n"
-                              "[[transforms]]\nname = \"r\"\nkind = \"rotate\"\n"
+                              "[[transforms]]\nname = \"r\"\n"
+                              "kind = \"online-unrotate\"\n"
                               "q = \"identity\"\n",
                               "x/dit.toml", &d);
     if (rc != CIC_OK)
         fail_msg("rc %d: %s", rc, d.msg);
     assert_int_equal(c.model.d_cond, 24);
     assert_false(c.model.final_layer);
+    assert_int_equal(c.xf[0].kind, CIC_XFORM_ONLINE_UNROTATE);
+    assert_int_equal(c.xf[0].q, CIC_Q_IDENTITY);
+    assert_int_equal(c.xf[0].stream, CIC_STREAM_CENTERED);
+    assert_false(c.xf[0].fast);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_EQUIVALENT);
+}
+
+/* The four adaLN strategies on a dit block, with their defaults. */
+static const char *dit_case =
+    "[model]\n"
+    "block = \"dit\"\n"
+    "d_model = 32\n"
+    "heads = 4\n"
+    "tokens = 8\n"
+    "samples = 4\n"
+    "layers = 2\n"
+    "d_cond = 16\n"
+    "[[transforms]]\n" /* line 9 */
+    "name = \"sf\"\n"
+    "kind = \"static-fold\"\n"
+    "q = \"random\"\n"
+    "[[transforms]]\n" /* line 13 */
+    "name = \"sf3\"\n"
+    "kind = \"static-fold\"\n"
+    "q = \"hadamard\"\n"
+    "seed = 11\n"
+    "calibration = 3\n"
+    "stream = \"mean-preserving\"\n"
+    "expect = \"equivalent\"\n"
+    "precision = \"f32\"\n"
+    "[[transforms]]\n"
+    "name = \"ou\"\n"
+    "kind = \"online-unrotate\"\n"
+    "q = \"random\"\n"
+    "stream = \"mean-preserving\"\n"
+    "[[transforms]]\n"
+    "name = \"ou-fast\"\n"
+    "kind = \"online-unrotate\"\n"
+    "q = \"hadamard\"\n"
+    "fast = true\n"
+    "stream = \"centered\"\n"
+    "[[transforms]]\n"
+    "name = \"psf\"\n"
+    "kind = \"per-sample-fold\"\n"
+    "q = \"identity\"\n"
+    "precision = \"f64\"\n"
+    "[[transforms]]\n"
+    "name = \"br\"\n"
+    "kind = \"branch-rotate\"\n"
+    "q = \"hadamard\"\n"
+    "seed = 5\n"
+    "fast = true\n"
+    "expect = \"broken\"\n"
+    "[[transforms]]\n"
+    "name = \"br-dense\"\n"
+    "kind = \"branch-rotate\"\n"
+    "q = \"random\"\n"
+    "fast = false\n"
+    "[[gates]]\n"
+    "transform = \"sf\"\n"
+    "metric = \"ce_residual\"\n"
+    "max = inf\n";
+
+static void test_dit_strategies(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc, i;
+    (void)state;
+    rc = cic_case_load_string(&c, dit_case, "dit-case.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.model.block, CIC_BLOCK_DIT);
+    cic_assert_close(c.model.eps, 1e-6, 0, 0);
+    assert_int_equal(c.model.act, CIC_ACT_GELU_TANH);
+    assert_int_equal(c.model.d_cond, 16);
+    assert_true(c.model.final_layer);
+    assert_int_equal(c.n_xf, 7);
+    for (i = 0; i < c.n_xf; i++) {
+        assert_int_equal(c.xf[i].after, -1);
+        assert_int_equal(c.xf[i].mistake, CIC_MISTAKE_NONE);
+    }
+    /* static-fold: defaults; expect defaults to broken. */
+    assert_string_equal(c.xf[0].name, "sf");
+    assert_int_equal(c.xf[0].kind, CIC_XFORM_STATIC_FOLD);
+    assert_int_equal(c.xf[0].line, 9);
+    assert_int_equal(c.xf[0].q, CIC_Q_RANDOM);
+    assert_true(c.xf[0].q_seed == 0);
+    assert_int_equal(c.xf[0].prec, CIC_TPREC_MPFR);
+    assert_int_equal(c.xf[0].stream, CIC_STREAM_CENTERED);
+    assert_false(c.xf[0].fast);
+    assert_int_equal(c.xf[0].calibration, 0);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_BROKEN);
+    /* static-fold with everything set. */
+    assert_int_equal(c.xf[1].kind, CIC_XFORM_STATIC_FOLD);
+    assert_int_equal(c.xf[1].line, 13);
+    assert_int_equal(c.xf[1].q, CIC_Q_HADAMARD);
+    assert_true(c.xf[1].q_seed == 11);
+    assert_int_equal(c.xf[1].calibration, 3); /* samples - 1 */
+    assert_int_equal(c.xf[1].stream, CIC_STREAM_MEAN_PRESERVING);
+    assert_int_equal(c.xf[1].expect, CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(c.xf[1].prec, CIC_TPREC_F32);
+    /* online-unrotate */
+    assert_int_equal(c.xf[2].kind, CIC_XFORM_ONLINE_UNROTATE);
+    assert_int_equal(c.xf[2].q, CIC_Q_RANDOM);
+    assert_int_equal(c.xf[2].stream, CIC_STREAM_MEAN_PRESERVING);
+    assert_false(c.xf[2].fast);
+    assert_int_equal(c.xf[2].calibration, 0);
+    assert_int_equal(c.xf[2].expect, CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(c.xf[3].kind, CIC_XFORM_ONLINE_UNROTATE);
+    assert_int_equal(c.xf[3].q, CIC_Q_HADAMARD);
+    assert_true(c.xf[3].fast);
+    assert_int_equal(c.xf[3].stream, CIC_STREAM_CENTERED);
+    /* per-sample-fold */
+    assert_int_equal(c.xf[4].kind, CIC_XFORM_PER_SAMPLE_FOLD);
+    assert_int_equal(c.xf[4].q, CIC_Q_IDENTITY);
+    assert_int_equal(c.xf[4].prec, CIC_TPREC_F64);
+    assert_int_equal(c.xf[4].stream, CIC_STREAM_CENTERED);
+    assert_false(c.xf[4].fast);
+    assert_int_equal(c.xf[4].expect, CIC_VERDICT_EQUIVALENT);
+    /* branch-rotate: its stream is not rotated, stream stays at the
+     * default. */
+    assert_int_equal(c.xf[5].kind, CIC_XFORM_BRANCH_ROTATE);
+    assert_int_equal(c.xf[5].q, CIC_Q_HADAMARD);
+    assert_true(c.xf[5].q_seed == 5);
+    assert_true(c.xf[5].fast);
+    assert_int_equal(c.xf[5].stream, CIC_STREAM_CENTERED);
+    assert_int_equal(c.xf[5].expect, CIC_VERDICT_BROKEN);
+    assert_int_equal(c.xf[6].kind, CIC_XFORM_BRANCH_ROTATE);
+    assert_false(c.xf[6].fast);
+    assert_int_equal(c.xf[6].expect, CIC_VERDICT_EQUIVALENT);
+    assert_int_equal(c.n_gates, 1);
+    assert_string_equal(c.gates[0].transform, "sf");
+
+    /* samples = 1: static-fold is legal (pointless, but no error). */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 8\n"
+                              "heads = 2\ntokens = 4\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"s\"\n"
+                              "kind = \"static-fold\"\nq = \"identity\"\n"
+                              "calibration = 0\n",
+                              "one.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.model.samples, 1);
+    assert_int_equal(c.xf[0].calibration, 0);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_BROKEN);
+
+    /* The same calibration with samples = 1 but index 1 is refused at the
+     * value. */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 8\n"
+                              "heads = 2\ntokens = 4\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"s\"\n"
+                              "kind = \"static-fold\"\nq = \"identity\"\n"
+                              "calibration = 1\n",
+                              "one.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 12);
+    assert_int_equal(d.column, 15);
+    assert_non_null(strstr(d.msg, "0 .. 0 (samples = 1)"));
+
+    /* The missing-kind hint on a dit block names the adaLN strategies. */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 8\n"
+                              "heads = 2\ntokens = 4\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"s\"\n",
+                              "k.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "static-fold, online-unrotate, "
+                                  "per-sample-fold or branch-rotate"));
 }
 
 /* Values exactly at the limits load. */
@@ -401,6 +580,63 @@ static void test_fixtures(void **state)
     assert_int_equal(c.n_xf, 4);
     assert_int_equal(c.xf[2].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
     assert_int_equal(c.xf[3].mistake, CIC_MISTAKE_CENTER_EMBEDDINGS);
+    for (int i = 0; i < c.n_xf; i++) {
+        assert_int_equal(c.xf[i].stream, CIC_STREAM_CENTERED);
+        assert_false(c.xf[i].fast);
+        assert_int_equal(c.xf[i].calibration, 0);
+    }
+
+    cic_test_path(path, sizeof path, "tests/fixtures/valid-dit.toml");
+    rc = cic_case_load(&c, path, &d);
+    if (rc != CIC_OK)
+        fail_msg("%s: rc %d: %d:%d: %s", path, rc, d.line, d.column, d.msg);
+    assert_string_equal(c.name, "valid-dit");
+    assert_int_equal(c.model.block, CIC_BLOCK_DIT);
+    assert_int_equal(c.model.d_model, 32);
+    assert_int_equal(c.model.heads, 4);
+    assert_int_equal(c.model.tokens, 8);
+    assert_int_equal(c.model.samples, 3);
+    assert_int_equal(c.model.layers, 2);
+    assert_int_equal(c.model.d_cond, 16);
+    assert_int_equal(c.model.d_mlp, 128);
+    assert_true(c.model.final_layer);
+    cic_assert_close(c.model.eps, 1e-6, 0, 0);
+    assert_int_equal(c.model.act, CIC_ACT_GELU_TANH);
+    assert_int_equal(c.n_xf, 9);
+    {
+        /* every strategy, both streams, both fast variants */
+        int kinds[CIC_XFORM_COUNT] = {0}, streams[CIC_STREAM_COUNT] = {0};
+        int fast_online = 0, fast_branch = 0, i;
+        for (i = 0; i < c.n_xf; i++) {
+            kinds[c.xf[i].kind]++;
+            if (c.xf[i].kind != CIC_XFORM_BRANCH_ROTATE)
+                streams[c.xf[i].stream]++;
+            fast_online += c.xf[i].fast &&
+                           c.xf[i].kind == CIC_XFORM_ONLINE_UNROTATE;
+            fast_branch += c.xf[i].fast &&
+                           c.xf[i].kind == CIC_XFORM_BRANCH_ROTATE;
+            assert_int_equal(c.xf[i].after, -1);
+        }
+        assert_true(kinds[CIC_XFORM_STATIC_FOLD] >= 1);
+        assert_true(kinds[CIC_XFORM_ONLINE_UNROTATE] >= 1);
+        assert_true(kinds[CIC_XFORM_PER_SAMPLE_FOLD] >= 1);
+        assert_true(kinds[CIC_XFORM_BRANCH_ROTATE] >= 1);
+        assert_true(streams[CIC_STREAM_CENTERED] >= 1);
+        assert_true(streams[CIC_STREAM_MEAN_PRESERVING] >= 1);
+        assert_int_equal(fast_online, 1);
+        assert_int_equal(fast_branch, 1);
+    }
+    assert_int_equal(c.xf[0].kind, CIC_XFORM_STATIC_FOLD);
+    assert_int_equal(c.xf[0].calibration, 1);
+    assert_int_equal(c.xf[0].expect, CIC_VERDICT_BROKEN);
+    assert_int_equal(c.xf[1].expect, CIC_VERDICT_BROKEN);
+    assert_int_equal(c.xf[1].stream, CIC_STREAM_MEAN_PRESERVING);
+    assert_int_equal(c.xf[4].kind, CIC_XFORM_ONLINE_UNROTATE);
+    assert_true(c.xf[4].fast);
+    assert_int_equal(c.xf[8].kind, CIC_XFORM_BRANCH_ROTATE);
+    assert_true(c.xf[8].fast);
+    assert_int_equal(c.n_gates, 2);
+    assert_true(cic_case_memory_estimate(&c) < ((uint64_t)64 << 20));
 }
 
 static void test_missing_file(void **state)
@@ -444,6 +680,16 @@ static void test_name_tables(void **state)
     assert_string_equal(CIC_Q_NAME[CIC_Q_HADAMARD], "hadamard");
     assert_string_equal(CIC_TPREC_NAME[CIC_TPREC_F32], "f32");
     assert_string_equal(CIC_DIST_NAME[CIC_DIST_UNIFORM], "uniform");
+    assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_STATIC_FOLD], "static-fold");
+    assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_ONLINE_UNROTATE],
+                        "online-unrotate");
+    assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_PER_SAMPLE_FOLD],
+                        "per-sample-fold");
+    assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_BRANCH_ROTATE],
+                        "branch-rotate");
+    assert_string_equal(CIC_STREAM_NAME[CIC_STREAM_CENTERED], "centered");
+    assert_string_equal(CIC_STREAM_NAME[CIC_STREAM_MEAN_PRESERVING],
+                        "mean-preserving");
     while (CIC_GATE_METRICS[n])
         n++;
     assert_int_equal(n, 13);
@@ -633,17 +879,19 @@ static void test_mutations(void **state)
     static cic_case c;
     static const char alphabet[] = "[]=\"'#.,{}\n 0123456789-+e_azAZ\\\t";
     char buf[4096];
-    size_t base = strlen(full_case);
     int iters = 3000 * cic_test_multiplier(), it;
     uint64_t seed = 0x9e3779b97f4a7c15ull;
     (void)state;
-    CIC_ASSERT(base < sizeof buf);
+    CIC_ASSERT(strlen(full_case) < sizeof buf && strlen(dit_case) < sizeof buf);
     for (it = 0; it < iters; it++) {
         cic_diag d;
         int rc, k, nmut;
+        /* alternate between the preln and the dit (adaLN) case */
+        const char *src = it % 2 ? dit_case : full_case;
+        size_t base = strlen(src);
         size_t len = base;
         uint64_t s0 = seed;
-        memcpy(buf, full_case, base + 1);
+        memcpy(buf, src, base + 1);
         seed = seed * 6364136223846793005ull + 1442695040888963407ull;
         nmut = 1 + (int)((seed >> 33) % 4);
         for (k = 0; k < nmut; k++) {
@@ -692,6 +940,7 @@ int main(void)
         cmocka_unit_test(test_malformed_checker_catches_faults),
         cmocka_unit_test(test_full_case),
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_dit_strategies),
         cmocka_unit_test(test_boundaries),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_missing_file),

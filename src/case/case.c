@@ -26,7 +26,8 @@ const char *const CIC_ACT_NAME[CIC_ACT_COUNT] = {"gelu", "gelu-tanh", "relu",
                                                  "silu"};
 const char *const CIC_DIST_NAME[CIC_DIST_COUNT] = {"normal", "uniform"};
 const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT] = {
-    "fuse-layernorm", "fold-rmsnorm-gamma", "rotate"};
+    "fuse-layernorm", "fold-rmsnorm-gamma", "rotate",
+    "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
 const char *const CIC_Q_NAME[CIC_Q_COUNT] = {"identity", "random", "hadamard"};
 const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT] = {"mpfr", "f64", "f32"};
 const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT] = {
@@ -34,6 +35,7 @@ const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT] = {
 const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
+const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT] = {"centered", "mean-preserving"};
 
 #define CIC__LEN(a) (sizeof(a) / sizeof((a)[0]))
 static_assert(CIC__LEN(CIC_BLOCK_NAME) == CIC_BLOCK_COUNT, "block names");
@@ -45,6 +47,7 @@ static_assert(CIC__LEN(CIC_TPREC_NAME) == CIC_TPREC_COUNT, "tprec names");
 static_assert(CIC__LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC__LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
 static_assert(CIC__LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
+static_assert(CIC__LEN(CIC_STREAM_NAME) == CIC_STREAM_COUNT, "streams");
 
 const char *const CIC_GATE_METRICS[] = {
     "max_abs",      "rel_norm2",     "ulp_row.max",  "ulp_row.p99",
@@ -70,9 +73,9 @@ static const char *const cic__weights_keys[] = {"dist", "std",
                                                 "outlier_scale"};
 static const char *const cic__engines_keys[] = {"f32", "mpfr_prec"};
 static const char *const cic__readout_keys[] = {"kind"};
-static const char *const cic__xform_keys[] = {"name", "kind", "after",
-                                              "precision", "q", "seed",
-                                              "mistake", "expect"};
+static const char *const cic__xform_keys[] = {
+    "name",    "kind",   "after", "precision", "q",          "seed",
+    "mistake", "expect", "stream", "fast",     "calibration"};
 static const char *const cic__gate_keys[] = {"transform", "engine", "metric",
                                              "max"};
 
@@ -928,6 +931,127 @@ static bool cic__name_ok(const char *s)
     return true;
 }
 
+static bool cic__is_adaln(enum cic_xform_kind k)
+{
+    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
+           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+}
+
+/* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
+ * refuse (after, mistake). xf->kind, q and the block are already checked;
+ * xf->stream, fast and calibration hold their defaults. */
+static int cic__load_adaln(cic__ctx *x, const cic_case *c, const cic__tab *t,
+                           cic_xform_spec *xf)
+{
+    const char *kn = CIC_XFORM_NAME[xf->kind];
+    const cic_toml_node *node, *snode = NULL;
+    bool have, adaln = cic__is_adaln(xf->kind);
+    int rc, l, col, v;
+
+    if (!adaln) {
+        static const char *const ada_only[] = {"stream", "fast", "calibration"};
+        size_t k;
+        for (k = 0; k < CIC__LEN(ada_only); k++)
+            if (cic__find(t, ada_only[k], &l, &col))
+                return cic__fail(x, l, col,
+                                 "'%s' is only allowed for the adaLN "
+                                 "strategies of a dit block (%s); this "
+                                 "transform is \"%s\"",
+                                 ada_only[k],
+                                 k == 0 ? "static-fold, online-unrotate, "
+                                          "per-sample-fold"
+                                 : k == 1 ? "online-unrotate, branch-rotate"
+                                          : "static-fold",
+                                 kn);
+        return CIC_OK;
+    }
+
+    /* Keys an adaLN strategy refuses. */
+    if (cic__find(t, "after", &l, &col))
+        return cic__fail(x, l, col,
+                         "'after' is not allowed for kind = \"%s\": the adaLN "
+                         "strategies always start from the original dit "
+                         "model; remove 'after'",
+                         kn);
+    if (cic__find(t, "mistake", &l, &col))
+        return cic__fail(x, l, col,
+                         "'mistake' is not allowed for kind = \"%s\" (known "
+                         "mistakes apply to fuse-layernorm, rotate and "
+                         "fold-rmsnorm-gamma; a static fold used for another "
+                         "sample is static-fold itself, expect broken)",
+                         kn);
+
+    /* stream: how the rotated stream keeps LayerNorm exact. */
+    v = CIC_STREAM_CENTERED;
+    if ((rc = cic__get_enum(x, t, "stream", CIC_STREAM_NAME, CIC_STREAM_COUNT,
+                            &v, &have, &snode)))
+        return rc;
+    if (have && xf->kind == CIC_XFORM_BRANCH_ROTATE) {
+        cic__find(t, "stream", &l, &col);
+        return cic__fail(x, l, col,
+                         "'stream' is not allowed for kind = \"branch-rotate\" "
+                         "(its residual stream is not rotated); 'stream' "
+                         "applies to static-fold, online-unrotate, "
+                         "per-sample-fold");
+    }
+    xf->stream = (enum cic_stream)v;
+
+    /* fast: a fast Walsh-Hadamard transform instead of a dense d x d
+     * product. */
+    node = cic__find(t, "fast", &l, &col);
+    if (node && xf->kind != CIC_XFORM_ONLINE_UNROTATE &&
+        xf->kind != CIC_XFORM_BRANCH_ROTATE)
+        return cic__fail(x, l, col,
+                         "'fast' is only allowed for kind = \"online-unrotate\" "
+                         "or \"branch-rotate\" (this transform is \"%s\"; "
+                         "it does no online rotation)",
+                         kn);
+    if ((rc = cic__get_bool(x, t, "fast", &xf->fast)))
+        return rc;
+    if (xf->fast) {
+        cic__pos(node, &l, &col);
+        if (xf->q != CIC_Q_HADAMARD)
+            return cic__fail(x, l, col,
+                             "fast = true needs q = \"hadamard\" (a fast "
+                             "Walsh-Hadamard transform); this transform has "
+                             "q = \"%s\": set q = \"hadamard\" or fast = "
+                             "false",
+                             CIC_Q_NAME[xf->q]);
+        if (xf->kind == CIC_XFORM_ONLINE_UNROTATE &&
+            xf->stream != CIC_STREAM_CENTERED)
+            return cic__fail(x, l, col,
+                             "fast = true on kind = \"online-unrotate\" needs "
+                             "stream = \"centered\" (a mean-preserving Q is "
+                             "not a single fast Hadamard); this transform has "
+                             "stream = \"%s\"",
+                             CIC_STREAM_NAME[xf->stream]);
+    }
+
+    /* calibration: the sample whose conditioning static-fold bakes in. */
+    node = cic__find(t, "calibration", &l, &col);
+    if (node && xf->kind != CIC_XFORM_STATIC_FOLD)
+        return cic__fail(x, l, col,
+                         "'calibration' is only allowed for kind = "
+                         "\"static-fold\" (this transform is \"%s\")",
+                         kn);
+    {
+        int64_t cal = 0;
+        if ((rc = cic__get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal,
+                               &have, &node)))
+            return rc;
+        if (have && (cal < 0 || cal >= c->model.samples)) {
+            cic__pos(node, &l, &col);
+            return cic__fail(x, l, col,
+                             "'calibration' in %s is %lld, out of range: "
+                             "must be a sample index 0 .. %d (samples = %d)",
+                             t->where, (long long)cal, c->model.samples - 1,
+                             c->model.samples);
+        }
+        xf->calibration = (int)cal;
+    }
+    return CIC_OK;
+}
+
 static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
 {
     size_t i, j, n = cic_toml_array_size(arr);
@@ -937,6 +1061,7 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
     char where[64], qb[96], hint[96], names[CIC_MAX_XFORMS][CIC_NAME_MAX];
     const char *earlier[CIC_MAX_XFORMS];
     char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 16];
+    bool adaln;
 
     c->n_xf = 0;
     for (i = 0; i < n; i++) {
@@ -946,6 +1071,9 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
         snprintf(where, sizeof where, "[[transforms]] entry %zu", i + 1);
         t.where = where;
         cic__pos(t.tbl, &xf->line, &col);
+        xf->stream = CIC_STREAM_CENTERED;
+        xf->fast = false;
+        xf->calibration = 0;
         if ((rc = cic__check_keys(x, &t, cic__xform_keys,
                                   CIC__LEN(cic__xform_keys))))
             return rc;
@@ -981,10 +1109,33 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
             return rc;
         if (!have)
             return cic__missing(x, &t, "kind",
-                                " (fuse-layernorm, fold-rmsnorm-gamma or "
-                                "rotate)");
+                                c->model.block == CIC_BLOCK_DIT
+                                    ? " (on a dit block an adaLN strategy: "
+                                      "static-fold, online-unrotate, "
+                                      "per-sample-fold or branch-rotate)"
+                                    : " (fuse-layernorm, fold-rmsnorm-gamma or "
+                                      "rotate)");
         xf->kind = (enum cic_xform_kind)v;
         cic__pos(node, &l, &col);
+        adaln = cic__is_adaln(xf->kind);
+        if (adaln && c->model.block != CIC_BLOCK_DIT)
+            return cic__fail(x, l, col,
+                             "kind = \"%s\" is an adaLN strategy and needs "
+                             "block = \"dit\" (this model is \"%s\"); "
+                             "allowed here: %s",
+                             CIC_XFORM_NAME[xf->kind],
+                             CIC_BLOCK_NAME[c->model.block],
+                             c->model.block == CIC_BLOCK_PRELN
+                                 ? "fuse-layernorm, rotate"
+                                 : "fold-rmsnorm-gamma, rotate");
+        if (!adaln && c->model.block == CIC_BLOCK_DIT)
+            return cic__fail(x, l, col,
+                             "kind = \"%s\" does not apply to block = \"dit\" "
+                             "(adaLN modulation does not commute with a "
+                             "static rotation or fold); on a dit block use "
+                             "an adaLN strategy: static-fold, "
+                             "online-unrotate, per-sample-fold, branch-rotate",
+                             CIC_XFORM_NAME[xf->kind]);
         if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
             c->model.block != CIC_BLOCK_PRELN)
             return cic__fail(x, l, col,
@@ -1010,17 +1161,19 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
             return rc;
         xf->prec = (enum cic_tprec)v;
 
-        /* q and seed: rotate only; q required there. */
+        /* q and seed: rotate and the adaLN strategies; q required there. */
         xf->q = CIC_Q_IDENTITY;
         xf->q_seed = 0;
-        if (xf->kind != CIC_XFORM_ROTATE) {
+        if (xf->kind != CIC_XFORM_ROTATE && !adaln) {
             static const char *const rot_only[] = {"q", "seed"};
             size_t k;
             for (k = 0; k < CIC__LEN(rot_only); k++)
                 if (cic__find(&t, rot_only[k], &l, &col))
                     return cic__fail(x, l, col,
                                      "'%s' is only allowed for kind = "
-                                     "\"rotate\" (this transform is \"%s\")",
+                                     "\"rotate\" and the adaLN strategies "
+                                     "of a dit block (this transform is "
+                                     "\"%s\")",
                                      rot_only[k], CIC_XFORM_NAME[xf->kind]);
         } else {
             int64_t s = 0;
@@ -1028,16 +1181,22 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
             if ((rc = cic__get_enum(x, &t, "q", CIC_Q_NAME, CIC_Q_COUNT, &v,
                                     &have, NULL)))
                 return rc;
-            if (!have)
-                return cic__missing(x, &t, "q",
-                                    " for kind = \"rotate\" (identity, random "
-                                    "or hadamard)");
+            if (!have) {
+                char extra[128];
+                snprintf(extra, sizeof extra,
+                         " for kind = \"%s\" (identity, random or hadamard)",
+                         CIC_XFORM_NAME[xf->kind]);
+                return cic__missing(x, &t, "q", extra);
+            }
             xf->q = (enum cic_qkind)v;
             if ((rc = cic__get_int(x, &t, "seed", 0, INT64_MAX, &s, NULL,
                                    NULL)))
                 return rc;
             xf->q_seed = (uint64_t)s;
         }
+
+        if ((rc = cic__load_adaln(x, c, &t, xf)))
+            return rc;
 
         v = CIC_MISTAKE_NONE;
         if ((rc = cic__get_enum(x, &t, "mistake", CIC_MISTAKE_NAME,
@@ -1062,7 +1221,10 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
 
         /* expect: equivalent | broken (inconclusive is a verdict, never an
          * expectation). */
-        v = CIC_VERDICT_EQUIVALENT;
+        /* static-fold is exact only on its calibration sample; the verdict
+         * is about the other samples. */
+        v = xf->kind == CIC_XFORM_STATIC_FOLD ? CIC_VERDICT_BROKEN
+                                              : CIC_VERDICT_EQUIVALENT;
         if ((rc = cic__get_enum(x, &t, "expect", CIC_VERDICT_NAME, 2, &v, NULL,
                                 NULL)))
             return rc;

@@ -63,7 +63,29 @@
  * fuse-layernorm needs preln, fold-rmsnorm-gamma needs rmsnorm; mistakes:
  * skip-mean-bake with fuse-layernorm, skip-attn-out with rotate,
  * center-embeddings with fold-rmsnorm-gamma. Example files:
- * tests/fixtures/valid-preln.toml, tests/fixtures/valid-rmsnorm.toml. */
+ * tests/fixtures/valid-preln.toml, tests/fixtures/valid-rmsnorm.toml.
+ *
+ * adaLN strategies (DESIGN.md section 3), block = "dit" only; on a dit block
+ * they are the only kinds allowed (fuse-layernorm, fold-rmsnorm-gamma and
+ * rotate are errors):
+ *
+ *   [[transforms]]
+ *   name = "online"
+ *   kind = "online-unrotate"        # static-fold | online-unrotate | per-sample-fold | branch-rotate
+ *   q = "hadamard"                  # required: identity | random | hadamard
+ *   seed = 3                        # as for rotate (default 0)
+ *   precision = "mpfr"              # as for every kind
+ *   stream = "centered"             # centered (default) | mean-preserving; not for branch-rotate
+ *   fast = true                     # online-unrotate, branch-rotate only (default false);
+ *                                   # needs q = "hadamard"; online-unrotate: stream = "centered"
+ *   calibration = 0                 # static-fold only: sample index, 0 <= calibration < samples
+ *   expect = "equivalent"           # default broken for static-fold (exact only on its
+ *                                   # calibration sample), equivalent for the others
+ *
+ * 'after' and 'mistake' are errors on adaLN kinds (they always start from
+ * the original dit model). Every loaded transform has stream, fast and
+ * calibration set (centered, false, 0 unless given). Example file:
+ * tests/fixtures/valid-dit.toml. */
 #ifndef CIC_CASE_H
 #define CIC_CASE_H
 
@@ -83,6 +105,11 @@ enum cic_xform_kind {
     CIC_XFORM_FUSE_LAYERNORM,
     CIC_XFORM_FOLD_RMSNORM_GAMMA,
     CIC_XFORM_ROTATE,
+    /* adaLN (dit) strategies, DESIGN.md section 3 */
+    CIC_XFORM_STATIC_FOLD,
+    CIC_XFORM_ONLINE_UNROTATE,
+    CIC_XFORM_PER_SAMPLE_FOLD,
+    CIC_XFORM_BRANCH_ROTATE,
     CIC_XFORM_COUNT
 };
 enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_COUNT };
@@ -101,6 +128,10 @@ enum cic_verdict {
     CIC_VERDICT_COUNT
 };
 enum cic_readout { CIC_READOUT_HEAD, CIC_READOUT_RESIDUAL, CIC_READOUT_COUNT };
+/* How a rotated dit stream keeps LayerNorm exact: a centered stream (C Q at
+ * the writers, the norm becomes RMSNorm) or a mean-preserving Q (Q 1 = 1,
+ * the norm stays LayerNorm). */
+enum cic_stream { CIC_STREAM_CENTERED, CIC_STREAM_MEAN_PRESERVING, CIC_STREAM_COUNT };
 
 /* Name tables, sized by the enums (the spellings used in case files and
  * reports). */
@@ -113,6 +144,7 @@ extern const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT];
 extern const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT];
 extern const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT];
 extern const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT];
+extern const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT];
 
 typedef struct {
     enum cic_block_kind block;
@@ -146,6 +178,10 @@ typedef struct {
     enum cic_mistake mistake;
     enum cic_verdict expect; /* EQUIVALENT or BROKEN */
     int line;                /* where the entry starts, for messages */
+    /* adaLN strategies */
+    enum cic_stream stream;  /* static-fold, online-unrotate, per-sample-fold */
+    bool fast;               /* online-unrotate, branch-rotate: fast Hadamard */
+    int calibration;         /* static-fold: the sample whose c is folded */
 } cic_xform_spec;
 
 typedef struct {

@@ -44,4 +44,9 @@ int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o);
 
+/* Threads of the MPFR engine (n <= 0: one per online core, at most 16).
+ * Results are bit-identical for every thread count. */
+void cic_engine_mpfr_set_threads(int n);
+int cic_engine_mpfr_threads(void);
+
 #endif

@@ -8,29 +8,139 @@
 #include "engine.h"
 
 #include "../base/mpvec.h"
+#include "../model/fold.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <unistd.h>
+
+#define CIC_MAX_THREADS 16
+
+/* Per-thread scratch of the threaded ops (linear rows, attention heads,
+ * activations). Results do not depend on the split: every output value is
+ * computed whole by one thread, with correctly rounded operations. */
+typedef struct {
+    cic_dot_scratch dot;
+    mpfr_t t0, t1, t2;
+    mpfr_ptr *ptr;
+    mpfr_t *p;     /* attention probabilities, tokens values */
+    bool ok;
+} mpws;
+
+static int g_threads = 0; /* 0: one per online core */
+
+void cic_engine_mpfr_set_threads(int n)
+{
+    g_threads = n;
+}
+
+int cic_engine_mpfr_threads(void)
+{
+    long n = g_threads > 0 ? g_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1)
+        n = 1;
+    return n > CIC_MAX_THREADS ? CIC_MAX_THREADS : (int)n;
+}
 
 typedef struct {
     const cic_model *m;
     mpfr_prec_t prec;
     bool rounded;
-    int rows;
-    size_t row0;
+    int rows;        /* token rows */
+    int ns, s0;      /* samples covered, first sample */
     mpfr_t **buf;     /* activations, per tensor id */
     mpfr_t **wt;      /* weights converted from f32 (24 bits), per tensor id */
     cic_dot_scratch dot;
     mpfr_ptr *ptr;    /* for plain sums */
     mpfr_t t0, t1, t2, c_scale;
     cic_flop_count fc;
+    cic_fold_ws fold;
+    bool has_fold;
+    mpws ws[CIC_MAX_THREADS];
+    int nt;
 } mprun;
+
+static int mpws_init(mpws *w, size_t cap, size_t tokens, mpfr_prec_t prec)
+{
+    memset(w, 0, sizeof *w);
+    if (cic_dot_scratch_init(&w->dot, cap, prec) < 0)
+        return -1;
+    w->ptr = cic_calloc(cap + 1, sizeof *w->ptr);
+    w->p = cic_mpvec_create(tokens, prec);
+    mpfr_inits2(prec, w->t0, w->t1, w->t2, (mpfr_ptr)0);
+    w->ok = true;
+    return w->ptr && w->p ? 0 : -1;
+}
+
+static void mpws_clear(mpws *w, size_t tokens)
+{
+    if (!w->ok)
+        return;
+    cic_dot_scratch_clear(&w->dot);
+    free(w->ptr);
+    cic_mpvec_destroy(w->p, tokens);
+    mpfr_clears(w->t0, w->t1, w->t2, (mpfr_ptr)0);
+    w->ok = false;
+}
+
+/* Run fn(ctx, lo, hi, ws) over [0, n) split in contiguous ranges, one per
+ * thread (thread 0 is the caller). */
+typedef void (*range_fn)(void *ctx, int lo, int hi, mpws *w);
+typedef struct {
+    range_fn fn;
+    void *ctx;
+    int lo, hi;
+    mpws *w;
+} range_job;
+
+static void *range_run(void *a)
+{
+    range_job *j = a;
+    j->fn(j->ctx, j->lo, j->hi, j->w);
+    return NULL;
+}
+
+static void parallel(mprun *r, int n, range_fn fn, void *ctx)
+{
+    range_job job[CIC_MAX_THREADS];
+    pthread_t th[CIC_MAX_THREADS];
+    bool started[CIC_MAX_THREADS] = {false};
+    int t, nt = r->nt < n ? r->nt : n;
+    if (nt <= 1) {
+        fn(ctx, 0, n, &r->ws[0]);
+        return;
+    }
+    for (t = 0; t < nt; t++) {
+        job[t].fn = fn;
+        job[t].ctx = ctx;
+        job[t].lo = (int)((long)n * t / nt);
+        job[t].hi = (int)((long)n * (t + 1) / nt);
+        job[t].w = &r->ws[t];
+    }
+    for (t = 1; t < nt; t++)
+        started[t] = pthread_create(&th[t], NULL, range_run, &job[t]) == 0;
+    range_run(&job[0]);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            range_run(&job[t]); /* could not start a thread: do it here */
+    }
+}
+
+static int rows_of(const mprun *r, int id)
+{
+    return cic_model_run_rows(r->m, id, r->ns);
+}
 
 /* Values of a weight or input tensor as MPFR: hp when present (and not asked
  * for the rounded weights), else the exact f32 values at 24 bits. */
 static const mpfr_t *wsrc(mprun *r, int id)
 {
     const cic_tensor *t = &r->m->t[id];
-    size_t off = t->role == CIC_T_INPUT ? r->row0 * (size_t)t->cols : 0;
+    size_t row0 = t->rows_kind == CIC_ROWS_SAMPLES ? (size_t)r->s0
+                                                   : (size_t)r->s0 * r->m->cfg.tokens;
+    size_t off = t->role == CIC_T_INPUT ? row0 * (size_t)t->cols : 0;
     if (t->role == CIC_T_ACT)
         return (const mpfr_t *)r->buf[id];
     if (t->hp && !r->rounded)
@@ -45,19 +155,192 @@ static const mpfr_t *wsrc(mprun *r, int id)
     return (const mpfr_t *)r->wt[id] + off;
 }
 
+typedef struct {
+    const mpfr_t *x, *w, *b;
+    mpfr_t *y;
+    bool per, bper;
+    int n, k, per_s;
+} lin_job;
+
+static void linear_rows(void *c, int lo, int hi, mpws *ws)
+{
+    const lin_job *L = c;
+    int i, j;
+    for (i = lo; i < hi; i++) {
+        int s = i / L->per_s;
+        const mpfr_t *w = L->per ? L->w + (size_t)s * L->n * L->k : L->w;
+        const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
+        for (j = 0; j < L->n; j++)
+            cic_mp_dot(L->y[(size_t)i * L->n + j], L->x + (size_t)i * L->k, 1,
+                       w + (size_t)j * L->k, 1, (size_t)L->k, b ? b[j] : NULL, &ws->dot);
+    }
+}
+
 static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_tensor *wt = &r->m->t[o->w];
-    const mpfr_t *x = wsrc(r, o->in[0]), *w = wsrc(r, o->w);
-    const mpfr_t *b = o->b >= 0 ? wsrc(r, o->b) : NULL;
-    int n = wt->rows, k = wt->cols, i, j;
-    if (!x || !w || (o->b >= 0 && !b))
+    lin_job L;
+    int R = rows_of(r, o->in[0]);
+    L.x = wsrc(r, o->in[0]);
+    L.w = wsrc(r, o->w);
+    L.b = o->b >= 0 ? wsrc(r, o->b) : NULL;
+    L.y = y;
+    L.per = wt->role == CIC_T_ACT; /* folded per sample */
+    L.bper = o->b >= 0 && r->m->t[o->b].role == CIC_T_ACT;
+    L.n = L.per ? wt->block_rows : wt->rows;
+    L.k = wt->cols;
+    L.per_s = R / r->ns;
+    if (!L.x || !L.w || (o->b >= 0 && !L.b))
         return -1;
-    for (i = 0; i < r->rows; i++)
-        for (j = 0; j < n; j++)
-            cic_mp_dot(y[(size_t)i * n + j], x + (size_t)i * k, 1,
-                       w + (size_t)j * k, 1, (size_t)k, b ? b[j] : NULL, &r->dot);
-    r->fc.site[o->site] += 2.0 * r->rows * n * k + (b ? (double)r->rows * n : 0);
+    parallel(r, R, linear_rows, &L);
+    r->fc.site[o->site] += 2.0 * R * L.n * L.k + (L.b ? (double)R * L.n : 0);
+    return 0;
+}
+
+static int op_modulate(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const mpfr_t *x = wsrc(r, o->in[0]), *mod = wsrc(r, o->in[1]);
+    int d = r->m->t[o->in[0]].cols, mc = r->m->t[o->in[1]].cols, R = rows_of(r, o->in[0]);
+    int N = r->m->cfg.tokens, i, j, s;
+    mpfr_t *t = cic_mpvec_create((size_t)r->ns * d, r->prec);
+    if (!x || !mod || !t) {
+        cic_mpvec_destroy(t, (size_t)r->ns * d);
+        return -1;
+    }
+    for (s = 0; s < r->ns; s++)
+        for (j = 0; j < d; j++)
+            mpfr_add_ui(t[(size_t)s * d + j], mod[(size_t)s * mc + o->in_col[1] + j], 1,
+                        MPFR_RNDN);
+    for (i = 0; i < R; i++) {
+        const mpfr_t *ts = t + (size_t)(i / N) * d;
+        const mpfr_t *sh = mod + (size_t)(i / N) * mc + o->in_col[0];
+        for (j = 0; j < d; j++) {
+            mpfr_mul(y[(size_t)i * d + j], x[(size_t)i * d + j], ts[j], MPFR_RNDN);
+            mpfr_add(y[(size_t)i * d + j], y[(size_t)i * d + j], sh[j], MPFR_RNDN);
+        }
+    }
+    cic_mpvec_destroy(t, (size_t)r->ns * d);
+    r->fc.site[o->site] += (double)r->ns * d + 2.0 * R * d;
+    return 0;
+}
+
+static int op_gate(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const mpfr_t *x = wsrc(r, o->in[0]), *mod = wsrc(r, o->in[1]);
+    int d = r->m->t[o->in[0]].cols, mc = r->m->t[o->in[1]].cols, R = rows_of(r, o->in[0]);
+    int N = r->m->cfg.tokens, i, j;
+    if (!x || !mod)
+        return -1;
+    for (i = 0; i < R; i++) {
+        const mpfr_t *g = mod + (size_t)(i / N) * mc + o->in_col[0];
+        for (j = 0; j < d; j++)
+            mpfr_mul(y[(size_t)i * d + j], g[j], x[(size_t)i * d + j], MPFR_RNDN);
+    }
+    r->fc.site[o->site] += (double)R * d;
+    return 0;
+}
+
+static int op_center(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const mpfr_t *x = wsrc(r, o->in[0]);
+    int d = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j;
+    if (!x)
+        return -1;
+    for (i = 0; i < R; i++) {
+        for (j = 0; j < d; j++)
+            r->ptr[j] = (mpfr_ptr)x[(size_t)i * d + j];
+        mpfr_sum(r->t0, r->ptr, (unsigned long)d, MPFR_RNDN);
+        mpfr_div_ui(r->t0, r->t0, (unsigned long)d, MPFR_RNDN);
+        for (j = 0; j < d; j++)
+            mpfr_sub(y[(size_t)i * d + j], x[(size_t)i * d + j], r->t0, MPFR_RNDN);
+    }
+    r->fc.site[o->site] += (double)R * (2.0 * d + 1);
+    return 0;
+}
+
+/* Fast Walsh-Hadamard, the same butterflies as the f32 engine (engine_f32.c). */
+static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
+    int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, k, len, lg = 0;
+    if (!x || !sg)
+        return -1;
+    while ((1 << lg) < w)
+        lg++;
+    mpfr_set_ui(r->c_scale, (unsigned long)w, MPFR_RNDN);
+    mpfr_rec_sqrt(r->c_scale, r->c_scale, MPFR_RNDN);
+    for (i = 0; i < R; i++) {
+        mpfr_t *v = y + (size_t)i * w;
+        for (j = 0; j < w; j++) {
+            if (o->transpose)
+                mpfr_mul(v[j], x[(size_t)i * w + j], sg[j], MPFR_RNDN);
+            else
+                mpfr_set(v[j], x[(size_t)i * w + j], MPFR_RNDN);
+        }
+        for (len = 1; len < w; len <<= 1)
+            for (j = 0; j < w; j += 2 * len)
+                for (k = j; k < j + len; k++) {
+                    mpfr_sub(r->t0, v[k], v[k + len], MPFR_RNDN);
+                    mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
+                    mpfr_set(v[k + len], r->t0, MPFR_RNDN);
+                }
+        for (j = 0; j < w; j++) {
+            if (!o->transpose)
+                mpfr_mul(v[j], v[j], sg[j], MPFR_RNDN);
+            mpfr_mul(v[j], v[j], r->c_scale, MPFR_RNDN);
+        }
+    }
+    r->fc.site[o->site] += (double)R * ((double)w * lg + 2.0 * w);
+    return 0;
+}
+
+static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const cic_model *m = r->m;
+    const mpfr_t *mod = wsrc(r, o->in[0]);
+    const mpfr_t *w = o->w >= 0 ? wsrc(r, o->w) : NULL;
+    const mpfr_t *b = o->b >= 0 ? wsrc(r, o->b) : NULL;
+    const mpfr_t *q = o->g >= 0 ? wsrc(r, o->g) : NULL;
+    int mc = m->t[o->in[0]].cols, d = m->cfg.d_model, s;
+    int n = o->w >= 0 ? m->t[o->w].rows : d, kk = o->w >= 0 ? m->t[o->w].cols : 1;
+    double fl = 0;
+    if (!mod || (o->w >= 0 && !w) || (o->b >= 0 && !b) || (o->g >= 0 && !q))
+        return -1;
+    if (!r->has_fold) {
+        size_t mx = 0;
+        int i;
+        for (i = 0; i < m->n_t; i++)
+            if (m->t[i].role == CIC_T_WEIGHT &&
+                (size_t)m->t[i].rows * m->t[i].cols > mx)
+                mx = (size_t)m->t[i].rows * m->t[i].cols;
+        if (cic_fold_ws_init(&r->fold, mx, (size_t)(d > kk ? d : kk), r->prec) < 0)
+            return -1;
+        r->has_fold = true;
+    }
+    for (s = 0; s < r->ns; s++) {
+        const mpfr_t *v = mod + (size_t)s * mc + o->in_col[0];
+        switch (o->kind) {
+        case CIC_OP_FOLD_IN_W:
+            cic_fold_in_w(y + (size_t)s * n * d, w, n, d, v, q, &r->fold);
+            fl += d + (double)n * d + 2.0 * n * d * d;
+            break;
+        case CIC_OP_FOLD_IN_B:
+            cic_fold_in_b(y + (size_t)s * n, w, b, n, d, v, &r->fold);
+            fl += (double)n * (2.0 * d + 1);
+            break;
+        case CIC_OP_FOLD_OUT_W:
+            cic_fold_out_w(y + (size_t)s * d * kk, w, d, kk, v, q, o->center, &r->fold);
+            fl += (double)d * kk + (o->center ? (2.0 * d + 1) * kk : 0) + 2.0 * d * d * kk;
+            break;
+        case CIC_OP_FOLD_OUT_B:
+            cic_fold_out_b(y + (size_t)s * d, b, d, v, q, o->center, &r->fold);
+            fl += (double)d + (o->center ? 2.0 * d + 1 : 0) + 2.0 * d * d;
+            break;
+        default:
+            CIC_ASSERT(0 && "fold kind");
+        }
+    }
+    r->fc.site[o->site] += fl;
     return 0;
 }
 
@@ -66,11 +349,11 @@ static int op_norm(mprun *r, const cic_op *o, mpfr_t *y)
     const mpfr_t *x = wsrc(r, o->in[0]);
     const mpfr_t *g = o->g >= 0 ? wsrc(r, o->g) : NULL;
     const mpfr_t *b = o->b >= 0 ? wsrc(r, o->b) : NULL;
-    int d = r->m->t[o->in[0]].cols, i, j;
+    int d = r->m->t[o->in[0]].cols, i, j, R = rows_of(r, o->in[0]);
     mpfr_ptr mean = r->t0, var = r->t1;
     if (!x || (o->g >= 0 && !g) || (o->b >= 0 && !b))
         return -1;
-    for (i = 0; i < r->rows; i++) {
+    for (i = 0; i < R; i++) {
         const mpfr_t *xr = x + (size_t)i * d;
         mpfr_t *yr = y + (size_t)i * d;
         if (o->center) {
@@ -97,67 +380,95 @@ static int op_norm(mprun *r, const cic_op *o, mpfr_t *y)
                 mpfr_add(yr[j], yr[j], b[j], MPFR_RNDN);
         }
     }
-    r->fc.site[o->site] += (double)r->rows *
+    r->fc.site[o->site] += (double)R *
         ((o->center ? 2.0 * d + 1 : 0) + 3.0 * d + 4 + (g ? d : 0) + (b ? d : 0));
     return 0;
+}
+
+typedef struct {
+    const mpfr_t *q, *k, *v;
+    mpfr_t *y;
+    int N, d, H, dh, lq, lk, lv, qc, kc, vc;
+    bool causal;
+    mpfr_srcptr scale;
+} attn_job;
+
+/* Jobs are (sample, head) pairs. */
+static void attn_heads(void *c, int lo, int hi, mpws *w)
+{
+    const attn_job *A = c;
+    int job, i, j, cc, N = A->N, dh = A->dh, d = A->d;
+    for (job = lo; job < hi; job++) {
+        int s = job / A->H, h = job % A->H;
+        const mpfr_t *qs = A->q + (size_t)s * N * A->lq + A->qc + h * dh;
+        const mpfr_t *ks = A->k + (size_t)s * N * A->lk + A->kc + h * dh;
+        const mpfr_t *vs = A->v + (size_t)s * N * A->lv + A->vc + h * dh;
+        mpfr_t *p = w->p;
+        for (i = 0; i < N; i++) {
+            int cnt = A->causal ? i + 1 : N;
+            mpfr_ptr mx = w->t0;
+            for (j = 0; j < cnt; j++) {
+                cic_mp_dot(p[j], qs + (size_t)i * A->lq, 1, ks + (size_t)j * A->lk, 1,
+                           (size_t)dh, NULL, &w->dot);
+                mpfr_mul(p[j], p[j], A->scale, MPFR_RNDN);
+            }
+            mpfr_set(mx, p[0], MPFR_RNDN);
+            for (j = 1; j < cnt; j++)
+                if (mpfr_greater_p(p[j], mx))
+                    mpfr_set(mx, p[j], MPFR_RNDN);
+            for (j = 0; j < cnt; j++) {
+                mpfr_sub(p[j], p[j], mx, MPFR_RNDN);
+                mpfr_exp(p[j], p[j], MPFR_RNDN);
+                w->ptr[j] = p[j];
+            }
+            mpfr_sum(w->t1, w->ptr, (unsigned long)cnt, MPFR_RNDN);
+            for (j = 0; j < cnt; j++)
+                mpfr_div(p[j], p[j], w->t1, MPFR_RNDN);
+            for (cc = 0; cc < dh; cc++)
+                cic_mp_dot(A->y[((size_t)s * N + i) * d + h * dh + cc], (const mpfr_t *)p, 1,
+                           vs + cc, (size_t)A->lv, (size_t)cnt, NULL, &w->dot);
+        }
+    }
 }
 
 static int op_attn(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_model *m = r->m;
-    int N = m->cfg.tokens, d = m->t[o->out].cols, H = o->heads, dh = d / H;
-    int S = r->rows / N, s, h, i, j, c;
-    const mpfr_t *q = wsrc(r, o->in[0]), *k = wsrc(r, o->in[1]), *v = wsrc(r, o->in[2]);
-    int lq = m->t[o->in[0]].cols, lk = m->t[o->in[1]].cols, lv = m->t[o->in[2]].cols;
-    mpfr_t *p = cic_mpvec_create((size_t)N, r->prec);
-    double fl = 0;
-    if (!p || !q || !k || !v) {
-        cic_mpvec_destroy(p, (size_t)N);
+    attn_job A;
+    int N = m->cfg.tokens, S = r->rows / N;
+    double visible;
+    A.q = wsrc(r, o->in[0]);
+    A.k = wsrc(r, o->in[1]);
+    A.v = wsrc(r, o->in[2]);
+    if (!A.q || !A.k || !A.v)
         return -1;
-    }
-    mpfr_set_ui(r->c_scale, (unsigned long)dh, MPFR_RNDN);
+    A.y = y;
+    A.N = N;
+    A.d = m->t[o->out].cols;
+    A.H = o->heads;
+    A.dh = A.d / A.H;
+    A.lq = m->t[o->in[0]].cols;
+    A.lk = m->t[o->in[1]].cols;
+    A.lv = m->t[o->in[2]].cols;
+    A.qc = o->in_col[0];
+    A.kc = o->in_col[1];
+    A.vc = o->in_col[2];
+    A.causal = o->causal;
+    mpfr_set_ui(r->c_scale, (unsigned long)A.dh, MPFR_RNDN);
     mpfr_rec_sqrt(r->c_scale, r->c_scale, MPFR_RNDN);
-    for (s = 0; s < S; s++)
-        for (h = 0; h < H; h++) {
-            const mpfr_t *qs = q + (size_t)s * N * lq + o->in_col[0] + h * dh;
-            const mpfr_t *ks = k + (size_t)s * N * lk + o->in_col[1] + h * dh;
-            const mpfr_t *vs = v + (size_t)s * N * lv + o->in_col[2] + h * dh;
-            for (i = 0; i < N; i++) {
-                int cnt = o->causal ? i + 1 : N;
-                mpfr_ptr mx = r->t0;
-                for (j = 0; j < cnt; j++) {
-                    cic_mp_dot(p[j], qs + (size_t)i * lq, 1, ks + (size_t)j * lk, 1,
-                               (size_t)dh, NULL, &r->dot);
-                    mpfr_mul(p[j], p[j], r->c_scale, MPFR_RNDN);
-                }
-                mpfr_set(mx, p[0], MPFR_RNDN);
-                for (j = 1; j < cnt; j++)
-                    if (mpfr_greater_p(p[j], mx))
-                        mpfr_set(mx, p[j], MPFR_RNDN);
-                for (j = 0; j < cnt; j++) {
-                    mpfr_sub(p[j], p[j], mx, MPFR_RNDN);
-                    mpfr_exp(p[j], p[j], MPFR_RNDN);
-                    r->ptr[j] = p[j];
-                }
-                mpfr_sum(r->t1, r->ptr, (unsigned long)cnt, MPFR_RNDN);
-                for (j = 0; j < cnt; j++)
-                    mpfr_div(p[j], p[j], r->t1, MPFR_RNDN);
-                for (c = 0; c < dh; c++)
-                    cic_mp_dot(y[((size_t)s * N + i) * d + h * dh + c], (const mpfr_t *)p, 1,
-                               vs + c, (size_t)lv, (size_t)cnt, NULL, &r->dot);
-                fl += 5.0 * cnt;
-            }
-            /* as the f32 engine books it: full N x N score and P V products
-             * (masked entries are zeros there) and the scaling of all scores */
-            fl += 4.0 * N * N * dh + (double)N * N;
-        }
-    r->fc.site[o->site] += fl;
-    cic_mpvec_destroy(p, (size_t)N);
+    A.scale = r->c_scale;
+    parallel(r, S * A.H, attn_heads, &A);
+    /* as the f32 engine books it: full N x N score and P V products (masked
+     * entries are zeros there), the scaling of all scores, and compare,
+     * sub, exp, add, div per visible key */
+    visible = o->causal ? (double)N * (N + 1) / 2 : (double)N * N;
+    r->fc.site[o->site] += (double)S * A.H *
+        (4.0 * N * N * A.dh + (double)N * N + 5.0 * visible);
     return 0;
 }
 
 /* y = act(x) at prec, the same formula as the f32 engine. */
-static void act1(mprun *r, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
+static void act1(mpws *r, mpfr_prec_t prec, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
 {
     mpfr_ptr t = r->t2;
     switch (a) {
@@ -172,7 +483,7 @@ static void act1(mprun *r, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
         break;
     case CIC_ACT_GELU_TANH: { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         mpfr_t c;
-        mpfr_init2(c, r->prec);
+        mpfr_init2(c, prec);
         mpfr_mul(t, x, x, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
         mpfr_set_str(c, "0.044715", 10, MPFR_RNDN);
@@ -202,6 +513,24 @@ static void act1(mprun *r, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);
         break;
+    }
+}
+
+typedef struct {
+    const mpfr_t *a, *b; /* b: the GLU's second factor, or NULL */
+    mpfr_t *y;
+    enum cic_act act;
+    mpfr_prec_t prec;
+} act_job;
+
+static void act_elems(void *c, int lo, int hi, mpws *w)
+{
+    const act_job *J = c;
+    int j;
+    for (j = lo; j < hi; j++) {
+        act1(w, J->prec, J->act, J->y[j], J->a[j]);
+        if (J->b)
+            mpfr_mul(J->y[j], J->y[j], J->b[j], MPFR_RNDN);
     }
 }
 
@@ -243,7 +572,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
     r.prec = prec;
     r.rounded = rounded_weights;
     r.rows = ns * m->cfg.tokens;
-    r.row0 = (size_t)s0 * m->cfg.tokens;
+    r.ns = ns;
+    r.s0 = s0;
     r.buf = cic_calloc((size_t)m->n_t, sizeof *r.buf);
     r.wt = cic_calloc((size_t)m->n_t, sizeof *r.wt);
     r.ptr = cic_calloc(cap + 1, sizeof *r.ptr);
@@ -254,6 +584,10 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
         CIC_ASSERT(!m->t[i].hp || m->t[i].hp_prec <= prec);
     if (cic_dot_scratch_init(&r.dot, cap, prec) < 0)
         goto cleanup;
+    r.nt = cic_engine_mpfr_threads();
+    for (i = 0; i < r.nt; i++)
+        if (mpws_init(&r.ws[i], cap, (size_t)m->cfg.tokens, prec) < 0)
+            goto cleanup;
     mpfr_inits2(prec, r.t0, r.t1, r.t2, r.c_scale, (mpfr_ptr)0);
     inited = true;
     for (i = 0; i < m->n_ops; i++) {
@@ -265,7 +599,7 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
     }
     for (i = 0; i < m->n_ops; i++) {
         const cic_op *op = &m->ops[i];
-        size_t cnt = (size_t)r.rows * m->t[op->out].cols;
+        size_t cnt = (size_t)rows_of(&r, op->out) * m->t[op->out].cols;
         mpfr_t *y;
         int k;
         if (!r.buf[op->out]) {
@@ -287,26 +621,43 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
             if (op_attn(&r, op, y) < 0)
                 goto cleanup;
             break;
-        case CIC_OP_ACT: {
-            const mpfr_t *x = wsrc(&r, op->in[0]);
-            if (!x)
-                goto cleanup;
-            for (j = 0; j < cnt; j++)
-                act1(&r, op->act, y[j], x[j]);
-            r.fc.site[op->site] += act_flops(op->act) * (double)cnt;
-            break;
-        }
+        case CIC_OP_ACT:
         case CIC_OP_GLU: {
-            const mpfr_t *a = wsrc(&r, op->in[0]), *b = wsrc(&r, op->in[1]);
-            if (!a || !b)
+            act_job J;
+            J.a = wsrc(&r, op->in[0]);
+            J.b = op->kind == CIC_OP_GLU ? wsrc(&r, op->in[1]) : NULL;
+            if (!J.a || (op->kind == CIC_OP_GLU && !J.b))
                 goto cleanup;
-            for (j = 0; j < cnt; j++) {
-                act1(&r, op->act, y[j], a[j]);
-                mpfr_mul(y[j], y[j], b[j], MPFR_RNDN);
-            }
-            r.fc.site[op->site] += (act_flops(op->act) + 1) * (double)cnt;
+            J.y = y;
+            J.act = op->act;
+            J.prec = prec;
+            parallel(&r, (int)cnt, act_elems, &J);
+            r.fc.site[op->site] += (act_flops(op->act) + (J.b ? 1 : 0)) * (double)cnt;
             break;
         }
+        case CIC_OP_MODULATE:
+            if (op_modulate(&r, op, y) < 0)
+                goto cleanup;
+            break;
+        case CIC_OP_GATE:
+            if (op_gate(&r, op, y) < 0)
+                goto cleanup;
+            break;
+        case CIC_OP_CENTER:
+            if (op_center(&r, op, y) < 0)
+                goto cleanup;
+            break;
+        case CIC_OP_FWHT:
+            if (op_fwht(&r, op, y) < 0)
+                goto cleanup;
+            break;
+        case CIC_OP_FOLD_IN_W:
+        case CIC_OP_FOLD_IN_B:
+        case CIC_OP_FOLD_OUT_W:
+        case CIC_OP_FOLD_OUT_B:
+            if (op_fold(&r, op, y) < 0)
+                goto cleanup;
+            break;
         case CIC_OP_ADD: {
             const mpfr_t *a = wsrc(&r, op->in[0]), *b = wsrc(&r, op->in[1]);
             if (!a || !b)
@@ -322,7 +673,7 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
         for (k = 0; k < 3; k++) {
             int t = op->in[k];
             if (t >= 0 && last[t] == i && t != m->output && m->t[t].role == CIC_T_ACT) {
-                cic_mpvec_destroy(r.buf[t], (size_t)r.rows * m->t[t].cols);
+                cic_mpvec_destroy(r.buf[t], (size_t)rows_of(&r, t) * m->t[t].cols);
                 r.buf[t] = NULL;
             }
         }
@@ -331,7 +682,7 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
         const mpfr_t *res = wsrc(&r, m->output);
         if (!res)
             goto cleanup;
-        n = (size_t)r.rows * m->t[m->output].cols;
+        n = (size_t)rows_of(&r, m->output) * m->t[m->output].cols;
         for (j = 0; j < n; j++)
             mpfr_set(out[j], res[j], MPFR_RNDN);
     }
@@ -343,9 +694,13 @@ cleanup:
     if (inited)
         mpfr_clears(r.t0, r.t1, r.t2, r.c_scale, (mpfr_ptr)0);
     cic_dot_scratch_clear(&r.dot);
+    for (i = 0; i < CIC_MAX_THREADS; i++)
+        mpws_clear(&r.ws[i], (size_t)m->cfg.tokens);
+    if (r.has_fold)
+        cic_fold_ws_clear(&r.fold);
     if (r.buf)
         for (i = 0; i < m->n_t; i++)
-            cic_mpvec_destroy(r.buf[i], (size_t)r.rows * m->t[i].cols);
+            cic_mpvec_destroy(r.buf[i], (size_t)rows_of(&r, i) * m->t[i].cols);
     if (r.wt)
         for (i = 0; i < m->n_t; i++)
             cic_mpvec_destroy(r.wt[i], (size_t)m->t[i].rows * m->t[i].cols);

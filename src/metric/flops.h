@@ -24,4 +24,54 @@ cic_norm_state cic_flops_norm_after(const cic_case *c, int i);
 void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
                           enum cic_readout readout, cic_norm_state ns);
 
+/* ---- dit (adaLN) block and its rotation strategies (DESIGN.md section 3,
+ * op costs and sites as in the adaLN implementer spec). Written from the
+ * block equations alone, independently of the graph and the engines. */
+
+#include <stdio.h>
+
+/* Per-site FLOPs of the whole case (all B samples) for the original dit
+ * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses
+ * x->kind, x->stream and x->fast; the choice of Q does not change the work).
+ * Final site: the final layer when cfg->final_layer, else 0. fast on a width
+ * that is not a power of two uses log2 of the width as a real number (no
+ * such FWHT exists; see cic_dit_strategy_applies). */
+void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg,
+                   const cic_xform_spec *x);
+
+typedef struct {
+    const char *label;
+    enum cic_xform_kind kind;
+    enum cic_stream stream;
+    bool fast;
+} cic_dit_strategy;
+
+/* The strategies compared in the analytical table: online-unrotate dense and
+ * fast (centered), per-sample-fold (centered), branch-rotate dense and fast,
+ * static-fold (centered). */
+#define CIC_DIT_STRATEGY_COUNT 6
+extern const cic_dit_strategy CIC_DIT_STRATEGIES[CIC_DIT_STRATEGY_COUNT];
+
+/* False when s is fast and a rotated width is not a power of two (d; and m
+ * for branch-rotate). */
+bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s);
+
+/* 100 * (strategy - original) / original, total FLOPs, with B = 1, N =
+ * tokens and cfg's other sizes. NAN when the strategy does not apply. */
+double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy *s,
+                               int tokens);
+
+/* Crossover N* (B = 1) above which per-sample-fold (centered) costs fewer
+ * FLOPs than online-unrotate dense (centered), resp. fast: N* = F / (e_o -
+ * e_f), F the per-sample fold work, e the per-token extras. The first integer
+ * N where folding is no more expensive is max(1, ceil(N*)). INFINITY when
+ * folding never wins, NAN for fast when d is not a power of two. Returns 0. */
+int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
+                            const cic_model_cfg *cfg);
+
+/* Readable table of cic_flops_dit_extra_pct for N = 16 .. 65536 and every
+ * strategy of CIC_DIT_STRATEGIES ("n/a" where one does not apply), then the
+ * crossovers. Returns 0. */
+int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg);
+
 #endif

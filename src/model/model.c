@@ -6,14 +6,17 @@
  * so the SHA-256 of the weights in reference/ holds on every machine. */
 #include "model.h"
 
+#include "build.h"
+
 #include "../base/mpvec.h"
 #include "../base/rng.h"
 
 #include <assert.h>
 #include <string.h>
 
-const char *const CIC_OP_NAME[CIC_OP_COUNT] = {"linear", "norm", "attn",
-                                               "act",    "glu",  "add"};
+const char *const CIC_OP_NAME[CIC_OP_COUNT] = {
+    "linear", "norm", "attn", "act", "glu", "add", "modulate", "gate", "center",
+    "fwht", "fold-in-w", "fold-in-b", "fold-out-w", "fold-out-b"};
 static_assert(sizeof CIC_OP_NAME / sizeof CIC_OP_NAME[0] == CIC_OP_COUNT,
               "op name table");
 const char *const CIC_SITE_NAME[CIC_SITE_COUNT] = {
@@ -105,6 +108,21 @@ int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
     return t->hp ? 0 : -1;
 }
 
+int cic_model_run_rows(const cic_model *m, int id, int n_samples)
+{
+    const cic_tensor *t = &m->t[id];
+    if (t->role == CIC_T_WEIGHT)
+        return t->rows;
+    switch (t->rows_kind) {
+    case CIC_ROWS_SAMPLES:
+        return n_samples;
+    case CIC_ROWS_SAMPLE_MATRIX:
+        return n_samples * t->block_rows;
+    default:
+        return n_samples * m->cfg.tokens;
+    }
+}
+
 int cic_model_out_cols(const cic_model *m)
 {
     return m->t[m->output].cols;
@@ -166,8 +184,17 @@ fail:
 }
 
 /* ---- weights ---- */
+#define W _cic_bld_weight
+#define G _cic_bld_gain
+#define A _cic_bld_act
+#define OP _cic_bld_op
+#define op_base _cic_op_base
+#define linear _cic_bld_linear
+#define norm _cic_bld_norm
+#define add _cic_bld_add
+#define attn _cic_bld_attn
 
-static void fill(cic_model *m, int id, double std)
+void _cic_fill(cic_model *m, int id, double std)
 {
     cic_tensor *t = &m->t[id];
     cic_rng_fill_f32(t->f32, (uint64_t)t->rows * (uint64_t)t->cols,
@@ -179,19 +206,16 @@ static void fill_gain(cic_model *m, int id)
 {
     cic_tensor *t = &m->t[id];
     size_t i, n = (size_t)t->rows * (size_t)t->cols;
-    fill(m, id, 0.1);
+    _cic_fill(m, id, 0.1);
     for (i = 0; i < n; i++)
         t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */
 }
 
-/* Tensor and op builders; on allocation failure they set *ok = 0 and later
- * calls do nothing, so the graph builders read straight through. */
-typedef struct {
-    cic_model *m;
-    int ok;
-} bld;
+/* Tensor and op builders (build.h); on allocation failure they set ok = 0
+ * and later calls do nothing, so the graph builders read straight through. */
+typedef cic_bld bld;
 
-static int W(bld *b, const char *name, int rows, int cols, double std)
+int _cic_bld_weight(bld *b, const char *name, int rows, int cols, double std)
 {
     int id;
     if (!b->ok)
@@ -201,11 +225,17 @@ static int W(bld *b, const char *name, int rows, int cols, double std)
         b->ok = 0;
         return -1;
     }
-    fill(b->m, id, std);
+    if (b->src) {
+        int s = cic_model_tensor_find(b->src, name);
+        CIC_ASSERT(s >= 0 && b->src->t[s].rows == rows && b->src->t[s].cols == cols);
+        memcpy(b->m->t[id].f32, b->src->t[s].f32, (size_t)rows * cols * sizeof(float));
+        return id;
+    }
+    _cic_fill(b->m, id, std);
     return id;
 }
 
-static int G(bld *b, const char *name, int cols)
+int _cic_bld_gain(bld *b, const char *name, int cols)
 {
     int id;
     if (!b->ok)
@@ -219,7 +249,7 @@ static int G(bld *b, const char *name, int cols)
     return id;
 }
 
-static int A(bld *b, const char *name, int cols)
+int _cic_bld_act(bld *b, const char *name, int cols)
 {
     int id;
     if (!b->ok)
@@ -230,13 +260,13 @@ static int A(bld *b, const char *name, int cols)
     return id;
 }
 
-static void OP(bld *b, const cic_op *op)
+void _cic_bld_op(bld *b, const cic_op *op)
 {
     if (b->ok && cic_model_op_add(b->m, op) < 0)
         b->ok = 0;
 }
 
-static cic_op op_base(enum cic_op_kind kind, enum cic_site site, int layer)
+cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer)
 {
     cic_op o;
     memset(&o, 0, sizeof o);
@@ -248,7 +278,7 @@ static cic_op op_base(enum cic_op_kind kind, enum cic_site site, int layer)
     return o;
 }
 
-static int linear(bld *b, enum cic_site site, int layer, enum cic_lin_role role,
+int _cic_bld_linear(bld *b, enum cic_site site, int layer, enum cic_lin_role role,
                   int in, int w, int bias, const char *out_name)
 {
     cic_op o = op_base(CIC_OP_LINEAR, site, layer);
@@ -263,7 +293,7 @@ static int linear(bld *b, enum cic_site site, int layer, enum cic_lin_role role,
     return o.out;
 }
 
-static int norm(bld *b, enum cic_site site, int layer, int in, int g, int bias,
+int _cic_bld_norm(bld *b, enum cic_site site, int layer, int in, int g, int bias,
                 bool center, const char *out_name)
 {
     cic_op o = op_base(CIC_OP_NORM, site, layer);
@@ -279,7 +309,7 @@ static int norm(bld *b, enum cic_site site, int layer, int in, int g, int bias,
     return o.out;
 }
 
-static int add(bld *b, enum cic_site site, int layer, int x, int y,
+int _cic_bld_add(bld *b, enum cic_site site, int layer, int x, int y,
                const char *out_name)
 {
     cic_op o = op_base(CIC_OP_ADD, site, layer);
@@ -292,7 +322,7 @@ static int add(bld *b, enum cic_site site, int layer, int x, int y,
     return o.out;
 }
 
-static int attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
+int _cic_bld_attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                 const char *out_name)
 {
     cic_op o = op_base(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
@@ -313,7 +343,7 @@ static int attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
 
 /* Outlier channels: the first k of a seeded Fisher-Yates shuffle of 0..d-1.
  * The block input and every writer's rows for those channels are scaled. */
-static void apply_outliers(cic_model *m)
+void _cic_apply_outliers(cic_model *m)
 {
     int d = m->cfg.d_model, k = m->cfg.outlier_channels, i, j, r;
     int *perm;
@@ -461,19 +491,26 @@ static void build_rmsnorm(bld *b, enum cic_readout readout)
 
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_model *m;
     bld b;
+    if (cfg->block == CIC_BLOCK_DIT) {
+        cic_dit_plan plan = {CIC_XFORM_COUNT, CIC_STREAM_CENTERED, false};
+        return cic_dit_create(cfg, readout, &plan, NULL);
+    }
+    m = cic_calloc(1, sizeof *m);
     if (!m)
         return NULL;
     m->cfg = *cfg;
     m->rows = cfg->tokens * cfg->samples;
     m->output = m->residual = -1;
+    m->cond = -1;
     b.m = m;
     b.ok = 1;
+    b.src = NULL;
     m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, cfg->d_model);
     if (m->input < 0)
         goto fail;
-    fill(m, m->input, 1.0);
+    _cic_fill(m, m->input, 1.0);
     switch (cfg->block) {
     case CIC_BLOCK_PRELN:
         build_preln(&b, readout);
@@ -482,11 +519,11 @@ cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
         build_rmsnorm(&b, readout);
         break;
     default:
-        goto fail; /* dit: built by the adaLN module */
+        goto fail; /* dit: returned above */
     }
     if (!b.ok)
         goto fail;
-    apply_outliers(m);
+    _cic_apply_outliers(m);
     return m;
 fail:
     cic_model_destroy(m);

@@ -27,6 +27,17 @@ enum cic_op_kind {
     CIC_OP_ACT,      /* out = act(in), elementwise */
     CIC_OP_GLU,      /* out = act(in[0]) * in[1] (SwiGLU with act silu) */
     CIC_OP_ADD,      /* out = in[0] + in[1] (the residual add) */
+    /* dit (adaLN) ops; in[1] or in[0] "mod" is a per-sample tensor [B, k] and
+     * in_col[] pick the chunk (shift, scale or gate) out of it */
+    CIC_OP_MODULATE, /* out = in[0] * (1 + mod[s, in_col[1]..]) + mod[s, in_col[0]..] */
+    CIC_OP_GATE,     /* out = mod[s, in_col[0]..] * in[0] */
+    CIC_OP_CENTER,   /* out = in[0] - rowmean(in[0]) */
+    CIC_OP_FWHT,     /* out = in[0] Q (or Q^T when transpose), Q = H diag(g) / sqrt(w):
+                      * fast Walsh-Hadamard, w a power of two, g the +-1 signs */
+    CIC_OP_FOLD_IN_W,  /* per sample: out_s = W diag(1 + scale_s) Q   ([n, d], PyTorch layout) */
+    CIC_OP_FOLD_IN_B,  /* per sample: out_s = b + W shift_s            ([n]) */
+    CIC_OP_FOLD_OUT_W, /* per sample: out_s = Q^T C diag(gate_s) W     ([d, k]) */
+    CIC_OP_FOLD_OUT_B, /* per sample: out_s = Q^T C (gate_s * b)       ([d]) */
     CIC_OP_COUNT
 };
 extern const char *const CIC_OP_NAME[CIC_OP_COUNT];
@@ -50,10 +61,17 @@ enum cic_lin_role { CIC_ROLE_OTHER, CIC_ROLE_READER, CIC_ROLE_WRITER };
 
 enum cic_tensor_role { CIC_T_WEIGHT, CIC_T_INPUT, CIC_T_ACT };
 
+/* What the rows of an activation or input tensor are: tokens (R = B N rows),
+ * samples (B rows: conditioning, modulation), or a matrix per sample (B
+ * blocks of block_rows rows: weights folded per sample). */
+enum cic_rows { CIC_ROWS_TOKENS, CIC_ROWS_SAMPLES, CIC_ROWS_SAMPLE_MATRIX };
+
 typedef struct {
     char name[96];
     enum cic_tensor_role role;
     int rows, cols;
+    enum cic_rows rows_kind;
+    int block_rows;  /* CIC_ROWS_SAMPLE_MATRIX: rows per sample */
     float *f32;      /* weights and inputs: rows*cols values; NULL for ACT */
     mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
     mpfr_prec_t hp_prec;
@@ -73,6 +91,7 @@ typedef struct {
     enum cic_act act;
     int heads;       /* ATTN */
     bool causal;     /* ATTN */
+    bool transpose;  /* FWHT: Q^T */
 } cic_op;
 
 typedef struct {
@@ -83,6 +102,7 @@ typedef struct {
     cic_op *ops;
     int n_ops, cap_ops;
     int input;       /* tensor id of the block input X0 [rows, d] */
+    int cond;        /* dit: tensor id of the conditioning c [samples, d_cond]; -1 */
     int output;      /* tensor id of the readout */
     int residual;    /* tensor id of the last residual stream */
     /* Residual readout: the map back to the original basis, applied in MPFR
@@ -107,6 +127,28 @@ int cic_model_op_add(cic_model *m, const cic_op *op);
 int cic_model_tensor_find(const cic_model *m, const char *name);
 /* Give tensor id high-precision storage at prec (values +0); 0 or -1. */
 int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec);
+
+/* Rows of tensor id in a run over n_samples samples. */
+int cic_model_run_rows(const cic_model *m, int id, int n_samples);
+
+/* ---- dit (dit.c) ---- */
+
+/* Which graph to build for a dit case: the original (kind CIC_XFORM_COUNT) or
+ * an adaLN strategy (DESIGN.md section 3). */
+typedef struct {
+    enum cic_xform_kind kind;
+    enum cic_stream stream;
+    bool fast;
+} cic_dit_plan;
+
+/* The dit graph of a plan. Weights are generated from the seed, or copied
+ * by name from src when given (so a strategy starts from the original
+ * weights). A strategy's extra tensors ("rot.q", "rot.qT", "rot.signs",
+ * "branch.*") are created zeroed: the adaLN transform fills them and
+ * rewrites the input and the folded or rotated weights. NULL on allocation
+ * failure. */
+cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
+                          const cic_dit_plan *plan, const cic_model *src);
 
 /* Output shape of the readout. */
 int cic_model_out_cols(const cic_model *m);

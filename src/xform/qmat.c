@@ -337,3 +337,100 @@ double cic_q_orth_error(const mpfr_t *q, int d, mpfr_prec_t prec)
     cic_dot_scratch_clear(&s);
     return nan ? NAN : worst; /* a NaN entry fails every bound */
 }
+
+/* ---- mean-preserving rotations (Q 1 = 1) -------------------------------- */
+
+/* With Q 1 = 1 (and so 1^T Q = 1^T), x Q has the same mean as x and
+ * (x - mean) Q = x Q - mean: LayerNorm commutes with Q without centering
+ * the stream (DESIGN.md section 2).
+ *   hadamard: Q = Hn D Hn with Hn = H / sqrt(d) (Sylvester, symmetric, first
+ *     column constant) and D = diag(1, s_1, ..., s_{d-1}): every entry is an
+ *     integer over d, exact at any precision for d a power of two.
+ *   random: Q = P diag(1, R) P, R Haar-random of order d-1 and P the
+ *     Householder reflection that swaps e_0 and 1/sqrt(d). */
+int cic_q_mean_preserving(mpfr_t *q, int d, enum cic_qkind kind, uint64_t seed,
+                          mpfr_prec_t prec)
+{
+    size_t n = (size_t)d, i, j, k;
+    int rc = -1;
+    _cic_q_check(q, d, prec);
+    if (kind == CIC_Q_IDENTITY || d == 1) {
+        cic_q_identity(q, d);
+        return 0;
+    }
+    if (kind == CIC_Q_HADAMARD) {
+        uint64_t key = cic_rng_key(seed, "q.mean_preserving.signs");
+        if ((d & (d - 1)) != 0)
+            return -1;
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                long acc = 0;
+                for (k = 0; k < n; k++) {
+                    int s = k == 0 ? 1 : ((cic_rng_u64(key, k) & 1) ? -1 : 1);
+                    int hik = __builtin_parityll((unsigned long long)(i & k)) ? -1 : 1;
+                    int hkj = __builtin_parityll((unsigned long long)(k & j)) ? -1 : 1;
+                    acc += (long)hik * s * hkj;
+                }
+                mpfr_set_si(q[i * n + j], acc, MPFR_RNDN);
+                mpfr_div_ui(q[i * n + j], q[i * n + j], (unsigned long)d, MPFR_RNDN);
+            }
+        return 0;
+    }
+    {
+        /* random: M = diag(1, R); Q = P M P, P = I - 2 v v^T / (v^T v),
+         * v = e_0 - u, u = 1/sqrt(d): P = I - v v^T / (1 - u_0) since
+         * v^T v = 2 - 2 u_0 */
+        mpfr_t *r = cic_mpvec_create((n - 1) * (n - 1), prec);
+        mpfr_t *pm = cic_mpvec_create(n * n, prec), *t = cic_mpvec_create(n * n, prec);
+        mpfr_t u, v0, den, tmp;
+        cic_dot_scratch s;
+        bool sc = false;
+        mpfr_inits2(prec, u, v0, den, tmp, (mpfr_ptr)0);
+        if (!r || !pm || !t || cic_dot_scratch_init(&s, n, prec) < 0)
+            goto done;
+        sc = true;
+        if (cic_q_random(r, d - 1, seed, prec) < 0)
+            goto done;
+        mpfr_set_ui(u, (unsigned long)d, MPFR_RNDN);
+        mpfr_rec_sqrt(u, u, MPFR_RNDN);   /* u_i = 1/sqrt(d) */
+        mpfr_ui_sub(v0, 1, u, MPFR_RNDN); /* v_0 = 1 - u; v_i = -u */
+        mpfr_set(den, v0, MPFR_RNDN);     /* v^T v / 2 = 1 - u_0 */
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                mpfr_srcptr vi = i == 0 ? v0 : NULL, vj = j == 0 ? v0 : NULL;
+                /* P_ij = delta_ij - v_i v_j / den */
+                if (vi && vj)
+                    mpfr_sqr(tmp, v0, MPFR_RNDN);
+                else if (vi || vj) {
+                    mpfr_mul(tmp, v0, u, MPFR_RNDN);
+                    mpfr_neg(tmp, tmp, MPFR_RNDN);
+                } else
+                    mpfr_sqr(tmp, u, MPFR_RNDN);
+                mpfr_div(tmp, tmp, den, MPFR_RNDN);
+                mpfr_ui_sub(pm[i * n + j], i == j ? 1 : 0, tmp, MPFR_RNDN);
+            }
+        /* t = P diag(1, R): column 0 of P, then P[:, 1:] R */
+        for (i = 0; i < n; i++) {
+            mpfr_set(t[i * n], pm[i * n], MPFR_RNDN);
+            for (j = 1; j < n; j++)
+                cic_mp_dot(t[i * n + j], (const mpfr_t *)pm + i * n + 1, 1,
+                           (const mpfr_t *)r + (j - 1), n - 1, n - 1, NULL, &s);
+        }
+        /* q = t P */
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++)
+                cic_mp_dot(q[i * n + j], (const mpfr_t *)t + i * n, 1,
+                           (const mpfr_t *)pm + j, n, n, NULL, &s);
+        rc = 0;
+    done:
+        if (sc)
+            cic_dot_scratch_clear(&s);
+        mpfr_clears(u, v0, den, tmp, (mpfr_ptr)0);
+        cic_mpvec_destroy(r, (n - 1) * (n - 1));
+        cic_mpvec_destroy(pm, n * n);
+        cic_mpvec_destroy(t, n * n);
+        if (rc < 0)
+            cic_q_identity(q, d);
+        return rc;
+    }
+}

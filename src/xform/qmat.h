@@ -9,6 +9,8 @@
 #define CIC_QMAT_H
 
 #include <mpfr.h>
+
+#include "../case/case.h"
 #include <stdint.h>
 
 /* Haar-random orthogonal Q: Householder QR of a d x d Gaussian matrix (entries
@@ -25,6 +27,13 @@ int cic_q_hadamard_supported(int d);
 /* Writes into buf a sentence naming the nearest supported sizes below and
  * above d, for error messages. */
 void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
+
+/* A mean-preserving orthogonal Q (Q 1 = 1): for kind hadamard
+ * Hn diag(1, +-1...) Hn (d a power of two), for random P diag(1, R) P with
+ * R Haar of order d - 1 and P the reflection swapping e_0 and 1/sqrt(d),
+ * for identity I. 0, or -1 (unsupported size, allocation failure). */
+int cic_q_mean_preserving(mpfr_t *q, int d, enum cic_qkind kind, uint64_t seed,
+                          mpfr_prec_t prec);
 
 /* The identity (a control). */
 void cic_q_identity(mpfr_t *q, int d);

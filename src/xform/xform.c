@@ -13,6 +13,12 @@
 
 #include "../base/mpvec.h"
 #include "qmat.h"
+#include "xform_util.h"
+
+#define vals _cic_xf_vals
+#define install _cic_xf_install
+#define ctx_init _cic_xf_ctx_init
+#define rotate_right _cic_xf_rotate_right
 
 #include <math.h>
 #include <string.h>
@@ -74,7 +80,24 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
     int i;
     for (i = 0; i < c->n_xf; i++) {
         const cic_xform_spec *x = &c->xf[i];
-        if (x->kind == CIC_XFORM_ROTATE && x->q == CIC_Q_HADAMARD &&
+        bool adaln = x->kind >= CIC_XFORM_STATIC_FOLD;
+        bool mp = adaln && x->stream == CIC_STREAM_MEAN_PRESERVING;
+        if (x->kind == CIC_XFORM_BRANCH_ROTATE && x->q == CIC_Q_HADAMARD &&
+            !cic_q_hadamard_supported(c->model.d_mlp)) {
+            char hint[256];
+            cic_q_hadamard_suggest(hint, sizeof hint, c->model.d_mlp);
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': branch-rotate needs a Hadamard matrix of the MLP "
+                         "width %d too; %s", x->name, c->model.d_mlp, hint);
+            return CIC_EINPUT;
+        }
+        if (mp && x->q == CIC_Q_HADAMARD && (c->model.d_model & (c->model.d_model - 1))) {
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': a mean-preserving Hadamard Q needs d_model a power "
+                         "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
+            return CIC_EINPUT;
+        }
+        if ((x->kind == CIC_XFORM_ROTATE || adaln) && x->q == CIC_Q_HADAMARD &&
             !cic_q_hadamard_supported(c->model.d_model)) {
             char hint[256];
             cic_q_hadamard_suggest(hint, sizeof hint, c->model.d_model);
@@ -91,7 +114,7 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
 
 /* The current values of tensor id as MPFR: its hp values, or its f32 values
  * converted exactly into *tmp (24 bits; the caller destroys *tmp). */
-static const mpfr_t *vals(const cic_model *m, int id, mpfr_t **tmp)
+const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp)
 {
     const cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * t->cols;
@@ -107,7 +130,7 @@ static const mpfr_t *vals(const cic_model *m, int id, mpfr_t **tmp)
 
 
 /* Install v (n values at p bits, ownership taken) as tensor id's values. */
-static void install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
+void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
 {
     cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * t->cols;
@@ -117,15 +140,10 @@ static void install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
     cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, n);
 }
 
-typedef struct {
-    cic_model *m;
-    mpfr_prec_t p;      /* output precision */
-    cic_dot_scratch dot;
-    int ok;
-} ctx;
+typedef cic_xf_ctx ctx;
 
 /* A dot scratch wide enough for every factor the transform will see. */
-static int ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
+int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
 {
     mpfr_prec_t mx = p;
     int i, cap = m->cfg.d_model;
@@ -207,7 +225,7 @@ cleanup:
 
 /* Subtract the mean over the residual dimension: of each column of a writer
  * weight [d, k] (dim 0) or of each row of the input / a bias (dim 1). */
-static int center(ctx *c, int id, int dim)
+int _cic_xf_center(ctx *c, int id, int dim)
 {
     cic_model *m = c->m;
     int rows = m->t[id].rows, cols = m->t[id].cols, i, j;
@@ -248,7 +266,7 @@ cleanup:
 /* Multiply by Q over the residual dimension: right (W Q, for readers and
  * the input: rows stay, the d columns mix) or left-transposed (Q^T W for
  * writer weights [d, k] and biases [1, d], which mix the d rows / cols). */
-static int rotate_right(ctx *c, int id, const mpfr_t *q, int d)
+int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
 {
     cic_model *m = c->m;
     int rows = m->t[id].rows, cols = m->t[id].cols, r, i;
@@ -321,14 +339,14 @@ static int do_fuse(ctx *c, const cic_xform_spec *x, bool layernorm)
             cic_op *w = &m->ops[i];
             if (w->kind != CIC_OP_LINEAR || w->role != CIC_ROLE_WRITER)
                 continue;
-            if (center(c, w->w, 0) < 0 || (w->b >= 0 && center(c, w->b, 1) < 0))
+            if (_cic_xf_center(c, w->w, 0) < 0 || (w->b >= 0 && _cic_xf_center(c, w->b, 1) < 0))
                 return -1;
         }
-        if (center(c, m->input, 1) < 0)
+        if (_cic_xf_center(c, m->input, 1) < 0)
             return -1;
     }
     if (!layernorm && x->mistake == CIC_MISTAKE_CENTER_EMBEDDINGS &&
-        center(c, m->input, 1) < 0)
+        _cic_xf_center(c, m->input, 1) < 0)
         return -1;
     return 0;
 }
@@ -415,6 +433,13 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
     case CIC_XFORM_ROTATE:
         rc = do_rotate(&c, x);
         break;
+    case CIC_XFORM_STATIC_FOLD:
+    case CIC_XFORM_ONLINE_UNROTATE:
+    case CIC_XFORM_PER_SAMPLE_FOLD:
+    case CIC_XFORM_BRANCH_ROTATE:
+        cic_dot_scratch_clear(&c.dot);
+        cic_model_destroy(m);
+        return cic_adaln_apply(src, x, engine_prec, d);
     default:
         CIC_ASSERT(0 && "transform kind");
     }

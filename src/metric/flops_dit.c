@@ -1,0 +1,286 @@
+/* flops_dit.c: closed-form FLOP formulas of the dit (adaLN) block and its
+ * rotation strategies (flops.h, DESIGN.md section 3). Derived from the
+ * adaLN spec's op list and op costs only, never from the graph builder or
+ * the engines, so that agreement with the engines' counters checks both.
+ *
+ * Notation: d = d_model, m = d_mlp, dc = d_cond, N tokens per sample, B
+ * samples, R = B N rows, H heads, dh = d / H, L layers, dout head width.
+ * Costs: multiply-add 2; add, sub, mul, div, sqrt, compare, each
+ * exp/erf/tanh call 1. Every count is an integer below 2^53 for the sizes a
+ * case allows at the table's sizes, so doubles hold them exactly. */
+#include "flops.h"
+
+#include <math.h>
+#include <string.h>
+
+const cic_dit_strategy CIC_DIT_STRATEGIES[CIC_DIT_STRATEGY_COUNT] = {
+    {"online-dense", CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_CENTERED, false},
+    {"online-fast", CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_CENTERED, true},
+    {"per-sample-fold", CIC_XFORM_PER_SAMPLE_FOLD, CIC_STREAM_CENTERED, false},
+    {"branch-dense", CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, false},
+    {"branch-fast", CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, true},
+    {"static-fold", CIC_XFORM_STATIC_FOLD, CIC_STREAM_CENTERED, false},
+};
+
+static bool is_pow2(int w)
+{
+    return w > 0 && (w & (w - 1)) == 0;
+}
+
+/* log2 w, exact for powers of two. */
+static double lg2(int w)
+{
+    int k = 0;
+    if (!is_pow2(w))
+        return log2((double)w);
+    while ((1 << k) < w)
+        k++;
+    return k;
+}
+
+static double act_cost(enum cic_act a)
+{
+    switch (a) {
+    case CIC_ACT_GELU:
+        return 5;
+    case CIC_ACT_GELU_TANH:
+        return 9;
+    case CIC_ACT_RELU:
+        return 1;
+    default: /* silu */
+        return 3;
+    }
+}
+
+/* LINEAR: R rows, in k, out n, optional bias. */
+static double lin(double R, double k, double n, bool bias)
+{
+    return 2 * R * n * k + (bias ? R * n : 0);
+}
+
+/* NORM over R rows of width d, no gain, no bias: LN0 (center) or RMS0. */
+static double norm0(double R, double d, bool center)
+{
+    return R * ((center ? 2 * d + 1 : 0) + 3 * d + 4);
+}
+
+/* MODULATE: (1 + scale) once per sample, then h * (1 + scale) + shift. */
+static double modulate(double B, double R, double d)
+{
+    return B * d + 2 * R * d;
+}
+
+/* Online rotation of R rows of width w: FWHT or dense LINEAR without bias. */
+static double rot(double R, int w, bool fast)
+{
+    double ww = w;
+    return fast ? R * (ww * lg2(w) + 2 * ww) : 2 * R * ww * ww;
+}
+
+/* Per-sample fold of a reader W [n out, d in]: FOLD_IN_W + FOLD_IN_B. */
+static double fold_in(double d, double n)
+{
+    return (d + n * d + 2 * n * d * d) + n * (2 * d + 1);
+}
+
+/* Per-sample fold of a writer W [d out, k in]: FOLD_OUT_W + FOLD_OUT_B. */
+static double fold_out(double d, double k, bool centered)
+{
+    double c = centered ? 2 * d + 1 : 0;
+    return (d * k + c * k + 2 * d * d * k) + (d + c + 2 * d * d);
+}
+
+void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform_spec *x)
+{
+    double d = cfg->d_model, m = cfg->d_mlp, dc = cfg->d_cond, dout = cfg->d_out;
+    double N = cfg->tokens, B = cfg->samples, R = N * B, H = cfg->heads;
+    double dh = d / H, L = cfg->layers;
+    double V = cfg->causal ? N * (N + 1) / 2 : N * N;
+    bool fin = cfg->final_layer;
+    enum cic_xform_kind k = x ? x->kind : CIC_XFORM_COUNT; /* COUNT: original */
+    bool centered = x && x->stream == CIC_STREAM_CENTERED;
+    bool fast = x && x->fast;
+    /* per layer, original graph */
+    double mod_layer = lin(B, dc, 6 * d, true);
+    double mod_once = 3 * B * dc + (fin ? lin(B, dc, 2 * d, true) : 0);
+    double ln0 = norm0(R, d, true);
+    double attn = lin(R, d, 3 * d, true) + B * H * (4 * N * N * dh + N * N + 5 * V) +
+                  lin(R, d, d, true);
+    double mlp = lin(R, d, m, true) + act_cost(cfg->act) * R * m + lin(R, m, d, true);
+    double gate = R * d + R * d; /* GATE + ADD */
+    double head = lin(R, d, dout, true);
+    double n1 = ln0 + modulate(B, R, d), n2 = n1;
+    double g1 = gate, g2 = gate;
+    double final = ln0 + modulate(B, R, d) + head;
+    double mod = L * mod_layer + mod_once;
+    /* the norm of a rotated stream: RMS0 when centered, LN0 when the Q is
+     * mean-preserving */
+    double nrm = norm0(R, d, !centered);
+
+    memset(fc, 0, sizeof *fc);
+    switch (k) {
+    case CIC_XFORM_ONLINE_UNROTATE:
+        n1 = n2 = nrm + rot(R, cfg->d_model, fast) + modulate(B, R, d);
+        final = nrm + rot(R, cfg->d_model, fast) + modulate(B, R, d) + head;
+        g1 = g2 = R * d /* GATE */ + (centered ? R * (2 * d + 1) : 0) /* CENTER */ +
+                  rot(R, cfg->d_model, fast) + R * d /* ADD */;
+        break;
+    case CIC_XFORM_PER_SAMPLE_FOLD:
+        n1 = nrm + B * fold_in(d, 3 * d);
+        n2 = nrm + B * fold_in(d, m);
+        final = nrm + B * fold_in(d, dout) + head;
+        g1 = B * fold_out(d, d, centered) + R * d;
+        g2 = B * fold_out(d, m, centered) + R * d;
+        break;
+    case CIC_XFORM_STATIC_FOLD:
+        mod = 0;
+        n1 = n2 = nrm;
+        final = nrm + head;
+        g1 = g2 = R * d;
+        break;
+    case CIC_XFORM_BRANCH_ROTATE:
+        attn += rot(R, cfg->d_model, fast) /* before qkv */ +
+                rot(R, cfg->d_model, fast) /* before proj */;
+        mlp += rot(R, cfg->d_model, fast) /* before fc1 */ +
+               rot(R, cfg->d_mlp, fast) /* before fc2 */;
+        final += rot(R, cfg->d_model, fast); /* before the final linear */
+        break;
+    default: /* the original graph */
+        break;
+    }
+    fc->site[CIC_SITE_INPUT] = 0;
+    fc->site[CIC_SITE_MOD] = mod;
+    fc->site[CIC_SITE_NORM1] = L * n1;
+    fc->site[CIC_SITE_ATTN] = L * attn;
+    fc->site[CIC_SITE_GATE1] = L * g1;
+    fc->site[CIC_SITE_NORM2] = L * n2;
+    fc->site[CIC_SITE_MLP] = L * mlp;
+    fc->site[CIC_SITE_GATE2] = L * g2;
+    fc->site[CIC_SITE_FINAL] = fin ? final : 0;
+}
+
+bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s)
+{
+    if (!s->fast)
+        return true;
+    if (!is_pow2(cfg->d_model))
+        return false;
+    return s->kind != CIC_XFORM_BRANCH_ROTATE || is_pow2(cfg->d_mlp);
+}
+
+static double total(const cic_model_cfg *cfg, const cic_dit_strategy *s)
+{
+    cic_flop_count fc;
+    cic_xform_spec x;
+    if (s) {
+        memset(&x, 0, sizeof x);
+        x.kind = s->kind;
+        x.stream = s->stream;
+        x.fast = s->fast;
+        x.q = CIC_Q_HADAMARD;
+        x.after = -1;
+    }
+    cic_flops_dit(&fc, cfg, s ? &x : NULL);
+    return cic_flop_total(&fc);
+}
+
+/* Extra FLOPs of s over the original graph, B = 1, N = tokens. */
+static double extra(const cic_model_cfg *cfg, const cic_dit_strategy *s, int tokens,
+                    double *base)
+{
+    cic_model_cfg c = *cfg;
+    double b;
+    c.samples = 1;
+    c.tokens = tokens;
+    b = total(&c, NULL);
+    if (base)
+        *base = b;
+    return total(&c, s) - b;
+}
+
+double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy *s,
+                               int tokens)
+{
+    double base, e;
+    if (!cic_dit_strategy_applies(cfg, s))
+        return NAN;
+    e = extra(cfg, s, tokens, &base);
+    return 100 * e / base;
+}
+
+/* With B = 1 every extra is affine in N (attention, the only N^2 term, is the
+ * same in every strategy and cancels): extra(N) = c0 + N e. Two evaluations
+ * give c0 and e exactly (integers). */
+static void affine(const cic_model_cfg *cfg, const cic_dit_strategy *s, double *c0,
+                   double *e)
+{
+    double x1 = extra(cfg, s, 1, NULL), x2 = extra(cfg, s, 2, NULL);
+    *e = x2 - x1;
+    *c0 = x1 - *e;
+}
+
+static double nstar(const cic_model_cfg *cfg, const cic_dit_strategy *online)
+{
+    double F, ef, co, eo;
+    affine(cfg, &CIC_DIT_STRATEGIES[2], &F, &ef);
+    affine(cfg, online, &co, &eo);
+    /* co is 0 for online-unrotate (no per-sample work); kept for exactness */
+    F -= co;
+    if (eo - ef <= 0)
+        return F <= 0 ? 0 : INFINITY;
+    return F / (eo - ef);
+}
+
+int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
+                            const cic_model_cfg *cfg)
+{
+    *nstar_dense = nstar(cfg, &CIC_DIT_STRATEGIES[0]);
+    *nstar_fast = cic_dit_strategy_applies(cfg, &CIC_DIT_STRATEGIES[1])
+                      ? nstar(cfg, &CIC_DIT_STRATEGIES[1])
+                      : NAN;
+    return 0;
+}
+
+static void print_nstar(FILE *f, const char *vs, double n)
+{
+    if (isnan(n))
+        fprintf(f, "  N* per-sample-fold < %-12s: n/a (d is not a power of two)\n", vs);
+    else if (isinf(n))
+        fprintf(f, "  N* per-sample-fold < %-12s: never\n", vs);
+    else
+        fprintf(f, "  N* per-sample-fold < %-12s: %.1f (first integer N: %.0f)\n", vs, n,
+                fmax(1, ceil(n)));
+}
+
+int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg)
+{
+    static const int ns[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+    double nd, nf;
+    size_t i;
+    int j;
+    fprintf(f,
+            "dit extra FLOPs vs the original block, %% (B = 1; d = %d, heads = %d, "
+            "m = %d, d_cond = %d, L = %d, d_out = %d, %s, %s)\n",
+            cfg->d_model, cfg->heads, cfg->d_mlp, cfg->d_cond, cfg->layers, cfg->d_out,
+            cfg->final_layer ? "final layer" : "no final layer",
+            cfg->causal ? "causal" : "non-causal");
+    fprintf(f, "%8s", "N");
+    for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++)
+        fprintf(f, " %16s", CIC_DIT_STRATEGIES[j].label);
+    fprintf(f, "\n");
+    for (i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        fprintf(f, "%8d", ns[i]);
+        for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
+            double p = cic_flops_dit_extra_pct(cfg, &CIC_DIT_STRATEGIES[j], ns[i]);
+            if (isnan(p))
+                fprintf(f, " %16s", "n/a");
+            else
+                fprintf(f, " %+15.2f%%", p);
+        }
+        fprintf(f, "\n");
+    }
+    cic_flops_dit_crossover(&nd, &nf, cfg);
+    print_nstar(f, "online-dense", nd);
+    print_nstar(f, "online-fast", nf);
+    return 0;
+}

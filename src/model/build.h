@@ -1,0 +1,34 @@
+/* build.h: the graph-building helpers shared by the block builders of the
+ * model module (model.c: preln, rmsnorm; dit.c: dit and its adaLN
+ * strategies). Internal to src/model. */
+#ifndef CIC_BUILD_H
+#define CIC_BUILD_H
+
+#include "model.h"
+
+typedef struct {
+    cic_model *m;
+    int ok;
+    const cic_model *src; /* copy weights by name from here, when set */
+} cic_bld;
+
+/* A weight [rows, cols] drawn with std (or copied from b->src). */
+int _cic_bld_weight(cic_bld *b, const char *name, int rows, int cols, double std);
+/* A norm gain [1, cols] around 1. */
+int _cic_bld_gain(cic_bld *b, const char *name, int cols);
+/* An activation [R, cols] (rows: tokens). */
+int _cic_bld_act(cic_bld *b, const char *name, int cols);
+void _cic_bld_op(cic_bld *b, const cic_op *op);
+cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer);
+int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role role,
+                    int in, int w, int bias, const char *out_name);
+int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int bias,
+                  bool center, const char *out_name);
+int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
+                 const char *out_name);
+int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
+                  const char *out_name);
+void _cic_fill(cic_model *m, int id, double std);
+void _cic_apply_outliers(cic_model *m);
+
+#endif

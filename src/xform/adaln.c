@@ -1,0 +1,288 @@
+/* adaln.c: the adaLN (dit) rotation strategies of DESIGN.md section 3.
+ *
+ * Each strategy is a dit graph built by cic_dit_create from the original
+ * model's weights; this file fills what the graph leaves to the transform,
+ * at the transform precision:
+ *   - the rotation Q of the stream (random, Hadamard, identity; or a
+ *     mean-preserving Q with Q 1 = 1 for stream = "mean-preserving"), as
+ *     dense tensors (rot.q = Q for x Q^T, rot.qT = Q^T for x Q) or, for the
+ *     fast variants, the +-1 signs of the randomized Hadamard (rot.signs);
+ *   - the rotated block input: X C Q (centered stream) or X Q;
+ *   - static-fold: every reader and writer folded for the calibration
+ *     sample's modulation (model/fold.h), computed here in MPFR;
+ *   - branch-rotate: every linear's weight rotated to read a rotated input
+ *     (W Q_in), with Q_in of order d or d_mlp. */
+#include "xform.h"
+
+#include "../base/mpvec.h"
+#include "../model/fold.h"
+#include "qmat.h"
+#include "xform_util.h"
+
+#include <string.h>
+
+/* Q (d x d at p bits) for a strategy: mean-preserving or plain. */
+static int make_q(mpfr_t *q, int d, const cic_xform_spec *x, uint64_t seed, bool mp,
+                  mpfr_prec_t p)
+{
+    if (mp)
+        return cic_q_mean_preserving(q, d, x->q, seed, p);
+    switch (x->q) {
+    case CIC_Q_RANDOM:
+        return cic_q_random(q, d, seed, p);
+    case CIC_Q_HADAMARD:
+        return cic_q_hadamard(q, d, seed, p);
+    default:
+        cic_q_identity(q, d);
+        return 0;
+    }
+}
+
+/* Tensor id := Q (transpose false) or Q^T, unrounded at p. */
+static int set_q(cic_model *m, int id, const mpfr_t *q, int d, bool transpose, mpfr_prec_t p)
+{
+    mpfr_t *v = cic_mpvec_create((size_t)d * d, p);
+    int i, j;
+    if (!v)
+        return -1;
+    for (i = 0; i < d; i++)
+        for (j = 0; j < d; j++)
+            mpfr_set(v[(size_t)i * d + j], transpose ? q[(size_t)j * d + i] : q[(size_t)i * d + j],
+                     MPFR_RNDN);
+    _cic_xf_install(m, id, v, p);
+    return 0;
+}
+
+/* The +-1 signs of a randomized Hadamard Q = H diag(s) / sqrt(d): row 0 of
+ * H is all ones, so s_j is the sign of Q[0][j]. */
+static void set_signs(cic_model *m, int id, const mpfr_t *q, int d)
+{
+    int j;
+    for (j = 0; j < d; j++)
+        m->t[id].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+}
+
+/* The calibration sample's modulation: SiLU(c0) W^T + b, [rows of W]. */
+static int modulation(mpfr_t *out, const cic_model *m, int w, int b, int sample,
+                      cic_fold_ws *ws)
+{
+    int dc = m->cfg.d_cond, j, n = m->t[w].rows;
+    mpfr_t *tw = NULL, *tb = NULL, *sc = cic_mpvec_create((size_t)dc, ws->prec), t;
+    const mpfr_t *wv = _cic_xf_vals(m, w, &tw), *bv = _cic_xf_vals(m, b, &tb);
+    const float *c = m->t[m->cond].f32 + (size_t)sample * dc;
+    int rc = -1;
+    if (!sc || !wv || !bv)
+        goto done;
+    mpfr_init2(t, ws->prec);
+    for (j = 0; j < dc; j++) { /* silu(x) = x / (1 + exp(-x)), as the engines */
+        mpfr_set_flt(t, -c[j], MPFR_RNDN);
+        mpfr_exp(t, t, MPFR_RNDN);
+        mpfr_add_ui(t, t, 1, MPFR_RNDN);
+        mpfr_set_flt(sc[j], c[j], MPFR_RNDN);
+        mpfr_div(sc[j], sc[j], t, MPFR_RNDN);
+    }
+    mpfr_clear(t);
+    for (j = 0; j < n; j++)
+        cic_mp_dot(out[j], wv + (size_t)j * dc, 1, (const mpfr_t *)sc, 1, (size_t)dc, bv[j],
+                   &ws->dot);
+    rc = 0;
+done:
+    cic_mpvec_destroy(sc, (size_t)dc);
+    cic_mpvec_destroy(tw, (size_t)n * dc);
+    cic_mpvec_destroy(tb, (size_t)n);
+    return rc;
+}
+
+/* Fold one reader (in) or writer (out) of a static-fold model in place. */
+static int fold_static(cic_model *m, const char *wname, const char *bname, bool reader,
+                       const mpfr_t *shift_or_gate, const mpfr_t *scale, const mpfr_t *q,
+                       bool center, cic_fold_ws *ws)
+{
+    int w = cic_model_tensor_find(m, wname), b = cic_model_tensor_find(m, bname);
+    int rows, cols, rc = -1;
+    mpfr_t *tw = NULL, *tb = NULL, *nw = NULL, *nb = NULL;
+    const mpfr_t *wv, *bv;
+    CIC_ASSERT(w >= 0 && b >= 0);
+    rows = m->t[w].rows;
+    cols = m->t[w].cols;
+    wv = _cic_xf_vals(m, w, &tw);
+    bv = _cic_xf_vals(m, b, &tb);
+    nw = cic_mpvec_create((size_t)rows * cols, ws->prec);
+    nb = cic_mpvec_create((size_t)rows, ws->prec);
+    if (!wv || !bv || !nw || !nb)
+        goto done;
+    if (reader) {
+        cic_fold_in_w(nw, wv, rows, cols, scale, q, ws);
+        cic_fold_in_b(nb, wv, bv, rows, cols, shift_or_gate, ws);
+    } else {
+        cic_fold_out_w(nw, wv, rows, cols, shift_or_gate, q, center, ws);
+        cic_fold_out_b(nb, bv, rows, shift_or_gate, q, center, ws);
+    }
+    _cic_xf_install(m, w, nw, ws->prec);
+    _cic_xf_install(m, b, nb, ws->prec);
+    nw = nb = NULL;
+    rc = 0;
+done:
+    cic_mpvec_destroy(tw, (size_t)rows * cols);
+    cic_mpvec_destroy(tb, (size_t)rows);
+    cic_mpvec_destroy(nw, (size_t)rows * cols);
+    cic_mpvec_destroy(nb, (size_t)rows);
+    return rc;
+}
+
+static int static_fold(cic_model *m, const cic_xform_spec *x, const mpfr_t *q, bool center,
+                       mpfr_prec_t p)
+{
+    const cic_model_cfg *c = &m->cfg;
+    int d = c->d_model, l, rc = -1;
+    size_t big = (size_t)d * (c->d_mlp > 3 * d ? c->d_mlp : 3 * d);
+    mpfr_t *mod = cic_mpvec_create((size_t)6 * d, p);
+    cic_fold_ws ws;
+    char wn[96], bn[96], an[96], abn[96];
+    if (!mod || cic_fold_ws_init(&ws, big > (size_t)d * c->d_out ? big : (size_t)d * c->d_out,
+                                 (size_t)(c->d_mlp > c->d_cond ? (c->d_mlp > d ? c->d_mlp : d)
+                                                               : (c->d_cond > d ? c->d_cond : d)),
+                                 p) < 0) {
+        cic_mpvec_destroy(mod, (size_t)6 * d);
+        return -1;
+    }
+    for (l = 0; l < c->layers; l++) {
+        snprintf(an, sizeof an, "blocks.%d.adaLN_modulation.1.weight", l);
+        snprintf(abn, sizeof abn, "blocks.%d.adaLN_modulation.1.bias", l);
+        if (modulation(mod, m, cic_model_tensor_find(m, an), cic_model_tensor_find(m, abn),
+                       x->calibration, &ws) < 0)
+            goto done;
+        /* chunks: shift1 0, scale1 d, gate1 2d, shift2 3d, scale2 4d, gate2 5d */
+#define FOLD(part, reader, sg, sc)                                                   \
+    do {                                                                             \
+        snprintf(wn, sizeof wn, "blocks.%d.%s.weight", l, part);                     \
+        snprintf(bn, sizeof bn, "blocks.%d.%s.bias", l, part);                       \
+        if (fold_static(m, wn, bn, reader, mod + (sg), (sc) >= 0 ? mod + (sc) : NULL, \
+                        q, center, &ws) < 0)                                         \
+            goto done;                                                               \
+    } while (0)
+        FOLD("attn.qkv", true, 0, d);
+        FOLD("attn.proj", false, 2 * d, -1);
+        FOLD("mlp.fc1", true, 3 * d, 4 * d);
+        FOLD("mlp.fc2", false, 5 * d, -1);
+#undef FOLD
+    }
+    if (c->final_layer) {
+        if (modulation(mod, m, cic_model_tensor_find(m, "final_layer.adaLN_modulation.1.weight"),
+                       cic_model_tensor_find(m, "final_layer.adaLN_modulation.1.bias"),
+                       x->calibration, &ws) < 0 ||
+            fold_static(m, "final_layer.linear.weight", "final_layer.linear.bias", true, mod,
+                        mod + d, q, center, &ws) < 0)
+            goto done;
+    }
+    rc = 0;
+done:
+    cic_fold_ws_clear(&ws);
+    cic_mpvec_destroy(mod, (size_t)6 * d);
+    return rc;
+}
+
+/* branch-rotate: each linear reads x Q_in, so its weight becomes W Q_in. */
+static int branch(cic_model *m, const cic_xform_spec *x, cic_xf_ctx *cx, mpfr_prec_t p)
+{
+    const cic_model_cfg *c = &m->cfg;
+    int d = c->d_model, f = c->d_mlp, l, rc = -1;
+    mpfr_t *qd = cic_mpvec_create((size_t)d * d, p), *qm = cic_mpvec_create((size_t)f * f, p);
+    char n[96];
+    if (!qd || !qm || make_q(qd, d, x, x->q_seed, false, p) < 0 ||
+        make_q(qm, f, x, x->q_seed + 1, false, p) < 0)
+        goto done;
+    if (x->fast) {
+        set_signs(m, cic_model_tensor_find(m, "branch.signs.d"), (const mpfr_t *)qd, d);
+        set_signs(m, cic_model_tensor_find(m, "branch.signs.m"), (const mpfr_t *)qm, f);
+    } else if (set_q(m, cic_model_tensor_find(m, "branch.qT.d"), (const mpfr_t *)qd, d, true, p) < 0 ||
+               set_q(m, cic_model_tensor_find(m, "branch.qT.m"), (const mpfr_t *)qm, f, true, p) < 0) {
+        goto done;
+    }
+    for (l = 0; l < c->layers; l++) {
+        static const char *const parts[] = {"attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"};
+        int k;
+        for (k = 0; k < 4; k++) {
+            snprintf(n, sizeof n, "blocks.%d.%s.weight", l, parts[k]);
+            if (_cic_xf_rotate_right(cx, cic_model_tensor_find(m, n),
+                                     (const mpfr_t *)(k == 3 ? qm : qd), k == 3 ? f : d) < 0)
+                goto done;
+        }
+    }
+    if (c->final_layer &&
+        _cic_xf_rotate_right(cx, cic_model_tensor_find(m, "final_layer.linear.weight"),
+                             (const mpfr_t *)qd, d) < 0)
+        goto done;
+    rc = 0;
+done:
+    cic_mpvec_destroy(qd, (size_t)d * d);
+    cic_mpvec_destroy(qm, (size_t)f * f);
+    return rc;
+}
+
+cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
+                           mpfr_prec_t engine_prec, cic_diag *d)
+{
+    cic_dit_plan plan;
+    cic_model *m;
+    cic_xf_ctx cx;
+    mpfr_prec_t p = cic_xform_prec(x, engine_prec);
+    int dm = orig->cfg.d_model, rc = -1;
+    size_t dd = (size_t)dm * dm;
+    bool mp = x->stream == CIC_STREAM_MEAN_PRESERVING;
+    bool centered = !mp;
+    mpfr_t *q = NULL;
+    memset(&cx, 0, sizeof cx);
+    plan.kind = x->kind;
+    plan.stream = x->stream;
+    plan.fast = x->fast;
+    m = cic_dit_create(&orig->cfg, CIC_READOUT_HEAD, &plan, orig);
+    if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
+        goto done;
+    if (x->kind == CIC_XFORM_BRANCH_ROTATE) {
+        rc = branch(m, x, &cx, p);
+        goto done;
+    }
+    q = cic_mpvec_create(dd, p);
+    if (!q || make_q(q, dm, x, x->q_seed, mp, p) < 0)
+        goto done;
+    switch (x->kind) {
+    case CIC_XFORM_ONLINE_UNROTATE:
+        if (x->fast)
+            set_signs(m, cic_model_tensor_find(m, "rot.signs"), (const mpfr_t *)q, dm);
+        else if (set_q(m, cic_model_tensor_find(m, "rot.q"), (const mpfr_t *)q, dm, false, p) < 0 ||
+                 set_q(m, cic_model_tensor_find(m, "rot.qT"), (const mpfr_t *)q, dm, true, p) < 0)
+            goto done;
+        break;
+    case CIC_XFORM_PER_SAMPLE_FOLD:
+        if (set_q(m, cic_model_tensor_find(m, "rot.q"), (const mpfr_t *)q, dm, false, p) < 0)
+            goto done;
+        break;
+    case CIC_XFORM_STATIC_FOLD:
+        if (static_fold(m, x, (const mpfr_t *)q, centered, p) < 0)
+            goto done;
+        break;
+    default:
+        CIC_ASSERT(0 && "adaLN kind");
+    }
+    /* the stream: X C Q (centered) or X Q (mean-preserving Q) */
+    if ((centered && _cic_xf_center(&cx, m->input, 1) < 0) ||
+        _cic_xf_rotate_right(&cx, m->input, (const mpfr_t *)q, dm) < 0)
+        goto done;
+    if (!m->cfg.final_layer) { /* residual readout: map back with Q */
+        m->out_q = q;
+        m->out_q_prec = p;
+        q = NULL;
+    }
+    rc = 0;
+done:
+    cic_dot_scratch_clear(&cx.dot);
+    cic_mpvec_destroy(q, dd);
+    if (rc < 0) {
+        cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory or unsupported size",
+                     x->name);
+        cic_model_destroy(m);
+        return NULL;
+    }
+    return m;
+}

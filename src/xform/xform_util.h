@@ -1,0 +1,32 @@
+/* xform_util.h: value helpers shared by the transforms (xform.c, adaln.c).
+ * Internal to src/xform. */
+#ifndef CIC_XFORM_UTIL_H
+#define CIC_XFORM_UTIL_H
+
+#include "../base/mpvec.h"
+#include "../model/model.h"
+
+typedef struct {
+    cic_model *m;
+    mpfr_prec_t p;      /* output precision */
+    cic_dot_scratch dot;
+    int ok;
+} cic_xf_ctx;
+
+/* Current values of tensor id (hp, or exact f32 copies in *tmp to destroy). */
+const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp);
+/* Install v (ownership taken, p bits) as tensor id's values (f32 rounded). */
+void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p);
+/* A dot scratch wide and precise enough for every tensor of m. */
+int _cic_xf_ctx_init(cic_xf_ctx *c, cic_model *m, mpfr_prec_t p);
+/* Subtract the mean over dim 0 (columns of a [d, k] writer) or dim 1 (rows). */
+int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
+/* Tensor id [rows, d] times Q (d x d, row-major). */
+int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
+
+/* The adaLN strategies (adaln.c): build the strategy's dit graph from the
+ * original dit model and fill its rotation, folded and rotated weights. */
+cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
+                           mpfr_prec_t engine_prec, cic_diag *d);
+
+#endif
