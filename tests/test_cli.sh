@@ -102,6 +102,19 @@ expect_rc 1 "broken transform expected equivalent" "$bin" run --quiet --no-color
 grep -q "FAIL expectation rotate-gamma-kept" "$tmp/out" && ok "expectation failure named" ||
     bad "expectation failure named"
 
+# the adaLN FLOP table at DiT-XL/2 size (closed form, nothing is run)
+expect_rc 0 "flops at d = 1152" "$bin" flops cases/adaln.toml --d-model 1152 --heads 16 --layers 28 --d-out 32
+grep -q "N\* per-sample-fold < online-dense" "$tmp/out" && ok "flops prints the crossover" ||
+    bad "flops prints the crossover"
+expect_rc 2 "flops on a preln case" "$bin" flops cases/layernorm.toml
+expect_rc 2 "flops with heads not dividing d" "$bin" flops cases/adaln.toml --d-model 100 --heads 16
+
+# static-fold: exact on its calibration sample only
+"$bin" run --quiet --no-color --out "$tmp/rep5" cases/known-breaks/adaln-static-fold.toml >"$tmp/out" 2>&1
+grep -q "per sample: 0 broken .*, 1 equivalent .*, 2 broken" "$tmp/out" &&
+    ok "static-fold equivalent on its calibration sample only" ||
+    bad "static-fold equivalent on its calibration sample only"
+
 # --dump
 expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump" cases/known-breaks/attn-out-not-rotated.toml
 for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 outputs; do

@@ -4,6 +4,7 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
+#include "metric/flops.h"
 #include "model/model.h"
 
 #include <mpfr.h>
@@ -17,6 +18,9 @@ static const char USAGE[] =
     "\n"
     "commands:\n"
     "  run CASE.toml...   run case files; see 'cicheck run --help'\n"
+    "  flops CASE.toml    analytical extra-FLOP table of the adaLN strategies for a\n"
+    "                     dit case, optionally at other sizes (see 'cicheck flops\n"
+    "                     --help'), e.g. DiT-XL/2: --d-model 1152 --heads 16\n"
     "  hash CASE.toml...  print the SHA-256 of each case's original weights and\n"
     "                     inputs (the fingerprints kept in reference/)\n"
     "\n"
@@ -118,6 +122,82 @@ static int cmd_run(int argc, char **argv)
     return worst;
 }
 
+static const char FLOPS_USAGE[] =
+    "usage: cicheck flops [options] CASE.toml\n"
+    "\n"
+    "Prints the closed-form extra FLOPs (in % of the dit block) of every adaLN\n"
+    "strategy against tokens per sample (16 .. 65536) and the crossover N* where\n"
+    "folding per sample beats online unrotation. Nothing is run, so any size works.\n"
+    "\n"
+    "options (override the case's [model] sizes):\n"
+    "  --d-model N  --heads N  --mlp-ratio N  --d-cond N  --layers N  --d-out N\n";
+
+/* A positive integer option value, or -1. */
+static int pos_int(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v <= 0 || v > 1 << 20)
+        return -1;
+    return (int)v;
+}
+
+static int cmd_flops(int argc, char **argv)
+{
+    static const char *const keys[] = {"--d-model", "--heads", "--mlp-ratio", "--d-cond",
+                                       "--layers", "--d-out"};
+    int val[6] = {0, 0, 0, 0, 0, 0}, i, k;
+    const char *path = NULL;
+    cic_case c;
+    cic_diag d;
+    for (i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(FLOPS_USAGE, stdout);
+            return CIC_OK;
+        }
+        for (k = 0; k < 6; k++)
+            if (!strcmp(argv[i], keys[k]))
+                break;
+        if (k < 6) {
+            if (i + 1 >= argc || (val[k] = pos_int(argv[i + 1])) < 0)
+                return usage_error("%s needs a positive integer", keys[k]);
+            i++;
+        } else if (argv[i][0] == '-') {
+            return usage_error("unknown option '%s' for flops", argv[i]);
+        } else if (path) {
+            return usage_error("flops takes one case file (got '%s' too)", argv[i]);
+        } else {
+            path = argv[i];
+        }
+    }
+    if (!path)
+        return usage_error("flops needs a dit case file, e.g. 'cicheck flops cases/adaln.toml'%s", "");
+    if (cic_case_load(&c, path, &d) != CIC_OK) {
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    if (c.model.block != CIC_BLOCK_DIT) {
+        fprintf(stderr, "%s: flops needs a dit case (block = \"%s\")\n", path,
+                CIC_BLOCK_NAME[c.model.block]);
+        return CIC_EINPUT;
+    }
+    if (val[0]) c.model.d_model = val[0];
+    if (val[1]) c.model.heads = val[1];
+    if (val[3]) c.model.d_cond = val[3];
+    if (val[4]) c.model.layers = val[4];
+    if (val[5]) c.model.d_out = val[5];
+    if (val[2]) c.model.mlp_ratio = val[2];
+    c.model.d_mlp = (int)(c.model.mlp_ratio * c.model.d_model + 0.5);
+    if (!val[3] && val[0])
+        c.model.d_cond = c.model.d_model; /* DiT: c has the model's width */
+    if (c.model.d_model % c.model.heads != 0) {
+        fprintf(stderr, "cicheck: d_model = %d is not divisible by heads = %d\n",
+                c.model.d_model, c.model.heads);
+        return CIC_EINPUT;
+    }
+    return cic_flops_dit_table(stdout, &c.model) == 0 ? CIC_OK : CIC_EINTERNAL;
+}
+
 static int cmd_hash(int argc, char **argv)
 {
     int i, worst = CIC_OK;
@@ -162,6 +242,8 @@ int main(int argc, char **argv)
     }
     if (!strcmp(argv[1], "run"))
         return cmd_run(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "flops"))
+        return cmd_flops(argc - 2, argv + 2);
     if (!strcmp(argv[1], "hash"))
         return cmd_hash(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", argv[1]);

@@ -517,8 +517,11 @@ static int write_dump(run *r, cic_diag *d)
         return -1;
     for (i = 0; i < r->c.n_xf; i++) {
         const cic_xform_spec *x = &r->c.xf[i];
-        char seed[32], prec[32];
+        char seed[32], prec[32], calib[32];
         const char *mt[] = {"case", r->c.name, "transform", x->name,
+                            "stream", CIC_STREAM_NAME[x->stream],
+                            "fast", x->fast ? "true" : "false",
+                            "calibration", calib,
                             "kind", CIC_XFORM_NAME[x->kind],
                             "after", x->after >= 0 ? r->c.xf[x->after].name : "none",
                             "precision", CIC_TPREC_NAME[x->prec],
@@ -528,6 +531,7 @@ static int write_dump(run *r, cic_diag *d)
                             "mpfr_prec", prec, NULL};
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->q_seed);
         snprintf(prec, sizeof prec, "%d", r->c.mpfr_prec);
+        snprintf(calib, sizeof calib, "%d", x->calibration);
         if (!r->xm[i])
             continue;
         snprintf(path, sizeof path, "%s/%s.safetensors", dir, x->name);
@@ -662,6 +666,10 @@ int cic_run_case(const char *path, const cic_run_args *a)
                 printf("  %s sample %d: ce_residual %.3g, %s\n", x->transform, s,
                        x->per_sample[s].ce_residual,
                        CIC_VERDICT_NAME[x->per_sample[s].verdict]);
+    }
+    if (r->c.model.block == CIC_BLOCK_DIT && !a->quiet_tables) {
+        printf("\nAnalytical ");
+        cic_flops_dit_table(stdout, &r->c.model);
     }
     if (!rep.truth_certified)
         printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",

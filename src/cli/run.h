@@ -10,6 +10,7 @@ typedef struct {
     const char *dump_dir; /* NULL: no dump */
     bool quiet;           /* no progress lines on stderr */
     int color;            /* -1 auto (TTY), 0 off, 1 on */
+    bool quiet_tables;    /* no analytical FLOP table after the results */
 } cic_run_args;
 
 /* Run one case file; returns the exit code (0 pass, 1 a gate or expectation

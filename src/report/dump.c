@@ -27,7 +27,7 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
 {
     cic_st_tensor *t = cic_calloc((size_t)m->n_t + 1, sizeof *t);
     double **f64 = cic_calloc((size_t)m->n_t + 1, sizeof *f64);
-    const char *kv[64];
+    const char *kv[96];
     char buf[20][64];
     int n = 0, i, k = 0, rc = 0;
     bool any_center = false;
@@ -112,7 +112,7 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
     KV("d_out", "%d", m->t[m->output].cols);
     KV("dtype", "%s", unrounded ? "unrounded weights as float64" : "float32");
 #undef KV
-    for (i = 0; meta && meta[2 * i] && k < 30; i++, k++) {
+    for (i = 0; meta && meta[2 * i] && k < 46; i++, k++) {
         kv[2 * k] = meta[2 * i];
         kv[2 * k + 1] = meta[2 * i + 1];
     }

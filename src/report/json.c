@@ -19,6 +19,8 @@
  * INT64_MAX (jansson integers are signed) are written as decimal strings. */
 #include "report.h"
 
+#include "../metric/flops.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -352,6 +354,12 @@ static json_t *case_json(const cic_case *c, int *err)
         jset(t, "q", jname(CIC_Q_NAME, CIC_Q_COUNT, (int)x->q), err);
         jset(t, "seed", jseed(x->q_seed), err);
         jset(t, "mistake", jname(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, (int)x->mistake), err);
+        if (x->kind >= CIC_XFORM_STATIC_FOLD) {
+            jset(t, "stream", jname(CIC_STREAM_NAME, CIC_STREAM_COUNT, (int)x->stream), err);
+            jset(t, "fast", json_boolean(x->fast), err);
+            if (x->kind == CIC_XFORM_STATIC_FOLD)
+                jset(t, "calibration", json_integer(x->calibration), err);
+        }
         jset(t, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)x->expect), err);
         jset(t, "line", json_integer(x->line), err);
         jpush(xfs, t, err);
@@ -499,6 +507,33 @@ static json_t *gate_json(const cic_gate_result *g, int *err)
 }
 
 /* The whole document; NULL when memory ran out. */
+/* dit cases: the closed-form extra-FLOP table of the adaLN strategies
+ * against tokens per sample (B = 1, the case's other sizes) and the
+ * crossovers, as printed after the results. */
+static json_t *dit_flops_json(const cic_model_cfg *mc, int *err)
+{
+    static const int tokens[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+    json_t *o = json_object(), *tk = json_array(), *st = json_object(), *cr = json_object();
+    double nd, nf;
+    size_t i;
+    int k;
+    for (i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+        jpush(tk, json_integer(tokens[i]), err);
+    for (k = 0; k < CIC_DIT_STRATEGY_COUNT; k++) {
+        json_t *a = json_array();
+        for (i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
+            jpush(a, jreal(cic_flops_dit_extra_pct(mc, &CIC_DIT_STRATEGIES[k], tokens[i])), err);
+        jset(st, CIC_DIT_STRATEGIES[k].label, a, err);
+    }
+    cic_flops_dit_crossover(&nd, &nf, mc);
+    jset(cr, "per_sample_fold_vs_online_dense", jreal(nd), err);
+    jset(cr, "per_sample_fold_vs_online_fast", jreal(nf), err);
+    jset(o, "tokens", tk, err);
+    jset(o, "extra_pct", st, err);
+    jset(o, "crossover_tokens", cr, err);
+    return o;
+}
+
 static json_t *report_json(const cic_report *r)
 {
     int err = 0;
@@ -518,6 +553,8 @@ static json_t *report_json(const cic_report *r)
     jset(truth, "max_rel_diff", jreal(r->truth_cert_diff), &err);
     jset(root, "truth", truth, &err);
     jset(root, "weights_sha256", JSTR(r->weights_sha256), &err);
+    if (r->kase && r->kase->model.block == CIC_BLOCK_DIT)
+        jset(root, "flops_analytical", dit_flops_json(&r->kase->model, &err), &err);
     jset(root, "wall_seconds", jreal(r->wall_seconds), &err);
     jset(root, "pass", json_boolean(r->pass), &err);
     if (err) {

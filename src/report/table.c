@@ -170,6 +170,48 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
         fputc('\n', f);
     }
 
+    /* FLOPs per transform (from its exactness row: the same graph runs in
+     * every engine) and the per-sample verdicts where they differ */
+    {
+        bool head = false;
+        for (int i = 0; r->results && i < r->n_results; i++) {
+            const cic_result *x = &r->results[i];
+            const cic_flops *fl = &x->flops;
+            char t[32], s1[32], s2[32], s3[32];
+            bool mixed = false;
+            if (!x->has_verdict || x->has_metrics)
+                continue;
+            if (!head) {
+                fprintf(f, "\n%-*s %14s %14s %12s %14s %9s  %s\n", wt, "FLOPs", "untransformed",
+                        "transformed", "extra/token", "extra/sample", "extra", "counted = formulas");
+                head = true;
+            }
+            field(name, sizeof name, x->transform, sizeof x->transform);
+            snprintf(b, sizeof b, "%.0f", fl->baseline);
+            snprintf(t, sizeof t, "%.0f", fl->transformed);
+            snprintf(s1, sizeof s1, "%+.1f", fl->extra_per_token);
+            snprintf(s2, sizeof s2, "%+.0f", fl->extra_per_sample);
+            snprintf(s3, sizeof s3, "%+.2f%%", fl->extra_pct);
+            fprintf(f, "%-*s %14s %14s %12s %14s %9s  %s\n", wt, name, b, t, s1, s2, s3,
+                    fl->counted_matches_analytical ? "yes" : "NO");
+            for (int k = 1; k < x->n_samples; k++)
+                if (x->per_sample[k].verdict != x->per_sample[0].verdict)
+                    mixed = true;
+            if (mixed) {
+                fprintf(f, "%-*s   per sample:", wt, "");
+                for (int k = 0; k < x->n_samples; k++) {
+                    fmt_g(b, sizeof b, x->per_sample[k].ce_residual);
+                    fprintf(f, " %d %s (%s)%s", x->per_sample[k].sample,
+                            vname((int)x->per_sample[k].verdict), b,
+                            k + 1 < x->n_samples ? "," : "");
+                }
+                fputc('\n', f);
+            }
+        }
+        if (head)
+            fputc('\n', f);
+    }
+
     for (int i = 0; r->gates && i < r->n_gates; i++) {
         const cic_gate_result *g = &r->gates[i];
         char v[32], l[32], met[33];

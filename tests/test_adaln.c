@@ -1,0 +1,752 @@
+/* test_adaln.c: the dit (adaLN-Zero) block and its rotation strategies
+ * (DESIGN.md sections 1, 3, 5; the adaLN implementer spec).
+ *
+ *  1. f32 engines (OpenBLAS and fixed-order) against the MPFR engine on the
+ *     original dit graph, within a derived probabilistic bound, and not
+ *     identical to the rounded truth (the f32 engine really ran in float).
+ *  2. Every exact strategy (online-unrotate, per-sample-fold, branch-rotate;
+ *     dense and fast, centered and mean-preserving), computed at MPFR
+ *     precision, stays under the equivalent ce threshold against the
+ *     original in MPFR; also d not a power of two where allowed.
+ *  3. static-fold: exact on its calibration sample only, broken elsewhere;
+ *     exact everywhere when every sample shares the calibration c.
+ *  4. FLOPs counted by both engines equal cic_flops_dit exactly, per site.
+ *  5. MPFR bit-identical with 1 and 2 threads on a strategy graph.
+ *  A planted fault (one entry of rot.q perturbed) is caught by the ce check.
+ *
+ * Models are built by hand from a cic_model_cfg drawn from a test seed (the
+ * seed and shape are printed on failure). Distances are computed here in
+ * MPFR at 512 bits, independently of src/metric, except the ce itself which
+ * uses cic_metric_rel_diff as the report does (and is cross-checked here). */
+#include "testutil.h"
+
+#include "base/base.h"
+#include "base/mpvec.h"
+#include "engine/engine.h"
+#include "metric/flops.h"
+#include "metric/metric.h"
+#include "model/model.h"
+#include "xform/xform.h"
+
+#include <mpfr.h>
+#include <string.h>
+
+#define PREC 128
+#define WP 512      /* working precision of the test's own arithmetic */
+#define U32 0x1p-24 /* unit roundoff of binary32 */
+
+/* ---- shapes ---- */
+
+static uint64_t tr_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+static int tr_pick(uint64_t *s, int n) { return (int)(tr_next(s) % (uint64_t)n); }
+
+typedef struct {
+    uint64_t seed;
+    cic_model_cfg cfg;
+} shape;
+
+/* d in {8, 16} (or the given list), heads dividing d, tokens 1..5, samples
+ * 1..3, layers 1..2, d_cond 4..16, final_layer on/off, d_out 1..6, causal
+ * on/off, mlp_ratio 4 (DiT), gelu-tanh, eps 1e-6. */
+static shape shape_draw_d(uint64_t seed, const int *ds, int nd, const int *hs, int nh)
+{
+    uint64_t s = seed * 0x2545f4914f6cdd1dULL + 7;
+    shape sh;
+    cic_model_cfg *c = &sh.cfg;
+    memset(&sh, 0, sizeof sh);
+    sh.seed = seed;
+    c->block = CIC_BLOCK_DIT;
+    c->d_model = ds[tr_pick(&s, nd)];
+    do
+        c->heads = hs[tr_pick(&s, nh)];
+    while (c->d_model % c->heads);
+    c->mlp_ratio = 4;
+    c->d_mlp = 4 * c->d_model;
+    c->tokens = 1 + tr_pick(&s, 5);
+    c->samples = 1 + tr_pick(&s, 3);
+    c->layers = 1 + tr_pick(&s, 2);
+    c->eps = 1e-6;
+    c->causal = tr_pick(&s, 2);
+    c->act = CIC_ACT_GELU_TANH;
+    c->d_out = 1 + tr_pick(&s, 6);
+    c->d_cond = 4 + tr_pick(&s, 13);
+    c->final_layer = tr_pick(&s, 2);
+    c->seed = seed;
+    c->dist = CIC_DIST_NORMAL;
+    c->std = 0.1;
+    if (tr_pick(&s, 3) == 0) {
+        c->outlier_channels = 2;
+        c->outlier_scale = 4.0;
+    }
+    return sh;
+}
+
+static shape shape_draw(uint64_t seed)
+{
+    static const int ds[] = {8, 16}, hs[] = {1, 2, 4};
+    return shape_draw_d(seed, ds, 2, hs, 3);
+}
+
+static const char *shape_str(char *buf, size_t cap, const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    snprintf(buf, cap,
+             "seed %llu: dit d %d heads %d m %d tokens %d samples %d layers %d "
+             "d_cond %d final_layer %d d_out %d causal %d outliers %d",
+             (unsigned long long)sh->seed, c->d_model, c->heads, c->d_mlp, c->tokens,
+             c->samples, c->layers, c->d_cond, (int)c->final_layer, c->d_out,
+             (int)c->causal, c->outlier_channels);
+    return buf;
+}
+
+static cic_model *make_orig(const shape *sh)
+{
+    char buf[512];
+    cic_model *m = cic_model_create(&sh->cfg, sh->cfg.final_layer ? CIC_READOUT_HEAD
+                                                                   : CIC_READOUT_RESIDUAL);
+    if (!m)
+        fail_msg("cic_model_create failed (%s)", shape_str(buf, sizeof buf, sh));
+    return m;
+}
+
+/* ---- strategies ---- */
+
+typedef struct {
+    const char *label;
+    enum cic_xform_kind kind;
+    enum cic_qkind q;
+    enum cic_stream stream;
+    bool fast;
+    bool any_d; /* allowed when d is not a power of two */
+} strat;
+
+static const strat STRATS[] = {
+    {"online random", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, true},
+    {"online hadamard", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, false},
+    {"online hadamard fast", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, false},
+    {"online mean-preserving random", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_RANDOM,
+     CIC_STREAM_MEAN_PRESERVING, false, true},
+    {"online mean-preserving hadamard", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD,
+     CIC_STREAM_MEAN_PRESERVING, false, false},
+    {"per-sample random", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, true},
+    {"per-sample hadamard", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, false},
+    {"per-sample mean-preserving random", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM,
+     CIC_STREAM_MEAN_PRESERVING, false, true},
+    {"per-sample mean-preserving hadamard", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_HADAMARD,
+     CIC_STREAM_MEAN_PRESERVING, false, false},
+    {"branch random", CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, true},
+    {"branch hadamard", CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, false},
+    {"branch hadamard fast", CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, false},
+};
+#define N_STRATS ((int)(sizeof STRATS / sizeof STRATS[0]))
+
+static cic_xform_spec spec_of(const char *label, enum cic_xform_kind kind, enum cic_qkind q,
+                              enum cic_stream stream, bool fast, uint64_t q_seed)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    cic_strlcpy(x.name, label, sizeof x.name);
+    x.kind = kind;
+    x.after = -1;
+    x.prec = CIC_TPREC_MPFR;
+    x.q = q;
+    x.q_seed = q_seed;
+    x.mistake = CIC_MISTAKE_NONE;
+    x.expect = CIC_VERDICT_EQUIVALENT;
+    x.stream = stream;
+    x.fast = fast;
+    x.calibration = 0;
+    return x;
+}
+
+static cic_xform_spec spec_strat(const strat *s, uint64_t q_seed)
+{
+    return spec_of(s->label, s->kind, s->q, s->stream, s->fast, q_seed);
+}
+
+static cic_model *apply(const cic_model *orig, const cic_xform_spec *x, const shape *sh)
+{
+    cic_diag d;
+    char buf[512];
+    cic_model *m;
+    memset(&d, 0, sizeof d);
+    m = cic_xform_apply(orig, x, PREC, &d);
+    if (!m)
+        fail_msg("cic_xform_apply '%s' failed (%s)", x->name, shape_str(buf, sizeof buf, sh));
+    return m;
+}
+
+/* ---- MPFR helpers ---- */
+
+static size_t n_out(const cic_model *m)
+{
+    return (size_t)m->rows * (size_t)cic_model_out_cols(m);
+}
+
+/* Subtract each row's mean (at WP bits: exact enough to add no error at
+ * the 2^-96 scale). v holds rows x cols values at any precision <= WP; the
+ * result is rounded once to v's precision. */
+static void center_rows(mpfr_t *v, size_t rows, size_t cols)
+{
+    mpfr_t mean, t;
+    size_t i, j;
+    mpfr_inits2(WP, mean, t, (mpfr_ptr)0);
+    for (i = 0; i < rows; i++) {
+        mpfr_set_zero(mean, 1);
+        for (j = 0; j < cols; j++)
+            mpfr_add(mean, mean, v[i * cols + j], MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)cols, MPFR_RNDN);
+        for (j = 0; j < cols; j++) {
+            mpfr_sub(t, v[i * cols + j], mean, MPFR_RNDN);
+            mpfr_set(v[i * cols + j], t, MPFR_RNDN);
+        }
+    }
+    mpfr_clears(mean, t, (mpfr_ptr)0);
+}
+
+/* MPFR run of m at PREC (unrounded or rounded weights), mapped to the
+ * original basis: the head readout as is (raw, not centered: stricter); the
+ * residual readout as y Q^T (m->out_q) then centered per row. Vector at WP
+ * bits. */
+static mpfr_t *run_mp_mapped(const cic_model *m, bool rounded, const cic_run_opts *o)
+{
+    size_t rows = (size_t)m->rows, cols = (size_t)cic_model_out_cols(m), n = rows * cols;
+    size_t i, j, k;
+    mpfr_t *y = cic_mpvec_create(n, PREC), *z = cic_mpvec_create(n, WP);
+    assert_non_null(y);
+    assert_non_null(z);
+    if (o && o->n_samples > 0) {
+        rows = (size_t)o->n_samples * (size_t)m->cfg.tokens;
+        n = rows * cols;
+    }
+    assert_int_equal(cic_engine_mpfr_run(y, m, PREC, rounded, o), 0);
+    if (m->output == m->residual && m->out_q) {
+        mpfr_t acc, p;
+        mpfr_inits2(WP, acc, p, (mpfr_ptr)0);
+        for (i = 0; i < rows; i++)
+            for (j = 0; j < cols; j++) {
+                mpfr_set_zero(acc, 1);
+                for (k = 0; k < cols; k++) {
+                    mpfr_mul(p, y[i * cols + k], m->out_q[j * cols + k], MPFR_RNDN);
+                    mpfr_add(acc, acc, p, MPFR_RNDN);
+                }
+                mpfr_set(z[i * cols + j], acc, MPFR_RNDN);
+            }
+        mpfr_clears(acc, p, (mpfr_ptr)0);
+    } else {
+        for (i = 0; i < n; i++)
+            mpfr_set(z[i], y[i], MPFR_RNDN);
+    }
+    if (m->output == m->residual)
+        center_rows(z, rows, cols);
+    cic_mpvec_destroy(y, (size_t)m->rows * cols);
+    return z;
+}
+
+/* ||y - x||_2 / ||x||_2 at WP bits, rounded once to double. */
+static double rel_mpmp(const mpfr_t *y, const mpfr_t *x, size_t n)
+{
+    mpfr_t d, num, den;
+    size_t i;
+    double r;
+    mpfr_inits2(WP, d, num, den, (mpfr_ptr)0);
+    mpfr_set_zero(num, 1);
+    mpfr_set_zero(den, 1);
+    for (i = 0; i < n; i++) {
+        mpfr_sub(d, y[i], x[i], MPFR_RNDN);
+        mpfr_fma(num, d, d, num, MPFR_RNDN);
+        mpfr_fma(den, x[i], x[i], den, MPFR_RNDN);
+    }
+    if (mpfr_zero_p(den)) {
+        r = mpfr_zero_p(num) ? 0 : INFINITY;
+    } else {
+        mpfr_div(num, num, den, MPFR_RNDN);
+        mpfr_sqrt(num, num, MPFR_RNDN);
+        r = mpfr_get_d(num, MPFR_RNDN);
+    }
+    mpfr_clears(d, num, den, (mpfr_ptr)0);
+    return r;
+}
+
+static long first_diff_mp(const mpfr_t *a, const mpfr_t *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!mpfr_equal_p(a[i], b[i]) || mpfr_signbit(a[i]) != mpfr_signbit(b[i]))
+            return (long)i;
+    return -1;
+}
+
+/* ce of a transformed model against the original's mapped truth y0:
+ * cic_metric_rel_diff (what the report uses), cross-checked against the
+ * test's own rel_mpmp. */
+static double ce_vs(const cic_model *m, const mpfr_t *y0, size_t n)
+{
+    mpfr_t *y1 = run_mp_mapped(m, false, NULL);
+    double ce = cic_metric_rel_diff((const mpfr_t *)y1, y0, n, PREC);
+    double own = rel_mpmp((const mpfr_t *)y1, y0, n);
+    /* both are ~2^-100 .. 2^-128 here; they must agree to a few percent
+     * (metric at PREC bits vs WP bits) or both be tiny */
+    if (!(fabs(ce - own) <= 0.05 * own + 0x1p-120))
+        fail_msg("cic_metric_rel_diff %.6g vs the test's own %.6g", ce, own);
+    cic_mpvec_destroy(y1, n);
+    return ce;
+}
+
+/* ---- 1. f32 engines vs MPFR on the original dit graph ----
+ *
+ * Bound, as derived in tests/test_engine.c (before f32_bound) and extended
+ * to the dit block. u = 2^-24; L' = L, plus 1 for the final layer. Per
+ * block the f32 path has dot products of length: d (LN0 mean) + d (LN0
+ * variance) + d (qkv) + d/h (scores) + N (softmax sum) + N (P V) + d
+ * (proj) + 2d (LN0 of norm2) + d (fc1) + m (fc2), i.e. <= 8d + m + 2N, and
+ * the modulation adds one of length d_c (SiLU(c) W_ada^T) feeding shift,
+ * scale and gate; the ~35 elementwise roundings (modulate 2, gate 1, add 1,
+ * gelu-tanh ~9 incl. tanhf's ~2 ulp, softmax exp, LN's div/sqrt) are
+ * covered by the slack 5m + 4N - 2d >= 64 since m = 4d. So a block path is
+ * <= 6 (d + m + N + d_c) roundings of relative size <= u. Modelling them as
+ * independent, zero mean, variance <= u^2 / 3 (Higham & Mary 2019), a block
+ * contributes variance <= 2 (d + m + N + d_c) u^2, blocks add in variance
+ * (amplification ~1: LN0 is scale invariant; |1 + scale|, |gate| and the
+ * weights' norms 0.1 (sqrt(k) + sqrt(n)) are O(1) for these shapes), and a
+ * lambda-sigma bound with lambda = 3 is
+ *     BOUND = 3 sqrt(2 L' (d + m + N + d_c)) u.
+ * The residual readout is compared after centering each row (both sides, in
+ * MPFR): centering is a projection, so it does not grow the absolute error,
+ * and the row means are small against the rows here (X0 ~ N(0, 1)). */
+#define LAMBDA 3.0
+
+static double f32_bound(const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    int lp = c->layers + (c->final_layer ? 1 : 0);
+    return LAMBDA * sqrt(2.0 * lp * (c->d_model + c->d_mlp + c->tokens + c->d_cond)) * U32;
+}
+
+static void test_f32_vs_mpfr(void **state)
+{
+    int k, mm, n_shapes = 24 * cic_test_multiplier(), n_bitdiff = 0;
+    double worst[CIC_MATMUL_COUNT] = {0, 0}, worst_u = 0, worst_gain = 0;
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n_shapes; k++) {
+        shape sh = shape_draw(100 + (uint64_t)k);
+        cic_model *m = make_orig(&sh);
+        size_t n = n_out(m), rows = (size_t)m->rows, cols = (size_t)cic_model_out_cols(m), i;
+        mpfr_t *x = run_mp_mapped(m, false, NULL), *yv = cic_mpvec_create(n, WP);
+        float *yr = cic_calloc(n, sizeof *yr);
+        double bound = f32_bound(&sh), rounded_err;
+        bool bitdiff = false;
+        assert_non_null(yv);
+        assert_non_null(yr);
+        /* rounding the truth alone: the f32 engines must do worse */
+        cic_mpvec_get_f32(yr, (const mpfr_t *)x, n);
+        cic_mpvec_set_f32(yv, yr, n);
+        rounded_err = rel_mpmp((const mpfr_t *)yv, (const mpfr_t *)x, n);
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+            float *y = cic_calloc(n, sizeof *y);
+            double e;
+            assert_non_null(y);
+            assert_int_equal(cic_engine_f32_run(y, m, (enum cic_matmul)mm, NULL), 0);
+            for (i = 0; i < n; i++) {
+                if (!isfinite(y[i]))
+                    fail_msg("%s: nonfinite output %g at %zu (%s)", CIC_ENGINE_F32_NAME[mm],
+                             (double)y[i], i, shape_str(buf, sizeof buf, &sh));
+                if (memcmp(&y[i], &yr[i], sizeof(float)) != 0)
+                    bitdiff = true;
+            }
+            cic_mpvec_set_f32(yv, y, n);
+            if (!sh.cfg.final_layer)
+                center_rows(yv, rows, cols);
+            e = rel_mpmp((const mpfr_t *)yv, (const mpfr_t *)x, n);
+            if (!(e <= bound))
+                fail_msg("%s vs mpfr-128: rel_norm2 %.3g > bound %.3g (%s)",
+                         CIC_ENGINE_F32_NAME[mm], e, bound, shape_str(buf, sizeof buf, &sh));
+            if (!(e > 0))
+                fail_msg("%s vs mpfr-128: zero error, f32 not run in float? (%s)",
+                         CIC_ENGINE_F32_NAME[mm], shape_str(buf, sizeof buf, &sh));
+            if (e / bound > worst[mm])
+                worst[mm] = e / bound;
+            if (e / U32 > worst_u)
+                worst_u = e / U32;
+            if (rounded_err > 0 && e / rounded_err > worst_gain)
+                worst_gain = e / rounded_err;
+            free(y);
+        }
+        if (bitdiff)
+            n_bitdiff++;
+        free(yr);
+        cic_mpvec_destroy(yv, n);
+        cic_mpvec_destroy(x, n);
+        cic_model_destroy(m);
+    }
+    printf("dit f32 vs mpfr-128 over %d shapes: worst rel_norm2 %.3g u; worst / BOUND: "
+           "openblas %.3g, fixed-order %.3g; worst / rounding-only %.3g; shapes with "
+           "outputs != round(truth): %d\n",
+           n_shapes, worst_u, worst[0], worst[1], worst_gain, n_bitdiff);
+    /* the f32 engines ran in float: more error than one final rounding,
+     * and outputs that differ bitwise from the rounded truth */
+    assert_true(worst_gain > 2);
+    assert_true(n_bitdiff * 2 >= n_shapes);
+}
+
+/* ---- 2. exact strategies under the equivalent threshold ---- */
+
+static double g_worst_ce = 0;
+
+static void check_strats(const shape *sh, bool pow2, uint64_t q_seed)
+{
+    char buf[512];
+    cic_model *orig = make_orig(sh);
+    size_t n = n_out(orig);
+    mpfr_t *y0 = run_mp_mapped(orig, false, NULL);
+    int i;
+    for (i = 0; i < N_STRATS; i++) {
+        cic_xform_spec x = spec_strat(&STRATS[i], q_seed);
+        cic_model *m;
+        double ce, eq, br;
+        if (!pow2 && !STRATS[i].any_d)
+            continue;
+        m = apply(orig, &x, sh);
+        { /* not vacuous: the transform rewrote weights or inputs */
+            char h0[65], h1[65];
+            cic_model_weights_sha256(h0, orig);
+            cic_model_weights_sha256(h1, m);
+            if (!strcmp(h0, h1))
+                fail_msg("%s: transformed weights identical to the original (%s)",
+                         STRATS[i].label, shape_str(buf, sizeof buf, sh));
+        }
+        ce = ce_vs(m, (const mpfr_t *)y0, n);
+        cic_xform_thresholds(&eq, &br, &x, PREC);
+        if (!(ce <= eq))
+            fail_msg("%s: ce %.3g above the equivalent threshold %.3g (q_seed %llu, %s)",
+                     STRATS[i].label, ce, eq, (unsigned long long)q_seed,
+                     shape_str(buf, sizeof buf, sh));
+        assert_int_equal(cic_xform_verdict(ce, eq, br), CIC_VERDICT_EQUIVALENT);
+        if (ce > g_worst_ce)
+            g_worst_ce = ce;
+        cic_model_destroy(m);
+    }
+    cic_mpvec_destroy(y0, n);
+    cic_model_destroy(orig);
+}
+
+static void test_strategies_exact(void **state)
+{
+    int k, n = 6 * cic_test_multiplier();
+    (void)state;
+    g_worst_ce = 0;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw(300 + (uint64_t)k);
+        check_strats(&sh, true, 11 + (uint64_t)k);
+    }
+    printf("exact strategies, d in {8, 16}: worst ce %.3g = 2^%.1f (threshold 2^-96)\n",
+           g_worst_ce, log2(g_worst_ce));
+}
+
+static void test_strategies_exact_non_pow2(void **state)
+{
+    static const int ds[] = {12, 24}, hs[] = {2, 3};
+    int k, n = 3 * cic_test_multiplier();
+    (void)state;
+    g_worst_ce = 0;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw_d(400 + (uint64_t)k, ds, 2, hs, 2);
+        check_strats(&sh, false, 21 + (uint64_t)k);
+    }
+    printf("exact strategies, d in {12, 24}: worst ce %.3g = 2^%.1f\n", g_worst_ce,
+           log2(g_worst_ce));
+}
+
+/* Planted fault: one entry of rot.q changed by a relative 2^-30 after the
+ * transform; the ce check must flag it (it stays far below "broken", so
+ * the verdict is inconclusive rather than equivalent). */
+static void test_fault_caught(void **state)
+{
+    static const int ds[] = {16}, hs[] = {2};
+    shape sh = shape_draw_d(77, ds, 1, hs, 1);
+    cic_model *orig, *m;
+    size_t n;
+    mpfr_t *y0;
+    int kinds, id;
+    char buf[512];
+    (void)state;
+    sh.cfg.samples = 2;
+    sh.cfg.tokens = 3;
+    orig = make_orig(&sh);
+    n = n_out(orig);
+    y0 = run_mp_mapped(orig, false, NULL);
+    for (kinds = 0; kinds < 2; kinds++) {
+        cic_xform_spec x = kinds == 0
+            ? spec_of("online", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, 5)
+            : spec_of("per-sample", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, 5);
+        double ce0, ce1, eq, br;
+        cic_tensor *t;
+        size_t e;
+        m = apply(orig, &x, &sh);
+        cic_xform_thresholds(&eq, &br, &x, PREC);
+        ce0 = ce_vs(m, (const mpfr_t *)y0, n);
+        id = cic_model_tensor_find(m, "rot.q");
+        assert_true(id >= 0);
+        t = &m->t[id];
+        e = (size_t)t->cols + 1; /* Q[1][1] */
+        if (t->hp)
+            mpfr_mul_d(t->hp[e], t->hp[e], 1.0 + 0x1p-30, MPFR_RNDN);
+        t->f32[e] *= 1.0f + 0x1p-20f;
+        ce1 = ce_vs(m, (const mpfr_t *)y0, n);
+        printf("planted fault in rot.q (%s): ce %.3g -> %.3g (equivalent threshold %.3g)\n",
+               x.name, ce0, ce1, eq);
+        if (!(ce0 <= eq && ce1 > eq))
+            fail_msg("%s: fault not caught: ce before %.3g, after %.3g, threshold %.3g (%s)",
+                     x.name, ce0, ce1, eq, shape_str(buf, sizeof buf, &sh));
+        assert_int_not_equal(cic_xform_verdict(ce1, eq, br), CIC_VERDICT_EQUIVALENT);
+        cic_model_destroy(m);
+    }
+    cic_mpvec_destroy(y0, n);
+    cic_model_destroy(orig);
+}
+
+/* ---- 3. static-fold ---- */
+
+static void test_static_fold(void **state)
+{
+    int k, n = 6 * cic_test_multiplier();
+    double worst_cal = 0, min_other = INFINITY, worst_same = 0;
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw(500 + (uint64_t)k);
+        cic_model *orig, *m, *same_orig;
+        cic_xform_spec x = spec_of("static", CIC_XFORM_STATIC_FOLD,
+                                   (k & 1) ? CIC_Q_HADAMARD : CIC_Q_RANDOM,
+                                   (k % 3 == 2) ? CIC_STREAM_MEAN_PRESERVING : CIC_STREAM_CENTERED,
+                                   false, 31 + (uint64_t)k);
+        size_t nn, per;
+        mpfr_t *y0, *y1;
+        double eq, br, ce;
+        int s, dc, c0;
+        if (sh.cfg.samples < 2)
+            sh.cfg.samples = 2 + (k & 1);
+        x.calibration = c0 = k % sh.cfg.samples;
+        cic_xform_thresholds(&eq, &br, &x, PREC);
+        orig = make_orig(&sh);
+        nn = n_out(orig);
+        per = nn / (size_t)sh.cfg.samples;
+        y0 = run_mp_mapped(orig, false, NULL);
+        m = apply(orig, &x, &sh);
+        y1 = run_mp_mapped(m, false, NULL);
+        for (s = 0; s < sh.cfg.samples; s++) {
+            ce = cic_metric_rel_diff((const mpfr_t *)y1 + per * s,
+                                     (const mpfr_t *)y0 + per * s, per, PREC);
+            if (s == c0) {
+                if (!(ce <= eq))
+                    fail_msg("static-fold calibration sample %d: ce %.3g > %.3g (%s)", s,
+                             ce, eq, shape_str(buf, sizeof buf, &sh));
+                if (ce > worst_cal)
+                    worst_cal = ce;
+            } else {
+                if (!(ce >= br))
+                    fail_msg("static-fold sample %d (calibration %d): ce %.3g below the "
+                             "broken threshold %.3g (%s)", s, c0, ce, br,
+                             shape_str(buf, sizeof buf, &sh));
+                if (ce < min_other)
+                    min_other = ce;
+            }
+        }
+        cic_mpvec_destroy(y1, nn);
+        cic_model_destroy(m);
+        /* every sample conditioned on c0: exact everywhere */
+        same_orig = make_orig(&sh);
+        dc = sh.cfg.d_cond;
+        {
+            cic_tensor *t = &same_orig->t[same_orig->cond];
+            assert_int_equal(t->rows, sh.cfg.samples);
+            assert_int_equal(t->cols, dc);
+            assert_null(t->hp);
+            for (s = 0; s < sh.cfg.samples; s++)
+                memcpy(t->f32 + (size_t)s * dc, t->f32 + (size_t)c0 * dc, (size_t)dc * sizeof(float));
+        }
+        cic_mpvec_destroy(y0, nn);
+        y0 = run_mp_mapped(same_orig, false, NULL);
+        m = apply(same_orig, &x, &sh);
+        y1 = run_mp_mapped(m, false, NULL);
+        for (s = 0; s < sh.cfg.samples; s++) {
+            ce = cic_metric_rel_diff((const mpfr_t *)y1 + per * s,
+                                     (const mpfr_t *)y0 + per * s, per, PREC);
+            if (!(ce <= eq))
+                fail_msg("static-fold, shared c: sample %d ce %.3g > %.3g (%s)", s, ce, eq,
+                         shape_str(buf, sizeof buf, &sh));
+            if (ce > worst_same)
+                worst_same = ce;
+        }
+        cic_mpvec_destroy(y0, nn);
+        cic_mpvec_destroy(y1, nn);
+        cic_model_destroy(m);
+        cic_model_destroy(same_orig);
+        cic_model_destroy(orig);
+    }
+    printf("static-fold: worst calibration-sample ce %.3g, smallest other-sample ce %.3g "
+           "(broken from 2^-7 = %.3g), worst shared-c ce %.3g\n",
+           worst_cal, min_other, 0x1p-7, worst_same);
+}
+
+/* ---- 4. FLOPs: counted = closed form, per site, exactly ---- */
+
+static void count(cic_flop_count *fc, const cic_model *m, int engine)
+{
+    cic_run_opts o;
+    size_t n = n_out(m);
+    memset(&o, 0, sizeof o);
+    memset(fc, 0, sizeof *fc);
+    o.flops = fc;
+    if (engine < CIC_MATMUL_COUNT) {
+        float *y = cic_calloc(n, sizeof *y);
+        assert_non_null(y);
+        assert_int_equal(cic_engine_f32_run(y, m, (enum cic_matmul)engine, &o), 0);
+        free(y);
+    } else {
+        mpfr_t *y = cic_mpvec_create(n, PREC);
+        assert_non_null(y);
+        assert_int_equal(cic_engine_mpfr_run(y, m, PREC, false, &o), 0);
+        cic_mpvec_destroy(y, n);
+    }
+}
+
+static void check_flops(const cic_model *m, const cic_xform_spec *x, const shape *sh,
+                        const char *label)
+{
+    cic_flop_count want, got[CIC_MATMUL_COUNT + 1];
+    int e, i;
+    char buf[512];
+    cic_flops_dit(&want, &sh->cfg, x);
+    for (e = 0; e <= CIC_MATMUL_COUNT; e++)
+        count(&got[e], m, e);
+    for (i = 0; i < CIC_SITE_COUNT; i++) {
+        if (got[CIC_MATMUL_COUNT].site[i] != want.site[i])
+            fail_msg("%s, site %s: mpfr counted %.17g, closed form %.17g (%s)", label,
+                     CIC_SITE_NAME[i], got[CIC_MATMUL_COUNT].site[i], want.site[i],
+                     shape_str(buf, sizeof buf, sh));
+        for (e = 0; e < CIC_MATMUL_COUNT; e++)
+            if (got[e].site[i] != got[CIC_MATMUL_COUNT].site[i])
+                fail_msg("%s, site %s: %s counted %.17g, mpfr %.17g (%s)", label,
+                         CIC_SITE_NAME[i], CIC_ENGINE_F32_NAME[e], got[e].site[i],
+                         got[CIC_MATMUL_COUNT].site[i], shape_str(buf, sizeof buf, sh));
+    }
+    cic_assert_close(cic_flop_total(&got[CIC_MATMUL_COUNT]), cic_flop_total(&want), 0, 0);
+}
+
+static void flops_for(const shape *sh, bool pow2)
+{
+    cic_model *orig = make_orig(sh);
+    int i;
+    check_flops(orig, NULL, sh, "original");
+    for (i = 0; i < N_STRATS; i++) {
+        cic_xform_spec x = spec_strat(&STRATS[i], 3);
+        cic_model *m;
+        if (!pow2 && !STRATS[i].any_d)
+            continue;
+        m = apply(orig, &x, sh);
+        check_flops(m, &x, sh, STRATS[i].label);
+        cic_model_destroy(m);
+    }
+    {
+        cic_xform_spec x = spec_of("static", CIC_XFORM_STATIC_FOLD, CIC_Q_RANDOM,
+                                   CIC_STREAM_CENTERED, false, 3);
+        cic_model *m = apply(orig, &x, sh);
+        check_flops(m, &x, sh, "static-fold centered");
+        cic_model_destroy(m);
+        x.stream = CIC_STREAM_MEAN_PRESERVING;
+        m = apply(orig, &x, sh);
+        check_flops(m, &x, sh, "static-fold mean-preserving");
+        cic_model_destroy(m);
+    }
+    cic_model_destroy(orig);
+}
+
+static void test_flops(void **state)
+{
+    static const int d2[] = {8, 16}, h2[] = {1, 2, 4}, dn[] = {12, 24}, hn[] = {2, 3};
+    int k, n = 4 * cic_test_multiplier();
+    (void)state;
+    for (k = 0; k < n; k++) {
+        int causal;
+        shape a = shape_draw_d(600 + (uint64_t)k, d2, 2, h2, 3);
+        shape b = shape_draw_d(700 + (uint64_t)k, dn, 2, hn, 2);
+        for (causal = 0; causal < 2; causal++) {
+            a.cfg.causal = causal;
+            b.cfg.causal = causal;
+            flops_for(&a, true);
+            flops_for(&b, false);
+        }
+    }
+}
+
+/* ---- 5. MPFR threads ---- */
+
+static void test_mpfr_threads(void **state)
+{
+    static const int ds[] = {16}, hs[] = {4};
+    shape sh = shape_draw_d(88, ds, 1, hs, 1);
+    cic_model *orig, *ms[3];
+    int j;
+    char buf[512];
+    (void)state;
+    sh.cfg.samples = 3;
+    sh.cfg.tokens = 5;
+    sh.cfg.layers = 2;
+    orig = make_orig(&sh);
+    {
+        cic_xform_spec a = spec_of("ps", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM,
+                                   CIC_STREAM_CENTERED, false, 9);
+        cic_xform_spec b = spec_of("on", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD,
+                                   CIC_STREAM_CENTERED, true, 9);
+        cic_xform_spec c = spec_of("br", CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM,
+                                   CIC_STREAM_CENTERED, false, 9);
+        ms[0] = apply(orig, &a, &sh);
+        ms[1] = apply(orig, &b, &sh);
+        ms[2] = apply(orig, &c, &sh);
+    }
+    for (j = 0; j < 3; j++) {
+        size_t n = n_out(ms[j]);
+        mpfr_t *y1 = cic_mpvec_create(n, PREC), *y2 = cic_mpvec_create(n, PREC);
+        long diff;
+        assert_non_null(y1);
+        assert_non_null(y2);
+        cic_engine_mpfr_set_threads(1);
+        assert_int_equal(cic_engine_mpfr_threads(), 1);
+        assert_int_equal(cic_engine_mpfr_run(y1, ms[j], PREC, false, NULL), 0);
+        cic_engine_mpfr_set_threads(2);
+        assert_int_equal(cic_engine_mpfr_threads(), 2);
+        assert_int_equal(cic_engine_mpfr_run(y2, ms[j], PREC, false, NULL), 0);
+        cic_engine_mpfr_set_threads(0);
+        diff = first_diff_mp((const mpfr_t *)y1, (const mpfr_t *)y2, n);
+        if (diff >= 0)
+            fail_msg("mpfr 1 vs 2 threads differ at %ld on model %d (%s)", diff, j,
+                     shape_str(buf, sizeof buf, &sh));
+        cic_mpvec_destroy(y1, n);
+        cic_mpvec_destroy(y2, n);
+        cic_model_destroy(ms[j]);
+    }
+    cic_model_destroy(orig);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_f32_vs_mpfr),
+        cmocka_unit_test(test_strategies_exact),
+        cmocka_unit_test(test_strategies_exact_non_pow2),
+        cmocka_unit_test(test_fault_caught),
+        cmocka_unit_test(test_static_fold),
+        cmocka_unit_test(test_flops),
+        cmocka_unit_test(test_mpfr_threads),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
