@@ -401,7 +401,9 @@ cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
     } else {
         m->output = x;
     }
-    m->center_out = true; /* LayerNorm model: compared without the row mean */
+    /* residual readout of a LayerNorm model: compared without the row mean;
+     * the final layer's head output is compared as it is */
+    m->center_out = !cfg->final_layer;
     if (!b->ok)
         goto fail;
     if (!src)
