@@ -1,11 +1,11 @@
 #!/usr/bin/python3
 """verify_dump.py: independent float64 re-run of a `cicheck run --dump DIR`.
 
-Rebuilds each dumped transformer block in NumPy float64 from the math in
-DESIGN.md section 1 (not from the C engines) and compares it with the MPFR
-truth that cicheck wrote to DIR/outputs.safetensors.
+Rebuilds each dumped transformer block (preln, rmsnorm, dit) in NumPy float64
+from the math in DESIGN.md sections 1 and 3 (not from the C engines) and
+compares it with the MPFR truth that cicheck wrote to DIR/outputs.safetensors.
 
-  verify_dump.py DIR [--rtol 1e-12] [--xf-equiv 1e-5] [--xf-differs 1e-3]
+  verify_dump.py DIR [--rtol 1e-12] [--xf-equiv 1e-12] [--xf-differs 1e-3]
 
 Checks:
   original  DIR/original.safetensors re-run in float64 must reproduce
@@ -17,6 +17,12 @@ Checks:
             expects broken must differ by more than --xf-differs. A residual
             readout is mapped back with the dumped "readout.q" (y Q^T) and
             centered when metadata readout.center is true.
+  dit       the adaLN strategies (metadata kind: static-fold, online-unrotate,
+            per-sample-fold, branch-rotate; stream; fast; calibration) are
+            re-run from their math. A static-fold model is also compared per
+            sample: its calibration sample (metadata calibration, else 0, said
+            so) must match truth, every other sample must differ.
+            The final layer's output is compared as is (DESIGN.md 1, 4).
 
 Exit status: 0 the original reproduces truth, 1 it does not, 2 unreadable
 input (missing file, malformed safetensors, missing tensor or metadata).
@@ -118,9 +124,9 @@ class Cfg:
             return v == "true"
 
         self.block = need("block")
-        if self.block not in ("preln", "rmsnorm"):
+        if self.block not in ("preln", "rmsnorm", "dit"):
             raise InputError(f"{path}: block '{self.block}' not supported "
-                             "(preln or rmsnorm)")
+                             "(preln, rmsnorm or dit)")
         self.d = integer("d_model")
         self.heads = integer("heads")
         self.tokens = integer("tokens")
@@ -147,8 +153,40 @@ class Cfg:
         if self.readout not in ("head", "residual"):
             raise InputError(f"{path}: readout '{self.readout}' not supported")
         self.center = boolean("norm.center")
-        self.readout_center = (meta.get("readout.center", "true" if self.block == "preln"
-                                        else "false") == "true")
+        self.readout_center = (meta.get("readout.center", "true" if self.block in
+                                        ("preln", "dit") else "false") == "true")
+        # dit: the transform kind and how its stream is kept (DESIGN.md 3).
+        # The original model has no kind; transformed dumps must say which.
+        self.kind = meta.get("kind", "none")
+        if self.block == "dit":
+            if self.kind not in DIT_KINDS:
+                raise InputError(f"{path}: kind '{self.kind}' not supported for "
+                                 f"block dit ({', '.join(DIT_KINDS)})")
+            if self.kind in ("static-fold", "online-unrotate", "per-sample-fold"):
+                self.stream = need("stream")
+                if self.stream not in ("centered", "mean-preserving"):
+                    raise InputError(f"{path}: stream '{self.stream}' not supported "
+                                     "(centered or mean-preserving)")
+            else:
+                self.stream = meta.get("stream", "none")
+            self.fast = (boolean("fast") if self.kind in ("online-unrotate",
+                                                          "branch-rotate")
+                         else False)
+            self.calibration = None
+            self.calibration_defaulted = False
+            if self.kind == "static-fold":
+                if "calibration" in meta:
+                    try:
+                        self.calibration = int(meta["calibration"])
+                    except ValueError:
+                        raise InputError(f"{path}: metadata 'calibration' = "
+                                         f"'{meta['calibration']}' is not an integer")
+                    if not 0 <= self.calibration < self.samples:
+                        raise InputError(f"{path}: calibration {self.calibration} "
+                                         f"outside 0..{self.samples - 1}")
+                else:
+                    self.calibration = 0
+                    self.calibration_defaulted = True
 
 
 # ---------------------------------------------------------------- the math
@@ -174,6 +212,28 @@ def silu(x):        # x sigmoid(x), written to avoid overflow of exp(-x)
 
 
 ACTS = {"gelu": gelu, "gelu-tanh": gelu_tanh, "relu": relu, "silu": silu}
+
+DIT_KINDS = ("none", "static-fold", "online-unrotate", "per-sample-fold",
+             "branch-rotate")
+
+
+def hadamard(w):
+    """Sylvester Hadamard matrix in natural order, H[i][j] = (-1)^popcount(i & j)."""
+    if w <= 0 or w & (w - 1):
+        raise ValueError(f"fast Hadamard width {w} is not a power of two")
+    h = np.ones((1, 1))
+    while h.shape[0] < w:
+        h = np.block([[h, h], [h, -h]])
+    return h
+
+
+def fast_q(signs):
+    """The orthogonal matrix of the randomized fast Hadamard with these signs,
+    as the row-vector map of its forward direction: x -> (x H) * s / sqrt(w)
+    is x Q with Q = H diag(s) / sqrt(w); the transpose direction
+    x -> ((x * s) H) / sqrt(w) is x Q^T (H is symmetric)."""
+    w = signs.shape[0]
+    return hadamard(w) * signs[None, :] / math.sqrt(w)
 
 
 class Model:
@@ -241,10 +301,177 @@ class Model:
         p = s / s.sum(axis=-1, keepdims=True)
         return (p @ split(v)).transpose(0, 2, 1, 3).reshape(S * N, c.d)
 
+    # ------------------------------------------------------------ dit
+
+    def rows(self, a):
+        """[B, k] per-sample values -> [B*N, k], one copy per token row."""
+        return np.repeat(a, self.cfg.tokens, axis=0)
+
+    def modulation(self, prefix, chunks):
+        """SiLU(c) W_ada^T + b_ada for the B conditioning vectors, split into
+        `chunks` [B, d] pieces."""
+        c = self.cfg
+        cond = self.get("cond")
+        if cond.ndim != 2 or cond.shape[0] != c.samples:
+            raise InputError(f"{self.path}: 'cond' has shape {list(cond.shape)}, "
+                             f"expected [{c.samples}, d_cond]")
+        m = self.linear(silu(cond), prefix + "adaLN_modulation.1",
+                        chunks * c.d, cond.shape[1])
+        return [m[:, k * c.d:(k + 1) * c.d] for k in range(chunks)]
+
+    def norm0(self, x, center):
+        """Affine-free LayerNorm (center) or RMSNorm over each row."""
+        if center:
+            x = x - x.mean(axis=1, keepdims=True)
+        return x / np.sqrt((x * x).mean(axis=1, keepdims=True) + self.cfg.eps)
+
+    def forward_dit(self):
+        """DiT adaLN-Zero stack (DESIGN.md 1) under each strategy of section 3.
+
+        Row-vector algebra, stream X. The rotated strategies keep
+        X' = X C Q (centered stream, norms RMS0) or X' = X Q with Q 1 = 1
+        (mean-preserving, norms stay LN0), so norm(X') = LN0(X) Q.
+          online-unrotate: z = norm(X') Q^T (the original basis), modulate, the
+            original reader; the writer's output o is gated in the original
+            basis, centered (centered stream) and rotated: X' += (g o) C Q.
+          per-sample-fold: the same function with the modulation folded into
+            per-sample weights (PyTorch layout [out, in]):
+            reader W_s = W diag(1 + scale_s) Q, b_s = b + W shift_s;
+            writer W_s = Q^T C diag(gate_s) W, b_s = Q^T C (gate_s * b).
+          static-fold: the folds above done once (calibration c0) and stored
+            in place of the weights: only norms, readers, writers, adds.
+          branch-rotate: the stream is not rotated; each linear reads x A
+            (A = branch.qT^T, or the forward fast Hadamard) and its stored
+            weight is W A, so the product is unchanged.
+        """
+        c = self.cfg
+        d, f, act = c.d, c.d_mlp, ACTS[c.act]
+        kind = c.kind
+        x = self.get("input")
+        eye = np.eye(d)
+        cmat = eye - np.full((d, d), 1.0 / d)
+        # norms on the stream: LN0 unless the stream is centered (then RMS0);
+        # metadata norm.center says which the graph runs
+        center = c.center
+
+        # rotation of the stream (online-unrotate, per-sample-fold)
+        unrot = rerot = q = None
+        if kind == "online-unrotate":
+            if c.fast:
+                qf = fast_q(self.get("rot.signs", (d,)))
+                unrot = lambda h: h @ qf.T      # transpose FWHT: x diag(s) H / sqrt(d)
+                rerot = lambda g: g @ qf        # forward FWHT:  (x H) s / sqrt(d)
+            else:
+                wq = self.get("rot.q", (d, d))
+                wqt = self.get("rot.qT", (d, d))
+                unrot = lambda h: h @ wq.T      # graph LINEAR with weight rot.q
+                rerot = lambda g: g @ wqt.T     # graph LINEAR with weight rot.qT
+        elif kind == "per-sample-fold":
+            q = self.get("rot.q", (d, d))
+        centered_stream = kind in ("online-unrotate", "per-sample-fold",
+                                   "static-fold") and c.stream == "centered"
+
+        # branch-rotate: the online rotation before each linear's input
+        def branch(width):
+            if kind != "branch-rotate":
+                return lambda h: h
+            tag = "d" if width == d else "m"
+            if c.fast:
+                a = fast_q(self.get(f"branch.signs.{tag}", (width,)))
+                return lambda h: h @ a
+            w = self.get(f"branch.qT.{tag}", (width, width))
+            return lambda h: h @ w.T
+        bd, bm = branch(d), branch(f)
+
+        def read(h, prefix, n, mods):
+            """A norm site feeding reader `prefix` ([n, d]): modulate and apply."""
+            if kind == "static-fold":
+                return self.linear(h, prefix, n, d)
+            shift, scale = mods
+            if kind == "per-sample-fold":
+                w = self.get(prefix + ".weight", (n, d))
+                b = self.opt(prefix + ".bias", (n,))
+                b = np.zeros(n) if b is None else b
+                out = np.empty((h.shape[0], n))
+                for s in range(c.samples):
+                    r = slice(s * c.tokens, (s + 1) * c.tokens)
+                    ws = (w * (1.0 + scale[s])[None, :]) @ q
+                    bs = b + w @ shift[s]
+                    out[r] = h[r] @ ws.T + bs
+                return out
+            if kind == "online-unrotate":
+                h = unrot(h)
+            hm = h * (1.0 + self.rows(scale)) + self.rows(shift)
+            return self.linear(bd(hm), prefix, n, d)
+
+        def write(x, u, prefix, k, gate, rot_in):
+            """A gate site: X += gate * (u W^T + b), in the stream's basis."""
+            if kind == "static-fold":
+                return x + self.linear(rot_in(u), prefix, d, k)
+            if kind == "per-sample-fold":
+                w = self.get(prefix + ".weight", (d, k))
+                b = self.opt(prefix + ".bias", (d,))
+                b = np.zeros(d) if b is None else b
+                pre = (q.T @ cmat) if centered_stream else q.T
+                out = np.empty_like(x)
+                for s in range(c.samples):
+                    r = slice(s * c.tokens, (s + 1) * c.tokens)
+                    ws = pre @ (gate[s][:, None] * w)
+                    bs = pre @ (gate[s] * b)
+                    out[r] = u[r] @ ws.T + bs
+                return x + out
+            g = self.rows(gate) * self.linear(rot_in(u), prefix, d, k)
+            if kind == "online-unrotate":
+                if centered_stream:
+                    g = g - g.mean(axis=1, keepdims=True)
+                g = rerot(g)
+            return x + g
+
+        for i in range(c.layers):
+            p = f"blocks.{i}."
+            mods = (self.modulation(p, 6) if kind != "static-fold"
+                    else [None] * 6)
+            shift1, scale1, gate1, shift2, scale2, gate2 = mods
+            h = self.norm0(x, center)
+            qkv = read(h, p + "attn.qkv", 3 * d, (shift1, scale1))
+            a = self.attention(qkv[:, :d], qkv[:, d:2 * d], qkv[:, 2 * d:])
+            x = write(x, a, p + "attn.proj", d, gate1, bd)
+            h = self.norm0(x, center)
+            u = act(read(h, p + "mlp.fc1", f, (shift2, scale2)))
+            x = write(x, u, p + "mlp.fc2", f, gate2, bm)
+
+        if "final_layer.linear.weight" in self.t:
+            w = self.get("final_layer.linear.weight")
+            fm = (self.modulation("final_layer.", 2) if kind != "static-fold"
+                  else (None, None))
+            h = self.norm0(x, center)
+            y = read(h, "final_layer.linear", w.shape[0], fm)
+            # DESIGN.md 1/4: the final layer's output is what a user sees and
+            # is compared as is
+            return y
+        # no final layer: the residual stream, mapped back to the original
+        # basis (X' Q^T) and centered per row
+        if kind in ("online-unrotate", "per-sample-fold", "static-fold"):
+            rq = self.opt("readout.q", (d, d))
+            if rq is None:
+                rq = self.opt("rot.q", (d, d))
+            if rq is not None:
+                x = x @ rq.T
+            elif kind == "online-unrotate" and c.fast:
+                x = unrot(x)
+            else:
+                raise InputError(f"{self.path}: residual readout of a rotated "
+                                 "stream needs 'readout.q' (or 'rot.q')")
+        if c.readout_center:
+            x = x - x.mean(axis=1, keepdims=True)
+        return x
+
     def forward(self):
         c = self.cfg
         d, f, act = c.d, c.d_mlp, ACTS[c.act]
         x = self.get("input")
+        if c.block == "dit":
+            return self.forward_dit()
         if c.block == "preln":
             for i in range(c.layers):
                 p = f"blocks.{i}."
@@ -347,6 +574,15 @@ def main(argv=None):
           f"(rtol {a.rtol:g})  {'PASS' if ok else 'FAIL'}")
     passed += ok
     failed += not ok
+    if not ok and np.all(np.isfinite(y)):
+        # a common cause: truth had each output row's mean removed
+        rc, _ = errors(y - y.mean(axis=1, keepdims=True), truth)
+        if rc <= a.rtol:
+            print(f"  note: truth equals the re-run with each output row's mean "
+                  f"removed (rel_norm2 {rc:.3e}): cicheck centered this "
+                  f"{c.readout} output (metadata readout.center = "
+                  f"{str(c.readout_center).lower()})"
+)
 
     # informational: what the dumped engine outputs score against truth
     for name in sorted(outs):
@@ -378,9 +614,33 @@ def main(argv=None):
         else:
             verdict = "inconclusive"
         ok = verdict == expect
+        per_sample = []
+        if xm.cfg.block == "dit" and xm.cfg.kind == "static-fold":
+            # folded for one conditioning vector: that sample must match the
+            # truth, every other sample must differ
+            cal = xm.cfg.calibration
+            n = xm.cfg.tokens
+            for s in range(xm.cfg.samples):
+                rows = slice(s * n, (s + 1) * n)
+                rs, ms = errors(yx[rows], truth[rows])
+                fin = bool(np.all(np.isfinite(yx[rows])))
+                if s == cal:
+                    sok = fin and rs <= a.xf_equiv
+                    want = "equivalent"
+                else:
+                    sok = not fin or rs > a.xf_differs
+                    want = "broken"
+                per_sample.append((s, rs, ms, want, sok))
+            ok = ok and all(t[4] for t in per_sample)
         print(f"  transform {label} ({kind}) vs truth: rel_norm2 {r:.3e}  "
               f"max_abs {m:.3e}  {verdict} (expected {expect})  "
               f"{'PASS' if ok else 'FAIL'}")
+        for s, rs, ms, want, sok in per_sample:
+            tag = " (calibration" + (", metadata absent: sample 0 assumed)"
+                                     if xm.cfg.calibration_defaulted else ")")
+            print(f"    sample {s}{tag if s == xm.cfg.calibration else ''}: "
+                  f"rel_norm2 {rs:.3e}  max_abs {ms:.3e}  expected {want}  "
+                  f"{'PASS' if sok else 'FAIL'}")
         passed += ok
         failed += not ok
 

@@ -122,6 +122,9 @@ for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 ou
 done
 if /usr/bin/python3 -c 'import numpy' 2>/dev/null && [ -f scripts/verify_dump.py ]; then
     expect_rc 0 "NumPy re-run reproduces the truth" /usr/bin/python3 scripts/verify_dump.py "$tmp/dump"
+    # the DiT block and its adaLN strategies, re-implemented independently
+    "$bin" run --quiet --out "$tmp/rep6" --dump "$tmp/dump-dit" cases/known-breaks/adaln-static-fold.toml >/dev/null 2>&1
+    expect_rc 0 "NumPy re-run of a dit dump reproduces the truth" /usr/bin/python3 scripts/verify_dump.py "$tmp/dump-dit"
 else
     echo "skip - NumPy re-run (no /usr/bin/python3 with numpy)"
 fi
