@@ -36,12 +36,11 @@ double cic_rng_uniform(uint64_t key, uint64_t i)
     return ((double)k + 0.5) * 0x1p-53;
 }
 
-void cic_rng_normal_mp(mpfr_ptr z, uint64_t key, uint64_t i)
+/* Both normals of pair `pair` at p bits: c = r cos(t), s = r sin(t). */
+static void normal_pair(mpfr_ptr c, mpfr_ptr s, uint64_t key, uint64_t pair, mpfr_prec_t p)
 {
-    mpfr_t r, t, s, c;
-    mpfr_prec_t p = mpfr_get_prec(z) + 32;
-    uint64_t pair = i / 2;
-    mpfr_inits2(p, r, t, s, c, (mpfr_ptr)0);
+    mpfr_t r, t;
+    mpfr_inits2(p, r, t, (mpfr_ptr)0);
     /* r = sqrt(-2 ln u1) */
     mpfr_set_d(r, cic_rng_uniform(key, 2 * pair), MPFR_RNDN);
     mpfr_log(r, r, MPFR_RNDN);
@@ -52,9 +51,19 @@ void cic_rng_normal_mp(mpfr_ptr z, uint64_t key, uint64_t i)
     mpfr_mul_2ui(t, t, 1, MPFR_RNDN);
     mpfr_mul_d(t, t, cic_rng_uniform(key, 2 * pair + 1), MPFR_RNDN);
     mpfr_sin_cos(s, c, t, MPFR_RNDN);
-    mpfr_mul(t, r, (i & 1) ? s : c, MPFR_RNDN);
-    mpfr_set(z, t, MPFR_RNDN);
-    mpfr_clears(r, t, s, c, (mpfr_ptr)0);
+    mpfr_mul(c, c, r, MPFR_RNDN);
+    mpfr_mul(s, s, r, MPFR_RNDN);
+    mpfr_clears(r, t, (mpfr_ptr)0);
+}
+
+void cic_rng_normal_mp(mpfr_ptr z, uint64_t key, uint64_t i)
+{
+    mpfr_t c, s;
+    mpfr_prec_t p = mpfr_get_prec(z) + 32;
+    mpfr_inits2(p, c, s, (mpfr_ptr)0);
+    normal_pair(c, s, key, i / 2, p);
+    mpfr_set(z, (i & 1) ? s : c, MPFR_RNDN);
+    mpfr_clears(c, s, (mpfr_ptr)0);
 }
 
 float cic_rng_normal_f32(uint64_t key, uint64_t i)
@@ -71,26 +80,27 @@ float cic_rng_normal_f32(uint64_t key, uint64_t i)
 void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
 {
     uint64_t i;
-    mpfr_t z;
+    mpfr_t z, c, s, s3;
     mpfr_init2(z, 64);
+    mpfr_inits2(64 + 32, c, s, (mpfr_ptr)0);
+    mpfr_init2(s3, 64);
+    mpfr_sqrt_ui(s3, 3, MPFR_RNDN);
     for (i = 0; i < n; i++) {
         if (dist == 0) {
-            cic_rng_normal_mp(z, key, i);
+            /* the same bits as cic_rng_normal_mp at 64 bits, one pair per
+             * two values */
+            if ((i & 1) == 0 || i == 0)
+                normal_pair(c, s, key, i / 2, 64 + 32);
+            mpfr_set(z, (i & 1) ? s : c, MPFR_RNDN);
         } else {
             /* sqrt(3) * (2u - 1): uniform with unit std */
             mpfr_set_d(z, cic_rng_uniform(key, i), MPFR_RNDN);
             mpfr_mul_2ui(z, z, 1, MPFR_RNDN);
             mpfr_sub_ui(z, z, 1, MPFR_RNDN);
-            {
-                mpfr_t s3;
-                mpfr_init2(s3, 64);
-                mpfr_sqrt_ui(s3, 3, MPFR_RNDN);
-                mpfr_mul(z, z, s3, MPFR_RNDN);
-                mpfr_clear(s3);
-            }
+            mpfr_mul(z, z, s3, MPFR_RNDN);
         }
         mpfr_mul_d(z, z, std, MPFR_RNDN);
         x[i] = cic_mp_get_f32(z);
     }
-    mpfr_clear(z);
+    mpfr_clears(z, c, s, s3, (mpfr_ptr)0);
 }

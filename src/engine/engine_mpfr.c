@@ -54,7 +54,7 @@ typedef struct {
     mpfr_ptr *ptr;    /* for plain sums */
     mpfr_t t0, t1, t2, c_scale;
     cic_flop_count fc;
-    cic_fold_ws fold;
+    cic_fold_ws fold[CIC_MAX_THREADS]; /* per thread, made on first use */
     bool has_fold;
     mpws ws[CIC_MAX_THREADS];
     int nt;
@@ -294,53 +294,95 @@ static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
     return 0;
 }
 
-static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
+typedef struct {
+    mprun *r;
+    const cic_op *o;
+    const mpfr_t *mod, *w, *b, *q;
+    mpfr_t *y;
+    int mc, d, n, kk;
+} fold_job;
+
+/* Jobs are samples; thread t uses fold workspace t (found by its mpws). */
+static void fold_samples(void *c, int lo, int hi, mpws *w)
 {
-    const cic_model *m = r->m;
-    const mpfr_t *mod = wsrc(r, o->in[0]);
-    const mpfr_t *w = o->w >= 0 ? wsrc(r, o->w) : NULL;
-    const mpfr_t *b = o->b >= 0 ? wsrc(r, o->b) : NULL;
-    const mpfr_t *q = o->g >= 0 ? wsrc(r, o->g) : NULL;
-    int mc = m->t[o->in[0]].cols, d = m->cfg.d_model, s;
-    int n = o->w >= 0 ? m->t[o->w].rows : d, kk = o->w >= 0 ? m->t[o->w].cols : 1;
-    double fl = 0;
-    if (!mod || (o->w >= 0 && !w) || (o->b >= 0 && !b) || (o->g >= 0 && !q))
-        return -1;
-    if (!r->has_fold) {
-        size_t mx = 0;
-        int i;
-        for (i = 0; i < m->n_t; i++)
-            if (m->t[i].role == CIC_T_WEIGHT &&
-                (size_t)m->t[i].rows * m->t[i].cols > mx)
-                mx = (size_t)m->t[i].rows * m->t[i].cols;
-        if (cic_fold_ws_init(&r->fold, mx, (size_t)(d > kk ? d : kk), r->prec) < 0)
-            return -1;
-        r->has_fold = true;
-    }
-    for (s = 0; s < r->ns; s++) {
-        const mpfr_t *v = mod + (size_t)s * mc + o->in_col[0];
+    const fold_job *F = c;
+    const cic_op *o = F->o;
+    cic_fold_ws *ws = &F->r->fold[w - F->r->ws];
+    int s, d = F->d, n = F->n, kk = F->kk;
+    for (s = lo; s < hi; s++) {
+        const mpfr_t *v = F->mod + (size_t)s * F->mc + o->in_col[0];
         switch (o->kind) {
         case CIC_OP_FOLD_IN_W:
-            cic_fold_in_w(y + (size_t)s * n * d, w, n, d, v, q, &r->fold);
-            fl += d + (double)n * d + 2.0 * n * d * d;
+            cic_fold_in_w(F->y + (size_t)s * n * d, F->w, n, d, v, F->q, ws);
             break;
         case CIC_OP_FOLD_IN_B:
-            cic_fold_in_b(y + (size_t)s * n, w, b, n, d, v, &r->fold);
-            fl += (double)n * (2.0 * d + 1);
+            cic_fold_in_b(F->y + (size_t)s * n, F->w, F->b, n, d, v, ws);
             break;
         case CIC_OP_FOLD_OUT_W:
-            cic_fold_out_w(y + (size_t)s * d * kk, w, d, kk, v, q, o->center, &r->fold);
-            fl += (double)d * kk + (o->center ? (2.0 * d + 1) * kk : 0) + 2.0 * d * d * kk;
+            cic_fold_out_w(F->y + (size_t)s * d * kk, F->w, d, kk, v, F->q, o->center, ws);
             break;
         case CIC_OP_FOLD_OUT_B:
-            cic_fold_out_b(y + (size_t)s * d, b, d, v, q, o->center, &r->fold);
-            fl += (double)d + (o->center ? 2.0 * d + 1 : 0) + 2.0 * d * d;
+            cic_fold_out_b(F->y + (size_t)s * d, F->b, d, v, F->q, o->center, ws);
             break;
         default:
             CIC_ASSERT(0 && "fold kind");
         }
     }
-    r->fc.site[o->site] += fl;
+}
+
+static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const cic_model *m = r->m;
+    fold_job F;
+    int d = m->cfg.d_model, n, kk;
+    double per;
+    F.r = r;
+    F.o = o;
+    F.y = y;
+    F.mod = wsrc(r, o->in[0]);
+    F.w = o->w >= 0 ? wsrc(r, o->w) : NULL;
+    F.b = o->b >= 0 ? wsrc(r, o->b) : NULL;
+    F.q = o->g >= 0 ? wsrc(r, o->g) : NULL;
+    F.mc = m->t[o->in[0]].cols;
+    F.d = d;
+    F.n = n = o->w >= 0 ? m->t[o->w].rows : d;
+    F.kk = kk = o->w >= 0 ? m->t[o->w].cols : 1;
+    if (!F.mod || (o->w >= 0 && !F.w) || (o->b >= 0 && !F.b) || (o->g >= 0 && !F.q))
+        return -1;
+    if (!r->has_fold) {
+        size_t mx = 0, md = (size_t)d;
+        int i;
+        for (i = 0; i < m->n_t; i++)
+            if (m->t[i].role == CIC_T_WEIGHT) {
+                if ((size_t)m->t[i].rows * m->t[i].cols > mx)
+                    mx = (size_t)m->t[i].rows * m->t[i].cols;
+                if ((size_t)m->t[i].cols > md)
+                    md = (size_t)m->t[i].cols;
+            }
+        for (i = 0; i < r->nt; i++)
+            if (cic_fold_ws_init(&r->fold[i], mx, md, r->prec) < 0) {
+                while (--i >= 0)
+                    cic_fold_ws_clear(&r->fold[i]);
+                return -1;
+            }
+        r->has_fold = true;
+    }
+    parallel(r, r->ns, fold_samples, &F);
+    switch (o->kind) {
+    case CIC_OP_FOLD_IN_W:
+        per = d + (double)n * d + 2.0 * n * d * d;
+        break;
+    case CIC_OP_FOLD_IN_B:
+        per = (double)n * (2.0 * d + 1);
+        break;
+    case CIC_OP_FOLD_OUT_W:
+        per = (double)d * kk + (o->center ? (2.0 * d + 1) * kk : 0) + 2.0 * d * d * kk;
+        break;
+    default:
+        per = (double)d + (o->center ? 2.0 * d + 1 : 0) + 2.0 * d * d;
+        break;
+    }
+    r->fc.site[o->site] += per * r->ns;
     return 0;
 }
 
@@ -697,7 +739,8 @@ cleanup:
     for (i = 0; i < CIC_MAX_THREADS; i++)
         mpws_clear(&r.ws[i], (size_t)m->cfg.tokens);
     if (r.has_fold)
-        cic_fold_ws_clear(&r.fold);
+        for (i = 0; i < r.nt; i++)
+            cic_fold_ws_clear(&r.fold[i]);
     if (r.buf)
         for (i = 0; i < m->n_t; i++)
             cic_mpvec_destroy(r.buf[i], (size_t)rows_of(&r, i) * m->t[i].cols);
