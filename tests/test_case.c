@@ -933,6 +933,74 @@ static void test_mutations(void **state)
     }
 }
 
+/* Inputs the fuzzer (scripts/fuzz.sh, tests/fuzz/fuzz_case.c) once broke on:
+ * every file in tests/fuzz-regressions must load, through the file loader
+ * (full length, embedded NULs included) and as a string (up to the first
+ * NUL, as the fuzz target sees it), to CIC_OK or CIC_EINPUT with a message;
+ * under scripts/sanitize.sh any memory error or UB there stops the test. */
+static void test_fuzz_regressions(void **state)
+{
+    static cic_case c; /* large: keep it off the stack */
+    char dir[1024], path[2048];
+    char *names[1024];
+    int n = 0, failures = 0, i;
+    DIR *dp;
+    struct dirent *de;
+    (void)state;
+    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions");
+    dp = opendir(dir);
+    if (!dp)
+        fail_msg("cannot open %s", dir);
+    while ((de = readdir(dp)) && n < 1024) {
+        if (de->d_name[0] == '.' || strncmp(de->d_name, "README", 6) == 0)
+            continue;
+        names[n++] = strdup(de->d_name);
+    }
+    closedir(dp);
+    qsort(names, (size_t)n, sizeof names[0], cmp_str);
+    for (i = 0; i < n; i++) {
+        cic_diag d;
+        FILE *f;
+        char *buf = NULL;
+        long sz;
+        int rc;
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        memset(&d, 0, sizeof d);
+        rc = cic_case_load(&c, path, &d);
+        if ((rc != CIC_OK && rc != CIC_EINPUT) ||
+            (rc == CIC_EINPUT && d.msg[0] == '\0')) {
+            print_error("FAIL %s (file): rc %d, diag %d:%d: %s\n", names[i], rc,
+                        d.line, d.column, d.msg);
+            failures++;
+        }
+        f = fopen(path, "rb");
+        if (!f || fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 ||
+            fseek(f, 0, SEEK_SET) != 0 || !(buf = malloc((size_t)sz + 1)) ||
+            fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+            print_error("FAIL %s: cannot read\n", names[i]);
+            failures++;
+        } else {
+            buf[sz] = '\0';
+            memset(&d, 0, sizeof d);
+            rc = cic_case_load_string(&c, buf, names[i], &d);
+            if ((rc != CIC_OK && rc != CIC_EINPUT) ||
+                (rc == CIC_EINPUT && d.msg[0] == '\0')) {
+                print_error("FAIL %s (string): rc %d, diag %d:%d: %s\n",
+                            names[i], rc, d.line, d.column, d.msg);
+                failures++;
+            }
+        }
+        free(buf);
+        if (f)
+            fclose(f);
+        free(names[i]);
+    }
+    if (n < 1)
+        fail_msg("no input in %s (the fuzzer's first finds live there)", dir);
+    if (failures)
+        fail_msg("%d of %d fuzz regressions failed", failures, n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -949,6 +1017,7 @@ int main(void)
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_fuzz_regressions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

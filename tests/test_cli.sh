@@ -115,6 +115,47 @@ grep -q "per sample: 0 broken .*, 1 equivalent .*, 2 broken" "$tmp/out" &&
     ok "static-fold equivalent on its calibration sample only" ||
     bad "static-fold equivalent on its calibration sample only"
 
+# the regression gate: bless, then an unchanged run, a planted regression
+# (a baseline edited to a better value) and a planted truth change
+kb=cases/known-breaks/skip-mean-bake.toml
+CI=true "$bin" bless --baseline "$tmp/base" "$kb" >"$tmp/out" 2>"$tmp/err"
+[ $? -eq 2 ] && grep -q "CI=true" "$tmp/err" && ok "bless refused under CI=true" ||
+    bad "bless refused under CI=true"
+expect_rc 0 "bless --force" "$bin" bless --force --quiet --baseline "$tmp/base" "$kb"
+[ -s "$tmp/base/skip-mean-bake.json" ] && ok "baseline written" || bad "baseline written"
+expect_rc 0 "unchanged run against its baseline" "$bin" run --quiet --no-color \
+    --baseline "$tmp/base" --out "$tmp/rep7" --junit "$tmp/junit.xml" "$kb"
+if command -v xmllint >/dev/null 2>&1; then
+    expect_rc 0 "junit.xml validates" xmllint --noout "$tmp/junit.xml"
+fi
+cp "$tmp/base/skip-mean-bake.json" "$tmp/base/orig.json"
+/usr/bin/env python3 - "$tmp/base/skip-mean-bake.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+for x in r["results"]:
+    if x["transform"] == "fuse-no-mean-bake" and x["engine"] == "f32-openblas":
+        x["metrics"]["rel_norm2"] = x["metrics"]["rel_norm2"] / 4
+json.dump(r, open(sys.argv[1], "w"), indent=1)
+PY
+expect_rc 1 "planted regression" "$bin" run --quiet --no-color --baseline "$tmp/base" \
+    --out "$tmp/rep8" --junit "$tmp/junit2.xml" "$kb"
+grep "FAIL regression" "$tmp/out" | grep "skip-mean-bake / fuse-no-mean-bake / f32-openblas / rel_norm2: old .*, new " >/dev/null &&
+    ok "regression names case, transform, engine, metric, old and new" ||
+    bad "regression names case, transform, engine, metric, old and new"
+grep -q "<failure" "$tmp/junit2.xml" && ok "junit records the regression" || bad "junit records the regression"
+sed 's/"truth_sha256": "\(.\)/"truth_sha256": "0\1/' "$tmp/base/orig.json" >"$tmp/base/skip-mean-bake.json"
+expect_rc 1 "planted truth change" "$bin" run --quiet --no-color --baseline "$tmp/base" --out "$tmp/rep9" "$kb"
+grep -q "FAIL regression skip-mean-bake / - / - / truth_sha256" "$tmp/out" && ok "truth change named" ||
+    bad "truth change named"
+echo '{"results": 3}' >"$tmp/base/skip-mean-bake.json"
+expect_rc 2 "malformed baseline" "$bin" run --quiet --baseline "$tmp/base" --out "$tmp/rep10" "$kb"
+
+# a folder runs every case in it with one summary
+expect_rc 0 "a folder of cases" "$bin" run --quiet --no-color --no-baseline --out "$tmp/rep11" \
+    --markdown "$tmp/summary.md" cases/known-breaks
+grep -q "^cicheck: [0-9]* cases, [0-9]* passed, 0 failed" "$tmp/out" && ok "one summary" || bad "one summary"
+[ -s "$tmp/summary.md" ] && ok "markdown summary written" || bad "markdown summary written"
+
 # --dump
 expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump" cases/known-breaks/attn-out-not-rotated.toml
 for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 outputs; do

@@ -4,11 +4,14 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
+#include "report/report.h"
 #include "metric/flops.h"
 #include "model/model.h"
 
+#include <dirent.h>
 #include <mpfr.h>
 #include <string.h>
+#include <sys/stat.h>
 
 static const char USAGE[] =
     "usage: cicheck [--help] [--version] <command> [<args>]\n"
@@ -17,7 +20,9 @@ static const char USAGE[] =
     "rotation) of transformer blocks in float32 against an MPFR truth.\n"
     "\n"
     "commands:\n"
-    "  run CASE.toml...   run case files; see 'cicheck run --help'\n"
+    "  run CASE|DIR...    run case files (or every case in a folder); see\n"
+    "                     'cicheck run --help'\n"
+    "  bless CASE|DIR...  run cases and accept them as baselines in reference/\n"
     "  flops CASE.toml    analytical extra-FLOP table of the adaLN strategies for a\n"
     "                     dit case, optionally at other sizes (see 'cicheck flops\n"
     "                     --help'), e.g. DiT-XL/2: --d-model 1152 --heads 16\n"
@@ -28,20 +33,38 @@ static const char USAGE[] =
     "            2 bad input or usage, 3 out of memory or I/O failure\n";
 
 static const char RUN_USAGE[] =
-    "usage: cicheck run [options] CASE.toml...\n"
+    "usage: cicheck run [options] CASE.toml|FOLDER...\n"
     "\n"
-    "Builds the case's model from its seed, computes the MPFR truth, runs every\n"
-    "transform in MPFR (verdict) and in each float32 engine (errors), checks\n"
-    "the expectations and gates, prints a table and writes report.json.\n"
+    "Builds each case's model from its seed, computes the MPFR truth, runs every\n"
+    "transform in MPFR (verdict) and in each float32 engine (errors), checks the\n"
+    "expectations, the gates and the baseline, prints a table per case and a\n"
+    "summary, and writes report.json per case. A FOLDER runs every *.toml below\n"
+    "it (sorted, subfolders included).\n"
     "\n"
     "options:\n"
-    "  --out DIR     where report.json goes (default reports/<case name>);\n"
-    "                with several cases, DIR/<case name>\n"
-    "  --dump DIR    also write weights, inputs and outputs as safetensors\n"
-    "                (with several cases, DIR/<case name>)\n"
-    "  --quiet       no progress lines on stderr\n"
-    "  --color       force colours;  --no-color  never colour\n"
-    "  -h, --help    this text\n";
+    "  --out DIR        where report.json goes (default reports/<case name>);\n"
+    "                   with several cases, DIR/<case name>\n"
+    "  --dump DIR       also write weights, inputs and outputs as safetensors\n"
+    "                   (with several cases, DIR/<case name>)\n"
+    "  --baseline DIR   compare with DIR/<case name>.json (default reference/,\n"
+    "                   compared when the file exists)\n"
+    "  --no-baseline    do not compare with a baseline\n"
+    "  --tolerance R[,U] f32 metrics may grow to old*(1+R) (+U for ULP figures)\n"
+    "                   over the baseline (default 0.5,2)\n"
+    "  --junit FILE     JUnit XML of every gate, expectation and baseline check\n"
+    "  --markdown FILE  Markdown summary (also appended to $GITHUB_STEP_SUMMARY\n"
+    "                   when that is set)\n"
+    "  --quiet          no progress lines on stderr\n"
+    "  --color          force colours;  --no-color  never colour\n"
+    "  -h, --help       this text\n";
+
+static const char BLESS_USAGE[] =
+    "usage: cicheck bless [--force] [--baseline DIR] CASE.toml|FOLDER...\n"
+    "\n"
+    "Runs each case and writes its report as the accepted baseline\n"
+    "DIR/<case name>.json (default reference/). Refused when CI=true (a CI job\n"
+    "must not accept its own numbers) and for a run whose gates fail, unless\n"
+    "--force.\n";
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -60,29 +83,191 @@ static void stem(char *buf, size_t cap, const char *path)
     snprintf(buf, cap, "%.*s", dot ? (int)(dot - b) : (int)strlen(b), b);
 }
 
-static int cmd_run(int argc, char **argv)
+/* ---- case lists: files, and folders expanded to their *.toml ---- */
+
+typedef struct {
+    char **v;
+    int n, cap;
+} strlist;
+
+static int push(strlist *l, const char *s)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 32;
+        char **nv = realloc(l->v, (size_t)cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        l->v = nv;
+        l->cap = cap;
+    }
+    l->v[l->n] = strdup(s);
+    return l->v[l->n] ? (l->n++, 0) : -1;
+}
+
+static void strlist_free(strlist *l)
+{
+    int i;
+    for (i = 0; i < l->n; i++)
+        free(l->v[i]);
+    free(l->v);
+}
+
+static int cmpstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Add path; a folder adds its *.toml files first, then its subfolders',
+ * each sorted. */
+static int expand(strlist *l, const char *path, int depth)
+{
+    struct stat st;
+    DIR *dir;
+    struct dirent *e;
+    strlist files = {0}, dirs = {0};
+    int i, rc = 0;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+        return push(l, path); /* a missing file is reported by the loader */
+    if (depth > 16 || !(dir = opendir(path)))
+        return push(l, path);
+    while ((e = readdir(dir))) {
+        char full[4096];
+        size_t n = strlen(e->d_name);
+        struct stat s2;
+        if (e->d_name[0] == '.')
+            continue;
+        snprintf(full, sizeof full, "%s/%s", path, e->d_name);
+        if (stat(full, &s2) != 0)
+            continue;
+        if (S_ISDIR(s2.st_mode)) {
+            if (push(&dirs, full) < 0)
+                rc = -1;
+        } else if (n > 5 && !strcmp(e->d_name + n - 5, ".toml")) {
+            if (push(&files, full) < 0)
+                rc = -1;
+        }
+    }
+    closedir(dir);
+    qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
+    qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmpstr);
+    for (i = 0; i < files.n && rc == 0; i++)
+        rc = push(l, files.v[i]);
+    for (i = 0; i < dirs.n && rc == 0; i++)
+        rc = expand(l, dirs.v[i], depth + 1);
+    strlist_free(&files);
+    strlist_free(&dirs);
+    return rc;
+}
+
+static int parse_tolerance(cic_tolerance *t, const char *s)
+{
+    char *end;
+    double rel = strtod(s, &end), ulp = t->abs_ulp;
+    if (end == s || !(rel >= 0) || rel > 1e6)
+        return -1;
+    if (*end == ',') {
+        const char *u = end + 1;
+        ulp = strtod(u, &end);
+        if (end == u || !(ulp >= 0) || ulp > 1e12)
+            return -1;
+    }
+    if (*end != '\0')
+        return -1;
+    t->rel = rel;
+    t->abs_ulp = ulp;
+    return 0;
+}
+
+/* Write the baseline of one finished run. */
+static int bless_one(const cic_case_run *cr, const char *dir, const char *src)
+{
+    char path[1200];
+    cic_diag d;
+    snprintf(path, sizeof path, "%s/%s.json", dir, cr->kase.name);
+    if (cic_mkdir_p(dir, &d) < 0 || cic_report_json_write_file(&cr->rep, path, &d) < 0) {
+        cic_diag_print(stderr, &d);
+        return CIC_EINTERNAL;
+    }
+    printf("blessed %s -> %s\n", src, path);
+    return CIC_OK;
+}
+
+/* JUnit, Markdown and the CI page for all runs. */
+static int summaries(cic_case_run **runs, int n, const char *junit, const char *markdown)
+{
+    const cic_report **reps = cic_calloc((size_t)n, sizeof *reps);
+    const char **errs = cic_calloc((size_t)n, sizeof *errs);
+    const char *gh = getenv("GITHUB_STEP_SUMMARY");
+    cic_diag d;
+    int i, rc = CIC_OK;
+    if (!reps || !errs) {
+        free(reps);
+        free(errs);
+        return CIC_EINTERNAL;
+    }
+    for (i = 0; i < n; i++) {
+        reps[i] = runs[i] && runs[i]->rep.kase ? &runs[i]->rep : NULL;
+        errs[i] = runs[i] ? runs[i]->error : "out of memory";
+    }
+    if (junit && cic_junit_write(junit, reps, errs, n, &d) < 0) {
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINTERNAL;
+    }
+    if (markdown && cic_markdown_write(markdown, reps, errs, n, false, &d) < 0) {
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINTERNAL;
+    }
+    if (gh && gh[0] && cic_markdown_write(gh, reps, errs, n, true, &d) < 0)
+        cic_diag_print(stderr, &d); /* the CI page is a courtesy, not a result */
+    free(reps);
+    free(errs);
+    return rc;
+}
+
+static int cmd_run_or_bless(int argc, char **argv, bool bless)
 {
     cic_run_args a;
-    const char *cases[256];
-    int n = 0, i, worst = CIC_OK;
+    strlist cases = {0};
+    cic_case_run **runs = NULL;
+    const char *junit = NULL, *markdown = NULL, *verb = bless ? "bless" : "run";
+    bool force = false;
+    int i, worst = CIC_OK, passed = 0, rc;
     memset(&a, 0, sizeof a);
     a.color = -1;
+    a.tol = CIC_TOLERANCE_DEFAULT;
     for (i = 0; i < argc; i++) {
         const char *s = argv[i];
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            fputs(RUN_USAGE, stdout);
+            fputs(bless ? BLESS_USAGE : RUN_USAGE, stdout);
+            strlist_free(&cases);
             return CIC_OK;
-        } else if (!strcmp(s, "--out") || !strcmp(s, "--dump")) {
-            if (i + 1 >= argc)
-                return usage_error("%s needs a folder", s);
+        }
+        if (!strcmp(s, "--out") || !strcmp(s, "--dump") || !strcmp(s, "--baseline") ||
+            !strcmp(s, "--junit") || !strcmp(s, "--markdown") || !strcmp(s, "--tolerance")) {
+            if (i + 1 >= argc) {
+                strlist_free(&cases);
+                return usage_error("%s needs a value", s);
+            }
+            i++;
             if (!strcmp(s, "--out"))
-                a.out_dir = argv[++i];
-            else
-                a.dump_dir = argv[++i];
-        } else if (!strncmp(s, "--out=", 6)) {
-            a.out_dir = s + 6;
-        } else if (!strncmp(s, "--dump=", 7)) {
-            a.dump_dir = s + 7;
+                a.out_dir = argv[i];
+            else if (!strcmp(s, "--dump"))
+                a.dump_dir = argv[i];
+            else if (!strcmp(s, "--baseline"))
+                a.baseline_dir = argv[i];
+            else if (!strcmp(s, "--junit"))
+                junit = argv[i];
+            else if (!strcmp(s, "--markdown"))
+                markdown = argv[i];
+            else if (parse_tolerance(&a.tol, argv[i]) < 0) {
+                strlist_free(&cases);
+                return usage_error("--tolerance takes R or R,U with R, U >= 0 (got '%s')",
+                                   argv[i]);
+            }
+        } else if (!strcmp(s, "--no-baseline")) {
+            a.no_baseline = true;
+        } else if (!strcmp(s, "--force") && bless) {
+            force = true;
         } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
             a.quiet = true;
         } else if (!strcmp(s, "--color")) {
@@ -90,21 +275,42 @@ static int cmd_run(int argc, char **argv)
         } else if (!strcmp(s, "--no-color")) {
             a.color = 0;
         } else if (s[0] == '-' && s[1] != '\0') {
-            return usage_error("unknown option '%s' for run", s);
-        } else {
-            if (n == (int)(sizeof cases / sizeof cases[0]))
-                return usage_error("too many case files (limit 256)%s", "");
-            cases[n++] = s;
+            fprintf(stderr, "cicheck: unknown option '%s' for %s\nTry 'cicheck %s --help'.\n", s,
+                    verb, verb);
+            strlist_free(&cases);
+            return CIC_EINPUT;
+        } else if (expand(&cases, s, 0) < 0) {
+            strlist_free(&cases);
+            return usage_error("out of memory listing '%s'", s);
         }
     }
-    if (n == 0)
-        return usage_error("run needs a case file, e.g. 'cicheck run cases/adaln.toml'%s", "");
-    for (i = 0; i < n; i++) {
+    if (cases.n == 0) {
+        strlist_free(&cases);
+        return usage_error(bless ? "bless needs a case file%s"
+                                 : "run needs a case file, e.g. 'cicheck run cases/adaln.toml'%s",
+                           "");
+    }
+    if (bless && !force) {
+        const char *ci = getenv("CI");
+        if (ci && !strcmp(ci, "true")) {
+            fprintf(stderr, "cicheck: bless refused: CI=true (a CI job must not accept its own "
+                            "numbers); run it on a workstation, or pass --force\n");
+            strlist_free(&cases);
+            return CIC_EINPUT;
+        }
+    }
+    if (bless)
+        a.no_baseline = true;
+    runs = cic_calloc((size_t)cases.n, sizeof *runs);
+    if (!runs) {
+        strlist_free(&cases);
+        return CIC_EINTERNAL;
+    }
+    for (i = 0; i < cases.n; i++) {
         cic_run_args one = a;
         char out[1024], dump[1024], st[256];
-        int rc;
-        if (n > 1) {
-            stem(st, sizeof st, cases[i]);
+        if (cases.n > 1) {
+            stem(st, sizeof st, cases.v[i]);
             if (a.out_dir) {
                 snprintf(out, sizeof out, "%s/%s", a.out_dir, st);
                 one.out_dir = out;
@@ -114,11 +320,27 @@ static int cmd_run(int argc, char **argv)
                 one.dump_dir = dump;
             }
         }
-        rc = cic_run_case(cases[i], &one);
+        rc = cic_run_case(cases.v[i], &one, &runs[i]);
+        if (bless && runs[i] && rc == CIC_EGATE && !force)
+            fprintf(stderr, "cicheck: %s: not blessed: the run fails its gates (--force to "
+                            "bless anyway)\n", cases.v[i]);
+        else if (bless && runs[i] && (rc == CIC_OK || rc == CIC_EGATE))
+            rc = bless_one(runs[i], a.baseline_dir ? a.baseline_dir : "reference", cases.v[i]);
+        if (rc == CIC_OK)
+            passed++;
         /* the worst outcome wins: 2 (input) and 3 over 1 over 0 */
         if (rc > worst)
             worst = rc;
     }
+    if (cases.n > 1)
+        printf("\ncicheck: %d cases, %d passed, %d failed\n", cases.n, passed, cases.n - passed);
+    rc = summaries(runs, cases.n, junit, markdown);
+    if (rc > worst)
+        worst = rc;
+    for (i = 0; i < cases.n; i++)
+        cic_case_run_free(runs[i]);
+    free(runs);
+    strlist_free(&cases);
     return worst;
 }
 
@@ -241,7 +463,9 @@ int main(int argc, char **argv)
         return CIC_OK;
     }
     if (!strcmp(argv[1], "run"))
-        return cmd_run(argc - 2, argv + 2);
+        return cmd_run_or_bless(argc - 2, argv + 2, false);
+    if (!strcmp(argv[1], "bless"))
+        return cmd_run_or_bless(argc - 2, argv + 2, true);
     if (!strcmp(argv[1], "flops"))
         return cmd_flops(argc - 2, argv + 2);
     if (!strcmp(argv[1], "hash"))

@@ -588,17 +588,56 @@ cleanup:
 
 /* ---- the run ---- */
 
-int cic_run_case(const char *path, const cic_run_args *a)
+void cic_case_run_free(cic_case_run *cr)
+{
+    if (!cr)
+        return;
+    free(cr->rep.results);
+    free(cr->rep.gates);
+    free(cr->rep.regress);
+    free(cr);
+}
+
+/* SHA-256 of n MPFR values: each as its exact hexadecimal significand and
+ * exponent (mpfr_get_str with base 16 and 0 digits is exact and canonical). */
+static void mp_sha256(char hex[65], const mpfr_t *v, size_t n)
+{
+    cic_sha256 s;
+    unsigned char dig[32];
+    size_t i;
+    cic_sha256_init(&s);
+    for (i = 0; i < n; i++) {
+        mpfr_exp_t e;
+        char buf[32];
+        char *str = mpfr_get_str(NULL, &e, 16, 0, v[i], MPFR_RNDN);
+        if (str) {
+            cic_sha256_update(&s, str, strlen(str));
+            mpfr_free_str(str);
+        }
+        snprintf(buf, sizeof buf, "p%ld;", (long)e);
+        cic_sha256_update(&s, buf, strlen(buf));
+    }
+    cic_sha256_final(&s, dig);
+    for (i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+}
+
+int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
 {
     run *r = cic_calloc(1, sizeof *r);
+    cic_case_run *cr = cic_calloc(1, sizeof *cr);
     cic_diag d;
     cic_report rep;
     int rc = CIC_EINTERNAL, i, color;
     char outdir[1200];
     memset(&d, 0, sizeof d);
     memset(&rep, 0, sizeof rep);
-    if (!r) {
+    if (!r || !cr) {
+        free(r);
+        free(cr);
         fprintf(stderr, "cicheck: out of memory\n");
+        if (out)
+            *out = NULL;
         return CIC_EINTERNAL;
     }
     r->a = a;
@@ -608,6 +647,7 @@ int cic_run_case(const char *path, const cic_run_args *a)
         rc = CIC_EINPUT;
         goto cleanup;
     }
+    cic_strlcpy(cr->kase.name, r->c.name, sizeof cr->kase.name);
     r->prec = r->c.mpfr_prec;
     r->orig = cic_model_create(&r->c.model, r->c.readout);
     if (!r->orig) {
@@ -636,6 +676,17 @@ int cic_run_case(const char *path, const cic_run_args *a)
         if (stage_xform(r, i, &d) < 0)
             goto fail;
     eval_gates(r);
+    mp_sha256(rep.truth_sha256, (const mpfr_t *)r->truth, r->n);
+    for (i = 0; i < r->n_saved; i++) {
+        /* each mpfr row's output: the transform's math, bit for bit */
+        int k;
+        if (!r->saved[i].mp)
+            continue;
+        for (k = 0; k < r->n_res; k++)
+            if (!strcmp(r->res[k].engine, "mpfr") &&
+                !strcmp(r->saved[i].name + 5, r->res[k].transform))
+                mp_sha256(r->res[k].mpfr_sha256, (const mpfr_t *)r->saved[i].mp, r->n);
+    }
 
     rep.kase = &r->c;
     cic_report_env_fill(&rep.env);
@@ -648,10 +699,42 @@ int cic_run_case(const char *path, const cic_run_args *a)
         rep.pass = rep.pass && r->res[i].pass;
     for (i = 0; i < r->n_gates; i++)
         rep.pass = rep.pass && r->gates[i].pass;
+    if (!a->no_baseline) {
+        char bpath[1200];
+        FILE *bf;
+        snprintf(bpath, sizeof bpath, "%s/%s.json", a->baseline_dir ? a->baseline_dir : "reference",
+                 r->c.name);
+        bf = fopen(bpath, "r");
+        if (bf) {
+            fclose(bf);
+            if (cic_baseline_compare(&rep, bpath, &a->tol, &d) < 0) {
+                cic_diag_print(stderr, &d);
+                rc = CIC_EINPUT;
+                goto cleanup;
+            }
+        } else if (a->baseline_dir) {
+            fprintf(stderr, "cicheck: %s: no baseline for case '%s' (cicheck bless to write one)\n",
+                    bpath, r->c.name);
+        }
+    }
     rep.wall_seconds = now() - r->t0;
 
     color = a->color >= 0 ? a->color : isatty(fileno(stdout));
     cic_report_table(stdout, &rep, color != 0);
+    if (rep.has_baseline) {
+        int nf = 0;
+        for (i = 0; i < rep.n_regress; i++) {
+            const cic_regress_result *g = &rep.regress[i];
+            if (g->pass)
+                continue;
+            nf++;
+            printf("FAIL regression %s / %s / %s / %s: old %s, new %s%s%s (%s)\n", r->c.name,
+                   g->transform[0] ? g->transform : "-", g->engine[0] ? g->engine : "-",
+                   g->metric, g->old_value, g->new_value, g->limit[0] ? ", limit " : "",
+                   g->limit, CIC_RULE_NAME[g->rule]);
+        }
+        printf("baseline %s: %d checks, %d failed\n", rep.baseline_path, rep.n_regress, nf);
+    }
     for (i = 0; i < r->n_res; i++) {
         const cic_result *x = &r->res[i];
         int s;
@@ -693,6 +776,30 @@ fail:
     cic_diag_print(stderr, &d);
     rc = CIC_EINTERNAL;
 cleanup:
+    if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
+        if (d.line > 0)
+            snprintf(cr->error, sizeof cr->error, "%.500s:%d:%d: %.600s", d.file, d.line,
+                     d.column > 0 ? d.column : 1, d.msg);
+        else
+            snprintf(cr->error, sizeof cr->error, "%.500s: %.600s", d.file[0] ? d.file : path,
+                     d.msg);
+        free(rep.regress);
+    } else {
+        /* hand the results to the summaries */
+        cr->kase = r->c;
+        cr->rep = rep;
+        cr->rep.kase = &cr->kase;
+        cr->rep.results = r->res;
+        cr->rep.gates = r->gates;
+        r->res = NULL;
+        r->gates = NULL;
+    }
+    cr->exit_code = rc;
+    cr->rep.exit_code = rc;
+    if (out)
+        *out = cr;
+    else
+        cic_case_run_free(cr);
     for (i = 0; i < r->n_saved; i++) {
         free(r->saved[i].f32);
         cic_mpvec_destroy(r->saved[i].mp, r->n);

@@ -464,6 +464,8 @@ static json_t *result_json(const cic_result *r, int *err)
 
     jset(o, "transform", JSTR(r->transform), err);
     jset(o, "engine", JSTR(r->engine), err);
+    if (r->mpfr_sha256[0])
+        jset(o, "mpfr_sha256", JSTR(r->mpfr_sha256), err);
     if (r->has_verdict) {
         json_t *th = json_object();
         jset(o, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)r->expect), err);
@@ -553,6 +555,26 @@ static json_t *report_json(const cic_report *r)
     jset(truth, "max_rel_diff", jreal(r->truth_cert_diff), &err);
     jset(root, "truth", truth, &err);
     jset(root, "weights_sha256", JSTR(r->weights_sha256), &err);
+    jset(root, "truth_sha256", JSTR(r->truth_sha256), &err);
+    if (r->has_baseline) {
+        json_t *b = json_object(), *checks = json_array();
+        for (int i = 0; r->regress && i < r->n_regress; i++) {
+            const cic_regress_result *g = &r->regress[i];
+            json_t *c = json_object();
+            jset(c, "rule", json_string(CIC_RULE_NAME[g->rule]), &err);
+            jset(c, "transform", JSTR(g->transform), &err);
+            jset(c, "engine", JSTR(g->engine), &err);
+            jset(c, "metric", JSTR(g->metric), &err);
+            jset(c, "old", JSTR(g->old_value), &err);
+            jset(c, "new", JSTR(g->new_value), &err);
+            jset(c, "limit", JSTR(g->limit), &err);
+            jset(c, "pass", json_boolean(g->pass), &err);
+            jpush(checks, c, &err);
+        }
+        jset(b, "path", JSTR(r->baseline_path), &err);
+        jset(b, "checks", checks, &err);
+        jset(root, "baseline", b, &err);
+    }
     if (r->kase && r->kase->model.block == CIC_BLOCK_DIT)
         jset(root, "flops_analytical", dit_flops_json(&r->kase->model, &err), &err);
     jset(root, "wall_seconds", jreal(r->wall_seconds), &err);
@@ -566,18 +588,38 @@ static json_t *report_json(const cic_report *r)
 
 int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
 {
-    json_t *root = NULL;
-    char *text = NULL, *path = NULL;
-    size_t len, plen;
+    char *path = NULL;
+    size_t plen;
     int rc = -1;
 
     CIC_ASSERT(r != NULL);
     if (!dir || !dir[0]) {
         cic_diag_set(d, "", 0, 0, "empty report directory name");
-        goto cleanup;
+        return -1;
     }
     if (cic_mkdir_p(dir, d) != 0)
-        goto cleanup;
+        return -1;
+    plen = strlen(dir) + sizeof "/report.json";
+    path = malloc(plen);
+    if (!path) {
+        cic_diag_set(d, dir, 0, 0, "out of memory");
+        return -1;
+    }
+    snprintf(path, plen, "%s/report.json", dir);
+    rc = cic_report_json_write_file(r, path, d);
+    free(path);
+    return rc;
+}
+
+int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d)
+{
+    json_t *root = NULL;
+    char *text = NULL;
+    const char *dir = path;
+    size_t len;
+    int rc = -1;
+
+    CIC_ASSERT(r != NULL);
     root = report_json(r);
     if (!root) {
         cic_diag_set(d, dir, 0, 0, "cannot build report.json: out of memory");
@@ -591,13 +633,6 @@ int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
         goto cleanup;
     }
     len = strlen(text);
-    plen = strlen(dir) + sizeof "/report.json";
-    path = malloc(plen);
-    if (!path) {
-        cic_diag_set(d, dir, 0, 0, "out of memory");
-        goto cleanup;
-    }
-    snprintf(path, plen, "%s/report.json", dir);
     /* json_dumps gives no final newline; add it for tools that expect one. */
     {
         char *t2 = realloc(text, len + 2);
@@ -612,7 +647,6 @@ int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
     rc = cic_write_atomic(path, text, len, d);
 
 cleanup:
-    free(path);
     free(text);
     json_decref(root);
     return rc;

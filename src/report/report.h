@@ -54,6 +54,7 @@ typedef struct {
     double ce_threshold_equivalent; /* below: equivalent */
     double ce_threshold_broken;     /* above: broken */
     bool has_metrics;          /* false for the mpfr row */
+    char mpfr_sha256[65];      /* mpfr rows: hash of the transformed model's MPFR output */
     cic_metrics metrics;
     cic_flops flops;
     cic_sample_ce per_sample[CIC_MAX_SAMPLES];
@@ -77,6 +78,30 @@ typedef struct {
     char hostname[128];
 } cic_env;
 
+/* One regression rule checked against a baseline (reference/<case>.json). */
+enum cic_regress_rule {
+    CIC_RULE_WEIGHTS,    /* weights_sha256 equal */
+    CIC_RULE_TRUTH,      /* truth_sha256 equal: every MPFR truth value, bit for bit */
+    CIC_RULE_MPFR,       /* a transform's MPFR output hash equal */
+    CIC_RULE_VERDICT,    /* verdict unchanged */
+    CIC_RULE_FLOPS,      /* counted FLOPs equal */
+    CIC_RULE_METRIC,     /* an f32 error metric within tolerance of the baseline */
+    CIC_RULE_MISSING,    /* a row of the baseline is missing from the run (or new) */
+    CIC_RULE_COUNT
+};
+extern const char *const CIC_RULE_NAME[CIC_RULE_COUNT];
+
+typedef struct {
+    enum cic_regress_rule rule;
+    char transform[CIC_NAME_MAX]; /* "" for case-wide rules */
+    char engine[32];
+    char metric[32];
+    char old_value[80];  /* as text: hashes, verdicts and numbers alike */
+    char new_value[80];
+    char limit[80];      /* what the new value may be at most ("" for equality) */
+    bool pass;
+} cic_regress_result;
+
 typedef struct {
     const cic_case *kase;
     cic_env env;
@@ -89,6 +114,13 @@ typedef struct {
     char weights_sha256[65];   /* of the original weights, see model.h */
     double wall_seconds;
     bool pass;
+    char truth_sha256[65];     /* of every truth value at the case precision */
+    /* baseline comparison (has_baseline false: none was found or asked) */
+    bool has_baseline;
+    char baseline_path[1024];
+    cic_regress_result *regress;
+    int n_regress;
+    int exit_code;             /* 0, 1, 2 or 3 as the CLI returns it */
 } cic_report;
 
 /* Fill env from the libraries linked in (mpfr_get_version, gmp_version,
@@ -106,6 +138,24 @@ void cic_report_table(FILE *f, const cic_report *r, bool color);
  * temporary file in dir, fsync'ed, then renamed over report.json, so a
  * reader never sees half a report. Returns 0, or -1 with d set. */
 int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d);
+/* The same to a file path (the folder must exist). */
+int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d);
+
+/* ---- CI outputs (junit.c, markdown.c) ---- */
+
+/* JUnit XML for n case reports: one <testsuite> per case, one <testcase>
+ * per gate per (transform, engine), per expectation and per baseline rule;
+ * failures carry the old value, the new value and the limit. A case that
+ * could not run (exit_code 2 or 3, kase NULL) is one failed testcase with
+ * its message in errors[i]. Atomic. 0 or -1 with d set. */
+int cic_junit_write(const char *path, const cic_report *const *r, const char *const *errors,
+                    int n, cic_diag *d);
+
+/* Markdown summary of n case reports: a line per case (PASS/FAIL, rows,
+ * gates, regressions, wall time) and a table of every failure. Appended to
+ * path when append, else written atomically. 0 or -1 with d set. */
+int cic_markdown_write(const char *path, const cic_report *const *r,
+                       const char *const *errors, int n, bool append, cic_diag *d);
 
 /* ---- safetensors (the --dump format) ---- */
 

@@ -1,0 +1,503 @@
+/* junit.c: JUnit XML for CI test reporters (GitHub, GitLab, Jenkins), and
+ * the regression rule names shared with baseline.c and markdown.c.
+ *
+ * Layout (the shape the common JUnit schema and the reporters expect):
+ *
+ *   <testsuites name="cicheck" tests= failures= errors= time=>
+ *     <testsuite name="<case>" id= package= hostname= timestamp= tests=
+ *                failures= errors= skipped= time=>
+ *       <properties> cicheck_version, openblas_core, openblas_threads,
+ *                    weights_sha256 (and the other versions) </properties>
+ *       <testcase classname="<case>.<transform>.<engine>" name="<what>" time="0">
+ *         <failure message="..." type="...">details</failure>
+ *       </testcase> ...
+ *       <system-out/> <system-err/>
+ *     </testsuite> ...
+ *   </testsuites>
+ *
+ * Testcases per case: one per gate result ("gate ulp_row.p99 <= 64"), one
+ * per row with a verdict ("verdict equivalent (expected equivalent)"), one
+ * per baseline rule ("baseline metric ulp_row.p99", failing with "old X,
+ * new Y, limit Z"), and "truth certified". Case-wide checks have the case
+ * name alone as classname. A case that could not run is one failed testcase
+ * "run" carrying its error (type input-error for exit code 2,
+ * internal-error for 3). Every failure is a <failure>; errors= is 0 (the
+ * run's own errors are failures of the "run" testcase).
+ *
+ * Text is escaped for XML 1.0: & < > " ' as entities; tab, newline and CR
+ * as character references (kept through attribute normalisation); other
+ * bytes below 0x20, invalid UTF-8 and U+FFFE/U+FFFF become '?'. Numbers in
+ * names and messages are the shortest text that reads back to the same
+ * double; non-finite ones are "nan", "inf", "-inf". time= attributes are
+ * decimals as the schema requires: a non-finite or negative wall time is 0.
+ *
+ * The document is built in memory and written atomically. */
+#include "report.h"
+
+#include <assert.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define RULE_NAMES "weights", "truth", "mpfr-output", "verdict", "flops", "metric", "missing"
+const char *const CIC_RULE_NAME[CIC_RULE_COUNT] = {RULE_NAMES};
+/* Counted from the list itself: the sized definition above would silently
+ * pad a short list with NULL. */
+static_assert(sizeof((const char *[]){RULE_NAMES}) / sizeof(const char *) == CIC_RULE_COUNT,
+              "one name per regression rule");
+
+/* ---- text ---- */
+
+/* Length of the valid UTF-8 sequence at s (n bytes left) that XML 1.0
+ * allows, or 0: overlong forms, surrogates, > U+10FFFF, U+FFFE/U+FFFF and
+ * truncated sequences are refused. */
+static size_t utf8_ok(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], cp;
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
+        return 0;
+    return len;
+}
+
+/* s (at most n bytes, may lack a NUL), escaped for an attribute value or
+ * element content. */
+static void xml_esc(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    if (!s)
+        return;
+    n = strnlen(s, n);
+    while (i < n) {
+        unsigned c = u[i];
+        size_t len;
+        switch (c) {
+        case '&': fputs("&amp;", f); i++; continue;
+        case '<': fputs("&lt;", f); i++; continue;
+        case '>': fputs("&gt;", f); i++; continue;
+        case '"': fputs("&quot;", f); i++; continue;
+        case '\'': fputs("&apos;", f); i++; continue;
+        case '\t': fputs("&#9;", f); i++; continue;
+        case '\n': fputs("&#10;", f); i++; continue;
+        case '\r': fputs("&#13;", f); i++; continue;
+        default: break;
+        }
+        if (c < 0x20) {
+            fputc('?', f);
+            i++;
+            continue;
+        }
+        len = utf8_ok(u + i, n - i);
+        if (len == 0) {
+            fputc('?', f);
+            i++;
+            continue;
+        }
+        fwrite(u + i, 1, len, f);
+        i += len;
+    }
+}
+
+static void xml_str(FILE *f, const char *s)
+{
+    if (s)
+        xml_esc(f, s, strlen(s));
+}
+
+/* The shortest %g text that reads back to v; nan / inf / -inf otherwise. */
+static void fmt_num(char *buf, size_t cap, double v)
+{
+    if (isnan(v)) {
+        snprintf(buf, cap, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    /* Start at the integer digits, so 80 reads "80", not "8e+01". */
+    int p0 = 1;
+    for (double a = fabs(v); a >= 10 && p0 < 17; a /= 10)
+        p0++;
+    for (int p = p0; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+/* A time= value: xs:decimal, never negative, never nan. */
+static void fmt_time(char *buf, size_t cap, double v)
+{
+    if (!isfinite(v) || v < 0 || v > 1e12)
+        v = 0;
+    snprintf(buf, cap, "%.3f", v);
+}
+
+static const char *verdict_name(int v)
+{
+    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
+        return "?";
+    return CIC_VERDICT_NAME[v];
+}
+
+static const char *rule_name(int rule)
+{
+    if (rule < 0 || rule >= CIC_RULE_COUNT || !CIC_RULE_NAME[rule])
+        return "?";
+    return CIC_RULE_NAME[rule];
+}
+
+/* classname: case, case.transform or case.transform.engine. */
+static void classname(FILE *f, const char *kase, size_t kcap, const char *xf, size_t xcap,
+                      const char *eng, size_t ecap)
+{
+    fputs(" classname=\"", f);
+    xml_esc(f, kase, kcap);
+    if (xf && strnlen(xf, xcap) > 0) {
+        fputc('.', f);
+        xml_esc(f, xf, xcap);
+        if (eng && strnlen(eng, ecap) > 0) {
+            fputc('.', f);
+            xml_esc(f, eng, ecap);
+        }
+    }
+    fputc('"', f);
+}
+
+static void failure(FILE *f, const char *type, const char *msg, const char *detail)
+{
+    fputs("      <failure message=\"", f);
+    xml_str(f, msg);
+    fputs("\" type=\"", f);
+    xml_str(f, type);
+    fputs("\">", f);
+    xml_str(f, detail && detail[0] ? detail : msg);
+    fputs("</failure>\n", f);
+}
+
+/* ---- counting ---- */
+
+typedef struct {
+    int tests, failures;
+} counts;
+
+static bool can_run(const cic_report *r)
+{
+    return r && r->kase;
+}
+
+/* A case that could not run: no report or no case, or exit code 2 / 3. */
+static bool run_failed(const cic_report *r)
+{
+    return !can_run(r) || r->exit_code >= CIC_EINPUT;
+}
+
+static counts count_case(const cic_report *r)
+{
+    counts c = {0, 0};
+
+    if (run_failed(r)) {
+        c.tests++;
+        c.failures++;
+    }
+    if (!can_run(r))
+        return c;
+    for (int i = 0; r->gates && i < r->n_gates; i++) {
+        c.tests++;
+        c.failures += !r->gates[i].pass;
+    }
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        if (!r->results[i].has_verdict)
+            continue;
+        c.tests++;
+        c.failures += r->results[i].verdict != r->results[i].expect;
+    }
+    for (int i = 0; r->regress && i < r->n_regress; i++) {
+        c.tests++;
+        c.failures += !r->regress[i].pass;
+    }
+    c.tests++;
+    c.failures += !r->truth_certified;
+    return c;
+}
+
+/* ---- one case ---- */
+
+static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
+                       const char *stamp)
+{
+    char kname[CIC_NAME_MAX + 32], a[64], b[64], tm[64];
+    const char *kn;
+    size_t kcap;
+    counts c = count_case(r);
+
+    if (can_run(r)) {
+        kn = r->kase->name;
+        kcap = sizeof r->kase->name;
+        if (strnlen(kn, kcap) == 0) {
+            snprintf(kname, sizeof kname, "case %d", idx + 1);
+            kn = kname;
+            kcap = sizeof kname;
+        }
+    } else {
+        snprintf(kname, sizeof kname, "case %d", idx + 1);
+        kn = kname;
+        kcap = sizeof kname;
+    }
+
+    fmt_time(tm, sizeof tm, r ? r->wall_seconds : 0);
+    fprintf(f, "  <testsuite name=\"");
+    xml_esc(f, kn, kcap);
+    fprintf(f, "\" id=\"%d\" package=\"cicheck\" hostname=\"", idx);
+    if (r && strnlen(r->env.hostname, sizeof r->env.hostname) > 0)
+        xml_esc(f, r->env.hostname, sizeof r->env.hostname);
+    else
+        fputs("localhost", f);
+    fprintf(f, "\" timestamp=\"%s\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\""
+               " time=\"%s\">\n",
+            stamp, c.tests, c.failures, tm);
+
+    /* properties */
+    fputs("    <properties>\n", f);
+    fprintf(f, "      <property name=\"cicheck_version\" value=\"%s\"/>\n", CIC_VERSION);
+    if (r) {
+        const cic_env *e = &r->env;
+#define PROP(key, field)                                                      \
+    do {                                                                      \
+        fputs("      <property name=\"" key "\" value=\"", f);                \
+        xml_esc(f, field, sizeof field);                                      \
+        fputs("\"/>\n", f);                                                   \
+    } while (0)
+        PROP("openblas_core", e->openblas_core);
+        fprintf(f, "      <property name=\"openblas_threads\" value=\"%d\"/>\n",
+                e->openblas_threads);
+        PROP("weights_sha256", r->weights_sha256);
+        PROP("truth_sha256", r->truth_sha256);
+        PROP("openblas", e->openblas);
+        PROP("mpfr", e->mpfr);
+        PROP("gmp", e->gmp);
+        PROP("compiler", e->compiler);
+        if (can_run(r))
+            PROP("case_path", r->kase->path);
+        if (r->has_baseline)
+            PROP("baseline", r->baseline_path);
+#undef PROP
+        fprintf(f, "      <property name=\"exit_code\" value=\"%d\"/>\n", r->exit_code);
+    }
+    fputs("    </properties>\n", f);
+
+    /* the run itself, when it failed */
+    if (run_failed(r)) {
+        const char *type = "error";
+        if (r && r->exit_code == CIC_EINPUT)
+            type = "input-error";
+        else if (r && r->exit_code == CIC_EINTERNAL)
+            type = "internal-error";
+        fputs("    <testcase", f);
+        classname(f, kn, kcap, NULL, 0, NULL, 0);
+        fputs(" name=\"run\" time=\"0\">\n", f);
+        failure(f, type, err && err[0] ? err : "the case could not run", NULL);
+        fputs("    </testcase>\n", f);
+    }
+
+    if (can_run(r)) {
+        /* gates */
+        for (int i = 0; r->gates && i < r->n_gates; i++) {
+            const cic_gate_result *g = &r->gates[i];
+            char msg[512], det[1024];
+            fmt_num(a, sizeof a, g->value);
+            fmt_num(b, sizeof b, g->limit);
+            fputs("    <testcase", f);
+            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
+                      sizeof g->engine);
+            fputs(" name=\"gate ", f);
+            xml_esc(f, g->metric, sizeof g->metric);
+            fprintf(f, " &lt;= %s\" time=\"0\"", b);
+            if (g->pass) {
+                fputs("/>\n", f);
+                continue;
+            }
+            fputs(">\n", f);
+            snprintf(msg, sizeof msg, "%.*s = %s, limit %s",
+                     (int)strnlen(g->metric, sizeof g->metric), g->metric, a, b);
+            snprintf(det, sizeof det, "%.*s:%d: gate %.*s <= %s on %.*s / %.*s: value %s",
+                     (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path,
+                     g->line, (int)strnlen(g->metric, sizeof g->metric), g->metric, b,
+                     (int)strnlen(g->transform, sizeof g->transform), g->transform,
+                     (int)strnlen(g->engine, sizeof g->engine), g->engine, a);
+            failure(f, "gate", msg, det);
+            fputs("    </testcase>\n", f);
+        }
+
+        /* expectations */
+        for (int i = 0; r->results && i < r->n_results; i++) {
+            const cic_result *x = &r->results[i];
+            char msg[256], det[512], lo[64], hi[64];
+            if (!x->has_verdict)
+                continue;
+            fputs("    <testcase", f);
+            classname(f, kn, kcap, x->transform, sizeof x->transform, x->engine,
+                      sizeof x->engine);
+            fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"",
+                    verdict_name(x->verdict), verdict_name(x->expect));
+            if (x->verdict == x->expect) {
+                fputs("/>\n", f);
+                continue;
+            }
+            fputs(">\n", f);
+            fmt_num(a, sizeof a, x->ce_residual);
+            fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
+            fmt_num(hi, sizeof hi, x->ce_threshold_broken);
+            snprintf(msg, sizeof msg, "verdict %s, expected %s", verdict_name(x->verdict),
+                     verdict_name(x->expect));
+            snprintf(det, sizeof det,
+                     "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
+                     "above %s)",
+                     verdict_name(x->verdict), verdict_name(x->expect), a, lo, hi);
+            failure(f, "verdict", msg, det);
+            fputs("    </testcase>\n", f);
+        }
+
+        /* baseline rules */
+        for (int i = 0; r->regress && i < r->n_regress; i++) {
+            const cic_regress_result *g = &r->regress[i];
+            char msg[400];
+            size_t ml = strnlen(g->metric, sizeof g->metric);
+            fputs("    <testcase", f);
+            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
+                      sizeof g->engine);
+            fprintf(f, " name=\"baseline %s", rule_name((int)g->rule));
+            if (ml) {
+                fputc(' ', f);
+                xml_esc(f, g->metric, sizeof g->metric);
+            }
+            fputs("\" time=\"0\"", f);
+            if (g->pass) {
+                fputs("/>\n", f);
+                continue;
+            }
+            fputs(">\n", f);
+            {
+                size_t ll = strnlen(g->limit, sizeof g->limit);
+                snprintf(msg, sizeof msg, "old %.*s, new %.*s, limit %.*s",
+                         (int)strnlen(g->old_value, sizeof g->old_value), g->old_value,
+                         (int)strnlen(g->new_value, sizeof g->new_value), g->new_value,
+                         ll ? (int)ll : (int)strlen("equal to old"),
+                         ll ? g->limit : "equal to old");
+            }
+            failure(f, "regression", msg, NULL);
+            fputs("    </testcase>\n", f);
+        }
+
+        /* truth certification */
+        fputs("    <testcase", f);
+        classname(f, kn, kcap, NULL, 0, NULL, 0);
+        fputs(" name=\"truth certified\" time=\"0\"", f);
+        if (r->truth_certified) {
+            fputs("/>\n", f);
+        } else {
+            char msg[256];
+            fputs(">\n", f);
+            fmt_num(a, sizeof a, r->truth_cert_diff);
+            snprintf(msg, sizeof msg,
+                     "the MPFR truth recomputed at prec+64 differs: max relative difference %s",
+                     a);
+            failure(f, "truth", msg, NULL);
+            fputs("    </testcase>\n", f);
+        }
+    }
+
+    fputs("    <system-out/>\n    <system-err/>\n  </testsuite>\n", f);
+}
+
+/* ---- the document ---- */
+
+int cic_junit_write(const char *path, const cic_report *const *r, const char *const *errors,
+                    int n, cic_diag *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+    int tests = 0, fails = 0, rc;
+    double wall = 0;
+    char stamp[32], tm[64];
+    time_t now = time(NULL);
+    struct tm utc;
+
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "empty JUnit output file name");
+        return -1;
+    }
+    if (n < 0 || (n > 0 && !r)) {
+        cic_diag_set(d, path, 0, 0, "no reports to write");
+        return -1;
+    }
+    /* The common schema: xs:dateTime without a time zone; UTC. */
+    if (gmtime_r(&now, &utc))
+        strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", &utc);
+    else
+        cic_strlcpy(stamp, "1970-01-01T00:00:00", sizeof stamp);
+
+    for (int i = 0; i < n; i++) {
+        counts c = count_case(r[i]);
+        tests += c.tests;
+        fails += c.failures;
+        if (r[i] && isfinite(r[i]->wall_seconds) && r[i]->wall_seconds > 0)
+            wall += r[i]->wall_seconds;
+    }
+    fmt_time(tm, sizeof tm, wall);
+
+    f = open_memstream(&buf, &len);
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot build JUnit XML: %s", strerror(errno));
+        return -1;
+    }
+    fputs("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n", f);
+    fprintf(f, "<testsuites name=\"cicheck\" tests=\"%d\" failures=\"%d\" errors=\"0\" time=\"%s\">\n",
+            tests, fails, tm);
+    for (int i = 0; i < n; i++)
+        write_case(f, i, r[i], errors ? errors[i] : NULL, stamp);
+    fputs("</testsuites>\n", f);
+    {
+        int bad = ferror(f);
+        bad |= fclose(f) != 0;
+        if (bad || !buf) {
+            cic_diag_set(d, path, 0, 0, "cannot build JUnit XML: out of memory");
+            free(buf);
+            return -1;
+        }
+    }
+    rc = cic_write_atomic(path, buf, len, d);
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,406 @@
+/* markdown.c: the summary a CI page shows (GitHub's job summary, a GitLab
+ * MR note): a "## cicheck" heading, one line per case, then a table of
+ * every failure with the old value, the new value and the limit.
+ *
+ *   ## cicheck
+ *
+ *   - ✅ **layernorm**: 7 rows, 4 gates (0 failed), 9 regression checks (0 failed), wall 1.2s
+ *   - ❌ **rotate**: 7 rows, 4 gates (1 failed), 0 regression checks (0 failed), wall 3.4s
+ *   - ❌ **case 3**: could not run (input error): cases/x.toml:3:1: unknown key 'dmodel'
+ *
+ *   | case | transform | engine | check | old | new | limit |
+ *   |---|---|---|---|---|---|---|
+ *   | rotate | rotate-random | f32-openblas | gate ulp_row.p99 (line 31) | - | 80.5 | 64 |
+ *
+ * A case line adds ", N unexpected verdicts" and ", truth not certified"
+ * only when they happen; those failures are in the table too (old: the
+ * expected verdict; new: the verdict found). The table is left out when
+ * nothing failed.
+ *
+ * Text from the case (names, paths, messages) is escaped so it cannot
+ * break the table or turn into markup: \ ` * _ [ ] | ~ backslash-escaped,
+ * & < > as entities, tab/newline/CR as a space, other control bytes
+ * dropped, invalid UTF-8 as '?'. Non-finite numbers read nan / inf.
+ *
+ * append (GITHUB_STEP_SUMMARY semantics): the text is added at the end of
+ * path, created if missing, in one write; otherwise path is replaced
+ * atomically. */
+#include "report.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
+static size_t utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned c = s[0], cp;
+    size_t len;
+
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF) {
+        len = 2;
+        cp = c & 0x1F;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+        len = 3;
+        cp = c & 0x0F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+        return 0;
+    if (cp >= 0xD800 && cp <= 0xDFFF)
+        return 0;
+    return len;
+}
+
+/* s (at most n bytes, may lack a NUL) as inert Markdown text. */
+static void md_esc(FILE *f, const char *s, size_t n)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    if (!s)
+        return;
+    n = strnlen(s, n);
+    while (i < n) {
+        unsigned c = u[i];
+        size_t len;
+        if (strchr("\\`*_[]|~", (int)c) && c != 0) {
+            fputc('\\', f);
+            fputc((int)c, f);
+            i++;
+            continue;
+        }
+        switch (c) {
+        case '&': fputs("&amp;", f); i++; continue;
+        case '<': fputs("&lt;", f); i++; continue;
+        case '>': fputs("&gt;", f); i++; continue;
+        case '\t':
+        case '\n':
+        case '\r': fputc(' ', f); i++; continue;
+        default: break;
+        }
+        if (c < 0x20 || c == 0x7F) {
+            i++;
+            continue;
+        }
+        len = utf8_len(u + i, n - i);
+        if (len == 0) {
+            fputc('?', f);
+            i++;
+            continue;
+        }
+        fwrite(u + i, 1, len, f);
+        i += len;
+    }
+}
+
+static void md_str(FILE *f, const char *s)
+{
+    if (s)
+        md_esc(f, s, strlen(s));
+}
+
+/* The shortest %g text that reads back to v; nan / inf / -inf otherwise. */
+static void fmt_num(char *buf, size_t cap, double v)
+{
+    if (isnan(v)) {
+        snprintf(buf, cap, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
+        return;
+    }
+    /* Start at the integer digits, so 80 reads "80", not "8e+01". */
+    int p0 = 1;
+    for (double a = fabs(v); a >= 10 && p0 < 17; a /= 10)
+        p0++;
+    for (int p = p0; p <= 17; p++) {
+        snprintf(buf, cap, "%.*g", p, v);
+        if (strtod(buf, NULL) == v)
+            return;
+    }
+}
+
+static const char *verdict_name(int v)
+{
+    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
+        return "?";
+    return CIC_VERDICT_NAME[v];
+}
+
+static const char *rule_name(int rule)
+{
+    if (rule < 0 || rule >= CIC_RULE_COUNT || !CIC_RULE_NAME[rule])
+        return "?";
+    return CIC_RULE_NAME[rule];
+}
+
+static bool can_run(const cic_report *r)
+{
+    return r && r->kase;
+}
+
+static bool run_failed(const cic_report *r)
+{
+    return !can_run(r) || r->exit_code >= CIC_EINPUT;
+}
+
+static const char *run_kind(const cic_report *r)
+{
+    if (r && r->exit_code == CIC_EINPUT)
+        return "input error";
+    if (r && r->exit_code == CIC_EINTERNAL)
+        return "internal error";
+    return "error";
+}
+
+/* The case name as written (bounded, escaped), "case N" when there is none. */
+static void case_name(FILE *f, int idx, const cic_report *r)
+{
+    if (can_run(r) && strnlen(r->kase->name, sizeof r->kase->name) > 0)
+        md_esc(f, r->kase->name, sizeof r->kase->name);
+    else
+        fprintf(f, "case %d", idx + 1);
+}
+
+/* "| case | transform | engine | " */
+static void row_start(FILE *f, int idx, const cic_report *r, const char *xf, size_t xcap,
+                      const char *eng, size_t ecap)
+{
+    fputs("| ", f);
+    case_name(f, idx, r);
+    fputs(" | ", f);
+    if (xf && strnlen(xf, xcap))
+        md_esc(f, xf, xcap);
+    else
+        fputc('-', f);
+    fputs(" | ", f);
+    if (eng && strnlen(eng, ecap))
+        md_esc(f, eng, ecap);
+    else
+        fputc('-', f);
+    fputs(" | ", f);
+}
+
+/* "old | new | limit |\n", each escaped, "-" when empty. */
+static void row_end(FILE *f, const char *old, size_t ocap, const char *nw, size_t ncap,
+                    const char *lim, size_t lcap)
+{
+    const char *v[3] = {old, nw, lim};
+    size_t c[3] = {ocap, ncap, lcap};
+    for (int k = 0; k < 3; k++) {
+        fputs(" | ", f);
+        if (v[k] && strnlen(v[k], c[k]))
+            md_esc(f, v[k], c[k]);
+        else
+            fputc('-', f);
+    }
+    fputs(" |\n", f);
+}
+
+static void case_line(FILE *f, int idx, const cic_report *r, const char *err)
+{
+    int gf = 0, rf = 0, vf = 0;
+    char w[64];
+
+    if (!can_run(r)) {
+        fputs("- ❌ **", f);
+        case_name(f, idx, r);
+        fprintf(f, "**: could not run (%s): ", run_kind(r));
+        md_str(f, err && err[0] ? err : "no report");
+        fputc('\n', f);
+        return;
+    }
+    for (int i = 0; r->gates && i < r->n_gates; i++)
+        gf += !r->gates[i].pass;
+    for (int i = 0; r->regress && i < r->n_regress; i++)
+        rf += !r->regress[i].pass;
+    for (int i = 0; r->results && i < r->n_results; i++)
+        vf += r->results[i].has_verdict && r->results[i].verdict != r->results[i].expect;
+
+    if (isfinite(r->wall_seconds))
+        snprintf(w, sizeof w, "%.1fs", r->wall_seconds);
+    else
+        fmt_num(w, sizeof w, r->wall_seconds); /* "wall nan", no unit */
+
+    bool ok = r->pass && !run_failed(r) && gf == 0 && rf == 0 && vf == 0 && r->truth_certified;
+    fprintf(f, "- %s **", ok ? "✅" : "❌");
+    case_name(f, idx, r);
+    fprintf(f, "**: %d rows, %d gates (%d failed), %d regression checks (%d failed), wall %s",
+            r->results ? r->n_results : 0, r->gates ? r->n_gates : 0, gf,
+            r->regress ? r->n_regress : 0, rf, w);
+    if (vf)
+        fprintf(f, ", %d unexpected verdict%s", vf, vf == 1 ? "" : "s");
+    if (!r->truth_certified)
+        fputs(", truth not certified", f);
+    if (run_failed(r)) {
+        fprintf(f, ", could not finish (%s): ", run_kind(r));
+        md_str(f, err && err[0] ? err : "no message");
+    }
+    fputc('\n', f);
+}
+
+/* The failure rows of one case; returns how many. header: print the table
+ * head before the first row (*header cleared then). */
+static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, bool *header)
+{
+    int n = 0;
+    char a[64], b[96], chk[128];
+
+#define HEAD()                                                                \
+    do {                                                                      \
+        if (*header) {                                                        \
+            fputs("\n| case | transform | engine | check | old | new | limit |\n" \
+                  "|---|---|---|---|---|---|---|\n",                          \
+                  f);                                                         \
+            *header = false;                                                  \
+        }                                                                     \
+        n++;                                                                  \
+    } while (0)
+
+    if (run_failed(r)) {
+        HEAD();
+        row_start(f, idx, r, NULL, 0, NULL, 0);
+        fprintf(f, "run (%s)", run_kind(r));
+        const char *m = err && err[0] ? err : "could not run";
+        row_end(f, NULL, 0, m, strlen(m), NULL, 0);
+    }
+    if (!can_run(r))
+        return n;
+
+    for (int i = 0; r->gates && i < r->n_gates; i++) {
+        const cic_gate_result *g = &r->gates[i];
+        if (g->pass)
+            continue;
+        HEAD();
+        row_start(f, idx, r, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+        fputs("gate ", f);
+        md_esc(f, g->metric, sizeof g->metric);
+        if (g->line > 0)
+            fprintf(f, " (line %d)", g->line);
+        fmt_num(a, sizeof a, g->value);
+        fmt_num(b, sizeof b, g->limit);
+        row_end(f, NULL, 0, a, sizeof a, b, sizeof b);
+    }
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        const cic_result *x = &r->results[i];
+        if (!x->has_verdict || x->verdict == x->expect)
+            continue;
+        HEAD();
+        row_start(f, idx, r, x->transform, sizeof x->transform, x->engine, sizeof x->engine);
+        fmt_num(a, sizeof a, x->ce_residual);
+        snprintf(chk, sizeof chk, "verdict (ce_residual %s)", a);
+        md_str(f, chk);
+        snprintf(a, sizeof a, "expected %s", verdict_name(x->expect));
+        row_end(f, a, sizeof a, verdict_name(x->verdict), 32, NULL, 0);
+    }
+    for (int i = 0; r->regress && i < r->n_regress; i++) {
+        const cic_regress_result *g = &r->regress[i];
+        if (g->pass)
+            continue;
+        HEAD();
+        row_start(f, idx, r, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+        fprintf(f, "baseline %s", rule_name((int)g->rule));
+        if (strnlen(g->metric, sizeof g->metric)) {
+            fputc(' ', f);
+            md_esc(f, g->metric, sizeof g->metric);
+        }
+        row_end(f, g->old_value, sizeof g->old_value, g->new_value, sizeof g->new_value,
+                strnlen(g->limit, sizeof g->limit) ? g->limit : "equal", sizeof g->limit);
+    }
+    if (!r->truth_certified) {
+        HEAD();
+        row_start(f, idx, r, NULL, 0, NULL, 0);
+        fputs("truth certified", f);
+        fmt_num(a, sizeof a, r->truth_cert_diff);
+        snprintf(b, sizeof b, "max rel diff %s", a);
+        row_end(f, NULL, 0, b, sizeof b, NULL, 0);
+    }
+#undef HEAD
+    return n;
+}
+
+int cic_markdown_write(const char *path, const cic_report *const *r,
+                       const char *const *errors, int n, bool append, cic_diag *d)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f;
+    bool header = true;
+    int rc, bad;
+    struct stat st;
+
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "empty Markdown output file name");
+        return -1;
+    }
+    if (n < 0 || (n > 0 && !r)) {
+        cic_diag_set(d, path, 0, 0, "no reports to write");
+        return -1;
+    }
+
+    f = open_memstream(&buf, &len);
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot build the Markdown summary: %s", strerror(errno));
+        return -1;
+    }
+    fputs("## cicheck\n\n", f);
+    if (n == 0)
+        fputs("No cases were run.\n", f);
+    for (int i = 0; i < n; i++)
+        case_line(f, i, r[i], errors ? errors[i] : NULL);
+    for (int i = 0; i < n; i++)
+        failure_rows(f, i, r[i], errors ? errors[i] : NULL, &header);
+    fputc('\n', f);
+    bad = ferror(f);
+    bad |= fclose(f) != 0;
+    if (bad || !buf) {
+        cic_diag_set(d, path, 0, 0, "cannot build the Markdown summary: out of memory");
+        free(buf);
+        return -1;
+    }
+
+    if (!append) {
+        rc = cic_write_atomic(path, buf, len, d);
+        free(buf);
+        return rc;
+    }
+
+    rc = 0;
+    f = fopen(path, "a");
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot open for appending: %s", strerror(errno));
+        free(buf);
+        return -1;
+    }
+    /* Earlier text may lack its final newline: a blank line keeps the
+     * heading a heading. */
+    if (fstat(fileno(f), &st) == 0 && st.st_size > 0)
+        fputc('\n', f);
+    if (fwrite(buf, 1, len, f) != len || fflush(f) != 0) {
+        cic_diag_set(d, path, 0, 0, "append failed: %s", strerror(errno));
+        rc = -1;
+    }
+    if (fclose(f) != 0 && rc == 0) {
+        cic_diag_set(d, path, 0, 0, "close failed: %s", strerror(errno));
+        rc = -1;
+    }
+    free(buf);
+    return rc;
+}

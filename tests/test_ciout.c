@@ -1,0 +1,527 @@
+/* test_ciout.c: the CI outputs (junit.c, markdown.c) read back the way CI
+ * reads them. Reports are built by hand (no engine run): a case with
+ * passing and failing gates, an unexpected verdict and failed baseline
+ * rules, a clean case, and a case that could not run (NULL report with an
+ * error). The JUnit file must be well-formed XML (xmllint --noout) and
+ * valid against the common JUnit schema shape (xmllint --schema with the
+ * XSD below), with tests=/failures= matching what was put in; names with
+ * XML specials, control bytes and invalid UTF-8 must come out escaped. The
+ * checker itself is shown able to fail: hand-written XML with a bare '&',
+ * and a JUnit file with time="nan", are refused. Markdown: the case lines,
+ * the failure table, and append mode keeping earlier text. */
+#include "testutil.h"
+
+#include "report/report.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define XMLLINT "/usr/bin/xmllint"
+
+static char g_tmp[1024];
+
+static int setup_tmp(void **state)
+{
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/test-ciout-XXXXXX");
+    if (!mkdtemp(g_tmp)) {
+        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown_tmp(void **state)
+{
+    char cmd[1200];
+    (void)state;
+    /* Only our own mkdtemp folder. */
+    if (strncmp(g_tmp, "/tmp/test-ciout-", 16) == 0) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "cannot remove %s\n", g_tmp);
+    }
+    return 0;
+}
+
+static const char *tmp_path(char *buf, size_t cap, const char *name)
+{
+    snprintf(buf, cap, "%s/%s", g_tmp, name);
+    return buf;
+}
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 0, SEEK_END), 0);
+    n = ftell(f);
+    assert_true(n >= 0);
+    rewind(f);
+    buf = malloc((size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+static int count_of(const char *hay, const char *needle)
+{
+    int n = 0;
+    size_t l = strlen(needle);
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + l, needle))
+        n++;
+    return n;
+}
+
+/* Integer value of attribute attr in the start tag at tag (e.g. the text
+ * from "<testsuite "), or -1. */
+static int attr_int(const char *tag, const char *attr)
+{
+    char key[64];
+    const char *end = strchr(tag, '>'), *p;
+    snprintf(key, sizeof key, " %s=\"", attr);
+    p = strstr(tag, key);
+    if (!p || !end || p > end)
+        return -1;
+    return atoi(p + strlen(key));
+}
+
+static bool have_xmllint(void)
+{
+    return access(XMLLINT, X_OK) == 0;
+}
+
+/* 0 when xmllint accepts the file (well-formed; and valid if xsd). */
+static int xmllint(const char *file, const char *xsd)
+{
+    char cmd[4096];
+    int rc;
+    if (xsd)
+        snprintf(cmd, sizeof cmd, XMLLINT " --noout --schema '%s' '%s' 2>'%s/xmllint.err'", xsd,
+                 file, g_tmp);
+    else
+        snprintf(cmd, sizeof cmd, XMLLINT " --noout '%s' 2>'%s/xmllint.err'", file, g_tmp);
+    rc = system(cmd);
+    if (rc != 0) {
+        char err[1100];
+        char *t = slurp(tmp_path(err, sizeof err, "xmllint.err"));
+        fprintf(stderr, "xmllint (%d): %.2000s\n", rc, t);
+        free(t);
+    }
+    return rc;
+}
+
+/* The common JUnit shape (Ant / Jenkins / GitLab): required counters,
+ * decimal times, timestamp without zone, properties before testcases,
+ * failure with message and type, system-out / system-err last. */
+static const char *const JUNIT_XSD =
+    "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    "<xs:schema xmlns:xs=\"http://www.w3.org/2001/XMLSchema\" elementFormDefault=\"qualified\">\n"
+    " <xs:simpleType name=\"ts\"><xs:restriction base=\"xs:dateTime\">\n"
+    "  <xs:pattern value=\"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\"/>\n"
+    " </xs:restriction></xs:simpleType>\n"
+    " <xs:element name=\"testsuites\"><xs:complexType>\n"
+    "  <xs:sequence><xs:element ref=\"testsuite\" minOccurs=\"0\" maxOccurs=\"unbounded\"/></xs:sequence>\n"
+    "  <xs:attribute name=\"name\" type=\"xs:string\"/>\n"
+    "  <xs:attribute name=\"tests\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"failures\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"errors\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"time\" type=\"xs:decimal\"/>\n"
+    " </xs:complexType></xs:element>\n"
+    " <xs:element name=\"testsuite\"><xs:complexType>\n"
+    "  <xs:sequence>\n"
+    "   <xs:element name=\"properties\" minOccurs=\"0\"><xs:complexType><xs:sequence>\n"
+    "    <xs:element name=\"property\" minOccurs=\"0\" maxOccurs=\"unbounded\"><xs:complexType>\n"
+    "     <xs:attribute name=\"name\" type=\"xs:string\" use=\"required\"/>\n"
+    "     <xs:attribute name=\"value\" type=\"xs:string\" use=\"required\"/>\n"
+    "    </xs:complexType></xs:element>\n"
+    "   </xs:sequence></xs:complexType></xs:element>\n"
+    "   <xs:element name=\"testcase\" minOccurs=\"0\" maxOccurs=\"unbounded\"><xs:complexType>\n"
+    "    <xs:choice minOccurs=\"0\" maxOccurs=\"unbounded\">\n"
+    "     <xs:element name=\"failure\"><xs:complexType><xs:simpleContent>\n"
+    "      <xs:extension base=\"xs:string\">\n"
+    "       <xs:attribute name=\"message\" type=\"xs:string\" use=\"required\"/>\n"
+    "       <xs:attribute name=\"type\" type=\"xs:string\" use=\"required\"/>\n"
+    "      </xs:extension></xs:simpleContent></xs:complexType></xs:element>\n"
+    "    </xs:choice>\n"
+    "    <xs:attribute name=\"name\" type=\"xs:string\" use=\"required\"/>\n"
+    "    <xs:attribute name=\"classname\" type=\"xs:string\" use=\"required\"/>\n"
+    "    <xs:attribute name=\"time\" type=\"xs:decimal\" use=\"required\"/>\n"
+    "   </xs:complexType></xs:element>\n"
+    "   <xs:element name=\"system-out\" type=\"xs:string\" minOccurs=\"0\"/>\n"
+    "   <xs:element name=\"system-err\" type=\"xs:string\" minOccurs=\"0\"/>\n"
+    "  </xs:sequence>\n"
+    "  <xs:attribute name=\"name\" type=\"xs:string\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"id\" type=\"xs:int\"/>\n"
+    "  <xs:attribute name=\"package\" type=\"xs:string\"/>\n"
+    "  <xs:attribute name=\"hostname\" type=\"xs:string\"/>\n"
+    "  <xs:attribute name=\"timestamp\" type=\"ts\"/>\n"
+    "  <xs:attribute name=\"tests\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"failures\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"errors\" type=\"xs:nonNegativeInteger\" use=\"required\"/>\n"
+    "  <xs:attribute name=\"skipped\" type=\"xs:nonNegativeInteger\"/>\n"
+    "  <xs:attribute name=\"time\" type=\"xs:decimal\" use=\"required\"/>\n"
+    " </xs:complexType></xs:element>\n"
+    "</xs:schema>\n";
+
+/* ---- hand-made reports ---- */
+
+static cic_case g_case_a, g_case_b;
+static cic_result g_res_a[3], g_res_b[2];
+static cic_gate_result g_gate_a[3], g_gate_b[1];
+static cic_regress_result g_reg_a[3];
+static cic_report g_rep_a, g_rep_b;
+
+#define NAME_A "la<&\"'>yer \xc3\xbcn\xc3\xaf"
+
+static void set_row(cic_result *x, const char *xf, const char *eng, bool hv,
+                    enum cic_verdict expect, enum cic_verdict got)
+{
+    memset(x, 0, sizeof *x);
+    cic_strlcpy(x->transform, xf, sizeof x->transform);
+    cic_strlcpy(x->engine, eng, sizeof x->engine);
+    x->has_verdict = hv;
+    x->expect = expect;
+    x->verdict = got;
+    x->ce_residual = got == CIC_VERDICT_BROKEN ? 0.5 : 1e-9;
+    x->ce_threshold_equivalent = 1e-6;
+    x->ce_threshold_broken = 1e-3;
+    x->pass = !hv || expect == got;
+}
+
+static void set_gate(cic_gate_result *g, const char *xf, const char *eng, const char *metric,
+                     double value, double limit, int line)
+{
+    memset(g, 0, sizeof *g);
+    cic_strlcpy(g->transform, xf, sizeof g->transform);
+    cic_strlcpy(g->engine, eng, sizeof g->engine);
+    cic_strlcpy(g->metric, metric, sizeof g->metric);
+    g->value = value;
+    g->limit = limit;
+    g->pass = value <= limit;
+    g->line = line;
+}
+
+static void set_reg(cic_regress_result *g, enum cic_regress_rule rule, const char *xf,
+                    const char *eng, const char *metric, const char *old, const char *nw,
+                    const char *limit, bool pass)
+{
+    memset(g, 0, sizeof *g);
+    g->rule = rule;
+    cic_strlcpy(g->transform, xf, sizeof g->transform);
+    cic_strlcpy(g->engine, eng, sizeof g->engine);
+    cic_strlcpy(g->metric, metric, sizeof g->metric);
+    cic_strlcpy(g->old_value, old, sizeof g->old_value);
+    cic_strlcpy(g->new_value, nw, sizeof g->new_value);
+    cic_strlcpy(g->limit, limit, sizeof g->limit);
+    g->pass = pass;
+}
+
+/* Case A: 3 gates (2 fail), 2 verdict rows (1 fails), 3 baseline rules
+ * (2 fail), truth certified: 9 tests, 5 failures.
+ * Case B: 1 gate, 1 verdict row, no baseline, truth: 3 tests, 0 failures.
+ * Case C: NULL report, input error: 1 test, 1 failure. */
+static void build_reports(void)
+{
+    memset(&g_case_a, 0, sizeof g_case_a);
+    memset(&g_case_b, 0, sizeof g_case_b);
+    cic_strlcpy(g_case_a.name, NAME_A, sizeof g_case_a.name);
+    cic_strlcpy(g_case_a.path, "cases/a&b.toml", sizeof g_case_a.path);
+    cic_strlcpy(g_case_b.name, "rotate", sizeof g_case_b.name);
+    cic_strlcpy(g_case_b.path, "cases/rotate.toml", sizeof g_case_b.path);
+
+    set_row(&g_res_a[0], "none", "f32-openblas", false, 0, 0);
+    set_row(&g_res_a[1], "fuse", "f32-openblas", true, CIC_VERDICT_EQUIVALENT,
+            CIC_VERDICT_EQUIVALENT);
+    set_row(&g_res_a[2], "fuse-bad", "f32-openblas", true, CIC_VERDICT_EQUIVALENT,
+            CIC_VERDICT_BROKEN);
+    set_gate(&g_gate_a[0], "fuse", "f32-openblas", "ulp_row.p99", 12.5, 64, 10);
+    set_gate(&g_gate_a[1], "fuse-bad", "f32-openblas", "ulp_row.p99", 80, 64, 12);
+    set_gate(&g_gate_a[2], "fuse-bad", "f32-fixed-order", "rel_norm2", NAN, INFINITY, 14);
+    set_reg(&g_reg_a[0], CIC_RULE_WEIGHTS, "", "", "", "aaaa", "bbbb", "", false);
+    set_reg(&g_reg_a[1], CIC_RULE_METRIC, "fuse", "f32-openblas", "max_abs", "1e-06", "3e-06",
+            "2e-06", false);
+    set_reg(&g_reg_a[2], CIC_RULE_VERDICT, "fuse", "f32-openblas", "", "equivalent",
+            "equivalent", "", true);
+
+    memset(&g_rep_a, 0, sizeof g_rep_a);
+    g_rep_a.kase = &g_case_a;
+    cic_strlcpy(g_rep_a.env.openblas_core, "Haswell", sizeof g_rep_a.env.openblas_core);
+    g_rep_a.env.openblas_threads = 1;
+    cic_strlcpy(g_rep_a.env.hostname, "ci-runner", sizeof g_rep_a.env.hostname);
+    g_rep_a.results = g_res_a;
+    g_rep_a.n_results = 3;
+    g_rep_a.gates = g_gate_a;
+    g_rep_a.n_gates = 3;
+    g_rep_a.truth_certified = true;
+    cic_strlcpy(g_rep_a.weights_sha256, "0123abcd", sizeof g_rep_a.weights_sha256);
+    g_rep_a.wall_seconds = 1.25;
+    g_rep_a.pass = false;
+    g_rep_a.has_baseline = true;
+    cic_strlcpy(g_rep_a.baseline_path, "reference/a.json", sizeof g_rep_a.baseline_path);
+    g_rep_a.regress = g_reg_a;
+    g_rep_a.n_regress = 3;
+    g_rep_a.exit_code = 1;
+
+    set_row(&g_res_b[0], "none", "f32-openblas", false, 0, 0);
+    set_row(&g_res_b[1], "rot", "f32-openblas", true, CIC_VERDICT_BROKEN, CIC_VERDICT_BROKEN);
+    set_gate(&g_gate_b[0], "rot", "*", "max_abs", 0.001, INFINITY, 20);
+    memset(&g_rep_b, 0, sizeof g_rep_b);
+    g_rep_b.kase = &g_case_b;
+    g_rep_b.results = g_res_b;
+    g_rep_b.n_results = 2;
+    g_rep_b.gates = g_gate_b;
+    g_rep_b.n_gates = 1;
+    g_rep_b.truth_certified = true;
+    g_rep_b.wall_seconds = NAN; /* time= must still be a decimal */
+    g_rep_b.pass = true;
+}
+
+#define ERR_C "cases/bad.toml:3:1: unknown key 'd<model>' & \x01more\xff"
+
+static const cic_report *g_reps[3];
+static const char *const g_errs[3] = {NULL, NULL, ERR_C};
+
+static void build_all(void)
+{
+    build_reports();
+    g_reps[0] = &g_rep_a;
+    g_reps[1] = &g_rep_b;
+    g_reps[2] = NULL;
+}
+
+/* ---- JUnit ---- */
+
+static void test_junit(void **state)
+{
+    char path[1100], xsd[1100];
+    cic_diag d;
+    char *x;
+    const char *p;
+    int suite_tests[3] = {9, 3, 1}, suite_fail[3] = {5, 0, 1}, k = 0;
+    (void)state;
+
+    build_all();
+    tmp_path(path, sizeof path, "junit.xml");
+    memset(&d, 0, sizeof d);
+    assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), 0);
+    x = slurp(path);
+
+    /* totals on <testsuites>, then each <testsuite> */
+    p = strstr(x, "<testsuites ");
+    assert_non_null(p);
+    assert_int_equal(attr_int(p, "tests"), 13);
+    assert_int_equal(attr_int(p, "failures"), 6);
+    assert_int_equal(attr_int(p, "errors"), 0);
+    for (p = strstr(x, "<testsuite "); p; p = strstr(p + 1, "<testsuite ")) {
+        assert_true(k < 3);
+        assert_int_equal(attr_int(p, "tests"), suite_tests[k]);
+        assert_int_equal(attr_int(p, "failures"), suite_fail[k]);
+        k++;
+    }
+    assert_int_equal(k, 3);
+    assert_int_equal(count_of(x, "<testcase "), 13);
+    assert_int_equal(count_of(x, "<failure "), 6);
+
+    /* names: escaped, UTF-8 kept */
+    assert_non_null(strstr(x, "name=\"la&lt;&amp;&quot;&apos;&gt;yer \xc3\xbcn\xc3\xaf\""));
+    assert_null(strstr(x, "la<&"));
+    assert_non_null(
+        strstr(x, "classname=\"la&lt;&amp;&quot;&apos;&gt;yer \xc3\xbcn\xc3\xaf.fuse-bad.f32-openblas\""));
+    /* testcases as specified */
+    assert_non_null(strstr(x, "name=\"gate ulp_row.p99 &lt;= 64\""));
+    assert_non_null(strstr(x, "name=\"gate max_abs &lt;= inf\""));
+    assert_non_null(strstr(x, "name=\"verdict equivalent (expected equivalent)\""));
+    assert_non_null(strstr(x, "name=\"verdict broken (expected equivalent)\""));
+    assert_non_null(strstr(x, "name=\"verdict broken (expected broken)\""));
+    assert_non_null(strstr(x, "name=\"baseline weights\""));
+    assert_non_null(strstr(x, "name=\"baseline metric max_abs\""));
+    assert_non_null(strstr(x, "message=\"old 1e-06, new 3e-06, limit 2e-06\""));
+    assert_non_null(strstr(x, "message=\"old aaaa, new bbbb, limit equal to old\""));
+    assert_int_equal(count_of(x, "name=\"truth certified\""), 2);
+    assert_non_null(strstr(x, "message=\"rel_norm2 = nan, limit inf\""));
+    assert_non_null(strstr(x, "message=\"ulp_row.p99 = 80, limit 64\""));
+    /* the failed run: its error, escaped, control and bad bytes replaced */
+    assert_non_null(strstr(x, "<testsuite name=\"case 3\""));
+    assert_non_null(strstr(x, "name=\"run\""));
+    assert_non_null(strstr(
+        x, "message=\"cases/bad.toml:3:1: unknown key &apos;d&lt;model&gt;&apos; &amp; ?more?\""));
+    /* properties */
+    assert_non_null(strstr(x, "<property name=\"cicheck_version\" value=\"" CIC_VERSION "\"/>"));
+    assert_non_null(strstr(x, "<property name=\"openblas_core\" value=\"Haswell\"/>"));
+    assert_non_null(strstr(x, "<property name=\"openblas_threads\" value=\"1\"/>"));
+    assert_non_null(strstr(x, "<property name=\"weights_sha256\" value=\"0123abcd\"/>"));
+    /* a NaN wall time is still a decimal */
+    assert_null(strstr(x, "time=\"nan"));
+    for (const unsigned char *u = (const unsigned char *)x; *u; u++)
+        assert_true(*u >= 0x20 || *u == '\n' || *u == '\t' || *u == '\r');
+
+    if (!have_xmllint()) {
+        fprintf(stderr, "skipping xmllint checks: %s not found\n", XMLLINT);
+    } else {
+        tmp_path(xsd, sizeof xsd, "junit.xsd");
+        spit(xsd, JUNIT_XSD);
+        assert_int_equal(xmllint(path, NULL), 0);
+        assert_int_equal(xmllint(path, xsd), 0);
+    }
+    free(x);
+
+    /* no cases at all: still a valid document */
+    assert_int_equal(cic_junit_write(path, NULL, NULL, 0, &d), 0);
+    x = slurp(path);
+    p = strstr(x, "<testsuites ");
+    assert_non_null(p);
+    assert_int_equal(attr_int(p, "tests"), 0);
+    free(x);
+    if (have_xmllint())
+        assert_int_equal(xmllint(path, xsd), 0);
+
+    /* a folder that does not exist: -1 and a message */
+    memset(&d, 0, sizeof d);
+    tmp_path(path, sizeof path, "no/such/dir/junit.xml");
+    assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), -1);
+    assert_true(d.msg[0] != '\0');
+}
+
+/* The check can fail: a bare '&' is not XML, and time="nan" is not the
+ * schema's decimal. */
+static void test_xmllint_catches_faults(void **state)
+{
+    char bad[1100], xsd[1100];
+    (void)state;
+    if (!have_xmllint()) {
+        skip();
+        return;
+    }
+    tmp_path(bad, sizeof bad, "bad.xml");
+    spit(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" failures=\"0\" "
+              "errors=\"0\"><testsuite name=\"a&b\" tests=\"1\" failures=\"0\" errors=\"0\" "
+              "time=\"0\"/></testsuites>\n");
+    assert_int_not_equal(xmllint(bad, NULL), 0);
+
+    tmp_path(xsd, sizeof xsd, "junit.xsd");
+    spit(xsd, JUNIT_XSD);
+    spit(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" failures=\"0\" "
+              "errors=\"0\"><testsuite name=\"a\" tests=\"1\" failures=\"0\" errors=\"0\" "
+              "time=\"nan\"/></testsuites>\n");
+    assert_int_equal(xmllint(bad, NULL), 0);
+    assert_int_not_equal(xmllint(bad, xsd), 0);
+}
+
+static void test_rule_names(void **state)
+{
+    (void)state;
+    assert_string_equal(CIC_RULE_NAME[CIC_RULE_WEIGHTS], "weights");
+    assert_string_equal(CIC_RULE_NAME[CIC_RULE_MPFR], "mpfr-output");
+    assert_string_equal(CIC_RULE_NAME[CIC_RULE_MISSING], "missing");
+    for (int i = 0; i < CIC_RULE_COUNT; i++)
+        assert_non_null(CIC_RULE_NAME[i]);
+}
+
+/* ---- Markdown ---- */
+
+static void test_markdown(void **state)
+{
+    char path[1100];
+    cic_diag d;
+    char *m;
+    (void)state;
+
+    build_all();
+    tmp_path(path, sizeof path, "summary.md");
+    memset(&d, 0, sizeof d);
+    assert_int_equal(cic_markdown_write(path, g_reps, g_errs, 3, false, &d), 0);
+    m = slurp(path);
+    assert_true(strncmp(m, "## cicheck\n", 11) == 0);
+    /* case lines */
+    assert_non_null(strstr(m, "- ❌ **la&lt;&amp;\"'&gt;yer \xc3\xbcn\xc3\xaf**: 3 rows, 3 gates "
+                              "(2 failed), 3 regression checks (2 failed), wall 1.2s, "
+                              "1 unexpected verdict\n"));
+    assert_non_null(strstr(m, "- ✅ **rotate**: 2 rows, 1 gates (0 failed), 0 regression "
+                              "checks (0 failed), wall nan\n"));
+    assert_non_null(strstr(m, "- ❌ **case 3**: could not run (error): cases/bad.toml:3:1: "
+                              "unknown key 'd&lt;model&gt;' &amp; more?\n"));
+    /* the failure table */
+    assert_non_null(strstr(m, "| case | transform | engine | check | old | new | limit |\n"
+                              "|---|---|---|---|---|---|---|\n"));
+    assert_non_null(strstr(m, "| fuse-bad | f32-openblas | gate ulp\\_row.p99 (line 12) | - | 80 | 64 |\n"));
+    assert_non_null(strstr(m, "| fuse-bad | f32-fixed-order | gate rel\\_norm2 (line 14) | - | nan | inf |\n"));
+    assert_non_null(strstr(m, "| - | - | baseline weights | aaaa | bbbb | equal |\n"));
+    assert_non_null(strstr(m, "| fuse | f32-openblas | baseline metric max\\_abs | 1e-06 | 3e-06 | 2e-06 |\n"));
+    assert_non_null(strstr(m, "| fuse-bad | f32-openblas | verdict (ce\\_residual 0.5) | expected equivalent | broken | - |\n"));
+    assert_non_null(strstr(m, "| case 3 | - | - | run (error) | - |"));
+    /* passing checks are not in the table */
+    assert_null(strstr(m, "gate ulp\\_row.p99 (line 10)"));
+    assert_null(strstr(m, "baseline verdict"));
+    assert_int_equal(count_of(m, "\n| "), 7); /* header + 6 failures */
+    free(m);
+
+    /* replace: written again, still one summary */
+    assert_int_equal(cic_markdown_write(path, g_reps, g_errs, 3, false, &d), 0);
+    m = slurp(path);
+    assert_int_equal(count_of(m, "## cicheck"), 1);
+    free(m);
+}
+
+static void test_markdown_append(void **state)
+{
+    char path[1100];
+    cic_diag d;
+    char *m;
+    const cic_report *one[1];
+    (void)state;
+
+    build_all();
+    tmp_path(path, sizeof path, "step_summary.md");
+    /* created when missing */
+    one[0] = &g_rep_b;
+    assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
+    one[0] = &g_rep_a;
+    assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
+    m = slurp(path);
+    assert_int_equal(count_of(m, "## cicheck"), 2);
+    assert_non_null(strstr(m, "**rotate**"));
+    assert_non_null(strstr(m, "**la&lt;"));
+    assert_true(strstr(m, "**rotate**") < strstr(m, "**la&lt;"));
+    free(m);
+
+    /* earlier text without a final newline stays apart from the heading */
+    spit(path, "earlier step");
+    assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
+    m = slurp(path);
+    assert_true(strncmp(m, "earlier step\n", 13) == 0);
+    assert_non_null(strstr(m, "\n## cicheck\n"));
+    free(m);
+
+    /* an unwritable place: -1 with a message */
+    memset(&d, 0, sizeof d);
+    tmp_path(path, sizeof path, "no/such/dir/summary.md");
+    assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), -1);
+    assert_true(d.msg[0] != '\0');
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rule_names),
+        cmocka_unit_test_setup_teardown(test_junit, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_xmllint_catches_faults, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_markdown, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_markdown_append, setup_tmp, teardown_tmp),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
