@@ -49,8 +49,9 @@ static const char RUN_USAGE[] =
     "  --baseline DIR   compare with DIR/<case name>.json (default reference/,\n"
     "                   compared when the file exists)\n"
     "  --no-baseline    do not compare with a baseline\n"
-    "  --tolerance R[,U] f32 metrics may grow to old*(1+R) (+U for ULP figures)\n"
-    "                   over the baseline (default 0.5,2)\n"
+    "  --tolerance S[,U] scale the allowed growth of the f32 metrics over the\n"
+    "                   baseline by S and allow U more ULPs (default 1,4: x2 for\n"
+    "                   stable, x3 for spread, x20 for tail figures; 0,0: exact)\n"
     "  --junit FILE     JUnit XML of every gate, expectation and baseline check\n"
     "  --markdown FILE  Markdown summary (also appended to $GITHUB_STEP_SUMMARY\n"
     "                   when that is set)\n"
@@ -148,8 +149,10 @@ static int expand(strlist *l, const char *path, int depth)
         }
     }
     closedir(dir);
-    qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
-    qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmpstr);
+    if (files.n > 1)
+        qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
+    if (dirs.n > 1)
+        qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmpstr);
     for (i = 0; i < files.n && rc == 0; i++)
         rc = push(l, files.v[i]);
     for (i = 0; i < dirs.n && rc == 0; i++)
@@ -159,11 +162,13 @@ static int expand(strlist *l, const char *path, int depth)
     return rc;
 }
 
+/* --tolerance S[,U]: scale the default relative allowances by S (0: the
+ * figures must not grow at all) and allow U ULPs on top. */
 static int parse_tolerance(cic_tolerance *t, const char *s)
 {
     char *end;
-    double rel = strtod(s, &end), ulp = t->abs_ulp;
-    if (end == s || !(rel >= 0) || rel > 1e6)
+    double scale = strtod(s, &end), ulp = t->abs_ulp;
+    if (end == s || !(scale >= 0) || scale > 1e6)
         return -1;
     if (*end == ',') {
         const char *u = end + 1;
@@ -173,7 +178,9 @@ static int parse_tolerance(cic_tolerance *t, const char *s)
     }
     if (*end != '\0')
         return -1;
-    t->rel = rel;
+    t->stable = CIC_TOLERANCE_DEFAULT.stable * scale;
+    t->spread = CIC_TOLERANCE_DEFAULT.spread * scale;
+    t->tail = CIC_TOLERANCE_DEFAULT.tail * scale;
     t->abs_ulp = ulp;
     return 0;
 }
@@ -261,7 +268,7 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
                 markdown = argv[i];
             else if (parse_tolerance(&a.tol, argv[i]) < 0) {
                 strlist_free(&cases);
-                return usage_error("--tolerance takes R or R,U with R, U >= 0 (got '%s')",
+                return usage_error("--tolerance takes S or S,U with S, U >= 0 (got '%s')",
                                    argv[i]);
             }
         } else if (!strcmp(s, "--no-baseline")) {

@@ -100,6 +100,15 @@ static void *range_run(void *a)
     return NULL;
 }
 
+/* A worker thread: MPFR keeps per-thread constant caches (log 2, pi, ...);
+ * free them before the thread ends or they leak. */
+static void *range_thread(void *a)
+{
+    range_run(a);
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    return NULL;
+}
+
 static void parallel(mprun *r, int n, range_fn fn, void *ctx)
 {
     range_job job[CIC_MAX_THREADS];
@@ -118,7 +127,7 @@ static void parallel(mprun *r, int n, range_fn fn, void *ctx)
         job[t].w = &r->ws[t];
     }
     for (t = 1; t < nt; t++)
-        started[t] = pthread_create(&th[t], NULL, range_run, &job[t]) == 0;
+        started[t] = pthread_create(&th[t], NULL, range_thread, &job[t]) == 0;
     range_run(&job[0]);
     for (t = 1; t < nt; t++) {
         if (started[t])

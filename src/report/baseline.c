@@ -5,10 +5,23 @@
 #include <math.h>
 #include <string.h>
 
-/* Measured (README, "Use as a CI gate"): across OpenBLAS kernels and thread
- * counts the f32 figures of the shipped cases move by at most ... (see the
- * table there); the default leaves a margin over that. */
-const cic_tolerance CIC_TOLERANCE_DEFAULT = {0.5, 2.0};
+/* Measured with bench/blas_spread.sh (README, "Use as a CI gate") over the
+ * shipped cases, OpenBLAS kernels Haswell, SkylakeX, Sandybridge, Nehalem
+ * and 1 or 2 threads, against Haswell with 2: stable figures grew by at
+ * most x1.21, spread figures by x2.26, tail figures by x9.1 (ULP figures by
+ * at most +4 ULP where they are small). The defaults allow x2, x3 and x20,
+ * plus 4 ULP. */
+const cic_tolerance CIC_TOLERANCE_DEFAULT = {1.0, 2.0, 19.0, 4.0};
+
+static double allowance(const cic_tolerance *t, const char *metric)
+{
+    if (!strcmp(metric, "rel_norm2") || !strcmp(metric, "ulp_row.mean") ||
+        !strcmp(metric, "ulp_elem.mean"))
+        return t->stable;
+    if (!strcmp(metric, "ulp_elem.max") || !strcmp(metric, "drift.max"))
+        return t->tail;
+    return t->spread;
+}
 
 typedef struct {
     cic_regress_result *v;
@@ -142,7 +155,7 @@ static void compare_row(rlist *l, const cic_result *x, json_t *b, const cic_tole
         if (!strcmp(metrics[k], "nonfinite"))
             limit = old;
         else
-            limit = old * (1.0 + tol->rel) + (ulp ? tol->abs_ulp : 0.0);
+            limit = old * (1.0 + allowance(tol, metrics[k])) + (ulp ? tol->abs_ulp : 0.0);
         snprintf(g->limit, sizeof g->limit, "%.6g", limit);
         g->pass = now <= limit; /* NaN fails */
     }
