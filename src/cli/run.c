@@ -470,6 +470,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
         x->has_metrics = true;
         cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, y, r->rows, r->cols, r->prec);
         cic_metric_drift(&x->metrics.drift, r->before[e], y, r->n);
+        cic_metric_drift_hist(x->metrics.drift_hist, r->before[e], y, r->n);
         x->metrics.has_drift = 1;
         {
             const cic_result *b = NULL;

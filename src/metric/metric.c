@@ -288,6 +288,16 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
     m->ulp_elem_excluded = excluded;
     _cic_acc_stat(&m->ulp_row, &arow);
     _cic_acc_stat(&m->ulp_elem, &aelem);
+    /* the whole distribution of ulp_row, for CDF plots */
+    if (arow.v && arow.n > 0) {
+        int q;
+        qsort(arow.v, arow.n, sizeof *arow.v, _cic_cmp_double);
+        for (q = 0; q < CIC_NQ; q++) {
+            double r = ceil((double)q * (double)arow.n / 100.0);
+            size_t k = r < 1.0 ? 1 : (r >= (double)arow.n ? arow.n : (size_t)r);
+            m->ulp_row_q[q] = arow.v[k - 1];
+        }
+    }
 
     mpfr_clear(yv);
     mpfr_clear(d);
@@ -387,6 +397,24 @@ void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
     }
     _cic_acc_stat(d, &a);
     free(a.v);
+}
+
+void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const float *before,
+                           const float *after, size_t n)
+{
+    size_t i;
+    memset(hist, 0, CIC_DRIFT_BINS * sizeof *hist);
+    for (i = 0; i < n; i++) {
+        uint64_t u = cic_f32_ulp_distance(before[i], after[i]);
+        int b = 0;
+        if (u == UINT64_MAX)
+            continue;
+        while (u) {
+            b++;
+            u >>= 1;
+        }
+        hist[b < CIC_DRIFT_BINS ? b : CIC_DRIFT_BINS - 1]++;
+    }
 }
 
 /* ---- percentile ---- */

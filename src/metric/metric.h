@@ -17,6 +17,9 @@ typedef struct {
     double max, p99, mean;
 } cic_stat3;
 
+#define CIC_NQ 101        /* ulp_row quantiles at 0, 1, ..., 100 % */
+#define CIC_DRIFT_BINS 34 /* drift histogram: bin b holds distances of b bits */
+
 typedef struct {
     double max_abs;
     double rel_norm2;
@@ -30,6 +33,9 @@ typedef struct {
     double decomp_arith;        /* rel_norm2: f32 run vs that MPFR run */
     uint64_t nonfinite;         /* NaN or Inf entries of y */
     int64_t first_nonfinite;    /* flat index of the first one, -1 if none */
+    double ulp_row_q[CIC_NQ];   /* the distribution of ulp_row (nearest rank) */
+    uint64_t drift_hist[CIC_DRIFT_BINS]; /* counts of drift distances by bit length:
+                                          * bin 0: 0, bin b: [2^(b-1), 2^b) */
     int has_drift;              /* drift and ulp_row_delta are meaningful */
     int has_decomp;
 } cic_metrics;
@@ -75,6 +81,10 @@ double cic_metric_rel_diff_f32(const float *a, const mpfr_t *b, size_t n,
  * elsewhere). */
 void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
                       size_t n);
+
+/* Histogram of the drift distances (see cic_metrics.drift_hist). */
+void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const float *before,
+                           const float *after, size_t n);
 
 /* p-th percentile (0..100) of v by nearest rank on a sorted copy; v is not
  * modified. 0 for n == 0. */

@@ -420,6 +420,18 @@ static json_t *metrics_json(const cic_metrics *m, int *err)
     } else {
         jset(o, "decomposition", json_null(), err);
     }
+    {
+        json_t *q = json_array();
+        for (int i = 0; i < CIC_NQ; i++)
+            jpush(q, jreal(m->ulp_row_q[i]), err);
+        jset(o, "ulp_row_quantiles", q, err);
+    }
+    if (m->has_drift) {
+        json_t *h = json_array();
+        for (int i = 0; i < CIC_DRIFT_BINS; i++)
+            jpush(h, jcount(m->drift_hist[i]), err);
+        jset(o, "drift_hist", h, err);
+    }
     jset(o, "nonfinite", jcount(m->nonfinite), err);
     jset(o, "first_nonfinite",
          m->nonfinite > 0 && m->first_nonfinite >= 0 ? json_integer(m->first_nonfinite)
