@@ -1001,6 +1001,225 @@ static void test_fuzz_regressions(void **state)
         fail_msg("%d of %d fuzz regressions failed", failures, n);
 }
 
+/* ---- sweeps ------------------------------------------------------------- */
+
+#define SWEEP_MODEL                                                            \
+    "[model]\nblock = \"preln\"\nd_model = 32\nheads = 4\ntokens = 8\n"       \
+    "samples = 2\nlayers = 2\n"
+
+static int load_str(cic_case *c, const char *text, cic_diag *d)
+{
+    memset(d, 0, sizeof *d);
+    return cic_case_load_string(c, text, "sweep.toml", d);
+}
+
+static void test_sweep(void **state)
+{
+    static cic_case c, p;
+    cic_diag d;
+    int rc;
+    long i;
+    (void)state;
+
+    /* No [sweep]: a plain case, one point (itself). */
+    rc = load_str(&c, SWEEP_MODEL, &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_false(c.sweep.on);
+    assert_int_equal(c.sweep.points, 1);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 0, &d), CIC_OK);
+    assert_int_equal(p.model.d_model, 32);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 1, &d), CIC_EINPUT);
+
+    /* 2 x 3: seed fastest, d_model slowest; defaults that follow d_model. */
+    rc = load_str(&c,
+                  "name = \"two-by-three\"\n" SWEEP_MODEL
+                  "[sweep]\nd_model = [16, 32]\nseed = [1, 2, 3]\n",
+                  &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_true(c.sweep.on);
+    assert_int_equal(c.sweep.points, 6);
+    assert_int_equal(c.sweep.max_points, CIC_SWEEP_DEFAULT_MAX_POINTS);
+    assert_int_equal(c.sweep.max_points, 64);
+    assert_int_equal(c.sweep.n[CIC_AXIS_D_MODEL], 2);
+    assert_int_equal(c.sweep.n[CIC_AXIS_SEED], 3);
+    assert_int_equal(c.sweep.n[CIC_AXIS_HEADS], 0);
+    assert_true(c.sweep.v[CIC_AXIS_SEED][2] == 3.0);
+    assert_int_equal(c.sweep.line[CIC_AXIS_D_MODEL], 10);
+    assert_int_equal(c.sweep.line[CIC_AXIS_SEED], 11);
+    assert_int_equal(c.sweep.table_line, 9);
+    /* The case itself is point 0. */
+    assert_int_equal(c.model.d_model, 16);
+    assert_int_equal(c.model.seed, 1);
+    for (i = 0; i < 6; i++) {
+        rc = cic_case_sweep_point(&p, &c, i, &d);
+        if (rc != CIC_OK)
+            fail_msg("point %ld: rc %d: %s", i, rc, d.msg);
+        assert_int_equal(p.model.d_model, i < 3 ? 16 : 32);
+        assert_int_equal(p.model.seed, (uint64_t)(i % 3 + 1));
+        assert_int_equal(p.model.d_mlp, 4 * p.model.d_model);
+        assert_int_equal(p.model.d_out, p.model.d_model);
+        assert_int_equal(p.model.heads, 4);
+        assert_int_equal(p.model.layers, 2);
+        assert_false(p.sweep.on);
+        assert_int_equal(p.sweep.points, 1);
+        assert_string_equal(p.name, "two-by-three");
+    }
+    assert_int_equal(cic_case_sweep_point(&p, &c, 6, &d), CIC_EINPUT);
+    assert_int_equal(cic_case_sweep_point(&p, &c, -1, &d), CIC_EINPUT);
+    /* A point of a point is itself. */
+    assert_int_equal(cic_case_sweep_point(&p, &c, 4, &d), CIC_OK);
+    {
+        static cic_case q;
+        assert_int_equal(cic_case_sweep_point(&q, &p, 0, &d), CIC_OK);
+        assert_int_equal(q.model.d_model, 32);
+        assert_int_equal(q.model.seed, 2);
+    }
+    /* An invalid point (a hand-edited sweep): CIC_EINPUT at its list. */
+    c.sweep.v[CIC_AXIS_D_MODEL][1] = 30;
+    assert_int_equal(cic_case_sweep_point(&p, &c, 1, &d), CIC_OK);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 3, &d), CIC_EINPUT);
+    assert_int_equal(d.line, 10);
+    assert_non_null(strstr(d.msg, "not divisible by heads = 4"));
+    assert_string_equal(d.file, "sweep.toml");
+
+    /* Mixed radix over four axes, explicit d_out kept, number axes. */
+    rc = load_str(&c,
+                  "[model]\nblock = \"preln\"\nheads = 2\ntokens = 4\n"
+                  "samples = 1\nd_out = 8\n"
+                  "[sweep]\nseed = [5, 6]\nd_model = [16, 32]\n"
+                  "samples = [1, 2]\nlayers = [1, 3]\nstd = [0.5, 0.25]\n"
+                  "mpfr_prec = [64, 256]\n",
+                  &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.sweep.points, 64);
+    for (i = 0; i < 64; i++) {
+        long r = i;
+        int seed = (int)(r % 2), std = (int)(r / 2 % 2), smp = (int)(r / 4 % 2);
+        int prec = (int)(r / 8 % 2), lay = (int)(r / 16 % 2);
+        int dm = (int)(r / 32 % 2);
+        assert_int_equal(cic_case_sweep_point(&p, &c, i, &d), CIC_OK);
+        assert_int_equal(p.model.seed, (uint64_t)(5 + seed));
+        assert_true(p.model.std == (std ? 0.25 : 0.5));
+        assert_int_equal(p.model.samples, smp + 1);
+        assert_int_equal(p.mpfr_prec, prec ? 256 : 64);
+        assert_int_equal(p.model.layers, lay ? 3 : 1);
+        assert_int_equal(p.model.d_model, dm ? 32 : 16);
+        assert_int_equal(p.model.d_out, 8);
+    }
+
+    /* The guard: 9 x 9 = 81 points, more than the default 64. */
+    {
+        static const char lists[] =
+            "seed = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n"
+            "tokens = [1, 2, 3, 4, 5, 6, 7, 8, 9]\n";
+        char text[1024];
+        snprintf(text, sizeof text, "%s[sweep]\n%s", SWEEP_MODEL, lists);
+        assert_int_equal(load_str(&c, text, &d), CIC_EINPUT);
+        assert_non_null(strstr(d.msg, "81"));
+        assert_non_null(strstr(d.msg, "max_points = 64"));
+        assert_int_equal(d.line, 8);
+        assert_int_equal(d.column, 1);
+        snprintf(text, sizeof text, "%s[sweep]\n%smax_points = 100\n",
+                 SWEEP_MODEL, lists);
+        rc = load_str(&c, text, &d);
+        if (rc != CIC_OK)
+            fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+        assert_int_equal(c.sweep.points, 81);
+        assert_int_equal(c.sweep.max_points, 100);
+        assert_int_equal(cic_case_sweep_point(&p, &c, 80, &d), CIC_OK);
+        assert_int_equal(p.model.tokens, 9);
+        assert_int_equal(p.model.seed, 9);
+    }
+
+    /* A swept key overrides (and need not repeat) the scalar: d_model = 30
+     * would not divide by heads = 4, but it is ignored. */
+    rc = load_str(&c,
+                  "[model]\nblock = \"preln\"\nd_model = 30\nheads = 4\n"
+                  "tokens = 8\nsamples = 2\nlayers = 2\n"
+                  "[sweep]\nd_model = [16, 32]\n",
+                  &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.model.d_model, 16);
+
+    /* dit: d_cond follows each point's d_model unless given or swept. */
+    rc = load_str(&c,
+                  "[model]\nblock = \"dit\"\nheads = 2\ntokens = 4\n"
+                  "samples = 2\nlayers = 1\n"
+                  "[sweep]\nd_model = [8, 16]\n",
+                  &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 1, &d), CIC_OK);
+    assert_int_equal(p.model.d_cond, 16);
+    rc = load_str(&c,
+                  "[model]\nblock = \"dit\"\nheads = 2\ntokens = 4\n"
+                  "samples = 2\nlayers = 1\n"
+                  "[sweep]\nd_model = [8, 16]\nd_cond = [4, 12]\n",
+                  &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.sweep.points, 4);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 1, &d), CIC_OK);
+    assert_int_equal(p.model.d_model, 8);
+    assert_int_equal(p.model.d_cond, 12);
+
+    /* Per-point checks at load: static-fold calibration < samples, the
+     * memory estimate of the largest point. */
+    rc = load_str(&c,
+                  "[model]\nblock = \"dit\"\nd_model = 8\nheads = 2\n"
+                  "tokens = 4\nsamples = 4\nlayers = 1\n"
+                  "[[transforms]]\nname = \"sf\"\nkind = \"static-fold\"\n"
+                  "q = \"identity\"\ncalibration = 2\n"
+                  "[sweep]\nsamples = [4, 2]\n",
+                  &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 14);
+    assert_non_null(strstr(d.msg, "calibration = 2"));
+    rc = load_str(&c,
+                  "[model]\nblock = \"preln\"\nheads = 32\ntokens = 8\n"
+                  "samples = 2\nlayers = 64\n"
+                  "[sweep]\nd_model = [32, 4096]\n",
+                  &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 8);
+    assert_int_equal(d.column, 11);
+    assert_non_null(strstr(d.msg, "exceeds the limit of 8 GiB"));
+    assert_non_null(strstr(d.msg, "d_model = 4096"));
+}
+
+static void test_sweep_fixture(void **state)
+{
+    static cic_case c, p;
+    cic_diag d;
+    char path[1024];
+    int rc;
+    long i;
+    (void)state;
+    cic_test_path(path, sizeof path, "tests/fixtures/valid-sweep.toml");
+    rc = cic_case_load(&c, path, &d);
+    if (rc != CIC_OK)
+        fail_msg("%s: rc %d: %d:%d: %s", path, rc, d.line, d.column, d.msg);
+    assert_string_equal(c.name, "valid-sweep");
+    assert_true(c.sweep.on);
+    assert_int_equal(c.sweep.points, 12);
+    assert_int_equal(c.model.block, CIC_BLOCK_PRELN);
+    for (i = 0; i < 12; i++) {
+        rc = cic_case_sweep_point(&p, &c, i, &d);
+        if (rc != CIC_OK)
+            fail_msg("point %ld: rc %d: %s", i, rc, d.msg);
+        assert_int_equal(p.model.seed, (uint64_t)(i % 3 + 1));
+        assert_int_equal(p.model.layers, (int)(i / 3 % 2) + 1);
+        assert_int_equal(p.model.d_model, i < 6 ? 16 : 32);
+        assert_int_equal(p.model.d_mlp, 4 * p.model.d_model);
+        assert_int_equal(p.n_xf, 2);
+        assert_string_equal(p.name, "valid-sweep");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1018,6 +1237,8 @@ int main(void)
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_fuzz_regressions),
+        cmocka_unit_test(test_sweep),
+        cmocka_unit_test(test_sweep_fixture),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -156,6 +156,70 @@ expect_rc 0 "a folder of cases" "$bin" run --quiet --no-color --no-baseline --ou
 grep -q "^cicheck: [0-9]* cases, [0-9]* passed, 0 failed" "$tmp/out" && ok "one summary" || bad "one summary"
 [ -s "$tmp/summary.md" ] && ok "markdown summary written" || bad "markdown summary written"
 
+# sweeps: shards are disjoint, cover the sweep, and merge to the same report
+cat >"$tmp/sweep.toml" <<'TOML'
+name = "tiny-sweep"
+[model]
+block = "preln"
+heads = 2
+tokens = 4
+samples = 1
+layers = 1
+d_out = 4
+[engines]
+f32 = ["openblas"]
+[sweep]
+d_model = [8, 16]
+seed = [1, 2, 3]
+[[transforms]]
+name = "fuse"
+kind = "fuse-layernorm"
+[[transforms]]
+name = "rotate"
+kind = "rotate"
+after = "fuse"
+q = "random"
+seed = 3
+TOML
+expect_rc 0 "sweep" "$bin" run --quiet --no-color --out "$tmp/sw-all" "$tmp/sweep.toml"
+for k in 1 2 3; do
+    expect_rc 0 "sweep shard $k/3" "$bin" run --quiet --no-color --no-plots --shard $k/3 \
+        --out "$tmp/sw-$k" "$tmp/sweep.toml"
+done
+expect_rc 0 "merge 3 shards" "$bin" merge --out "$tmp/sw-merged" "$tmp/sw-1" "$tmp/sw-2" "$tmp/sw-3"
+/usr/bin/env python3 - "$tmp" <<'PY' && ok "shards disjoint, covering, merged = unsharded" || bad "shards disjoint, covering, merged = unsharded"
+import json, sys
+t = sys.argv[1]
+def load(d): return json.load(open(f"{t}/{d}/sweep.json"))
+idx = [sorted(p["index"] for p in load(f"sw-{k}")["points"]) for k in (1, 2, 3)]
+flat = sorted(i for l in idx for i in l)
+assert flat == list(range(6)), flat                      # cover, no duplicates
+assert all(set(a).isdisjoint(b) for a in idx for b in idx if a is not b)
+def strip(o):
+    if isinstance(o, dict):
+        return {k: strip(v) for k, v in o.items() if k not in ("wall_seconds",)}
+    if isinstance(o, list):
+        return [strip(v) for v in o]
+    return o
+a, b = strip(load("sw-all")), strip(load("sw-merged"))
+assert a == b, "merged sweep.json differs from the unsharded one"
+agg = [e for e in a["aggregate"] if e["transform"] == "fuse" and e["engine"] == "f32-openblas"]
+assert len(agg) == 2 and all(e["n"] == 3 for e in agg), agg   # over 3 seeds
+PY
+expect_rc 2 "merge refuses a missing shard" "$bin" merge --out "$tmp/sw-bad" "$tmp/sw-1" "$tmp/sw-2"
+grep -q "missing" "$tmp/err" && ok "missing shard named" || bad "missing shard named"
+expect_rc 2 "merge refuses a duplicate shard" "$bin" merge --out "$tmp/sw-bad" "$tmp/sw-1" "$tmp/sw-1" "$tmp/sw-3"
+expect_rc 2 "bad --shard" "$bin" run --quiet --shard 4/3 --out "$tmp/sw-x" "$tmp/sweep.toml"
+if command -v gnuplot >/dev/null 2>&1; then
+    for f in ulp_cdf error_vs_d drift_hist; do
+        for e in dat gp png svg pdf; do
+            [ -s "$tmp/sw-all/plots/$f.$e" ] || bad "plot $f.$e missing"
+        done
+    done
+    head -c 8 "$tmp/sw-all/plots/error_vs_d.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" &&
+        ok "plots drawn after a sweep (PNG)" || bad "plots drawn after a sweep (PNG)"
+fi
+
 # --dump
 expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump" cases/known-breaks/attn-out-not-rotated.toml
 for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 outputs; do

@@ -36,6 +36,9 @@ const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
 const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT] = {"centered", "mean-preserving"};
+const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT] = {
+    "d_model", "tokens",  "layers", "seed",   "mpfr_prec", "outlier_scale",
+    "heads",   "samples", "d_cond", "std"};
 
 #define CIC__LEN(a) (sizeof(a) / sizeof((a)[0]))
 static_assert(CIC__LEN(CIC_BLOCK_NAME) == CIC_BLOCK_COUNT, "block names");
@@ -48,6 +51,7 @@ static_assert(CIC__LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC__LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
 static_assert(CIC__LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
 static_assert(CIC__LEN(CIC_STREAM_NAME) == CIC_STREAM_COUNT, "streams");
+static_assert(CIC__LEN(CIC_AXIS_NAME) == CIC_AXIS_COUNT, "sweep axis names");
 
 const char *const CIC_GATE_METRICS[] = {
     "max_abs",      "rel_norm2",     "ulp_row.max",  "ulp_row.p99",
@@ -63,7 +67,8 @@ static const char *const cic__gate_engines[] = {"f32-openblas",
 
 /* Allowed keys, in the order they are documented. */
 static const char *const cic__root_keys[] = {"name",    "model",      "engines",
-                                             "readout", "transforms", "gates"};
+                                             "readout", "transforms", "gates",
+                                             "sweep"};
 static const char *const cic__model_keys[] = {
     "block",  "d_model",    "heads", "mlp_ratio", "tokens", "samples",
     "layers", "eps",        "causal", "activation", "d_out", "d_cond",
@@ -529,16 +534,16 @@ static uint64_t cic__u(int v)
 }
 
 /* Weights (element count) and activation bytes behind the estimate. */
-static void cic__memory_parts(const cic_case *c, uint64_t *weights,
-                              uint64_t *wbytes, uint64_t *abytes)
+static void cic__memory_parts_m(const cic_model_cfg *m, int n_xf,
+                                int mpfr_prec, uint64_t *weights,
+                                uint64_t *wbytes, uint64_t *abytes)
 {
-    const cic_model_cfg *m = &c->model;
     uint64_t d = cic__u(m->d_model), f = cic__u(m->d_mlp);
     uint64_t L = cic__u(m->layers), dout = cic__u(m->d_out);
     uint64_t dc = cic__u(m->d_cond), N = cic__u(m->tokens);
     uint64_t R = cic__sat_mul(N, cic__u(m->samples));
     uint64_t dd = cic__sat_mul(d, d), df = cic__sat_mul(d, f);
-    uint64_t layer, readout, W, prec = cic__u(c->mpfr_prec), copies, elem;
+    uint64_t layer, readout, W, prec = cic__u(mpfr_prec), copies, elem;
     uint64_t width;
 
     /* Weight elements per layer and for the readout (DESIGN.md section 1):
@@ -575,7 +580,7 @@ static void cic__memory_parts(const cic_case *c, uint64_t *weights,
      * mpfr_prec plus its prec + 64 recheck (16 bytes of header + 2 * prec / 8
      * bytes of limbs). One set for the original, one per transform, one
      * scratch: n_xf + 2 sets. */
-    copies = cic__u(c->n_xf) + 2;
+    copies = cic__u(n_xf) + 2;
     *weights = W;
     *wbytes = cic__sat_mul(cic__sat_mul(copies, W),
                            16 + 2 * ((prec > 4096 ? 4096 : prec) / 8) + 8);
@@ -593,6 +598,13 @@ static void cic__memory_parts(const cic_case *c, uint64_t *weights,
         width = dout;
     elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8;
     *abytes = cic__sat_mul(cic__sat_mul(R, width), cic__sat_mul(8, elem));
+}
+
+static void cic__memory_parts(const cic_case *c, uint64_t *weights,
+                              uint64_t *wbytes, uint64_t *abytes)
+{
+    cic__memory_parts_m(&c->model, c->n_xf, c->mpfr_prec, weights, wbytes,
+                        abytes);
 }
 
 uint64_t cic_case_memory_estimate(const cic_case *c)
@@ -616,6 +628,24 @@ int cic_case_xform_find(const cic_case *c, const char *name)
 }
 
 /* ---- sections ---------------------------------------------------------- */
+
+/* A key with a list in [sweep] (parsed before the sections): the list
+ * overrides the scalar, whose first value stands in for it; the checks that
+ * combine a swept key with others run per point (cic__sweep_check). */
+static bool cic__swept(const cic_case *c, enum cic_sweep_axis a)
+{
+    return c->sweep.on && c->sweep.n[a] > 0;
+}
+
+static void cic__sweep_first_int(const cic_case *c, enum cic_sweep_axis a,
+                                 int *out, bool *have)
+{
+    if (!cic__swept(c, a))
+        return;
+    *out = (int)c->sweep.v[a][0]; /* range-checked when parsed */
+    if (have)
+        *have = true;
+}
 
 static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
 {
@@ -643,14 +673,17 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     if ((rc = cic__get_intf(x, &t, "d_model", 1, CIC_CASE_MAX_DIM, &m->d_model,
                             &have, NULL)))
         return rc;
+    cic__sweep_first_int(c, CIC_AXIS_D_MODEL, &m->d_model, &have);
     if (!have)
         return cic__missing(x, &t, "d_model", NULL);
     if ((rc = cic__get_intf(x, &t, "heads", 1, CIC_CASE_MAX_DIM, &m->heads,
                             &have, &n)))
         return rc;
+    cic__sweep_first_int(c, CIC_AXIS_HEADS, &m->heads, &have);
     if (!have)
         return cic__missing(x, &t, "heads", NULL);
-    if (m->d_model % m->heads != 0) {
+    if (!cic__swept(c, CIC_AXIS_D_MODEL) && !cic__swept(c, CIC_AXIS_HEADS) &&
+        m->d_model % m->heads != 0) {
         /* Suggest the divisors of d_model nearest to heads. */
         int lo = m->heads, hi = m->heads;
         while (lo > 1 && m->d_model % lo != 0)
@@ -677,7 +710,9 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
          * integer if the ratio is a multiple of 2^-k with d divisible by 2^k
          * (the usual 4, 8/3 * 3k, 2.5 * 2k ...). */
         double w = m->mlp_ratio * (double)m->d_model;
-        if (w != floor(w) || w < 1) {
+        if (cic__swept(c, CIC_AXIS_D_MODEL))
+            w = w == floor(w) && w >= 1 ? w : 0; /* checked per point */
+        else if (w != floor(w) || w < 1) {
             cic__pos(n ? n : mt, &l, &col);
             return cic__fail(x, l, col,
                              "mlp_ratio * d_model = %g * %d = %.17g is not a "
@@ -690,14 +725,17 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     if ((rc = cic__get_intf(x, &t, "tokens", 1, CIC_CASE_MAX_TOKENS, &m->tokens,
                             &have, NULL)))
         return rc;
+    cic__sweep_first_int(c, CIC_AXIS_TOKENS, &m->tokens, &have);
     if (!have)
         return cic__missing(x, &t, "tokens", NULL);
     if ((rc = cic__get_intf(x, &t, "samples", 1, CIC_MAX_SAMPLES, &m->samples,
                             &have, &n)))
         return rc;
+    cic__sweep_first_int(c, CIC_AXIS_SAMPLES, &m->samples, &have);
     if (!have)
         return cic__missing(x, &t, "samples", NULL);
-    if ((int64_t)m->tokens * m->samples > CIC_CASE_MAX_ROWS) {
+    if (!cic__swept(c, CIC_AXIS_TOKENS) && !cic__swept(c, CIC_AXIS_SAMPLES) &&
+        (int64_t)m->tokens * m->samples > CIC_CASE_MAX_ROWS) {
         cic__pos(n, &l, &col);
         return cic__fail(x, l, col,
                          "tokens * samples = %d * %d = %lld rows exceeds the "
@@ -708,6 +746,7 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     if ((rc = cic__get_intf(x, &t, "layers", 1, CIC_CASE_MAX_LAYERS, &m->layers,
                             &have, NULL)))
         return rc;
+    cic__sweep_first_int(c, CIC_AXIS_LAYERS, &m->layers, &have);
     if (!have)
         return cic__missing(x, &t, "layers", NULL);
 
@@ -727,8 +766,9 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     m->act = (enum cic_act)v;
     m->d_out = m->d_model;
     if ((rc = cic__get_intf(x, &t, "d_out", 1, CIC_CASE_MAX_DIM, &m->d_out,
-                            NULL, NULL)))
+                            &have, NULL)))
         return rc;
+    c->sweep.d_out_default = !have;
 
     /* dit-only keys. */
     if (m->block != CIC_BLOCK_DIT) {
@@ -744,8 +784,11 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     }
     m->d_cond = m->d_model;
     if ((rc = cic__get_intf(x, &t, "d_cond", 1, CIC_CASE_MAX_DIM, &m->d_cond,
-                            NULL, NULL)))
+                            &have, NULL)))
         return rc;
+    c->sweep.d_cond_default = !have;
+    if (m->block == CIC_BLOCK_DIT)
+        cic__sweep_first_int(c, CIC_AXIS_D_COND, &m->d_cond, NULL);
     m->final_layer = true;
     if ((rc = cic__get_bool(x, &t, "final_layer", &m->final_layer)))
         return rc;
@@ -753,6 +796,8 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
     if ((rc = cic__get_int(x, &t, "seed", 0, INT64_MAX, &seed, NULL, NULL)))
         return rc;
     m->seed = (uint64_t)seed;
+    if (cic__swept(c, CIC_AXIS_SEED))
+        m->seed = (uint64_t)c->sweep.v[CIC_AXIS_SEED][0];
 
     /* [model.weights] */
     m->dist = CIC_DIST_NORMAL;
@@ -779,13 +824,16 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
             if ((rc = cic__get_int(x, &wt, "outlier_channels", INT64_MIN,
                                    INT64_MAX, &oc, &have, &n)))
                 return rc;
-            if (have && (oc < 0 || oc > m->d_model)) {
+            /* A swept d_model: checked against each point's d_model. */
+            int ocmax = cic__swept(c, CIC_AXIS_D_MODEL) ? CIC_CASE_MAX_DIM
+                                                        : m->d_model;
+            if (have && (oc < 0 || oc > ocmax)) {
                 cic__pos(n, &l, &col);
                 return cic__fail(x, l, col,
                                  "'outlier_channels' in [model.weights] is "
                                  "%lld, out of range: must be 0 .. d_model "
                                  "(%d)",
-                                 (long long)oc, m->d_model);
+                                 (long long)oc, ocmax);
             }
             m->outlier_channels = (int)oc;
         }
@@ -793,6 +841,10 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
                                &m->outlier_scale, NULL, NULL)))
             return rc;
     }
+    if (cic__swept(c, CIC_AXIS_STD))
+        m->std = c->sweep.v[CIC_AXIS_STD][0];
+    if (cic__swept(c, CIC_AXIS_OUTLIER_SCALE))
+        m->outlier_scale = c->sweep.v[CIC_AXIS_OUTLIER_SCALE][0];
     return CIC_OK;
 }
 
@@ -1391,6 +1443,466 @@ static int cic__load_gates(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
     return CIC_OK;
 }
 
+/* ---- sweeps ------------------------------------------------------------ */
+
+/* Digits of a point index, least significant first (case.h). */
+static const enum cic_sweep_axis cic__sweep_digits[CIC_AXIS_COUNT] = {
+    CIC_AXIS_SEED,          CIC_AXIS_STD,       CIC_AXIS_D_COND,
+    CIC_AXIS_SAMPLES,       CIC_AXIS_HEADS,     CIC_AXIS_OUTLIER_SCALE,
+    CIC_AXIS_MPFR_PREC,     CIC_AXIS_LAYERS,    CIC_AXIS_TOKENS,
+    CIC_AXIS_D_MODEL};
+
+/* Sweep values are doubles: seeds beyond 2^53 would not be exact. */
+#define CIC__SWEEP_SEED_MAX ((int64_t)1 << 53)
+
+/* Range of an integer axis (true), or false for the number axes
+ * (outlier_scale, std: finite and > 0). Same ranges as the scalar keys. */
+static bool cic__axis_range(int a, int64_t *lo, int64_t *hi)
+{
+    switch (a) {
+    case CIC_AXIS_D_MODEL:
+    case CIC_AXIS_HEADS:
+    case CIC_AXIS_D_COND:
+        *lo = 1;
+        *hi = CIC_CASE_MAX_DIM;
+        return true;
+    case CIC_AXIS_TOKENS:
+        *lo = 1;
+        *hi = CIC_CASE_MAX_TOKENS;
+        return true;
+    case CIC_AXIS_LAYERS:
+        *lo = 1;
+        *hi = CIC_CASE_MAX_LAYERS;
+        return true;
+    case CIC_AXIS_SEED:
+        *lo = 0;
+        *hi = CIC__SWEEP_SEED_MAX;
+        return true;
+    case CIC_AXIS_MPFR_PREC:
+        *lo = 64;
+        *hi = 1024;
+        return true;
+    case CIC_AXIS_SAMPLES:
+        *lo = 1;
+        *hi = CIC_MAX_SAMPLES;
+        return true;
+    default:
+        *lo = 0;
+        *hi = 0;
+        return false;
+    }
+}
+
+/* A value of axis a as the case file would spell it. */
+static const char *cic__axis_fmt(char *buf, size_t cap, int a, double v)
+{
+    int64_t lo, hi;
+    if (cic__axis_range(a, &lo, &hi) && v == floor(v) && fabs(v) < 1e18)
+        snprintf(buf, cap, "%.0f", v);
+    else {
+        snprintf(buf, cap, "%.15g", v);
+        if (strtod(buf, NULL) != v)
+            snprintf(buf, cap, "%.17g", v);
+    }
+    return buf;
+}
+
+/* [sweep]: lists checked value by value (type, range, duplicates), the
+ * point count against max_points. Runs before [model], whose required keys
+ * a list may stand in for. */
+static int cic__load_sweep(cic__ctx *x, cic_case *c, const cic_toml_node *st)
+{
+    cic_sweep *s = &c->sweep;
+    cic__tab t = {st, "[sweep]"};
+    const char *allowed[CIC_AXIS_COUNT + 1];
+    int64_t maxp = CIC_SWEEP_DEFAULT_MAX_POINTS, points = 1;
+    int rc, a, l, col;
+    char vb[48];
+
+    memset(s, 0, sizeof *s);
+    s->points = 1;
+    s->max_points = CIC_SWEEP_DEFAULT_MAX_POINTS;
+    if (!st)
+        return CIC_OK;
+    s->on = true;
+    cic__pos(st, &s->table_line, &s->table_col);
+    for (a = 0; a < CIC_AXIS_COUNT; a++)
+        allowed[a] = CIC_AXIS_NAME[a];
+    allowed[CIC_AXIS_COUNT] = "max_points";
+    if ((rc = cic__check_keys(x, &t, allowed, CIC__LEN(allowed))))
+        return rc;
+    if ((rc = cic__get_int(x, &t, "max_points", 1, CIC_SWEEP_MAX_POINTS_LIMIT,
+                           &maxp, NULL, NULL)))
+        return rc;
+    s->max_points = (long)maxp;
+
+    for (a = 0; a < CIC_AXIS_COUNT; a++) {
+        const char *key = CIC_AXIS_NAME[a];
+        int64_t lo, hi;
+        bool isint = cic__axis_range(a, &lo, &hi);
+        const cic_toml_node *list = cic__find(&t, key, NULL, NULL);
+        size_t i, j, cnt;
+        if (!list)
+            continue;
+        if (cic_toml_node_type(list) != CIC_TOML_ARRAY)
+            return cic__wrong_type(x, &t, key, list,
+                                   isint ? "a list of integers"
+                                         : "a list of numbers");
+        cic__pos(list, &l, &col);
+        s->line[a] = l;
+        s->col[a] = col;
+        cnt = cic_toml_array_size(list);
+        if (cnt == 0)
+            return cic__fail(x, l, col,
+                             "'%s' in [sweep] is an empty list; give at "
+                             "least one value (or remove the key)",
+                             key);
+        if (cnt > CIC_SWEEP_MAX_VALUES) {
+            cic__pos(cic_toml_array_at(list, CIC_SWEEP_MAX_VALUES), &l, &col);
+            return cic__fail(x, l, col,
+                             "'%s' in [sweep] has %zu values; a sweep list "
+                             "holds at most %d",
+                             key, cnt, CIC_SWEEP_MAX_VALUES);
+        }
+        for (i = 0; i < cnt; i++) {
+            const cic_toml_node *e = cic_toml_array_at(list, i);
+            double v = 0;
+            int el, ec;
+            cic__pos(e, &el, &ec);
+            if (el <= 0) {
+                el = l;
+                ec = col;
+            }
+            if (isint) {
+                int64_t iv;
+                if (cic_toml_get_int(e, &iv) != CIC_TOML_OK) {
+                    char extra[96] = "";
+                    double f = 0;
+                    if (cic_toml_get_float(e, &f) == CIC_TOML_OK &&
+                        isfinite(f) && f == floor(f) && fabs(f) < 1e15)
+                        snprintf(extra, sizeof extra,
+                                 " (write %.0f, without a decimal point)", f);
+                    return cic__fail(x, el, ec,
+                                     "wrong type for value %zu of '%s' in "
+                                     "[sweep]: expected an integer, got %s%s",
+                                     i + 1, key,
+                                     cic_toml_type_name(cic_toml_node_type(e)),
+                                     extra);
+                }
+                if (iv < lo || iv > hi) {
+                    if (a == CIC_AXIS_SEED && iv > hi)
+                        return cic__fail(x, el, ec,
+                                         "value %zu of 'seed' in [sweep] is "
+                                         "%lld, out of range: a swept seed "
+                                         "must be 0 .. %lld (2^53, so it is "
+                                         "stored exactly)",
+                                         i + 1, (long long)iv, (long long)hi);
+                    return cic__fail(x, el, ec,
+                                     "value %zu of '%s' in [sweep] is %lld, "
+                                     "out of range: must be %lld .. %lld",
+                                     i + 1, key, (long long)iv, (long long)lo,
+                                     (long long)hi);
+                }
+                v = (double)iv;
+            } else {
+                if (cic_toml_get_number(e, &v) != CIC_TOML_OK)
+                    return cic__fail(x, el, ec,
+                                     "wrong type for value %zu of '%s' in "
+                                     "[sweep]: expected a number, got %s",
+                                     i + 1, key,
+                                     cic_toml_type_name(cic_toml_node_type(e)));
+                if (isnan(v))
+                    return cic__fail(x, el, ec,
+                                     "value %zu of '%s' in [sweep] is nan; it "
+                                     "must be a number",
+                                     i + 1, key);
+                if (!(v > 0))
+                    return cic__fail(x, el, ec,
+                                     "value %zu of '%s' in [sweep] is %g; it "
+                                     "must be > 0",
+                                     i + 1, key, v);
+                if (!isfinite(v))
+                    return cic__fail(x, el, ec,
+                                     "value %zu of '%s' in [sweep] is %g; it "
+                                     "must be finite",
+                                     i + 1, key, v);
+            }
+            for (j = 0; j < i; j++)
+                if (s->v[a][j] == v)
+                    return cic__fail(x, el, ec,
+                                     "'%s' in [sweep] lists %s twice (values "
+                                     "%zu and %zu); the values of a sweep list "
+                                     "must be distinct",
+                                     key, cic__axis_fmt(vb, sizeof vb, a, v),
+                                     j + 1, i + 1);
+            s->v[a][i] = v;
+        }
+        s->n[a] = (int)cnt;
+        points *= (int64_t)cnt; /* <= 64^10 = 2^60 */
+    }
+    s->points = (long)points;
+    if (points > maxp)
+        return cic__fail(x, s->table_line, s->table_col,
+                         "sweep has %lld points, more than max_points = %lld; "
+                         "raise max_points to allow it",
+                         (long long)points, (long long)maxp);
+    return CIC_OK;
+}
+
+/* Where to point for a point's mistake: the list of the first swept axis of
+ * axes[], else the [sweep] table. */
+static void cic__sweep_pos(const cic_case *c, const enum cic_sweep_axis *axes,
+                           size_t n, int *l, int *col)
+{
+    size_t k;
+    for (k = 0; k < n; k++)
+        if (c->sweep.n[axes[k]] > 0) {
+            *l = c->sweep.line[axes[k]];
+            *col = c->sweep.col[axes[k]];
+            return;
+        }
+    *l = c->sweep.table_line;
+    *col = c->sweep.table_col;
+}
+
+#define CIC__SWEEP_POS(c, l, col, ...)                                         \
+    do {                                                                       \
+        static const enum cic_sweep_axis ax_[] = {__VA_ARGS__};                \
+        cic__sweep_pos((c), ax_, CIC__LEN(ax_), (l), (col));                   \
+    } while (0)
+
+/* "case too large: ..." for the memory estimate of m. */
+static int cic__memory_fail(cic__ctx *x, int l, int col, const char *prefix,
+                            const cic_model_cfg *m, int n_xf, int prec)
+{
+    uint64_t w, wb, ab, total;
+    cic__memory_parts_m(m, n_xf, prec, &w, &wb, &ab);
+    total = cic__sat_add(wb, ab);
+    return cic__fail(
+        x, l, col,
+        "%scase too large: estimated memory %.1f GiB exceeds the limit "
+        "of %.0f GiB (weights %.1f GiB: %llu weights in %d copies, "
+        "the original, %d transforms and a scratch set, at mpfr_prec "
+        "%d; activations %.1f GiB for %d tokens x %d samples); shrink "
+        "d_model, layers or mlp_ratio (weights) or tokens and samples "
+        "(activations), or use fewer transforms or a lower mpfr_prec",
+        prefix, (double)total / (1u << 30),
+        (double)CIC_CASE_MEMORY_LIMIT / (1u << 30), (double)wb / (1u << 30),
+        (unsigned long long)w, n_xf + 2, n_xf, prec, (double)ab / (1u << 30),
+        m->tokens, m->samples);
+}
+
+/* Point i of c's sweep (0 <= i < the product of the list lengths) into *m
+ * and *prec, checked as the loader checks the scalar keys: ranges,
+ * d_model % heads, an integer MLP width, rows, outlier_channels <= d_model,
+ * static-fold calibration < samples, d_cond only for dit, the memory
+ * estimate. Errors point at the relevant list. */
+static int cic__sweep_check(cic__ctx *x, const cic_case *c, long i,
+                            cic_model_cfg *m, int *prec)
+{
+    const cic_sweep *s = &c->sweep;
+    int digit[CIC_AXIS_COUNT];
+    long r = i;
+    char pd[400], vb[48];
+    size_t o;
+    int k, a, l, col;
+    uint64_t w, wb, ab;
+
+    *m = c->model;
+    *prec = c->mpfr_prec;
+    for (k = 0; k < CIC_AXIS_COUNT; k++) {
+        a = cic__sweep_digits[k];
+        digit[a] = 0;
+        if (s->n[a] > 0) {
+            digit[a] = (int)(r % s->n[a]);
+            r /= s->n[a];
+        }
+    }
+    /* "sweep point 3 of 6 (d_model = 32, seed = 2): " */
+    o = (size_t)snprintf(pd, sizeof pd, "sweep point %ld of %ld (", i,
+                         s->points);
+    for (a = 0, k = 0; a < CIC_AXIS_COUNT && o < sizeof pd; a++) {
+        if (s->n[a] <= 0)
+            continue;
+        o += (size_t)snprintf(pd + o, sizeof pd - o, "%s%s = %s", k++ ? ", " : "",
+                              CIC_AXIS_NAME[a],
+                              cic__axis_fmt(vb, sizeof vb, a,
+                                            s->v[a][digit[a]]));
+    }
+    if (o < sizeof pd)
+        snprintf(pd + o, sizeof pd - o, "): ");
+
+    for (a = 0; a < CIC_AXIS_COUNT; a++) {
+        int64_t lo, hi;
+        double v;
+        if (s->n[a] <= 0)
+            continue;
+        v = s->v[a][digit[a]];
+        l = s->line[a];
+        col = s->col[a];
+        if (cic__axis_range(a, &lo, &hi)) {
+            if (!(v == floor(v) && v >= (double)lo && v <= (double)hi))
+                return cic__fail(x, l, col,
+                                 "%s'%s' = %g is out of range: must be an "
+                                 "integer %lld .. %lld",
+                                 pd, CIC_AXIS_NAME[a], v, (long long)lo,
+                                 (long long)hi);
+        } else if (!(v > 0 && isfinite(v))) {
+            return cic__fail(x, l, col,
+                             "%s'%s' = %g is out of range: must be a finite "
+                             "number > 0",
+                             pd, CIC_AXIS_NAME[a], v);
+        }
+        switch ((enum cic_sweep_axis)a) {
+        case CIC_AXIS_D_MODEL:
+            m->d_model = (int)v;
+            break;
+        case CIC_AXIS_TOKENS:
+            m->tokens = (int)v;
+            break;
+        case CIC_AXIS_LAYERS:
+            m->layers = (int)v;
+            break;
+        case CIC_AXIS_SEED:
+            m->seed = (uint64_t)v;
+            break;
+        case CIC_AXIS_MPFR_PREC:
+            *prec = (int)v;
+            break;
+        case CIC_AXIS_OUTLIER_SCALE:
+            m->outlier_scale = v;
+            break;
+        case CIC_AXIS_HEADS:
+            m->heads = (int)v;
+            break;
+        case CIC_AXIS_SAMPLES:
+            m->samples = (int)v;
+            break;
+        case CIC_AXIS_D_COND:
+            if (m->block != CIC_BLOCK_DIT)
+                return cic__fail(x, l, col,
+                                 "'d_cond' in [sweep] is only allowed for "
+                                 "block = \"dit\" (this model is \"%s\")",
+                                 CIC_BLOCK_NAME[m->block]);
+            m->d_cond = (int)v;
+            break;
+        case CIC_AXIS_STD:
+            m->std = v;
+            break;
+        default:
+            break;
+        }
+    }
+    /* Defaults that follow d_model. */
+    if (s->d_out_default)
+        m->d_out = m->d_model;
+    if (m->block == CIC_BLOCK_DIT && s->d_cond_default &&
+        s->n[CIC_AXIS_D_COND] == 0)
+        m->d_cond = m->d_model;
+
+    if (m->heads < 1 || m->d_model % m->heads != 0) {
+        CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_HEADS, CIC_AXIS_D_MODEL);
+        return cic__fail(x, l, col,
+                         "%sd_model = %d is not divisible by heads = %d (the "
+                         "head size d_model / heads must be an integer)",
+                         pd, m->d_model, m->heads);
+    }
+    {
+        double wd = m->mlp_ratio * (double)m->d_model;
+        if (wd != floor(wd) || wd < 1 || wd > (double)INT_MAX) {
+            CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL);
+            return cic__fail(x, l, col,
+                             "%smlp_ratio * d_model = %g * %d = %.17g is not a "
+                             "positive integer (the MLP width must be whole)",
+                             pd, m->mlp_ratio, m->d_model, wd);
+        }
+        m->d_mlp = (int)wd;
+    }
+    if ((int64_t)m->tokens * m->samples > CIC_CASE_MAX_ROWS) {
+        CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_SAMPLES, CIC_AXIS_TOKENS);
+        return cic__fail(x, l, col,
+                         "%stokens * samples = %d * %d = %lld rows exceeds the "
+                         "limit of %d; reduce tokens or samples",
+                         pd, m->tokens, m->samples,
+                         (long long)m->tokens * m->samples, CIC_CASE_MAX_ROWS);
+    }
+    if (m->outlier_channels > m->d_model) {
+        CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL);
+        return cic__fail(x, l, col,
+                         "%soutlier_channels = %d in [model.weights] exceeds "
+                         "d_model = %d",
+                         pd, m->outlier_channels, m->d_model);
+    }
+    for (k = 0; k < c->n_xf && k < CIC_MAX_XFORMS; k++) {
+        const cic_xform_spec *xf = &c->xf[k];
+        if (xf->kind == CIC_XFORM_STATIC_FOLD &&
+            xf->calibration >= m->samples) {
+            CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_SAMPLES);
+            return cic__fail(x, l, col,
+                             "%stransform '%s' has calibration = %d, but the "
+                             "sample index must be 0 .. %d (samples = %d)",
+                             pd, xf->name, xf->calibration, m->samples - 1,
+                             m->samples);
+        }
+    }
+    cic__memory_parts_m(m, c->n_xf, *prec, &w, &wb, &ab);
+    if (cic__sat_add(wb, ab) > CIC_CASE_MEMORY_LIMIT) {
+        CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL, CIC_AXIS_TOKENS,
+                       CIC_AXIS_LAYERS, CIC_AXIS_MPFR_PREC, CIC_AXIS_SAMPLES,
+                       CIC_AXIS_D_COND);
+        return cic__memory_fail(x, l, col, pd, m, c->n_xf, *prec);
+    }
+    return CIC_OK;
+}
+
+int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
+{
+    cic__ctx x;
+    cic_model_cfg m;
+    int prec, rc, a;
+    long points = 1;
+
+    CIC_ASSERT(out && c);
+    x.d = d;
+    x.file = c->path[0] ? c->path : "<case>";
+    if (!c->sweep.on) {
+        if (i != 0)
+            return cic__fail(&x, 0, 0,
+                             "the case has no sweep: point %ld does not exist "
+                             "(there is only point 0)",
+                             i);
+        if (out != c)
+            *out = *c;
+        return CIC_OK;
+    }
+    for (a = 0; a < CIC_AXIS_COUNT; a++) {
+        int n = c->sweep.n[a];
+        if (n < 0 || n > CIC_SWEEP_MAX_VALUES)
+            return cic__fail(&x, c->sweep.line[a], c->sweep.col[a],
+                             "'%s' in [sweep] has %d values; a sweep list "
+                             "holds 1 .. %d",
+                             CIC_AXIS_NAME[a], n, CIC_SWEEP_MAX_VALUES);
+        if (n > 0)
+            points *= n;
+    }
+    if (i < 0 || i >= points)
+        return cic__fail(&x, c->sweep.table_line, c->sweep.table_col,
+                         "sweep point %ld does not exist (the sweep has %ld "
+                         "points: 0 .. %ld)",
+                         i, points, points - 1);
+    if ((rc = cic__sweep_check(&x, c, i, &m, &prec)))
+        return rc;
+    if (out != c)
+        *out = *c;
+    out->model = m;
+    out->mpfr_prec = prec;
+    /* A point is a plain case. */
+    memset(&out->sweep, 0, sizeof out->sweep);
+    out->sweep.points = 1;
+    out->sweep.max_points = CIC_SWEEP_DEFAULT_MAX_POINTS;
+    return CIC_OK;
+}
+
 /* Default case name: the file's stem ("cases/ln.toml" -> "ln"). */
 static void cic__stem(char *out, size_t cap, const char *path)
 {
@@ -1417,7 +1929,7 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
     cic__ctx x;
     cic_toml_doc *doc = NULL;
     cic_toml_error te;
-    const cic_toml_node *root, *mt, *et, *rt, *xa, *ga;
+    const cic_toml_node *root, *mt, *et, *rt, *xa, *ga, *st;
     cic__tab rtab;
     int rc;
     bool have;
@@ -1463,7 +1975,8 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
         (rc = cic__get_table(&x, &rtab, "engines", "[engines]", &et)) ||
         (rc = cic__get_table(&x, &rtab, "readout", "[readout]", &rt)) ||
         (rc = cic__get_aot(&x, &rtab, "transforms", CIC_MAX_XFORMS, &xa)) ||
-        (rc = cic__get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga)))
+        (rc = cic__get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga)) ||
+        (rc = cic__get_table(&x, &rtab, "sweep", "[sweep]", &st)))
         goto cleanup;
     if (!mt) {
         rc = cic__fail(&x, 1, 1,
@@ -1471,34 +1984,44 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
                        "tokens, samples, layers)");
         goto cleanup;
     }
-    if ((rc = cic__load_model(&x, c, mt)) ||
+    if ((rc = cic__load_sweep(&x, c, st)) ||
+        (rc = cic__load_model(&x, c, mt)) ||
         (rc = cic__load_engines(&x, c, et)) ||
         (rc = cic__load_readout(&x, c, rt)) ||
         (rc = cic__load_xforms(&x, c, xa)) || (rc = cic__load_gates(&x, c, ga)))
         goto cleanup;
 
-    {
-        uint64_t w, wb, ab, total;
-        cic__memory_parts(c, &w, &wb, &ab);
-        total = cic__sat_add(wb, ab);
-        if (total > CIC_CASE_MEMORY_LIMIT) {
-            int l, col;
-            cic__pos(mt, &l, &col);
-            rc = cic__fail(
-                &x, l, col,
-                "case too large: estimated memory %.1f GiB exceeds the limit "
-                "of %.0f GiB (weights %.1f GiB: %llu weights in %d copies, "
-                "the original, %d transforms and a scratch set, at mpfr_prec "
-                "%d; activations %.1f GiB for %d tokens x %d samples); shrink "
-                "d_model, layers or mlp_ratio (weights) or tokens and samples "
-                "(activations), or use fewer transforms or a lower mpfr_prec",
-                (double)total / (1u << 30),
-                (double)CIC_CASE_MEMORY_LIMIT / (1u << 30),
-                (double)wb / (1u << 30), (unsigned long long)w, c->n_xf + 2,
-                c->n_xf, c->mpfr_prec, (double)ab / (1u << 30),
-                c->model.tokens, c->model.samples);
+    /* Every point of a sweep must be a valid case (points <= max_points,
+     * at most CIC_SWEEP_MAX_POINTS_LIMIT); the case itself is point 0. */
+    if (c->sweep.on) {
+        cic__tab stab = {st, "[sweep]"};
+        cic_model_cfg pm;
+        int pprec, l, col;
+        long i;
+        if (c->sweep.n[CIC_AXIS_D_COND] > 0 &&
+            c->model.block != CIC_BLOCK_DIT &&
+            cic__find(&stab, "d_cond", &l, &col)) {
+            rc = cic__fail(&x, l, col,
+                           "'d_cond' is only allowed for block = \"dit\" "
+                           "(this model is \"%s\"); remove it from [sweep]",
+                           CIC_BLOCK_NAME[c->model.block]);
             goto cleanup;
         }
+        for (i = 0; i < c->sweep.points; i++)
+            if ((rc = cic__sweep_check(&x, c, i, &pm, &pprec)))
+                goto cleanup;
+        rc = cic__sweep_check(&x, c, 0, &pm, &pprec);
+        CIC_ASSERT(rc == CIC_OK);
+        c->model = pm;
+        c->mpfr_prec = pprec;
+    }
+
+    if (cic_case_memory_estimate(c) > CIC_CASE_MEMORY_LIMIT) {
+        int l, col;
+        cic__pos(mt, &l, &col);
+        rc = cic__memory_fail(&x, l, col, "", &c->model, c->n_xf,
+                              c->mpfr_prec);
+        goto cleanup;
     }
     rc = CIC_OK;
 

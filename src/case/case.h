@@ -192,6 +192,49 @@ typedef struct {
     int line;
 } cic_gate_spec;
 
+/* A sweep: lists of values for some model keys; the case runs once per
+ * point of their cartesian product (DESIGN: sweeps). Axes in this order:
+ * d_model, tokens, layers, seed, mpfr_prec, outlier_scale, heads, samples,
+ * d_cond, std. An axis with no list has n = 0 (the case's own value). */
+enum cic_sweep_axis {
+    CIC_AXIS_D_MODEL,
+    CIC_AXIS_TOKENS,
+    CIC_AXIS_LAYERS,
+    CIC_AXIS_SEED,
+    CIC_AXIS_MPFR_PREC,
+    CIC_AXIS_OUTLIER_SCALE,
+    CIC_AXIS_HEADS,
+    CIC_AXIS_SAMPLES,
+    CIC_AXIS_D_COND,
+    CIC_AXIS_STD,
+    CIC_AXIS_COUNT
+};
+extern const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT];
+
+#define CIC_SWEEP_MAX_VALUES 64
+#define CIC_SWEEP_DEFAULT_MAX_POINTS 64
+
+typedef struct {
+    bool on;                 /* the case has a [sweep] table */
+    int n[CIC_AXIS_COUNT];   /* values per axis (0: not swept) */
+    double v[CIC_AXIS_COUNT][CIC_SWEEP_MAX_VALUES];
+    int line[CIC_AXIS_COUNT];
+    long points;             /* product of the non-empty n */
+    long max_points;         /* guard (default CIC_SWEEP_DEFAULT_MAX_POINTS) */
+    int table_line;
+    /* Additions: columns of the lists and the table (for messages), and
+     * whether d_out / d_cond were left to their default (= d_model), so a
+     * point with another d_model gets its own default. */
+    int col[CIC_AXIS_COUNT];
+    int table_col;
+    bool d_out_default;
+    bool d_cond_default;
+} cic_sweep;
+
+/* Upper bound the loader accepts for max_points (each point is a full run;
+ * the loader validates every point). */
+#define CIC_SWEEP_MAX_POINTS_LIMIT 100000
+
 typedef struct {
     char name[CIC_NAME_MAX];
     char path[1024];
@@ -204,7 +247,18 @@ typedef struct {
     int n_xf;
     cic_gate_spec gates[CIC_MAX_GATES];
     int n_gates;
+    cic_sweep sweep;
 } cic_case;
+
+/* Point i (0 <= i < sweep.points) of a sweep: c with the axes' values set.
+ * i is a mixed-radix number whose least significant digit is the seed
+ * index (seeds of one setting are neighbours), then std, d_cond, samples,
+ * heads, outlier_scale, mpfr_prec, layers, tokens, and d_model the most
+ * significant (axes that are not swept have one value). d_mlp is recomputed
+ * from mlp_ratio. CIC_OK, or CIC_EINPUT with d (file:line:col of the
+ * offending list) when the point is not a valid case (d_model not divisible
+ * by heads, too much memory, ...). */
+int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d);
 
 /* Metric names a gate may name (NULL-terminated): "max_abs", "rel_norm2",
  * "ulp_row.max", "ulp_row.p99", "ulp_row.mean", "ulp_elem.max",

@@ -4,6 +4,8 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
+#include "engine/engine.h"
+#include "report/plot.h"
 #include "report/report.h"
 #include "metric/flops.h"
 #include "model/model.h"
@@ -22,6 +24,8 @@ static const char USAGE[] =
     "commands:\n"
     "  run CASE|DIR...    run case files (or every case in a folder); see\n"
     "                     'cicheck run --help'\n"
+    "  merge --out DIR SHARD_DIR...  combine the shards of a sweep\n"
+    "  plot REPORT_DIR... draw the plots of a sweep or a run (gnuplot)\n"
     "  bless CASE|DIR...  run cases and accept them as baselines in reference/\n"
     "  flops CASE.toml    analytical extra-FLOP table of the adaLN strategies for a\n"
     "                     dit case, optionally at other sizes (see 'cicheck flops\n"
@@ -55,9 +59,30 @@ static const char RUN_USAGE[] =
     "  --junit FILE     JUnit XML of every gate, expectation and baseline check\n"
     "  --markdown FILE  Markdown summary (also appended to $GITHUB_STEP_SUMMARY\n"
     "                   when that is set)\n"
+    "  --shard K/N      for a sweep: run only the K-th of N slices of its points\n"
+    "                   (merge the N folders with 'cicheck merge')\n"
+    "  --no-plots       do not draw the plots after a sweep\n"
+    "  --threads N      threads of the MPFR engine (default: one per core);\n"
+    "                   results are the same bits for any N\n"
+    "  --max-memory B   refuse a case whose estimated memory exceeds B bytes\n"
+    "                   (suffixes K, M, G; default half of the machine's RAM)\n"
     "  --quiet          no progress lines on stderr\n"
     "  --color          force colours;  --no-color  never colour\n"
     "  -h, --help       this text\n";
+
+static const char MERGE_USAGE[] =
+    "usage: cicheck merge --out DIR [--no-plots] SHARD_DIR...\n"
+    "\n"
+    "Combines the sweep.json of the N shards of one sweep (run with --shard K/N)\n"
+    "into DIR/sweep.json and its plots. Refuses shards of different case files\n"
+    "or cicheck versions, a shard given twice, and missing points.\n";
+
+static const char PLOT_USAGE[] =
+    "usage: cicheck plot REPORT_DIR...\n"
+    "\n"
+    "Draws the plots of a sweep (REPORT_DIR/sweep.json) or of a single run\n"
+    "(REPORT_DIR/report.json) under REPORT_DIR/plots: per plot a .dat, a\n"
+    "standalone gnuplot script .gp and PNG, SVG and PDF renderings.\n";
 
 static const char BLESS_USAGE[] =
     "usage: cicheck bless [--force] [--baseline DIR] CASE.toml|FOLDER...\n"
@@ -66,6 +91,8 @@ static const char BLESS_USAGE[] =
     "DIR/<case name>.json (default reference/). Refused when CI=true (a CI job\n"
     "must not accept its own numbers) and for a run whose gates fail, unless\n"
     "--force.\n";
+
+static int pos_int(const char *s);
 
 static int usage_error(const char *fmt, const char *arg)
 {
@@ -250,7 +277,8 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
             return CIC_OK;
         }
         if (!strcmp(s, "--out") || !strcmp(s, "--dump") || !strcmp(s, "--baseline") ||
-            !strcmp(s, "--junit") || !strcmp(s, "--markdown") || !strcmp(s, "--tolerance")) {
+            !strcmp(s, "--junit") || !strcmp(s, "--markdown") || !strcmp(s, "--tolerance") ||
+            !strcmp(s, "--shard") || !strcmp(s, "--threads") || !strcmp(s, "--max-memory")) {
             if (i + 1 >= argc) {
                 strlist_free(&cases);
                 return usage_error("%s needs a value", s);
@@ -266,6 +294,29 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
                 junit = argv[i];
             else if (!strcmp(s, "--markdown"))
                 markdown = argv[i];
+            else if (!strcmp(s, "--shard"))
+                a.shard = argv[i];
+            else if (!strcmp(s, "--threads")) {
+                int t = pos_int(argv[i]);
+                if (t < 1 || t > 256) {
+                    strlist_free(&cases);
+                    return usage_error("--threads takes 1 .. 256 (got '%s')", argv[i]);
+                }
+                cic_engine_mpfr_set_threads(t);
+            } else if (!strcmp(s, "--max-memory")) {
+                char *end;
+                double v = strtod(argv[i], &end);
+                double mul = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0
+                           : *end == 'G' ? 1073741824.0 : 1.0;
+                if (mul > 1.0)
+                    end++;
+                if (*end != '\0' || !(v > 0)) {
+                    strlist_free(&cases);
+                    return usage_error("--max-memory takes bytes with K, M or G (got '%s')",
+                                       argv[i]);
+                }
+                a.max_memory = v * mul;
+            }
             else if (parse_tolerance(&a.tol, argv[i]) < 0) {
                 strlist_free(&cases);
                 return usage_error("--tolerance takes S or S,U with S, U >= 0 (got '%s')",
@@ -273,6 +324,8 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
             }
         } else if (!strcmp(s, "--no-baseline")) {
             a.no_baseline = true;
+        } else if (!strcmp(s, "--no-plots")) {
+            a.no_plots = true;
         } else if (!strcmp(s, "--force") && bless) {
             force = true;
         } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
@@ -427,6 +480,61 @@ static int cmd_flops(int argc, char **argv)
     return cic_flops_dit_table(stdout, &c.model) == 0 ? CIC_OK : CIC_EINTERNAL;
 }
 
+static int cmd_merge(int argc, char **argv)
+{
+    const char *out = NULL;
+    const char **dirs = cic_calloc((size_t)argc + 1, sizeof *dirs);
+    bool no_plots = false;
+    int i, n = 0, rc;
+    if (!dirs)
+        return CIC_EINTERNAL;
+    for (i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(MERGE_USAGE, stdout);
+            free(dirs);
+            return CIC_OK;
+        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
+            out = argv[++i];
+        } else if (!strcmp(argv[i], "--no-plots")) {
+            no_plots = true;
+        } else if (argv[i][0] == '-') {
+            free(dirs);
+            return usage_error("unknown option '%s' for merge", argv[i]);
+        } else {
+            dirs[n++] = argv[i];
+        }
+    }
+    if (!out || n == 0) {
+        free(dirs);
+        return usage_error("merge needs --out DIR and the shard folders%s", "");
+    }
+    rc = cic_merge_sweeps(dirs, n, out, no_plots);
+    free(dirs);
+    return rc;
+}
+
+static int cmd_plot(int argc, char **argv)
+{
+    int i, worst = CIC_OK;
+    if (argc == 0)
+        return usage_error("plot needs a report folder%s", "");
+    for (i = 0; i < argc; i++) {
+        cic_diag d;
+        int n = 0;
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(PLOT_USAGE, stdout);
+            return CIC_OK;
+        }
+        if (cic_plot_dir(argv[i], &n, &d) < 0) {
+            cic_diag_print(stderr, &d);
+            worst = CIC_EINPUT;
+        } else {
+            printf("drew %d plot%s in %s/plots\n", n, n == 1 ? "" : "s", argv[i]);
+        }
+    }
+    return worst;
+}
+
 static int cmd_hash(int argc, char **argv)
 {
     int i, worst = CIC_OK;
@@ -473,6 +581,10 @@ int main(int argc, char **argv)
         return cmd_run_or_bless(argc - 2, argv + 2, false);
     if (!strcmp(argv[1], "bless"))
         return cmd_run_or_bless(argc - 2, argv + 2, true);
+    if (!strcmp(argv[1], "merge"))
+        return cmd_merge(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "plot"))
+        return cmd_plot(argc - 2, argv + 2);
     if (!strcmp(argv[1], "flops"))
         return cmd_flops(argc - 2, argv + 2);
     if (!strcmp(argv[1], "hash"))

@@ -643,9 +643,63 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     }
     r->a = a;
     r->t0 = now();
-    if (cic_case_load(&r->c, path, &d) != CIC_OK || cic_xform_check(&r->c, &d) != CIC_OK) {
+    if (a->preloaded)
+        r->c = *a->preloaded;
+    else if (cic_case_load(&r->c, path, &d) != CIC_OK) {
         cic_diag_print(stderr, &d);
         rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    if (cic_xform_check(&r->c, &d) != CIC_OK) {
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    if (!r->c.sweep.on || a->preloaded) {
+        /* the memory guard, before anything big is allocated */
+        double limit = a->max_memory;
+        double est = (double)cic_case_memory_estimate(&r->c);
+        if (limit <= 0) {
+            long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+            limit = pages > 0 && psz > 0 ? 0.5 * (double)pages * (double)psz : 8.0 * (1 << 30);
+        }
+        if (est > limit) {
+            cic_diag_set(&d, r->c.path, 0, 0,
+                         "case '%s' needs about %.1f MiB, more than the limit of %.1f MiB "
+                         "(--max-memory); shrink d_model, tokens, samples, layers or "
+                         "mpfr_prec, or run fewer transforms", r->c.name, est / 1048576.0,
+                         limit / 1048576.0);
+            cic_diag_print(stderr, &d);
+            rc = CIC_EINPUT;
+            goto cleanup;
+        }
+    }
+    if (r->c.sweep.on && !a->preloaded) {
+        /* a sweep: its points are cases of their own */
+        char sdir[1200];
+        if (a->out_dir)
+            cic_strlcpy(sdir, a->out_dir, sizeof sdir);
+        else
+            snprintf(sdir, sizeof sdir, "reports/%s", r->c.name);
+        cic_strlcpy(cr->kase.name, r->c.name, sizeof cr->kase.name);
+        rc = cic_run_sweep(&r->c, a, sdir);
+        if (rc == CIC_EINPUT || rc == CIC_EINTERNAL)
+            snprintf(d.msg, sizeof d.msg, "sweep %s failed (exit %d)", r->c.name, rc);
+        cic_strlcpy(d.file, path, sizeof d.file);
+        /* for the summaries: one check standing for the sweep's points (their
+         * details are in <out>/sweep.json) */
+        r->gates = cic_calloc(1, sizeof *r->gates);
+        if (r->gates) {
+            cic_strlcpy(r->gates[0].transform, "*", sizeof r->gates[0].transform);
+            cic_strlcpy(r->gates[0].engine, "*", sizeof r->gates[0].engine);
+            cic_strlcpy(r->gates[0].metric, "sweep points", sizeof r->gates[0].metric);
+            r->gates[0].value = rc;
+            r->gates[0].limit = 0;
+            r->gates[0].pass = rc == CIC_OK;
+            rep.n_gates = 1;
+        }
+        rep.truth_certified = true;
+        rep.pass = rc == CIC_OK;
         goto cleanup;
     }
     cic_strlcpy(cr->kase.name, r->c.name, sizeof cr->kase.name);
@@ -721,7 +775,8 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     rep.wall_seconds = now() - r->t0;
 
     color = a->color >= 0 ? a->color : isatty(fileno(stdout));
-    cic_report_table(stdout, &rep, color != 0);
+    if (!a->compact)
+        cic_report_table(stdout, &rep, color != 0);
     if (rep.has_baseline) {
         int nf = 0;
         for (i = 0; i < rep.n_regress; i++) {
@@ -736,7 +791,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         }
         printf("baseline %s: %d checks, %d failed\n", rep.baseline_path, rep.n_regress, nf);
     }
-    for (i = 0; i < r->n_res; i++) {
+    for (i = 0; i < r->n_res && !a->compact; i++) {
         const cic_result *x = &r->res[i];
         int s;
         if (!x->has_verdict || strcmp(x->engine, "mpfr") != 0)
@@ -751,7 +806,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
                        x->per_sample[s].ce_residual,
                        CIC_VERDICT_NAME[x->per_sample[s].verdict]);
     }
-    if (r->c.model.block == CIC_BLOCK_DIT && !a->quiet_tables) {
+    if (r->c.model.block == CIC_BLOCK_DIT && !a->quiet_tables && !a->compact) {
         printf("\nAnalytical ");
         cic_flops_dit_table(stdout, &r->c.model);
     }
@@ -792,6 +847,7 @@ cleanup:
         cr->rep.kase = &cr->kase;
         cr->rep.results = r->res;
         cr->rep.gates = r->gates;
+        cr->rep.n_gates = r->gates ? cr->rep.n_gates : 0;
         r->res = NULL;
         r->gates = NULL;
     }

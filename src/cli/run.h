@@ -17,6 +17,11 @@ typedef struct {
     const char *baseline_dir; /* NULL: reference/ (compared when the file exists) */
     bool no_baseline;     /* skip the baseline comparison */
     cic_tolerance tol;    /* for the f32 metrics against the baseline */
+    const cic_case *preloaded; /* run this case instead of loading path */
+    bool compact;         /* one summary line instead of the tables (sweep points) */
+    const char *shard;    /* "K/N": run the K-th of N slices of a sweep */
+    bool no_plots;        /* no plots after a sweep */
+    double max_memory;    /* bytes; 0: half of the machine's RAM */
 } cic_run_args;
 
 /* What one case run leaves for the summaries (JUnit, Markdown, bless). */
@@ -33,5 +38,17 @@ void cic_case_run_free(cic_case_run *cr);
  * or regression failed, 2 bad input, 3 resource failure). When out is not
  * NULL it receives the run (free with cic_case_run_free), also on failure. */
 int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out);
+
+/* ---- sweeps (sweep.c) ---- */
+
+/* Run the points of a sweep case c (all, or the shard a->shard), writing
+ * <out>/points/<i>/report.json and <out>/sweep.json, then the plots. out_dir
+ * is the sweep's folder. Returns the exit code (worst over the points). */
+int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir);
+
+/* Merge the sweep.json of shard folders into out_dir (sweep.json and
+ * plots): refuses shards of different case files, cicheck versions or
+ * shard counts, duplicates and gaps. Returns the exit code. */
+int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool no_plots);
 
 #endif

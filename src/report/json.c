@@ -598,6 +598,11 @@ static json_t *report_json(const cic_report *r)
     return root;
 }
 
+json_t *cic_report_to_json(const cic_report *r)
+{
+    return report_json(r);
+}
+
 int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
 {
     char *path = NULL;

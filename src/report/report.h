@@ -138,6 +138,11 @@ void cic_report_table(FILE *f, const cic_report *r, bool color);
  * temporary file in dir, fsync'ed, then renamed over report.json, so a
  * reader never sees half a report. Returns 0, or -1 with d set. */
 int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d);
+/* The report as a JSON object (the content of report.json; NULL when memory
+ * runs out). Free with json_decref. */
+struct json_t;
+struct json_t *cic_report_to_json(const cic_report *r);
+
 /* The same to a file path (the folder must exist). */
 int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d);
 
