@@ -716,7 +716,7 @@ static int plot_error_vs(const plot_ctx *c, const char *name, const char *xaxis,
                                         "'p99 error, ULP (row-scaled)'"};
     for (int p = 0; p < 2; p++) {
         fprintf(g, "set lmargin at screen %s\nset rmargin at screen %s\n",
-                p == 0 ? "0.14" : "0.64", p == 0 ? "0.48" : "0.97");
+                p == 0 ? "0.16" : "0.65", p == 0 ? "0.49" : "0.97");
         fprintf(g, "set ylabel %s offset 1,0\n", ylab[p]);
         gp_log_yaxis(g, lo[p], hi[p]);
         if (p == 1)
@@ -1138,7 +1138,7 @@ static int plot_drift_hist(const plot_ctx *c, const char *gnuplot, cic_diag *d)
             "set grid ytics lc rgb '#dddddd'\n"
             "set xlabel 'ULP drift, before vs after (bin = [lo, 2 lo))'\n"
             "set ylabel 'count (output elements)'\n"
-            "set bmargin %s + 6\nset key at screen 0.5, screen 0.01 center bottom vertical maxrows KR Left reverse samplen 2.5 width KW\n",
+            "set bmargin %s + 6\nset key at screen 0.5, screen 0.01 center bottom vertical maxrows KR Left reverse samplen 2.5 width KW + 3\n",
             nbins - 0.5, "KR");
     fputs("set xtics (", g);
     int step = nbins > 16 ? 2 : 1;
