@@ -26,6 +26,7 @@
 #include "metric/flops.h"
 #include "metric/metric.h"
 #include "model/model.h"
+#include "xform/qmat.h"
 #include "xform/xform.h"
 
 #include <mpfr.h>
@@ -146,6 +147,22 @@ static const strat STRATS[] = {
     {"branch hadamard fast", CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, false},
 };
 #define N_STRATS ((int)(sizeof STRATS / sizeof STRATS[0]))
+
+/* Whether strategy s runs at this shape: Hadamard needs a supported d
+ * (and m for branch-rotate), d = K * 2^k with K a Paley order or 1; the
+ * mean-preserving Hadamard needs d a power of two. pow2 = false also runs
+ * the Hadamard strategies when the widths allow them. */
+static bool strat_ok(const strat *st, const cic_model_cfg *c, bool pow2)
+{
+    if (pow2 || st->any_d)
+        return true;
+    if (st->q != CIC_Q_HADAMARD)
+        return false;
+    if (st->stream == CIC_STREAM_MEAN_PRESERVING)
+        return c->d_model > 0 && (c->d_model & (c->d_model - 1)) == 0;
+    return cic_q_hadamard_supported(c->d_model) &&
+           (st->kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_supported(c->d_mlp));
+}
 
 static cic_xform_spec spec_of(const char *label, enum cic_xform_kind kind, enum cic_qkind q,
                               enum cic_stream stream, bool fast, uint64_t q_seed)
@@ -412,7 +429,7 @@ static void check_strats(const shape *sh, bool pow2, uint64_t q_seed)
         cic_xform_spec x = spec_strat(&STRATS[i], q_seed);
         cic_model *m;
         double ce, eq, br;
-        if (!pow2 && !STRATS[i].any_d)
+        if (!strat_ok(&STRATS[i], &sh->cfg, pow2))
             continue;
         m = apply(orig, &x, sh);
         { /* not vacuous: the transform rewrote weights or inputs */
@@ -463,6 +480,124 @@ static void test_strategies_exact_non_pow2(void **state)
     }
     printf("exact strategies, d in {12, 24}: worst ce %.3g = 2^%.1f\n", g_worst_ce,
            log2(g_worst_ce));
+}
+
+static void check_flops(const cic_model *m, const cic_xform_spec *x, const shape *sh,
+                        const char *label);
+
+/* cic_xform_check: Paley widths accepted for the fast online-unrotate and
+ * branch-rotate; unsupported widths refused with the nearest sizes. */
+static void test_check_paley_widths(void **state)
+{
+    static const struct {
+        int d, m;
+        enum cic_xform_kind kind;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {40, 160, CIC_XFORM_ONLINE_UNROTATE, NULL},
+        {40, 160, CIC_XFORM_BRANCH_ROTATE, NULL},
+        {72, 288, CIC_XFORM_BRANCH_ROTATE, NULL},
+        {1152, 4608, CIC_XFORM_ONLINE_UNROTATE, NULL},
+        {92, 368, CIC_XFORM_ONLINE_UNROTATE, "d_model = 92; supported Hadamard sizes"},
+        {156, 624, CIC_XFORM_ONLINE_UNROTATE, "nearest: 152 and 160"},
+        {24, 92, CIC_XFORM_BRANCH_ROTATE, "MLP width 92 too; supported Hadamard sizes"},
+    };
+    cic_case *c = calloc(1, sizeof *c);
+    size_t a;
+    (void)state;
+    assert_non_null(c);
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        cic_diag dg;
+        int rc;
+        memset(&dg, 0, sizeof dg);
+        c->model.d_model = cases[a].d;
+        c->model.d_mlp = cases[a].m;
+        c->n_xf = 1;
+        c->xf[0] = spec_of("h", cases[a].kind, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 1);
+        rc = cic_xform_check(c, &dg);
+        if (!cases[a].want) {
+            if (rc != CIC_OK)
+                fail_msg("d %d m %d refused: %s", cases[a].d, cases[a].m, dg.msg);
+        } else {
+            assert_int_equal(rc, CIC_EINPUT);
+            if (!strstr(dg.msg, cases[a].want))
+                fail_msg("d %d m %d: \"%s\" lacks \"%s\"", cases[a].d, cases[a].m, dg.msg,
+                         cases[a].want);
+            print_message("%s\n", dg.msg);
+        }
+    }
+    free(c);
+}
+
+/* Non-power-of-two Hadamard rotations (d = 20 * 2, 12 * 2, 36 * 2; m = 4d):
+ * every strategy the widths allow, the fast online-unrotate and fast
+ * branch-rotate among them, is equivalent. */
+static void test_strategies_exact_paley(void **state)
+{
+    static const int ds[] = {40, 24}, hs[] = {2, 4, 5, 3};
+    static const int d72[] = {72}, h72[] = {3, 4};
+    int k, n = 2 * cic_test_multiplier();
+    (void)state;
+    g_worst_ce = 0;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw_d(450 + (uint64_t)k, ds, 2, hs, 4);
+        check_strats(&sh, false, 31 + (uint64_t)k);
+    }
+    {
+        shape sh = shape_draw_d(460, d72, 1, h72, 2);
+        sh.cfg.layers = 1;
+        sh.cfg.tokens = 2;
+        sh.cfg.samples = 1;
+        check_strats(&sh, false, 41);
+    }
+    printf("exact strategies, d in {24, 40, 72} (Paley bases): worst ce %.3g = 2^%.1f\n",
+           g_worst_ce, log2(g_worst_ce));
+}
+
+/* The fast transform equals the dense product: online-unrotate fast and
+ * dense with the same Q (same q_seed) at d = 24, 40, 72 agree to the
+ * precision (far below the equivalent threshold), and so do the fast and
+ * dense branch-rotate; the f32 engines agree with each other's FLOPs. */
+static void test_fast_vs_dense_paley(void **state)
+{
+    static const int ds[][1] = {{24}, {40}, {72}}, hs[] = {4};
+    static const enum cic_xform_kind kinds[] = {CIC_XFORM_ONLINE_UNROTATE,
+                                                CIC_XFORM_BRANCH_ROTATE};
+    int a, k;
+    char buf[512];
+    (void)state;
+    for (a = 0; a < 3; a++)
+        for (k = 0; k < 2; k++) {
+            shape sh = shape_draw_d(470 + (uint64_t)a, ds[a], 1, hs, 1);
+            cic_model *orig, *mf, *md;
+            cic_xform_spec xf, xd;
+            mpfr_t *yf, *yd;
+            size_t n;
+            double diff;
+            sh.cfg.layers = 1;
+            sh.cfg.final_layer = true;
+            orig = make_orig(&sh);
+            xf = spec_of("fast", kinds[k], CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 9);
+            xd = spec_of("dense", kinds[k], CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, 9);
+            mf = apply(orig, &xf, &sh);
+            md = apply(orig, &xd, &sh);
+            n = n_out(mf);
+            yf = run_mp_mapped(mf, false, NULL);
+            yd = run_mp_mapped(md, false, NULL);
+            diff = rel_mpmp((const mpfr_t *)yf, (const mpfr_t *)yd, n);
+            if (!(diff <= 0x1p-110))
+                fail_msg("fast vs dense %s: rel diff %.3g (%s)",
+                         k ? "branch-rotate" : "online-unrotate", diff,
+                         shape_str(buf, sizeof buf, &sh));
+            print_message("fast vs dense %s d %d: rel diff %.3g\n",
+                          k ? "branch" : "online", sh.cfg.d_model, diff);
+            check_flops(mf, &xf, &sh, "fast (Paley)");
+            cic_mpvec_destroy(yf, n);
+            cic_mpvec_destroy(yd, n);
+            cic_model_destroy(mf);
+            cic_model_destroy(md);
+            cic_model_destroy(orig);
+        }
 }
 
 /* Planted fault: one entry of rot.q changed by a relative 2^-30 after the
@@ -650,7 +785,7 @@ static void flops_for(const shape *sh, bool pow2)
     for (i = 0; i < N_STRATS; i++) {
         cic_xform_spec x = spec_strat(&STRATS[i], 3);
         cic_model *m;
-        if (!pow2 && !STRATS[i].any_d)
+        if (!strat_ok(&STRATS[i], &sh->cfg, pow2))
             continue;
         m = apply(orig, &x, sh);
         check_flops(m, &x, sh, STRATS[i].label);
@@ -743,6 +878,9 @@ int main(void)
         cmocka_unit_test(test_f32_vs_mpfr),
         cmocka_unit_test(test_strategies_exact),
         cmocka_unit_test(test_strategies_exact_non_pow2),
+        cmocka_unit_test(test_strategies_exact_paley),
+        cmocka_unit_test(test_fast_vs_dense_paley),
+        cmocka_unit_test(test_check_paley_widths),
         cmocka_unit_test(test_fault_caught),
         cmocka_unit_test(test_static_fold),
         cmocka_unit_test(test_flops),

@@ -403,16 +403,25 @@ static void test_na_and_table(void **state)
     FILE *f = tmpfile();
     (void)state;
     assert_non_null(f);
+    /* DiT-XL: d 1152 = 36 * 32, m 4608 = 36 * 128 (Paley II base of order
+     * 36): both fast variants apply */
+    assert_true(cic_dit_strategy_applies(&c, &CIC_DIT_STRATEGIES[1]));
+    assert_true(cic_dit_strategy_applies(&c, &CIC_DIT_STRATEGIES[4]));
+    /* d 1168 = 73 * 16: no Hadamard construction here */
+    c.d_model = 1168;
+    c.d_mlp = 4672;
     assert_false(cic_dit_strategy_applies(&c, &CIC_DIT_STRATEGIES[1]));
     assert_true(isnan(cic_flops_dit_extra_pct(&c, &CIC_DIT_STRATEGIES[1], 256)));
     assert_true(isnan(cic_flops_dit_extra_pct(&c, &CIC_DIT_STRATEGIES[4], 256)));
     assert_false(isnan(cic_flops_dit_extra_pct(&c, &CIC_DIT_STRATEGIES[0], 256)));
-    /* d a power of two but m not: online fast applies, branch fast does not */
+    /* d supported but m not: online fast applies, branch fast does not */
     c.d_model = 1024;
-    c.d_mlp = 3072;
+    c.d_mlp = 4672;
     assert_true(cic_dit_strategy_applies(&c, &CIC_DIT_STRATEGIES[1]));
     assert_false(cic_dit_strategy_applies(&c, &CIC_DIT_STRATEGIES[4]));
     c = dit_xl(28);
+    c.d_model = 1168;
+    c.d_mlp = 4672;
     assert_int_equal(cic_flops_dit_table(f, &c), 0);
     rewind(f);
     len = fread(buf, 1, sizeof buf - 1, f);

@@ -5,8 +5,10 @@
  * determinism, Q^T G upper triangular with a positive diagonal (the QR and the
  * Haar sign fix against the Gaussian itself), and the sign fix's distribution
  * (mean of Q_00 near 0). Hadamard: entries +-RN(1/sqrt d), the sign pattern
- * checked in integers against Sylvester's (-1)^popcount(i & j) and the seed's
- * sign vector, unsupported sizes refused with a suggestion. orth_error itself
+ * checked in integers (S^T S = d I) and against H_K (x) Sylvester's
+ * (-1)^popcount(i & j) and the seed's sign vector, for powers of two and
+ * Paley orders up to d = 1152; every base H_K orthogonal in integers;
+ * unsupported sizes refused with a suggestion. orth_error itself
  * is checked on matrices whose answer is known exactly.
  * CIC_TEST_MULTIPLIER adds seeds. */
 #include "testutil.h"
@@ -291,6 +293,9 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
     int *sg = calloc(n * n, sizeof *sg);
     uint64_t key = cic_rng_key(seed, "q.hadamard.signs");
     double err;
+    signed char *hk = NULL;
+    int K;
+    size_t P;
     assert_non_null(sg);
     assert_int_equal(cic_q_hadamard(q, d, seed, prec), 0);
 
@@ -315,8 +320,9 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
                      (long)prec, i);
         sg[i] = mpfr_signbit(q[i]) ? -1 : 1;
     }
-    /* the sign pattern in integers: S^T S = d I exactly */
-    for (i = 0; i < n; i++)
+    /* the sign pattern in integers: S^T S = d I exactly (skipped for the
+     * largest sizes, whose base is checked alone in test_hadamard_bases) */
+    for (i = 0; d <= 256 && i < n; i++)
         for (j = 0; j < n; j++) {
             long dot = 0;
             for (k = 0; k < n; k++)
@@ -325,11 +331,17 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
                 fail_msg("hadamard d %d seed %llu: (S^T S)_%zu%zu = %ld", d,
                          (unsigned long long)seed, i, j, dot);
         }
-    /* S = Sylvester diag(s), s_j = -1 iff bit 0 of the stream's word j */
+    /* S = (H_K (x) Sylvester(P)) diag(s), s_j = -1 iff bit 0 of the
+     * stream's word j; H_K = (1) for powers of two */
+    assert_int_equal(cic_hadamard_base(&hk, &K, d), 0);
+    P = n / (size_t)K;
+    if ((d & (d - 1)) == 0)
+        assert_int_equal(K, 1);
     for (j = 0; j < n; j++) {
         int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
         for (i = 0; i < n; i++) {
-            int h = __builtin_parityll((unsigned long long)(i & j)) ? -1 : 1;
+            int h = __builtin_parityll((unsigned long long)((i % P) & (j % P))) ? -1 : 1;
+            h *= hk[(i / P) * (size_t)K + j / P];
             if (sg[i * n + j] != h * sj)
                 fail_msg("hadamard d %d seed %llu: sign (%zu, %zu) = %d, "
                          "expected %d", d, (unsigned long long)seed, i, j,
@@ -346,6 +358,7 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
     mpfr_clear(r);
     mpfr_clear(t);
     free(sg);
+    free(hk);
     qfree(q, d);
 }
 
@@ -358,6 +371,74 @@ static void test_hadamard(void **state)
         assert_true(cic_q_hadamard_supported(ds[a]));
         check_hadamard(ds[a], 5, 128);
         check_hadamard(ds[a], 6, 24);
+    }
+}
+
+/* Non-powers of two: d = K * 2^k with K a Paley order, incl. DiT's 72 and
+ * 1152 = 36 * 32 (prec 53 there, for speed). */
+static void test_hadamard_paley(void **state)
+{
+    static const int ds[] = { 12, 24, 20, 40, 28, 36, 72, 52, 60, 108 };
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ds / sizeof ds[0]; a++) {
+        assert_true(cic_q_hadamard_supported(ds[a]));
+        check_hadamard(ds[a], 5, 128);
+        check_hadamard(ds[a], 6, 24);
+    }
+    check_hadamard(140, 7, 53);
+    check_hadamard(148, 7, 53);
+    check_hadamard(1152, 8, 53);
+}
+
+/* Every base order K, built by code (Sylvester, Paley I over GF(p^m), Paley
+ * II): H H^T = K I in integers, row 0 and column 0 all +1, the smallest K
+ * chosen, and cic_hadamard_base_order agreeing. 40 = 20 * 2 uses K = 20;
+ * 156 and 172 (Williamson-type) have no construction here. Also orders over
+ * the prime powers 27 (Paley I, 28), 25 (Paley II, 52), 49 (Paley II, 100),
+ * 81 (Paley II, 164), 243 (Paley I, 244). */
+static void test_hadamard_bases(void **state)
+{
+    static const struct {
+        int w, K;
+    } cases[] = {
+        { 1, 1 },     { 2, 1 },     { 4, 1 },     { 1024, 1 },  { 12, 12 },
+        { 20, 20 },   { 28, 28 },   { 36, 36 },   { 40, 20 },   { 52, 52 },
+        { 60, 60 },   { 108, 108 }, { 140, 140 }, { 148, 148 }, { 44, 44 },
+        { 100, 100 }, { 164, 164 }, { 244, 244 }, { 24, 12 },   { 1152, 36 },
+        { 156, 0 },   { 172, 0 },   { 92, 0 },    { 6, 0 },     { 3, 0 },
+        { 0, 0 },     { -4, 0 },
+    };
+    size_t c;
+    (void)state;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        signed char *h = NULL;
+        int K = -1, i, j, k;
+        int rc = cic_hadamard_base(&h, &K, cases[c].w);
+        assert_int_equal(cic_hadamard_base_order(cases[c].w), cases[c].K);
+        assert_int_equal(cic_q_hadamard_supported(cases[c].w), cases[c].K != 0);
+        if (cases[c].K == 0) {
+            assert_int_equal(rc, -1);
+            assert_null(h);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        assert_int_equal(K, cases[c].K);
+        for (i = 0; i < K; i++) {
+            if (h[i] != 1 || h[(size_t)i * K] != 1)
+                fail_msg("base %d: row 0 / column 0 not all +1 at %d", K, i);
+            for (j = 0; j < K; j++) {
+                long dot = 0;
+                for (k = 0; k < K; k++) {
+                    assert_true(h[(size_t)i * K + k] == 1 || h[(size_t)i * K + k] == -1);
+                    dot += (long)h[(size_t)i * K + k] * h[(size_t)j * K + k];
+                }
+                if (dot != (i == j ? K : 0))
+                    fail_msg("base %d: (H H^T)_%d,%d = %ld", K, i, j, dot);
+            }
+        }
+        print_message("hadamard base K %3d (w %4d): H H^T = K I\n", K, cases[c].w);
+        free(h);
     }
 }
 
@@ -385,8 +466,9 @@ static void test_hadamard_unsupported(void **state)
         const char *want;
     } cases[] = {
         { 6, "nearest: 4 and 8" },
-        { 12, "nearest: 8 and 16" },
-        { 100, "nearest: 64 and 128" },
+        { 92, "nearest: 88 and 96" },
+        { 156, "nearest: 152 and 160" },
+        { 172, "nearest: 168 and 176" },
         { 0, "nearest: 1" },
         { -3, "nearest: 1" },
     };
@@ -401,14 +483,18 @@ static void test_hadamard_unsupported(void **state)
         assert_false(cic_q_hadamard_supported(d));
         assert_int_equal(cic_q_hadamard(q, d, 1, 53), -1);
         cic_q_hadamard_suggest(buf, sizeof buf, d);
-        if (!strstr(buf, cases[a].want) || !strstr(buf, "powers of two"))
+        if (!strstr(buf, cases[a].want) || !strstr(buf, "Paley"))
             fail_msg("suggest(%d) = \"%s\", expected it to contain \"%s\"", d,
                      buf, cases[a].want);
         cic_mpvec_destroy(q, n);
     }
-    cic_q_hadamard_suggest(buf, sizeof buf, 100);
-    assert_string_equal(buf, "supported Hadamard sizes here are powers of two; "
-                             "nearest: 64 and 128");
+    cic_q_hadamard_suggest(buf, sizeof buf, 92);
+    assert_string_equal(buf, "supported Hadamard sizes here are K * 2^k with K = 1 or a "
+                             "Paley order (q + 1 for a prime power q = 3 mod 4, 2(q + 1) "
+                             "for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...); "
+                             "nearest: 88 and 96");
+    cic_q_hadamard_suggest(buf, sizeof buf, 12);
+    assert_non_null(strstr(buf, "12 is a supported Hadamard size"));
     /* a tiny buffer is truncated, never overrun */
     cic_q_hadamard_suggest(buf, 8, 100);
     assert_int_equal(strlen(buf), 7);
@@ -438,6 +524,8 @@ int main(void)
         cmocka_unit_test(test_random_is_qr_of_gaussian),
         cmocka_unit_test(test_random_sign_fix_mean),
         cmocka_unit_test(test_hadamard),
+        cmocka_unit_test(test_hadamard_paley),
+        cmocka_unit_test(test_hadamard_bases),
         cmocka_unit_test(test_hadamard_seeds),
         cmocka_unit_test(test_hadamard_unsupported),
     };

@@ -6,6 +6,8 @@
  * Each kernel books the FLOPs it performs (engine.h convention). */
 #include "engine.h"
 
+#include "../xform/qmat.h"
+
 #include <cblas.h>
 #include <math.h>
 #include <string.h>
@@ -192,33 +194,68 @@ static void op_center(f32run *r, const cic_op *o, float *y)
     r->fc.site[o->site] += (double)R * (2.0 * d + 1);
 }
 
-/* Fast Walsh-Hadamard on each row: forward y = (x H) s / sqrt(w), transpose
- * y = ((x s) H) / sqrt(w), with H the Sylvester matrix in natural order
- * (H[i][j] = (-1)^popcount(i & j)) and s the +-1 signs. */
-static void op_fwht(f32run *r, const cic_op *o, float *y)
+/* Fast randomized Hadamard on each row, w = K * P (xform/qmat.h): forward
+ * y = (x H) s / sqrt(w), transpose y = ((x s) H^T) / sqrt(w), with
+ * H = H_K (x) Syl(P), Syl(P) the Sylvester matrix in natural order
+ * (Syl[i][j] = (-1)^popcount(i & j), symmetric) and H_K the base from
+ * cic_hadamard_base (row 0 and column 0 all +1; K = 1 for powers of two).
+ * Row x as K blocks of P: butterflies of length P on each block, then the
+ * blocks mixed, out block c = sum_a H_K[a][c] (transpose: H_K[c][a]) block a,
+ * summed for a = 0 .. K-1 in order starting from block 0 (coefficient +1):
+ * K - 1 adds/subs per output. FLOPs per row:
+ * K P log2 P + P K (K - 1) + 2w. */
+static int op_fwht(f32run *r, const cic_op *o, float *y)
 {
     const float *x = src(r, o->in[0]), *sg = r->m->t[o->g].f32;
     int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, len, lg = 0;
+    int K, P, a, c, e;
+    signed char *hk = NULL;
+    float *acc = NULL;
     float scale = 1.0f / sqrtf((float)w);
-    while ((1 << lg) < w)
+    if (cic_hadamard_base(&hk, &K, w) < 0)
+        return -1;
+    P = w / K;
+    while ((1 << lg) < P)
         lg++;
+    acc = malloc((size_t)K * sizeof *acc);
+    if (!acc) {
+        free(hk);
+        return -1;
+    }
     for (i = 0; i < R; i++) {
         float *v = y + (size_t)i * w;
         for (j = 0; j < w; j++)
             v[j] = o->transpose ? x[(size_t)i * w + j] * sg[j] : x[(size_t)i * w + j];
-        for (len = 1; len < w; len <<= 1)
+        /* len < P: the pairs (k, k + len) never straddle two blocks */
+        for (len = 1; len < P; len <<= 1)
             for (j = 0; j < w; j += 2 * len) {
                 int k;
                 for (k = j; k < j + len; k++) {
-                    float a = v[k], b = v[k + len];
-                    v[k] = a + b;
-                    v[k + len] = a - b;
+                    float p = v[k], q = v[k + len];
+                    v[k] = p + q;
+                    v[k + len] = p - q;
                 }
             }
+        for (e = 0; K > 1 && e < P; e++) {
+            for (c = 0; c < K; c++) {
+                float s = v[e];
+                for (a = 1; a < K; a++) {
+                    int h = o->transpose ? hk[(size_t)c * K + a] : hk[(size_t)a * K + c];
+                    s = h > 0 ? s + v[(size_t)a * P + e] : s - v[(size_t)a * P + e];
+                }
+                acc[c] = s;
+            }
+            for (c = 0; c < K; c++)
+                v[(size_t)c * P + e] = acc[c];
+        }
         for (j = 0; j < w; j++)
             v[j] = (o->transpose ? v[j] : v[j] * sg[j]) * scale;
     }
-    r->fc.site[o->site] += (double)R * ((double)w * lg + 2.0 * w);
+    free(acc);
+    free(hk);
+    r->fc.site[o->site] +=
+        (double)R * ((double)K * P * lg + (double)P * K * (K - 1) + 2.0 * w);
+    return 0;
 }
 
 /* Per-sample folds (model/fold.h gives the formulas and their order). */
@@ -447,7 +484,8 @@ int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
             op_center(&r, op, y);
             break;
         case CIC_OP_FWHT:
-            op_fwht(&r, op, y);
+            if (op_fwht(&r, op, y) < 0)
+                goto cleanup;
             break;
         case CIC_OP_FOLD_IN_W:
         case CIC_OP_FOLD_IN_B:

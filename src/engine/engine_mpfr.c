@@ -9,6 +9,7 @@
 
 #include "../base/mpvec.h"
 #include "../model/fold.h"
+#include "../xform/qmat.h"
 
 #include <pthread.h>
 #include <string.h>
@@ -267,15 +268,28 @@ static int op_center(mprun *r, const cic_op *o, mpfr_t *y)
     return 0;
 }
 
-/* Fast Walsh-Hadamard, the same butterflies as the f32 engine (engine_f32.c). */
+/* Fast randomized Hadamard, w = K * P: the same butterflies, block mixing
+ * and order of operations as the f32 engine (engine_f32.c), each operation
+ * correctly rounded. */
 static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
     int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, k, len, lg = 0;
+    int K, P, a, c, e;
+    signed char *hk = NULL;
+    mpfr_t *acc = NULL;
     if (!x || !sg)
         return -1;
-    while ((1 << lg) < w)
+    if (cic_hadamard_base(&hk, &K, w) < 0)
+        return -1;
+    P = w / K;
+    while ((1 << lg) < P)
         lg++;
+    acc = cic_mpvec_create((size_t)K, r->prec);
+    if (!acc) {
+        free(hk);
+        return -1;
+    }
     mpfr_set_ui(r->c_scale, (unsigned long)w, MPFR_RNDN);
     mpfr_rec_sqrt(r->c_scale, r->c_scale, MPFR_RNDN);
     for (i = 0; i < R; i++) {
@@ -286,20 +300,37 @@ static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
             else
                 mpfr_set(v[j], x[(size_t)i * w + j], MPFR_RNDN);
         }
-        for (len = 1; len < w; len <<= 1)
+        for (len = 1; len < P; len <<= 1)
             for (j = 0; j < w; j += 2 * len)
                 for (k = j; k < j + len; k++) {
                     mpfr_sub(r->t0, v[k], v[k + len], MPFR_RNDN);
                     mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
                     mpfr_set(v[k + len], r->t0, MPFR_RNDN);
                 }
+        for (e = 0; K > 1 && e < P; e++) {
+            for (c = 0; c < K; c++) {
+                mpfr_set(acc[c], v[e], MPFR_RNDN);
+                for (a = 1; a < K; a++) {
+                    int h = o->transpose ? hk[(size_t)c * K + a] : hk[(size_t)a * K + c];
+                    if (h > 0)
+                        mpfr_add(acc[c], acc[c], v[(size_t)a * P + e], MPFR_RNDN);
+                    else
+                        mpfr_sub(acc[c], acc[c], v[(size_t)a * P + e], MPFR_RNDN);
+                }
+            }
+            for (c = 0; c < K; c++)
+                mpfr_set(v[(size_t)c * P + e], acc[c], MPFR_RNDN);
+        }
         for (j = 0; j < w; j++) {
             if (!o->transpose)
                 mpfr_mul(v[j], v[j], sg[j], MPFR_RNDN);
             mpfr_mul(v[j], v[j], r->c_scale, MPFR_RNDN);
         }
     }
-    r->fc.site[o->site] += (double)R * ((double)w * lg + 2.0 * w);
+    cic_mpvec_destroy(acc, (size_t)K);
+    free(hk);
+    r->fc.site[o->site] +=
+        (double)R * ((double)K * P * lg + (double)P * K * (K - 1) + 2.0 * w);
     return 0;
 }
 

@@ -33,9 +33,10 @@ void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
 /* Per-site FLOPs of the whole case (all B samples) for the original dit
  * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses
  * x->kind, x->stream and x->fast; the choice of Q does not change the work).
- * Final site: the final layer when cfg->final_layer, else 0. fast on a width
- * that is not a power of two uses log2 of the width as a real number (no
- * such FWHT exists; see cic_dit_strategy_applies). */
+ * Final site: the final layer when cfg->final_layer, else 0. A fast
+ * transform of width w = K 2^k costs K 2^k k + 2^k K (K - 1) + 2w per row
+ * (K = 1 for powers of two); for a width with no Hadamard construction the
+ * figure is meaningless (see cic_dit_strategy_applies). */
 void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg,
                    const cic_xform_spec *x);
 
@@ -52,7 +53,7 @@ typedef struct {
 #define CIC_DIT_STRATEGY_COUNT 6
 extern const cic_dit_strategy CIC_DIT_STRATEGIES[CIC_DIT_STRATEGY_COUNT];
 
-/* False when s is fast and a rotated width is not a power of two (d; and m
+/* False when s is fast and a rotated width has no Hadamard construction (d; and m
  * for branch-rotate). */
 bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s);
 
@@ -65,7 +66,8 @@ double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy 
  * FLOPs than online-unrotate dense (centered), resp. fast: N* = F / (e_o -
  * e_f), F the per-sample fold work, e the per-token extras. The first integer
  * N where folding is no more expensive is max(1, ceil(N*)). INFINITY when
- * folding never wins, NAN for fast when d is not a power of two. Returns 0. */
+ * folding never wins, NAN for fast when d has no Hadamard construction.
+ * Returns 0. */
 int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
                             const cic_model_cfg *cfg);
 

@@ -10,6 +10,8 @@
  * case allows at the table's sizes, so doubles hold them exactly. */
 #include "flops.h"
 
+#include "../xform/qmat.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -70,11 +72,22 @@ static double modulate(double B, double R, double d)
     return B * d + 2 * R * d;
 }
 
-/* Online rotation of R rows of width w: FWHT or dense LINEAR without bias. */
+/* Online rotation of R rows of width w: the fast randomized Hadamard or a
+ * dense LINEAR without bias. Fast, w = K * P with H_K the Hadamard base
+ * (xform/qmat.h; K = 1 for powers of two): K butterfly passes of length P
+ * (P log2 P each), K - 1 adds/subs for each of the w block-mixing outputs,
+ * then signs and scale (2w). A width with no Hadamard construction counts
+ * as K = 1 with log2 w a real number (no such transform runs). */
 static double rot(double R, int w, bool fast)
 {
-    double ww = w;
-    return fast ? R * (ww * lg2(w) + 2 * ww) : 2 * R * ww * ww;
+    double ww = w, K, P;
+    int k;
+    if (!fast)
+        return 2 * R * ww * ww;
+    k = cic_hadamard_base_order(w);
+    K = k > 0 ? k : 1;
+    P = ww / K;
+    return R * (K * P * lg2((int)P) + P * K * (K - 1) + 2 * ww);
 }
 
 /* Per-sample fold of a reader W [n out, d in]: FOLD_IN_W + FOLD_IN_B. */
@@ -163,9 +176,9 @@ bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *
 {
     if (!s->fast)
         return true;
-    if (!is_pow2(cfg->d_model))
+    if (!cic_q_hadamard_supported(cfg->d_model))
         return false;
-    return s->kind != CIC_XFORM_BRANCH_ROTATE || is_pow2(cfg->d_mlp);
+    return s->kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_supported(cfg->d_mlp);
 }
 
 static double total(const cic_model_cfg *cfg, const cic_dit_strategy *s)
@@ -244,7 +257,7 @@ int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
 static void print_nstar(FILE *f, const char *vs, double n)
 {
     if (isnan(n))
-        fprintf(f, "  N* per-sample-fold < %-12s: n/a (d is not a power of two)\n", vs);
+        fprintf(f, "  N* per-sample-fold < %-12s: n/a (no Hadamard matrix of order d)\n", vs);
     else if (isinf(n))
         fprintf(f, "  N* per-sample-fold < %-12s: never\n", vs);
     else

@@ -17,6 +17,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Entries must carry exactly prec bits: cic_mp_dot's scratch is sized for it
  * and prec 24/53 must mean float/double storage. Checked on the first entry
@@ -178,68 +179,319 @@ cleanup:
 /* ---- randomized Hadamard ---------------------------------------------- */
 
 /* A Hadamard matrix of order d = K * 2^k is built as the Kronecker product
- * H_K (x) Sylvester(2^k), H_K from a known construction of order K. Only
- * K = 1 exists so far; Paley I/II orders (12, 20, 28, ...) go in this table
- * with a function filling their +-1 matrix, and suggest/supported pick them
- * up without further change. */
+ * H_K (x) Sylvester(2^k), with H_K a base matrix of order K from:
+ *   K = 1: the 1 x 1 matrix (d a power of two, plain Sylvester);
+ *   Paley I: K = q + 1, q a prime power = 3 mod 4;
+ *   Paley II: K = 2 (q + 1), q a prime power = 1 mod 4;
+ * with the quadratic character of GF(q) computed here (GF(p^m) arithmetic
+ * modulo an irreducible polynomial found by trial division). Of all the
+ * splits of d the smallest K is taken (the fast transform costs about
+ * d (log2 P + K)). Every base is normalized: row 0 and column 0 all +1, so
+ * Q[0][j] = s_j / sqrt(d). Orders such as 156 and 172, which need
+ * Williamson-type constructions, are not available. */
+
+/* GF(q), q = p^m: element = integer 0..q-1 whose base-p digits are the
+ * coefficients of a polynomial of degree < m; products are reduced modulo
+ * the monic irreducible f (f[m] = 1). */
 typedef struct {
-    int order;
-    /* h[i * order + j] = +-1, a Hadamard matrix of that order */
-    void (*fill)(signed char *h);
-} cic_hadamard_base;
+    int p, m, q;
+    int f[32];
+} cic_gf;
 
-static void _cic_hadamard_fill_1(signed char *h) { h[0] = 1; }
-
-static const cic_hadamard_base cic_hadamard_bases[] = {
-    { 1, _cic_hadamard_fill_1 },
-};
-#define CIC_HADAMARD_NBASES                                                   \
-    (sizeof cic_hadamard_bases / sizeof cic_hadamard_bases[0])
-
-/* The sizes in words, for the suggestion sentence; keep in step with the
- * table above. */
-static const char cic_hadamard_sizes_text[] = "powers of two";
-
-/* The base whose order K gives d = K * 2^k, or NULL. */
-static const cic_hadamard_base *_cic_hadamard_base_for(int d)
+/* p^m = q with p prime (m >= 1), or 0 when q is not a prime power. */
+static int _cic_prime_power(int q, int *p, int *m)
 {
-    size_t b;
-    if (d < 1)
-        return NULL;
-    for (b = 0; b < CIC_HADAMARD_NBASES; b++) {
-        int m = d;
-        if (m % cic_hadamard_bases[b].order != 0)
-            continue;
-        m /= cic_hadamard_bases[b].order;
-        if ((m & (m - 1)) == 0)
-            return &cic_hadamard_bases[b];
+    int r, e = 0;
+    if (q < 2)
+        return 0;
+    for (r = 2; (long)r * r <= q; r++)
+        if (q % r == 0)
+            break;
+    if ((long)r * r > q)
+        r = q; /* q prime */
+    while (q % r == 0) {
+        q /= r;
+        e++;
     }
-    return NULL;
+    if (q != 1)
+        return 0;
+    *p = r;
+    *m = e;
+    return 1;
 }
+
+/* a mod g in place over GF(p) (g monic of degree k); a has degree < na. */
+static void _cic_poly_mod(int *a, int na, const int *g, int k, int p)
+{
+    int i, j;
+    for (i = na - 1; i >= k; i--) {
+        int c = a[i];
+        if (c == 0)
+            continue;
+        for (j = 0; j <= k; j++)
+            a[i - k + j] = ((a[i - k + j] - c * g[j]) % p + p) % p;
+    }
+}
+
+/* Some monic irreducible polynomial of degree m over GF(p): the first in
+ * lexicographic order of the low coefficients with no monic factor of
+ * degree 1 .. m/2 (trial division). */
+static void _cic_gf_init(cic_gf *F, int p, int m)
+{
+    long cand, ncand = 1;
+    int i;
+    CIC_ASSERT(m >= 1 && m < 31);
+    F->p = p;
+    F->m = m;
+    F->q = 1;
+    for (i = 0; i < m; i++)
+        F->q *= p;
+    ncand = F->q;
+    for (cand = 0; cand < ncand; cand++) {
+        int k, ok = 1;
+        long c = cand;
+        for (i = 0; i < m; i++, c /= p)
+            F->f[i] = (int)(c % p);
+        F->f[m] = 1;
+        if (m > 1 && F->f[0] == 0)
+            continue; /* divisible by x */
+        for (k = 1; ok && 2 * k <= m; k++) {
+            long gi, ng = 1;
+            for (i = 0; i < k; i++)
+                ng *= p;
+            for (gi = 0; ok && gi < ng; gi++) {
+                int g[32], a[32];
+                long t = gi;
+                for (i = 0; i < k; i++, t /= p)
+                    g[i] = (int)(t % p);
+                g[k] = 1;
+                memcpy(a, F->f, sizeof(int) * (size_t)(m + 1));
+                _cic_poly_mod(a, m + 1, g, k, p);
+                ok = 0;
+                for (i = 0; i < k; i++)
+                    if (a[i] != 0)
+                        ok = 1;
+            }
+        }
+        if (ok)
+            return;
+    }
+    CIC_ASSERT(0 && "no irreducible polynomial"); /* one always exists */
+}
+
+static int _cic_gf_sub(const cic_gf *F, int a, int b)
+{
+    int r = 0, w = 1, i;
+    for (i = 0; i < F->m; i++, w *= F->p) {
+        int da = a % F->p, db = b % F->p;
+        a /= F->p;
+        b /= F->p;
+        r += ((da - db + F->p) % F->p) * w;
+    }
+    return r;
+}
+
+static int _cic_gf_mul(const cic_gf *F, int a, int b)
+{
+    int da[32], db[32], c[64] = { 0 }, i, j, r = 0, w = 1;
+    for (i = 0; i < F->m; i++) {
+        da[i] = a % F->p;
+        db[i] = b % F->p;
+        a /= F->p;
+        b /= F->p;
+    }
+    for (i = 0; i < F->m; i++)
+        for (j = 0; j < F->m; j++)
+            c[i + j] = (c[i + j] + da[i] * db[j]) % F->p;
+    _cic_poly_mod(c, 2 * F->m - 1, F->f, F->m, F->p);
+    for (i = 0; i < F->m; i++, w *= F->p)
+        r += c[i] * w;
+    return r;
+}
+
+/* chi[a] = quadratic character of element a of GF(q): 0, +1 or -1. NULL on
+ * allocation failure. */
+static signed char *_cic_gf_chi(int q)
+{
+    cic_gf F;
+    int p, m, a;
+    signed char *chi;
+    if (!_cic_prime_power(q, &p, &m))
+        return NULL;
+    chi = cic_calloc((size_t)q, 1);
+    if (!chi)
+        return NULL;
+    _cic_gf_init(&F, p, m);
+    for (a = 1; a < q; a++)
+        chi[a] = -1;
+    for (a = 1; a < q; a++)
+        chi[_cic_gf_mul(&F, a, a)] = 1;
+    return chi;
+}
+
+enum { CIC_HAD_NONE, CIC_HAD_SYLVESTER, CIC_HAD_PALEY1, CIC_HAD_PALEY2 };
+
+/* How a base of order K is built (K = 1 or a Paley order), or NONE. */
+static int _cic_hadamard_kind(int K)
+{
+    int p, m;
+    if (K == 1)
+        return CIC_HAD_SYLVESTER;
+    if (K < 4 || K % 4 != 0)
+        return CIC_HAD_NONE;
+    if (_cic_prime_power(K - 1, &p, &m)) /* K - 1 = 3 mod 4 */
+        return CIC_HAD_PALEY1;
+    if (K % 8 == 4 && _cic_prime_power(K / 2 - 1, &p, &m)) /* K/2 - 1 = 1 mod 4 */
+        return CIC_HAD_PALEY2;
+    return CIC_HAD_NONE;
+}
+
+/* The base order K of d = K * 2^k (smallest such K with a construction), or
+ * 0 when there is none. */
+static int _cic_hadamard_order(int d)
+{
+    int K;
+    if (d < 1)
+        return 0;
+    K = d;
+    while (K % 2 == 0)
+        K /= 2;
+    for (; K <= d; K *= 2) {
+        if (_cic_hadamard_kind(K) != CIC_HAD_NONE)
+            return K;
+        if (K > INT_MAX / 2)
+            break;
+    }
+    return 0;
+}
+
+/* Multiply rows, then columns, by -1 so that row 0 and column 0 are +1. */
+static void _cic_hadamard_normalize(signed char *h, int K)
+{
+    int i, j;
+    for (i = 0; i < K; i++)
+        if (h[(size_t)i * K] < 0)
+            for (j = 0; j < K; j++)
+                h[(size_t)i * K + j] = (signed char)-h[(size_t)i * K + j];
+    for (j = 0; j < K; j++)
+        if (h[j] < 0)
+            for (i = 0; i < K; i++)
+                h[(size_t)i * K + j] = (signed char)-h[(size_t)i * K + j];
+}
+
+/* Fills h (K x K) for a K with a construction; 0, or -1 on allocation
+ * failure. Elements of GF(q) are numbered 0..q-1 as in cic_gf.
+ *   Paley I (q = K - 1 = 3 mod 4): S = [[0, 1^T], [-1, Q]] with
+ *     Q[a][b] = chi(a - b), skew; H = I + S.
+ *   Paley II (q = K/2 - 1 = 1 mod 4): C = [[0, 1^T], [1, Q]], symmetric
+ *     conference matrix; H = C (x) [[1, 1], [1, -1]] + I (x) [[1, -1],
+ *     [-1, -1]]. */
+static int _cic_hadamard_fill(signed char *h, int K)
+{
+    int kind = _cic_hadamard_kind(K), q, i, j;
+    signed char *chi = NULL;
+    cic_gf F;
+    int p, m;
+    CIC_ASSERT(kind != CIC_HAD_NONE);
+    if (kind == CIC_HAD_SYLVESTER) {
+        h[0] = 1;
+        return 0;
+    }
+    q = kind == CIC_HAD_PALEY1 ? K - 1 : K / 2 - 1;
+    chi = _cic_gf_chi(q);
+    if (!chi)
+        return -1;
+    CIC_ASSERT(_cic_prime_power(q, &p, &m));
+    _cic_gf_init(&F, p, m);
+    if (kind == CIC_HAD_PALEY1) {
+        for (i = 0; i < K; i++)
+            for (j = 0; j < K; j++) {
+                int s;
+                if (i == j)
+                    s = 1;
+                else if (i == 0)
+                    s = 1;
+                else if (j == 0)
+                    s = -1;
+                else
+                    s = chi[_cic_gf_sub(&F, i - 1, j - 1)];
+                h[(size_t)i * K + j] = (signed char)s;
+            }
+    } else {
+        int n = q + 1;
+        for (i = 0; i < n; i++)
+            for (j = 0; j < n; j++) {
+                int c, a, b;
+                if (i == j)
+                    c = 0;
+                else if (i == 0 || j == 0)
+                    c = 1;
+                else
+                    c = chi[_cic_gf_sub(&F, i - 1, j - 1)];
+                for (a = 0; a < 2; a++)
+                    for (b = 0; b < 2; b++) {
+                        int v = c != 0 ? c * ((a & b) ? -1 : 1)
+                                       : ((a | b) ? -1 : 1);
+                        h[(size_t)(2 * i + a) * K + 2 * j + b] = (signed char)v;
+                    }
+            }
+    }
+    free(chi);
+    _cic_hadamard_normalize(h, K);
+    return 0;
+}
+
+int cic_hadamard_base(signed char **hk, int *K, int w)
+{
+    int k = _cic_hadamard_order(w);
+    signed char *h;
+    *hk = NULL;
+    *K = 0;
+    if (k == 0)
+        return -1;
+    h = cic_calloc((size_t)k * k, 1);
+    if (!h)
+        return -1;
+    if (_cic_hadamard_fill(h, k) < 0) {
+        free(h);
+        return -1;
+    }
+    *hk = h;
+    *K = k;
+    return 0;
+}
+
+int cic_hadamard_base_order(int w)
+{
+    return _cic_hadamard_order(w);
+}
+
+/* The sizes in words, for the suggestion sentence. */
+static const char cic_hadamard_sizes_text[] =
+    "K * 2^k with K = 1 or a Paley order (q + 1 for a prime power q = 3 mod 4, "
+    "2(q + 1) for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...)";
 
 int cic_q_hadamard_supported(int d)
 {
-    return _cic_hadamard_base_for(d) != NULL;
+    return _cic_hadamard_order(d) != 0;
 }
 
 void cic_q_hadamard_suggest(char *buf, size_t cap, int d)
 {
-    /* nearest supported below and above d over all bases (0: none) */
-    long long below = 0, above = 0;
-    size_t b;
+    /* nearest supported below and above d (0: none) */
+    long long below = 0, above = 0, n;
     if (cap == 0)
         return;
-    for (b = 0; b < CIC_HADAMARD_NBASES; b++) {
-        long long m = cic_hadamard_bases[b].order;
-        for (; m <= INT_MAX; m *= 2) {
-            if (m < d && m > below)
-                below = m;
-            if (m > d && (above == 0 || m < above)) {
-                above = m;
-                break;
-            }
+    for (n = (long long)d - 1; n >= 1; n--)
+        if (_cic_hadamard_order((int)n)) {
+            below = n;
+            break;
         }
-    }
+    for (n = d < 1 ? 1 : (long long)d + 1; n <= INT_MAX; n++)
+        if (_cic_hadamard_order((int)n)) {
+            above = n;
+            break;
+        }
     if (cic_q_hadamard_supported(d))
         snprintf(buf, cap, "%d is a supported Hadamard size (%s)", d,
                  cic_hadamard_sizes_text);
@@ -254,24 +506,22 @@ void cic_q_hadamard_suggest(char *buf, size_t cap, int d)
 
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
 {
-    const cic_hadamard_base *base = _cic_hadamard_base_for(d);
     signed char *hk = NULL;
+    int Ki;
     mpfr_t r;
     size_t n, K, P, i, j;
     uint64_t key;
 
-    if (!base)
+    if (!cic_q_hadamard_supported(d))
         return -1;
     _cic_q_check(q, d, prec);
-    n = (size_t)d;
-    K = (size_t)base->order;
-    P = n / K;
-    hk = cic_calloc(K * K, 1);
-    if (!hk) {
+    if (cic_hadamard_base(&hk, &Ki, d) < 0) {
         cic_q_identity(q, d); /* a defined state */
         return -1;
     }
-    base->fill(hk);
+    n = (size_t)d;
+    K = (size_t)Ki;
+    P = n / K;
 
     /* 1/sqrt(d) correctly rounded; exact when d is a power of 4 */
     mpfr_init2(r, prec);

@@ -19,14 +19,25 @@
  * initialised at prec. Returns 0, or -1 on allocation failure. */
 int cic_q_random(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
 
-/* Randomized Hadamard H diag(s) / sqrt(d) with s_i = +-1 from the seed:
- * Sylvester construction, d a power of two. Returns 0, or -1 when d has no
- * construction here (see cic_q_hadamard_supported). */
+/* Randomized Hadamard H diag(s) / sqrt(d) with s_i = +-1 from the seed and
+ * H = H_K (x) Sylvester(d / K): d = K * 2^k with K = 1 or a Paley order
+ * (q + 1 for a prime power q = 3 mod 4, 2(q + 1) for q = 1 mod 4), the
+ * smallest such K. Returns 0, or -1 when d has no construction here (see
+ * cic_q_hadamard_supported). */
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
 int cic_q_hadamard_supported(int d);
 /* Writes into buf a sentence naming the nearest supported sizes below and
  * above d, for error messages. */
 void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
+
+/* The base H_K of the Hadamard matrix of order w used by cic_q_hadamard (and
+ * the engines' fast transform, which must apply the same matrix): *hk gets a
+ * freshly allocated K x K row-major +-1 matrix (free() it), normalized so
+ * that row 0 and column 0 are all +1, and *K its order (w = K * 2^k).
+ * Returns 0, or -1 (w unsupported, allocation failure; then *hk = NULL). */
+int cic_hadamard_base(signed char **hk, int *K, int w);
+/* Just the order K of that base, or 0 when w is unsupported. */
+int cic_hadamard_base_order(int w);
 
 /* A mean-preserving orthogonal Q (Q 1 = 1): for kind hadamard
  * Hn diag(1, +-1...) Hn (d a power of two), for random P diag(1, R) P with
