@@ -1,0 +1,653 @@
+/* bench.c: cicheck-bench, the performance benchmark (not a test: it checks
+ * nothing and always exits 0 unless it cannot run). One run prints:
+ *
+ *   (1) the MPFR dot kernel (cic_mp_dot) in its real use, a LINEAR-shaped loop
+ *       y[i,j] = b[j] + sum_p x[i,p] w[j,p] at 128 bits, against a plain
+ *       mpfr_fma accumulation over the same values: ns per multiply-add and
+ *       the ratio (target <= 0.75);
+ *   (2) the f32 engine (OpenBLAS) on a DiT-XL/2 block: counted FLOPs / time,
+ *       against bare cblas_sgemm on the block's matmul shapes (target ratio
+ *       >= 0.7);
+ *   (3) the speed-up from 1 to 2 threads: MPFR engine (cic_engine_mpfr_set_threads)
+ *       on a mid-size dit block (target >= 1.8), f32 engine and bare sgemm
+ *       (openblas_set_num_threads) on the DiT-XL/2 block.
+ *
+ * Every timing is the best (minimum wall time) of --reps runs (default 3)
+ * after one untimed warm-up; the two sides of a ratio are run interleaved
+ * (A B A B ...) so slow drift of the machine's load hits both alike.
+ *
+ * Also: cicheck-bench --time LOG CMD ARG... runs CMD with stdout and stderr
+ * to LOG and prints its wall time and peak RSS (wait4 ru_maxrss): part (4),
+ * driven by bench/run.sh.
+ *
+ * Usage: cicheck-bench [--reps N] [--quick]
+ *        cicheck-bench --time LOG CMD [ARG...] */
+#include "base/mpvec.h"
+#include "engine/engine.h"
+#include "model/model.h"
+
+#include <cblas.h>
+#include <fcntl.h>
+#include <math.h>
+#include <mpfr.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PREC 128
+
+static int g_reps = 3;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) {
+        fprintf(stderr, "cicheck-bench: out of memory (%zu bytes)\n", n);
+        exit(2);
+    }
+    return p;
+}
+
+/* ---- a small deterministic RNG (splitmix64) ---- */
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_u64(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_unit(void) /* [0, 1) */
+{
+    return (double)(rng_u64() >> 11) * 0x1p-53;
+}
+
+static float rng_normal_f(double sd)
+{
+    double u = rng_unit(), v = rng_unit();
+    if (u < 1e-300)
+        u = 1e-300;
+    return (float)(sd * sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v));
+}
+
+/* A value in [-1, 1) with all prec bits of its mantissa random. */
+static void mp_random_full(mpfr_ptr r)
+{
+    mpfr_prec_t p = mpfr_get_prec(r), have = 0;
+    mpfr_set_zero(r, 1);
+    while (have < p) {
+        mpfr_t t;
+        mpfr_init2(t, 64);
+        mpfr_set_ui_2exp(t, (unsigned long)(rng_u64() >> 11), -53 - have, MPFR_RNDN);
+        mpfr_add(r, r, t, MPFR_RNDZ);
+        mpfr_clear(t);
+        have += 53;
+    }
+    mpfr_mul_2ui(r, r, 1, MPFR_RNDN);
+    mpfr_sub_ui(r, r, 1, MPFR_RNDN);
+}
+
+static double loadavg1(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
+/* ---- (1) the MPFR dot kernel against an mpfr_fma loop ---- */
+
+typedef struct {
+    int M, N, K;
+    mpfr_t *x, *w, *b, *y_dot, *y_fma;
+} lin_data;
+
+static void lin_init(lin_data *L, int M, int N, int K, mpfr_prec_t wprec)
+{
+    size_t i;
+    L->M = M;
+    L->N = N;
+    L->K = K;
+    L->x = cic_mpvec_create((size_t)M * K, PREC);
+    L->w = cic_mpvec_create((size_t)N * K, wprec);
+    L->b = cic_mpvec_create((size_t)N, wprec);
+    L->y_dot = cic_mpvec_create((size_t)M * N, PREC);
+    L->y_fma = cic_mpvec_create((size_t)M * N, PREC);
+    if (!L->x || !L->w || !L->b || !L->y_dot || !L->y_fma) {
+        fprintf(stderr, "cicheck-bench: out of memory\n");
+        exit(2);
+    }
+    /* activations: 128-bit values as the engine carries them; weights and
+     * bias: f32 values (24 bits, what the engine converts an untransformed
+     * weight to) or full-mantissa values at wprec (transformed hp weights) */
+    for (i = 0; i < (size_t)M * K; i++)
+        mp_random_full(L->x[i]);
+    for (i = 0; i < (size_t)N * K; i++) {
+        if (wprec <= 24)
+            mpfr_set_flt(L->w[i], rng_normal_f(0.02), MPFR_RNDN);
+        else {
+            mp_random_full(L->w[i]);
+            mpfr_div_ui(L->w[i], L->w[i], 32, MPFR_RNDN);
+        }
+    }
+    for (i = 0; i < (size_t)N; i++) {
+        if (wprec <= 24)
+            mpfr_set_flt(L->b[i], rng_normal_f(0.02), MPFR_RNDN);
+        else
+            mp_random_full(L->b[i]);
+    }
+}
+
+static void lin_clear(lin_data *L)
+{
+    cic_mpvec_destroy(L->x, (size_t)L->M * L->K);
+    cic_mpvec_destroy(L->w, (size_t)L->N * L->K);
+    cic_mpvec_destroy(L->b, (size_t)L->N);
+    cic_mpvec_destroy(L->y_dot, (size_t)L->M * L->N);
+    cic_mpvec_destroy(L->y_fma, (size_t)L->M * L->N);
+}
+
+/* The engine's linear_rows loop (engine_mpfr.c), single thread. */
+static double time_dot(lin_data *L, cic_dot_scratch *s)
+{
+    int i, j;
+    double t0 = now();
+    for (i = 0; i < L->M; i++)
+        for (j = 0; j < L->N; j++)
+            cic_mp_dot(L->y_dot[(size_t)i * L->N + j], L->x + (size_t)i * L->K, 1,
+                       L->w + (size_t)j * L->K, 1, (size_t)L->K, L->b[j], s);
+    return now() - t0;
+}
+
+/* The same sums as a plain mpfr_fma accumulation at PREC bits. */
+static double time_fma(lin_data *L, mpfr_ptr acc)
+{
+    int i, j, p;
+    double t0 = now();
+    for (i = 0; i < L->M; i++) {
+        const mpfr_t *x = L->x + (size_t)i * L->K;
+        for (j = 0; j < L->N; j++) {
+            const mpfr_t *w = L->w + (size_t)j * L->K;
+            mpfr_set(acc, L->b[j], MPFR_RNDN);
+            for (p = 0; p < L->K; p++)
+                mpfr_fma(acc, x[p], w[p], acc, MPFR_RNDN);
+            mpfr_set(L->y_fma[(size_t)i * L->N + j], acc, MPFR_RNDN);
+        }
+    }
+    return now() - t0;
+}
+
+/* Largest |dot - fma| / |dot| over the outputs (a check that both loops
+ * computed the same sums; the fma loop rounds K times, the kernel once). */
+static double lin_maxrel(const lin_data *L)
+{
+    size_t i, n = (size_t)L->M * L->N;
+    double mx = 0;
+    mpfr_t d;
+    mpfr_init2(d, PREC);
+    for (i = 0; i < n; i++) {
+        double r;
+        mpfr_sub(d, L->y_dot[i], L->y_fma[i], MPFR_RNDN);
+        if (mpfr_zero_p(L->y_dot[i]))
+            continue;
+        mpfr_div(d, d, L->y_dot[i], MPFR_RNDN);
+        r = fabs(mpfr_get_d(d, MPFR_RNDN));
+        if (r > mx)
+            mx = r;
+    }
+    mpfr_clear(d);
+    return mx;
+}
+
+static double bench_kernel(int M, int N, int K, mpfr_prec_t wprec, const char *label)
+{
+    lin_data L;
+    cic_dot_scratch s;
+    mpfr_t acc;
+    double best_dot = 1e300, best_fma = 1e300, mac = (double)M * N * K, ratio;
+    int r;
+    lin_init(&L, M, N, K, wprec);
+    if (cic_dot_scratch_init(&s, (size_t)K, PREC) < 0) {
+        fprintf(stderr, "cicheck-bench: out of memory\n");
+        exit(2);
+    }
+    mpfr_init2(acc, PREC);
+    /* warm-up: one output row each */
+    {
+        lin_data W = L;
+        W.M = 1;
+        time_dot(&W, &s);
+        time_fma(&W, acc);
+    }
+    for (r = 0; r < g_reps; r++) {
+        double a = time_dot(&L, &s), b = time_fma(&L, acc);
+        if (a < best_dot)
+            best_dot = a;
+        if (b < best_fma)
+            best_fma = b;
+    }
+    ratio = best_dot / best_fma;
+    printf("  %s\n", label);
+    printf("    shape M x N x K = %d x %d x %d (%.3g multiply-adds), x %d bits, w and b %ld bits\n",
+           M, N, K, mac, PREC, (long)wprec);
+    printf("    cic_mp_dot (products at %d bits + mpfr_sum): %8.2f ns/multiply-add  (best %.3f s)\n",
+           2 * PREC, 1e9 * best_dot / mac, best_dot);
+    printf("    mpfr_fma loop (acc %d bits):                  %8.2f ns/multiply-add  (best %.3f s)\n",
+           PREC, 1e9 * best_fma / mac, best_fma);
+    printf("    max |dot - fma| / |dot| = %.2g\n", lin_maxrel(&L));
+    printf("    ratio kernel / fma = %.3f   (target <= 0.75: %s)\n", ratio,
+           ratio <= 0.75 ? "met" : "NOT met");
+    mpfr_clear(acc);
+    cic_dot_scratch_clear(&s);
+    lin_clear(&L);
+    return ratio;
+}
+
+/* ---- models ---- */
+
+static cic_model_cfg dit_cfg(int d, int heads, int tokens, int samples, int layers,
+                             int d_cond, int d_out)
+{
+    cic_model_cfg c;
+    memset(&c, 0, sizeof c);
+    c.block = CIC_BLOCK_DIT;
+    c.d_model = d;
+    c.heads = heads;
+    c.mlp_ratio = 4;
+    c.d_mlp = 4 * d;
+    c.tokens = tokens;
+    c.samples = samples;
+    c.layers = layers;
+    c.eps = 1e-6;
+    c.causal = false;
+    c.act = CIC_ACT_GELU_TANH;
+    c.d_out = d_out;
+    c.d_cond = d_cond;
+    c.final_layer = true;
+    c.seed = 1;
+    c.dist = CIC_DIST_NORMAL;
+    c.std = 0.02;
+    c.outlier_channels = 0;
+    c.outlier_scale = 1.0;
+    return c;
+}
+
+static cic_model *make_model(const cic_model_cfg *c)
+{
+    cic_model *m = cic_model_create(c, CIC_READOUT_HEAD);
+    if (!m) {
+        fprintf(stderr, "cicheck-bench: cic_model_create failed\n");
+        exit(2);
+    }
+    return m;
+}
+
+/* ---- (2) f32 engine and bare sgemm on the block's matmul shapes ---- */
+
+typedef struct {
+    const cic_model_cfg *c;
+    const float *cond, *h, *wada, *wfada, *wqkv, *wo, *w1, *w2, *wl; /* the model's */
+    float *mod, *fmod, *qkv, *sc, *att, *o, *u, *y, *out;           /* scratch */
+} bare_bufs;
+
+static float *rand_buf(size_t n, double sd)
+{
+    float *p = xmalloc(n * sizeof *p);
+    size_t i;
+    for (i = 0; i < n; i++)
+        p[i] = rng_normal_f(sd);
+    return p;
+}
+
+static const float *weight(const cic_model *m, const char *name)
+{
+    int id = cic_model_tensor_find(m, name);
+    if (id < 0 || !m->t[id].f32) {
+        fprintf(stderr, "cicheck-bench: model has no tensor %s\n", name);
+        exit(2);
+    }
+    return m->t[id].f32;
+}
+
+/* Bare sgemm operands: the model's own input, conditioning and weights, and
+ * random activations where the block computes them (qkv, scores, MLP). */
+static void bare_init(bare_bufs *B, const cic_model *m)
+{
+    const cic_model_cfg *c = &m->cfg;
+    size_t R = (size_t)c->tokens * c->samples, d = c->d_model, f = c->d_mlp,
+           N = c->tokens;
+    B->c = c;
+    B->cond = m->t[m->cond].f32;
+    B->h = m->t[m->input].f32;
+    B->wada = weight(m, "blocks.0.adaLN_modulation.1.weight");
+    B->wfada = weight(m, "final_layer.adaLN_modulation.1.weight");
+    B->wqkv = weight(m, "blocks.0.attn.qkv.weight");
+    B->wo = weight(m, "blocks.0.attn.proj.weight");
+    B->w1 = weight(m, "blocks.0.mlp.fc1.weight");
+    B->w2 = weight(m, "blocks.0.mlp.fc2.weight");
+    B->wl = weight(m, "final_layer.linear.weight");
+    B->mod = rand_buf((size_t)c->samples * 6 * d, 0);
+    B->fmod = rand_buf((size_t)c->samples * 2 * d, 0);
+    B->qkv = rand_buf(R * 3 * d, 1.0);
+    B->sc = rand_buf(N * N, 0.01);
+    B->att = rand_buf(R * d, 0);
+    B->o = rand_buf(R * d, 0);
+    B->u = rand_buf(R * f, 0.1);
+    B->y = rand_buf(R * d, 0);
+    B->out = rand_buf(R * (size_t)c->d_out, 0);
+}
+
+static void bare_free(bare_bufs *B)
+{
+    free(B->mod); free(B->fmod); free(B->qkv); free(B->sc); free(B->att); free(B->o);
+    free(B->u); free(B->y); free(B->out);
+}
+
+static double g_bare_flops;
+
+/* C[M,N] = A[M,K] op(B); op(B) = B^T with B [N,K] when tb (a linear's W). */
+static void gemm(const float *a, int lda, const float *b, int ldb, float *cc, int ldc,
+                 int M, int N, int K, int tb)
+{
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, M, N, K,
+                1.0f, a, lda, b, ldb, 0.0f, cc, ldc);
+    g_bare_flops += 2.0 * M * N * K;
+}
+
+/* The matmuls of one run of the block in the engine's order, with the
+ * engine's layouts (row-major activations, W [out, in] transposed, q k v
+ * column views of the qkv rows). Returns the time. */
+static double bare_block(bare_bufs *B)
+{
+    const cic_model_cfg *c = B->c;
+    int S = c->samples, N = c->tokens, R = S * N, d = c->d_model, f = c->d_mlp,
+        dc = c->d_cond, H = c->heads, dh = d / H, s, hh;
+    double t0 = now();
+    g_bare_flops = 0;
+    gemm(B->cond, dc, B->wada, dc, B->mod, 6 * d, S, 6 * d, dc, 1);     /* adaLN */
+    gemm(B->h, d, B->wqkv, d, B->qkv, 3 * d, R, 3 * d, d, 1);           /* qkv */
+    for (s = 0; s < S; s++)
+        for (hh = 0; hh < H; hh++) {
+            const float *q = B->qkv + (size_t)s * N * 3 * d + hh * dh;
+            gemm(q, 3 * d, q + d, 3 * d, B->sc, N, N, N, dh, 1);        /* q k^T */
+            gemm(B->sc, N, q + 2 * d, 3 * d, B->att + (size_t)s * N * d + hh * dh, d,
+                 N, dh, N, 0);                                          /* p v */
+        }
+    gemm(B->att, d, B->wo, d, B->o, d, R, d, d, 1);                     /* proj */
+    gemm(B->h, d, B->w1, d, B->u, f, R, f, d, 1);                       /* fc1 */
+    gemm(B->u, f, B->w2, f, B->y, d, R, d, f, 1);                       /* fc2 */
+    if (c->final_layer) {
+        gemm(B->cond, dc, B->wfada, dc, B->fmod, 2 * d, S, 2 * d, dc, 1); /* final adaLN */
+        gemm(B->h, d, B->wl, d, B->out, c->d_out, R, c->d_out, d, 1);     /* final */
+    }
+    return now() - t0;
+}
+
+static double f32_run(const cic_model *m, float *out, double *flops)
+{
+    cic_flop_count fc;
+    cic_run_opts o;
+    double t0, t;
+    memset(&fc, 0, sizeof fc);
+    memset(&o, 0, sizeof o);
+    o.flops = &fc;
+    t0 = now();
+    if (cic_engine_f32_run(out, m, CIC_MATMUL_OPENBLAS, &o) < 0) {
+        fprintf(stderr, "cicheck-bench: f32 engine out of memory\n");
+        exit(2);
+    }
+    t = now() - t0;
+    if (flops)
+        *flops = cic_flop_total(&fc);
+    return t;
+}
+
+/* Best engine and bare times at the current OpenBLAS thread count. */
+static void f32_pair(const cic_model *m, float *out, bare_bufs *B, double *te, double *tb,
+                     double *fe, double *fb)
+{
+    int r;
+    *te = *tb = 1e300;
+    f32_run(m, out, fe);  /* warm-up */
+    bare_block(B);
+    for (r = 0; r < g_reps; r++) {
+        double a = f32_run(m, out, fe), b = bare_block(B);
+        if (a < *te)
+            *te = a;
+        if (b < *tb)
+            *tb = b;
+    }
+    *fb = g_bare_flops;
+}
+
+/* ---- (3) MPFR engine threads ---- */
+
+static double mpfr_run(const cic_model *m, mpfr_t *out, double *flops)
+{
+    cic_flop_count fc;
+    cic_run_opts o;
+    double t0, t;
+    memset(&fc, 0, sizeof fc);
+    memset(&o, 0, sizeof o);
+    o.flops = &fc;
+    t0 = now();
+    if (cic_engine_mpfr_run(out, m, PREC, false, &o) < 0) {
+        fprintf(stderr, "cicheck-bench: MPFR engine out of memory\n");
+        exit(2);
+    }
+    t = now() - t0;
+    if (flops)
+        *flops = cic_flop_total(&fc);
+    return t;
+}
+
+/* ---- (4) helper: time a child process ---- */
+
+static int time_child(const char *log, char **argv)
+{
+    struct rusage ru;
+    int status = 0, fd;
+    double t0 = now(), t;
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("cicheck-bench: fork");
+        return 2;
+    }
+    if (pid == 0) {
+        fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execvp(argv[0], argv);
+        perror("cicheck-bench: exec");
+        _exit(127);
+    }
+    memset(&ru, 0, sizeof ru);
+    if (wait4(pid, &status, 0, &ru) < 0) {
+        perror("cicheck-bench: wait4");
+        return 2;
+    }
+    t = now() - t0;
+    printf("wall %.2f s, peak RSS %.1f MiB (ru_maxrss %ld KiB), user %.2f s, sys %.2f s, exit %d\n",
+           t, ru.ru_maxrss / 1024.0, ru.ru_maxrss,
+           ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec,
+           ru.ru_stime.tv_sec + 1e-6 * ru.ru_stime.tv_usec,
+           WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int quick = 0, i, nt0;
+    if (argc >= 4 && !strcmp(argv[1], "--time"))
+        return time_child(argv[2], argv + 3);
+    for (i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
+            g_reps = atoi(argv[++i]);
+            if (g_reps < 1)
+                g_reps = 1;
+        } else if (!strcmp(argv[i], "--quick")) {
+            quick = 1;
+        } else {
+            fprintf(stderr, "usage: cicheck-bench [--reps N] [--quick]\n"
+                            "       cicheck-bench --time LOG CMD [ARG...]\n");
+            return 2;
+        }
+    }
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    nt0 = openblas_get_num_threads();
+    printf("cicheck-bench%s\n", quick ? " (--quick: reduced sizes, not the reference figures)" : "");
+    printf("machine: %ld online cores, load average (1 min) %.2f at start\n",
+           sysconf(_SC_NPROCESSORS_ONLN), loadavg1());
+    printf("OpenBLAS: core %s, %d threads by default (%s), config: %s\n",
+           openblas_get_corename(), nt0,
+           openblas_get_parallel() == 0 ? "sequential build"
+           : openblas_get_parallel() == 1 ? "pthreads" : "OpenMP",
+           openblas_get_config());
+    printf("MPFR %s, GMP %s, precision %d bits\n", mpfr_get_version(), gmp_version, PREC);
+    printf("timing: best (minimum wall time) of %d runs after one warm-up; the two sides\n"
+           "of each ratio run interleaved. Other work on the machine makes the numbers noisy.\n",
+           g_reps);
+
+    /* (1) */
+    printf("\n(1) MPFR dot kernel vs plain mpfr_fma loop (1 thread, LINEAR-shaped loop)\n");
+    {
+        int M = quick ? 4 : 32, K = 1152, N = 1152;
+        bench_kernel(M, N, K, 24, "real use: untransformed weights (f32 values at 24 bits)");
+        bench_kernel(quick ? 2 : 24, N, K, PREC,
+                     "transformed weights (full 128-bit mantissas, as hp tensors)");
+    }
+
+    /* (2) */
+    {
+        cic_model_cfg c = quick ? dit_cfg(384, 6, 64, 2, 1, 384, 32)
+                                : dit_cfg(1152, 16, 256, 2, 1, 1152, 32);
+        cic_model *m;
+        bare_bufs B;
+        float *out;
+        double te, tb, fe, fb, t0, ratio;
+        int R = c.tokens * c.samples, dh = c.d_model / c.heads;
+        printf("\n(2) f32 engine (OpenBLAS) vs bare cblas_sgemm on a %s block\n",
+               quick ? "reduced DiT" : "DiT-XL/2");
+        printf("  d_model %d, heads %d, MLP %d, tokens %d, samples %d, layers %d, d_cond %d,"
+               " final layer, d_out %d\n",
+               c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond, c.d_out);
+        t0 = now();
+        m = make_model(&c);
+        printf("  model construction (not timed below): %.2f s\n", now() - t0);
+        out = xmalloc((size_t)c.samples * c.tokens * cic_model_out_cols(m) * sizeof *out);
+        bare_init(&B, m);
+        f32_pair(m, out, &B, &te, &tb, &fe, &fb);
+        ratio = (fe / te) / (fb / tb);
+        printf("  OpenBLAS threads: %d\n", openblas_get_num_threads());
+        printf("  f32 engine:  %.4f s, %.4g counted FLOPs (cic_flop_total) -> %7.2f GFLOP/s\n",
+               te, fe, 1e-9 * fe / te);
+        printf("  bare sgemm:  %.4f s, %.4g matmul FLOPs (2 M N K, %.1f%% of the counted) -> %7.2f GFLOP/s\n",
+               tb, fb, 100.0 * fb / fe, 1e-9 * fb / tb);
+        printf("  bare shapes (M x N x K, the engine's order): adaLN %dx%dx%d, qkv %dx%dx%d,\n"
+               "    attention %d samples x %d heads x (q k^T %dx%dx%d + p v %dx%dx%d), proj %dx%dx%d,\n"
+               "    fc1 %dx%dx%d, fc2 %dx%dx%d, final adaLN %dx%dx%d, final %dx%dx%d\n",
+               c.samples, 6 * c.d_model, c.d_cond, R, 3 * c.d_model, c.d_model,
+               c.samples, c.heads, c.tokens, c.tokens, dh, c.tokens, dh, c.tokens,
+               R, c.d_model, c.d_model, R, c.d_mlp, c.d_model, R, c.d_model, c.d_mlp,
+               c.samples, 2 * c.d_model, c.d_cond, R, c.d_out, c.d_model);
+        printf("  ratio engine / bare = %.3f   (target >= 0.7: %s)\n", ratio,
+               ratio >= 0.7 ? "met" : "NOT met");
+
+        /* (3), f32 part */
+        printf("\n(3) speed-up from 1 to 2 threads\n");
+        {
+            double te1 = 1e300, te2 = 1e300, tb1 = 1e300, tb2 = 1e300, a, b;
+            int r;
+            openblas_set_num_threads(1);
+            f32_run(m, out, NULL);
+            bare_block(&B);
+            openblas_set_num_threads(2);
+            f32_run(m, out, NULL);
+            bare_block(&B);
+            for (r = 0; r < g_reps; r++) {
+                openblas_set_num_threads(1);
+                a = f32_run(m, out, NULL);
+                b = bare_block(&B);
+                te1 = a < te1 ? a : te1;
+                tb1 = b < tb1 ? b : tb1;
+                openblas_set_num_threads(2);
+                a = f32_run(m, out, NULL);
+                b = bare_block(&B);
+                te2 = a < te2 ? a : te2;
+                tb2 = b < tb2 ? b : tb2;
+            }
+            openblas_set_num_threads(nt0);
+            printf("  f32 engine, same block, openblas_set_num_threads(1) vs (2):\n");
+            printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
+                   " -> speed-up %.2f\n", te1, 1e-9 * fe / te1, te2, 1e-9 * fe / te2, te1 / te2);
+            printf("  bare sgemm, same shapes:\n");
+            printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
+                   " -> speed-up %.2f\n", tb1, 1e-9 * fb / tb1, tb2, 1e-9 * fb / tb2, tb1 / tb2);
+        }
+        bare_free(&B);
+        free(out);
+        cic_model_destroy(m);
+    }
+
+    /* (3), MPFR part */
+    {
+        cic_model_cfg c = quick ? dit_cfg(64, 4, 16, 2, 1, 64, 32)
+                                : dit_cfg(256, 4, 64, 2, 1, 256, 32);
+        cic_model *m = make_model(&c);
+        size_t n = (size_t)c.samples * c.tokens * cic_model_out_cols(m);
+        mpfr_t *out = cic_mpvec_create(n, PREC);
+        double t1 = 1e300, t2 = 1e300, fl = 0, a;
+        int r;
+        if (!out) {
+            fprintf(stderr, "cicheck-bench: out of memory\n");
+            return 2;
+        }
+        printf("  MPFR engine at %d bits, dit d_model %d, heads %d, MLP %d, tokens %d, samples %d,"
+               " layers %d, d_cond %d, final layer, d_out %d:\n",
+               PREC, c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond,
+               c.d_out);
+        cic_engine_mpfr_set_threads(1);
+        mpfr_run(m, out, &fl);
+        cic_engine_mpfr_set_threads(2);
+        mpfr_run(m, out, &fl);
+        for (r = 0; r < g_reps; r++) {
+            cic_engine_mpfr_set_threads(1);
+            a = mpfr_run(m, out, &fl);
+            t1 = a < t1 ? a : t1;
+            cic_engine_mpfr_set_threads(2);
+            a = mpfr_run(m, out, &fl);
+            t2 = a < t2 ? a : t2;
+        }
+        cic_engine_mpfr_set_threads(0);
+        printf("    cic_engine_mpfr_set_threads(1) %.3f s, (2) %.3f s -> speed-up %.2f"
+               "   (target >= 1.8: %s)\n", t1, t2, t1 / t2, t1 / t2 >= 1.8 ? "met" : "NOT met");
+        printf("    %.4g counted FLOPs: %.1f ns per FLOP-pair (multiply-add) at 1 thread\n", fl,
+               1e9 * t1 / (fl / 2));
+        cic_mpvec_destroy(out, n);
+        cic_model_destroy(m);
+    }
+    mpfr_free_cache();
+    return 0;
+}

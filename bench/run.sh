@@ -1,0 +1,37 @@
+#!/bin/sh
+# run.sh: the benchmark in one command (bench/bench.c says what it measures).
+# Configures build-bench (-Dbench=true, --buildtype=release), builds
+# cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3), then times
+# 'cicheck run' on cases/adaln.toml and cases/dit-xl2.toml (part 4) with the
+# normal build/cicheck when present, else build-bench/cicheck.
+# Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
+set -eu
+cd "$(dirname "$0")/.."
+bdir=build-bench
+if [ -f "$bdir/build.ninja" ]; then
+    meson configure "$bdir" -Dbench=true --buildtype=release >/dev/null
+else
+    meson setup "$bdir" -Dbench=true --buildtype=release >/dev/null
+fi
+meson compile -C "$bdir" cicheck-bench cicheck:executable >/dev/null
+bench="$bdir/bench/cicheck-bench"
+
+"$bench" "$@"
+
+echo
+echo "(4) wall time and peak memory of 'cicheck run' (one run each, a child process:"
+echo "    wall clock and wait4 ru_maxrss)"
+if [ -x build/cicheck ]; then cic=build/cicheck; else cic="$bdir/cicheck"; fi
+echo "  binary: $cic (built $(date -r "$cic" '+%Y-%m-%d %H:%M'))"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+for c in cases/adaln.toml cases/dit-xl2.toml; do
+    if [ -f "$c" ]; then
+        n=$(basename "$c" .toml)
+        printf '  %s run --quiet --no-color --out <tmp> %s: ' "$cic" "$c"
+        "$bench" --time "$tmp/$n.log" "$cic" run --quiet --no-color --out "$tmp/$n" "$c"
+    else
+        echo "  $c: not present"
+    fi
+done
+echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
