@@ -21,6 +21,9 @@ typedef struct {
 
 double cic_flop_total(const cic_flop_count *fc);
 
+/* FLOPs the engines book for one activation call. */
+double cic_engine_act_flops(enum cic_act a);
+
 enum cic_matmul { CIC_MATMUL_OPENBLAS, CIC_MATMUL_FIXED, CIC_MATMUL_COUNT };
 extern const char *const CIC_ENGINE_F32_NAME[CIC_MATMUL_COUNT]; /* "f32-openblas", ... */
 

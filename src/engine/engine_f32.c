@@ -70,8 +70,9 @@ static float act1(enum cic_act a, float x)
     }
 }
 
-/* FLOPs of one activation call (engine.h convention). */
-static double act_flops(enum cic_act a)
+/* FLOPs of one activation call (engine.h convention), booked by both
+ * engines. */
+double cic_engine_act_flops(enum cic_act a)
 {
     switch (a) {
     case CIC_ACT_GELU:
@@ -463,14 +464,14 @@ int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
             const float *x = src(&r, op->in[0]);
             for (j = 0; j < cnt; j++)
                 y[j] = act1(op->act, x[j]);
-            r.fc.site[op->site] += act_flops(op->act) * (double)cnt;
+            r.fc.site[op->site] += cic_engine_act_flops(op->act) * (double)cnt;
             break;
         }
         case CIC_OP_GLU: {
             const float *a = src(&r, op->in[0]), *b = src(&r, op->in[1]);
             for (j = 0; j < cnt; j++)
                 y[j] = act1(op->act, a[j]) * b[j];
-            r.fc.site[op->site] += (act_flops(op->act) + 1) * (double)cnt;
+            r.fc.site[op->site] += (cic_engine_act_flops(op->act) + 1) * (double)cnt;
             break;
         }
         case CIC_OP_MODULATE:

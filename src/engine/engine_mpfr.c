@@ -616,20 +616,6 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
     }
 }
 
-static double act_flops(enum cic_act a)
-{
-    switch (a) {
-    case CIC_ACT_GELU:
-        return 5;
-    case CIC_ACT_GELU_TANH:
-        return 9;
-    case CIC_ACT_RELU:
-        return 1;
-    default:
-        return 3;
-    }
-}
-
 static size_t max_inner(const cic_model *m)
 {
     size_t k = (size_t)m->cfg.tokens;
@@ -714,7 +700,7 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
             J.act = op->act;
             J.prec = prec;
             parallel(&r, (int)cnt, act_elems, &J);
-            r.fc.site[op->site] += (act_flops(op->act) + (J.b ? 1 : 0)) * (double)cnt;
+            r.fc.site[op->site] += (cic_engine_act_flops(op->act) + (J.b ? 1 : 0)) * (double)cnt;
             break;
         }
         case CIC_OP_MODULATE:

@@ -34,7 +34,7 @@ cic_norm_state cic_flops_norm_after(const cic_case *c, int i)
     return s;
 }
 
-static double act_cost(enum cic_act a)
+double cic_flops_act_cost(enum cic_act a)
 {
     switch (a) {
     case CIC_ACT_GELU:
@@ -65,14 +65,14 @@ void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
     memset(fc, 0, sizeof *fc);
     if (cfg->block == CIC_BLOCK_PRELN) {
         attn = (2 * R * d * 3 * d + R * 3 * d) + attn_core + (2 * R * d * d + R * d) + R * d;
-        mlp = (2 * R * d * m + R * m) + act_cost(cfg->act) * R * m + (2 * R * m * d + R * d) +
+        mlp = (2 * R * d * m + R * m) + cic_flops_act_cost(cfg->act) * R * m + (2 * R * m * d + R * d) +
               R * d;
         if (readout == CIC_READOUT_HEAD)
             final = norm + 2 * R * d * cfg->d_out + R * cfg->d_out;
     } else {
         /* rmsnorm: q, k, v, o without bias; SwiGLU gate/up/down */
         attn = 4 * (2 * R * d * d) + attn_core + R * d;
-        mlp = 2 * (2 * R * d * m) + (act_cost(cfg->act) + 1) * R * m + 2 * R * m * d + R * d;
+        mlp = 2 * (2 * R * d * m) + (cic_flops_act_cost(cfg->act) + 1) * R * m + 2 * R * m * d + R * d;
         if (readout == CIC_READOUT_HEAD)
             final = norm + 2 * R * d * cfg->d_out;
     }

@@ -13,6 +13,10 @@ typedef struct {
     bool bias;   /* adds b */
 } cic_norm_state;
 
+/* Closed-form cost of one activation call (written apart from the engines'
+ * counters on purpose: agreement checks both). */
+double cic_flops_act_cost(enum cic_act a);
+
 /* The norms of the original block of cfg. */
 cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg);
 

@@ -40,20 +40,6 @@ static double lg2(int w)
     return k;
 }
 
-static double act_cost(enum cic_act a)
-{
-    switch (a) {
-    case CIC_ACT_GELU:
-        return 5;
-    case CIC_ACT_GELU_TANH:
-        return 9;
-    case CIC_ACT_RELU:
-        return 1;
-    default: /* silu */
-        return 3;
-    }
-}
-
 /* LINEAR: R rows, in k, out n, optional bias. */
 static double lin(double R, double k, double n, bool bias)
 {
@@ -119,7 +105,7 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     double ln0 = norm0(R, d, true);
     double attn = lin(R, d, 3 * d, true) + B * H * (4 * N * N * dh + N * N + 5 * V) +
                   lin(R, d, d, true);
-    double mlp = lin(R, d, m, true) + act_cost(cfg->act) * R * m + lin(R, m, d, true);
+    double mlp = lin(R, d, m, true) + cic_flops_act_cost(cfg->act) * R * m + lin(R, m, d, true);
     double gate = R * d + R * d; /* GATE + ADD */
     double head = lin(R, d, dout, true);
     double n1 = ln0 + modulate(B, R, d), n2 = n1;
