@@ -33,6 +33,7 @@
  *
  * The document is built in memory and written atomically. */
 #include "report.h"
+#include "text.h"
 
 #include <assert.h>
 #include <errno.h>
@@ -50,42 +51,6 @@ static_assert(sizeof((const char *[]){RULE_NAMES}) / sizeof(const char *) == CIC
               "one name per regression rule");
 
 /* ---- text ---- */
-
-/* Length of the valid UTF-8 sequence at s (n bytes left) that XML 1.0
- * allows, or 0: overlong forms, surrogates, > U+10FFFF, U+FFFE/U+FFFF and
- * truncated sequences are refused. */
-static size_t utf8_ok(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp;
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    if ((cp >= 0xD800 && cp <= 0xDFFF) || cp == 0xFFFE || cp == 0xFFFF)
-        return 0;
-    return len;
-}
 
 /* s (at most n bytes, may lack a NUL), escaped for an attribute value or
  * element content. */
@@ -116,7 +81,7 @@ static void xml_esc(FILE *f, const char *s, size_t n)
             i++;
             continue;
         }
-        len = utf8_ok(u + i, n - i);
+        len = cic_utf8_len(u + i, n - i);
         if (len == 0) {
             fputc('?', f);
             i++;
@@ -131,28 +96,6 @@ static void xml_str(FILE *f, const char *s)
 {
     if (s)
         xml_esc(f, s, strlen(s));
-}
-
-/* The shortest %g text that reads back to v; nan / inf / -inf otherwise. */
-static void fmt_num(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) {
-        snprintf(buf, cap, "nan");
-        return;
-    }
-    if (isinf(v)) {
-        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
-        return;
-    }
-    /* Start at the integer digits, so 80 reads "80", not "8e+01". */
-    int p0 = 1;
-    for (double a = fabs(v); a >= 10 && p0 < 17; a /= 10)
-        p0++;
-    for (int p = p0; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
 }
 
 /* A time= value: xs:decimal, never negative, never nan. */
@@ -335,8 +278,8 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
         for (int i = 0; r->gates && i < r->n_gates; i++) {
             const cic_gate_result *g = &r->gates[i];
             char msg[512], det[1024];
-            fmt_num(a, sizeof a, g->value);
-            fmt_num(b, sizeof b, g->limit);
+            cic_fmt_num(a, sizeof a, g->value);
+            cic_fmt_num(b, sizeof b, g->limit);
             fputs("    <testcase", f);
             classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
                       sizeof g->engine);
@@ -375,9 +318,9 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
                 continue;
             }
             fputs(">\n", f);
-            fmt_num(a, sizeof a, x->ce_residual);
-            fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
-            fmt_num(hi, sizeof hi, x->ce_threshold_broken);
+            cic_fmt_num(a, sizeof a, x->ce_residual);
+            cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
+            cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
             snprintf(msg, sizeof msg, "verdict %s, expected %s", verdict_name(x->verdict),
                      verdict_name(x->expect));
             snprintf(det, sizeof det,
@@ -428,7 +371,7 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
         } else {
             char msg[256];
             fputs(">\n", f);
-            fmt_num(a, sizeof a, r->truth_cert_diff);
+            cic_fmt_num(a, sizeof a, r->truth_cert_diff);
             snprintf(msg, sizeof msg,
                      "the MPFR truth recomputed at prec+64 differs: max relative difference %s",
                      a);

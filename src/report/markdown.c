@@ -26,46 +26,13 @@
  * path, created if missing, in one write; otherwise path is replaced
  * atomically. */
 #include "report.h"
+#include "text.h"
 
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* Length of the valid UTF-8 sequence at s (n bytes left), or 0. */
-static size_t utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0], cp;
-    size_t len;
-
-    if (c < 0x80)
-        return 1;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2;
-        cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3;
-        cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
-        return 0;
-    if (cp >= 0xD800 && cp <= 0xDFFF)
-        return 0;
-    return len;
-}
 
 /* s (at most n bytes, may lack a NUL) as inert Markdown text. */
 static void md_esc(FILE *f, const char *s, size_t n)
@@ -98,7 +65,7 @@ static void md_esc(FILE *f, const char *s, size_t n)
             i++;
             continue;
         }
-        len = utf8_len(u + i, n - i);
+        len = cic_utf8_len(u + i, n - i);
         if (len == 0) {
             fputc('?', f);
             i++;
@@ -113,28 +80,6 @@ static void md_str(FILE *f, const char *s)
 {
     if (s)
         md_esc(f, s, strlen(s));
-}
-
-/* The shortest %g text that reads back to v; nan / inf / -inf otherwise. */
-static void fmt_num(char *buf, size_t cap, double v)
-{
-    if (isnan(v)) {
-        snprintf(buf, cap, "nan");
-        return;
-    }
-    if (isinf(v)) {
-        snprintf(buf, cap, v > 0 ? "inf" : "-inf");
-        return;
-    }
-    /* Start at the integer digits, so 80 reads "80", not "8e+01". */
-    int p0 = 1;
-    for (double a = fabs(v); a >= 10 && p0 < 17; a /= 10)
-        p0++;
-    for (int p = p0; p <= 17; p++) {
-        snprintf(buf, cap, "%.*g", p, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
 }
 
 static const char *verdict_name(int v)
@@ -237,7 +182,7 @@ static void case_line(FILE *f, int idx, const cic_report *r, const char *err)
     if (isfinite(r->wall_seconds))
         snprintf(w, sizeof w, "%.1fs", r->wall_seconds);
     else
-        fmt_num(w, sizeof w, r->wall_seconds); /* "wall nan", no unit */
+        cic_fmt_num(w, sizeof w, r->wall_seconds); /* "wall nan", no unit */
 
     bool ok = r->pass && !run_failed(r) && gf == 0 && rf == 0 && vf == 0 && r->truth_certified;
     fprintf(f, "- %s **", ok ? "✅" : "❌");
@@ -294,8 +239,8 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
         md_esc(f, g->metric, sizeof g->metric);
         if (g->line > 0)
             fprintf(f, " (line %d)", g->line);
-        fmt_num(a, sizeof a, g->value);
-        fmt_num(b, sizeof b, g->limit);
+        cic_fmt_num(a, sizeof a, g->value);
+        cic_fmt_num(b, sizeof b, g->limit);
         row_end(f, NULL, 0, a, sizeof a, b, sizeof b);
     }
     for (int i = 0; r->results && i < r->n_results; i++) {
@@ -304,7 +249,7 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
             continue;
         HEAD();
         row_start(f, idx, r, x->transform, sizeof x->transform, x->engine, sizeof x->engine);
-        fmt_num(a, sizeof a, x->ce_residual);
+        cic_fmt_num(a, sizeof a, x->ce_residual);
         snprintf(chk, sizeof chk, "verdict (ce_residual %s)", a);
         md_str(f, chk);
         snprintf(a, sizeof a, "expected %s", verdict_name(x->expect));
@@ -328,7 +273,7 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
         HEAD();
         row_start(f, idx, r, NULL, 0, NULL, 0);
         fputs("truth certified", f);
-        fmt_num(a, sizeof a, r->truth_cert_diff);
+        cic_fmt_num(a, sizeof a, r->truth_cert_diff);
         snprintf(b, sizeof b, "max rel diff %s", a);
         row_end(f, NULL, 0, b, sizeof b, NULL, 0);
     }
