@@ -572,6 +572,459 @@ static void test_flops(void **state)
     }
 }
 
+/* ---- the float64 engine ----
+ *
+ * The f64 engine runs the f32 engine's graph and formulas in double, so the
+ * derivation of f32_bound carries over with u = 2^-53 (glibc's exp, erf and
+ * tanh in double are within ~1-2 ulp too, and the literals 0.5, 0.044715,
+ * sqrt(2/pi), 1/sqrt(2) are each within u of the values MPFR uses):
+ *     BOUND64 = LAMBDA * sqrt(2 * L' * (d + m + N [+ d_cond])) * 2^-53,
+ * with d_cond added for dit blocks (the adaLN modulation linears are dots
+ * of length d_cond on the path, as in test_adaln.c) and L' = L + 1 for a
+ * head readout (dit: final_layer). The MPFR reference at 128 bits is off by
+ * ~2^-123, negligible here. Weights of an untransformed model are float32
+ * values, exact in double and at 128 bits, so both engines read the same
+ * weights. */
+#include "xform/xform.h" /* cic_xform_apply: the rounded_weights test */
+
+#define U64 0x1p-53 /* unit roundoff of binary64 */
+
+static double f64_bound(const shape *sh)
+{
+    const cic_model_cfg *c = &sh->cfg;
+    int lp = c->block == CIC_BLOCK_DIT ? c->layers + (c->final_layer ? 1 : 0)
+                                       : lprime(sh);
+    int dc = c->block == CIC_BLOCK_DIT ? c->d_cond : 0;
+    return LAMBDA * sqrt(2.0 * lp * (c->d_model + c->d_mlp + c->tokens + dc)) * U64;
+}
+
+/* A tiny dit shape (adaLN-zero block): d in {8, 16}, heads dividing d,
+ * tokens 1..4, samples 1..2, layers 1..2, d_cond 4..12, final layer on/off
+ * (head readout when on, as cicheck runs dit cases). */
+static shape shape_draw_dit(uint64_t seed)
+{
+    static const int ds[] = {8, 16}, hs[] = {1, 2, 4};
+    uint64_t s = seed * 0x2545f4914f6cdd1dULL + 7;
+    shape sh;
+    cic_model_cfg *c = &sh.cfg;
+    memset(&sh, 0, sizeof sh);
+    sh.seed = seed;
+    c->block = CIC_BLOCK_DIT;
+    c->d_model = ds[tr_pick(&s, 2)];
+    c->heads = hs[tr_pick(&s, 3)];
+    c->mlp_ratio = 4;
+    c->d_mlp = 4 * c->d_model;
+    c->tokens = 1 + tr_pick(&s, 4);
+    c->samples = 1 + tr_pick(&s, 2);
+    c->layers = 1 + tr_pick(&s, 2);
+    c->eps = 1e-6;
+    c->causal = tr_pick(&s, 2);
+    c->act = CIC_ACT_GELU_TANH;
+    c->d_out = 1 + tr_pick(&s, 6);
+    c->d_cond = 4 + tr_pick(&s, 9);
+    c->final_layer = tr_pick(&s, 2);
+    c->seed = seed;
+    c->dist = CIC_DIST_NORMAL;
+    c->std = 0.1;
+    sh.readout = c->final_layer ? CIC_READOUT_HEAD : CIC_READOUT_RESIDUAL;
+    return sh;
+}
+
+/* shape_str plus the dit fields. */
+static const char *shape_str64(char *buf, size_t cap, const shape *sh)
+{
+    char tmp[512];
+    snprintf(buf, cap, "%s d_cond %d final_layer %d", shape_str(tmp, sizeof tmp, sh),
+             sh->cfg.d_cond, (int)sh->cfg.final_layer);
+    return buf;
+}
+
+/* The k-th test shape of the f64 tests: preln, rmsnorm and dit in turn. */
+static shape shape_draw64(uint64_t seed, int k)
+{
+    shape sh;
+    if (k % 3 == 2)
+        return shape_draw_dit(seed);
+    sh = shape_draw(seed);
+    sh.cfg.block = k % 3 == 0 ? CIC_BLOCK_PRELN : CIC_BLOCK_RMSNORM;
+    return sh;
+}
+
+static double *run_f64m(const cic_model *m, size_t n, enum cic_matmul mm, bool rounded,
+                        const cic_run_opts *o)
+{
+    double *y = cic_calloc(n, sizeof *y);
+    assert_non_null(y);
+    assert_int_equal(cic_engine_f64_run(y, m, mm, rounded, o), 0);
+    return y;
+}
+
+/* ||y - x||_2 / ||x||_2 for a double y, in MPFR at 512 bits (y - x exact:
+ * x has at most 128 bits within a few binades of y). */
+static double rel_norm2_mpd(const double *y, const mpfr_t *x, size_t n)
+{
+    mpfr_t d, num, den, t;
+    size_t i;
+    double r;
+    mpfr_inits2(512, d, num, den, t, (mpfr_ptr)0);
+    mpfr_set_zero(num, 1);
+    mpfr_set_zero(den, 1);
+    for (i = 0; i < n; i++) {
+        mpfr_set_d(t, y[i], MPFR_RNDN);
+        mpfr_sub(d, t, x[i], MPFR_RNDN);
+        mpfr_fma(num, d, d, num, MPFR_RNDN);
+        mpfr_fma(den, x[i], x[i], den, MPFR_RNDN);
+    }
+    mpfr_div(num, num, den, MPFR_RNDN);
+    mpfr_sqrt(num, num, MPFR_RNDN);
+    r = mpfr_get_d(num, MPFR_RNDN);
+    mpfr_clears(d, num, den, t, (mpfr_ptr)0);
+    return r;
+}
+
+/* ||a - b|| / ||b|| for two double vectors, in MPFR (exact differences). */
+static double rel_norm2_dd(const double *a, const double *b, size_t n)
+{
+    mpfr_t d, num, den, ta, tb;
+    size_t i;
+    double r;
+    mpfr_inits2(512, d, num, den, ta, tb, (mpfr_ptr)0);
+    mpfr_set_zero(num, 1);
+    mpfr_set_zero(den, 1);
+    for (i = 0; i < n; i++) {
+        mpfr_set_d(ta, a[i], MPFR_RNDN);
+        mpfr_set_d(tb, b[i], MPFR_RNDN);
+        mpfr_sub(d, ta, tb, MPFR_RNDN);
+        mpfr_fma(num, d, d, num, MPFR_RNDN);
+        mpfr_fma(den, tb, tb, den, MPFR_RNDN);
+    }
+    mpfr_div(num, num, den, MPFR_RNDN);
+    mpfr_sqrt(num, num, MPFR_RNDN);
+    r = mpfr_get_d(num, MPFR_RNDN);
+    mpfr_clears(d, num, den, ta, tb, (mpfr_ptr)0);
+    return r;
+}
+
+static uint64_t f64_bits(double f)
+{
+    uint64_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Index of the first double differing in bits, or -1. */
+static long first_diff_f64(const double *a, const double *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (f64_bits(a[i]) != f64_bits(b[i]))
+            return (long)i;
+    return -1;
+}
+
+/* Both f64 engines (dgemm, fixed order) against MPFR at 128 bits on tiny
+ * preln, rmsnorm and dit blocks: within BOUND64; not equal to the truth
+ * rounded to double everywhere (they really ran in double, not in MPFR:
+ * checked per engine and block kind over all shapes, since a shape with a
+ * handful of outputs can round correctly everywhere by luck); far more
+ * accurate than the f32 engine (so they did not run in float); and the
+ * fixed-order engine bit-reproducible. */
+static void test_f64_vs_mpfr(void **state)
+{
+    int k, mm, kind, n_dit = 0;
+    int differs[CIC_MATMUL_COUNT][3] = {{0}};
+    double worst[CIC_MATMUL_COUNT] = {0, 0};
+    char buf[768];
+    (void)state;
+    for (k = 0; k < n_shapes(); k++) {
+        shape sh = shape_draw64(20000 + (uint64_t)k, k);
+        built b = build(&sh);
+        double bound = f64_bound(&sh);
+        mpfr_t *x = run_mp(&b, 128, NULL);
+        double *xr = cic_calloc(b.n, sizeof *xr), *y[CIC_MATMUL_COUNT], *y2;
+        float *yf = run_f32(&b, CIC_MATMUL_FIXED, NULL);
+        double ef = rel_norm2_mp(yf, (const mpfr_t *)x, b.n);
+        size_t i;
+        long diff;
+        assert_non_null(xr);
+        n_dit += sh.cfg.block == CIC_BLOCK_DIT;
+        for (i = 0; i < b.n; i++)
+            xr[i] = mpfr_get_d(x[i], MPFR_RNDN);
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+            double e;
+            y[mm] = run_f64m(b.m, b.n, (enum cic_matmul)mm, false, NULL);
+            e = rel_norm2_mpd(y[mm], (const mpfr_t *)x, b.n);
+            if (!(e <= bound))
+                fail_msg("%s vs mpfr-128: rel_norm2 %.3g > BOUND64 %.3g (%s); "
+                         "y[0] = %.17g, x[0] = %.17g",
+                         CIC_ENGINE_F64_NAME[mm], e, bound,
+                         shape_str64(buf, sizeof buf, &sh), y[mm][0],
+                         mpfr_get_d(x[0], MPFR_RNDN));
+            if (first_diff_f64(y[mm], xr, b.n) >= 0)
+                differs[mm][k % 3]++;
+            /* f32 errors are ~2^29 times larger; 2^16 leaves room for luck */
+            if (!(e * 0x1p16 <= ef))
+                fail_msg("%s rel_norm2 %.3g not far below f32's %.3g: run in "
+                         "float? (%s)", CIC_ENGINE_F64_NAME[mm], e, ef,
+                         shape_str64(buf, sizeof buf, &sh));
+            if (e / bound > worst[mm])
+                worst[mm] = e / bound;
+        }
+        y2 = run_f64m(b.m, b.n, CIC_MATMUL_FIXED, false, NULL);
+        diff = first_diff_f64(y2, y[CIC_MATMUL_FIXED], b.n);
+        if (diff >= 0)
+            fail_msg("f64 fixed-order not reproducible at %ld: %a vs %a (%s)", diff,
+                     y2[diff], y[CIC_MATMUL_FIXED][diff],
+                     shape_str64(buf, sizeof buf, &sh));
+        free(y2);
+        free(y[0]);
+        free(y[1]);
+        free(yf);
+        free(xr);
+        cic_mpvec_destroy(x, b.n);
+        cic_model_destroy(b.m);
+    }
+    printf("f64 vs mpfr-128 over %d shapes (%d dit): worst rel_norm2 / BOUND64: "
+           "openblas %.3g, fixed-order %.3g\n", n_shapes(), n_dit, worst[0], worst[1]);
+    assert_true(n_dit > 0);
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++)
+        for (kind = 0; kind < 3; kind++) {
+            printf("%s, %s: %d shapes differ from mpfr-128 rounded to double\n",
+                   CIC_ENGINE_F64_NAME[mm], kind == 0 ? "preln" : kind == 1 ? "rmsnorm" : "dit",
+                   differs[mm][kind]);
+            if (differs[mm][kind] == 0)
+                fail_msg("%s equals mpfr-128 rounded to double on every %s "
+                         "shape: not run in double?", CIC_ENGINE_F64_NAME[mm],
+                         kind == 0 ? "preln" : kind == 1 ? "rmsnorm" : "dit");
+        }
+}
+
+/* Plant a fault: lm_head scaled by 1 + 2^-40 (~8000 u of binary64, and
+ * invisible in float32) must push the f64 engines past BOUND64. */
+static void test_f64_bound_catches_fault(void **state)
+{
+    shape sh = shape_draw64(31, 1);
+    built b;
+    mpfr_t *x;
+    int id, mm;
+    size_t i, n;
+    char buf[768];
+    (void)state;
+    sh.readout = CIC_READOUT_HEAD;
+    b = build(&sh);
+    x = run_mp(&b, 128, NULL);
+    id = cic_model_tensor_find(b.m, "lm_head.weight");
+    assert_true(id >= 0);
+    n = (size_t)b.m->t[id].rows * b.m->t[id].cols;
+    /* give the head exact hp values (the f32 ones), then perturb those */
+    assert_int_equal(cic_model_tensor_hp(b.m, id, 128), 0);
+    for (i = 0; i < n; i++) {
+        mpfr_set_flt(b.m->t[id].hp[i], b.m->t[id].f32[i], MPFR_RNDN);
+        mpfr_mul_d(b.m->t[id].hp[i], b.m->t[id].hp[i], 1.0 + 0x1p-40, MPFR_RNDN);
+    }
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+        double *y = run_f64m(b.m, b.n, (enum cic_matmul)mm, false, NULL);
+        double *yr = run_f64m(b.m, b.n, (enum cic_matmul)mm, true, NULL);
+        double e = rel_norm2_mpd(y, (const mpfr_t *)x, b.n);
+        double er = rel_norm2_mpd(yr, (const mpfr_t *)x, b.n);
+        if (!(e > f64_bound(&sh)))
+            fail_msg("%s with the planted fault: %.3g not above BOUND64 %.3g (%s)",
+                     CIC_ENGINE_F64_NAME[mm], e, f64_bound(&sh),
+                     shape_str64(buf, sizeof buf, &sh));
+        /* the rounded weights are the unperturbed f32 ones */
+        if (!(er > 0 && er <= f64_bound(&sh)))
+            fail_msg("%s, rounded weights: %.3g, BOUND64 %.3g (%s)",
+                     CIC_ENGINE_F64_NAME[mm], er, f64_bound(&sh),
+                     shape_str64(buf, sizeof buf, &sh));
+        printf("planted fault, %s: rel_norm2 %.3g = %.3g x BOUND64 (unperturbed "
+               "%.3g x)\n", CIC_ENGINE_F64_NAME[mm], e, e / f64_bound(&sh),
+               er / f64_bound(&sh));
+        free(y);
+        free(yr);
+    }
+    cic_mpvec_destroy(x, b.n);
+    cic_model_destroy(b.m);
+}
+
+/* The FLOPs the f64 engines book equal the f32 engine's, per site, on
+ * preln, rmsnorm and dit blocks, with either weight choice, one sample at
+ * a time too; also on transformed models whose graphs have the FWHT and
+ * per-sample fold ops (adaLN strategies). */
+static void check_flops64(const cic_model *m, size_t n, int ns, const char *what)
+{
+    cic_flop_count f32c, f64c[4];
+    cic_run_opts o;
+    int mm, rw, i, s;
+    memset(&f32c, 0, sizeof f32c);
+    memset(f64c, 0, sizeof f64c);
+    memset(&o, 0, sizeof o);
+    o.flops = &f32c;
+    {
+        float *y = cic_calloc(n, sizeof *y);
+        assert_non_null(y);
+        assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_FIXED, &o), 0);
+        free(y);
+    }
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++)
+        for (rw = 0; rw < 2; rw++) {
+            o.flops = &f64c[mm * 2 + rw];
+            free(run_f64m(m, n, (enum cic_matmul)mm, rw, &o));
+            for (i = 0; i < CIC_SITE_COUNT; i++)
+                if (f64c[mm * 2 + rw].site[i] != f32c.site[i])
+                    fail_msg("%s: site %s: %s%s %.17g, f32 %.17g", what,
+                             CIC_SITE_NAME[i], CIC_ENGINE_F64_NAME[mm],
+                             rw ? " (rounded weights)" : "",
+                             f64c[mm * 2 + rw].site[i], f32c.site[i]);
+        }
+    assert_true(cic_flop_total(&f32c) > 0);
+    /* one sample at a time adds up to the whole run */
+    memset(&f64c[0], 0, sizeof f64c[0]);
+    o.flops = &f64c[0];
+    o.n_samples = 1;
+    for (s = 0; s < ns; s++) {
+        o.sample0 = s;
+        free(run_f64m(m, n / (size_t)ns, CIC_MATMUL_FIXED, false, &o));
+    }
+    for (i = 0; i < CIC_SITE_COUNT; i++)
+        if (f64c[0].site[i] != f32c.site[i])
+            fail_msg("%s: site %s: f64 per-sample sum %.17g, f32 whole %.17g", what,
+                     CIC_SITE_NAME[i], f64c[0].site[i], f32c.site[i]);
+}
+
+static cic_xform_spec spec64(enum cic_xform_kind kind, enum cic_qkind q, bool fast)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    cic_strlcpy(x.name, "x64", sizeof x.name);
+    x.kind = kind;
+    x.after = -1;
+    x.prec = CIC_TPREC_MPFR;
+    x.q = q;
+    x.q_seed = 3;
+    x.mistake = CIC_MISTAKE_NONE;
+    x.expect = CIC_VERDICT_EQUIVALENT;
+    x.stream = CIC_STREAM_CENTERED;
+    x.fast = fast;
+    return x;
+}
+
+static void test_f64_flops(void **state)
+{
+    int k, j;
+    char buf[768];
+    (void)state;
+    for (k = 0; k < n_shapes() / 2; k++) {
+        shape sh = shape_draw64(40000 + (uint64_t)k, k);
+        built b = build(&sh);
+        check_flops64(b.m, b.n, sh.cfg.samples, shape_str64(buf, sizeof buf, &sh));
+        cic_model_destroy(b.m);
+    }
+    /* dit strategies: FWHT (online-unrotate with the fast Hadamard) and
+     * the per-sample folds, d = 16 a power of two */
+    for (j = 0; j < 2; j++) {
+        shape sh = shape_draw_dit(50 + (uint64_t)j);
+        built b;
+        cic_xform_spec x = j == 0 ? spec64(CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, true)
+                                  : spec64(CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, false);
+        cic_diag d;
+        cic_model *t;
+        int i, has = 0;
+        sh.cfg.d_model = 16;
+        sh.cfg.d_mlp = 64;
+        sh.cfg.samples = 2;
+        b = build(&sh);
+        memset(&d, 0, sizeof d);
+        t = cic_xform_apply(b.m, &x, 128, &d);
+        if (!t)
+            fail_msg("cic_xform_apply %s failed (%s)", CIC_XFORM_NAME[x.kind],
+                     shape_str64(buf, sizeof buf, &sh));
+        for (i = 0; i < t->n_ops; i++)
+            has |= j == 0 ? t->ops[i].kind == CIC_OP_FWHT
+                          : t->ops[i].kind == CIC_OP_FOLD_IN_W;
+        if (!has)
+            fail_msg("%s: no %s op in the graph (%s)", CIC_XFORM_NAME[x.kind],
+                     j == 0 ? "fwht" : "fold", shape_str64(buf, sizeof buf, &sh));
+        check_flops64(t, b.n, sh.cfg.samples, CIC_XFORM_NAME[x.kind]);
+        cic_model_destroy(t);
+        cic_model_destroy(b.m);
+    }
+}
+
+/* rounded_weights is wired: on a randomly rotated preln model (transform
+ * at precision mpfr, so the weights carry unrounded hp values) the f64
+ * output with the float32 weights differs from the one with the hp weights
+ * rounded to double, by far more than BOUND64 (the weights moved by ~2^-24
+ * relative); each is within BOUND64 of the MPFR engine given the same
+ * weights. */
+static void test_f64_rounded_weights(void **state)
+{
+    int k, mm;
+    char buf[768];
+    (void)state;
+    for (k = 0; k < 4; k++) {
+        shape sh = shape_draw64(60000 + (uint64_t)k, k % 2);
+        built b = build(&sh);
+        cic_xform_spec x = spec64(CIC_XFORM_ROTATE, CIC_Q_RANDOM, false);
+        cic_diag d;
+        cic_model *t;
+        mpfr_t *xs[2];
+        int rw, has_hp = 0, i;
+        double bound = f64_bound(&sh);
+        if (sh.cfg.block == CIC_BLOCK_PRELN) {
+            /* rotation needs the LayerNorm fused first */
+            cic_xform_spec f = spec64(CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY, false);
+            cic_model *fused;
+            memset(&d, 0, sizeof d);
+            fused = cic_xform_apply(b.m, &f, 128, &d);
+            assert_non_null(fused);
+            cic_model_destroy(b.m);
+            b.m = fused;
+        } else {
+            cic_xform_spec f = spec64(CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY, false);
+            cic_model *folded;
+            memset(&d, 0, sizeof d);
+            folded = cic_xform_apply(b.m, &f, 128, &d);
+            assert_non_null(folded);
+            cic_model_destroy(b.m);
+            b.m = folded;
+        }
+        memset(&d, 0, sizeof d);
+        t = cic_xform_apply(b.m, &x, 128, &d);
+        if (!t)
+            fail_msg("rotate failed (%s)", shape_str64(buf, sizeof buf, &sh));
+        for (i = 0; i < t->n_t; i++)
+            has_hp |= t->t[i].hp != NULL;
+        assert_true(has_hp);
+        for (rw = 0; rw < 2; rw++) {
+            xs[rw] = cic_mpvec_create(b.n, 128);
+            assert_non_null(xs[rw]);
+            assert_int_equal(cic_engine_mpfr_run(xs[rw], t, 128, rw, NULL), 0);
+        }
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+            double *y = run_f64m(t, b.n, (enum cic_matmul)mm, false, NULL);
+            double *yr = run_f64m(t, b.n, (enum cic_matmul)mm, true, NULL);
+            double e = rel_norm2_mpd(y, (const mpfr_t *)xs[0], b.n);
+            double er = rel_norm2_mpd(yr, (const mpfr_t *)xs[1], b.n);
+            double dd = rel_norm2_dd(yr, y, b.n);
+            if (first_diff_f64(y, yr, b.n) < 0 || !(dd > bound))
+                fail_msg("%s: rounded_weights changes nothing (rel diff %.3g, "
+                         "BOUND64 %.3g) (%s)", CIC_ENGINE_F64_NAME[mm], dd, bound,
+                         shape_str64(buf, sizeof buf, &sh));
+            if (!(e <= bound) || !(er <= bound))
+                fail_msg("%s on the rotated model vs mpfr-128: hp weights %.3g, "
+                         "rounded weights %.3g, BOUND64 %.3g (%s)",
+                         CIC_ENGINE_F64_NAME[mm], e, er, bound,
+                         shape_str64(buf, sizeof buf, &sh));
+            free(y);
+            free(yr);
+        }
+        cic_mpvec_destroy(xs[0], b.n);
+        cic_mpvec_destroy(xs[1], b.n);
+        cic_model_destroy(t);
+        cic_model_destroy(b.m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -579,6 +1032,10 @@ int main(void)
         cmocka_unit_test(test_bound_catches_fault),
         cmocka_unit_test(test_mpfr_engine),
         cmocka_unit_test(test_flops),
+        cmocka_unit_test(test_f64_vs_mpfr),
+        cmocka_unit_test(test_f64_bound_catches_fault),
+        cmocka_unit_test(test_f64_flops),
+        cmocka_unit_test(test_f64_rounded_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,4 +1,4 @@
-/* engine.h: the two engines that run a cic_model graph (DESIGN.md section 4).
+/* engine.h: the engines that run a cic_model graph (DESIGN.md section 4).
  *
  * The f32 engine is the fast kernel: OpenBLAS sgemm (or a fixed-order loop
  * that gives the same bits on every CPU) and float elementwise code. The MPFR
@@ -38,6 +38,15 @@ typedef struct {
  * runs out. */
 int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
                        const cic_run_opts *o);
+
+/* Run the graph in float64: the f32 engine's graph, formulas, order of
+ * operations and FLOP bookings in double (dgemm or the fixed-order loop).
+ * Weights and inputs are the unrounded hp values rounded to double when
+ * present (and not rounded_weights), else their float32 values. out as for
+ * the f32 engine. Returns 0, or -1 when memory runs out. */
+extern const char *const CIC_ENGINE_F64_NAME[CIC_MATMUL_COUNT]; /* "f64-openblas", ... */
+int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
+                       bool rounded_weights, const cic_run_opts *o);
 
 /* Run the graph in MPFR at prec bits. Weights are the unrounded transformed
  * values (tensor hp) unless rounded_weights, then their float32 roundings.

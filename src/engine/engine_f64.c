@@ -1,0 +1,50 @@
+/* engine_f64.c: the float64 engine, the template engine_real.h instantiated
+ * with double: the f32 engine's graph, formulas, order of operations and
+ * FLOP bookings, in double precision (OpenBLAS dgemm or the fixed-order
+ * loop; exp/erf/tanh/sqrt from libm). It sits between the f32 engine and
+ * the MPFR reference: what the f32 errors become when only the arithmetic
+ * changes. Weights and inputs are the tensors' unrounded hp values rounded
+ * to double (round to nearest) when present and !rounded_weights, else
+ * their float32 values (exact in double); each tensor is converted once per
+ * run and freed at its end. */
+#define REAL double
+#define RC(x) x
+#define R_GEMM cblas_dgemm
+#define R_EXP exp
+#define R_ERF erf
+#define R_TANH tanh
+#define R_SQRT sqrt
+#define R_VALS_OWNED 1
+#define R_VALS_CREATE f64_vals_create
+
+#include "../model/model.h"
+
+#include <stdbool.h>
+#include <stdlib.h>
+
+/* All rows*cols values of weight or input tensor t as double. */
+static double *f64_vals_create(const cic_tensor *t, bool rounded)
+{
+    size_t i, n = (size_t)t->rows * (size_t)t->cols;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    if (t->hp && !rounded)
+        for (i = 0; i < n; i++)
+            v[i] = mpfr_get_d(t->hp[i], MPFR_RNDN);
+    else
+        for (i = 0; i < n; i++)
+            v[i] = (double)t->f32[i];
+    return v;
+}
+
+#include "engine_real.h"
+
+const char *const CIC_ENGINE_F64_NAME[CIC_MATMUL_COUNT] = {"f64-openblas",
+                                                           "f64-fixed-order"};
+
+int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
+                       bool rounded_weights, const cic_run_opts *o)
+{
+    return real_run(out, m, mm, rounded_weights, o);
+}
