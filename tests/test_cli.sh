@@ -115,6 +115,14 @@ grep -q "per sample: 0 broken .*, 1 equivalent .*, 2 broken" "$tmp/out" &&
     ok "static-fold equivalent on its calibration sample only" ||
     bad "static-fold equivalent on its calibration sample only"
 
+# verdicts from the f64 engine agree with MPFR's: exact transforms near 1e-15,
+# known mistakes broken
+for c in cases/layernorm.toml cases/known-breaks/skip-mean-bake.toml; do
+    sed 's/^mpfr_prec = 128$/mpfr_prec = 128\nverdict = "f64"/' "$c" >"$tmp/v64.toml"
+    expect_rc 0 "f64 verdicts: $c" "$bin" run --quiet --no-color --no-baseline --out "$tmp/rep64" "$tmp/v64.toml"
+    grep -q "^[a-z-]* *f64 " "$tmp/out" && ok "f64 exactness rows: $c" || bad "f64 exactness rows: $c"
+done
+
 # the regression gate: bless, then an unchanged run, a planted regression
 # (a baseline edited to a better value) and a planted truth change
 kb=cases/known-breaks/skip-mean-bake.toml

@@ -36,6 +36,7 @@ const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
 const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT] = {"centered", "mean-preserving"};
+const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT] = {"mpfr", "f64"};
 const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT] = {
     "d_model", "tokens",  "layers", "seed",   "mpfr_prec", "outlier_scale",
     "heads",   "samples", "d_cond", "std"};
@@ -76,7 +77,7 @@ static const char *const cic__model_keys[] = {
 static const char *const cic__weights_keys[] = {"dist", "std",
                                                 "outlier_channels",
                                                 "outlier_scale"};
-static const char *const cic__engines_keys[] = {"f32", "mpfr_prec"};
+static const char *const cic__engines_keys[] = {"f32", "mpfr_prec", "verdict"};
 static const char *const cic__readout_keys[] = {"kind"};
 static const char *const cic__xform_keys[] = {
     "name",    "kind",   "after", "precision", "q",          "seed",
@@ -859,6 +860,7 @@ static int cic__load_engines(cic__ctx *x, cic_case *c, const cic_toml_node *et)
     c->f32_openblas = true;
     c->f32_fixed = true;
     c->mpfr_prec = 128;
+    c->verdict_engine = CIC_VERDICT_ENGINE_MPFR;
     if (!et)
         return CIC_OK;
     if ((rc = cic__check_keys(x, &t, cic__engines_keys,
@@ -912,6 +914,13 @@ static int cic__load_engines(cic__ctx *x, cic_case *c, const cic_toml_node *et)
     if ((rc = cic__get_intf(x, &t, "mpfr_prec", 64, 1024, &c->mpfr_prec, NULL,
                             NULL)))
         return rc;
+    {
+        int v = CIC_VERDICT_ENGINE_MPFR;
+        if ((rc = cic__get_enum(x, &t, "verdict", CIC_VERDICT_ENGINE_NAME,
+                                CIC_VERDICT_ENGINE_COUNT, &v, NULL, NULL)))
+            return rc;
+        c->verdict_engine = (enum cic_verdict_engine)v;
+    }
     return CIC_OK;
 }
 

@@ -128,6 +128,11 @@ enum cic_verdict {
     CIC_VERDICT_COUNT
 };
 enum cic_readout { CIC_READOUT_HEAD, CIC_READOUT_RESIDUAL, CIC_READOUT_COUNT };
+/* Which engine decides the exactness verdict: MPFR at mpfr_prec (the
+ * transformed model with unrounded weights against the original), or the
+ * f64 engine (fixed-order matmul, for model sizes where MPFR runs of every
+ * transformed model are too slow; thresholds relative to double). */
+enum cic_verdict_engine { CIC_VERDICT_ENGINE_MPFR, CIC_VERDICT_ENGINE_F64, CIC_VERDICT_ENGINE_COUNT };
 /* How a rotated dit stream keeps LayerNorm exact: a centered stream (C Q at
  * the writers, the norm becomes RMSNorm) or a mean-preserving Q (Q 1 = 1,
  * the norm stays LayerNorm). */
@@ -145,6 +150,7 @@ extern const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT];
 extern const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT];
 extern const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT];
 extern const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT];
+extern const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT];
 
 typedef struct {
     enum cic_block_kind block;
@@ -242,6 +248,7 @@ typedef struct {
     bool f32_openblas;
     bool f32_fixed;
     int mpfr_prec;
+    enum cic_verdict_engine verdict_engine; /* [engines] verdict, default mpfr */
     enum cic_readout readout;
     cic_xform_spec xf[CIC_MAX_XFORMS];
     int n_xf;

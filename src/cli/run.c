@@ -40,6 +40,8 @@ typedef struct {
     cic_model *xm[CIC_MAX_XFORMS];
     size_t rows, cols, n;
     mpfr_t *truth;
+    mpfr_t *ref;      /* what ce compares with: truth, or the original in f64 */
+    mpfr_t *ref_own;  /* ref when it is not the truth */
     float *before[CIC_MATMUL_COUNT];
     cic_flop_count base_counted, base_analytical;
     cic_result *res;
@@ -370,6 +372,36 @@ static int stage_before(run *r)
     return 0;
 }
 
+/* The exactness row's engine: "mpfr", or "f64" when the case asks for the
+ * f64 engine to give the verdicts. */
+static const char *verdict_label(const run *r)
+{
+    return CIC_VERDICT_ENGINE_NAME[r->c.verdict_engine];
+}
+
+/* Run m in the f64 engine (fixed-order matmul: the same bits on every CPU)
+ * into out (exact conversion of the doubles), then map the readout. */
+static int run_f64(run *r, mpfr_t *out, const cic_model *m, bool rounded,
+                   cic_flop_count *fc)
+{
+    double *y = cic_calloc(r->n, sizeof *y);
+    cic_run_opts o;
+    size_t k;
+    int rc;
+    if (!y)
+        return -1;
+    memset(&o, 0, sizeof o);
+    o.flops = fc;
+    rc = cic_engine_f64_run(y, m, CIC_MATMUL_FIXED, rounded, &o);
+    if (rc == 0) {
+        for (k = 0; k < r->n; k++)
+            mpfr_set_d(out[k], y[k], MPFR_RNDN);
+        rc = map_out(r, out, (const mpfr_t *)out, m);
+    }
+    free(y);
+    return rc;
+}
+
 static int stage_xform(run *r, int i, cic_diag *d)
 {
     const cic_xform_spec *xs = &r->c.xf[i];
@@ -396,26 +428,41 @@ static int stage_xform(run *r, int i, cic_diag *d)
     memset(&counted, 0, sizeof counted);
     memset(&o, 0, sizeof o);
     o.flops = &counted;
-    progress(r, "transform %s: MPFR, unrounded weights", xs->name);
-    if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
-        map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
-        goto cleanup;
-    progress(r, "transform %s: MPFR, float32 weights", xs->name);
-    memset(&o, 0, sizeof o);
-    if (cic_engine_mpfr_run(yrw, m, r->prec, true, &o) < 0 ||
-        map_out(r, yrw, (const mpfr_t *)yrw, m) < 0)
-        goto cleanup;
+    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64) {
+        cic_flop_count scratch;
+        memset(&scratch, 0, sizeof scratch);
+        progress(r, "transform %s: f64, unrounded weights", xs->name);
+        if (run_f64(r, yhp, m, false, &counted) < 0)
+            goto cleanup;
+        progress(r, "transform %s: f64, float32 weights", xs->name);
+        if (run_f64(r, yrw, m, true, &scratch) < 0)
+            goto cleanup;
+    } else {
+        progress(r, "transform %s: MPFR, unrounded weights", xs->name);
+        if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
+            map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
+            goto cleanup;
+        progress(r, "transform %s: MPFR, float32 weights", xs->name);
+        memset(&o, 0, sizeof o);
+        if (cic_engine_mpfr_run(yrw, m, r->prec, true, &o) < 0 ||
+            map_out(r, yrw, (const mpfr_t *)yrw, m) < 0)
+            goto cleanup;
+    }
     if (r->c.model.block == CIC_BLOCK_DIT)
         cic_flops_dit(&analytical, &r->c.model, xs);
     else
         cic_flops_analytical(&analytical, &r->c.model, r->c.readout,
                              cic_flops_norm_after(&r->c, i));
 
-    ce = cic_metric_rel_diff((const mpfr_t *)yhp, (const mpfr_t *)r->truth, r->n, r->prec);
-    w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->truth, r->n, r->prec);
+    /* the verdict compares like with like: MPFR with the MPFR truth, or f64
+     * with the original model in f64 */
+    ce = cic_metric_rel_diff((const mpfr_t *)yhp, (const mpfr_t *)r->ref, r->n, r->prec);
+    w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->ref, r->n, r->prec);
     cic_xform_thresholds(&eq, &br, xs, r->prec);
+    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64 && eq < 0x1p-30)
+        eq = 0x1p-30; /* double rounding of both runs: near 1e-15, far below */
 
-    mx = new_result(r, xs->name, "mpfr");
+    mx = new_result(r, xs->name, verdict_label(r));
     mx->has_verdict = true;
     mx->expect = xs->expect;
     mx->ce_residual = ce;
@@ -428,7 +475,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
         enum cic_verdict want = xs->expect;
         mx->per_sample[s].sample = s;
         mx->per_sample[s].ce_residual = cic_metric_rel_diff(
-            (const mpfr_t *)yhp + (size_t)s * per, (const mpfr_t *)r->truth + (size_t)s * per,
+            (const mpfr_t *)yhp + (size_t)s * per, (const mpfr_t *)r->ref + (size_t)s * per,
             per, r->prec);
         mx->per_sample[s].verdict = cic_xform_verdict(mx->per_sample[s].ce_residual, eq, br);
         /* static-fold is exact on its calibration sample only: there it
@@ -489,7 +536,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
         x->metrics.has_decomp = 1;
         fill_flops(r, &x->flops, &fc, &analytical, sites_equal(&fc, &counted));
     }
-    snprintf(nm, sizeof nm, "mpfr:%s", xs->name);
+    snprintf(nm, sizeof nm, "%s:%s", verdict_label(r), xs->name);
     save_out(r, nm, NULL, yhp);
     yhp = NULL;
     rc = 0;
@@ -727,6 +774,18 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         cic_diag_set(&d, path, 0, 0, "out of memory computing the truth");
         goto fail;
     }
+    r->ref = r->truth;
+    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64) {
+        cic_flop_count fc;
+        memset(&fc, 0, sizeof fc);
+        progress(r, "verdict reference: original model in f64");
+        r->ref_own = cic_mpvec_create(r->n, r->prec);
+        if (!r->ref_own || run_f64(r, r->ref_own, r->orig, false, &fc) < 0) {
+            cic_diag_set(&d, path, 0, 0, "out of memory running the f64 engine");
+            goto fail;
+        }
+        r->ref = r->ref_own;
+    }
     for (i = 0; i < r->c.n_xf; i++)
         if (stage_xform(r, i, &d) < 0)
             goto fail;
@@ -738,8 +797,8 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         if (!r->saved[i].mp)
             continue;
         for (k = 0; k < r->n_res; k++)
-            if (!strcmp(r->res[k].engine, "mpfr") &&
-                !strcmp(r->saved[i].name + 5, r->res[k].transform))
+            if (!strcmp(r->res[k].engine, verdict_label(r)) &&
+                !strcmp(r->saved[i].name + strlen(verdict_label(r)) + 1, r->res[k].transform))
                 mp_sha256(r->res[k].mpfr_sha256, (const mpfr_t *)r->saved[i].mp, r->n);
     }
 
@@ -794,7 +853,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     for (i = 0; i < r->n_res && !a->compact; i++) {
         const cic_result *x = &r->res[i];
         int s;
-        if (!x->has_verdict || strcmp(x->engine, "mpfr") != 0)
+        if (!x->has_verdict || strcmp(x->engine, verdict_label(r)) != 0)
             continue;
         if (x->verdict != x->expect)
             printf("FAIL expectation %s: verdict %s, expected %s (ce_residual %.3g)\n",
@@ -866,6 +925,7 @@ cleanup:
         cic_model_destroy(r->xm[i]);
     cic_model_destroy(r->orig);
     cic_mpvec_destroy(r->truth, r->n);
+    cic_mpvec_destroy(r->ref_own, r->n);
     free(r->res);
     free(r->gates);
     free(r);
