@@ -721,6 +721,14 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
             goto cleanup;
         }
     }
+    if (a->shard && !a->preloaded && !r->c.sweep.on) {
+        cic_diag_set(&d, r->c.path, 0, 0,
+                     "--shard splits the points of a sweep, and case '%s' has no [sweep] table",
+                     r->c.name);
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
     if (r->c.sweep.on && !a->preloaded) {
         /* a sweep: its points are cases of their own */
         char sdir[1200];
