@@ -74,6 +74,56 @@ static void progress(run *r, const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* ---- progress bar (MPFR work on a terminal) ---- */
+
+/* State of one MPFR run's bar: drawn on stderr when it is a TTY, once the
+ * run has taken a second, with the share of the run's FLOPs done and an ETA
+ * from the rate so far. Elsewhere the stage lines are all the progress. */
+typedef struct {
+    run *r;
+    const char *label;
+    double total, t0;
+    bool drawn;
+} bar;
+
+static void bar_tick(void *ctx, double done)
+{
+    bar *b = ctx;
+    double el = now() - b->t0, f = b->total > 0 ? done / b->total : 0;
+    int i, w = 30, fill;
+    if (el < 1.0 || f <= 0)
+        return;
+    if (f > 1)
+        f = 1;
+    fill = (int)(f * w);
+    fprintf(stderr, "\r[%s] %-28.28s [", b->r->c.name, b->label);
+    for (i = 0; i < w; i++)
+        fputc(i < fill ? '#' : '-', stderr);
+    fprintf(stderr, "] %3.0f%% ETA %4.0fs ", 100 * f, el / f - el);
+    fflush(stderr);
+    b->drawn = true;
+}
+
+/* Hook the bar into o when stderr is a terminal and progress is wanted. */
+static void bar_start(bar *b, run *r, const char *label, double total, cic_run_opts *o)
+{
+    b->r = r;
+    b->label = label;
+    b->total = total;
+    b->t0 = now();
+    b->drawn = false;
+    if (!r->a->quiet && isatty(fileno(stderr))) {
+        o->progress = bar_tick;
+        o->progress_ctx = b;
+    }
+}
+
+static void bar_end(bar *b)
+{
+    if (b->drawn)
+        fputc('\n', stderr);
+}
+
 /* ---- readout map ---- */
 
 /* dst = map(src) for model m: the residual readout in the original basis,
@@ -275,13 +325,22 @@ static int stage_truth(run *r, cic_report *rep)
     cic_run_opts o;
     mpfr_t *cert = NULL;
     size_t per = (size_t)r->c.model.tokens * r->cols, i;
+    bar cb;
     double maxrel = 0;
     bool same = true;
+    bar b;
     memset(&o, 0, sizeof o);
     o.flops = &r->base_counted;
     progress(r, "truth: original model in MPFR at %ld bits", (long)r->prec);
+    if (r->c.model.block == CIC_BLOCK_DIT)
+        cic_flops_dit(&r->base_analytical, &r->c.model, NULL);
+    else
+        cic_flops_analytical(&r->base_analytical, &r->c.model, r->c.readout,
+                             cic_flops_norm_original(&r->c.model));
+    bar_start(&b, r, "truth", cic_flop_total(&r->base_analytical), &o);
     if (cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
         return -1;
+    bar_end(&b);
     if (map_out(r, r->truth, (const mpfr_t *)r->truth, r->orig) < 0)
         return -1;
     /* certify on sample 0 at prec + 64 */
@@ -291,6 +350,7 @@ static int stage_truth(run *r, cic_report *rep)
         return -1;
     memset(&o, 0, sizeof o);
     o.n_samples = 1;
+    bar_start(&cb, r, "certify", cic_flop_total(&r->base_analytical) / r->c.model.samples, &o);
     if (cic_engine_mpfr_run(cert, r->orig, r->prec + 64, false, &o) < 0) {
         cic_mpvec_destroy(cert, per);
         return -1;
@@ -324,6 +384,7 @@ static int stage_truth(run *r, cic_report *rep)
         mpfr_clear(diff);
     }
     cic_mpvec_destroy(cert, per);
+    bar_end(&cb);
     rep->truth_cert_diff = maxrel;
     /* a handful of roundings at prec bits each: far below 2^(16 - prec) */
     rep->truth_certified = same && maxrel <= ldexp(1.0, 16 - (int)r->prec);
@@ -438,15 +499,27 @@ static int stage_xform(run *r, int i, cic_diag *d)
         if (run_f64(r, yrw, m, true, &scratch) < 0)
             goto cleanup;
     } else {
+        bar b;
+        double total;
+        if (r->c.model.block == CIC_BLOCK_DIT)
+            cic_flops_dit(&analytical, &r->c.model, xs);
+        else
+            cic_flops_analytical(&analytical, &r->c.model, r->c.readout,
+                                 cic_flops_norm_after(&r->c, i));
+        total = cic_flop_total(&analytical);
         progress(r, "transform %s: MPFR, unrounded weights", xs->name);
+        bar_start(&b, r, xs->name, total, &o);
         if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
             map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
             goto cleanup;
+        bar_end(&b);
         progress(r, "transform %s: MPFR, float32 weights", xs->name);
         memset(&o, 0, sizeof o);
+        bar_start(&b, r, xs->name, total, &o);
         if (cic_engine_mpfr_run(yrw, m, r->prec, true, &o) < 0 ||
             map_out(r, yrw, (const mpfr_t *)yrw, m) < 0)
             goto cleanup;
+        bar_end(&b);
     }
     if (r->c.model.block == CIC_BLOCK_DIT)
         cic_flops_dit(&analytical, &r->c.model, xs);

@@ -31,6 +31,10 @@ typedef struct {
     int sample0;    /* run samples sample0 .. sample0+n_samples-1 */
     int n_samples;  /* 0: all samples */
     cic_flop_count *flops; /* added to when not NULL */
+    /* MPFR engine: called after every op with the FLOPs done so far in this
+     * run (for progress bars); may be NULL */
+    void (*progress)(void *ctx, double done);
+    void *progress_ctx;
 } cic_run_opts;
 
 /* Run the graph in float32. out receives the readout rows (n_samples *

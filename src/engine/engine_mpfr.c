@@ -738,6 +738,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
         default:
             CIC_ASSERT(0 && "op kind");
         }
+        if (o && o->progress)
+            o->progress(o->progress_ctx, cic_flop_total(&r.fc));
         for (k = 0; k < 3; k++) {
             int t = op->in[k];
             if (t >= 0 && last[t] == i && t != m->output && m->t[t].role == CIC_T_ACT) {
