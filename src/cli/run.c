@@ -255,34 +255,6 @@ static void fill_flops(run *r, cic_flops *f, const cic_flop_count *counted,
     f->n_sites = i;
 }
 
-/* Value of a gate metric on a row; false when the row lacks it. */
-static bool metric_value(const cic_result *x, const char *metric, double *v)
-{
-    const cic_metrics *m = &x->metrics;
-    if (strcmp(metric, "ce_residual") == 0) {
-        *v = x->ce_residual;
-        return x->has_verdict;
-    }
-    if (!x->has_metrics)
-        return false;
-    if (!strcmp(metric, "max_abs")) *v = m->max_abs;
-    else if (!strcmp(metric, "rel_norm2")) *v = m->rel_norm2;
-    else if (!strcmp(metric, "ulp_row.max")) *v = m->ulp_row.max;
-    else if (!strcmp(metric, "ulp_row.p99")) *v = m->ulp_row.p99;
-    else if (!strcmp(metric, "ulp_row.mean")) *v = m->ulp_row.mean;
-    else if (!strcmp(metric, "ulp_elem.max")) *v = m->ulp_elem.max;
-    else if (!strcmp(metric, "ulp_elem.p99")) *v = m->ulp_elem.p99;
-    else if (!strcmp(metric, "ulp_elem.mean")) *v = m->ulp_elem.mean;
-    else if (!strcmp(metric, "nonfinite")) *v = (double)m->nonfinite;
-    else if (!strncmp(metric, "drift.", 6)) {
-        if (!m->has_drift)
-            return false;
-        *v = !strcmp(metric, "drift.max") ? m->drift.max
-           : !strcmp(metric, "drift.p99") ? m->drift.p99 : m->drift.mean;
-    } else
-        return false;
-    return true;
-}
 
 static bool name_match(const char *pat, const char *s)
 {
@@ -300,7 +272,7 @@ static void eval_gates(run *r)
             cic_gate_result *gr;
             if (!name_match(gs->transform, x->transform) || !name_match(gs->engine, x->engine))
                 continue;
-            if (!metric_value(x, gs->metric, &v))
+            if (!cic_result_metric(x, gs->metric, &v))
                 continue;
             gr = &r->gates[r->n_gates++];
             memset(gr, 0, sizeof *gr);
@@ -320,6 +292,17 @@ static void eval_gates(run *r)
 
 /* ---- stages ---- */
 
+/* Closed-form FLOPs of the original model (i = -1) or of transform i. */
+static void flops_formula(const run *r, cic_flop_count *fc, int i)
+{
+    if (r->c.model.block == CIC_BLOCK_DIT)
+        cic_flops_dit(fc, &r->c.model, i >= 0 ? &r->c.xf[i] : NULL);
+    else
+        cic_flops_analytical(fc, &r->c.model, r->c.readout,
+                             i >= 0 ? cic_flops_norm_after(&r->c, i)
+                                    : cic_flops_norm_original(&r->c.model));
+}
+
 static int stage_truth(run *r, cic_report *rep)
 {
     cic_run_opts o;
@@ -332,11 +315,7 @@ static int stage_truth(run *r, cic_report *rep)
     memset(&o, 0, sizeof o);
     o.flops = &r->base_counted;
     progress(r, "truth: original model in MPFR at %ld bits", (long)r->prec);
-    if (r->c.model.block == CIC_BLOCK_DIT)
-        cic_flops_dit(&r->base_analytical, &r->c.model, NULL);
-    else
-        cic_flops_analytical(&r->base_analytical, &r->c.model, r->c.readout,
-                             cic_flops_norm_original(&r->c.model));
+    flops_formula(r, &r->base_analytical, -1);
     bar_start(&b, r, "truth", cic_flop_total(&r->base_analytical), &o);
     if (cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
         return -1;
@@ -388,11 +367,6 @@ static int stage_truth(run *r, cic_report *rep)
     rep->truth_cert_diff = maxrel;
     /* a handful of roundings at prec bits each: far below 2^(16 - prec) */
     rep->truth_certified = same && maxrel <= ldexp(1.0, 16 - (int)r->prec);
-    if (r->c.model.block == CIC_BLOCK_DIT)
-        cic_flops_dit(&r->base_analytical, &r->c.model, NULL);
-    else
-        cic_flops_analytical(&r->base_analytical, &r->c.model, r->c.readout,
-                             cic_flops_norm_original(&r->c.model));
     return 0;
 }
 
@@ -486,6 +460,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
     yrw = cic_mpvec_create(r->n, r->prec);
     if (!yhp || !yrw)
         goto cleanup;
+    flops_formula(r, &analytical, i);
     memset(&counted, 0, sizeof counted);
     memset(&o, 0, sizeof o);
     o.flops = &counted;
@@ -501,11 +476,6 @@ static int stage_xform(run *r, int i, cic_diag *d)
     } else {
         bar b;
         double total;
-        if (r->c.model.block == CIC_BLOCK_DIT)
-            cic_flops_dit(&analytical, &r->c.model, xs);
-        else
-            cic_flops_analytical(&analytical, &r->c.model, r->c.readout,
-                                 cic_flops_norm_after(&r->c, i));
         total = cic_flop_total(&analytical);
         progress(r, "transform %s: MPFR, unrounded weights", xs->name);
         bar_start(&b, r, xs->name, total, &o);
@@ -521,12 +491,6 @@ static int stage_xform(run *r, int i, cic_diag *d)
             goto cleanup;
         bar_end(&b);
     }
-    if (r->c.model.block == CIC_BLOCK_DIT)
-        cic_flops_dit(&analytical, &r->c.model, xs);
-    else
-        cic_flops_analytical(&analytical, &r->c.model, r->c.readout,
-                             cic_flops_norm_after(&r->c, i));
-
     /* the verdict compares like with like: MPFR with the MPFR truth, or f64
      * with the original model in f64 */
     ce = cic_metric_rel_diff((const mpfr_t *)yhp, (const mpfr_t *)r->ref, r->n, r->prec);

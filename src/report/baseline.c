@@ -50,6 +50,34 @@ static cic_regress_result *add(rlist *l, enum cic_regress_rule rule, const char 
     return g;
 }
 
+bool cic_result_metric(const cic_result *x, const char *metric, double *v)
+{
+    const cic_metrics *m = &x->metrics;
+    if (strcmp(metric, "ce_residual") == 0) {
+        *v = x->ce_residual;
+        return x->has_verdict;
+    }
+    if (!x->has_metrics)
+        return false;
+    if (!strcmp(metric, "max_abs")) *v = m->max_abs;
+    else if (!strcmp(metric, "rel_norm2")) *v = m->rel_norm2;
+    else if (!strcmp(metric, "ulp_row.max")) *v = m->ulp_row.max;
+    else if (!strcmp(metric, "ulp_row.p99")) *v = m->ulp_row.p99;
+    else if (!strcmp(metric, "ulp_row.mean")) *v = m->ulp_row.mean;
+    else if (!strcmp(metric, "ulp_elem.max")) *v = m->ulp_elem.max;
+    else if (!strcmp(metric, "ulp_elem.p99")) *v = m->ulp_elem.p99;
+    else if (!strcmp(metric, "ulp_elem.mean")) *v = m->ulp_elem.mean;
+    else if (!strcmp(metric, "nonfinite")) *v = (double)m->nonfinite;
+    else if (!strncmp(metric, "drift.", 6)) {
+        if (!m->has_drift)
+            return false;
+        *v = !strcmp(metric, "drift.max") ? m->drift.max
+           : !strcmp(metric, "drift.p99") ? m->drift.p99 : m->drift.mean;
+    } else
+        return false;
+    return true;
+}
+
 static const char *jstr(json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -77,30 +105,6 @@ static void equal_text(rlist *l, enum cic_regress_rule rule, const char *xf, con
     g->pass = strcmp(old, now) == 0;
 }
 
-/* The current value of a metric on a row, by the names report.json uses. */
-static bool row_metric(const cic_result *x, const char *name, double *v)
-{
-    const cic_metrics *m = &x->metrics;
-    if (!x->has_metrics)
-        return false;
-    if (!strcmp(name, "max_abs")) *v = m->max_abs;
-    else if (!strcmp(name, "rel_norm2")) *v = m->rel_norm2;
-    else if (!strcmp(name, "ulp_row.max")) *v = m->ulp_row.max;
-    else if (!strcmp(name, "ulp_row.p99")) *v = m->ulp_row.p99;
-    else if (!strcmp(name, "ulp_row.mean")) *v = m->ulp_row.mean;
-    else if (!strcmp(name, "ulp_elem.max")) *v = m->ulp_elem.max;
-    else if (!strcmp(name, "ulp_elem.p99")) *v = m->ulp_elem.p99;
-    else if (!strcmp(name, "ulp_elem.mean")) *v = m->ulp_elem.mean;
-    else if (!strcmp(name, "nonfinite")) *v = (double)m->nonfinite;
-    else if (!strncmp(name, "drift.", 6)) {
-        if (!m->has_drift)
-            return false;
-        *v = !strcmp(name, "drift.max") ? m->drift.max
-           : !strcmp(name, "drift.p99") ? m->drift.p99 : m->drift.mean;
-    } else
-        return false;
-    return true;
-}
 
 static json_t *json_metric(json_t *metrics, const char *name)
 {
@@ -139,7 +143,7 @@ static void compare_row(rlist *l, const cic_result *x, json_t *b, const cic_tole
         cic_regress_result *g;
         double limit;
         bool ulp = strncmp(metrics[k], "ulp", 3) == 0 || strncmp(metrics[k], "drift", 5) == 0;
-        if (!row_metric(x, metrics[k], &now))
+        if (!cic_result_metric(x, metrics[k], &now))
             continue;
         g = add(l, CIC_RULE_METRIC, x->transform, x->engine, metrics[k]);
         if (!g)

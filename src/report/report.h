@@ -123,6 +123,11 @@ typedef struct {
     int exit_code;             /* 0, 1, 2 or 3 as the CLI returns it */
 } cic_report;
 
+/* The value of a metric on a result row by the names gates and report.json
+ * use ("rel_norm2", "ulp_row.p99", "drift.max", "ce_residual", ...); false
+ * when the row does not have it. */
+bool cic_result_metric(const cic_result *x, const char *metric, double *v);
+
 /* Fill env from the libraries linked in (mpfr_get_version, gmp_version,
  * openblas_get_config, openblas_get_corename, openblas_get_num_threads) and
  * the compiler macros. */
