@@ -133,8 +133,7 @@ static int map_out(run *r, mpfr_t *dst, const mpfr_t *src, const cic_model *m)
 {
     size_t i, j, rows = r->rows, cols = r->cols;
     mpfr_prec_t sp = r->prec;
-    /* the head readout is already in the original basis */
-    const mpfr_t *q = m->output == m->residual ? (const mpfr_t *)m->out_q : NULL;
+    const mpfr_t *q = (const mpfr_t *)m->out_q;
     if (q && m->out_q_prec > sp)
         sp = m->out_q_prec;
     if (q) {
@@ -179,7 +178,7 @@ static int map_out(run *r, mpfr_t *dst, const mpfr_t *src, const cic_model *m)
 
 static bool needs_map(const cic_model *m)
 {
-    return (m->out_q != NULL && m->output == m->residual) || m->center_out;
+    return m->out_q != NULL || m->center_out;
 }
 
 /* Map a float output in place (mapped in MPFR, rounded once back to

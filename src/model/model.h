@@ -106,7 +106,8 @@ typedef struct {
     int output;      /* tensor id of the readout */
     int residual;    /* tensor id of the last residual stream */
     /* Residual readout: the map back to the original basis, applied in MPFR
-     * to every engine's output: y Q^T, then centered when center_out. */
+     * to every engine's output: y Q^T, then centered when center_out. Set
+     * only when the readout is the residual stream. */
     mpfr_t *out_q;   /* d x d at out_q_prec, NULL = identity */
     mpfr_prec_t out_q_prec;
     bool center_out;

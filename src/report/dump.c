@@ -68,7 +68,7 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
         }
         n++;
     }
-    if (m->out_q && m->output == m->residual) {
+    if (m->out_q) {
         /* the residual readout's map back to the original basis */
         size_t dd = (size_t)m->cfg.d_model * m->cfg.d_model, j;
         f64[m->n_t] = cic_calloc(dd, sizeof **f64);

@@ -388,8 +388,9 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     }
     if (rotate_right(c, m->input, q, d) < 0)
         goto cleanup;
-    /* the readout map accumulates: X' = X Q_old Q */
-    if (m->out_q) {
+    /* the readout map accumulates: X' = X Q_old Q (kept only for the
+     * residual readout; a head readout is in the original basis already) */
+    if (m->output == m->residual && m->out_q) {
         mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
         nq = cic_mpvec_create(dd, op);
         if (!nq)
@@ -402,7 +403,7 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
         m->out_q = nq;
         m->out_q_prec = op;
         nq = NULL;
-    } else {
+    } else if (m->output == m->residual) {
         m->out_q = q;
         m->out_q_prec = c->p;
         q = NULL;
