@@ -5,6 +5,9 @@
 
 #include <math.h>
 #include <string.h>
+#if defined(__x86_64__)
+#include <x86intrin.h>
+#endif
 
 int cic_dot_scratch_init(cic_dot_scratch *s, size_t cap, mpfr_prec_t prec)
 {
@@ -41,8 +44,232 @@ void cic_dot_scratch_clear(cic_dot_scratch *s)
     memset(s, 0, sizeof *s);
 }
 
+/* The exact sum in integers. Every finite MPFR value is M * 2^(e - 64 L)
+ * with M its L-limb significand, so a product x_i y_i is the (Lx + Ly)-limb
+ * integer Mx My at the weight 2^(ex + ey - 64 (Lx + Ly)). Placed in a
+ * fixed-point accumulator whose unit is the smallest such weight, the
+ * products add exactly with integer carries; positive and negative terms go
+ * to two accumulators (carries stay short), and their difference is rounded
+ * once by mpfr_set_z_2exp. A correctly rounded result is unique, so this
+ * returns the same bits as exact products plus mpfr_sum, at a fraction of
+ * the cost (no MPFR call per term). It declines (returns -1) on NaN or Inf,
+ * when every term is zero (signed-zero rules), on factors of over 512 bits
+ * together (8 limbs) or when the terms span more than the accumulator holds;
+ * the caller then takes the MPFR path. */
+#define DOT_MAX_LIMBS 8   /* Lx + Ly: up to 256-bit by 256-bit factors */
+#define DOT_ACC_LIMBS 64  /* 4096 bits of exponent span */
+
+typedef unsigned __int128 dot_u128;
+
+#define DOT_INLINE static inline __attribute__((always_inline))
+
+/* *a += b + c (c a carry of 0 or 1); returns the carry out. */
+DOT_INLINE mp_limb_t addc(mp_limb_t *a, mp_limb_t b, mp_limb_t c)
+{
+#if defined(__x86_64__) && GMP_NUMB_BITS == 64
+    unsigned long long r;
+    c = _addcarry_u64((unsigned char)c, *a, b, &r);
+    *a = r;
+    return c;
+#else
+    dot_u128 t = (dot_u128)*a + b + c;
+    *a = (mp_limb_t)t;
+    return (mp_limb_t)(t >> 64);
+#endif
+}
+
+static int limbs_of(mpfr_srcptr v)
+{
+    return (int)((mpfr_get_prec(v) + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
+}
+
+/* acc[off..] += p[0..np) << sh, carries rippling up; acc has room. np is a
+ * constant where it is inlined, so the loops unroll. */
+DOT_INLINE void acc_add(mp_limb_t *acc, int w, int off, const mp_limb_t *p, int np, unsigned sh)
+{
+    mp_limb_t q[DOT_MAX_LIMBS + 1], c = 0;
+    int k;
+    if (np < 1 || np > DOT_MAX_LIMBS)
+        __builtin_unreachable(); /* callers check the limb counts */
+    if (sh) {
+        q[0] = p[0] << sh;
+#pragma GCC unroll 8
+        for (k = 1; k < np; k++)
+            q[k] = (p[k] << sh) | (p[k - 1] >> (GMP_NUMB_BITS - sh));
+        q[np] = p[np - 1] >> (GMP_NUMB_BITS - sh);
+    } else {
+#pragma GCC unroll 8
+        for (k = 0; k < np; k++)
+            q[k] = p[k];
+        q[np] = 0;
+    }
+    acc += off;
+#pragma GCC unroll 9
+    for (k = 0; k <= np; k++)
+        c = addc(&acc[k], q[k], c);
+    for (k = np + 1; c && off + k < w; k++) {
+        acc[k]++;
+        c = acc[k] == 0;
+    }
+}
+
+/* p[0..la+lb) = a[0..la) * b[0..lb) */
+DOT_INLINE void limbs_mul(mp_limb_t *p, const mp_limb_t *a, int la, const mp_limb_t *b, int lb)
+{
+    int i, j;
+#pragma GCC unroll 8
+    for (i = 0; i < la + lb; i++)
+        p[i] = 0;
+#pragma GCC unroll 4
+    for (j = 0; j < lb; j++) {
+        mp_limb_t c = 0;
+#pragma GCC unroll 4
+        for (i = 0; i < la; i++) {
+            dot_u128 t = (dot_u128)a[i] * b[j] + p[i + j] + c;
+            p[i + j] = (mp_limb_t)t;
+            c = (mp_limb_t)(t >> 64);
+        }
+        p[j + la] = c;
+    }
+}
+
+/* Pass 2 for factors of la and lb limbs each (constants where inlined):
+ * every product added at its place, positive and negative apart. ebase is
+ * the accumulator's unit plus 64 (la + lb). */
+DOT_INLINE void dot_pass2(mp_limb_t *pos, mp_limb_t *neg, int w, const mpfr_t *x, size_t incx,
+                          const mpfr_t *y, size_t incy, size_t n, mpfr_exp_t ebase, int la,
+                          int lb)
+{
+    mp_limb_t p[DOT_MAX_LIMBS];
+    size_t i;
+    for (i = 0; i < n; i++) {
+        mpfr_srcptr a = x[i * incx], b = y[i * incy];
+        unsigned long s; /* >= 0: ebase is the least weight */
+        if (!mpfr_regular_p(a) || !mpfr_regular_p(b))
+            continue;
+        limbs_mul(p, mpfr_custom_get_significand(a), la, mpfr_custom_get_significand(b), lb);
+        s = (unsigned long)(mpfr_custom_get_exp(a) + mpfr_custom_get_exp(b) - ebase);
+        acc_add(mpfr_signbit(a) != mpfr_signbit(b) ? neg : pos, w, (int)(s / GMP_NUMB_BITS), p,
+                la + lb, (unsigned)(s % GMP_NUMB_BITS));
+    }
+}
+
+int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,
+                     size_t n, mpfr_srcptr bias)
+{
+    mp_limb_t pos[DOT_ACC_LIMBS], neg[DOT_ACC_LIMBS];
+    mpfr_exp_t emin = 0, emax = 0; /* set by the first nonzero term */
+    mpz_t z;
+    mp_limb_t *hi;
+    size_t i, nz = 0;
+    mpfr_prec_t pa = 0, pb = 0;
+    int w, k, la = 0, lb = 0, sz, sign;
+
+    /* pass 1: the span of the terms' weights, and one limb count per side */
+    for (i = 0; i < n; i++) {
+        mpfr_srcptr a = x[i * incx], b = y[i * incy];
+        mpfr_exp_t e;
+        if (!mpfr_regular_p(a) || !mpfr_regular_p(b)) {
+            if (!mpfr_number_p(a) || !mpfr_number_p(b))
+                return -1; /* NaN or Inf: MPFR's rules */
+            continue;      /* an exact zero product */
+        }
+        e = mpfr_custom_get_exp(a) + mpfr_custom_get_exp(b);
+        if (nz == 0) {
+            pa = mpfr_get_prec(a);
+            pb = mpfr_get_prec(b);
+            la = limbs_of(a);
+            lb = limbs_of(b);
+            if (la + lb > DOT_MAX_LIMBS)
+                return -1;
+            emin = emax = e;
+        } else if (mpfr_get_prec(a) != pa || mpfr_get_prec(b) != pb) {
+            return -1; /* mixed precisions within a vector */
+        }
+        if (e < emin)
+            emin = e;
+        if (e > emax)
+            emax = e;
+        nz++;
+    }
+    if (nz == 0)
+        return -1; /* signed zeros: MPFR's rules */
+    emin -= GMP_NUMB_BITS * (la + lb); /* the weight of the lowest product bit */
+    if (bias && !mpfr_zero_p(bias)) {
+        if (!mpfr_regular_p(bias) || limbs_of(bias) > DOT_MAX_LIMBS)
+            return -1;
+        k = limbs_of(bias);
+        if (mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k < emin)
+            emin = mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k;
+        if (mpfr_custom_get_exp(bias) > emax)
+            emax = mpfr_custom_get_exp(bias);
+    }
+    /* n < 2^63 terms below 2^emax sum below 2^(emax + 63): one spare limb */
+    if (emax - emin > (mpfr_exp_t)GMP_NUMB_BITS * (DOT_ACC_LIMBS - 2))
+        return -1;
+    w = (int)((emax - emin) / GMP_NUMB_BITS) + 2;
+    memset(pos, 0, (size_t)w * sizeof *pos);
+    memset(neg, 0, (size_t)w * sizeof *neg);
+
+    /* pass 2, specialised for the common limb counts */
+#define DOT_CASE(A, B)                                                                 \
+    case (A) * 16 + (B):                                                               \
+        dot_pass2(pos, neg, w, x, incx, y, incy, n, emin + GMP_NUMB_BITS * ((A) + (B)), \
+                  (A), (B));                                                           \
+        break
+    switch (la * 16 + lb) {
+    DOT_CASE(1, 1);
+    DOT_CASE(2, 1);
+    DOT_CASE(1, 2);
+    DOT_CASE(2, 2);
+    DOT_CASE(3, 1); /* the truth's recheck at prec + 64 = 192 bits */
+    DOT_CASE(3, 3);
+    DOT_CASE(4, 1);
+    DOT_CASE(4, 4);
+    default:
+        dot_pass2(pos, neg, w, x, incx, y, incy, n, emin + GMP_NUMB_BITS * (la + lb), la, lb);
+    }
+#undef DOT_CASE
+    if (bias && !mpfr_zero_p(bias)) {
+        mpfr_exp_t s;
+        k = limbs_of(bias);
+        s = mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k - emin;
+        acc_add(mpfr_signbit(bias) ? neg : pos, w, (int)(s / GMP_NUMB_BITS),
+                mpfr_custom_get_significand(bias), k, (unsigned)(s % GMP_NUMB_BITS));
+    }
+
+    /* the difference, with its sign; an exact zero is +0 (RNDN) as in mpfr_sum */
+    sign = mpn_cmp(pos, neg, w);
+    if (sign >= 0) {
+        mpn_sub_n(pos, pos, neg, w);
+        hi = pos;
+    } else {
+        mpn_sub_n(neg, neg, pos, w);
+        hi = neg;
+    }
+    sz = w;
+    while (sz > 0 && hi[sz - 1] == 0)
+        sz--;
+    if (sz == 0) {
+        mpfr_set_zero(r, 1);
+        return 0;
+    }
+    mpz_roinit_n(z, hi, sign >= 0 ? sz : -sz);
+    mpfr_set_z_2exp(r, z, emin, MPFR_RNDN);
+    return 0;
+}
+
 void cic_mp_dot(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                 size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s)
+{
+    CIC_ASSERT(n <= s->cap);
+    if (cic_mp_dot_fixed(r, x, incx, y, incy, n, bias) == 0)
+        return;
+    cic_mp_dot_mpfr(r, x, incx, y, incy, n, bias, s);
+}
+
+void cic_mp_dot_mpfr(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
+                     size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s)
 {
     size_t i, k = 0;
     CIC_ASSERT(n <= s->cap);

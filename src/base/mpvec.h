@@ -1,11 +1,13 @@
 /* mpvec.h: MPFR vectors and the one dot-product kernel every high-precision
  * computation in cicheck goes through (transforms, the MPFR engine, metrics).
  *
- * A dot product is correctly rounded: every product x_i*y_i is formed exactly
- * in a scratch variable of 2*prec bits (exact because both factors carry at
- * most prec bits), then mpfr_sum adds them with a single rounding. This is the
- * fastest correctly rounded method MPFR 4.2 offers, and being order
- * independent, its bits do not depend on how work is split across threads. */
+ * A dot product is correctly rounded: the exact sum of the exact products,
+ * rounded once. The fast path adds the products as integers in a fixed-point
+ * accumulator (no MPFR call per term); the MPFR path forms every product
+ * exactly at 2*prec bits and adds them with mpfr_sum, and is taken for NaN,
+ * Inf, all-zero sums and extreme exponent spans. A correctly rounded result
+ * is unique, so both give the same bits, whatever the order of the terms or
+ * the split of work across threads. */
 #ifndef CIC_MPVEC_H
 #define CIC_MPVEC_H
 
@@ -31,6 +33,15 @@ void cic_dot_scratch_clear(cic_dot_scratch *s);
  * bias but not an element of x or y. */
 void cic_mp_dot(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                 size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s);
+/* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
+ * NaN or Inf, every term zero, factors of over 512 bits together, an exponent span over
+ * 3968 bits. */
+int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
+                     size_t incy, size_t n, mpfr_srcptr bias);
+/* The same through exact MPFR products and mpfr_sum only (the reference the
+ * fast path is tested against). */
+void cic_mp_dot_mpfr(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
+                     size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s);
 
 /* A vector of n MPFR values at prec bits, set to +0; NULL on failure.
  * Destroy with the same n; destroy(NULL, n) is a no-op. */

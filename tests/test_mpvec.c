@@ -1,0 +1,240 @@
+/* test_mpvec.c: the fixed-point fast path of the dot product against exact
+ * MPFR products plus mpfr_sum, bit for bit, over precisions, mixed
+ * precisions, strides, cancellation, zeros, biases and exponent spans; and
+ * the cases where it must decline. */
+#include "testutil.h"
+
+#include "base/mpgemm.h"
+#include "base/mpvec.h"
+#include "base/rng.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+/* A random value at v's precision: a random significand of every bit, an
+ * exponent in [-span, span], a random sign; zero with probability pz/16. */
+static void rand_value(mpfr_ptr v, uint64_t key, uint64_t *ctr, int span, int pz)
+{
+    mpfr_prec_t p = mpfr_get_prec(v), done = 0;
+    uint64_t u = cic_rng_u64(key, (*ctr)++);
+    mpfr_t t;
+    if ((int)(u & 15) < pz) {
+        mpfr_set_zero(v, (u >> 4) & 1 ? -1 : 1);
+        return;
+    }
+    mpfr_init2(t, p);
+    mpfr_set_ui(v, 0, MPFR_RNDN);
+    while (done < p) {
+        /* 32 fresh bits at a time, exact at p bits after the final scaling */
+        mpfr_mul_2ui(v, v, 32, MPFR_RNDN);
+        mpfr_add_ui(v, v, (unsigned long)(cic_rng_u64(key, (*ctr)++) >> 32), MPFR_RNDN);
+        done += 32;
+    }
+    mpfr_set(t, v, MPFR_RNDZ); /* keep p leading bits */
+    mpfr_set(v, t, MPFR_RNDN);
+    if (mpfr_zero_p(v))
+        mpfr_set_ui(v, 1, MPFR_RNDN);
+    mpfr_set_exp(v, span ? (mpfr_exp_t)(cic_rng_u64(key, (*ctr)++) % (uint64_t)(2 * span + 1)) - span
+                         : 1);
+    if ((u >> 5) & 1)
+        mpfr_neg(v, v, MPFR_RNDN);
+    mpfr_clear(t);
+}
+
+static void check_equal(mpfr_srcptr got, mpfr_srcptr want, const char *what, int trial)
+{
+    if (mpfr_equal_p(got, want) && mpfr_signbit(got) == mpfr_signbit(want))
+        return;
+    if (mpfr_nan_p(got) && mpfr_nan_p(want))
+        return;
+    mpfr_fprintf(stderr, "%s, trial %d: got %Ra, want %Ra\n", what, trial, got, want);
+    fail_msg("fast dot product differs from the MPFR reference (%s)", what);
+}
+
+typedef struct {
+    mpfr_prec_t px, py, pr;
+    int span, pz, n;
+    bool bias, cancel;
+    size_t incx, incy;
+} shape;
+
+/* Runs trials of one shape; returns how many the fast path took. */
+static int run_shape(const shape *sh, int trials, uint64_t key)
+{
+    size_t nx = (size_t)sh->n * sh->incx + 1, ny = (size_t)sh->n * sh->incy + 1;
+    mpfr_t *x = cic_mpvec_create(nx, sh->px), *y = cic_mpvec_create(ny, sh->py);
+    mpfr_t got, want, b, any;
+    mpfr_prec_t pmax = sh->px > sh->py ? sh->px : sh->py;
+    cic_dot_scratch sc;
+    uint64_t ctr = 0;
+    int t, fast = 0;
+    size_t i;
+    assert_non_null(x);
+    assert_non_null(y);
+    assert_int_equal(cic_dot_scratch_init(&sc, (size_t)sh->n, pmax), 0);
+    mpfr_inits2(sh->pr, got, want, any, (mpfr_ptr)0);
+    mpfr_init2(b, 2 * pmax);
+    for (t = 0; t < trials; t++) {
+        for (i = 0; i < nx; i++)
+            rand_value(x[i], key, &ctr, sh->span, sh->pz);
+        for (i = 0; i < ny; i++)
+            rand_value(y[i], key, &ctr, sh->span, sh->pz);
+        if (sh->cancel && sh->n >= 2) {
+            /* the second half cancels the first exactly, but one term */
+            int h = sh->n / 2, k;
+            for (k = 0; k < h; k++) {
+                mpfr_neg(x[(size_t)(h + k) * sh->incx], x[(size_t)k * sh->incx], MPFR_RNDN);
+                mpfr_set(y[(size_t)(h + k) * sh->incy], y[(size_t)k * sh->incy], MPFR_RNDN);
+            }
+            if (t % 3 == 0 && (sh->n & 1)) /* and sometimes exactly zero */
+                mpfr_set_zero(x[(size_t)(sh->n - 1) * sh->incx], 1);
+        }
+        rand_value(b, key, &ctr, sh->span, sh->pz);
+        cic_mp_dot_mpfr(want, (const mpfr_t *)x, sh->incx, (const mpfr_t *)y, sh->incy,
+                        (size_t)sh->n, sh->bias ? b : NULL, &sc);
+        mpfr_set_nan(got);
+        if (cic_mp_dot_fixed(got, (const mpfr_t *)x, sh->incx, (const mpfr_t *)y, sh->incy,
+                             (size_t)sh->n, sh->bias ? b : NULL) == 0) {
+            fast++;
+            check_equal(got, want, "fast path", t);
+        } else {
+            assert_true(mpfr_nan_p(got)); /* declined: r untouched */
+        }
+        cic_mp_dot(got, (const mpfr_t *)x, sh->incx, (const mpfr_t *)y, sh->incy,
+                   (size_t)sh->n, sh->bias ? b : NULL, &sc);
+        check_equal(got, want, "cic_mp_dot", t);
+        if (sh->bias && sh->pr == 2 * pmax) {
+            /* r may alias the bias */
+            mpfr_set(any, b, MPFR_RNDN);
+            cic_mp_dot(any, (const mpfr_t *)x, sh->incx, (const mpfr_t *)y, sh->incy,
+                       (size_t)sh->n, any, &sc);
+            check_equal(any, want, "aliased bias", t);
+        }
+    }
+    mpfr_clears(got, want, b, any, (mpfr_ptr)0);
+    cic_dot_scratch_clear(&sc);
+    cic_mpvec_destroy(x, nx);
+    cic_mpvec_destroy(y, ny);
+    return fast;
+}
+
+static void test_fast_equals_mpfr(void **state)
+{
+    static const shape shapes[] = {
+        /* px, py, pr, span, pz, n, bias, cancel, incx, incy */
+        { 128, 24, 128, 8, 0, 64, false, false, 1, 1 },   /* activations x f32 weights */
+        { 128, 24, 128, 8, 2, 1152, true, false, 1, 1 },
+        { 128, 128, 128, 20, 1, 72, false, false, 1, 7 }, /* attention, strided */
+        { 128, 128, 256, 6, 0, 33, true, true, 3, 1 },    /* cancellation, bias 2p */
+        { 24, 24, 24, 4, 0, 17, false, true, 1, 1 },
+        { 53, 53, 53, 30, 3, 100, true, false, 2, 2 },
+        { 64, 53, 64, 100, 0, 50, false, false, 1, 1 },
+        { 200, 24, 200, 3, 0, 40, true, true, 1, 1 },
+        { 256, 256, 512, 10, 1, 31, true, true, 1, 1 },   /* largest fast factors */
+        { 65, 129, 100, 60, 4, 9, true, false, 1, 1 },    /* limbs not full */
+        { 128, 24, 128, 1900, 0, 20, false, false, 1, 1 },/* spans near the limit */
+        { 128, 128, 128, 8, 15, 5, true, false, 1, 1 },   /* mostly zeros */
+        { 128, 128, 128, 8, 0, 1, false, false, 1, 1 },
+    };
+    size_t k;
+    int trials = 40 * cic_test_multiplier();
+    (void)state;
+    for (k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        int fast = run_shape(&shapes[k], trials, cic_rng_key(k, "test_mpvec"));
+        /* ordinary shapes must really exercise the fast path */
+        if (shapes[k].span <= 100 && shapes[k].pz < 15)
+            assert_true(fast >= trials * 3 / 4);
+    }
+}
+
+static void test_declines(void **state)
+{
+    mpfr_t *x = cic_mpvec_create(4, 128), *y = cic_mpvec_create(4, 128);
+    mpfr_t r, big;
+    int i;
+    (void)state;
+    mpfr_init2(r, 128);
+    for (i = 0; i < 4; i++) {
+        mpfr_set_si(x[i], i + 1, MPFR_RNDN);
+        mpfr_set_si(y[i], 2 * i - 3, MPFR_RNDN);
+    }
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 4, NULL), 0);
+    assert_int_equal(mpfr_cmp_si(r, 1 * -3 + 2 * -1 + 3 * 1 + 4 * 3), 0);
+    /* exact cancellation gives +0 */
+    mpfr_set_si(y[0], 9, MPFR_RNDN);
+    mpfr_set_si(y[1], -1, MPFR_RNDN);
+    mpfr_set_si(y[2], -1, MPFR_RNDN);
+    mpfr_set_si(y[3], -1, MPFR_RNDN);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 4, NULL), 0);
+    assert_true(mpfr_zero_p(r) && !mpfr_signbit(r));
+    /* Inf, NaN, all zero: declined */
+    mpfr_set_inf(x[2], 1);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 4, NULL), -1);
+    mpfr_set_nan(x[2]);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 4, NULL), -1);
+    for (i = 0; i < 4; i++)
+        mpfr_set_zero(x[i], -1);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 4, NULL), -1);
+    /* a span beyond the accumulator */
+    mpfr_set_ui_2exp(x[0], 1, 3000, MPFR_RNDN);
+    mpfr_set_ui_2exp(x[1], 1, -3000, MPFR_RNDN);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 2, NULL), -1);
+    /* factors of over 512 bits together */
+    mpfr_init2(big, 300);
+    mpfr_set_ui(big, 3, MPFR_RNDN);
+    assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)&big, 1, (const mpfr_t *)&big, 1, 1,
+                                      NULL), -1);
+    mpfr_clears(r, big, (mpfr_ptr)0);
+    cic_mpvec_destroy(x, 4);
+    cic_mpvec_destroy(y, 4);
+}
+
+/* dgemm products of MPFR matrices, all four transposition layouts, against
+ * correctly rounded dots: double accuracy, and transposes not mixed up
+ * (a wrong layout gives errors of the data's size). */
+static void test_gemm_f64(void **state)
+{
+    enum { M = 7, N = 5, K = 9 };
+    mpfr_t *a = cic_mpvec_create(M * K, 53), *b = cic_mpvec_create(K * N, 53);
+    mpfr_t *c = cic_mpvec_create(M * N, 53), *want = cic_mpvec_create(M * N, 53);
+    cic_dot_scratch sc;
+    int ta, tb, i, j;
+    (void)state;
+    assert_int_equal(cic_dot_scratch_init(&sc, K, 53), 0);
+    for (i = 0; i < M * K; i++)
+        mpfr_set_d(a[i], cic_rng_uniform(1, (uint64_t)i) - 0.5, MPFR_RNDN);
+    for (i = 0; i < K * N; i++)
+        mpfr_set_d(b[i], cic_rng_uniform(2, (uint64_t)i) - 0.5, MPFR_RNDN);
+    for (ta = 0; ta < 2; ta++)
+        for (tb = 0; tb < 2; tb++) {
+            /* op(A)[i,p] = ta ? A[p*M + i] : A[i*K + p]; likewise for B */
+            assert_int_equal(cic_mp_gemm_f64(c, (const mpfr_t *)a, ta, (const mpfr_t *)b, tb, M,
+                                             N, K),
+                             0);
+            for (i = 0; i < M; i++)
+                for (j = 0; j < N; j++) {
+                    cic_mp_dot(want[i * N + j], (const mpfr_t *)a + (ta ? i : i * K),
+                               ta ? M : 1, (const mpfr_t *)b + (tb ? j * K : j), tb ? 1 : N, K,
+                               NULL, &sc);
+                    cic_assert_close(mpfr_get_d(c[i * N + j], MPFR_RNDN),
+                                     mpfr_get_d(want[i * N + j], MPFR_RNDN), 0, 1e-14);
+                }
+        }
+    cic_dot_scratch_clear(&sc);
+    cic_mpvec_destroy(a, M * K);
+    cic_mpvec_destroy(b, K * N);
+    cic_mpvec_destroy(c, M * N);
+    cic_mpvec_destroy(want, M * N);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fast_equals_mpfr),
+        cmocka_unit_test(test_declines),
+        cmocka_unit_test(test_gemm_f64),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    mpfr_free_cache();
+    return rc;
+}
