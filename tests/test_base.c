@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <mpfr.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- helpers ---- */
 
@@ -688,6 +689,119 @@ static void test_rng_golden(void **state)
     }
 }
 
+/* ---- rng.c: the double path of cic_rng_fill_f32 against MPFR ---- */
+
+/* A wrong fast path, for the planted fault: the same double formula as
+ * rng.c, converted to binary32 toward zero instead of to nearest. */
+static void fill_rz(float *x, uint64_t n, uint64_t key, int dist, double std)
+{
+    uint64_t i;
+    for (i = 0; i < n; i++) {
+        double y;
+        float f;
+        if (dist == 0) {
+            double r = sqrt(-2.0 * log(cic_rng_uniform(key, i & ~(uint64_t)1)));
+            double t = 2 * 3.14159265358979323846 * cic_rng_uniform(key, i | 1);
+            y = r * ((i & 1) ? sin(t) : cos(t)) * std;
+        } else {
+            y = (2.0 * cic_rng_uniform(key, i) - 1.0) * sqrt(3.0) * std;
+        }
+        f = (float)y;
+        if (fabs((double)f) > fabs(y))
+            f = nextafterf(f, 0.0f);
+        x[i] = f;
+    }
+}
+
+/* Values whose bits differ; the first one in *first. */
+static uint64_t fill_mismatches(const float *got, const float *want, uint64_t n,
+                                uint64_t *first)
+{
+    uint64_t i, bad = 0;
+    for (i = 0; i < n; i++)
+        if (f32_bits(got[i]) != f32_bits(want[i]) && bad++ == 0)
+            *first = i;
+    return bad;
+}
+
+/* cic_rng_fill_f32 (double path with an error bound, MPFR fallback) gives
+ * the bits of the MPFR definition, _cic_rng_fill_f32_mp, value for value:
+ * 2^20 values (times CIC_TEST_MULTIPLIER) per dist over the stds the models
+ * use, odd lengths included (a lone cos at the end), random stream keys
+ * (CIC_TEST_SEED to replay); then the stds that take the fallback, per
+ * value (|y| below 2^-100 or above 2^100) or for the whole fill (zero,
+ * subnormal, huge, not finite). The planted faults show the comparison
+ * sees a single flipped bit and a fast path that rounds toward zero. */
+static void test_rng_fill_fast_vs_mp(void **state)
+{
+    static const double stds[] = {1.0, 0.02, 0.029462782549439476 /* 1/sqrt(1152) */, 3.7};
+    static const double odd[] = {1e-30, 1e30, -0.5, 0.0, -0.0, 0x1p-300, 0x1.fp-301,
+                                 1e-310, 1e300, INFINITY, -INFINITY, NAN};
+    const char *env = getenv("CIC_TEST_SEED");
+    uint64_t seed = env ? strtoull(env, NULL, 0) : (uint64_t)time(NULL) ^ (uint64_t)clock();
+    uint64_t n = ((uint64_t)1 << 18) * (uint64_t)cic_test_multiplier();
+    float *a = malloc((n + 1) * sizeof *a), *b = malloc((n + 1) * sizeof *b);
+    uint64_t total_fb[2] = {0, 0}, total_n[2] = {0, 0}, first = 0, bad;
+    int dist;
+    size_t k;
+    (void)state;
+    assert_true(a && b);
+    for (dist = 0; dist <= 1; dist++) {
+        for (k = 0; k < sizeof stds / sizeof stds[0]; k++) {
+            uint64_t m = n + (k & 1), key = cic_rng_key(seed + k, "blocks.0.mlp.fc1.weight");
+            uint64_t fb = _cic_rng_fill_f32_count(a, m, key, dist, stds[k]);
+            _cic_rng_fill_f32_mp(b, m, key, dist, stds[k]);
+            bad = fill_mismatches(a, b, m, &first);
+            if (bad)
+                fail_msg("seed %llu dist %d std %a n %llu: %llu values differ, first "
+                         "[%llu] %a (0x%08x), MPFR %a (0x%08x)",
+                         (unsigned long long)seed, dist, stds[k], (unsigned long long)m,
+                         (unsigned long long)bad, (unsigned long long)first,
+                         (double)a[first], f32_bits(a[first]), (double)b[first],
+                         f32_bits(b[first]));
+            total_fb[dist] += fb;
+            total_n[dist] += m;
+            if (dist == 0 && k == 0) {
+                /* planted faults: one flipped bit; rounding toward zero */
+                uint64_t j = cic_rng_u64(seed, 1) % m;
+                float keep = a[j];
+                uint32_t u = f32_bits(a[j]) ^ 1u;
+                memcpy(&a[j], &u, sizeof u);
+                assert_int_equal(fill_mismatches(a, b, m, &first), 1);
+                assert_int_equal(first, j);
+                a[j] = keep;
+                fill_rz(a, m, key, dist, stds[k]);
+                bad = fill_mismatches(a, b, m, &first);
+                assert_true(bad > m / 4);
+            }
+        }
+        print_message("rng fill dist %d (seed %llu): %llu values bit-equal to MPFR, "
+                      "%llu took the fallback\n",
+                      dist, (unsigned long long)seed, (unsigned long long)total_n[dist],
+                      (unsigned long long)total_fb[dist]);
+    }
+    for (dist = 0; dist <= 1; dist++)
+        for (k = 0; k < sizeof odd / sizeof odd[0]; k++) {
+            uint64_t m = 1025, key = cic_rng_key(seed, "odd"), fb;
+            fb = _cic_rng_fill_f32_count(a, m, key, dist, odd[k]);
+            _cic_rng_fill_f32_mp(b, m, key, dist, odd[k]);
+            bad = fill_mismatches(a, b, m, &first);
+            if (bad)
+                fail_msg("seed %llu dist %d std %a: %llu values differ, first [%llu] "
+                         "0x%08x, MPFR 0x%08x",
+                         (unsigned long long)seed, dist, odd[k], (unsigned long long)bad,
+                         (unsigned long long)first, f32_bits(a[first]), f32_bits(b[first]));
+            if (k < 2) /* |y| around 2^-100 or 2^100: some values each way */
+                assert_true(fb > 0 && fb < m);
+            else if (k == 2)
+                assert_true(fb < 4);
+            else if (odd[k] != 0x1p-300)
+                assert_true(fb == m); /* the whole fill in MPFR */
+        }
+    free(a);
+    free(b);
+}
+
 /* ---- base.c ---- */
 
 static void test_mul_size_calloc(void **state)
@@ -763,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_rng_uniform_normal_moments),
         cmocka_unit_test(test_rng_fill),
         cmocka_unit_test(test_rng_golden),
+        cmocka_unit_test(test_rng_fill_fast_vs_mp),
         cmocka_unit_test(test_mul_size_calloc),
         cmocka_unit_test(test_diag_strlcpy),
     };

@@ -29,7 +29,16 @@ float cic_rng_normal_f32(uint64_t key, uint64_t i);
 
 /* Fill x[0..n) with std * normal (dist 0) or std * sqrt(3) * (2u - 1)
  * (dist 1, uniform with that std), formed at 64 bits and rounded to
- * binary32. */
+ * binary32. The bits are those of the MPFR definition (_cic_rng_fill_f32_mp);
+ * most values are computed in double and proved to round the same way
+ * (rng.c has the error bound), the rest in MPFR. */
 void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std);
+
+/* For tests and benchmarks. _cic_rng_fill_f32_mp: the same fill, every value
+ * through MPFR (the definition, and the speed before the double path).
+ * _cic_rng_fill_f32_count: cic_rng_fill_f32, returning how many values took
+ * the MPFR fallback (n when the whole fill did). */
+void _cic_rng_fill_f32_mp(float *x, uint64_t n, uint64_t key, int dist, double std);
+uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, double std);
 
 #endif
