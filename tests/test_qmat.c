@@ -6,8 +6,12 @@
  * Haar sign fix against the Gaussian itself), and the sign fix's distribution
  * (mean of Q_00 near 0). Hadamard: entries +-RN(1/sqrt d), the sign pattern
  * checked in integers (S^T S = d I) and against H_K (x) Sylvester's
- * (-1)^popcount(i & j) and the seed's sign vector, for powers of two and
- * Paley orders up to d = 1152; every base H_K orthogonal in integers;
+ * (-1)^popcount(i & j) and the seed's sign vector, for powers of two,
+ * Paley orders up to d = 1152 and the Williamson orders 156 and 172 (with
+ * 312 = 156 * 2 and 688 = 172 * 4); every base H_K orthogonal in integers,
+ * a planted fault caught; the K chosen for each d pinned, Paley before
+ * Williamson; the engines' fast transform (butterflies, then the blocks
+ * mixed by H_K) replayed in integers and equal to the dense Q's signs;
  * unsupported sizes refused with a suggestion. orth_error itself
  * is checked on matrices whose answer is known exactly.
  * CIC_TEST_MULTIPLIER adds seeds. */
@@ -322,7 +326,7 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
     }
     /* the sign pattern in integers: S^T S = d I exactly (skipped for the
      * largest sizes, whose base is checked alone in test_hadamard_bases) */
-    for (i = 0; d <= 256 && i < n; i++)
+    for (i = 0; d <= 704 && i < n; i++)
         for (j = 0; j < n; j++) {
             long dot = 0;
             for (k = 0; k < n; k++)
@@ -391,12 +395,33 @@ static void test_hadamard_paley(void **state)
     check_hadamard(1152, 8, 53);
 }
 
+/* The number of (i, j) with (H H^T)_ij != K delta_ij for a K x K +-1
+ * matrix, in integers; with verbose, prints the first few. */
+static long base_defects(const signed char *h, int K, int verbose)
+{
+    long bad = 0;
+    int i, j, k;
+    for (i = 0; i < K; i++)
+        for (j = 0; j < K; j++) {
+            long dot = 0;
+            for (k = 0; k < K; k++)
+                dot += (long)h[(size_t)i * K + k] * h[(size_t)j * K + k];
+            if (dot != (i == j ? K : 0) && bad++ < 3 && verbose)
+                print_message("base %d: (H H^T)_%d,%d = %ld\n", K, i, j, dot);
+        }
+    return bad;
+}
+
 /* Every base order K, built by code (Sylvester, Paley I over GF(p^m), Paley
- * II): H H^T = K I in integers, row 0 and column 0 all +1, the smallest K
- * chosen, and cic_hadamard_base_order agreeing. 40 = 20 * 2 uses K = 20;
- * 156 and 172 (Williamson-type) have no construction here. Also orders over
- * the prime powers 27 (Paley I, 28), 25 (Paley II, 52), 49 (Paley II, 100),
- * 81 (Paley II, 164), 243 (Paley I, 244). */
+ * II, Williamson): H H^T = K I in integers, row 0 and column 0 all +1, the K
+ * chosen, and cic_hadamard_base_order agreeing. The smallest K with a
+ * Sylvester or Paley base wins, so 40 = 20 * 2 uses K = 20; a Williamson
+ * base only when there is none: 156 and 172 use theirs, but 312, 624, 1248
+ * (156 * 2^k) keep the Paley I base 312 (311 prime) and 344, 688 (172 *
+ * 2^k) the Paley I base 344 (343 = 7^3), as before the Williamson bases
+ * existed. 92 (Williamson n = 23, not in the table) stays unsupported. Also
+ * orders over the prime powers 27 (Paley I, 28), 25 (Paley II, 52), 49
+ * (Paley II, 100), 81 (Paley II, 164), 243 (Paley I, 244). */
 static void test_hadamard_bases(void **state)
 {
     static const struct {
@@ -406,14 +431,16 @@ static void test_hadamard_bases(void **state)
         { 20, 20 },   { 28, 28 },   { 36, 36 },   { 40, 20 },   { 52, 52 },
         { 60, 60 },   { 108, 108 }, { 140, 140 }, { 148, 148 }, { 44, 44 },
         { 100, 100 }, { 164, 164 }, { 244, 244 }, { 24, 12 },   { 1152, 36 },
-        { 156, 0 },   { 172, 0 },   { 92, 0 },    { 6, 0 },     { 3, 0 },
-        { 0, 0 },     { -4, 0 },
+        { 156, 156 }, { 172, 172 }, { 312, 312 }, { 624, 312 }, { 1248, 312 },
+        { 344, 344 }, { 688, 344 }, { 92, 0 },    { 6, 0 },     { 3, 0 },
+        { 78, 0 },    { 86, 0 },    { 0, 0 },     { -4, 0 },
     };
     size_t c;
     (void)state;
     for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         signed char *h = NULL;
-        int K = -1, i, j, k;
+        int K = -1, i, k;
+        long bad;
         int rc = cic_hadamard_base(&h, &K, cases[c].w);
         assert_int_equal(cic_hadamard_base_order(cases[c].w), cases[c].K);
         assert_int_equal(cic_q_hadamard_supported(cases[c].w), cases[c].K != 0);
@@ -427,18 +454,164 @@ static void test_hadamard_bases(void **state)
         for (i = 0; i < K; i++) {
             if (h[i] != 1 || h[(size_t)i * K] != 1)
                 fail_msg("base %d: row 0 / column 0 not all +1 at %d", K, i);
-            for (j = 0; j < K; j++) {
-                long dot = 0;
-                for (k = 0; k < K; k++) {
-                    assert_true(h[(size_t)i * K + k] == 1 || h[(size_t)i * K + k] == -1);
-                    dot += (long)h[(size_t)i * K + k] * h[(size_t)j * K + k];
-                }
-                if (dot != (i == j ? K : 0))
-                    fail_msg("base %d: (H H^T)_%d,%d = %ld", K, i, j, dot);
-            }
+            for (k = 0; k < K; k++)
+                assert_true(h[(size_t)i * K + k] == 1 || h[(size_t)i * K + k] == -1);
         }
+        bad = base_defects(h, K, 1);
+        if (bad != 0)
+            fail_msg("base %d (w %d): %ld entries of H H^T != K I", K, cases[c].w, bad);
         print_message("hadamard base K %3d (w %4d): H H^T = K I\n", K, cases[c].w);
         free(h);
+    }
+}
+
+/* The Williamson orders end to end: Q for d = 156 and 172 (base = the
+ * Williamson array, S^T S = d I in integers, signs = H_K (x) Syl diag(s))
+ * and their multiples 312 = 156 * 2 and 688 = 172 * 4 (Paley bases, see
+ * test_hadamard_bases). The base check can fail: one flipped sign of the
+ * 156 and 172 bases breaks H H^T = K I in 2 (K - 1) entries (row and column
+ * of the flipped row, off the diagonal). */
+static void test_hadamard_williamson(void **state)
+{
+    static const int ws[] = { 156, 172 };
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ws / sizeof ws[0]; a++) {
+        signed char *h = NULL;
+        int K = 0;
+        long bad;
+        assert_true(cic_q_hadamard_supported(ws[a]));
+        assert_int_equal(cic_hadamard_base_order(ws[a]), ws[a]);
+        check_hadamard(ws[a], 5, 128);
+        check_hadamard(ws[a], 6, 24);
+        assert_int_equal(cic_hadamard_base(&h, &K, ws[a]), 0);
+        assert_int_equal(K, ws[a]);
+        h[(size_t)7 * K + 11] = (signed char)-h[(size_t)7 * K + 11];
+        bad = base_defects(h, K, 0);
+        if (bad != 2L * (K - 1))
+            fail_msg("base %d with (7, 11) flipped: %ld defects, expected %ld", K, bad,
+                     2L * (K - 1));
+        free(h);
+    }
+    check_hadamard(312, 7, 53);
+    check_hadamard(688, 8, 53);
+}
+
+/* The engines' fast transform (engine_real.h and engine_mpfr.c, op_fwht)
+ * replayed in exact integer arithmetic on rows x: butterflies of length
+ * P = w / K on each block of P, then out block c = sum_a H_K[a][c] block a
+ * (transpose: H_K[c][a]), with the diagonal signs s after (forward) or
+ * before (transpose). Compared with x S and x S^T for the sign matrix S of
+ * cic_q_hadamard's Q = S / sqrt(w), exactly: entries |x| <= 8, so every sum
+ * is far below 2^63. hk_flip >= 0 flips that entry of H_K (a planted
+ * fault); returns the number of rows that differ. */
+static int fast_vs_dense(int w, uint64_t seed, int rows, long hk_flip)
+{
+    size_t n = (size_t)w, i, j, k;
+    mpfr_t *q = qnew(w, 24);
+    int *sg = calloc(n * n, sizeof *sg), *s = calloc(n, sizeof *s);
+    long *x = calloc(n, sizeof *x), *v = calloc(n, sizeof *v), *acc = NULL;
+    long *dense = calloc(n, sizeof *dense);
+    signed char *hk = NULL;
+    int K = 0, P, r, t, bad = 0;
+    uint64_t key = cic_rng_key(seed, "test.fwht.x");
+    uint64_t skey = cic_rng_key(seed, "q.hadamard.signs");
+    assert_true(sg && s && x && v && dense);
+    assert_int_equal(cic_q_hadamard(q, w, seed, 24), 0);
+    for (i = 0; i < n * n; i++)
+        sg[i] = mpfr_signbit(q[i]) ? -1 : 1;
+    for (j = 0; j < n; j++)
+        s[j] = (cic_rng_u64(skey, j) & 1) ? -1 : 1;
+    assert_int_equal(cic_hadamard_base(&hk, &K, w), 0);
+    if (hk_flip >= 0)
+        hk[hk_flip] = (signed char)-hk[hk_flip];
+    P = w / K;
+    acc = calloc((size_t)K, sizeof *acc);
+    assert_non_null(acc);
+    for (r = 0; r < rows; r++)
+        for (t = 0; t < 2; t++) { /* t = 1: transpose */
+            int len, a, c, e, row_bad = 0;
+            for (j = 0; j < n; j++)
+                x[j] = (long)(cic_rng_u64(key, (uint64_t)r * n + j) % 17) - 8;
+            for (j = 0; j < n; j++)
+                v[j] = t ? x[j] * s[j] : x[j];
+            for (len = 1; len < P; len <<= 1)
+                for (j = 0; j < n; j += 2 * (size_t)len)
+                    for (k = j; k < j + (size_t)len; k++) {
+                        long p0 = v[k], p1 = v[k + len];
+                        v[k] = p0 + p1;
+                        v[k + len] = p0 - p1;
+                    }
+            for (e = 0; K > 1 && e < P; e++) {
+                for (c = 0; c < K; c++) {
+                    long sum = v[e];
+                    for (a = 1; a < K; a++) {
+                        int h = t ? hk[(size_t)c * K + a] : hk[(size_t)a * K + c];
+                        sum += h > 0 ? v[(size_t)a * P + e] : -v[(size_t)a * P + e];
+                    }
+                    acc[c] = sum;
+                }
+                for (c = 0; c < K; c++)
+                    v[(size_t)c * P + e] = acc[c];
+            }
+            if (!t)
+                for (j = 0; j < n; j++)
+                    v[j] *= s[j];
+            /* dense: (x S)_j = sum_i x_i S_ij, (x S^T)_j = sum_i x_i S_ji */
+            for (j = 0; j < n; j++) {
+                long sum = 0;
+                for (i = 0; i < n; i++)
+                    sum += x[i] * (t ? sg[j * n + i] : sg[i * n + j]);
+                dense[j] = sum;
+            }
+            for (j = 0; j < n; j++)
+                if (v[j] != dense[j]) {
+                    if (hk_flip < 0)
+                        print_message("fwht w %d K %d seed %llu row %d %s: entry %zu "
+                                      "fast %ld dense %ld\n", w, K,
+                                      (unsigned long long)seed, r,
+                                      t ? "transpose" : "forward", j, v[j], dense[j]);
+                    row_bad = 1;
+                    break;
+                }
+            bad += row_bad;
+        }
+    free(acc);
+    free(hk);
+    free(dense);
+    free(v);
+    free(x);
+    free(s);
+    free(sg);
+    qfree(q, w);
+    return bad;
+}
+
+/* Fast transform = dense product for every kind of base: Sylvester (64),
+ * Paley I (12, 28 * 2), Paley II (20 * 2, 36 * 4), Williamson (156, 172)
+ * and the Paley I bases of 312 and 688; a flipped entry of H_K (row 1,
+ * column 2) is caught. */
+static void test_hadamard_fast_matches_dense(void **state)
+{
+    static const int ws[] = { 64, 12, 56, 40, 144, 156, 172, 312, 688 };
+    int nseeds = cic_test_multiplier(), sd;
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ws / sizeof ws[0]; a++) {
+        int K = cic_hadamard_base_order(ws[a]), bad;
+        for (sd = 0; sd < nseeds; sd++) {
+            uint64_t seed = 100u + (uint64_t)sd;
+            bad = fast_vs_dense(ws[a], seed, 3, -1);
+            if (bad != 0)
+                fail_msg("fwht w %d (K %d) seed %llu: %d of 6 rows differ from the "
+                         "dense product", ws[a], K, (unsigned long long)seed, bad);
+        }
+        if (K > 1) {
+            bad = fast_vs_dense(ws[a], 100, 3, (long)K + 2);
+            if (bad == 0)
+                fail_msg("fwht w %d (K %d): flipped H_K[1][2] not caught", ws[a], K);
+        }
+        print_message("fwht w %3d (K %3d): fast = dense\n", ws[a], K);
     }
 }
 
@@ -467,8 +640,10 @@ static void test_hadamard_unsupported(void **state)
     } cases[] = {
         { 6, "nearest: 4 and 8" },
         { 92, "nearest: 88 and 96" },
-        { 156, "nearest: 152 and 160" },
-        { 172, "nearest: 168 and 176" },
+        { 155, "nearest: 152 and 156" },
+        { 157, "nearest: 156 and 160" },
+        { 171, "nearest: 168 and 172" },
+        { 173, "nearest: 172 and 176" },
         { 0, "nearest: 1" },
         { -3, "nearest: 1" },
     };
@@ -483,18 +658,28 @@ static void test_hadamard_unsupported(void **state)
         assert_false(cic_q_hadamard_supported(d));
         assert_int_equal(cic_q_hadamard(q, d, 1, 53), -1);
         cic_q_hadamard_suggest(buf, sizeof buf, d);
-        if (!strstr(buf, cases[a].want) || !strstr(buf, "Paley"))
+        if (!strstr(buf, cases[a].want) || !strstr(buf, "Paley")
+            || !strstr(buf, "Williamson order (156, 172)"))
             fail_msg("suggest(%d) = \"%s\", expected it to contain \"%s\"", d,
                      buf, cases[a].want);
         cic_mpvec_destroy(q, n);
     }
     cic_q_hadamard_suggest(buf, sizeof buf, 92);
-    assert_string_equal(buf, "supported Hadamard sizes here are K * 2^k with K = 1 or a "
+    assert_string_equal(buf, "supported Hadamard sizes here are K * 2^k with K = 1, a "
                              "Paley order (q + 1 for a prime power q = 3 mod 4, 2(q + 1) "
-                             "for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...); "
-                             "nearest: 88 and 96");
+                             "for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...) or a "
+                             "Williamson order (156, 172); nearest: 88 and 96");
     cic_q_hadamard_suggest(buf, sizeof buf, 12);
     assert_non_null(strstr(buf, "12 is a supported Hadamard size"));
+    cic_q_hadamard_suggest(buf, sizeof buf, 156);
+    assert_non_null(strstr(buf, "156 is a supported Hadamard size"));
+    cic_q_hadamard_suggest(buf, sizeof buf, 172);
+    assert_non_null(strstr(buf, "172 is a supported Hadamard size"));
+    /* the longest sentence (ten-digit neighbours) fits the 256-byte hint
+     * buffers of cic_xform_check */
+    cic_q_hadamard_suggest(buf, sizeof buf, 2147483000);
+    assert_non_null(strstr(buf, "nearest: 2147482976 and 2147483008"));
+    assert_true(strlen(buf) < 256);
     /* a tiny buffer is truncated, never overrun */
     cic_q_hadamard_suggest(buf, 8, 100);
     assert_int_equal(strlen(buf), 7);
@@ -526,6 +711,8 @@ int main(void)
         cmocka_unit_test(test_hadamard),
         cmocka_unit_test(test_hadamard_paley),
         cmocka_unit_test(test_hadamard_bases),
+        cmocka_unit_test(test_hadamard_williamson),
+        cmocka_unit_test(test_hadamard_fast_matches_dense),
         cmocka_unit_test(test_hadamard_seeds),
         cmocka_unit_test(test_hadamard_unsupported),
     };

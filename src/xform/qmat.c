@@ -183,12 +183,14 @@ cleanup:
  *   K = 1: the 1 x 1 matrix (d a power of two, plain Sylvester);
  *   Paley I: K = q + 1, q a prime power = 3 mod 4;
  *   Paley II: K = 2 (q + 1), q a prime power = 1 mod 4;
+ *   Williamson: K = 4n, n = 39 or 43 (K = 156, 172), from four symmetric
+ *     circulants of order n given as data (cic_williamson below);
  * with the quadratic character of GF(q) computed here (GF(p^m) arithmetic
  * modulo an irreducible polynomial found by trial division). Of all the
- * splits of d the smallest K is taken (the fast transform costs about
- * d (log2 P + K)). Every base is normalized: row 0 and column 0 all +1, so
- * Q[0][j] = s_j / sqrt(d). Orders such as 156 and 172, which need
- * Williamson-type constructions, are not available. */
+ * splits of d the smallest K with a Sylvester or Paley base is taken (the
+ * fast transform costs about d (log2 P + K)), and only when there is none
+ * the smallest Williamson K (see _cic_hadamard_order). Every base is
+ * normalized: row 0 and column 0 all +1, so Q[0][j] = s_j / sqrt(d). */
 
 /* GF(q), q = p^m: element = integer 0..q-1 whose base-p digits are the
  * coefficients of a polynomial of degree < m; products are reduced modulo
@@ -329,9 +331,91 @@ static signed char *_cic_gf_chi(int q)
     return chi;
 }
 
-enum { CIC_HAD_NONE, CIC_HAD_SYLVESTER, CIC_HAD_PALEY1, CIC_HAD_PALEY2 };
+/* Williamson quadruples: the first rows of four symmetric circulant +-1
+ * matrices A, B, C, D of order n ('+' = +1, entry j of row i of A is
+ * a[(j - i) mod n]) with A^2 + B^2 + C^2 + D^2 = 4n I, so that the
+ * Williamson array
+ *     [ A  B  C  D]
+ *     [-B  A -D  C]
+ *     [-C  D  A -B]
+ *     [-D -C  B  A]
+ * is a Hadamard matrix of order 4n (symmetric circulants commute and equal
+ * their transposes, which is all the array needs). The signs are transcribed
+ * from the table of SageMath's williamson_type_quadruples_smallcases
+ * (src/sage/combinat/matrices/hadamard_matrix.py), which cites for n = 43
+ * M. Hall, Combinatorial Theory, 2nd ed., Wiley 1983, and for n = 39
+ * S. London, Constructing new Turyn type sequences, T-sequences and
+ * Hadamard matrices, PhD thesis, University of Illinois at Chicago, 2013.
+ * _cic_williamson_check verifies the defining property before any use. Only
+ * orders no Paley base covers are listed: 4n - 1 and 2n - 1 are not prime
+ * powers for n = 39 (155, 77) nor n = 43 (171, 85). */
+enum { CIC_WILLIAMSON_MAXN = 43 };
+static const struct {
+    int n;
+    const char *row[4]; /* A, B, C, D */
+} cic_williamson[] = {
+    { 39,
+      { "+++--+-+-----+--++----++--+-----+-+--++",
+        "+++--++-+---+-+--+----+--+-+---+-++--++",
+        "++++---+--++----+-+--+-+----++--+---+++",
+        "+---++-+-+-----+++-++-+++-----+-+-++---" } },
+    { 43,
+      { "++---++++-+--+--++--------++--+--+-++++---+",
+        "+++-+-++--+-+-++++-+----+-++++-+-+--++-+-++",
+        "++-++++++----+-+--++-++-++--+-+----++++++-+",
+        "+---++--++++-+-+++-++--++-+++-+-++++--++---" } },
+};
+#define CIC_NWILLIAMSON (sizeof cic_williamson / sizeof cic_williamson[0])
 
-/* How a base of order K is built (K = 1 or a Paley order), or NONE. */
+/* The index into cic_williamson of order K = 4n, or -1. */
+static int _cic_williamson_find(int K)
+{
+    size_t i;
+    for (i = 0; i < CIC_NWILLIAMSON; i++)
+        if (4 * cic_williamson[i].n == K)
+            return (int)i;
+    return -1;
+}
+
+/* Checks quadruple i, in integers: each row of length n, only '+' and '-',
+ * symmetric (x[j] = x[n - j]), and the periodic autocorrelations of the four
+ * rows summing to 0 at every shift s = 1 .. n-1. For circulants that sum is
+ * entry (0, s) of A A^T + B B^T + C C^T + D D^T, so the check is exactly
+ * A^2 + B^2 + C^2 + D^2 = 4n I. O(n^2); a failure means a corrupt table, a
+ * programmer error. */
+static void _cic_williamson_check(int i)
+{
+    int n = cic_williamson[i].n, x[4][CIC_WILLIAMSON_MAXN], r, j, s;
+    CIC_ASSERT(n >= 1 && n <= CIC_WILLIAMSON_MAXN);
+    for (r = 0; r < 4; r++) {
+        const char *row = cic_williamson[i].row[r];
+        CIC_ASSERT(strlen(row) == (size_t)n);
+        for (j = 0; j < n; j++) {
+            CIC_ASSERT(row[j] == '+' || row[j] == '-');
+            x[r][j] = row[j] == '+' ? 1 : -1;
+        }
+        for (j = 1; j < n; j++)
+            CIC_ASSERT(x[r][j] == x[r][n - j]);
+    }
+    for (s = 1; s < n; s++) {
+        long paf = 0;
+        for (r = 0; r < 4; r++)
+            for (j = 0; j < n; j++)
+                paf += x[r][j] * x[r][(j + s) % n];
+        CIC_ASSERT(paf == 0);
+    }
+}
+
+enum {
+    CIC_HAD_NONE,
+    CIC_HAD_SYLVESTER,
+    CIC_HAD_PALEY1,
+    CIC_HAD_PALEY2,
+    CIC_HAD_WILLIAMSON
+};
+
+/* How a base of order K is built (K = 1, a Paley order or a Williamson
+ * order, tried in that order), or NONE. */
 static int _cic_hadamard_kind(int K)
 {
     int p, m;
@@ -343,25 +427,34 @@ static int _cic_hadamard_kind(int K)
         return CIC_HAD_PALEY1;
     if (K % 8 == 4 && _cic_prime_power(K / 2 - 1, &p, &m)) /* K/2 - 1 = 1 mod 4 */
         return CIC_HAD_PALEY2;
+    if (_cic_williamson_find(K) >= 0)
+        return CIC_HAD_WILLIAMSON;
     return CIC_HAD_NONE;
 }
 
-/* The base order K of d = K * 2^k (smallest such K with a construction), or
- * 0 when there is none. */
+/* The base order K of d = K * 2^k, or 0 when there is none: the smallest K
+ * with a Sylvester or Paley base, or failing that the smallest Williamson K.
+ * Deterministic, and the same K as before the Williamson bases existed for
+ * every d supported then (their bits are pinned by reference baselines):
+ * 312 = 156 * 2 and 344 = 172 * 2 are Paley I orders (311 prime, 343 = 7^3),
+ * so every proper multiple of 156 or 172 keeps its Paley base, and the
+ * Williamson bases serve d = 156 and d = 172 alone. */
 static int _cic_hadamard_order(int d)
 {
-    int K;
+    int K0, K, pass;
     if (d < 1)
         return 0;
-    K = d;
-    while (K % 2 == 0)
-        K /= 2;
-    for (; K <= d; K *= 2) {
-        if (_cic_hadamard_kind(K) != CIC_HAD_NONE)
-            return K;
-        if (K > INT_MAX / 2)
-            break;
-    }
+    K0 = d;
+    while (K0 % 2 == 0)
+        K0 /= 2;
+    for (pass = 0; pass < 2; pass++)
+        for (K = K0; K <= d; K *= 2) {
+            int kind = _cic_hadamard_kind(K);
+            if (kind != CIC_HAD_NONE && (kind == CIC_HAD_WILLIAMSON) == (pass == 1))
+                return K;
+            if (K > INT_MAX / 2)
+                break;
+        }
     return 0;
 }
 
@@ -379,13 +472,35 @@ static void _cic_hadamard_normalize(signed char *h, int K)
                 h[(size_t)i * K + j] = (signed char)-h[(size_t)i * K + j];
 }
 
+/* The Williamson array of quadruple w (order K = 4n): block (bi, bj) is
+ * sign[bi][bj] times circulant number bi ^ bj of A, B, C, D. */
+static void _cic_williamson_fill(signed char *h, int w)
+{
+    static const signed char sign[4][4] = {
+        { 1, 1, 1, 1 }, { -1, 1, -1, 1 }, { -1, 1, 1, -1 }, { -1, -1, 1, 1 }
+    };
+    int n = cic_williamson[w].n, K = 4 * n, bi, bj, r, c;
+    _cic_williamson_check(w);
+    for (bi = 0; bi < 4; bi++)
+        for (bj = 0; bj < 4; bj++) {
+            const char *x = cic_williamson[w].row[bi ^ bj];
+            for (r = 0; r < n; r++)
+                for (c = 0; c < n; c++) {
+                    int v = x[(c - r + n) % n] == '+' ? 1 : -1;
+                    h[(size_t)(bi * n + r) * K + bj * n + c] =
+                        (signed char)(sign[bi][bj] * v);
+                }
+        }
+}
+
 /* Fills h (K x K) for a K with a construction; 0, or -1 on allocation
  * failure. Elements of GF(q) are numbered 0..q-1 as in cic_gf.
  *   Paley I (q = K - 1 = 3 mod 4): S = [[0, 1^T], [-1, Q]] with
  *     Q[a][b] = chi(a - b), skew; H = I + S.
  *   Paley II (q = K/2 - 1 = 1 mod 4): C = [[0, 1^T], [1, Q]], symmetric
  *     conference matrix; H = C (x) [[1, 1], [1, -1]] + I (x) [[1, -1],
- *     [-1, -1]]. */
+ *     [-1, -1]].
+ *   Williamson (K = 4n): the array of _cic_williamson_fill. */
 static int _cic_hadamard_fill(signed char *h, int K)
 {
     int kind = _cic_hadamard_kind(K), q, i, j;
@@ -395,6 +510,11 @@ static int _cic_hadamard_fill(signed char *h, int K)
     CIC_ASSERT(kind != CIC_HAD_NONE);
     if (kind == CIC_HAD_SYLVESTER) {
         h[0] = 1;
+        return 0;
+    }
+    if (kind == CIC_HAD_WILLIAMSON) {
+        _cic_williamson_fill(h, _cic_williamson_find(K));
+        _cic_hadamard_normalize(h, K);
         return 0;
     }
     q = kind == CIC_HAD_PALEY1 ? K - 1 : K / 2 - 1;
@@ -468,8 +588,9 @@ int cic_hadamard_base_order(int w)
 
 /* The sizes in words, for the suggestion sentence. */
 static const char cic_hadamard_sizes_text[] =
-    "K * 2^k with K = 1 or a Paley order (q + 1 for a prime power q = 3 mod 4, "
-    "2(q + 1) for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...)";
+    "K * 2^k with K = 1, a Paley order (q + 1 for a prime power q = 3 mod 4, "
+    "2(q + 1) for q = 1 mod 4: 12, 20, 28, 36, 44, 52, 60, ...) or a "
+    "Williamson order (156, 172)";
 
 int cic_q_hadamard_supported(int d)
 {
