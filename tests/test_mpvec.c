@@ -189,6 +189,70 @@ static void test_declines(void **state)
     cic_mpvec_destroy(y, 4);
 }
 
+/* Several rows against one y: each row as the reference; a row with a NaN,
+ * one of another precision and an all-zero row are declined alone. */
+static void test_rows(void **state)
+{
+    enum { NR = CIC_DOT_ROWS, N = 40 };
+    mpfr_t *x[NR], *y = cic_mpvec_create(N, 24), want, b;
+    mpfr_ptr r[NR];
+    cic_mp_span sx[NR], sy;
+    cic_dot_scratch sc;
+    uint64_t ctr = 0;
+    int t, i, trial;
+    (void)state;
+    assert_int_equal(cic_dot_scratch_init(&sc, N, 128), 0);
+    mpfr_inits2(128, want, b, (mpfr_ptr)0);
+    for (t = 0; t < NR; t++) {
+        x[t] = cic_mpvec_create(N, t == 2 ? 64 : 128);
+        r[t] = malloc(sizeof(mpfr_t));
+        mpfr_init2(r[t], 128);
+    }
+    for (trial = 0; trial < 4 * cic_test_multiplier(); trial++) {
+        unsigned done, expect = 0;
+        for (i = 0; i < N; i++)
+            rand_value(y[i], 7, &ctr, 10, 2);
+        rand_value(b, 7, &ctr, 10, 0);
+        for (t = 0; t < NR; t++)
+            for (i = 0; i < N; i++)
+                rand_value(x[t][i], 7, &ctr, 10, 1);
+        if (trial == 1)
+            mpfr_set_nan(x[1][5]);
+        if (trial == 2)
+            for (i = 0; i < N; i++)
+                mpfr_set_zero(x[3][i], 1);
+        for (t = 0; t < NR; t++) {
+            mpfr_set_nan(r[t]);
+            cic_mp_span_init(&sx[t], (const mpfr_t *)x[t], 1, N);
+        }
+        cic_mp_span_init(&sy, (const mpfr_t *)y, 1, N);
+        done = cic_mp_dot_rows(r, (const mpfr_t *const *)x, sx, 1, NR, (const mpfr_t *)y, 1, &sy,
+                               N, trial == 3 ? NULL : b);
+        for (t = 0; t < NR; t++) {
+            bool declines = (trial == 1 && t == 1) || (trial == 2 && t == 3) || t == 2;
+            /* row 2 (64 bits) is declined when row 0 sets the limb count */
+            if (!declines)
+                expect |= 1u << t;
+            if (!(done >> t & 1)) {
+                assert_true(mpfr_nan_p(r[t]));
+                continue;
+            }
+            cic_mp_dot_mpfr(want, (const mpfr_t *)x[t], 1, (const mpfr_t *)y, 1, N,
+                            trial == 3 ? NULL : b, &sc);
+            check_equal(r[t], want, "rows", trial);
+        }
+        assert_int_equal(done, expect);
+    }
+    for (t = 0; t < NR; t++) {
+        cic_mpvec_destroy(x[t], N);
+        mpfr_clear(r[t]);
+        free(r[t]);
+    }
+    cic_mpvec_destroy(y, N);
+    mpfr_clears(want, b, (mpfr_ptr)0);
+    cic_dot_scratch_clear(&sc);
+}
+
 /* dgemm products of MPFR matrices, all four transposition layouts, against
  * correctly rounded dots: double accuracy, and transposes not mixed up
  * (a wrong layout gives errors of the data's size). */
@@ -232,6 +296,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fast_equals_mpfr),
         cmocka_unit_test(test_declines),
+        cmocka_unit_test(test_rows),
         cmocka_unit_test(test_gemm_f64),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);

@@ -133,89 +133,129 @@ DOT_INLINE void limbs_mul(mp_limb_t *p, const mp_limb_t *a, int la, const mp_lim
     }
 }
 
-/* Pass 2 for factors of la and lb limbs each (constants where inlined):
- * every product added at its place, positive and negative apart. ebase is
- * the accumulator's unit plus 64 (la + lb). */
-DOT_INLINE void dot_pass2(mp_limb_t *pos, mp_limb_t *neg, int w, const mpfr_t *x, size_t incx,
-                          const mpfr_t *y, size_t incy, size_t n, mpfr_exp_t ebase, int la,
-                          int lb)
+void cic_mp_span_init(cic_mp_span *sp, const mpfr_t *x, size_t inc, size_t n)
+{
+    mpfr_prec_t p = 0;
+    size_t i;
+    bool any = false;
+    memset(sp, 0, sizeof *sp);
+    for (i = 0; i < n; i++) {
+        mpfr_srcptr a = x[i * inc];
+        mpfr_exp_t e;
+        if (!mpfr_regular_p(a)) {
+            if (!mpfr_number_p(a))
+                return; /* NaN or Inf: MPFR's rules */
+            continue;
+        }
+        e = mpfr_custom_get_exp(a);
+        if (!any) {
+            p = mpfr_get_prec(a);
+            sp->emin = sp->emax = e;
+            any = true;
+        } else if (mpfr_get_prec(a) != p) {
+            return; /* mixed precisions */
+        }
+        if (e < sp->emin)
+            sp->emin = e;
+        if (e > sp->emax)
+            sp->emax = e;
+    }
+    sp->limbs = any ? (int)((p + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS) : 0;
+    sp->usable = any && sp->limbs < DOT_MAX_LIMBS;
+}
+
+/* One row's accumulators: positive and negative terms apart, unit 2^emin. */
+typedef struct {
+    mp_limb_t pos[DOT_ACC_LIMBS], neg[DOT_ACC_LIMBS];
+    mpfr_exp_t emin, ebase; /* ebase = emin + 64 (la + lb) */
+    size_t nz;              /* nonzero products */
+    int w;
+    bool on;
+} dot_acc;
+
+/* Pass 2 for nr rows of la-limb x values against lb-limb y values (la, lb
+ * constants where inlined): y[i] is read once for all rows. */
+DOT_INLINE void rows_pass2(dot_acc *acc, int nr, const mpfr_t *const *x, size_t incx,
+                           const mpfr_t *y, size_t incy, size_t n, int la, int lb)
 {
     mp_limb_t p[DOT_MAX_LIMBS];
     size_t i;
+    int t;
     for (i = 0; i < n; i++) {
-        mpfr_srcptr a = x[i * incx], b = y[i * incy];
-        unsigned long s; /* >= 0: ebase is the least weight */
-        if (!mpfr_regular_p(a) || !mpfr_regular_p(b))
+        mpfr_srcptr b = y[i * incy];
+        const mp_limb_t *bl;
+        mpfr_exp_t eb;
+        int sb;
+        if (!mpfr_regular_p(b))
             continue;
-        limbs_mul(p, mpfr_custom_get_significand(a), la, mpfr_custom_get_significand(b), lb);
-        s = (unsigned long)(mpfr_custom_get_exp(a) + mpfr_custom_get_exp(b) - ebase);
-        acc_add(mpfr_signbit(a) != mpfr_signbit(b) ? neg : pos, w, (int)(s / GMP_NUMB_BITS), p,
-                la + lb, (unsigned)(s % GMP_NUMB_BITS));
+        bl = mpfr_custom_get_significand(b);
+        eb = mpfr_custom_get_exp(b);
+        sb = mpfr_signbit(b) != 0;
+        for (t = 0; t < nr; t++) {
+            mpfr_srcptr a = x[t][i * incx];
+            unsigned long s; /* >= 0: ebase is the least weight */
+            dot_acc *A = &acc[t];
+            if (!A->on || !mpfr_regular_p(a))
+                continue;
+            limbs_mul(p, mpfr_custom_get_significand(a), la, bl, lb);
+            s = (unsigned long)(mpfr_custom_get_exp(a) + eb - A->ebase);
+            acc_add((mpfr_signbit(a) != 0) != sb ? A->neg : A->pos, A->w,
+                    (int)(s / GMP_NUMB_BITS), p, la + lb, (unsigned)(s % GMP_NUMB_BITS));
+            A->nz++;
+        }
     }
 }
 
-int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,
-                     size_t n, mpfr_srcptr bias)
+unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span *sx, size_t incx,
+                         int nr, const mpfr_t *y, size_t incy, const cic_mp_span *sy, size_t n,
+                         mpfr_srcptr bias)
 {
-    mp_limb_t pos[DOT_ACC_LIMBS], neg[DOT_ACC_LIMBS];
-    mpfr_exp_t emin = 0, emax = 0; /* set by the first nonzero term */
-    mpz_t z;
-    mp_limb_t *hi;
-    size_t i, nz = 0;
-    mpfr_prec_t pa = 0, pb = 0;
-    int w, k, la = 0, lb = 0, sz, sign;
-
-    /* pass 1: the span of the terms' weights, and one limb count per side */
-    for (i = 0; i < n; i++) {
-        mpfr_srcptr a = x[i * incx], b = y[i * incy];
-        mpfr_exp_t e;
-        if (!mpfr_regular_p(a) || !mpfr_regular_p(b)) {
-            if (!mpfr_number_p(a) || !mpfr_number_p(b))
-                return -1; /* NaN or Inf: MPFR's rules */
-            continue;      /* an exact zero product */
+    dot_acc acc[CIC_DOT_ROWS];
+    unsigned done = 0;
+    int t, la = 0, lb = sy->limbs, kb = 0;
+    bool hasb = bias && !mpfr_zero_p(bias);
+    CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
+    if (!sy->usable || (hasb && (!mpfr_regular_p(bias) || limbs_of(bias) > DOT_MAX_LIMBS)))
+        return 0;
+    if (hasb)
+        kb = limbs_of(bias);
+    for (t = 0; t < nr; t++) {
+        dot_acc *A = &acc[t];
+        mpfr_exp_t emax;
+        A->on = sx[t].usable && sx[t].limbs + lb <= DOT_MAX_LIMBS &&
+                (la == 0 || sx[t].limbs == la);
+        if (!A->on)
+            continue;
+        la = sx[t].limbs;
+        /* bounds of every product's bits: [2^emin, 2^emax) */
+        A->ebase = sx[t].emin + sy->emin;
+        A->emin = A->ebase - GMP_NUMB_BITS * (la + lb);
+        emax = sx[t].emax + sy->emax;
+        if (hasb) {
+            mpfr_exp_t eb = mpfr_custom_get_exp(bias);
+            if (eb - GMP_NUMB_BITS * kb < A->emin)
+                A->emin = eb - GMP_NUMB_BITS * kb;
+            if (eb > emax)
+                emax = eb;
         }
-        e = mpfr_custom_get_exp(a) + mpfr_custom_get_exp(b);
-        if (nz == 0) {
-            pa = mpfr_get_prec(a);
-            pb = mpfr_get_prec(b);
-            la = limbs_of(a);
-            lb = limbs_of(b);
-            if (la + lb > DOT_MAX_LIMBS)
-                return -1;
-            emin = emax = e;
-        } else if (mpfr_get_prec(a) != pa || mpfr_get_prec(b) != pb) {
-            return -1; /* mixed precisions within a vector */
+        A->ebase = A->emin + GMP_NUMB_BITS * (la + lb);
+        /* n < 2^63 terms below 2^emax sum below 2^(emax + 63): a spare limb */
+        if (emax - A->emin > (mpfr_exp_t)GMP_NUMB_BITS * (DOT_ACC_LIMBS - 2)) {
+            A->on = false;
+            continue;
         }
-        if (e < emin)
-            emin = e;
-        if (e > emax)
-            emax = e;
-        nz++;
+        A->w = (int)((emax - A->emin) / GMP_NUMB_BITS) + 2;
+        A->nz = 0;
+        memset(A->pos, 0, (size_t)A->w * sizeof A->pos[0]);
+        memset(A->neg, 0, (size_t)A->w * sizeof A->neg[0]);
     }
-    if (nz == 0)
-        return -1; /* signed zeros: MPFR's rules */
-    emin -= GMP_NUMB_BITS * (la + lb); /* the weight of the lowest product bit */
-    if (bias && !mpfr_zero_p(bias)) {
-        if (!mpfr_regular_p(bias) || limbs_of(bias) > DOT_MAX_LIMBS)
-            return -1;
-        k = limbs_of(bias);
-        if (mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k < emin)
-            emin = mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k;
-        if (mpfr_custom_get_exp(bias) > emax)
-            emax = mpfr_custom_get_exp(bias);
-    }
-    /* n < 2^63 terms below 2^emax sum below 2^(emax + 63): one spare limb */
-    if (emax - emin > (mpfr_exp_t)GMP_NUMB_BITS * (DOT_ACC_LIMBS - 2))
-        return -1;
-    w = (int)((emax - emin) / GMP_NUMB_BITS) + 2;
-    memset(pos, 0, (size_t)w * sizeof *pos);
-    memset(neg, 0, (size_t)w * sizeof *neg);
+    if (la == 0)
+        return 0;
 
     /* pass 2, specialised for the common limb counts */
-#define DOT_CASE(A, B)                                                                 \
-    case (A) * 16 + (B):                                                               \
-        dot_pass2(pos, neg, w, x, incx, y, incy, n, emin + GMP_NUMB_BITS * ((A) + (B)), \
-                  (A), (B));                                                           \
+#define DOT_CASE(A, B)                                                 \
+    case (A) * 16 + (B):                                               \
+        rows_pass2(acc, nr, x, incx, y, incy, n, (A), (B));            \
         break
     switch (la * 16 + lb) {
     DOT_CASE(1, 1);
@@ -227,36 +267,54 @@ int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, 
     DOT_CASE(4, 1);
     DOT_CASE(4, 4);
     default:
-        dot_pass2(pos, neg, w, x, incx, y, incy, n, emin + GMP_NUMB_BITS * (la + lb), la, lb);
+        rows_pass2(acc, nr, x, incx, y, incy, n, la, lb);
     }
 #undef DOT_CASE
-    if (bias && !mpfr_zero_p(bias)) {
-        mpfr_exp_t s;
-        k = limbs_of(bias);
-        s = mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * k - emin;
-        acc_add(mpfr_signbit(bias) ? neg : pos, w, (int)(s / GMP_NUMB_BITS),
-                mpfr_custom_get_significand(bias), k, (unsigned)(s % GMP_NUMB_BITS));
-    }
 
-    /* the difference, with its sign; an exact zero is +0 (RNDN) as in mpfr_sum */
-    sign = mpn_cmp(pos, neg, w);
-    if (sign >= 0) {
-        mpn_sub_n(pos, pos, neg, w);
-        hi = pos;
-    } else {
-        mpn_sub_n(neg, neg, pos, w);
-        hi = neg;
+    for (t = 0; t < nr; t++) {
+        dot_acc *A = &acc[t];
+        mp_limb_t *hi;
+        mpz_t z;
+        int sz, sign;
+        if (!A->on || (A->nz == 0 && !hasb))
+            continue; /* declined, or only zero products: signed-zero rules */
+        if (hasb) {
+            unsigned long s = (unsigned long)(mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * kb -
+                                              A->emin);
+            acc_add(mpfr_signbit(bias) ? A->neg : A->pos, A->w, (int)(s / GMP_NUMB_BITS),
+                    mpfr_custom_get_significand(bias), kb, (unsigned)(s % GMP_NUMB_BITS));
+        }
+        /* the difference, with its sign; an exact zero is +0 (RNDN) as in
+         * mpfr_sum */
+        sign = mpn_cmp(A->pos, A->neg, A->w);
+        if (sign >= 0) {
+            mpn_sub_n(A->pos, A->pos, A->neg, A->w);
+            hi = A->pos;
+        } else {
+            mpn_sub_n(A->neg, A->neg, A->pos, A->w);
+            hi = A->neg;
+        }
+        sz = A->w;
+        while (sz > 0 && hi[sz - 1] == 0)
+            sz--;
+        if (sz == 0) {
+            mpfr_set_zero(r[t], 1);
+        } else {
+            mpz_roinit_n(z, hi, sign >= 0 ? sz : -sz);
+            mpfr_set_z_2exp(r[t], z, A->emin, MPFR_RNDN);
+        }
+        done |= 1u << t;
     }
-    sz = w;
-    while (sz > 0 && hi[sz - 1] == 0)
-        sz--;
-    if (sz == 0) {
-        mpfr_set_zero(r, 1);
-        return 0;
-    }
-    mpz_roinit_n(z, hi, sign >= 0 ? sz : -sz);
-    mpfr_set_z_2exp(r, z, emin, MPFR_RNDN);
-    return 0;
+    return done;
+}
+
+int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,
+                     size_t n, mpfr_srcptr bias)
+{
+    cic_mp_span sx, sy;
+    cic_mp_span_init(&sx, x, incx, n);
+    cic_mp_span_init(&sy, y, incy, n);
+    return cic_mp_dot_rows(&r, &x, &sx, incx, 1, y, incy, &sy, n, bias) ? 0 : -1;
 }
 
 void cic_mp_dot(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,

@@ -12,6 +12,7 @@
 #define CIC_MPVEC_H
 
 #include <mpfr.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Scratch for dot products of length up to cap. Reuse it; it owns cap
@@ -33,9 +34,30 @@ void cic_dot_scratch_clear(cic_dot_scratch *s);
  * bias but not an element of x or y. */
 void cic_mp_dot(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                 size_t incy, size_t n, mpfr_srcptr bias, cic_dot_scratch *s);
+/* What the fast path needs to know of a vector before its dot products: the
+ * exponent range of its nonzero entries and their limb count (one precision
+ * for all). Not usable when an entry is NaN or Inf, every entry is zero, or
+ * precisions are mixed; dot products with it then take the MPFR path. */
+typedef struct {
+    mpfr_exp_t emin, emax;
+    int limbs;
+    bool usable;
+} cic_mp_span;
+void cic_mp_span_init(cic_mp_span *sp, const mpfr_t *x, size_t inc, size_t n);
+
+/* Up to CIC_DOT_ROWS dot products sharing y, each y value read once:
+ * r[t] = bias + sum_i x[t][i*incx] * y[i*incy] through the fast path, with
+ * sx[t] and sy the spans of x[t] and y. Returns a bit mask of the rows it
+ * set (bit t for r[t]); the others are untouched and need cic_mp_dot. The r
+ * may not alias x, y or bias. */
+#define CIC_DOT_ROWS 4
+unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span *sx, size_t incx,
+                         int nr, const mpfr_t *y, size_t incy, const cic_mp_span *sy, size_t n,
+                         mpfr_srcptr bias);
+
 /* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
- * NaN or Inf, every term zero, factors of over 512 bits together, an exponent span over
- * 3968 bits. */
+ * NaN or Inf, every term zero, factors of over 512 bits together, mixed
+ * precisions within x or y, exponent ranges spanning over 3968 bits. */
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                      size_t incy, size_t n, mpfr_srcptr bias);
 /* The same through exact MPFR products and mpfr_sum only (the reference the

@@ -167,22 +167,45 @@ static const mpfr_t *wsrc(mprun *r, int id)
 
 typedef struct {
     const mpfr_t *x, *w, *b;
+    const cic_mp_span *wspan; /* of every weight row, per sample when per */
     mpfr_t *y;
     bool per, bper;
     int n, k, per_s;
 } lin_job;
 
+/* Rows go in blocks of up to CIC_DOT_ROWS of one sample, so each weight is
+ * read once per block rather than once per row (the weights of a real-size
+ * block do not fit in cache). */
 static void linear_rows(void *c, int lo, int hi, mpws *ws)
 {
     const lin_job *L = c;
-    int i, j;
-    for (i = lo; i < hi; i++) {
+    int i, j, t, nr;
+    for (i = lo; i < hi; i += nr) {
         int s = i / L->per_s;
         const mpfr_t *w = L->per ? L->w + (size_t)s * L->n * L->k : L->w;
         const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
-        for (j = 0; j < L->n; j++)
-            cic_mp_dot(L->y[(size_t)i * L->n + j], L->x + (size_t)i * L->k, 1,
-                       w + (size_t)j * L->k, 1, (size_t)L->k, b ? b[j] : NULL, &ws->dot);
+        const cic_mp_span *wsp = L->wspan + (L->per ? (size_t)s * L->n : 0);
+        const mpfr_t *xr[CIC_DOT_ROWS];
+        cic_mp_span sx[CIC_DOT_ROWS];
+        mpfr_ptr yr[CIC_DOT_ROWS];
+        nr = hi - i < CIC_DOT_ROWS ? hi - i : CIC_DOT_ROWS;
+        if (nr > (s + 1) * L->per_s - i)
+            nr = (s + 1) * L->per_s - i;
+        for (t = 0; t < nr; t++) {
+            xr[t] = L->x + (size_t)(i + t) * L->k;
+            cic_mp_span_init(&sx[t], xr[t], 1, (size_t)L->k);
+        }
+        for (j = 0; j < L->n; j++) {
+            unsigned done;
+            for (t = 0; t < nr; t++)
+                yr[t] = L->y[(size_t)(i + t) * L->n + j];
+            done = cic_mp_dot_rows(yr, xr, sx, 1, nr, w + (size_t)j * L->k, 1, &wsp[j],
+                                   (size_t)L->k, b ? b[j] : NULL);
+            for (t = 0; t < nr; t++)
+                if (!(done >> t & 1))
+                    cic_mp_dot(yr[t], xr[t], 1, w + (size_t)j * L->k, 1, (size_t)L->k,
+                               b ? b[j] : NULL, &ws->dot);
+        }
     }
 }
 
@@ -202,7 +225,17 @@ static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
     L.per_s = R / r->ns;
     if (!L.x || !L.w || (o->b >= 0 && !L.b))
         return -1;
-    parallel(r, R, linear_rows, &L);
+    {
+        size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1), j;
+        cic_mp_span *sp = cic_calloc(nw, sizeof *sp);
+        if (!sp)
+            return -1;
+        for (j = 0; j < nw; j++)
+            cic_mp_span_init(&sp[j], L.w + j * L.k, 1, (size_t)L.k);
+        L.wspan = sp;
+        parallel(r, R, linear_rows, &L);
+        free(sp);
+    }
     r->fc.site[o->site] += 2.0 * R * L.n * L.k + (L.b ? (double)R * L.n : 0);
     return 0;
 }
