@@ -43,15 +43,17 @@ expect_rc 2 "unknown option" "$bin" run --bogus cases/layernorm.toml
 expect_rc 2 "missing case file" "$bin" run --quiet "$tmp/nope.toml"
 grep -q "nope.toml" "$tmp/err" && ok "missing file is named" || bad "missing file is named"
 
-# shipped cases
+# shipped cases (cases/dit-xl2.toml is benchmark-sized, minutes on 2 cores:
+# the regression gate in .ci/run and bench/run.sh run it)
 for c in cases/*.toml cases/known-breaks/*.toml; do
+    grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
+        bad "$c has no line in reference/weights.sha256 (cicheck hash $c)"
+    [ "$c" = cases/dit-xl2.toml ] && continue
     expect_rc 0 "run $c" "$bin" run --quiet --no-color --out "$tmp/rep" "$c"
     case "$c" in
     cases/known-breaks/*)
         grep -q ' broken ' "$tmp/out" && ok "$c reports broken" || bad "$c reports broken" ;;
     esac
-    grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
-        bad "$c has no line in reference/weights.sha256 (cicheck hash $c)"
 done
 
 # report.json of the last run
@@ -122,6 +124,17 @@ for c in cases/layernorm.toml cases/known-breaks/skip-mean-bake.toml; do
     expect_rc 0 "f64 verdicts: $c" "$bin" run --quiet --no-color --no-baseline --out "$tmp/rep64" "$tmp/v64.toml"
     grep -q "^[a-z-]* *f64 " "$tmp/out" && ok "f64 exactness rows: $c" || bad "f64 exactness rows: $c"
 done
+
+# the same through OpenBLAS (verdict engine and transform): verdicts as
+# above, and no output hash pinned for what dgemm computed
+sed -e 's/^mpfr_prec = 128$/mpfr_prec = 128\nverdict = "f64-openblas"/' \
+    -e 's/^precision = "f64"$/precision = "f64-openblas"/' cases/layernorm.toml >"$tmp/vblas.toml"
+grep -q '^precision = "f64-openblas"$' "$tmp/vblas.toml" || bad "layernorm.toml has a precision = \"f64\" transform"
+expect_rc 0 "f64-openblas verdicts" "$bin" run --quiet --no-color --no-baseline --out "$tmp/repblas" "$tmp/vblas.toml"
+grep -q "^rotate-random-f64 *f64-openblas *equivalent *equivalent" "$tmp/out" &&
+    ok "f64-openblas transform equivalent" || bad "f64-openblas transform equivalent"
+grep -q '"mpfr_sha256"' "$tmp/repblas/report.json" && bad "dgemm outputs are not hashed" ||
+    ok "dgemm outputs are not hashed"
 
 # the regression gate: bless, then an unchanged run, a planted regression
 # (a baseline edited to a better value) and a planted truth change

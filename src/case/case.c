@@ -29,14 +29,15 @@ const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT] = {
     "fuse-layernorm", "fold-rmsnorm-gamma", "rotate",
     "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
 const char *const CIC_Q_NAME[CIC_Q_COUNT] = {"identity", "random", "hadamard"};
-const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT] = {"mpfr", "f64", "f32"};
+const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT] = {"mpfr", "f64", "f32", "f64-openblas"};
 const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT] = {
     "none", "skip-mean-bake", "skip-attn-out", "center-embeddings"};
 const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
 const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT] = {"centered", "mean-preserving"};
-const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT] = {"mpfr", "f64"};
+const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT] = {"mpfr", "f64",
+                                                                       "f64-openblas"};
 const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT] = {
     "d_model", "tokens",  "layers", "seed",   "mpfr_prec", "outlier_scale",
     "heads",   "samples", "d_cond", "std"};
@@ -535,6 +536,20 @@ static uint64_t cic__u(int v)
 }
 
 /* Weights (element count) and activation bytes behind the estimate. */
+/* Transformed models a run holds at once (without --dump): the one being
+ * run and every earlier one that a later transform is applied after. */
+static int cic__xf_live(const cic_case *c)
+{
+    int i, j, n = c->n_xf > 0 ? 1 : 0;
+    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++)
+        for (j = i + 1; j < c->n_xf && j < CIC_MAX_XFORMS; j++)
+            if (c->xf[j].after == i) {
+                n++;
+                break;
+            }
+    return n;
+}
+
 static void cic__memory_parts_m(const cic_model_cfg *m, int n_xf,
                                 int mpfr_prec, uint64_t *weights,
                                 uint64_t *wbytes, uint64_t *abytes)
@@ -579,8 +594,8 @@ static void cic__memory_parts_m(const cic_model_cfg *m, int n_xf,
 
     /* Bytes per weight: f32 copy + rounded copy (8), and an MPFR value at
      * mpfr_prec plus its prec + 64 recheck (16 bytes of header + 2 * prec / 8
-     * bytes of limbs). One set for the original, one per transform, one
-     * scratch: n_xf + 2 sets. */
+     * bytes of limbs). One set for the original, one per transformed model
+     * held at once (n_xf here), one scratch: n_xf + 2 sets. */
     copies = cic__u(n_xf) + 2;
     *weights = W;
     *wbytes = cic__sat_mul(cic__sat_mul(copies, W),
@@ -604,7 +619,7 @@ static void cic__memory_parts_m(const cic_model_cfg *m, int n_xf,
 static void cic__memory_parts(const cic_case *c, uint64_t *weights,
                               uint64_t *wbytes, uint64_t *abytes)
 {
-    cic__memory_parts_m(&c->model, c->n_xf, c->mpfr_prec, weights, wbytes,
+    cic__memory_parts_m(&c->model, cic__xf_live(c), c->mpfr_prec, weights, wbytes,
                         abytes);
 }
 
@@ -1691,7 +1706,7 @@ static int cic__memory_fail(cic__ctx *x, int l, int col, const char *prefix,
         x, l, col,
         "%scase too large: estimated memory %.1f GiB exceeds the limit "
         "of %.0f GiB (weights %.1f GiB: %llu weights in %d copies, "
-        "the original, %d transforms and a scratch set, at mpfr_prec "
+        "the original, %d transformed models held at once and a scratch set, at mpfr_prec "
         "%d; activations %.1f GiB for %d tokens x %d samples); shrink "
         "d_model, layers or mlp_ratio (weights) or tokens and samples "
         "(activations), or use fewer transforms or a lower mpfr_prec",
@@ -1854,12 +1869,12 @@ static int cic__sweep_check(cic__ctx *x, const cic_case *c, long i,
                              m->samples);
         }
     }
-    cic__memory_parts_m(m, c->n_xf, *prec, &w, &wb, &ab);
+    cic__memory_parts_m(m, cic__xf_live(c), *prec, &w, &wb, &ab);
     if (cic__sat_add(wb, ab) > CIC_CASE_MEMORY_LIMIT) {
         CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL, CIC_AXIS_TOKENS,
                        CIC_AXIS_LAYERS, CIC_AXIS_MPFR_PREC, CIC_AXIS_SAMPLES,
                        CIC_AXIS_D_COND);
-        return cic__memory_fail(x, l, col, pd, m, c->n_xf, *prec);
+        return cic__memory_fail(x, l, col, pd, m, cic__xf_live(c), *prec);
     }
     return CIC_OK;
 }
@@ -2028,7 +2043,7 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
     if (cic_case_memory_estimate(c) > CIC_CASE_MEMORY_LIMIT) {
         int l, col;
         cic__pos(mt, &l, &col);
-        rc = cic__memory_fail(&x, l, col, "", &c->model, c->n_xf,
+        rc = cic__memory_fail(&x, l, col, "", &c->model, cic__xf_live(c),
                               c->mpfr_prec);
         goto cleanup;
     }

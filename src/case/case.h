@@ -28,13 +28,14 @@
  *   [engines]
  *   f32 = ["openblas", "fixed-order"]   # at least one
  *   mpfr_prec = 128                 # 64 .. 1024
+ *   verdict = "mpfr"                # mpfr | f64 | f64-openblas (default mpfr)
  *   [readout]
  *   kind = "head"                   # head | residual
  *   [[transforms]]
  *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
  *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate
  *   after = "other-name"            # optional: applied on top of that earlier transform
- *   precision = "mpfr"              # mpfr | f64 | f32 (default mpfr)
+ *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard
  *   seed = 7                        # rotate only (random, hadamard)
  *   mistake = "skip-mean-bake"      # optional known mistake, see below
@@ -113,7 +114,12 @@ enum cic_xform_kind {
     CIC_XFORM_COUNT
 };
 enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_COUNT };
-enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_COUNT };
+/* How a transform is computed: correctly rounded MPFR at the engine's
+ * precision, at 53 or 24 bits (replaying double / float code), or in double
+ * with the dense products by Q through OpenBLAS dgemm (large d: fast, but the
+ * last bits depend on the BLAS kernel and threads, so the regression gate
+ * does not pin its output hash). */
+enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_F64_BLAS, CIC_TPREC_COUNT };
 enum cic_mistake {
     CIC_MISTAKE_NONE,
     CIC_MISTAKE_SKIP_MEAN_BAKE,
@@ -132,7 +138,12 @@ enum cic_readout { CIC_READOUT_HEAD, CIC_READOUT_RESIDUAL, CIC_READOUT_COUNT };
  * transformed model with unrounded weights against the original), or the
  * f64 engine (fixed-order matmul, for model sizes where MPFR runs of every
  * transformed model are too slow; thresholds relative to double). */
-enum cic_verdict_engine { CIC_VERDICT_ENGINE_MPFR, CIC_VERDICT_ENGINE_F64, CIC_VERDICT_ENGINE_COUNT };
+enum cic_verdict_engine {
+    CIC_VERDICT_ENGINE_MPFR,
+    CIC_VERDICT_ENGINE_F64,       /* fixed-order matmul: the same bits everywhere */
+    CIC_VERDICT_ENGINE_F64_BLAS,  /* OpenBLAS dgemm: for large models */
+    CIC_VERDICT_ENGINE_COUNT
+};
 /* How a rotated dit stream keeps LayerNorm exact: a centered stream (C Q at
  * the writers, the norm becomes RMSNorm) or a mean-preserving Q (Q 1 = 1,
  * the norm stays LayerNorm). */

@@ -415,6 +415,31 @@ static const char *verdict_label(const run *r)
 
 /* Run m in the f64 engine (fixed-order matmul: the same bits on every CPU)
  * into out (exact conversion of the doubles), then map the readout. */
+/* Are the verdict engine's outputs for this transform the same bits on every
+ * machine? Not when OpenBLAS computed the transform or the verdict run: its
+ * kernels and thread counts move the last bits, so no hash is pinned. */
+static bool reproducible(const run *r, const char *transform)
+{
+    int i;
+    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64_BLAS)
+        return false;
+    for (i = 0; i < r->c.n_xf; i++)
+        if (!strcmp(r->c.xf[i].name, transform))
+            break;
+    /* the transform and every one it was applied after */
+    for (; i >= 0 && i < r->c.n_xf; i = r->c.xf[i].after)
+        if (r->c.xf[i].prec == CIC_TPREC_F64_BLAS)
+            return false;
+    return true;
+}
+
+/* Verdicts from the f64 engine (fixed order or OpenBLAS)? */
+static bool verdict_f64(const run *r)
+{
+    return r->c.verdict_engine == CIC_VERDICT_ENGINE_F64 ||
+           r->c.verdict_engine == CIC_VERDICT_ENGINE_F64_BLAS;
+}
+
 static int run_f64(run *r, mpfr_t *out, const cic_model *m, bool rounded,
                    cic_flop_count *fc)
 {
@@ -426,7 +451,10 @@ static int run_f64(run *r, mpfr_t *out, const cic_model *m, bool rounded,
         return -1;
     memset(&o, 0, sizeof o);
     o.flops = fc;
-    rc = cic_engine_f64_run(y, m, CIC_MATMUL_FIXED, rounded, &o);
+    rc = cic_engine_f64_run(y, m,
+                            r->c.verdict_engine == CIC_VERDICT_ENGINE_F64_BLAS ? CIC_MATMUL_OPENBLAS
+                                                                               : CIC_MATMUL_FIXED,
+                            rounded, &o);
     if (rc == 0) {
         for (k = 0; k < r->n; k++)
             mpfr_set_d(out[k], y[k], MPFR_RNDN);
@@ -463,7 +491,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
     memset(&counted, 0, sizeof counted);
     memset(&o, 0, sizeof o);
     o.flops = &counted;
-    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64) {
+    if (verdict_f64(r)) {
         cic_flop_count scratch;
         memset(&scratch, 0, sizeof scratch);
         progress(r, "transform %s: f64, unrounded weights", xs->name);
@@ -495,7 +523,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
     ce = cic_metric_rel_diff((const mpfr_t *)yhp, (const mpfr_t *)r->ref, r->n, r->prec);
     w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->ref, r->n, r->prec);
     cic_xform_thresholds(&eq, &br, xs, r->prec);
-    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64 && eq < 0x1p-30)
+    if (verdict_f64(r) && eq < 0x1p-30)
         eq = 0x1p-30; /* double rounding of both runs: near 1e-15, far below */
 
     mx = new_result(r, xs->name, verdict_label(r));
@@ -576,6 +604,18 @@ static int stage_xform(run *r, int i, cic_diag *d)
     save_out(r, nm, NULL, yhp);
     yhp = NULL;
     rc = 0;
+    {
+        /* keep the transformed model only for a later 'after' or the dump:
+         * at real model sizes one copy of the weights is gigabytes */
+        int j;
+        bool keep = r->a->dump_dir != NULL;
+        for (j = i + 1; j < r->c.n_xf; j++)
+            keep = keep || r->c.xf[j].after == i;
+        if (!keep) {
+            cic_model_destroy(r->xm[i]);
+            r->xm[i] = NULL;
+        }
+    }
 cleanup:
     cic_mpvec_destroy(yhp, r->n);
     cic_mpvec_destroy(yrw, r->n);
@@ -819,7 +859,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         goto fail;
     }
     r->ref = r->truth;
-    if (r->c.verdict_engine == CIC_VERDICT_ENGINE_F64) {
+    if (verdict_f64(r)) {
         cic_flop_count fc;
         memset(&fc, 0, sizeof fc);
         progress(r, "verdict reference: original model in f64");
@@ -842,7 +882,8 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
             continue;
         for (k = 0; k < r->n_res; k++)
             if (!strcmp(r->res[k].engine, verdict_label(r)) &&
-                !strcmp(r->saved[i].name + strlen(verdict_label(r)) + 1, r->res[k].transform))
+                !strcmp(r->saved[i].name + strlen(verdict_label(r)) + 1, r->res[k].transform) &&
+                reproducible(r, r->res[k].transform))
                 mp_sha256(r->res[k].mpfr_sha256, (const mpfr_t *)r->saved[i].mp, r->n);
     }
 

@@ -2,6 +2,7 @@
 #include "fold.h"
 
 #include "../base/base.h"
+#include "../base/mpgemm.h"
 
 #include <string.h>
 
@@ -40,6 +41,8 @@ void cic_fold_in_w(mpfr_t *out, const mpfr_t *w, int n, int d, const mpfr_t *sca
     for (j = 0; j < n; j++)
         for (k = 0; k < d; k++)
             mpfr_mul(ws->tmp[(size_t)j * d + k], w[(size_t)j * d + k], ws->vec[k], MPFR_RNDN);
+    if (ws->blas && cic_mp_gemm_f64(out, (const mpfr_t *)ws->tmp, false, q, false, n, d, d) == 0)
+        return;
     for (j = 0; j < n; j++)
         for (i = 0; i < d; i++)
             cic_mp_dot(out[(size_t)j * d + i], (const mpfr_t *)ws->tmp + (size_t)j * d, 1,
@@ -80,6 +83,8 @@ void cic_fold_out_w(mpfr_t *out, const mpfr_t *w, int d, int k, const mpfr_t *ga
             mpfr_mul(ws->tmp[(size_t)j * k + c], gate[j], w[(size_t)j * k + c], MPFR_RNDN);
     if (center)
         center_cols(ws->tmp, d, k, ws);
+    if (ws->blas && cic_mp_gemm_f64(out, q, true, (const mpfr_t *)ws->tmp, false, d, k, d) == 0)
+        return;
     for (i = 0; i < d; i++)
         for (c = 0; c < k; c++)
             cic_mp_dot(out[(size_t)i * k + c], q + i, (size_t)d,

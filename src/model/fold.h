@@ -3,7 +3,9 @@
  * engine runs these per sample; the static-fold transform runs them once for
  * its calibration sample. Layouts are PyTorch's ([out, in]); Q is d x d
  * row-major; every dot product is correctly rounded (cic_mp_dot). The order
- * of operations matches the f32 engine's FOLD ops:
+ * of operations matches the f32 engine's FOLD ops (with ws->blas the
+ * products by Q of in_w and out_w go through dgemm instead, for transforms
+ * computed in f64 at large d):
  *   in_w:  t_k = 1 + scale_k;  T[j,k] = W[j,k] t_k;  out = T Q
  *   in_b:  out_j = b_j + sum_k W[j,k] shift_k
  *   out_w: T[j,c] = gate_j W[j,c];  (center each column);  out = Q^T T
@@ -23,6 +25,7 @@ typedef struct {
     size_t vec_n;
     mpfr_ptr *ptr; /* max_d */
     mpfr_prec_t prec;
+    bool blas;     /* the products by Q in double through dgemm (prec 53) */
 } cic_fold_ws;
 
 /* Workspace for matrices of up to max_elems values and vectors of up to

@@ -146,6 +146,7 @@ static int static_fold(cic_model *m, const cic_xform_spec *x, const mpfr_t *q, b
         cic_mpvec_destroy(mod, (size_t)6 * d);
         return -1;
     }
+    ws.blas = x->prec == CIC_TPREC_F64_BLAS;
     for (l = 0; l < c->layers; l++) {
         snprintf(an, sizeof an, "blocks.%d.adaLN_modulation.1.weight", l);
         snprintf(abn, sizeof abn, "blocks.%d.adaLN_modulation.1.bias", l);
@@ -239,6 +240,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     m = cic_dit_create(&orig->cfg, CIC_READOUT_HEAD, &plan, orig);
     if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
         goto done;
+    cx.blas = x->prec == CIC_TPREC_F64_BLAS;
     if (x->kind == CIC_XFORM_BRANCH_ROTATE) {
         rc = branch(m, x, &cx, p);
         goto done;

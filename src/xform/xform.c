@@ -29,6 +29,7 @@ mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
     case CIC_TPREC_F32:
         return 24;
     case CIC_TPREC_F64:
+    case CIC_TPREC_F64_BLAS:
         return 53;
     default:
         return engine_prec;
@@ -57,6 +58,7 @@ void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
         *eq = ldexp(1.0, 12 - p);
         break;
     case CIC_TPREC_F64:
+    case CIC_TPREC_F64_BLAS:
         *eq = ldexp(1.0, 20 - p);
         break;
     default:
@@ -274,12 +276,12 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
     const mpfr_t *v = vals(m, id, &tv);
     CIC_ASSERT(cols == d);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
-    if (!v || !nv) {
+    if (!v || !nv || (c->blas && cic_mp_gemm_f64(nv, v, false, q, false, rows, d, d) < 0)) {
         cic_mpvec_destroy(tv, (size_t)rows * cols);
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
-    for (r = 0; r < rows; r++)
+    for (r = 0; r < rows && !c->blas; r++)
         for (i = 0; i < d; i++)
             cic_mp_dot(nv[(size_t)r * d + i], v + (size_t)r * d, 1, q + i, (size_t)d,
                        (size_t)d, NULL, &c->dot);
@@ -299,13 +301,13 @@ static int rotate_writer(ctx *c, int id, const mpfr_t *q, int d)
     CIC_ASSERT(rows == d);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
-    if (!v || !nv) {
+    if (!v || !nv || (c->blas && cic_mp_gemm_f64(nv, q, true, v, false, d, cols, d) < 0)) {
         cic_mpvec_destroy(tv, (size_t)rows * cols);
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
     /* W'[i, k] = sum_j Q[j, i] W[j, k] */
-    for (i = 0; i < d; i++)
+    for (i = 0; i < d && !c->blas; i++)
         for (k = 0; k < cols; k++)
             cic_mp_dot(nv[(size_t)i * cols + k], q + i, (size_t)d, v + k, (size_t)cols,
                        (size_t)d, NULL, &c->dot);
@@ -424,6 +426,7 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
     memset(&c, 0, sizeof c);
     if (!m || ctx_init(&c, m, cic_xform_prec(x, engine_prec)) < 0)
         goto done;
+    c.blas = x->prec == CIC_TPREC_F64_BLAS;
     switch (x->kind) {
     case CIC_XFORM_FUSE_LAYERNORM:
         rc = do_fuse(&c, x, true);

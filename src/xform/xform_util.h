@@ -4,6 +4,7 @@
 #define CIC_XFORM_UTIL_H
 
 #include "../base/mpvec.h"
+#include "../base/mpgemm.h"
 #include "../model/model.h"
 
 typedef struct {
@@ -11,6 +12,7 @@ typedef struct {
     mpfr_prec_t p;      /* output precision */
     cic_dot_scratch dot;
     int ok;
+    bool blas;          /* dense products by Q through dgemm (f64-openblas) */
 } cic_xf_ctx;
 
 /* Current values of tensor id (hp, or exact f32 copies in *tmp to destroy). */
