@@ -228,6 +228,33 @@ static void test_rows(void **state)
         cic_mp_span_init(&sy, (const mpfr_t *)y, 1, N);
         done = cic_mp_dot_rows(r, (const mpfr_t *const *)x, sx, 1, NR, (const mpfr_t *)y, 1, &sy,
                                N, trial == 3 ? NULL : b);
+        {
+            /* the packed form, through views into one pack of all rows,
+             * must set the same rows to the same bits */
+            cic_mp_pack yp, xp[NR], xv[NR];
+            const cic_mp_pack *xpp[NR];
+            mpfr_ptr r2[NR];
+            unsigned done2;
+            assert_int_equal(cic_mp_pack_init(&yp, (const mpfr_t *)y, N), 0);
+            for (t = 0; t < NR; t++) {
+                assert_int_equal(cic_mp_pack_init(&xp[t], (const mpfr_t *)x[t], N), 0);
+                cic_mp_pack_view(&xv[t], &xp[t], 0, N);
+                xpp[t] = t % 2 ? &xv[t] : &xp[t];
+                r2[t] = malloc(sizeof(mpfr_t));
+                mpfr_init2(r2[t], 128);
+                mpfr_set_nan(r2[t]);
+            }
+            done2 = cic_mp_dot_rows_packed(r2, xpp, NR, &yp, trial == 3 ? NULL : b);
+            assert_int_equal(done2, done);
+            for (t = 0; t < NR; t++) {
+                if (done2 >> t & 1)
+                    check_equal(r2[t], r[t], "packed rows", trial);
+                mpfr_clear(r2[t]);
+                free(r2[t]);
+                cic_mp_pack_clear(&xp[t]);
+            }
+            cic_mp_pack_clear(&yp);
+        }
         for (t = 0; t < NR; t++) {
             bool declines = (trial == 1 && t == 1) || (trial == 2 && t == 3) || t == 2;
             /* row 2 (64 bits) is declined when row 0 sets the limb count */

@@ -206,19 +206,11 @@ DOT_INLINE void rows_pass2(dot_acc *acc, int nr, const mpfr_t *const *x, size_t 
     }
 }
 
-unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span *sx, size_t incx,
-                         int nr, const mpfr_t *y, size_t incy, const cic_mp_span *sy, size_t n,
-                         mpfr_srcptr bias)
+/* Accumulators for nr rows from the spans; returns la (0: no row on). */
+static int rows_setup(dot_acc *acc, int nr, const cic_mp_span *sx, const cic_mp_span *sy,
+                      mpfr_srcptr bias, int kb)
 {
-    dot_acc acc[CIC_DOT_ROWS];
-    unsigned done = 0;
-    int t, la = 0, lb = sy->limbs, kb = 0;
-    bool hasb = bias && !mpfr_zero_p(bias);
-    CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
-    if (!sy->usable || (hasb && (!mpfr_regular_p(bias) || limbs_of(bias) > DOT_MAX_LIMBS)))
-        return 0;
-    if (hasb)
-        kb = limbs_of(bias);
+    int t, la = 0, lb = sy->limbs;
     for (t = 0; t < nr; t++) {
         dot_acc *A = &acc[t];
         mpfr_exp_t emax;
@@ -228,10 +220,9 @@ unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span 
             continue;
         la = sx[t].limbs;
         /* bounds of every product's bits: [2^emin, 2^emax) */
-        A->ebase = sx[t].emin + sy->emin;
-        A->emin = A->ebase - GMP_NUMB_BITS * (la + lb);
+        A->emin = sx[t].emin + sy->emin - GMP_NUMB_BITS * (la + lb);
         emax = sx[t].emax + sy->emax;
-        if (hasb) {
+        if (kb) {
             mpfr_exp_t eb = mpfr_custom_get_exp(bias);
             if (eb - GMP_NUMB_BITS * kb < A->emin)
                 A->emin = eb - GMP_NUMB_BITS * kb;
@@ -249,36 +240,22 @@ unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span 
         memset(A->pos, 0, (size_t)A->w * sizeof A->pos[0]);
         memset(A->neg, 0, (size_t)A->w * sizeof A->neg[0]);
     }
-    if (la == 0)
-        return 0;
+    return la;
+}
 
-    /* pass 2, specialised for the common limb counts */
-#define DOT_CASE(A, B)                                                 \
-    case (A) * 16 + (B):                                               \
-        rows_pass2(acc, nr, x, incx, y, incy, n, (A), (B));            \
-        break
-    switch (la * 16 + lb) {
-    DOT_CASE(1, 1);
-    DOT_CASE(2, 1);
-    DOT_CASE(1, 2);
-    DOT_CASE(2, 2);
-    DOT_CASE(3, 1); /* the truth's recheck at prec + 64 = 192 bits */
-    DOT_CASE(3, 3);
-    DOT_CASE(4, 1);
-    DOT_CASE(4, 4);
-    default:
-        rows_pass2(acc, nr, x, incx, y, incy, n, la, lb);
-    }
-#undef DOT_CASE
-
+/* Add the bias, round each row once; returns the mask of rows set. */
+static unsigned rows_finish(mpfr_ptr *r, dot_acc *acc, int nr, mpfr_srcptr bias, int kb)
+{
+    unsigned done = 0;
+    int t;
     for (t = 0; t < nr; t++) {
         dot_acc *A = &acc[t];
         mp_limb_t *hi;
         mpz_t z;
         int sz, sign;
-        if (!A->on || (A->nz == 0 && !hasb))
+        if (!A->on || (A->nz == 0 && !kb))
             continue; /* declined, or only zero products: signed-zero rules */
-        if (hasb) {
+        if (kb) {
             unsigned long s = (unsigned long)(mpfr_custom_get_exp(bias) - GMP_NUMB_BITS * kb -
                                               A->emin);
             acc_add(mpfr_signbit(bias) ? A->neg : A->pos, A->w, (int)(s / GMP_NUMB_BITS),
@@ -306,6 +283,169 @@ unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span 
         done |= 1u << t;
     }
     return done;
+}
+
+/* The bias's limb count (0 for none or zero), or -1 when it rules out the
+ * fast path. */
+static int bias_limbs(mpfr_srcptr bias)
+{
+    if (!bias || mpfr_zero_p(bias))
+        return 0;
+    if (!mpfr_regular_p(bias) || limbs_of(bias) > DOT_MAX_LIMBS)
+        return -1;
+    return limbs_of(bias);
+}
+
+#define DOT_SWITCH(CALL)                                                       \
+    switch (la * 16 + lb) {                                                    \
+    case 1 * 16 + 1: CALL(1, 1); break;                                        \
+    case 2 * 16 + 1: CALL(2, 1); break;                                        \
+    case 1 * 16 + 2: CALL(1, 2); break;                                        \
+    case 2 * 16 + 2: CALL(2, 2); break;                                        \
+    case 3 * 16 + 1: CALL(3, 1); break; /* the truth's recheck, 192 bits */    \
+    case 3 * 16 + 3: CALL(3, 3); break;                                        \
+    case 4 * 16 + 1: CALL(4, 1); break;                                        \
+    case 4 * 16 + 4: CALL(4, 4); break;                                        \
+    default: CALL(la, lb);                                                     \
+    }
+
+unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span *sx, size_t incx,
+                         int nr, const mpfr_t *y, size_t incy, const cic_mp_span *sy, size_t n,
+                         mpfr_srcptr bias)
+{
+    dot_acc acc[CIC_DOT_ROWS];
+    int la, lb = sy->limbs, kb = bias_limbs(bias);
+    CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
+    if (!sy->usable || kb < 0)
+        return 0;
+    la = rows_setup(acc, nr, sx, sy, bias, kb);
+    if (la == 0)
+        return 0;
+#define PASS2(A, B) rows_pass2(acc, nr, x, incx, y, incy, n, (A), (B))
+    DOT_SWITCH(PASS2)
+#undef PASS2
+    return rows_finish(r, acc, nr, bias, kb);
+}
+
+/* ---- packed vectors ---- */
+
+#define PACK_ZERO INT64_MIN
+
+int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
+{
+    size_t i;
+    int L;
+    memset(pk, 0, sizeof *pk);
+    cic_mp_span_init(&pk->span, x, 1, n);
+    pk->n = n;
+    if (!pk->span.usable)
+        return 0; /* nothing to pack: its dot products take the MPFR path */
+    L = pk->L = pk->span.limbs;
+    pk->limbs = cic_calloc(n * (size_t)L + 1, sizeof *pk->limbs);
+    pk->es = cic_calloc(n + 1, sizeof *pk->es);
+    if (!pk->limbs || !pk->es) {
+        cic_mp_pack_clear(pk);
+        return -1;
+    }
+    for (i = 0; i < n; i++) {
+        mpfr_srcptr a = x[i];
+        if (!mpfr_regular_p(a)) {
+            pk->es[i] = PACK_ZERO;
+            continue;
+        }
+        memcpy(pk->limbs + i * (size_t)L, mpfr_custom_get_significand(a),
+               (size_t)L * sizeof *pk->limbs);
+        pk->es[i] = 2 * (int64_t)mpfr_custom_get_exp(a) + (mpfr_signbit(a) != 0);
+    }
+    return 0;
+}
+
+void cic_mp_pack_clear(cic_mp_pack *pk)
+{
+    free(pk->limbs);
+    free(pk->es);
+    memset(pk, 0, sizeof *pk);
+}
+
+void cic_mp_pack_view(cic_mp_pack *v, const cic_mp_pack *pk, size_t off, size_t n)
+{
+    size_t i;
+    bool any = false;
+    CIC_ASSERT(off + n <= pk->n);
+    *v = *pk;
+    v->n = n;
+    v->span.usable = false;
+    if (!pk->span.usable)
+        return;
+    v->limbs = pk->limbs + off * (size_t)pk->L;
+    v->es = pk->es + off;
+    for (i = 0; i < n; i++) {
+        mpfr_exp_t e;
+        if (v->es[i] == PACK_ZERO)
+            continue;
+        e = (mpfr_exp_t)(v->es[i] >> 1); /* arithmetic shift: floor(es / 2) */
+        if (!any)
+            v->span.emin = v->span.emax = e;
+        if (e < v->span.emin)
+            v->span.emin = e;
+        if (e > v->span.emax)
+            v->span.emax = e;
+        any = true;
+    }
+    v->span.usable = any;
+}
+
+/* Pass 2 on packed vectors: contiguous limbs and exponents, no pointer
+ * chasing through mpfr_t. */
+DOT_INLINE void packed_pass2(dot_acc *acc, int nr, const cic_mp_pack *const *x,
+                             const cic_mp_pack *y, int la, int lb)
+{
+    mp_limb_t p[DOT_MAX_LIMBS];
+    size_t i, n = y->n;
+    int t;
+    for (i = 0; i < n; i++) {
+        int64_t eb = y->es[i];
+        const mp_limb_t *bl = y->limbs + i * (size_t)lb;
+        if (eb == PACK_ZERO)
+            continue;
+        for (t = 0; t < nr; t++) {
+            dot_acc *A = &acc[t];
+            int64_t ea;
+            unsigned long s; /* >= 0: ebase is the least weight */
+            if (!A->on) /* (an unusable pack has no storage) */
+                continue;
+            ea = x[t]->es[i];
+            if (ea == PACK_ZERO)
+                continue;
+            limbs_mul(p, x[t]->limbs + i * (size_t)la, la, bl, lb);
+            s = (unsigned long)((ea >> 1) + (eb >> 1) - A->ebase);
+            acc_add((ea ^ eb) & 1 ? A->neg : A->pos, A->w, (int)(s / GMP_NUMB_BITS), p,
+                    la + lb, (unsigned)(s % GMP_NUMB_BITS));
+            A->nz++;
+        }
+    }
+}
+
+unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr,
+                                const cic_mp_pack *y, mpfr_srcptr bias)
+{
+    dot_acc acc[CIC_DOT_ROWS];
+    cic_mp_span sx[CIC_DOT_ROWS];
+    int t, la, lb = y->span.limbs, kb = bias_limbs(bias);
+    CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
+    if (!y->span.usable || kb < 0)
+        return 0;
+    for (t = 0; t < nr; t++) {
+        CIC_ASSERT(x[t]->n == y->n);
+        sx[t] = x[t]->span;
+    }
+    la = rows_setup(acc, nr, sx, &y->span, bias, kb);
+    if (la == 0)
+        return 0;
+#define PASS2(A, B) packed_pass2(acc, nr, x, y, (A), (B))
+    DOT_SWITCH(PASS2)
+#undef PASS2
+    return rows_finish(r, acc, nr, bias, kb);
 }
 
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,

@@ -14,6 +14,7 @@
 #include <mpfr.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* Scratch for dot products of length up to cap. Reuse it; it owns cap
  * products at 2*prec bits and the pointer array mpfr_sum wants. */
@@ -54,6 +55,27 @@ void cic_mp_span_init(cic_mp_span *sp, const mpfr_t *x, size_t inc, size_t n);
 unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span *sx, size_t incx,
                          int nr, const mpfr_t *y, size_t incy, const cic_mp_span *sy, size_t n,
                          mpfr_srcptr bias);
+
+/* A vector copied out of its mpfr_t values into contiguous limbs and
+ * exponents, for the fast path's inner loop (no pointer chasing). All
+ * nonzero entries share one precision; when the span is not usable nothing
+ * is packed and dot products with it take the MPFR path. */
+typedef struct {
+    mp_limb_t *limbs; /* n * L limbs, entry i at limbs + i * L (MPFR's layout) */
+    int64_t *es;      /* 2 * exponent + sign bit, INT64_MIN for a zero */
+    size_t n;
+    int L;
+    cic_mp_span span;
+} cic_mp_pack;
+/* 0, or -1 when memory runs out (pk is then empty). */
+int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n);
+void cic_mp_pack_clear(cic_mp_pack *pk);
+/* v = entries [off, off + n) of pk, with their own span; v borrows pk's
+ * storage (never clear a view). */
+void cic_mp_pack_view(cic_mp_pack *v, const cic_mp_pack *pk, size_t off, size_t n);
+/* cic_mp_dot_rows on packed vectors (all of y->n entries). */
+unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr,
+                                const cic_mp_pack *y, mpfr_srcptr bias);
 
 /* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
  * NaN or Inf, every term zero, factors of over 512 bits together, mixed

@@ -167,7 +167,7 @@ static const mpfr_t *wsrc(mprun *r, int id)
 
 typedef struct {
     const mpfr_t *x, *w, *b;
-    const cic_mp_span *wspan; /* of every weight row, per sample when per */
+    const cic_mp_pack *wpack; /* every weight row, per sample when per */
     mpfr_t *y;
     bool per, bper;
     int n, k, per_s;
@@ -184,28 +184,34 @@ static void linear_rows(void *c, int lo, int hi, mpws *ws)
         int s = i / L->per_s;
         const mpfr_t *w = L->per ? L->w + (size_t)s * L->n * L->k : L->w;
         const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
-        const cic_mp_span *wsp = L->wspan + (L->per ? (size_t)s * L->n : 0);
+        const cic_mp_pack *wp = L->wpack + (L->per ? (size_t)s * L->n : 0);
         const mpfr_t *xr[CIC_DOT_ROWS];
-        cic_mp_span sx[CIC_DOT_ROWS];
+        cic_mp_pack xp[CIC_DOT_ROWS];
+        const cic_mp_pack *xpp[CIC_DOT_ROWS];
         mpfr_ptr yr[CIC_DOT_ROWS];
+        bool packed = true;
         nr = hi - i < CIC_DOT_ROWS ? hi - i : CIC_DOT_ROWS;
         if (nr > (s + 1) * L->per_s - i)
             nr = (s + 1) * L->per_s - i;
         for (t = 0; t < nr; t++) {
             xr[t] = L->x + (size_t)(i + t) * L->k;
-            cic_mp_span_init(&sx[t], xr[t], 1, (size_t)L->k);
+            /* out of memory: unpacked, every dot through cic_mp_dot */
+            packed = cic_mp_pack_init(&xp[t], xr[t], (size_t)L->k) == 0 && packed;
+            xpp[t] = &xp[t];
         }
         for (j = 0; j < L->n; j++) {
-            unsigned done;
+            unsigned done = 0;
             for (t = 0; t < nr; t++)
                 yr[t] = L->y[(size_t)(i + t) * L->n + j];
-            done = cic_mp_dot_rows(yr, xr, sx, 1, nr, w + (size_t)j * L->k, 1, &wsp[j],
-                                   (size_t)L->k, b ? b[j] : NULL);
+            if (packed)
+                done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], b ? b[j] : NULL);
             for (t = 0; t < nr; t++)
                 if (!(done >> t & 1))
                     cic_mp_dot(yr[t], xr[t], 1, w + (size_t)j * L->k, 1, (size_t)L->k,
                                b ? b[j] : NULL, &ws->dot);
         }
+        for (t = 0; t < nr; t++)
+            cic_mp_pack_clear(&xp[t]);
     }
 }
 
@@ -226,15 +232,19 @@ static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
     if (!L.x || !L.w || (o->b >= 0 && !L.b))
         return -1;
     {
+        /* the weights packed once per op, a view per output row */
         size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1), j;
-        cic_mp_span *sp = cic_calloc(nw, sizeof *sp);
-        if (!sp)
+        cic_mp_pack all, *views = cic_calloc(nw, sizeof *views);
+        if (!views || cic_mp_pack_init(&all, L.w, nw * (size_t)L.k) < 0) {
+            free(views);
             return -1;
+        }
         for (j = 0; j < nw; j++)
-            cic_mp_span_init(&sp[j], L.w + j * L.k, 1, (size_t)L.k);
-        L.wspan = sp;
+            cic_mp_pack_view(&views[j], &all, j * (size_t)L.k, (size_t)L.k);
+        L.wpack = views;
         parallel(r, R, linear_rows, &L);
-        free(sp);
+        free(views);
+        cic_mp_pack_clear(&all);
     }
     r->fc.site[o->site] += 2.0 * R * L.n * L.k + (L.b ? (double)R * L.n : 0);
     return 0;
