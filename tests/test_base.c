@@ -71,10 +71,13 @@ static void rand_mp(mpfr_ptr x, uint64_t *s, gmp_randstate_t g, int elo,
     mpfr_urandomb(x, g); /* [0,1), prec bits */
     if (mpfr_zero_p(x))
         mpfr_set_ui(x, 1, MPFR_RNDN);
-    if (r == 1) { /* a short mantissa: exact ties become likely */
-        mpfr_prec_t p = mpfr_get_prec(x);
-        mpfr_prec_round(x, 3, MPFR_RNDN);
-        mpfr_prec_round(x, p, MPFR_RNDN);
+    if (r == 1) { /* a short mantissa: exact ties become likely (x may live
+                   * in an mpvec block: no mpfr_prec_round on it) */
+        mpfr_t t3;
+        mpfr_init2(t3, 3);
+        mpfr_set(t3, x, MPFR_RNDN);
+        mpfr_set(x, t3, MPFR_RNDN);
+        mpfr_clear(t3);
     }
     mpfr_mul_2si(x, x, tr_int(s, elo, ehi), MPFR_RNDN);
     if (tr_next(s) & 1)

@@ -584,9 +584,8 @@ static void rnd_truth(mpfr_ptr x, gmp_randstate_t gs, long escale)
     case 1:
         mpfr_set_ui_2exp(x, 1, e, MPFR_RNDN);
         break;
-    case 2: /* a float */
-        mpfr_prec_round(x, 24, MPFR_RNDN);
-        mpfr_prec_round(x, 128, MPFR_RNDN);
+    case 2: /* a float (x may live in an mpvec block: no mpfr_prec_round) */
+        mpfr_set_flt(x, mpfr_get_flt(x, MPFR_RNDN), MPFR_RNDN);
         mpfr_mul_2si(x, x, e, MPFR_RNDN);
         break;
     case 3: /* just below / above a power of two */
@@ -600,8 +599,14 @@ static void rnd_truth(mpfr_ptr x, gmp_randstate_t gs, long escale)
         mpfr_mul_2si(x, x, rnd_range(-152, -126), MPFR_RNDN);
         break;
     case 5: /* a float midpoint: ties */
-        mpfr_prec_round(x, 25, MPFR_RNDN);
-        mpfr_prec_round(x, 128, MPFR_RNDN);
+        {
+            /* 25 bits: a binary32 value or a midpoint between two */
+            mpfr_t t25;
+            mpfr_init2(t25, 25);
+            mpfr_set(t25, x, MPFR_RNDN);
+            mpfr_set(x, t25, MPFR_RNDN);
+            mpfr_clear(t25);
+        }
         mpfr_mul_2si(x, x, e, MPFR_RNDN);
         break;
     default:

@@ -486,26 +486,34 @@ void cic_mp_dot_mpfr(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
     mpfr_sum(r, s->ptr, k, MPFR_RNDN);
 }
 
+/* One allocation per vector: the n mpfr_t headers, then every significand
+ * (MPFR's custom interface), instead of a malloc per value. At real model
+ * sizes (tens of millions of values per copy of the weights) the per-value
+ * mallocs, frees and page faults cost more than the arithmetic. Values of
+ * such a vector must never be mpfr_clear'ed or mpfr_set_prec'ed one by one;
+ * cic_mpvec_destroy frees the block. */
 mpfr_t *cic_mpvec_create(size_t n, mpfr_prec_t prec)
 {
-    size_t i;
-    mpfr_t *v = cic_calloc(n ? n : 1, sizeof *v);
-    if (!v)
+    size_t i, sz = mpfr_custom_get_size(prec), head = (n ? n : 1) * sizeof(mpfr_t);
+    char *mem, *sig;
+    mpfr_t *v;
+    if (n > (SIZE_MAX - head) / (sz ? sz : 1))
         return NULL;
+    mem = cic_calloc(1, head + n * sz);
+    if (!mem)
+        return NULL;
+    v = (mpfr_t *)(void *)mem;
+    sig = mem + head; /* sizeof(mpfr_t) keeps limbs aligned */
     for (i = 0; i < n; i++) {
-        mpfr_init2(v[i], prec);
-        mpfr_set_zero(v[i], 1);
+        mpfr_custom_init(sig + i * sz, prec);
+        mpfr_custom_init_set(v[i], MPFR_ZERO_KIND, 0, prec, sig + i * sz);
     }
     return v;
 }
 
 void cic_mpvec_destroy(mpfr_t *v, size_t n)
 {
-    size_t i;
-    if (!v)
-        return;
-    for (i = 0; i < n; i++)
-        mpfr_clear(v[i]);
+    (void)n; /* one block, whatever its length */
     free(v);
 }
 
