@@ -448,6 +448,54 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
     return rows_finish(r, acc, nr, bias, kb);
 }
 
+int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, size_t n, size_t k)
+{
+    size_t j;
+    *views = cic_calloc(n, sizeof **views);
+    if (!*views || cic_mp_pack_init(all, w, n * k) < 0) {
+        free(*views);
+        *views = NULL;
+        return -1;
+    }
+    for (j = 0; j < n; j++)
+        cic_mp_pack_view(&(*views)[j], all, j * k, k);
+    return 0;
+}
+
+void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
+                        const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
+                        cic_dot_scratch *s)
+{
+    size_t i, j;
+    int t, nr;
+    for (i = 0; i < m; i += (size_t)nr) {
+        const mpfr_t *xr[CIC_DOT_ROWS];
+        cic_mp_pack xp[CIC_DOT_ROWS];
+        const cic_mp_pack *xpp[CIC_DOT_ROWS];
+        mpfr_ptr yr[CIC_DOT_ROWS];
+        bool packed = true;
+        nr = m - i < CIC_DOT_ROWS ? (int)(m - i) : CIC_DOT_ROWS;
+        for (t = 0; t < nr; t++) {
+            xr[t] = x + (i + (size_t)t) * k;
+            /* out of memory: unpacked, every dot through cic_mp_dot */
+            packed = cic_mp_pack_init(&xp[t], xr[t], k) == 0 && packed;
+            xpp[t] = &xp[t];
+        }
+        for (j = 0; j < n; j++) {
+            unsigned done = 0;
+            for (t = 0; t < nr; t++)
+                yr[t] = y[(i + (size_t)t) * n + j];
+            if (packed)
+                done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], b ? b[j] : NULL);
+            for (t = 0; t < nr; t++)
+                if (!(done >> t & 1))
+                    cic_mp_dot(yr[t], xr[t], 1, w + j * k, 1, k, b ? b[j] : NULL, s);
+        }
+        for (t = 0; t < nr; t++)
+            cic_mp_pack_clear(&xp[t]);
+    }
+}
+
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,
                      size_t n, mpfr_srcptr bias)
 {

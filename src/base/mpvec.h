@@ -77,6 +77,19 @@ void cic_mp_pack_view(cic_mp_pack *v, const cic_mp_pack *pk, size_t off, size_t 
 unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr,
                                 const cic_mp_pack *y, mpfr_srcptr bias);
 
+/* Pack each of w's n rows of k values: one pack *all, and *views (n views
+ * into it, free() it; clear *all). 0, or -1 when memory runs out. */
+int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, size_t n, size_t k);
+
+/* A linear layer, row-major: y[i*n + j] = b[j] + sum_p x[i*k + p] w[j*k + p]
+ * for rows i < m, each correctly rounded. Rows go in blocks of CIC_DOT_ROWS
+ * against wp (w's rows packed by cic_mp_pack_rows), so each weight is read
+ * once per block; declined dots take cic_mp_dot with s (cap >= k). b may be
+ * NULL; y may not alias x, w or b. */
+void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
+                        const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
+                        cic_dot_scratch *s);
+
 /* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
  * NaN or Inf, every term zero, factors of over 512 bits together, mixed
  * precisions within x or y, exponent ranges spanning over 3968 bits. */

@@ -173,45 +173,19 @@ typedef struct {
     int n, k, per_s;
 } lin_job;
 
-/* Rows go in blocks of up to CIC_DOT_ROWS of one sample, so each weight is
- * read once per block rather than once per row (the weights of a real-size
- * block do not fit in cache). */
+/* Rows of one sample share weights: each range is cut at sample ends. */
 static void linear_rows(void *c, int lo, int hi, mpws *ws)
 {
     const lin_job *L = c;
-    int i, j, t, nr;
-    for (i = lo; i < hi; i += nr) {
+    int i, end;
+    for (i = lo; i < hi; i = end) {
         int s = i / L->per_s;
         const mpfr_t *w = L->per ? L->w + (size_t)s * L->n * L->k : L->w;
         const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
-        const cic_mp_pack *wp = L->wpack + (L->per ? (size_t)s * L->n : 0);
-        const mpfr_t *xr[CIC_DOT_ROWS];
-        cic_mp_pack xp[CIC_DOT_ROWS];
-        const cic_mp_pack *xpp[CIC_DOT_ROWS];
-        mpfr_ptr yr[CIC_DOT_ROWS];
-        bool packed = true;
-        nr = hi - i < CIC_DOT_ROWS ? hi - i : CIC_DOT_ROWS;
-        if (nr > (s + 1) * L->per_s - i)
-            nr = (s + 1) * L->per_s - i;
-        for (t = 0; t < nr; t++) {
-            xr[t] = L->x + (size_t)(i + t) * L->k;
-            /* out of memory: unpacked, every dot through cic_mp_dot */
-            packed = cic_mp_pack_init(&xp[t], xr[t], (size_t)L->k) == 0 && packed;
-            xpp[t] = &xp[t];
-        }
-        for (j = 0; j < L->n; j++) {
-            unsigned done = 0;
-            for (t = 0; t < nr; t++)
-                yr[t] = L->y[(size_t)(i + t) * L->n + j];
-            if (packed)
-                done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], b ? b[j] : NULL);
-            for (t = 0; t < nr; t++)
-                if (!(done >> t & 1))
-                    cic_mp_dot(yr[t], xr[t], 1, w + (size_t)j * L->k, 1, (size_t)L->k,
-                               b ? b[j] : NULL, &ws->dot);
-        }
-        for (t = 0; t < nr; t++)
-            cic_mp_pack_clear(&xp[t]);
+        end = (s + 1) * L->per_s < hi ? (s + 1) * L->per_s : hi;
+        cic_mp_linear_rows(L->y + (size_t)i * L->n, L->x + (size_t)i * L->k, (size_t)(end - i),
+                           w, L->wpack + (L->per ? (size_t)s * L->n : 0), b, (size_t)L->n,
+                           (size_t)L->k, &ws->dot);
     }
 }
 
@@ -233,14 +207,10 @@ static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
         return -1;
     {
         /* the weights packed once per op, a view per output row */
-        size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1), j;
-        cic_mp_pack all, *views = cic_calloc(nw, sizeof *views);
-        if (!views || cic_mp_pack_init(&all, L.w, nw * (size_t)L.k) < 0) {
-            free(views);
+        size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1);
+        cic_mp_pack all, *views;
+        if (cic_mp_pack_rows(&all, &views, L.w, nw, (size_t)L.k) < 0)
             return -1;
-        }
-        for (j = 0; j < nw; j++)
-            cic_mp_pack_view(&views[j], &all, j * (size_t)L.k, (size_t)L.k);
         L.wpack = views;
         parallel(r, R, linear_rows, &L);
         free(views);
