@@ -2,7 +2,9 @@
  * instantiated with float: matmuls go to OpenBLAS sgemm or to a fixed-order
  * loop (one summation order on every CPU, so its bits are reproducible
  * anywhere); everything else is plain float code compiled with
- * -ffp-contract=off, so its bits depend only on libm's expf/erff/tanhf.
+ * -ffp-contract=off, so its bits depend only on libm's expf/erff/tanhf
+ * (split by rows over OpenBLAS's thread count, the same bits for any
+ * count).
  * Weights and inputs are the tensors' float32 values, read in place.
  * Workload: small to mid-size blocks, rows = tokens of the selected samples.
  * Each kernel books the FLOPs it performs (engine.h convention). This file
