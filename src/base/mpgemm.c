@@ -37,3 +37,17 @@ cleanup:
     free(dc);
     return rc;
 }
+
+void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
+                   int k, bool blas, cic_dot_scratch *s)
+{
+    int i, j;
+    if (blas && cic_mp_gemm_f64(c, a, ta, b, tb, m, n, k) == 0)
+        return;
+    /* op(A)[i, p] = ta ? A[p, i] : A[i, p]; op(B)[p, j] = tb ? B[j, p] : B[p, j] */
+    for (i = 0; i < m; i++)
+        for (j = 0; j < n; j++)
+            cic_mp_dot(c[(size_t)i * n + j], a + (ta ? (size_t)i : (size_t)i * k),
+                       ta ? (size_t)m : 1, b + (tb ? (size_t)j * k : (size_t)j),
+                       tb ? 1 : (size_t)n, (size_t)k, NULL, s);
+}

@@ -1,11 +1,20 @@
-/* mpgemm.h: dense products of MPFR matrices in double through OpenBLAS
- * dgemm, for transforms computed in f64 at sizes where correctly rounded
- * MPFR products (d^3 of them for a rotation) take too long. */
+/* mpgemm.h: dense products of MPFR matrices, the one place a transform's
+ * products by Q are formed: correctly rounded dot products, or in double
+ * through OpenBLAS dgemm for transforms computed in f64 at sizes where
+ * correctly rounded products (d^3 of them for a rotation) take too long. */
 #ifndef CIC_MPGEMM_H
 #define CIC_MPGEMM_H
 
+#include "mpvec.h"
+
 #include <mpfr.h>
 #include <stdbool.h>
+
+/* C = op(A) op(B) as below: every entry a correctly rounded dot product
+ * (cic_mp_dot with s, cap >= k), or with blas through cic_mp_gemm_f64 (and
+ * the dot products after all if its buffers cannot be had). */
+void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
+                   int k, bool blas, cic_dot_scratch *s);
 
 /* C = op(A) op(B), all row-major: op(A) is m x k (A stored m x k, or k x m
  * when ta), op(B) is k x n (B stored k x n, or n x k when tb), C is m x n.

@@ -113,7 +113,9 @@ DOT_INLINE void acc_add(mp_limb_t *acc, int w, int off, const mp_limb_t *p, int 
     }
 }
 
-/* p[0..la+lb) = a[0..la) * b[0..lb) */
+/* p[0..la+lb) = a[0..la) * b[0..lb). GMP's mpn_mul does this, but as a
+ * call per term; inlined with constant la and lb (1 to 4 limbs) it is a few
+ * multiply instructions. */
 DOT_INLINE void limbs_mul(mp_limb_t *p, const mp_limb_t *a, int la, const mp_limb_t *b, int lb)
 {
     int i, j;

@@ -535,7 +535,6 @@ static uint64_t cic__u(int v)
     return v > 0 ? (uint64_t)v : 0;
 }
 
-/* Weights (element count) and activation bytes behind the estimate. */
 /* Transformed models a run holds at once (without --dump): the one being
  * run and every earlier one that a later transform is applied after. */
 static int cic__xf_live(const cic_case *c)
@@ -550,6 +549,7 @@ static int cic__xf_live(const cic_case *c)
     return n;
 }
 
+/* Weights (element count) and activation bytes behind the estimate. */
 static void cic__memory_parts_m(const cic_model_cfg *m, int n_xf,
                                 int mpfr_prec, uint64_t *weights,
                                 uint64_t *wbytes, uint64_t *abytes)

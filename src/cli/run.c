@@ -413,8 +413,6 @@ static const char *verdict_label(const run *r)
     return CIC_VERDICT_ENGINE_NAME[r->c.verdict_engine];
 }
 
-/* Run m in the f64 engine (fixed-order matmul: the same bits on every CPU)
- * into out (exact conversion of the doubles), then map the readout. */
 /* Are the verdict engine's outputs for this transform the same bits on every
  * machine? Not when OpenBLAS computed the transform or the verdict run: its
  * kernels and thread counts move the last bits, so no hash is pinned. */
@@ -440,6 +438,9 @@ static bool verdict_f64(const run *r)
            r->c.verdict_engine == CIC_VERDICT_ENGINE_F64_BLAS;
 }
 
+/* Run m in the f64 engine (fixed-order matmul, the same bits on every CPU;
+ * or dgemm for verdict = "f64-openblas") into out (exact conversion of the
+ * doubles), then map the readout. */
 static int run_f64(run *r, mpfr_t *out, const cic_model *m, bool rounded,
                    cic_flop_count *fc)
 {

@@ -34,19 +34,14 @@ void cic_fold_ws_clear(cic_fold_ws *ws)
 void cic_fold_in_w(mpfr_t *out, const mpfr_t *w, int n, int d, const mpfr_t *scale,
                    const mpfr_t *q, cic_fold_ws *ws)
 {
-    int j, k, i;
+    int j, k;
     CIC_ASSERT((size_t)n * d <= ws->tmp_n && (size_t)d <= ws->vec_n);
     for (k = 0; k < d; k++)
         mpfr_add_ui(ws->vec[k], scale[k], 1, MPFR_RNDN);
     for (j = 0; j < n; j++)
         for (k = 0; k < d; k++)
             mpfr_mul(ws->tmp[(size_t)j * d + k], w[(size_t)j * d + k], ws->vec[k], MPFR_RNDN);
-    if (ws->blas && cic_mp_gemm_f64(out, (const mpfr_t *)ws->tmp, false, q, false, n, d, d) == 0)
-        return;
-    for (j = 0; j < n; j++)
-        for (i = 0; i < d; i++)
-            cic_mp_dot(out[(size_t)j * d + i], (const mpfr_t *)ws->tmp + (size_t)j * d, 1,
-                       q + i, (size_t)d, (size_t)d, NULL, &ws->dot);
+    cic_mp_matmul(out, (const mpfr_t *)ws->tmp, false, q, false, n, d, d, ws->blas, &ws->dot);
 }
 
 void cic_fold_in_b(mpfr_t *out, const mpfr_t *w, const mpfr_t *b, int n, int d,
@@ -76,19 +71,14 @@ static void center_cols(mpfr_t *t, int d, int k, cic_fold_ws *ws)
 void cic_fold_out_w(mpfr_t *out, const mpfr_t *w, int d, int k, const mpfr_t *gate,
                     const mpfr_t *q, bool center, cic_fold_ws *ws)
 {
-    int j, c, i;
+    int j, c;
     CIC_ASSERT((size_t)d * k <= ws->tmp_n && (size_t)d <= ws->vec_n);
     for (j = 0; j < d; j++)
         for (c = 0; c < k; c++)
             mpfr_mul(ws->tmp[(size_t)j * k + c], gate[j], w[(size_t)j * k + c], MPFR_RNDN);
     if (center)
         center_cols(ws->tmp, d, k, ws);
-    if (ws->blas && cic_mp_gemm_f64(out, q, true, (const mpfr_t *)ws->tmp, false, d, k, d) == 0)
-        return;
-    for (i = 0; i < d; i++)
-        for (c = 0; c < k; c++)
-            cic_mp_dot(out[(size_t)i * k + c], q + i, (size_t)d,
-                       (const mpfr_t *)ws->tmp + c, (size_t)k, (size_t)d, NULL, &ws->dot);
+    cic_mp_matmul(out, q, true, (const mpfr_t *)ws->tmp, false, d, k, d, ws->blas, &ws->dot);
 }
 
 void cic_fold_out_b(mpfr_t *out, const mpfr_t *b, int d, const mpfr_t *gate,

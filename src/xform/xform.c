@@ -8,7 +8,9 @@
  *   rotate a writer:           W' = Q^T W,     b' = Q^T b
  *   the block input:           X' = X C, X' = X Q
  * Every value is computed from the current (possibly already unrounded)
- * values with correctly rounded MPFR operations at the transform precision. */
+ * values with correctly rounded MPFR operations at the transform precision;
+ * with precision "f64-openblas" the products by Q go through dgemm instead
+ * (cic_mp_matmul). */
 #include "xform.h"
 
 #include "../base/mpvec.h"
@@ -271,20 +273,17 @@ cleanup:
 int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
 {
     cic_model *m = c->m;
-    int rows = m->t[id].rows, cols = m->t[id].cols, r, i;
+    int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
     const mpfr_t *v = vals(m, id, &tv);
     CIC_ASSERT(cols == d);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
-    if (!v || !nv || (c->blas && cic_mp_gemm_f64(nv, v, false, q, false, rows, d, d) < 0)) {
+    if (!v || !nv) {
         cic_mpvec_destroy(tv, (size_t)rows * cols);
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
-    for (r = 0; r < rows && !c->blas; r++)
-        for (i = 0; i < d; i++)
-            cic_mp_dot(nv[(size_t)r * d + i], v + (size_t)r * d, 1, q + i, (size_t)d,
-                       (size_t)d, NULL, &c->dot);
+    cic_mp_matmul(nv, v, false, q, false, rows, d, d, c->blas, &c->dot);
     install(m, id, nv, c->p);
     cic_mpvec_destroy(tv, (size_t)rows * cols);
     return 0;
@@ -293,7 +292,7 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
 static int rotate_writer(ctx *c, int id, const mpfr_t *q, int d)
 {
     cic_model *m = c->m;
-    int rows = m->t[id].rows, cols = m->t[id].cols, i, k;
+    int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
     const mpfr_t *v;
     if (rows == 1) /* a bias [1, d]: b' = b Q */
@@ -301,16 +300,13 @@ static int rotate_writer(ctx *c, int id, const mpfr_t *q, int d)
     CIC_ASSERT(rows == d);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
-    if (!v || !nv || (c->blas && cic_mp_gemm_f64(nv, q, true, v, false, d, cols, d) < 0)) {
+    if (!v || !nv) {
         cic_mpvec_destroy(tv, (size_t)rows * cols);
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
     /* W'[i, k] = sum_j Q[j, i] W[j, k] */
-    for (i = 0; i < d && !c->blas; i++)
-        for (k = 0; k < cols; k++)
-            cic_mp_dot(nv[(size_t)i * cols + k], q + i, (size_t)d, v + k, (size_t)cols,
-                       (size_t)d, NULL, &c->dot);
+    cic_mp_matmul(nv, q, true, v, false, d, cols, d, c->blas, &c->dot);
     install(m, id, nv, c->p);
     cic_mpvec_destroy(tv, (size_t)rows * cols);
     return 0;
