@@ -252,43 +252,45 @@ static void test_error_hand(void **state)
 
 static void test_error_nonfinite(void **state)
 {
-    /* The hand case with (0,1) = NaN and (1,1) = +Inf: both leave every
-     * figure (and ||x||_2); the row scales still come from the full rows. */
+    /* A non-finite output has no finite error: every figure that covers it
+     * is NaN or +Inf (a gate on it fails), never the figure of the finite
+     * entries alone. The hand case with (0,1) = NaN and (1,1) = +Inf. */
     const double xd[6] = {3.0, 1.0 + P2(-30), P2(-12), -2.0, 0.25, 0.0};
     const float y[6] = {(float)(3.0 + P2(-22)), NAN, (float)P2(-12),
                         (float)(-2.0 - P2(-22)), INFINITY, (float)P2(-20)};
-    const double dsq = 2 * P2(-44) + P2(-40);
-    const double xsq = 9.0 + P2(-24) + 4.0;
     mpfr_t *x = mk_x(xd, 6, 128);
     cic_metrics m;
     (void)state;
     cic_metric_error(&m, (const mpfr_t *)x, y, 2, 3, 128);
     assert_int_equal(m.nonfinite, 2);
     assert_int_equal(m.first_nonfinite, 1);
-    assert_true(isfinite(m.rel_norm2));
-    cic_assert_close(m.rel_norm2, sqrt(dsq / xsq), 1e-15, 0);
-    assert_bits_eq(m.max_abs, P2(-20));
-    assert_bits_eq(m.ulp_row.max, 8.0);
-    cic_assert_close(m.ulp_row.mean, (1 + 0 + 2 + 8) / 4.0, 1e-15, 0);
-    cic_assert_close(m.ulp_elem.mean, (1 + 2) / 2.0, 1e-15, 0);
+    assert_true(isnan(m.max_abs));
+    assert_true(isnan(m.rel_norm2));
+    assert_true(isinf(m.ulp_row.max) && m.ulp_row.max > 0);
+    assert_true(isinf(m.ulp_row.p99));
+    assert_true(isinf(m.ulp_row.mean));
+    assert_true(isinf(m.ulp_elem.max) && isinf(m.ulp_elem.mean));
+    /* the non-finite entries are scored, not excluded: (0,2), (1,2) are */
     assert_int_equal(m.ulp_elem_excluded, 2);
+    /* the finite entries keep their scores; sorted: 0 (0,2), 1 (0,0),
+     * 2 (1,0), 8 (1,2), then Inf for (0,1) and (1,1) */
+    assert_bits_eq(m.ulp_row_q[0], 0.0);
+    assert_bits_eq(m.ulp_row_q[50], 2.0); /* rank ceil(50 * 6 / 100) = 3 */
+    assert_true(isinf(m.ulp_row_q[100]));
 
-    /* -Inf first, and a NaN at the largest entry: still finite figures */
+    /* Inf only (no NaN): +Inf, not NaN */
     {
-        const float y2[6] = {-INFINITY, 1.0f, NAN, -2.0f, 0.25f, 0.0f};
+        const float y2[6] = {-INFINITY, 1.0f, (float)P2(-12), -2.0f, 0.25f, 0.0f};
         cic_metric_error(&m, (const mpfr_t *)x, y2, 2, 3, 128);
-        assert_int_equal(m.nonfinite, 2);
+        assert_int_equal(m.nonfinite, 1);
         assert_int_equal(m.first_nonfinite, 0);
-        assert_bits_eq(m.max_abs, P2(-30));
-        cic_assert_close(m.rel_norm2,
-                         sqrt(P2(-60) / (4.0 + 0.0625 +
-                                         (1 + P2(-30)) * (1 + P2(-30)))),
-                         1e-15, 0);
-        /* row 0 is still scored against ulp(3), not ulp(1) */
-        assert_bits_eq(m.ulp_row.max, P2(-8));
+        assert_true(isinf(m.max_abs) && m.max_abs > 0);
+        assert_true(isinf(m.rel_norm2) && m.rel_norm2 > 0);
+        assert_true(isinf(m.ulp_row.max) && isinf(m.ulp_row.p99));
     }
     /* Inf at a row's largest entry (not its first): the row keeps the
-     * scale of the truth, ulp(3) = 2^-22, not ulp of the finite entries. */
+     * scale of the truth, ulp(3) = 2^-22, not ulp of the finite entries:
+     * 1 against 1 + 2^-30 scores 2^-30 / 2^-22 = 2^-8. */
     {
         const double xd3[3] = {1.0 + P2(-30), -3.0, P2(-12)};
         const float y3[3] = {1.0f, -INFINITY, (float)P2(-12)};
@@ -296,21 +298,60 @@ static void test_error_nonfinite(void **state)
         cic_metric_error(&m, (const mpfr_t *)x3, y3, 1, 3, 128);
         assert_int_equal(m.nonfinite, 1);
         assert_int_equal(m.first_nonfinite, 1);
-        assert_bits_eq(m.ulp_row.max, P2(-8));
+        assert_bits_eq(m.ulp_row_q[0], 0.0);
+        assert_bits_eq(m.ulp_row_q[50], P2(-8)); /* rank 2 of 0, 2^-8, Inf */
+        assert_true(isinf(m.ulp_row.max));
         cic_mpvec_destroy(x3, 3);
     }
-    /* everything nonfinite: counts only, figures 0 */
+    /* everything non-finite: no figure reads 0 (it read 0 before, and a
+     * gate on it passed) */
     {
         const float y3[6] = {NAN, NAN, INFINITY, -INFINITY, NAN, NAN};
         cic_metric_error(&m, (const mpfr_t *)x, y3, 2, 3, 128);
         assert_int_equal(m.nonfinite, 6);
         assert_int_equal(m.first_nonfinite, 0);
-        assert_bits_eq(m.max_abs, 0.0);
-        assert_bits_eq(m.rel_norm2, 0.0);
-        assert_bits_eq(m.ulp_row.p99, 0.0);
+        assert_true(isnan(m.max_abs));
+        assert_true(isnan(m.rel_norm2));
+        assert_true(isinf(m.ulp_row.p99) && isinf(m.ulp_row.max) &&
+                    isinf(m.ulp_row.mean));
+        assert_true(isinf(m.ulp_elem.p99) && isinf(m.ulp_elem.max));
         assert_int_equal(m.ulp_elem_excluded, 0);
     }
     cic_mpvec_destroy(x, 6);
+
+    /* fewer than 1 % non-finite: max is +Inf, p99 still finite */
+    {
+        enum { N = 200 };
+        double xs[N];
+        float ys[N];
+        mpfr_t *xv;
+        int i;
+        for (i = 0; i < N; i++) {
+            xs[i] = 1.0 + i;
+            ys[i] = (float)xs[i];
+        }
+        ys[17] = INFINITY;
+        xv = mk_x(xs, N, 128);
+        cic_metric_error(&m, (const mpfr_t *)xv, ys, 1, N, 128);
+        assert_true(isinf(m.ulp_row.max));
+        assert_bits_eq(m.ulp_row.p99, 0.0); /* rank 198 of 199 zeros, one Inf */
+        assert_true(isinf(m.max_abs));
+        cic_mpvec_destroy(xv, N);
+    }
+}
+
+static void test_drift_nan(void **state)
+{
+    /* NaN on either side has no distance: +Inf in the figures (a drift
+     * gate over all-NaN outputs read 0 and passed before) */
+    const float b[4] = {1.0f, NAN, 2.0f, NAN};
+    const float a[4] = {1.0f, 1.0f, NAN, NAN};
+    cic_stat3 d;
+    (void)state;
+    cic_metric_drift(&d, b, a, 4);
+    assert_true(isinf(d.max) && isinf(d.mean));
+    cic_metric_drift(&d, b, b, 1);
+    assert_bits_eq(d.max, 0.0);
 }
 
 static void test_error_exclusion(void **state)
@@ -424,6 +465,12 @@ static void test_rel_diff(void **state)
     assert_bits_eq(cic_metric_rel_diff((const mpfr_t *)b, (const mpfr_t *)z,
                                        3, 64), INFINITY);
     assert_bits_eq(cic_metric_rel_diff(NULL, NULL, 0, 64), 0.0);
+    /* a non-finite reference (an overflowed run) gives NaN, not an abort */
+    mpfr_set_inf(z[1], 1);
+    assert_true(isnan(cic_metric_rel_diff((const mpfr_t *)b, (const mpfr_t *)z,
+                                          3, 64)));
+    mpfr_set_nan(z[1]);
+    assert_true(isnan(cic_metric_rel_diff_f32(af, (const mpfr_t *)z, 3, 64)));
     cic_mpvec_destroy(a, 3);
     cic_mpvec_destroy(b, 3);
     cic_mpvec_destroy(z, 3);
@@ -438,11 +485,23 @@ static void test_drift(void **state)
                             1.0f, tiny, 1.0f + 4 * 0x1p-23f, NAN};
     cic_stat3 d;
     (void)state;
-    /* distances 1, 0, 0, 1, (skip), 2, 4, (skip) */
+    /* distances 1, 0, 0, 1, 2, 4 on the first 7 but index 4 (NaN before) */
+    {
+        const int keep[6] = {0, 1, 2, 3, 5, 6};
+        float b6[6], a6[6];
+        int k;
+        for (k = 0; k < 6; k++) {
+            b6[k] = before[keep[k]];
+            a6[k] = after[keep[k]];
+        }
+        cic_metric_drift(&d, b6, a6, 6);
+        assert_bits_eq(d.max, 4.0);
+        assert_bits_eq(d.p99, 4.0);
+        cic_assert_close(d.mean, 8.0 / 6.0, 1e-15, 0);
+    }
+    /* with the two NaN pairs: +Inf, not skipped (test_drift_nan) */
     cic_metric_drift(&d, before, after, 8);
-    assert_bits_eq(d.max, 4.0);
-    assert_bits_eq(d.p99, 4.0);
-    cic_assert_close(d.mean, 8.0 / 6.0, 1e-15, 0);
+    assert_true(isinf(d.max) && isinf(d.p99) && isinf(d.mean));
     cic_metric_drift(&d, before, before + 0, 4); /* identical: all 0 */
     assert_bits_eq(d.max, 0.0);
     assert_bits_eq(d.mean, 0.0);
@@ -745,6 +804,7 @@ int main(void)
         cmocka_unit_test(test_ordered),
         cmocka_unit_test(test_error_hand),
         cmocka_unit_test(test_error_nonfinite),
+        cmocka_unit_test(test_drift_nan),
         cmocka_unit_test(test_error_exclusion),
         cmocka_unit_test(test_error_max_abs_rounding),
         cmocka_unit_test(test_error_empty),

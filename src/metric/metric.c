@@ -20,16 +20,21 @@
  *   - Sums of squares add exact squares (2p-bit temporaries) into a p-bit
  *     accumulator: relative error <= n * 2^-p, far below the double result.
  *
- * NaN/Inf in y are counted first (before any norm) and then left out of every
- * figure; the truth entries at those positions are left out of ||x||_2 too, so
- * rel_norm2 compares like with like. The row scale (max |x| of the row) is a
- * property of the truth alone and uses all entries of the row, so a NaN in y
- * does not change how the other entries of its row are scored. */
+ * NaN/Inf in y are counted first (before any norm). A non-finite y has no
+ * finite error, so it never leaves a figure looking better than it is:
+ * max_abs and rel_norm2 become +Inf (NaN when a y is NaN), and in the ulp_row
+ * and ulp_elem distributions each such entry counts as an error of +Inf (so
+ * their max and mean are +Inf, and p99 is +Inf once more than 1 % of the
+ * entries are non-finite). A gate on any of them then fails. The row scale
+ * (max |x| of the row) is a property of the truth alone and uses all entries
+ * of the row, so a NaN in y does not change how the other entries of its row
+ * are scored. */
 #include "metric.h"
 
 #include "../base/base.h"
 
 #include <math.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -199,7 +204,8 @@ static double _cic_norm_ratio(mpfr_ptr sd, mpfr_ptr sx)
 void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
                       size_t rows, size_t cols, mpfr_prec_t prec)
 {
-    size_t n, i, r, c, nfin;
+    size_t n, i, r, c;
+    bool has_nan = false;
     mpfr_prec_t p = _cic_work_prec(prec), px = 24;
     mpfr_t yv, d, sq, sd, sx, thr, mx;
     _cic_acc arow, aelem;
@@ -221,15 +227,15 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
             if (m->nonfinite == 0)
                 m->first_nonfinite = (int64_t)i;
             m->nonfinite++;
+            has_nan = has_nan || isnan(y[i]);
         }
     }
-    nfin = n - (size_t)m->nonfinite;
 
     memset(&arow, 0, sizeof arow);
     memset(&aelem, 0, sizeof aelem);
     /* Without memory only the p99 figures are lost (reported as NaN). */
-    arow.v = cic_calloc(nfin ? nfin : 1, sizeof(double));
-    aelem.v = cic_calloc(nfin ? nfin : 1, sizeof(double));
+    arow.v = cic_calloc(n ? n : 1, sizeof(double));
+    aelem.v = cic_calloc(n ? n : 1, sizeof(double));
 
     mpfr_init2(yv, 24); /* any float, subnormals included, is exact here */
     mpfr_init2(d, p);
@@ -260,8 +266,13 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
 
         for (c = 0; c < cols; c++) {
             double dd;
-            if (!isfinite(yr[c]))
+            if (!isfinite(yr[c])) {
+                /* no finite error: +Inf in both distributions (never
+                 * excluded, however small x is) */
+                _cic_acc_add(&arow, INFINITY);
+                _cic_acc_add(&aelem, INFINITY);
                 continue;
+            }
             mpfr_sqr(sq, xr[c], MPFR_RNDN);
             mpfr_add(sx, sx, sq, MPFR_RNDN);
 
@@ -285,6 +296,10 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
 
     m->max_abs = mpfr_get_d(mx, MPFR_RNDN);
     m->rel_norm2 = _cic_norm_ratio(sd, sx);
+    if (m->nonfinite > 0) {
+        m->max_abs = has_nan ? NAN : INFINITY;
+        m->rel_norm2 = m->max_abs;
+    }
     m->ulp_elem_excluded = excluded;
     _cic_acc_stat(&m->ulp_row, &arow);
     _cic_acc_stat(&m->ulp_elem, &aelem);
@@ -325,7 +340,8 @@ static double _cic_rel_diff(const float *af, const mpfr_t *am,
 
     CIC_ASSERT(n == 0 || ((af != NULL || am != NULL) && b != NULL));
     for (i = 0; i < n; i++) {
-        CIC_ASSERT(mpfr_number_p(b[i]));
+        if (!mpfr_number_p(b[i]))
+            return NAN; /* no reference to be relative to (an overflowed run) */
         if (mpfr_get_prec(b[i]) > pb)
             pb = mpfr_get_prec(b[i]);
         if (af ? isnan(af[i]) : mpfr_nan_p(am[i]))
@@ -391,9 +407,8 @@ void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
     a.v = cic_calloc(n ? n : 1, sizeof(double));
     for (i = 0; i < n; i++) {
         uint64_t u = cic_f32_ulp_distance(before[i], after[i]);
-        if (u == UINT64_MAX)
-            continue; /* NaN on either side: counted as nonfinite elsewhere */
-        _cic_acc_add(&a, (double)u); /* exact: u < 2^33 */
+        /* NaN on either side has no distance: +Inf, so a drift gate fails */
+        _cic_acc_add(&a, u == UINT64_MAX ? INFINITY : (double)u); /* exact: u < 2^33 */
     }
     _cic_acc_stat(d, &a);
     free(a.v);

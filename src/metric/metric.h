@@ -4,8 +4,9 @@
  * All error arithmetic is done in MPFR so the metric adds no error of its own:
  * |y - x| is formed exactly (y is a float, x the truth at prec bits) and the
  * ratios are rounded once to double for reporting. Outputs are row-major
- * rows x cols with rows = tokens. NaN and Inf in y are counted, never folded
- * into a norm: the error figures then cover the finite entries only. */
+ * rows x cols with rows = tokens. NaN and Inf in y are counted before any
+ * norm and make every figure that covers them non-finite (an output with no
+ * finite error never passes a gate); see metric.c. */
 #ifndef CIC_METRIC_H
 #define CIC_METRIC_H
 
@@ -61,14 +62,15 @@ uint64_t cic_f32_ulp_distance(float a, float b);
 
 /* Fill max_abs, rel_norm2, ulp_row, ulp_elem, ulp_elem_excluded, nonfinite,
  * first_nonfinite (leaves drift and decomposition untouched). x holds
- * rows*cols values (any precision >= 24), y the float outputs. prec is the
- * working precision for |y - x| (use the truth's precision). */
+ * rows*cols finite values (any precision >= 24), y the float outputs. prec is
+ * the working precision for |y - x| (use the truth's precision). */
 void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
                       size_t rows, size_t cols, mpfr_prec_t prec);
 
 /* ||a - b||_2 / ||b||_2 computed in MPFR at prec, rounded to double
- * (0 when both are 0; +Inf when b is 0 and a is not). Used for ce_residual
- * and the decomposition. */
+ * (0 when both are 0; +Inf when b is 0 and a is not; NaN when a has a NaN or
+ * b is not finite, +Inf when a has an Inf). Used for ce_residual and the
+ * decomposition. */
 double cic_metric_rel_diff(const mpfr_t *a, const mpfr_t *b, size_t n,
                            mpfr_prec_t prec);
 /* The same with a float a. */
@@ -77,8 +79,8 @@ double cic_metric_rel_diff_f32(const float *a, const mpfr_t *b, size_t n,
 
 /* Drift between the float outputs of the untransformed run (before) and a
  * transformed run (after): max, p99, mean of the ordered ULP distance.
- * Entries where either is NaN are skipped (they are counted as nonfinite
- * elsewhere). */
+ * Entries where either is NaN have no distance and count as +Inf (Inf itself
+ * is the float after FLT_MAX). */
 void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
                       size_t n);
 
