@@ -12,6 +12,7 @@
 #include <dirent.h>
 #include <limits.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the malformed-file checker ---------------------------------------- */
 
@@ -309,7 +310,8 @@ static void test_defaults(void **state)
     if (rc != CIC_OK)
         fail_msg("rc %d: %s", rc, d.msg);
     assert_int_equal(c.model.act, CIC_ACT_SILU);
-    assert_string_equal(c.name, "<string>");
+    /* no file, no name: "case" (a name becomes a folder and a file name) */
+    assert_string_equal(c.name, "case");
     assert_int_equal(c.xf[0].prec, CIC_TPREC_MPFR);
     assert_int_equal(c.xf[0].expect, CIC_VERDICT_EQUIVALENT);
     assert_true(c.xf[0].q_seed == 0);
@@ -734,6 +736,144 @@ static void test_memory_estimate(void **state)
     assert_true(cic_case_memory_estimate(NULL) == 0);
 }
 
+/* Every error of a file is reported (up to CIC_DIAG_MAX), in file order, each
+ * once: independent mistakes in several sections, no consequence of one
+ * mistake reported as another. */
+static void test_all_errors(void **state)
+{
+    static cic_case c;
+    static cic_diag d;
+    char *text, *p;
+    int rc, i;
+    (void)state;
+    rc = cic_case_load_string(&c,
+                              "[model]\n"                       /* 1 */
+                              "block = \"prln\"\n"              /* 2 */
+                              "d_model = 30\n"                  /* 3 */
+                              "heads = 4\n"                     /* 4 */
+                              "tokens = 0\n"                    /* 5 */
+                              "samples = 2\n"                   /* 6 */
+                              "layers = 2\n"                    /* 7 */
+                              "eps = 1e-46\n"                   /* 8 */
+                              "[model.weights]\n"               /* 9 */
+                              "std = 1e39\n"                    /* 10 */
+                              "[engines]\n"                     /* 11 */
+                              "mpfr_prec = 3\n"                 /* 12 */
+                              "[[transforms]]\n"                /* 13 */
+                              "name = \"a\"\n"                  /* 14 */
+                              "kind = \"rotat\"\n"              /* 15 */
+                              "[[transforms]]\n"                /* 16 */
+                              "name = \"b\"\n"                  /* 17 */
+                              "kind = \"rotate\"\n"             /* 18 */
+                              "q = \"random\"\n"                /* 19 */
+                              "after = \"a\"\n"                 /* 20 */
+                              "precision = \"f16\"\n"           /* 21 */
+                              "[[gates]]\n"                     /* 22 */
+                              "transform = \"a\"\n"             /* 23 */
+                              "metric = \"x\"\n"                /* 24 */
+                              "max = -1\n",                     /* 25 */
+                              "t.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    if (cic_diag_count(&d) != 10)
+        fail_msg("%d errors, want 10: %s:%d: %s\n%s", cic_diag_count(&d), d.file, d.line,
+                 d.msg, d.more);
+    assert_int_equal(d.line, 2); /* block first: file order */
+    assert_non_null(strstr(d.msg, "bad value 'prln' for 'block'"));
+    {
+        /* one line each, in this order (the gate's transform 'a' exists: a
+         * transform with an error keeps its name) */
+        static const char *const want[] = {
+            "t.toml:4:9: d_model = 30 is not divisible by heads = 4",
+            "t.toml:5:10: 'tokens' in [model] is 0",
+            "t.toml:8:7: 'eps' = 1e-46 is 0 in binary32",
+            "t.toml:10:7: 'std' = 1e+39 in [model.weights] is above",
+            "t.toml:12:13: 'mpfr_prec' in [engines] is 3",
+            "t.toml:15:8: bad value 'rotat' for 'kind'",
+            "t.toml:21:13: bad value 'f16' for 'precision'",
+            "t.toml:24:10: bad value 'x' for 'metric'",
+            "t.toml:25:7: 'max' in [[gates]] entry 1 is -1"};
+        const char *at = d.more;
+        size_t k;
+        for (k = 0; k < sizeof want / sizeof want[0]; k++) {
+            const char *hit = strstr(at, want[k]);
+            if (!hit || (hit != d.more && hit[-1] != '\n'))
+                fail_msg("missing or out of order: %s\nin:\n%s", want[k], d.more);
+            at = hit + 1;
+        }
+    }
+
+    /* More than CIC_DIAG_MAX: the first 20 in file order kept, the rest
+     * counted. 25 unknown keys in [model] (plus what is missing). */
+    text = malloc(4096);
+    assert_non_null(text);
+    p = text + sprintf(text, "[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
+                             "tokens = 2\nsamples = 1\nlayers = 1\n");
+    for (i = 0; i < 25; i++)
+        p += sprintf(p, "unknown%02d = 1\n", i);
+    rc = cic_case_load_string(&c, text, "t.toml", &d);
+    free(text);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(cic_diag_count(&d), 25);
+    assert_non_null(strstr(d.msg, "unknown key 'unknown00'"));
+    assert_non_null(strstr(d.more, "unknown key 'unknown19'"));
+    assert_null(strstr(d.more, "unknown key 'unknown20'"));
+    {
+        char buf[16384];
+        FILE *f = fmemopen(buf, sizeof buf, "w");
+        assert_non_null(f);
+        cic_diag_print(f, &d);
+        fclose(f);
+        assert_non_null(strstr(buf, "t.toml: ... and 5 more errors\n"));
+    }
+
+    /* a valid file afterwards reports nothing left over */
+    rc = cic_case_load_string(&c, "[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
+                                  "tokens = 2\nsamples = 1\nlayers = 1\n",
+                              "t.toml", &d);
+    assert_int_equal(rc, CIC_OK);
+}
+
+/* The default name comes from the file name and is validated like a given
+ * one (it becomes reports/<name>/ and reference/<name>.json). */
+static void test_name_from_file(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    char dir[] = "/tmp/cicheck-name.XXXXXX", path[256];
+    static const char body[] = "[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
+                               "tokens = 2\nsamples = 1\nlayers = 1\n";
+    FILE *f;
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/a\nb.toml", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
+    assert_int_equal(d.line, 1);
+    assert_non_null(strstr(d.msg, "'a\\x0ab'"));
+    assert_non_null(strstr(d.msg, "add name = "));
+    remove(path);
+    snprintf(path, sizeof path, "%s/.hidden.toml", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "'.hidden'"));
+    remove(path);
+    snprintf(path, sizeof path, "%s/good-1.2.toml", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(body, f);
+    fclose(f);
+    assert_int_equal(cic_case_load(&c, path, &d), CIC_OK);
+    assert_string_equal(c.name, "good-1.2");
+    remove(path);
+    rmdir(dir);
+}
+
 /* Diagnostics are complete sentences with the allowed values. */
 static void test_messages(void **state)
 {
@@ -745,13 +885,21 @@ static void test_messages(void **state)
                               "[model]\nblock = \"preln\"\ndmodel = 32\n",
                               "t.toml", &d);
     assert_int_equal(rc, CIC_EINPUT);
-    assert_int_equal(d.line, 3);
+    /* every error, in file order: the keys missing from [model] (at its
+     * header, line 1; d_model is not among them, it was misspelt), then the
+     * misspelling */
+    assert_int_equal(d.line, 1);
     assert_int_equal(d.column, 1);
-    assert_string_equal(
-        d.msg, "unknown key 'dmodel' in [model]; allowed: block, d_model, "
-               "heads, mlp_ratio, tokens, samples, layers, eps, causal, "
-               "activation, d_out, d_cond, final_layer, seed, weights; did you "
-               "mean 'd_model'?");
+    assert_string_equal(d.msg, "missing required key 'heads' in [model]");
+    assert_int_equal(cic_diag_count(&d), 5);
+    assert_non_null(strstr(d.more, "t.toml:1:1: missing required key 'tokens' in [model]\n"
+                                   "t.toml:1:1: missing required key 'samples' in [model]\n"
+                                   "t.toml:1:1: missing required key 'layers' in [model]\n"
+                                   "t.toml:3:1: unknown key 'dmodel' in [model]; allowed: "
+                                   "block, d_model, heads, mlp_ratio, tokens, samples, "
+                                   "layers, eps, causal, activation, d_out, d_cond, "
+                                   "final_layer, seed, weights; did you mean 'd_model'?\n"));
+    assert_null(strstr(d.more, "'d_model'\n"));
     /* Memory: the estimate and what to shrink. */
     rc = cic_case_load_string(&c,
                               "[model]\nblock = \"preln\"\nd_model = 4096\n"
@@ -772,7 +920,9 @@ static void test_messages(void **state)
     /* A string with an embedded NUL is refused as a name. */
     rc = cic_case_load_string(&c, "name = \"a\\u0000b\"\n", "t.toml", &d);
     assert_int_equal(rc, CIC_EINPUT);
-    assert_non_null(strstr(d.msg, "control character"));
+    /* after "missing the [model] table" at 1:1 */
+    assert_non_null(strstr(d.more, "t.toml:1:8: 'name' in the top level ('a\\x00b') "
+                                   "contains a control character"));
     /* A 200000-part dotted key would overflow the stack inside toml++: it
      * is refused before parsing. */
     {
@@ -1234,6 +1384,8 @@ int main(void)
         cmocka_unit_test(test_name_tables),
         cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_messages),
+        cmocka_unit_test(test_all_errors),
+        cmocka_unit_test(test_name_from_file),
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_fuzz_regressions),

@@ -14,6 +14,7 @@
 
 #include <assert.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -88,12 +89,32 @@ static const char *const cic__gate_keys[] = {"transform", "engine", "metric",
 
 /* ---- diagnostics ------------------------------------------------------- */
 
+/* The loader reports every error of a file (up to CIC_DIAG_MAX are kept),
+ * not only the first: a section goes on with its next key after a bad one,
+ * [[transforms]] and [[gates]] with their next entry. Checks that combine
+ * keys run only when those keys loaded (the *_ok flags), so one mistake is
+ * reported once, not again as the consequences downstream. */
+typedef struct {
+    int line, col;
+    char msg[sizeof(((cic_diag *)0)->msg)];
+} cic__err;
+
 typedef struct {
     cic_diag *d;
     const char *file; /* for messages */
+    int n_err;        /* errors reported so far (the first CIC_DIAG_MAX kept) */
+    cic__err err[CIC_DIAG_MAX];
+    bool block_ok;    /* [model] block loaded: transforms can be checked */
+    bool samples_ok;  /* [model] samples loaded: calibration can be checked */
+    bool engines_ok;  /* [engines] f32 loaded: gates' engines can be checked */
+    /* Unknown keys that look like typos of an allowed key (table, key): that
+     * key is then not also reported as missing. */
+    int n_typo;
+    const cic_toml_node *typo_tbl[16];
+    const char *typo_key[16];
 } cic__ctx;
 
-/* Set the diagnostic and return CIC_EINPUT. A position the parser did not
+/* Report an error and return CIC_EINPUT. A position the parser did not
  * know (0) becomes 1:1 so every message keeps the file:line:column form. */
 static int __attribute__((format(printf, 4, 5)))
 cic__fail(cic__ctx *x, int line, int col, const char *fmt, ...)
@@ -107,8 +128,47 @@ cic__fail(cic__ctx *x, int line, int col, const char *fmt, ...)
         line = 1;
         col = 1;
     }
-    cic_diag_set(x->d, x->file, line, col > 0 ? col : 1, "%s", buf);
+    if (x->n_err < CIC_DIAG_MAX) {
+        cic__err *e = &x->err[x->n_err];
+        e->line = line;
+        e->col = col > 0 ? col : 1;
+        memcpy(e->msg, buf, sizeof e->msg);
+    }
+    x->n_err++;
     return CIC_EINPUT;
+}
+
+/* Hand the errors to the caller's diagnostic in file order (line, then
+ * column; a stable sort keeps the order of errors at one position). */
+static void cic__flush(cic__ctx *x)
+{
+    int i, j, kept = x->n_err < CIC_DIAG_MAX ? x->n_err : CIC_DIAG_MAX;
+    int order[CIC_DIAG_MAX];
+    for (i = 0; i < kept; i++) {
+        const cic__err *e = &x->err[i];
+        for (j = i; j > 0; j--) {
+            const cic__err *p = &x->err[order[j - 1]];
+            if (p->line < e->line || (p->line == e->line && p->col <= e->col))
+                break;
+            order[j] = order[j - 1];
+        }
+        order[j] = i;
+    }
+    for (i = 0; i < kept; i++) {
+        const cic__err *e = &x->err[order[i]];
+        if (i == 0)
+            cic_diag_set(x->d, x->file, e->line, e->col, "%s", e->msg);
+        else
+            cic_diag_add(x->d, x->file, e->line, e->col, "%s", e->msg);
+    }
+    if (x->d && kept > 0)
+        x->d->n_more = x->n_err - 1; /* also those not kept */
+}
+
+/* CIC_EINPUT when errors were reported since `since` (x->n_err then). */
+static int cic__status(const cic__ctx *x, int since)
+{
+    return x->n_err > since ? CIC_EINPUT : CIC_OK;
 }
 
 /* Escape s[0 .. len) for a message: printable ASCII kept, ' and \ escaped,
@@ -463,6 +523,7 @@ static int cic__check_keys(cic__ctx *x, const cic__tab *t,
                            const char *const *allowed, size_t n_allowed)
 {
     size_t i, j, n = cic_toml_table_size(t->tbl);
+    int err0 = x->n_err;
     for (i = 0; i < n; i++) {
         const char *k;
         size_t klen;
@@ -475,7 +536,14 @@ static int cic__check_keys(cic__ctx *x, const cic__tab *t,
             ok = strlen(allowed[j]) == klen && memcmp(allowed[j], k, klen) == 0;
         if (ok)
             continue;
-        return cic__fail(x, l, c, "unknown %s '%s' in %s; allowed: %s%s",
+        {
+            const char *typo = cic__closest(k, klen, allowed, n_allowed);
+            if (typo && x->n_typo < (int)CIC__LEN(x->typo_key)) {
+                x->typo_tbl[x->n_typo] = t->tbl;
+                x->typo_key[x->n_typo++] = typo;
+            }
+        }
+        cic__fail(x, l, c, "unknown %s '%s' in %s; allowed: %s%s",
                          cic_toml_node_type(v) == CIC_TOML_TABLE ? "table"
                                                                   : "key",
                          cic__quote(qb, sizeof qb, k, klen), t->where,
@@ -483,7 +551,7 @@ static int cic__check_keys(cic__ctx *x, const cic__tab *t,
                          cic__hint(hint, sizeof hint, k, klen, allowed,
                                    n_allowed));
     }
-    return CIC_OK;
+    return cic__status(x, err0);
 }
 
 /* A sub-table under key (NULL when absent); anything but a table is an
@@ -507,10 +575,22 @@ static int cic__get_table(cic__ctx *x, const cic__tab *t, const char *key,
     return CIC_OK;
 }
 
+/* Was key of table tbl reported as a misspelled unknown key? */
+static bool cic__typo(const cic__ctx *x, const cic_toml_node *tbl, const char *key)
+{
+    int i;
+    for (i = 0; i < x->n_typo; i++)
+        if (x->typo_tbl[i] == tbl && strcmp(x->typo_key[i], key) == 0)
+            return true;
+    return false;
+}
+
 static int cic__missing(cic__ctx *x, const cic__tab *t, const char *key,
                         const char *extra)
 {
     int l, c;
+    if (cic__typo(x, t->tbl, key))
+        return CIC_EINPUT; /* reported as the unknown key it was spelt as */
     cic__pos(t->tbl, &l, &c);
     return cic__fail(x, l, c, "missing required key '%s' in %s%s", key,
                      t->where, extra ? extra : "");
@@ -663,65 +743,123 @@ static void cic__sweep_first_int(const cic_case *c, enum cic_sweep_axis a,
         *have = true;
 }
 
-static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
+/* ---- [model] ------------------------------------------------------------
+ *
+ * The numeric limits that binary32 sets. Every engine uses eps as its
+ * binary32 value, so that value must be > 0 and finite. Weights are binary32
+ * draws std * z: |z| < CIC__ZMAX for a normal (Box-Muller from a uniform of
+ * 53 bits, never below 2^-54: sqrt(-2 ln 2^-54) = 8.65) and |z| <= sqrt(3)
+ * for a uniform. Outlier channels multiply the block input (std 1) and the
+ * writers' rows by the binary32 value of outlier_scale. So std must be at
+ * least FLT_MIN (below, the weights are subnormal or zero: a run of such a
+ * model passes and means nothing), and max(std, 1) * outlier_scale * CIC__ZMAX
+ * at most FLT_MAX (above, weights overflow to Inf and the truth itself is not
+ * a number). */
+#define CIC__ZMAX 9.0
+
+/* eps as loaded: its binary32 value is > 0 and finite. */
+static int cic__check_eps(cic__ctx *x, int l, int col, const char *pd, double eps)
 {
-    cic__tab t = {mt, "[model]"};
-    cic__tab wt = {NULL, "[model.weights]"};
+    float fe = (float)eps;
+    if (fe > 0 && isfinite(fe))
+        return CIC_OK;
+    return cic__fail(x, l, col,
+                     "%s'eps' = %g is %s in binary32 (every engine uses eps as a "
+                     "binary32 value); it must be %g .. %g",
+                     pd, eps, fe == 0 ? "0" : "Inf", (double)FLT_TRUE_MIN,
+                     (double)FLT_MAX);
+}
+
+/* std and outlier_scale of m against the limits above; the position is that
+ * of the key (or sweep list) to blame. */
+static int cic__check_scale(cic__ctx *x, const cic_model_cfg *m, int l, int col,
+                            const char *pd)
+{
+    const double lim = (double)FLT_MAX / CIC__ZMAX;
+    double big = m->std > 1 ? m->std : 1;
+    if (m->std < (double)FLT_MIN)
+        return cic__fail(x, l, col,
+                         "%s'std' = %g in [model.weights] is below %g (FLT_MIN): "
+                         "the binary32 weights would be subnormal or zero, and "
+                         "a run of such a model means nothing",
+                         pd, m->std, (double)FLT_MIN);
+    if (m->std > lim)
+        return cic__fail(x, l, col,
+                         "%s'std' = %g in [model.weights] is above %g: weights "
+                         "of up to %g std would overflow binary32 (FLT_MAX = "
+                         "%g) and the model would compute Inf and NaN",
+                         pd, m->std, lim, CIC__ZMAX, (double)FLT_MAX);
+    if (m->outlier_channels == 0)
+        return CIC_OK;
+    if ((float)m->outlier_scale < FLT_MIN)
+        return cic__fail(x, l, col,
+                         "%s'outlier_scale' = %g in [model.weights] is below %g "
+                         "(FLT_MIN): it is applied as a binary32 factor, which "
+                         "would be subnormal or zero",
+                         pd, m->outlier_scale, (double)FLT_MIN);
+    if (big * m->outlier_scale > lim)
+        return cic__fail(x, l, col,
+                         "%s'outlier_scale' = %g with std = %g: outlier channels "
+                         "of up to %g * max(std, 1) * outlier_scale = %g would "
+                         "overflow binary32 (FLT_MAX = %g); max(std, 1) * "
+                         "outlier_scale must be at most %g",
+                         pd, m->outlier_scale, m->std, CIC__ZMAX,
+                         CIC__ZMAX * big * m->outlier_scale, (double)FLT_MAX, lim);
+    return CIC_OK;
+}
+
+/* block, d_model, heads, mlp_ratio, tokens, samples, layers. */
+static void cic__load_sizes(cic__ctx *x, cic_case *c, const cic__tab *t,
+                            const cic_toml_node *mt)
+{
     cic_model_cfg *m = &c->model;
-    const cic_toml_node *n, *wtab;
-    bool have;
-    int rc, l, col, v;
-    int64_t seed = 0;
+    const cic_toml_node *n = NULL, *nh = NULL;
+    bool have, ok_d, ok_h, ok_t, ok_s;
+    int l, col, v = 0;
     char hint[160];
 
-    if ((rc = cic__check_keys(x, &t, cic__model_keys,
-                              CIC__LEN(cic__model_keys))))
-        return rc;
-
-    v = 0;
-    if ((rc = cic__get_enum(x, &t, "block", CIC_BLOCK_NAME, CIC_BLOCK_COUNT, &v,
-                            &have, NULL)))
-        return rc;
-    if (!have)
-        return cic__missing(x, &t, "block", " (preln, rmsnorm or dit)");
+    x->block_ok = false;
+    if (cic__get_enum(x, t, "block", CIC_BLOCK_NAME, CIC_BLOCK_COUNT, &v, &have,
+                      NULL) == CIC_OK) {
+        if (have)
+            x->block_ok = true;
+        else
+            cic__missing(x, t, "block", " (preln, rmsnorm or dit)");
+    }
     m->block = (enum cic_block_kind)v;
 
-    if ((rc = cic__get_intf(x, &t, "d_model", 1, CIC_CASE_MAX_DIM, &m->d_model,
-                            &have, NULL)))
-        return rc;
+    ok_d = cic__get_intf(x, t, "d_model", 1, CIC_CASE_MAX_DIM, &m->d_model, &have,
+                         NULL) == CIC_OK;
     cic__sweep_first_int(c, CIC_AXIS_D_MODEL, &m->d_model, &have);
-    if (!have)
-        return cic__missing(x, &t, "d_model", NULL);
-    if ((rc = cic__get_intf(x, &t, "heads", 1, CIC_CASE_MAX_DIM, &m->heads,
-                            &have, &n)))
-        return rc;
+    if (ok_d && !have)
+        ok_d = cic__missing(x, t, "d_model", NULL) == CIC_OK;
+    ok_h = cic__get_intf(x, t, "heads", 1, CIC_CASE_MAX_DIM, &m->heads, &have,
+                         &nh) == CIC_OK;
     cic__sweep_first_int(c, CIC_AXIS_HEADS, &m->heads, &have);
-    if (!have)
-        return cic__missing(x, &t, "heads", NULL);
-    if (!cic__swept(c, CIC_AXIS_D_MODEL) && !cic__swept(c, CIC_AXIS_HEADS) &&
-        m->d_model % m->heads != 0) {
+    if (ok_h && !have)
+        ok_h = cic__missing(x, t, "heads", NULL) == CIC_OK;
+    if (ok_d && ok_h && !cic__swept(c, CIC_AXIS_D_MODEL) &&
+        !cic__swept(c, CIC_AXIS_HEADS) && m->d_model % m->heads != 0) {
         /* Suggest the divisors of d_model nearest to heads. */
         int lo = m->heads, hi = m->heads;
         while (lo > 1 && m->d_model % lo != 0)
             lo--;
         while (hi < m->d_model && m->d_model % hi != 0)
             hi++;
-        cic__pos(n, &l, &col);
+        cic__pos(nh, &l, &col);
         if (m->heads > m->d_model)
             snprintf(hint, sizeof hint, "heads can be at most d_model");
         else
             snprintf(hint, sizeof hint, "nearest divisors: %d or %d", lo, hi);
-        return cic__fail(x, l, col,
-                         "d_model = %d is not divisible by heads = %d (the head "
-                         "size d_model / heads must be an integer); %s",
-                         m->d_model, m->heads, hint);
+        cic__fail(x, l, col,
+                  "d_model = %d is not divisible by heads = %d (the head "
+                  "size d_model / heads must be an integer); %s",
+                  m->d_model, m->heads, hint);
     }
 
     m->mlp_ratio = 4;
-    if ((rc = cic__get_num(x, &t, "mlp_ratio", true, CIC_CASE_MAX_MLP_RATIO,
-                           &m->mlp_ratio, NULL, &n)))
-        return rc;
-    {
+    if (cic__get_num(x, t, "mlp_ratio", true, CIC_CASE_MAX_MLP_RATIO, &m->mlp_ratio,
+                     NULL, &n) == CIC_OK && ok_d) {
         /* d <= 2^16 and ratio <= 64: the product is < 2^22, and an exact
          * integer if the ratio is a multiple of 2^-k with d divisible by 2^k
          * (the usual 4, 8/3 * 3k, 2.5 * 2k ...). */
@@ -730,137 +868,218 @@ static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
             w = w == floor(w) && w >= 1 ? w : 0; /* checked per point */
         else if (w != floor(w) || w < 1) {
             cic__pos(n ? n : mt, &l, &col);
-            return cic__fail(x, l, col,
-                             "mlp_ratio * d_model = %g * %d = %.17g is not a "
-                             "positive integer (the MLP width must be whole)",
-                             m->mlp_ratio, m->d_model, w);
+            cic__fail(x, l, col,
+                      "mlp_ratio * d_model = %g * %d = %.17g is not a "
+                      "positive integer (the MLP width must be whole)",
+                      m->mlp_ratio, m->d_model, w);
+            w = 0;
         }
         m->d_mlp = (int)w;
     }
 
-    if ((rc = cic__get_intf(x, &t, "tokens", 1, CIC_CASE_MAX_TOKENS, &m->tokens,
-                            &have, NULL)))
-        return rc;
+    ok_t = cic__get_intf(x, t, "tokens", 1, CIC_CASE_MAX_TOKENS, &m->tokens, &have,
+                         NULL) == CIC_OK;
     cic__sweep_first_int(c, CIC_AXIS_TOKENS, &m->tokens, &have);
-    if (!have)
-        return cic__missing(x, &t, "tokens", NULL);
-    if ((rc = cic__get_intf(x, &t, "samples", 1, CIC_MAX_SAMPLES, &m->samples,
-                            &have, &n)))
-        return rc;
+    if (ok_t && !have)
+        ok_t = cic__missing(x, t, "tokens", NULL) == CIC_OK;
+    ok_s = cic__get_intf(x, t, "samples", 1, CIC_MAX_SAMPLES, &m->samples, &have,
+                         &n) == CIC_OK;
     cic__sweep_first_int(c, CIC_AXIS_SAMPLES, &m->samples, &have);
-    if (!have)
-        return cic__missing(x, &t, "samples", NULL);
-    if (!cic__swept(c, CIC_AXIS_TOKENS) && !cic__swept(c, CIC_AXIS_SAMPLES) &&
+    if (ok_s && !have)
+        ok_s = cic__missing(x, t, "samples", NULL) == CIC_OK;
+    x->samples_ok = ok_s;
+    if (ok_t && ok_s && !cic__swept(c, CIC_AXIS_TOKENS) &&
+        !cic__swept(c, CIC_AXIS_SAMPLES) &&
         (int64_t)m->tokens * m->samples > CIC_CASE_MAX_ROWS) {
         cic__pos(n, &l, &col);
-        return cic__fail(x, l, col,
-                         "tokens * samples = %d * %d = %lld rows exceeds the "
-                         "limit of %d; reduce tokens or samples",
-                         m->tokens, m->samples,
-                         (long long)m->tokens * m->samples, CIC_CASE_MAX_ROWS);
+        cic__fail(x, l, col,
+                  "tokens * samples = %d * %d = %lld rows exceeds the "
+                  "limit of %d; reduce tokens or samples",
+                  m->tokens, m->samples, (long long)m->tokens * m->samples,
+                  CIC_CASE_MAX_ROWS);
     }
-    if ((rc = cic__get_intf(x, &t, "layers", 1, CIC_CASE_MAX_LAYERS, &m->layers,
-                            &have, NULL)))
-        return rc;
-    cic__sweep_first_int(c, CIC_AXIS_LAYERS, &m->layers, &have);
-    if (!have)
-        return cic__missing(x, &t, "layers", NULL);
+    if (cic__get_intf(x, t, "layers", 1, CIC_CASE_MAX_LAYERS, &m->layers, &have,
+                      NULL) == CIC_OK) {
+        cic__sweep_first_int(c, CIC_AXIS_LAYERS, &m->layers, &have);
+        if (!have)
+            cic__missing(x, t, "layers", NULL);
+    }
+}
+
+/* eps, causal, activation, d_out, d_cond, final_layer, seed. */
+static void cic__load_misc(cic__ctx *x, cic_case *c, const cic__tab *t)
+{
+    cic_model_cfg *m = &c->model;
+    const cic_toml_node *n;
+    bool have;
+    int l, col, v;
+    int64_t seed = 0;
 
     m->eps = m->block == CIC_BLOCK_DIT ? 1e-6 : 1e-5;
-    if ((rc = cic__get_num(x, &t, "eps", true, INFINITY, &m->eps, NULL, NULL)))
-        return rc;
+    if (cic__get_num(x, t, "eps", true, INFINITY, &m->eps, &have, &n) == CIC_OK &&
+        have) {
+        cic__pos(n, &l, &col);
+        cic__check_eps(x, l, col, "", m->eps);
+    }
     m->causal = false;
-    if ((rc = cic__get_bool(x, &t, "causal", &m->causal)))
-        return rc;
+    cic__get_bool(x, t, "causal", &m->causal);
     /* rmsnorm: the SwiGLU gate; dit: the reference code's tanh GELU. */
     v = m->block == CIC_BLOCK_RMSNORM ? CIC_ACT_SILU
         : m->block == CIC_BLOCK_DIT   ? CIC_ACT_GELU_TANH
                                       : CIC_ACT_GELU;
-    if ((rc = cic__get_enum(x, &t, "activation", CIC_ACT_NAME, CIC_ACT_COUNT,
-                            &v, NULL, NULL)))
-        return rc;
+    cic__get_enum(x, t, "activation", CIC_ACT_NAME, CIC_ACT_COUNT, &v, NULL, NULL);
     m->act = (enum cic_act)v;
     m->d_out = m->d_model;
-    if ((rc = cic__get_intf(x, &t, "d_out", 1, CIC_CASE_MAX_DIM, &m->d_out,
-                            &have, NULL)))
-        return rc;
+    cic__get_intf(x, t, "d_out", 1, CIC_CASE_MAX_DIM, &m->d_out, &have, NULL);
     c->sweep.d_out_default = !have;
 
     /* dit-only keys. */
-    if (m->block != CIC_BLOCK_DIT) {
+    if (x->block_ok && m->block != CIC_BLOCK_DIT) {
         static const char *const dit_only[] = {"d_cond", "final_layer"};
         size_t i;
-        for (i = 0; i < CIC__LEN(dit_only); i++) {
-            if (cic__find(&t, dit_only[i], &l, &col))
-                return cic__fail(x, l, col,
-                                 "'%s' is only allowed for block = \"dit\" "
-                                 "(this model is \"%s\")",
-                                 dit_only[i], CIC_BLOCK_NAME[m->block]);
-        }
+        for (i = 0; i < CIC__LEN(dit_only); i++)
+            if (cic__find(t, dit_only[i], &l, &col))
+                cic__fail(x, l, col,
+                          "'%s' is only allowed for block = \"dit\" "
+                          "(this model is \"%s\")",
+                          dit_only[i], CIC_BLOCK_NAME[m->block]);
     }
     m->d_cond = m->d_model;
-    if ((rc = cic__get_intf(x, &t, "d_cond", 1, CIC_CASE_MAX_DIM, &m->d_cond,
-                            &have, NULL)))
-        return rc;
+    cic__get_intf(x, t, "d_cond", 1, CIC_CASE_MAX_DIM, &m->d_cond, &have, NULL);
     c->sweep.d_cond_default = !have;
     if (m->block == CIC_BLOCK_DIT)
         cic__sweep_first_int(c, CIC_AXIS_D_COND, &m->d_cond, NULL);
     m->final_layer = true;
-    if ((rc = cic__get_bool(x, &t, "final_layer", &m->final_layer)))
-        return rc;
+    cic__get_bool(x, t, "final_layer", &m->final_layer);
 
-    if ((rc = cic__get_int(x, &t, "seed", 0, INT64_MAX, &seed, NULL, NULL)))
-        return rc;
+    cic__get_int(x, t, "seed", 0, INT64_MAX, &seed, NULL, NULL);
     m->seed = (uint64_t)seed;
     if (cic__swept(c, CIC_AXIS_SEED))
         m->seed = (uint64_t)c->sweep.v[CIC_AXIS_SEED][0];
+}
 
-    /* [model.weights] */
+/* [model.weights]: dist, std, outlier_channels, outlier_scale. */
+static void cic__load_weights(cic__ctx *x, cic_case *c, const cic__tab *t, bool ok_d)
+{
+    cic__tab wt = {NULL, "[model.weights]"};
+    cic_model_cfg *m = &c->model;
+    const cic_toml_node *n, *wtab, *blame = NULL;
+    bool have, ok = true;
+    int l, col, v, err0 = x->n_err;
+
     m->dist = CIC_DIST_NORMAL;
     m->std = 0.02;
     m->outlier_channels = 0;
     m->outlier_scale = 1;
-    if ((rc = cic__get_table(x, &t, "weights", "[model.weights]", &wtab)))
-        return rc;
-    if (wtab) {
-        wt.tbl = wtab;
-        if ((rc = cic__check_keys(x, &wt, cic__weights_keys,
-                                  CIC__LEN(cic__weights_keys))))
-            return rc;
-        v = CIC_DIST_NORMAL;
-        if ((rc = cic__get_enum(x, &wt, "dist", CIC_DIST_NAME, CIC_DIST_COUNT,
-                                &v, NULL, NULL)))
-            return rc;
-        m->dist = (enum cic_dist)v;
-        if ((rc = cic__get_num(x, &wt, "std", true, INFINITY, &m->std, NULL,
-                               NULL)))
-            return rc;
-        {
-            int64_t oc = 0;
-            if ((rc = cic__get_int(x, &wt, "outlier_channels", INT64_MIN,
-                                   INT64_MAX, &oc, &have, &n)))
-                return rc;
-            /* A swept d_model: checked against each point's d_model. */
-            int ocmax = cic__swept(c, CIC_AXIS_D_MODEL) ? CIC_CASE_MAX_DIM
-                                                        : m->d_model;
-            if (have && (oc < 0 || oc > ocmax)) {
-                cic__pos(n, &l, &col);
-                return cic__fail(x, l, col,
-                                 "'outlier_channels' in [model.weights] is "
-                                 "%lld, out of range: must be 0 .. d_model "
-                                 "(%d)",
-                                 (long long)oc, ocmax);
-            }
+    if (cic__get_table(x, t, "weights", "[model.weights]", &wtab) != CIC_OK || !wtab)
+        return;
+    wt.tbl = wtab;
+    cic__check_keys(x, &wt, cic__weights_keys, CIC__LEN(cic__weights_keys));
+    v = CIC_DIST_NORMAL;
+    cic__get_enum(x, &wt, "dist", CIC_DIST_NAME, CIC_DIST_COUNT, &v, NULL, NULL);
+    m->dist = (enum cic_dist)v;
+    if (cic__get_num(x, &wt, "std", true, INFINITY, &m->std, NULL, &n) != CIC_OK)
+        ok = false;
+    else if (n)
+        blame = n;
+    {
+        int64_t oc = 0;
+        /* A swept d_model: checked against each point's d_model. */
+        int ocmax = cic__swept(c, CIC_AXIS_D_MODEL) || !ok_d ? CIC_CASE_MAX_DIM
+                                                             : m->d_model;
+        if (cic__get_int(x, &wt, "outlier_channels", INT64_MIN, INT64_MAX, &oc,
+                         &have, &n) != CIC_OK)
+            ok = false;
+        else if (have && (oc < 0 || oc > ocmax)) {
+            cic__pos(n, &l, &col);
+            cic__fail(x, l, col,
+                      "'outlier_channels' in [model.weights] is %lld, out of "
+                      "range: must be 0 .. d_model (%d)",
+                      (long long)oc, ocmax);
+            ok = false;
+        } else {
             m->outlier_channels = (int)oc;
         }
-        if ((rc = cic__get_num(x, &wt, "outlier_scale", true, INFINITY,
-                               &m->outlier_scale, NULL, NULL)))
-            return rc;
     }
+    if (cic__get_num(x, &wt, "outlier_scale", true, INFINITY, &m->outlier_scale,
+                     NULL, &n) != CIC_OK)
+        ok = false;
+    else if (n && m->outlier_channels > 0)
+        blame = n;
+    /* the scale limits, unless swept (checked per point) */
+    if (ok && x->n_err == err0 && !cic__swept(c, CIC_AXIS_STD) &&
+        !cic__swept(c, CIC_AXIS_OUTLIER_SCALE)) {
+        cic__pos(blame ? blame : wtab, &l, &col);
+        cic__check_scale(x, m, l, col, "");
+    }
+}
+
+static int cic__load_model(cic__ctx *x, cic_case *c, const cic_toml_node *mt)
+{
+    cic__tab t = {mt, "[model]"};
+    cic_model_cfg *m = &c->model;
+    int err0 = x->n_err;
+
+    cic__check_keys(x, &t, cic__model_keys, CIC__LEN(cic__model_keys));
+    cic__load_sizes(x, c, &t, mt);
+    cic__load_misc(x, c, &t);
+    /* outlier_channels <= d_model needs a loaded d_model (> 0 once loaded) */
+    cic__load_weights(x, c, &t, m->d_model > 0);
     if (cic__swept(c, CIC_AXIS_STD))
         m->std = c->sweep.v[CIC_AXIS_STD][0];
     if (cic__swept(c, CIC_AXIS_OUTLIER_SCALE))
         m->outlier_scale = c->sweep.v[CIC_AXIS_OUTLIER_SCALE][0];
+    return cic__status(x, err0);
+}
+
+/* 'f32' in [engines]: a non-empty list of distinct engine names. */
+static int cic__load_f32(cic__ctx *x, cic_case *c, const cic__tab *t,
+                         const cic_toml_node *f32)
+{
+    size_t i, n;
+    int l, col;
+    char qb[96], all[128], hint[96];
+
+    if (cic_toml_node_type(f32) != CIC_TOML_ARRAY)
+        return cic__wrong_type(x, t, "f32", f32,
+                               "an array of strings (\"openblas\", "
+                               "\"fixed-order\")");
+    n = cic_toml_array_size(f32);
+    if (n == 0) {
+        cic__pos(f32, &l, &col);
+        return cic__fail(x, l, col,
+                         "'f32' in [engines] is empty; list at least one "
+                         "of: openblas, fixed-order");
+    }
+    c->f32_openblas = false;
+    c->f32_fixed = false;
+    for (i = 0; i < n; i++) {
+        const cic_toml_node *e = cic_toml_array_at(f32, i);
+        const char *s;
+        size_t len;
+        bool *slot;
+        cic__pos(e, &l, &col);
+        if (cic_toml_get_string(e, &s, &len) != CIC_TOML_OK)
+            return cic__fail(x, l, col,
+                             "wrong type in 'f32' in [engines]: expected "
+                             "a string, got %s",
+                             cic_toml_type_name(cic_toml_node_type(e)));
+        if (len == 8 && memcmp(s, "openblas", 8) == 0)
+            slot = &c->f32_openblas;
+        else if (len == 11 && memcmp(s, "fixed-order", 11) == 0)
+            slot = &c->f32_fixed;
+        else
+            return cic__fail(
+                x, l, col, "bad value '%s' in 'f32' in [engines]; allowed: %s%s",
+                cic__quote(qb, sizeof qb, s, len),
+                cic__join(all, sizeof all, cic__f32_names, CIC__LEN(cic__f32_names)),
+                cic__hint(hint, sizeof hint, s, len, cic__f32_names,
+                          CIC__LEN(cic__f32_names)));
+        if (*slot)
+            return cic__fail(x, l, col, "'%s' is listed twice in 'f32' in [engines]",
+                             cic__quote(qb, sizeof qb, s, len));
+        *slot = true;
+    }
     return CIC_OK;
 }
 
@@ -868,92 +1087,37 @@ static int cic__load_engines(cic__ctx *x, cic_case *c, const cic_toml_node *et)
 {
     cic__tab t = {et, "[engines]"};
     const cic_toml_node *f32;
-    size_t i, n;
-    int rc, l, col;
-    char qb[96], all[128], hint[96];
+    int err0 = x->n_err, v = CIC_VERDICT_ENGINE_MPFR;
 
     c->f32_openblas = true;
     c->f32_fixed = true;
     c->mpfr_prec = 128;
     c->verdict_engine = CIC_VERDICT_ENGINE_MPFR;
+    x->engines_ok = true;
     if (!et)
         return CIC_OK;
-    if ((rc = cic__check_keys(x, &t, cic__engines_keys,
-                              CIC__LEN(cic__engines_keys))))
-        return rc;
+    cic__check_keys(x, &t, cic__engines_keys, CIC__LEN(cic__engines_keys));
     f32 = cic__find(&t, "f32", NULL, NULL);
-    if (f32) {
-        if (cic_toml_node_type(f32) != CIC_TOML_ARRAY)
-            return cic__wrong_type(x, &t, "f32", f32,
-                                   "an array of strings (\"openblas\", "
-                                   "\"fixed-order\")");
-        n = cic_toml_array_size(f32);
-        if (n == 0) {
-            cic__pos(f32, &l, &col);
-            return cic__fail(x, l, col,
-                             "'f32' in [engines] is empty; list at least one "
-                             "of: openblas, fixed-order");
-        }
-        c->f32_openblas = false;
-        c->f32_fixed = false;
-        for (i = 0; i < n; i++) {
-            const cic_toml_node *e = cic_toml_array_at(f32, i);
-            const char *s;
-            size_t len;
-            bool *slot;
-            cic__pos(e, &l, &col);
-            if (cic_toml_get_string(e, &s, &len) != CIC_TOML_OK)
-                return cic__fail(x, l, col,
-                                 "wrong type in 'f32' in [engines]: expected "
-                                 "a string, got %s",
-                                 cic_toml_type_name(cic_toml_node_type(e)));
-            if (len == 8 && memcmp(s, "openblas", 8) == 0)
-                slot = &c->f32_openblas;
-            else if (len == 11 && memcmp(s, "fixed-order", 11) == 0)
-                slot = &c->f32_fixed;
-            else
-                return cic__fail(
-                    x, l, col, "bad value '%s' in 'f32' in [engines]; allowed: %s%s",
-                    cic__quote(qb, sizeof qb, s, len),
-                    cic__join(all, sizeof all, cic__f32_names,
-                              CIC__LEN(cic__f32_names)),
-                    cic__hint(hint, sizeof hint, s, len, cic__f32_names,
-                              CIC__LEN(cic__f32_names)));
-            if (*slot)
-                return cic__fail(x, l, col,
-                                 "'%s' is listed twice in 'f32' in [engines]",
-                                 cic__quote(qb, sizeof qb, s, len));
-            *slot = true;
-        }
-    }
-    if ((rc = cic__get_intf(x, &t, "mpfr_prec", 64, 1024, &c->mpfr_prec, NULL,
-                            NULL)))
-        return rc;
-    {
-        int v = CIC_VERDICT_ENGINE_MPFR;
-        if ((rc = cic__get_enum(x, &t, "verdict", CIC_VERDICT_ENGINE_NAME,
-                                CIC_VERDICT_ENGINE_COUNT, &v, NULL, NULL)))
-            return rc;
-        c->verdict_engine = (enum cic_verdict_engine)v;
-    }
-    return CIC_OK;
+    if (f32 && cic__load_f32(x, c, &t, f32) != CIC_OK)
+        x->engines_ok = false;
+    cic__get_intf(x, &t, "mpfr_prec", 64, 1024, &c->mpfr_prec, NULL, NULL);
+    cic__get_enum(x, &t, "verdict", CIC_VERDICT_ENGINE_NAME, CIC_VERDICT_ENGINE_COUNT,
+                  &v, NULL, NULL);
+    c->verdict_engine = (enum cic_verdict_engine)v;
+    return cic__status(x, err0);
 }
 
 static int cic__load_readout(cic__ctx *x, cic_case *c, const cic_toml_node *rt)
 {
     cic__tab t = {rt, "[readout]"};
-    int rc, v = CIC_READOUT_HEAD;
+    int err0 = x->n_err, v = CIC_READOUT_HEAD;
     c->readout = CIC_READOUT_HEAD;
     if (!rt)
         return CIC_OK;
-    if ((rc = cic__check_keys(x, &t, cic__readout_keys,
-                              CIC__LEN(cic__readout_keys))))
-        return rc;
-    if ((rc = cic__get_enum(x, &t, "kind", CIC_READOUT_NAME, CIC_READOUT_COUNT,
-                            &v, NULL, NULL)))
-        return rc;
+    cic__check_keys(x, &t, cic__readout_keys, CIC__LEN(cic__readout_keys));
+    cic__get_enum(x, &t, "kind", CIC_READOUT_NAME, CIC_READOUT_COUNT, &v, NULL, NULL);
     c->readout = (enum cic_readout)v;
-    return CIC_OK;
+    return cic__status(x, err0);
 }
 
 /* An array of [[name]] tables, or NULL; with the count checked. */
@@ -993,11 +1157,12 @@ static int cic__get_aot(cic__ctx *x, const cic__tab *root, const char *key,
     return CIC_OK;
 }
 
-/* Transform and case names: [A-Za-z0-9_.-]+ */
+/* Transform and case names: [A-Za-z0-9_.-]+, not starting with '.' (they
+ * become file names: reports/<case>/, reference/<case>.json, dumps). */
 static bool cic__name_ok(const char *s)
 {
-    if (!*s)
-        return false;
+    if (!*s || *s == '.')
+        return false; /* "", ".", ".." and hidden files are not names */
     for (; *s; s++) {
         unsigned char ch = (unsigned char)*s;
         if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
@@ -1115,7 +1280,7 @@ static int cic__load_adaln(cic__ctx *x, const cic_case *c, const cic__tab *t,
         if ((rc = cic__get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal,
                                &have, &node)))
             return rc;
-        if (have && (cal < 0 || cal >= c->model.samples)) {
+        if (have && x->samples_ok && (cal < 0 || cal >= c->model.samples)) {
             cic__pos(node, &l, &col);
             return cic__fail(x, l, col,
                              "'calibration' in %s is %lld, out of range: "
@@ -1128,10 +1293,61 @@ static int cic__load_adaln(cic__ctx *x, const cic_case *c, const cic__tab *t,
     return CIC_OK;
 }
 
-static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
+/* Names of transforms, which also name dump files (original.safetensors,
+ * outputs.safetensors, activations.safetensors) and rows in gates. */
+static const char *const cic__reserved_names[] = {"none", "*", "original", "outputs",
+                                                  "activations"};
+
+/* A transform kind against the block it is applied to. */
+static int cic__check_kind_block(cic__ctx *x, const cic_case *c,
+                                 const cic_xform_spec *xf, int l, int col)
 {
-    size_t i, j, n = cic_toml_array_size(arr);
-    int rc, l, col, v;
+    bool adaln = cic__is_adaln(xf->kind);
+    if (adaln && c->model.block != CIC_BLOCK_DIT)
+        return cic__fail(x, l, col,
+                         "kind = \"%s\" is an adaLN strategy and needs "
+                         "block = \"dit\" (this model is \"%s\"); "
+                         "allowed here: %s",
+                         CIC_XFORM_NAME[xf->kind],
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_PRELN
+                             ? "fuse-layernorm, rotate"
+                             : "fold-rmsnorm-gamma, rotate");
+    if (!adaln && c->model.block == CIC_BLOCK_DIT)
+        return cic__fail(x, l, col,
+                         "kind = \"%s\" does not apply to block = \"dit\" "
+                         "(adaLN modulation does not commute with a "
+                         "static rotation or fold); on a dit block use "
+                         "an adaLN strategy: static-fold, "
+                         "online-unrotate, per-sample-fold, branch-rotate",
+                         CIC_XFORM_NAME[xf->kind]);
+    if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
+        c->model.block != CIC_BLOCK_PRELN)
+        return cic__fail(x, l, col,
+                         "kind = \"fuse-layernorm\" needs block = \"preln\" "
+                         "(this model is \"%s\")%s",
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_RMSNORM
+                             ? "; RMSNorm models use fold-rmsnorm-gamma"
+                             : "");
+    if (xf->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
+        c->model.block != CIC_BLOCK_RMSNORM)
+        return cic__fail(x, l, col,
+                         "kind = \"fold-rmsnorm-gamma\" needs block = "
+                         "\"rmsnorm\" (this model is \"%s\")%s",
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_PRELN
+                             ? "; LayerNorm models use fuse-layernorm"
+                             : "");
+    return CIC_OK;
+}
+
+/* [[transforms]] entry i (0-based); stops at its first error, after
+ * reporting every unknown key. */
+static int cic__load_xform(cic__ctx *x, cic_case *c, const cic_toml_node *arr, size_t i)
+{
+    size_t j, n = cic_toml_array_size(arr);
+    int rc, l, col, v, err0 = x->n_err;
     const cic_toml_node *node;
     bool have;
     char where[64], qb[96], hint[96], names[CIC_MAX_XFORMS][CIC_NAME_MAX];
@@ -1139,8 +1355,7 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
     char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 16];
     bool adaln;
 
-    c->n_xf = 0;
-    for (i = 0; i < n; i++) {
+    {
         cic_xform_spec *xf = &c->xf[i];
         cic__tab t;
         t.tbl = cic_toml_array_at(arr, i);
@@ -1150,9 +1365,8 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
         xf->stream = CIC_STREAM_CENTERED;
         xf->fast = false;
         xf->calibration = 0;
-        if ((rc = cic__check_keys(x, &t, cic__xform_keys,
-                                  CIC__LEN(cic__xform_keys))))
-            return rc;
+        xf->after = -1;
+        cic__check_keys(x, &t, cic__xform_keys, CIC__LEN(cic__xform_keys));
 
         if ((rc = cic__get_str(x, &t, "name", xf->name, sizeof xf->name, &have,
                                &node)))
@@ -1160,20 +1374,27 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
         if (!have)
             return cic__missing(x, &t, "name", NULL);
         cic__pos(node, &l, &col);
-        if (strcmp(xf->name, "none") == 0 || strcmp(xf->name, "*") == 0)
-            return cic__fail(x, l, col,
-                             "transform name '%s' is reserved (gates use "
-                             "\"none\" for the untransformed block and \"*\" "
-                             "for all); pick another name",
-                             xf->name);
-        if (!cic__name_ok(xf->name))
+        for (j = 0; j < CIC__LEN(cic__reserved_names); j++)
+            if (strcmp(xf->name, cic__reserved_names[j]) == 0) {
+                xf->name[0] = '\0';
+                return cic__fail(x, l, col,
+                                 "transform name '%s' is reserved (in gates "
+                                 "\"none\" is the untransformed block and \"*\" "
+                                 "every row; 'original', 'outputs' and "
+                                 "'activations' name files of a dump); pick "
+                                 "another name",
+                                 cic__reserved_names[j]);
+            }
+        if (!cic__name_ok(xf->name)) {
+            cic__quote(qb, sizeof qb, xf->name, strlen(xf->name));
+            xf->name[0] = '\0';
             return cic__fail(x, l, col,
                              "transform name '%s' may only use letters, digits, "
-                             "'_', '.' and '-'",
-                             cic__quote(qb, sizeof qb, xf->name,
-                                        strlen(xf->name)));
+                             "'_', '.' and '-', and may not start with '.'",
+                             qb);
+        }
         for (j = 0; j < i; j++)
-            if (strcmp(c->xf[j].name, xf->name) == 0)
+            if (c->xf[j].name[0] && strcmp(c->xf[j].name, xf->name) == 0)
                 return cic__fail(x, l, col,
                                  "duplicate transform name '%s' (first defined "
                                  "by the [[transforms]] at line %d)",
@@ -1194,42 +1415,9 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
         xf->kind = (enum cic_xform_kind)v;
         cic__pos(node, &l, &col);
         adaln = cic__is_adaln(xf->kind);
-        if (adaln && c->model.block != CIC_BLOCK_DIT)
-            return cic__fail(x, l, col,
-                             "kind = \"%s\" is an adaLN strategy and needs "
-                             "block = \"dit\" (this model is \"%s\"); "
-                             "allowed here: %s",
-                             CIC_XFORM_NAME[xf->kind],
-                             CIC_BLOCK_NAME[c->model.block],
-                             c->model.block == CIC_BLOCK_PRELN
-                                 ? "fuse-layernorm, rotate"
-                                 : "fold-rmsnorm-gamma, rotate");
-        if (!adaln && c->model.block == CIC_BLOCK_DIT)
-            return cic__fail(x, l, col,
-                             "kind = \"%s\" does not apply to block = \"dit\" "
-                             "(adaLN modulation does not commute with a "
-                             "static rotation or fold); on a dit block use "
-                             "an adaLN strategy: static-fold, "
-                             "online-unrotate, per-sample-fold, branch-rotate",
-                             CIC_XFORM_NAME[xf->kind]);
-        if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
-            c->model.block != CIC_BLOCK_PRELN)
-            return cic__fail(x, l, col,
-                             "kind = \"fuse-layernorm\" needs block = \"preln\" "
-                             "(this model is \"%s\")%s",
-                             CIC_BLOCK_NAME[c->model.block],
-                             c->model.block == CIC_BLOCK_RMSNORM
-                                 ? "; RMSNorm models use fold-rmsnorm-gamma"
-                                 : "");
-        if (xf->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
-            c->model.block != CIC_BLOCK_RMSNORM)
-            return cic__fail(x, l, col,
-                             "kind = \"fold-rmsnorm-gamma\" needs block = "
-                             "\"rmsnorm\" (this model is \"%s\")%s",
-                             CIC_BLOCK_NAME[c->model.block],
-                             c->model.block == CIC_BLOCK_PRELN
-                                 ? "; LayerNorm models use fuse-layernorm"
-                                 : "");
+        /* (an unknown block was reported: nothing to check against) */
+        if (x->block_ok && (rc = cic__check_kind_block(x, c, xf, l, col)))
+            return rc;
 
         v = CIC_TPREC_MPFR;
         if ((rc = cic__get_enum(x, &t, "precision", CIC_TPREC_NAME,
@@ -1307,7 +1495,6 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
         xf->expect = (enum cic_verdict)v;
 
         /* after: an earlier transform. */
-        xf->after = -1;
         {
             char after[CIC_NAME_MAX];
             if ((rc = cic__get_str(x, &t, "after", after, sizeof after, &have,
@@ -1363,108 +1550,128 @@ static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
                 }
             }
         }
+    }
+    return cic__status(x, err0);
+}
+
+static int cic__load_xforms(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
+{
+    size_t i, n = cic_toml_array_size(arr);
+    int err0 = x->n_err;
+    c->n_xf = 0;
+    for (i = 0; i < n; i++) {
+        /* an entry with an error keeps its slot (and its name, when that
+         * loaded) so later entries and gates can still refer to it */
+        cic__load_xform(x, c, arr, i);
         c->n_xf = (int)i + 1;
     }
-    return CIC_OK;
+    return cic__status(x, err0);
+}
+
+/* The transform a gate names: "none", "*" or a loaded transform's name. */
+static void cic__gate_transform(cic__ctx *x, const cic__tab *t, cic_gate_spec *g,
+                                const char *const *known, size_t n_known)
+{
+    const cic_toml_node *node = cic__find(t, "transform", NULL, NULL);
+    const char *s;
+    size_t len, k;
+    int l, col;
+    char qb[96], hint[96], all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 64];
+    cic_strlcpy(g->transform, "*", sizeof g->transform);
+    if (!node)
+        return;
+    if (cic_toml_get_string(node, &s, &len) != CIC_TOML_OK) {
+        cic__wrong_type(x, t, "transform", node, "a string");
+        return;
+    }
+    for (k = 0; k < n_known; k++)
+        if (strlen(known[k]) == len && memcmp(known[k], s, len) == 0) {
+            cic_strlcpy(g->transform, known[k], sizeof g->transform);
+            return;
+        }
+    cic__pos(node, &l, &col);
+    cic__fail(x, l, col,
+              "gate names transform '%s', which is not defined; allowed: %s%s",
+              cic__quote(qb, sizeof qb, s, len), cic__join(all, sizeof all, known, n_known),
+              cic__hint(hint, sizeof hint, s, len, known, n_known));
+}
+
+/* [[gates]] entry: each key checked on its own. */
+static void cic__load_gate(cic__ctx *x, const cic_case *c, const cic__tab *t,
+                           cic_gate_spec *g, const char *const *known, size_t n_known)
+{
+    const cic_toml_node *node;
+    bool have;
+    int l, col, v;
+
+    cic__check_keys(x, t, cic__gate_keys, CIC__LEN(cic__gate_keys));
+    cic__gate_transform(x, t, g, known, n_known);
+
+    v = 3; /* "*" */
+    if (cic__get_enum(x, t, "engine", cic__gate_engines, CIC__LEN(cic__gate_engines),
+                      &v, NULL, &node) == CIC_OK && x->engines_ok &&
+        ((v == 0 && !c->f32_openblas) || (v == 1 && !c->f32_fixed))) {
+        cic__pos(node, &l, &col);
+        cic__fail(x, l, col,
+                  "gate names engine \"%s\", which is not enabled; "
+                  "add \"%s\" to f32 in [engines]",
+                  cic__gate_engines[v], v == 0 ? "openblas" : "fixed-order");
+    }
+    cic_strlcpy(g->engine, cic__gate_engines[v], sizeof g->engine);
+
+    v = 0;
+    if (cic__get_enum(x, t, "metric", CIC_GATE_METRICS, CIC__N_GATE_METRICS, &v,
+                      &have, NULL) == CIC_OK && !have)
+        cic__missing(x, t, "metric", NULL);
+    cic_strlcpy(g->metric, CIC_GATE_METRICS[v], sizeof g->metric);
+
+    node = cic__find(t, "max", NULL, NULL);
+    if (!node) {
+        cic__missing(x, t, "max", NULL);
+        return;
+    }
+    if (cic_toml_get_number(node, &g->max) != CIC_TOML_OK) {
+        cic__wrong_type(x, t, "max", node, "a number");
+        return;
+    }
+    cic__pos(node, &l, &col);
+    if (isnan(g->max))
+        cic__fail(x, l, col,
+                  "'max' in %s is nan; it must be a number (inf for no limit)",
+                  t->where);
+    else if (g->max < 0)
+        cic__fail(x, l, col,
+                  "'max' in %s is %g; every gated metric is >= 0, so a negative "
+                  "limit always fails",
+                  t->where, g->max);
 }
 
 static int cic__load_gates(cic__ctx *x, cic_case *c, const cic_toml_node *arr)
 {
-    size_t i, n = cic_toml_array_size(arr);
-    int rc, l, col, v, k;
-    const cic_toml_node *node;
-    bool have;
-    char where[64], qb[96], hint[96];
+    size_t i, n = cic_toml_array_size(arr), n_known = 2;
+    int k, err0 = x->n_err;
+    char where[64];
     const char *known[CIC_MAX_XFORMS + 2];
-    char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 64];
 
     known[0] = "none";
     known[1] = "*";
     for (k = 0; k < c->n_xf; k++)
-        known[k + 2] = c->xf[k].name;
+        if (c->xf[k].name[0]) /* an entry whose name did not load has none */
+            known[n_known++] = c->xf[k].name;
 
     c->n_gates = 0;
     for (i = 0; i < n; i++) {
         cic_gate_spec *g = &c->gates[i];
         cic__tab t;
+        int col;
         t.tbl = cic_toml_array_at(arr, i);
         snprintf(where, sizeof where, "[[gates]] entry %zu", i + 1);
         t.where = where;
         cic__pos(t.tbl, &g->line, &col);
-        if ((rc = cic__check_keys(x, &t, cic__gate_keys,
-                                  CIC__LEN(cic__gate_keys))))
-            return rc;
-
-        cic_strlcpy(g->transform, "*", sizeof g->transform);
-        {
-            const char *s;
-            size_t len;
-            node = cic__find(&t, "transform", NULL, NULL);
-            if (node) {
-                bool found = false;
-                if (cic_toml_get_string(node, &s, &len) != CIC_TOML_OK)
-                    return cic__wrong_type(x, &t, "transform", node,
-                                           "a string");
-                for (k = 0; k < c->n_xf + 2 && !found; k++)
-                    found = strlen(known[k]) == len &&
-                            memcmp(known[k], s, len) == 0;
-                if (!found) {
-                    cic__pos(node, &l, &col);
-                    return cic__fail(
-                        x, l, col,
-                        "gate names transform '%s', which is not defined; "
-                        "allowed: %s%s",
-                        cic__quote(qb, sizeof qb, s, len),
-                        cic__join(all, sizeof all, known,
-                                  (size_t)c->n_xf + 2),
-                        cic__hint(hint, sizeof hint, s, len, known,
-                                  (size_t)c->n_xf + 2));
-                }
-                cic_strlcpy(g->transform, s, sizeof g->transform);
-            }
-        }
-
-        v = 3; /* "*" */
-        if ((rc = cic__get_enum(x, &t, "engine", cic__gate_engines,
-                                CIC__LEN(cic__gate_engines), &v, NULL, &node)))
-            return rc;
-        if ((v == 0 && !c->f32_openblas) || (v == 1 && !c->f32_fixed)) {
-            cic__pos(node, &l, &col);
-            return cic__fail(x, l, col,
-                             "gate names engine \"%s\", which is not enabled; "
-                             "add \"%s\" to f32 in [engines]",
-                             cic__gate_engines[v], v == 0 ? "openblas"
-                                                          : "fixed-order");
-        }
-        cic_strlcpy(g->engine, cic__gate_engines[v], sizeof g->engine);
-
-        v = 0;
-        if ((rc = cic__get_enum(x, &t, "metric", CIC_GATE_METRICS,
-                                CIC__N_GATE_METRICS, &v, &have, NULL)))
-            return rc;
-        if (!have)
-            return cic__missing(x, &t, "metric", NULL);
-        cic_strlcpy(g->metric, CIC_GATE_METRICS[v], sizeof g->metric);
-
-        node = cic__find(&t, "max", NULL, NULL);
-        if (!node)
-            return cic__missing(x, &t, "max", NULL);
-        if (cic_toml_get_number(node, &g->max) != CIC_TOML_OK)
-            return cic__wrong_type(x, &t, "max", node, "a number");
-        cic__pos(node, &l, &col);
-        if (isnan(g->max))
-            return cic__fail(x, l, col,
-                             "'max' in %s is nan; it must be a number (inf "
-                             "for no limit)",
-                             where);
-        if (g->max < 0)
-            return cic__fail(x, l, col,
-                             "'max' in %s is %g; every gated metric is >= 0, "
-                             "so a negative limit always fails",
-                             where, g->max);
+        cic__load_gate(x, c, &t, g, known, n_known);
         c->n_gates = (int)i + 1;
     }
-    return CIC_OK;
+    return cic__status(x, err0);
 }
 
 /* ---- sweeps ------------------------------------------------------------ */
@@ -1857,6 +2064,12 @@ static int cic__sweep_check(cic__ctx *x, const cic_case *c, long i,
                          "d_model = %d",
                          pd, m->outlier_channels, m->d_model);
     }
+    if (s->n[CIC_AXIS_STD] > 0 || s->n[CIC_AXIS_OUTLIER_SCALE] > 0) {
+        int rc;
+        CIC__SWEEP_POS(c, &l, &col, CIC_AXIS_STD, CIC_AXIS_OUTLIER_SCALE);
+        if ((rc = cic__check_scale(x, m, l, col, pd)))
+            return rc;
+    }
     for (k = 0; k < c->n_xf && k < CIC_MAX_XFORMS; k++) {
         const cic_xform_spec *xf = &c->xf[k];
         if (xf->kind == CIC_XFORM_STATIC_FOLD &&
@@ -1879,19 +2092,15 @@ static int cic__sweep_check(cic__ctx *x, const cic_case *c, long i,
     return CIC_OK;
 }
 
-int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
+/* cic_case_sweep_point with the errors reported to x. */
+static int cic__sweep_point(cic__ctx *x, cic_case *out, const cic_case *c, long i)
 {
-    cic__ctx x;
     cic_model_cfg m;
     int prec, rc, a;
     long points = 1;
-
-    CIC_ASSERT(out && c);
-    x.d = d;
-    x.file = c->path[0] ? c->path : "<case>";
     if (!c->sweep.on) {
         if (i != 0)
-            return cic__fail(&x, 0, 0,
+            return cic__fail(x, 0, 0,
                              "the case has no sweep: point %ld does not exist "
                              "(there is only point 0)",
                              i);
@@ -1902,7 +2111,7 @@ int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
     for (a = 0; a < CIC_AXIS_COUNT; a++) {
         int n = c->sweep.n[a];
         if (n < 0 || n > CIC_SWEEP_MAX_VALUES)
-            return cic__fail(&x, c->sweep.line[a], c->sweep.col[a],
+            return cic__fail(x, c->sweep.line[a], c->sweep.col[a],
                              "'%s' in [sweep] has %d values; a sweep list "
                              "holds 1 .. %d",
                              CIC_AXIS_NAME[a], n, CIC_SWEEP_MAX_VALUES);
@@ -1910,11 +2119,11 @@ int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
             points *= n;
     }
     if (i < 0 || i >= points)
-        return cic__fail(&x, c->sweep.table_line, c->sweep.table_col,
+        return cic__fail(x, c->sweep.table_line, c->sweep.table_col,
                          "sweep point %ld does not exist (the sweep has %ld "
                          "points: 0 .. %ld)",
                          i, points, points - 1);
-    if ((rc = cic__sweep_check(&x, c, i, &m, &prec)))
+    if ((rc = cic__sweep_check(x, c, i, &m, &prec)))
         return rc;
     if (out != c)
         *out = *c;
@@ -1925,6 +2134,19 @@ int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
     out->sweep.points = 1;
     out->sweep.max_points = CIC_SWEEP_DEFAULT_MAX_POINTS;
     return CIC_OK;
+}
+
+int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d)
+{
+    cic__ctx x;
+    int rc;
+    CIC_ASSERT(out && c);
+    memset(&x, 0, sizeof x);
+    x.d = d;
+    x.file = c->path[0] ? c->path : "<case>";
+    rc = cic__sweep_point(&x, out, c, i);
+    cic__flush(&x);
+    return rc;
 }
 
 /* Default case name: the file's stem ("cases/ln.toml" -> "ln"). */
@@ -1945,6 +2167,42 @@ static void cic__stem(char *out, size_t cap, const char *path)
     out[len] = '\0';
 }
 
+/* name: given, or the file's stem (only a case loaded from a file has one;
+ * "case" otherwise); either way a valid name, since it names report folders
+ * and baseline files. */
+static void cic__load_name(cic__ctx *x, cic_case *c, const cic__tab *root,
+                           bool from_file)
+{
+    char nm[CIC_NAME_MAX], qb[96];
+    const cic_toml_node *nn;
+    bool have;
+    int l, col;
+    if (cic__get_str(x, root, "name", nm, sizeof nm, &have, &nn) != CIC_OK)
+        return;
+    if (have) {
+        cic__pos(nn, &l, &col);
+        if (!cic__name_ok(nm)) {
+            cic__fail(x, l, col,
+                      "case name '%s' may only use letters, digits, '_', '.' "
+                      "and '-', and may not start with '.' (it names the "
+                      "report folder and the baseline file)",
+                      cic__quote(qb, sizeof qb, nm, strlen(nm)));
+            return;
+        }
+        cic_strlcpy(c->name, nm, sizeof c->name);
+        return;
+    }
+    if (!from_file)
+        cic_strlcpy(c->name, "case", sizeof c->name);
+    else if (!cic__name_ok(c->name))
+        cic__fail(x, 1, 1,
+                  "the case has no 'name', and the one its file name gives, "
+                  "'%s', may only use letters, digits, '_', '.' and '-', and "
+                  "may not start with '.' (it names the report folder and the "
+                  "baseline file); add name = \"...\" at the top of the file",
+                  cic__quote(qb, sizeof qb, c->name, strlen(c->name)));
+}
+
 /* ---- entry points ------------------------------------------------------ */
 
 static int cic__load_text(cic_case *c, const char *text, size_t len,
@@ -1956,11 +2214,12 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
     const cic_toml_node *root, *mt, *et, *rt, *xa, *ga, *st;
     cic__tab rtab;
     int rc;
-    bool have;
     const char *file = path ? path : "<string>";
 
+    memset(&x, 0, sizeof x);
     x.d = d;
     x.file = file;
+    cic_diag_set(d, file, 0, 0, "%s", ""); /* no errors yet (NULL d: none kept) */
     memset(c, 0, sizeof *c);
     cic_strlcpy(c->path, file, sizeof c->path);
     cic__stem(c->name, sizeof c->name, file);
@@ -1984,36 +2243,36 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
                        "with block, d_model, heads, tokens, samples and layers");
         goto cleanup;
     }
-    if ((rc = cic__check_keys(&x, &rtab, cic__root_keys,
-                              CIC__LEN(cic__root_keys))))
-        goto cleanup;
-    {
-        char nm[CIC_NAME_MAX];
-        const cic_toml_node *nn;
-        if ((rc = cic__get_str(&x, &rtab, "name", nm, sizeof nm, &have, &nn)))
-            goto cleanup;
-        if (have)
-            cic_strlcpy(c->name, nm, sizeof c->name);
-    }
-    if ((rc = cic__get_table(&x, &rtab, "model", "[model]", &mt)) ||
-        (rc = cic__get_table(&x, &rtab, "engines", "[engines]", &et)) ||
-        (rc = cic__get_table(&x, &rtab, "readout", "[readout]", &rt)) ||
-        (rc = cic__get_aot(&x, &rtab, "transforms", CIC_MAX_XFORMS, &xa)) ||
-        (rc = cic__get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga)) ||
-        (rc = cic__get_table(&x, &rtab, "sweep", "[sweep]", &st)))
-        goto cleanup;
+    cic__check_keys(&x, &rtab, cic__root_keys, CIC__LEN(cic__root_keys));
+    cic__load_name(&x, c, &rtab, path != NULL);
+    cic__get_table(&x, &rtab, "model", "[model]", &mt);
+    cic__get_table(&x, &rtab, "engines", "[engines]", &et);
+    cic__get_table(&x, &rtab, "readout", "[readout]", &rt);
+    cic__get_aot(&x, &rtab, "transforms", CIC_MAX_XFORMS, &xa);
+    cic__get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga);
+    cic__get_table(&x, &rtab, "sweep", "[sweep]", &st);
     if (!mt) {
-        rc = cic__fail(&x, 1, 1,
-                       "missing the [model] table (block, d_model, heads, "
-                       "tokens, samples, layers)");
+        if (!cic__find(&rtab, "model", NULL, NULL) && !cic__typo(&x, root, "model"))
+            cic__fail(&x, 1, 1,
+                      "missing the [model] table (block, d_model, heads, "
+                      "tokens, samples, layers)");
+        rc = CIC_EINPUT;
         goto cleanup;
     }
-    if ((rc = cic__load_sweep(&x, c, st)) ||
-        (rc = cic__load_model(&x, c, mt)) ||
-        (rc = cic__load_engines(&x, c, et)) ||
-        (rc = cic__load_readout(&x, c, rt)) ||
-        (rc = cic__load_xforms(&x, c, xa)) || (rc = cic__load_gates(&x, c, ga)))
+    /* sweep lists stand in for model keys: a bad list stops here */
+    if (cic__load_sweep(&x, c, st) != CIC_OK) {
+        rc = CIC_EINPUT;
         goto cleanup;
+    }
+    cic__load_model(&x, c, mt);
+    cic__load_engines(&x, c, et);
+    cic__load_readout(&x, c, rt);
+    cic__load_xforms(&x, c, xa);
+    cic__load_gates(&x, c, ga);
+    if (x.n_err > 0) {
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
 
     /* Every point of a sweep must be a valid case (points <= max_points,
      * at most CIC_SWEEP_MAX_POINTS_LIMIT); the case itself is point 0. */
@@ -2051,6 +2310,7 @@ static int cic__load_text(cic_case *c, const char *text, size_t len,
 
 cleanup:
     cic_toml_doc_free(doc);
+    cic__flush(&x);
     if (rc != CIC_OK) {
         memset(c, 0, sizeof *c);
     }
