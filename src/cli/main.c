@@ -1,6 +1,6 @@
-/* main.c: the cicheck command line. Subcommands: run. Exit codes: 0 all gates
- * pass, 1 a gate or expectation failed, 2 bad input or usage, 3 resource
- * failure (DESIGN.md section 6). */
+/* main.c: the cicheck command line: run, bless, merge, plot, flops, hash.
+ * Exit codes: 0 all gates pass, 1 a gate or expectation failed, 2 bad input
+ * or usage, 3 resource failure or a lost result (DESIGN.md section 6). */
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
@@ -11,7 +11,10 @@
 #include "model/model.h"
 
 #include <dirent.h>
+#include <errno.h>
+#include <math.h>
 #include <mpfr.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -189,18 +192,49 @@ static int expand(strlist *l, const char *path, int depth)
     return rc;
 }
 
+/* ---- strict option values: decimal only ("0x10", "inf", "1e3" for an
+ * integer, " 5" and "" are refused) ---- */
+
+/* A decimal number: digits with an optional point and exponent. *end is the
+ * first byte after it. -1 when s does not start with one. */
+static int dec_num(const char *s, double *v, const char **end)
+{
+    const char *p = s;
+    bool digits = false;
+    while (*p >= '0' && *p <= '9')
+        p++, digits = true;
+    if (*p == '.') {
+        p++;
+        while (*p >= '0' && *p <= '9')
+            p++, digits = true;
+    }
+    if (!digits)
+        return -1;
+    if (*p == 'e' || *p == 'E') {
+        const char *q = p + 1;
+        if (*q == '+' || *q == '-')
+            q++;
+        if (*q >= '0' && *q <= '9') {
+            while (*q >= '0' && *q <= '9')
+                q++;
+            p = q;
+        }
+    }
+    *v = strtod(s, NULL); /* the text is plain decimal now */
+    *end = p;
+    return isfinite(*v) ? 0 : -1;
+}
+
 /* --tolerance S[,U]: scale the default relative allowances by S (0: the
  * figures must not grow at all) and allow U ULPs on top. */
 static int parse_tolerance(cic_tolerance *t, const char *s)
 {
-    char *end;
-    double scale = strtod(s, &end), ulp = t->abs_ulp;
-    if (end == s || !(scale >= 0) || scale > 1e6)
+    const char *end;
+    double scale, ulp = t->abs_ulp;
+    if (dec_num(s, &scale, &end) < 0 || scale > 1e6)
         return -1;
     if (*end == ',') {
-        const char *u = end + 1;
-        ulp = strtod(u, &end);
-        if (end == u || !(ulp >= 0) || ulp > 1e12)
+        if (dec_num(end + 1, &ulp, &end) < 0 || ulp > 1e12)
             return -1;
     }
     if (*end != '\0')
@@ -209,6 +243,23 @@ static int parse_tolerance(cic_tolerance *t, const char *s)
     t->spread = CIC_TOLERANCE_DEFAULT.spread * scale;
     t->tail = CIC_TOLERANCE_DEFAULT.tail * scale;
     t->abs_ulp = ulp;
+    return 0;
+}
+
+/* --max-memory B: bytes, decimal, with an optional K, M or G. */
+static int parse_bytes(double *out, const char *s)
+{
+    const char *end;
+    double v, mul = 1.0;
+    if (dec_num(s, &v, &end) < 0)
+        return -1;
+    if (*end == 'K' || *end == 'M' || *end == 'G') {
+        mul = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0 : 1073741824.0;
+        end++;
+    }
+    if (*end != '\0' || !(v > 0))
+        return -1;
+    *out = v * mul;
     return 0;
 }
 
@@ -226,7 +277,8 @@ static int bless_one(const cic_case_run *cr, const char *dir, const char *src)
     return CIC_OK;
 }
 
-/* JUnit, Markdown and the CI page for all runs. */
+/* JUnit, Markdown and the CI page for all runs. Any of them that cannot be
+ * written is a lost result: exit 3. */
 static int summaries(cic_case_run **runs, int n, const char *junit, const char *markdown)
 {
     const cic_report **reps = cic_calloc((size_t)n, sizeof *reps);
@@ -251,156 +303,292 @@ static int summaries(cic_case_run **runs, int n, const char *junit, const char *
         cic_diag_print(stderr, &d);
         rc = CIC_EINTERNAL;
     }
-    if (gh && gh[0] && cic_markdown_write(gh, reps, errs, n, true, &d) < 0)
-        cic_diag_print(stderr, &d); /* the CI page is a courtesy, not a result */
+    if (gh && gh[0] && cic_markdown_write(gh, reps, errs, n, true, &d) < 0) {
+        fprintf(stderr, "cicheck: $GITHUB_STEP_SUMMARY: ");
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINTERNAL;
+    }
     free(reps);
     free(errs);
     return rc;
 }
 
-static int cmd_run_or_bless(int argc, char **argv, bool bless)
-{
+/* ---- `cicheck run` and `cicheck bless`: options ---- */
+
+/* What the command line asked. Every option may be given once. */
+typedef struct {
+    bool bless, force;
     cic_run_args a;
-    strlist cases = {0};
-    cic_case_run **runs = NULL;
-    const char *junit = NULL, *markdown = NULL, *verb = bless ? "bless" : "run";
-    bool force = false;
-    int i, worst = CIC_OK, passed = 0, rc;
-    memset(&a, 0, sizeof a);
-    a.color = -1;
-    a.tol = CIC_TOLERANCE_DEFAULT;
-    for (i = 0; i < argc; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            fputs(bless ? BLESS_USAGE : RUN_USAGE, stdout);
-            strlist_free(&cases);
-            return CIC_OK;
-        }
-        if (!strcmp(s, "--out") || !strcmp(s, "--dump") || !strcmp(s, "--baseline") ||
-            !strcmp(s, "--junit") || !strcmp(s, "--markdown") || !strcmp(s, "--tolerance") ||
-            !strcmp(s, "--shard") || !strcmp(s, "--threads") || !strcmp(s, "--max-memory")) {
-            if (i + 1 >= argc) {
-                strlist_free(&cases);
-                return usage_error("%s needs a value", s);
-            }
-            i++;
-            if (!strcmp(s, "--out"))
-                a.out_dir = argv[i];
-            else if (!strcmp(s, "--dump"))
-                a.dump_dir = argv[i];
-            else if (!strcmp(s, "--baseline"))
-                a.baseline_dir = argv[i];
-            else if (!strcmp(s, "--junit"))
-                junit = argv[i];
-            else if (!strcmp(s, "--markdown"))
-                markdown = argv[i];
-            else if (!strcmp(s, "--shard"))
-                a.shard = argv[i];
-            else if (!strcmp(s, "--threads")) {
-                int t = pos_int(argv[i]);
-                if (t < 1 || t > 256) {
-                    strlist_free(&cases);
-                    return usage_error("--threads takes 1 .. 256 (got '%s')", argv[i]);
-                }
-                cic_engine_mpfr_set_threads(t);
-            } else if (!strcmp(s, "--max-memory")) {
-                char *end;
-                double v = strtod(argv[i], &end);
-                double mul = *end == 'K' ? 1024.0 : *end == 'M' ? 1048576.0
-                           : *end == 'G' ? 1073741824.0 : 1.0;
-                if (mul > 1.0)
-                    end++;
-                if (*end != '\0' || !(v > 0)) {
-                    strlist_free(&cases);
-                    return usage_error("--max-memory takes bytes with K, M or G (got '%s')",
-                                       argv[i]);
-                }
-                a.max_memory = v * mul;
-            }
-            else if (parse_tolerance(&a.tol, argv[i]) < 0) {
-                strlist_free(&cases);
-                return usage_error("--tolerance takes S or S,U with S, U >= 0 (got '%s')",
-                                   argv[i]);
-            }
-        } else if (!strcmp(s, "--no-baseline")) {
-            a.no_baseline = true;
-        } else if (!strcmp(s, "--no-plots")) {
-            a.no_plots = true;
-        } else if (!strcmp(s, "--force") && bless) {
-            force = true;
-        } else if (!strcmp(s, "--quiet") || !strcmp(s, "-q")) {
-            a.quiet = true;
-        } else if (!strcmp(s, "--color")) {
-            a.color = 1;
-        } else if (!strcmp(s, "--no-color")) {
-            a.color = 0;
-        } else if (s[0] == '-' && s[1] != '\0') {
-            fprintf(stderr, "cicheck: unknown option '%s' for %s\nTry 'cicheck %s --help'.\n", s,
-                    verb, verb);
-            strlist_free(&cases);
-            return CIC_EINPUT;
-        } else if (expand(&cases, s, 0) < 0) {
-            strlist_free(&cases);
-            return usage_error("out of memory listing '%s'", s);
-        }
+    const char *junit, *markdown;
+    strlist cases;
+    unsigned seen; /* bit k: RUN_OPTS[k] given */
+} run_cmd;
+
+/* Options in one table: name, takes a value, bless-only. */
+static const struct {
+    const char *name;
+    bool value;
+    bool bless_only;
+} RUN_OPTS[] = {
+    {"--out", true, false},        {"--dump", true, false},
+    {"--baseline", true, false},   {"--junit", true, false},
+    {"--markdown", true, false},   {"--tolerance", true, false},
+    {"--shard", true, false},      {"--threads", true, false},
+    {"--max-memory", true, false}, {"--no-baseline", false, false},
+    {"--no-plots", false, false},  {"--force", false, true},
+    {"--quiet", false, false},     {"-q", false, false},
+    {"--color", false, false},     {"--no-color", false, false},
+};
+#define RUN_N_OPTS (sizeof RUN_OPTS / sizeof RUN_OPTS[0])
+
+static int run_opt_index(const char *s)
+{
+    size_t k;
+    for (k = 0; k < RUN_N_OPTS; k++)
+        if (!strcmp(s, RUN_OPTS[k].name))
+            return (int)k;
+    return -1;
+}
+
+static bool run_seen(const run_cmd *c, const char *name)
+{
+    int k = run_opt_index(name);
+    return k >= 0 && (c->seen >> k & 1u);
+}
+
+/* --shard K/N: decimal, 1 <= K <= N. */
+static bool shard_ok(const char *s)
+{
+    const char *slash = strchr(s, '/');
+    char k[16];
+    int kv, nv;
+    if (!slash || (size_t)(slash - s) >= sizeof k)
+        return false;
+    memcpy(k, s, (size_t)(slash - s));
+    k[slash - s] = '\0';
+    kv = pos_int(k);
+    nv = pos_int(slash + 1);
+    return kv > 0 && nv > 0 && kv <= nv;
+}
+
+/* Store one option's value; 0, or the exit code of a usage error. */
+static int run_opt_value(run_cmd *c, const char *opt, const char *v)
+{
+    if (!v[0])
+        return usage_error("%s needs a non-empty value", opt);
+    if (!strcmp(opt, "--out"))
+        c->a.out_dir = v;
+    else if (!strcmp(opt, "--dump"))
+        c->a.dump_dir = v;
+    else if (!strcmp(opt, "--baseline"))
+        c->a.baseline_dir = v;
+    else if (!strcmp(opt, "--junit"))
+        c->junit = v;
+    else if (!strcmp(opt, "--markdown"))
+        c->markdown = v;
+    else if (!strcmp(opt, "--shard")) {
+        if (!shard_ok(v))
+            return usage_error("--shard takes K/N with 1 <= K <= N (got '%s')", v);
+        c->a.shard = v;
+    } else if (!strcmp(opt, "--threads")) {
+        int t = pos_int(v);
+        if (t < 1 || t > 256)
+            return usage_error("--threads takes 1 .. 256 (got '%s')", v);
+        cic_engine_mpfr_set_threads(t);
+    } else if (!strcmp(opt, "--max-memory")) {
+        if (parse_bytes(&c->a.max_memory, v) < 0)
+            return usage_error("--max-memory takes a decimal number of bytes, optionally "
+                               "with K, M or G (got '%s')", v);
+    } else if (parse_tolerance(&c->a.tol, v) < 0) {
+        return usage_error("--tolerance takes S or S,U, decimal numbers >= 0 (got '%s')", v);
     }
-    if (cases.n == 0) {
-        strlist_free(&cases);
-        return usage_error(bless ? "bless needs a case file%s"
-                                 : "run needs a case file, e.g. 'cicheck run cases/adaln.toml'%s",
+    return 0;
+}
+
+static int run_opt_flag(run_cmd *c, const char *opt)
+{
+    if (!strcmp(opt, "--no-baseline"))
+        c->a.no_baseline = true;
+    else if (!strcmp(opt, "--no-plots"))
+        c->a.no_plots = true;
+    else if (!strcmp(opt, "--force"))
+        c->force = true;
+    else if (!strcmp(opt, "--quiet") || !strcmp(opt, "-q"))
+        c->a.quiet = true;
+    else if (!strcmp(opt, "--color"))
+        c->a.color = 1;
+    else
+        c->a.color = 0;
+    return 0;
+}
+
+/* A folder option: it may be new, but anything in the way must be a
+ * folder (checked before a run that may take minutes). */
+static int check_dir_opt(const char *opt, const char *dir, bool must_exist)
+{
+    struct stat st;
+    if (stat(dir, &st) != 0) {
+        if (!must_exist)
+            return 0;
+        fprintf(stderr, "cicheck: %s %s: no such folder (%s)\n", opt, dir, strerror(errno));
+        return CIC_EINPUT;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cicheck: %s %s: exists and is not a folder\n", opt, dir);
+        return CIC_EINPUT;
+    }
+    return 0;
+}
+
+/* Refuse what cannot go together, and output paths that cannot be
+ * written, before anything runs. */
+static int run_check(run_cmd *c)
+{
+    cic_diag d;
+    const char *verb = c->bless ? "bless" : "run";
+    if (run_seen(c, "--baseline") && run_seen(c, "--no-baseline"))
+        return usage_error("--baseline and --no-baseline contradict each other%s", "");
+    if (run_seen(c, "--color") && run_seen(c, "--no-color"))
+        return usage_error("--color and --no-color contradict each other%s", "");
+    if (run_seen(c, "--quiet") && run_seen(c, "-q"))
+        return usage_error("--quiet is given twice (as -q too)%s", "");
+    if (c->cases.n == 0)
+        return usage_error(c->bless ? "bless needs a case file%s"
+                                    : "run needs a case file, e.g. 'cicheck run "
+                                      "cases/adaln.toml'%s",
                            "");
+    (void)verb;
+    if (c->a.baseline_dir &&
+        check_dir_opt("--baseline", c->a.baseline_dir, !c->bless) != 0)
+        return CIC_EINPUT;
+    if (c->a.out_dir && check_dir_opt("--out", c->a.out_dir, false) != 0)
+        return CIC_EINPUT;
+    if (c->a.dump_dir && check_dir_opt("--dump", c->a.dump_dir, false) != 0)
+        return CIC_EINPUT;
+    if (c->junit && cic_atomic_check(c->junit, &d) != 0) {
+        fprintf(stderr, "cicheck: --junit: ");
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
     }
-    if (bless && !force) {
+    if (c->markdown && cic_atomic_check(c->markdown, &d) != 0) {
+        fprintf(stderr, "cicheck: --markdown: ");
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    if (c->bless && !c->force) {
         const char *ci = getenv("CI");
         if (ci && !strcmp(ci, "true")) {
             fprintf(stderr, "cicheck: bless refused: CI=true (a CI job must not accept its own "
                             "numbers); run it on a workstation, or pass --force\n");
-            strlist_free(&cases);
             return CIC_EINPUT;
         }
     }
-    if (bless)
-        a.no_baseline = true;
-    runs = cic_calloc((size_t)cases.n, sizeof *runs);
-    if (!runs) {
-        strlist_free(&cases);
-        return CIC_EINTERNAL;
+    return 0;
+}
+
+/* Parse argv into c: 0, 1 when --help was printed, or an exit code (2). */
+static int run_parse(run_cmd *c, int argc, char **argv)
+{
+    int i;
+    const char *verb = c->bless ? "bless" : "run";
+    for (i = 0; i < argc; i++) {
+        const char *s = argv[i];
+        int k;
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+            fputs(c->bless ? BLESS_USAGE : RUN_USAGE, stdout);
+            return 1;
+        }
+        k = run_opt_index(s);
+        if (k >= 0 && !(RUN_OPTS[k].bless_only && !c->bless)) {
+            int rc;
+            if (c->seen >> k & 1u)
+                return usage_error("%s is given twice", s);
+            c->seen |= 1u << k;
+            if (!RUN_OPTS[k].value)
+                rc = run_opt_flag(c, s);
+            else if (i + 1 >= argc)
+                rc = usage_error("%s needs a value", s);
+            else
+                rc = run_opt_value(c, s, argv[++i]);
+            if (rc)
+                return rc;
+        } else if (s[0] == '-' && s[1] != '\0') {
+            fprintf(stderr, "cicheck: unknown option '%s' for %s\nTry 'cicheck %s --help'.\n", s,
+                    verb, verb);
+            return CIC_EINPUT;
+        } else if (expand(&c->cases, s, 0) < 0) {
+            return usage_error("out of memory listing '%s'", s);
+        }
     }
-    for (i = 0; i < cases.n; i++) {
-        cic_run_args one = a;
+    return run_check(c);
+}
+
+/* Run (and bless) every case; the worst exit code wins. */
+static int run_all(run_cmd *c, cic_case_run **runs)
+{
+    int i, worst = CIC_OK, passed = 0, rc;
+    for (i = 0; i < c->cases.n; i++) {
+        cic_run_args one = c->a;
         char out[1024], dump[1024], st[256];
-        if (cases.n > 1) {
-            stem(st, sizeof st, cases.v[i]);
-            if (a.out_dir) {
-                snprintf(out, sizeof out, "%s/%s", a.out_dir, st);
+        const char *path = c->cases.v[i];
+        if (c->cases.n > 1) {
+            stem(st, sizeof st, path);
+            if (c->a.out_dir) {
+                snprintf(out, sizeof out, "%s/%s", c->a.out_dir, st);
                 one.out_dir = out;
             }
-            if (a.dump_dir) {
-                snprintf(dump, sizeof dump, "%s/%s", a.dump_dir, st);
+            if (c->a.dump_dir) {
+                snprintf(dump, sizeof dump, "%s/%s", c->a.dump_dir, st);
                 one.dump_dir = dump;
             }
         }
-        rc = cic_run_case(cases.v[i], &one, &runs[i]);
-        if (bless && runs[i] && rc == CIC_EGATE && !force)
+        rc = cic_run_case(path, &one, &runs[i]);
+        if (c->bless && runs[i] && rc == CIC_EGATE && !c->force)
             fprintf(stderr, "cicheck: %s: not blessed: the run fails its gates (--force to "
-                            "bless anyway)\n", cases.v[i]);
-        else if (bless && runs[i] && (rc == CIC_OK || rc == CIC_EGATE))
-            rc = bless_one(runs[i], a.baseline_dir ? a.baseline_dir : "reference", cases.v[i]);
+                            "bless anyway)\n", path);
+        else if (c->bless && runs[i] && (rc == CIC_OK || rc == CIC_EGATE))
+            rc = bless_one(runs[i], c->a.baseline_dir ? c->a.baseline_dir : "reference", path);
         if (rc == CIC_OK)
             passed++;
         /* the worst outcome wins: 2 (input) and 3 over 1 over 0 */
         if (rc > worst)
             worst = rc;
     }
-    if (cases.n > 1)
-        printf("\ncicheck: %d cases, %d passed, %d failed\n", cases.n, passed, cases.n - passed);
-    rc = summaries(runs, cases.n, junit, markdown);
+    if (c->cases.n > 1)
+        printf("\ncicheck: %d cases, %d passed, %d failed\n", c->cases.n, passed,
+               c->cases.n - passed);
+    return worst;
+}
+
+static int cmd_run_or_bless(int argc, char **argv, bool bless)
+{
+    run_cmd c;
+    cic_case_run **runs = NULL;
+    int i, worst, rc;
+    memset(&c, 0, sizeof c);
+    c.bless = bless;
+    c.a.color = -1;
+    c.a.tol = CIC_TOLERANCE_DEFAULT;
+    rc = run_parse(&c, argc, argv);
+    if (rc != 0) {
+        strlist_free(&c.cases);
+        return rc == 1 ? CIC_OK : rc;
+    }
+    if (bless)
+        c.a.no_baseline = true;
+    runs = cic_calloc((size_t)c.cases.n, sizeof *runs);
+    if (!runs) {
+        strlist_free(&c.cases);
+        return CIC_EINTERNAL;
+    }
+    worst = run_all(&c, runs);
+    rc = summaries(runs, c.cases.n, c.junit, c.markdown);
     if (rc > worst)
         worst = rc;
-    for (i = 0; i < cases.n; i++)
+    for (i = 0; i < c.cases.n; i++)
         cic_case_run_free(runs[i]);
     free(runs);
-    strlist_free(&cases);
+    strlist_free(&c.cases);
     return worst;
 }
 
@@ -414,14 +602,19 @@ static const char FLOPS_USAGE[] =
     "options (override the case's [model] sizes):\n"
     "  --d-model N  --heads N  --mlp-ratio N  --d-cond N  --layers N  --d-out N\n";
 
-/* A positive integer option value, or -1. */
+/* A positive decimal integer option value (at most 2^20), or -1. */
 static int pos_int(const char *s)
 {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v <= 0 || v > 1 << 20)
-        return -1;
-    return (int)v;
+    long v = 0;
+    const char *p = s;
+    if (*p < '0' || *p > '9')
+        return -1; /* no sign, no space, no empty value */
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (*p - '0');
+        if (v > 1 << 20)
+            return -1;
+    }
+    return *p == '\0' && v > 0 ? (int)v : -1;
 }
 
 static int cmd_flops(int argc, char **argv)
@@ -485,30 +678,38 @@ static int cmd_merge(int argc, char **argv)
     const char *out = NULL;
     const char **dirs = cic_calloc((size_t)argc + 1, sizeof *dirs);
     bool no_plots = false;
-    int i, n = 0, rc;
+    int i, n = 0, rc = CIC_OK;
     if (!dirs)
         return CIC_EINTERNAL;
-    for (i = 0; i < argc; i++) {
-        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+    for (i = 0; i < argc && rc == CIC_OK; i++) {
+        const char *s = argv[i];
+        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
             fputs(MERGE_USAGE, stdout);
             free(dirs);
             return CIC_OK;
-        } else if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            out = argv[++i];
-        } else if (!strcmp(argv[i], "--no-plots")) {
+        } else if (!strcmp(s, "--out")) {
+            if (out)
+                rc = usage_error("--out is given twice%s", "");
+            else if (i + 1 >= argc || !argv[i + 1][0])
+                rc = usage_error("--out needs a non-empty value%s", "");
+            else
+                out = argv[++i];
+        } else if (!strcmp(s, "--no-plots")) {
+            if (no_plots)
+                rc = usage_error("--no-plots is given twice%s", "");
             no_plots = true;
-        } else if (argv[i][0] == '-') {
-            free(dirs);
-            return usage_error("unknown option '%s' for merge", argv[i]);
+        } else if (s[0] == '-') {
+            rc = usage_error("unknown option '%s' for merge", s);
         } else {
-            dirs[n++] = argv[i];
+            dirs[n++] = s;
         }
     }
-    if (!out || n == 0) {
-        free(dirs);
-        return usage_error("merge needs --out DIR and the shard folders%s", "");
-    }
-    rc = cic_merge_sweeps(dirs, n, out, no_plots);
+    if (rc == CIC_OK && (!out || n == 0))
+        rc = usage_error("merge needs --out DIR and the shard folders%s", "");
+    if (rc == CIC_OK && check_dir_opt("--out", out, false) != 0)
+        rc = CIC_EINPUT;
+    if (rc == CIC_OK)
+        rc = cic_merge_sweeps(dirs, n, out, no_plots);
     free(dirs);
     return rc;
 }
@@ -535,11 +736,25 @@ static int cmd_plot(int argc, char **argv)
     return worst;
 }
 
+static const char HASH_USAGE[] =
+    "usage: cicheck hash CASE.toml...\n"
+    "\n"
+    "Prints the SHA-256 of each case's original weights and inputs, the\n"
+    "fingerprints kept in reference/weights.sha256.\n";
+
 static int cmd_hash(int argc, char **argv)
 {
     int i, worst = CIC_OK;
     if (argc == 0)
         return usage_error("hash needs a case file%s", "");
+    for (i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(HASH_USAGE, stdout);
+            return CIC_OK;
+        }
+        if (argv[i][0] == '-' && argv[i][1] != '\0')
+            return usage_error("unknown option '%s' for hash", argv[i]);
+    }
     for (i = 0; i < argc; i++) {
         cic_case c;
         cic_diag d;
@@ -563,7 +778,19 @@ static int cmd_hash(int argc, char **argv)
     return worst;
 }
 
-int main(int argc, char **argv)
+/* Everything a command printed must have reached stdout: a result lost to
+ * a full disk or a closed pipe is exit 3, not success. */
+static int finish(int rc)
+{
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        fprintf(stderr, "cicheck: cannot write to standard output: %s\n",
+                strerror(errno ? errno : EIO));
+        return rc > CIC_EINTERNAL ? rc : CIC_EINTERNAL;
+    }
+    return rc;
+}
+
+static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
         fputs(USAGE, stderr);
@@ -590,4 +817,9 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "hash"))
         return cmd_hash(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", argv[1]);
+}
+
+int main(int argc, char **argv)
+{
+    return finish(dispatch(argc, argv));
 }

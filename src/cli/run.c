@@ -289,6 +289,15 @@ static void eval_gates(run *r)
     }
 }
 
+/* A row whose every output is NaN or Inf has nothing to score: it fails
+ * whatever its gates say (its figures are NaN or +Inf already). */
+static void score_f32(run *r, cic_result *x, const float *y)
+{
+    cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, y, r->rows, r->cols, r->prec);
+    if (r->n > 0 && x->metrics.nonfinite == r->n)
+        x->pass = false;
+}
+
 /* ---- stages ---- */
 
 /* Closed-form FLOPs of the original model (i = -1) or of transform i. */
@@ -369,6 +378,25 @@ static int stage_truth(run *r, cic_report *rep)
     return 0;
 }
 
+/* Every figure is scored against the truth, so it must be a number. The
+ * loader's limits keep the weights finite; should the model still overflow
+ * MPFR's exponent range, the case is refused here with where it happened. */
+static bool truth_nonfinite(const run *r, cic_diag *d)
+{
+    size_t i, bad = 0, first = 0;
+    for (i = 0; i < r->n; i++)
+        if (!mpfr_number_p(r->truth[i]) && bad++ == 0)
+            first = i;
+    if (bad == 0)
+        return false;
+    cic_diag_set(d, r->c.path, 0, 0,
+                 "case '%s': %zu of the %zu truth values are not numbers (the first at "
+                 "row %zu, column %zu): the model overflows even in MPFR, so no error "
+                 "can be scored; lower std or outlier_scale in [model.weights]",
+                 r->c.name, bad, r->n, first / r->cols, first % r->cols);
+    return true;
+}
+
 static bool engine_on(const cic_case *c, int e)
 {
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
@@ -396,8 +424,7 @@ static int stage_before(run *r)
             return -1;
         x = new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
         x->has_metrics = true;
-        cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, r->before[e], r->rows,
-                         r->cols, r->prec);
+        score_f32(r, x, r->before[e]);
         fill_flops(r, &x->flops, &fc, &r->base_analytical, sites_equal(&fc, &r->base_counted));
         x->n_samples = 0;
         snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
@@ -580,7 +607,7 @@ static int stage_xform(run *r, int i, cic_diag *d)
         x->n_samples = mx->n_samples;
         memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
         x->has_metrics = true;
-        cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, y, r->rows, r->cols, r->prec);
+        score_f32(r, x, y);
         cic_metric_drift(&x->metrics.drift, r->before[e], y, r->n);
         cic_metric_drift_hist(x->metrics.drift_hist, r->before[e], y, r->n);
         x->metrics.has_drift = 1;
@@ -630,14 +657,15 @@ cleanup:
 static int write_dump(run *r, cic_diag *d)
 {
     const char *dir = r->a->dump_dir;
-    char path[2048];
+    char path[2048], file[2 * CIC_NAME_MAX];
     const char *meta[] = {"case", r->c.name, "cicheck_version", CIC_VERSION, NULL};
     cic_st_tensor *t;
     double *f64 = NULL;
     int i, n = 0, rc = -1;
     if (cic_mkdir_p(dir, d) < 0)
         return -1;
-    snprintf(path, sizeof path, "%s/original.safetensors", dir);
+    cic_dump_file_name(file, sizeof file, &r->c, -1, false);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     if (cic_dump_model(path, r->orig, meta, false, d) < 0)
         return -1;
     for (i = 0; i < r->c.n_xf; i++) {
@@ -659,10 +687,12 @@ static int write_dump(run *r, cic_diag *d)
         snprintf(calib, sizeof calib, "%d", x->calibration);
         if (!r->xm[i])
             continue;
-        snprintf(path, sizeof path, "%s/%s.safetensors", dir, x->name);
+        cic_dump_file_name(file, sizeof file, &r->c, i, false);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
         if (cic_dump_model(path, r->xm[i], mt, false, d) < 0)
             return -1;
-        snprintf(path, sizeof path, "%s/%s.f64.safetensors", dir, x->name);
+        cic_dump_file_name(file, sizeof file, &r->c, i, true);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
         if (cic_dump_model(path, r->xm[i], mt, true, d) < 0)
             return -1;
     }
@@ -703,7 +733,8 @@ static int write_dump(run *r, cic_diag *d)
             n++;
         }
     }
-    snprintf(path, sizeof path, "%s/outputs.safetensors", dir);
+    cic_dump_file_name(file, sizeof file, &r->c, -2, false);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
     rc = cic_safetensors_write(path, t, n, meta, d);
 cleanup:
     free(t);
@@ -774,7 +805,8 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         rc = CIC_EINPUT;
         goto cleanup;
     }
-    if (cic_xform_check(&r->c, &d) != CIC_OK) {
+    if (cic_xform_check(&r->c, &d) != CIC_OK ||
+        (a->dump_dir && cic_dump_names_check(&r->c, &d) != CIC_OK)) {
         cic_diag_print(stderr, &d);
         rc = CIC_EINPUT;
         goto cleanup;
@@ -855,8 +887,17 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         goto fail;
     }
     cic_model_weights_sha256(rep.weights_sha256, r->orig);
-    if (stage_truth(r, &rep) < 0 || stage_before(r) < 0) {
+    if (stage_truth(r, &rep) < 0) {
         cic_diag_set(&d, path, 0, 0, "out of memory computing the truth");
+        goto fail;
+    }
+    if (truth_nonfinite(r, &d)) {
+        cic_diag_print(stderr, &d);
+        rc = CIC_EINPUT;
+        goto cleanup;
+    }
+    if (stage_before(r) < 0) {
+        cic_diag_set(&d, path, 0, 0, "out of memory running the f32 engines");
         goto fail;
     }
     r->ref = r->truth;

@@ -217,6 +217,7 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
     CIC_ASSERT(n == 0 || (x != NULL && y != NULL));
 
     /* NaN/Inf agreement first, before any norm; the truth must be finite. */
+    m->n_out = n;
     m->nonfinite = 0;
     m->first_nonfinite = -1;
     for (i = 0; i < n; i++) {

@@ -32,6 +32,7 @@ typedef struct {
     double ulp_row_delta_max;
     double decomp_weights;      /* rel_norm2: MPFR run with rounded weights vs truth */
     double decomp_arith;        /* rel_norm2: f32 run vs that MPFR run */
+    uint64_t n_out;             /* entries of y scored (rows * cols) */
     uint64_t nonfinite;         /* NaN or Inf entries of y */
     int64_t first_nonfinite;    /* flat index of the first one, -1 if none */
     double ulp_row_q[CIC_NQ];   /* the distribution of ulp_row (nearest rank) */
@@ -60,8 +61,8 @@ uint64_t cic_f32_ulp_distance(float a, float b);
 
 /* ---- error of y against the truth x ---- */
 
-/* Fill max_abs, rel_norm2, ulp_row, ulp_elem, ulp_elem_excluded, nonfinite,
- * first_nonfinite (leaves drift and decomposition untouched). x holds
+/* Fill max_abs, rel_norm2, ulp_row, ulp_elem, ulp_elem_excluded, n_out,
+ * nonfinite, first_nonfinite (leaves drift and decomposition untouched). x holds
  * rows*cols finite values (any precision >= 24), y the float outputs. prec is
  * the working precision for |y - x| (use the truth's precision). */
 void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,

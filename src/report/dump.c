@@ -125,3 +125,33 @@ cleanup:
     free(t);
     return rc;
 }
+
+void cic_dump_file_name(char *buf, size_t cap, const cic_case *c, int i, bool f64)
+{
+    const char *stem = i == -1 ? "original" : i == -2 ? "outputs" : c->xf[i].name;
+    snprintf(buf, cap, "%s%s.safetensors", stem, f64 ? ".f64" : "");
+}
+
+int cic_dump_names_check(const cic_case *c, cic_diag *d)
+{
+    /* every file: the original, the outputs, each transform's two */
+    char a[2 * CIC_NAME_MAX], b[2 * CIC_NAME_MAX];
+    int n = 2 + 2 * c->n_xf, i, j;
+    for (i = 0; i < n; i++) {
+        int ti = i < 2 ? -1 - i : (i - 2) / 2;
+        cic_dump_file_name(a, sizeof a, c, ti, i >= 2 && (i - 2) % 2);
+        for (j = i + 1; j < n; j++) {
+            int tj = j < 2 ? -1 - j : (j - 2) / 2;
+            cic_dump_file_name(b, sizeof b, c, tj, j >= 2 && (j - 2) % 2);
+            if (strcmp(a, b) != 0)
+                continue;
+            cic_diag_set(d, c->path, ti >= 0 ? c->xf[ti].line : 0, 1,
+                         "--dump: %s%s%s and transform '%s' would both write %s; "
+                         "rename one of them",
+                         ti >= 0 ? "transform '" : "the ", ti >= 0 ? c->xf[ti].name : a,
+                         ti >= 0 ? "'" : " file", c->xf[tj].name, a);
+            return CIC_EINPUT;
+        }
+    }
+    return CIC_OK;
+}

@@ -21,4 +21,14 @@
 int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
                    bool unrounded, cic_diag *d);
 
+/* The file (without folder) that transform i of c (-1: the original model,
+ * -2: the outputs) writes into a dump, with the unrounded float64 copy when
+ * f64 is set. */
+void cic_dump_file_name(char *buf, size_t cap, const cic_case *c, int i, bool f64);
+
+/* CIC_OK when no two files of c's dump have the same name (transforms "a"
+ * and "a.f64" would both write a.f64.safetensors), else CIC_EINPUT with d
+ * naming both transforms. Checked before a run that dumps. */
+int cic_dump_names_check(const cic_case *c, cic_diag *d);
+
 #endif

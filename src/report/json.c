@@ -73,23 +73,63 @@ int cic_mkdir_p(const char *dir, cic_diag *d)
     return 0;
 }
 
+int cic_atomic_check(const char *path, cic_diag *d)
+{
+    struct stat st;
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "empty output file name");
+        return -1;
+    }
+    if (stat(path, &st) != 0)
+        return 0; /* new (or a dangling link, created through) */
+    if (S_ISREG(st.st_mode) || S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+        return 0;
+    cic_diag_set(d, path, 0, 0, "cannot write a report here: it is %s",
+                 S_ISDIR(st.st_mode)    ? "a directory (give a file name)"
+                 : S_ISBLK(st.st_mode)  ? "a block device"
+                 : S_ISSOCK(st.st_mode) ? "a socket"
+                                        : "not a regular file");
+    return -1;
+}
+
+/* A device or FIFO: written through, nothing renamed over it. */
+static int atomic_open_in_place(cic_atomic *a, cic_diag *d)
+{
+    a->f = fopen(a->path, "wb");
+    if (!a->f) {
+        cic_diag_set(d, a->path, 0, 0, "cannot open for writing: %s", strerror(errno));
+        return -1;
+    }
+    a->in_place = 1;
+    return 0;
+}
+
 int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d)
 {
     const char *slash;
     size_t dlen;
     int fd = -1, n;
+    struct stat st;
 
     CIC_ASSERT(a != NULL);
     memset(a, 0, sizeof *a);
-    if (!path || !path[0]) {
-        cic_diag_set(d, "", 0, 0, "empty output file name");
+    if (cic_atomic_check(path, d) != 0)
         return -1;
-    }
     if (strlen(path) >= sizeof a->path) {
         cic_diag_set(d, path, 0, 0, "output file name too long");
         return -1;
     }
     cic_strlcpy(a->path, path, sizeof a->path);
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+        return atomic_open_in_place(a, d);
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) {
+        /* replace the link's target, not the link */
+        char *real = realpath(path, NULL);
+        if (real && strlen(real) < sizeof a->path)
+            cic_strlcpy(a->path, real, sizeof a->path);
+        free(real);
+        path = a->path;
+    }
 
     /* The temporary must be in the same folder: rename is atomic only
      * within one file system. Hidden, so a glob for *.json skips it. */
@@ -129,7 +169,7 @@ void cic_atomic_abort(cic_atomic *a)
     if (a->f)
         fclose(a->f);
     a->f = NULL;
-    if (a->tmp[0])
+    if (a->tmp[0] && !a->in_place) /* never unlink the device itself */
         unlink(a->tmp);
     a->tmp[0] = '\0';
 }
@@ -151,8 +191,18 @@ int cic_atomic_commit(cic_atomic *a, cic_diag *d)
         goto fail;
     }
     if (fflush(a->f) != 0) {
-        cic_diag_set(d, a->path, 0, 0, "write to %s failed: %s", a->tmp, strerror(errno));
+        cic_diag_set(d, a->path, 0, 0, "write to %s failed: %s",
+                     a->in_place ? a->path : a->tmp, strerror(errno));
         goto fail;
+    }
+    if (a->in_place) {
+        f = a->f;
+        a->f = NULL;
+        if (fclose(f) != 0) {
+            cic_diag_set(d, a->path, 0, 0, "write failed: %s", strerror(errno));
+            return -1;
+        }
+        return 0;
     }
     if (fsync(fileno(a->f)) != 0) {
         cic_diag_set(d, a->path, 0, 0, "fsync of %s failed: %s", a->tmp, strerror(errno));

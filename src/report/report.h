@@ -197,12 +197,25 @@ int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d)
  * (the --dump tensors): open creates a temporary file beside path; write to
  * a->f; commit flushes, fsyncs and renames it over path; abort (also called
  * by a failed commit) removes it. Every call leaves no temporary behind on
- * failure. Added for safetensors.c. */
+ * failure.
+ *
+ * Only a regular file (or a new path) is replaced that way; a symbolic link
+ * is followed and its target replaced (the link stays a link). A character
+ * device or a FIFO (/dev/null, /dev/stdout, a shell's >(...)) is written in
+ * place, since renaming over it would put a regular file where the device
+ * was; a directory, a block device or a socket is refused. */
 typedef struct {
     FILE *f;
     char path[4096];
     char tmp[4096];
+    int in_place; /* writing straight to path (a device or FIFO) */
 } cic_atomic;
+
+/* 0 when path may be written by cic_atomic_open (a regular file, a link to
+ * one, a new file, a character device or a FIFO), else -1 with d saying why
+ * (a directory, a block device, a socket). Lets a command refuse a bad
+ * output path before any work. */
+int cic_atomic_check(const char *path, cic_diag *d);
 
 int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d);
 int cic_atomic_commit(cic_atomic *a, cic_diag *d);

@@ -160,7 +160,10 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
         else
             fprintf(f, " %s", x->pass ? "PASS" : "FAIL");
 
-        if (x->has_metrics && m->nonfinite > 0) {
+        if (x->has_metrics && m->nonfinite > 0 && m->nonfinite == m->n_out) {
+            fprintf(f, "  %s! every output is NaN or Inf: the row fails%s", color ? C_RED : "",
+                    color ? C_OFF : "");
+        } else if (x->has_metrics && m->nonfinite > 0) {
             fprintf(f, "  %s! %llu non-finite", color ? C_RED : "",
                     (unsigned long long)m->nonfinite);
             if (m->first_nonfinite >= 0)

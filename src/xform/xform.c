@@ -289,13 +289,15 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
     return 0;
 }
 
-static int rotate_writer(ctx *c, int id, const mpfr_t *q, int d)
+/* A writer's weight [d, k] (Q^T W) or its bias [1, d] (b Q). Which one is
+ * said, not guessed from the shape: at d = 1 a weight has one row too. */
+static int rotate_writer(ctx *c, int id, bool bias, const mpfr_t *q, int d)
 {
     cic_model *m = c->m;
     int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
     const mpfr_t *v;
-    if (rows == 1) /* a bias [1, d]: b' = b Q */
+    if (bias) /* b' = b Q */
         return rotate_right(c, id, q, d);
     CIC_ASSERT(rows == d);
     v = vals(m, id, &tv);
@@ -379,8 +381,8 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
         if (o->role == CIC_ROLE_WRITER) {
             if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
                 continue;
-            if (rotate_writer(c, o->w, q, d) < 0 ||
-                (o->b >= 0 && rotate_writer(c, o->b, q, d) < 0))
+            if (rotate_writer(c, o->w, false, q, d) < 0 ||
+                (o->b >= 0 && rotate_writer(c, o->b, true, q, d) < 0))
                 goto cleanup;
         }
     }

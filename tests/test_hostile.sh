@@ -1,0 +1,185 @@
+#!/bin/sh
+# test_hostile.sh: the command line under careless or hostile use, end to
+# end through the cicheck binary. Each check names the defect it guards:
+#   - a case that overflows binary32 (every output NaN or Inf) fails, and
+#     says so, even without a nonfinite gate; weights that would overflow
+#     (std 1e39) are refused, never an abort;
+#   - d_model = 1 runs (preln, rmsnorm);
+#   - case names cannot leave the report or baseline folders;
+#   - --junit / --markdown on a FIFO or a character device write through it,
+#     never replace it with a regular file; a directory is refused;
+#   - a result lost to a full device or a failing $GITHUB_STEP_SUMMARY is
+#     exit 3;
+#   - a missing --baseline folder, empty values, repeated or contradicting
+#     options, non-decimal numbers are usage errors (exit 2);
+#   - dump file names cannot collide.
+# Usage: test_hostile.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
+set -u
+bin=$1
+root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-hostile.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+pass=0
+fail=0
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+# expect_rc WANT DESCRIPTION CMD...
+expect_rc() {
+    want=$1; what=$2; shift 2
+    "$@" >"$tmp/out" 2>"$tmp/err"
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
+}
+has() { # has FILE TEXT DESCRIPTION
+    if grep -qF -- "$2" "$1"; then ok "$3"; else bad "$3: no '$2' in"; sed 's/^/    /' "$1" | head -5; fi
+}
+
+cd "$tmp" || exit 1
+# a small rmsnorm case (under a second), with one rotation
+cat >tiny.toml <<'TOML'
+name = "tiny"
+[model]
+block = "rmsnorm"
+d_model = 8
+heads = 2
+tokens = 4
+samples = 2
+layers = 1
+seed = 5
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "rot"
+kind = "rotate"
+after = "fold"
+q = "random"
+seed = 3
+TOML
+run="$bin run --quiet --no-color --no-baseline"
+
+# ---- numbers that overflow binary32 ----
+sed 's/^seed = 5$/seed = 5\n[model.weights]\nstd = 1e30/' tiny.toml >nan.toml
+expect_rc 1 "every f32 output NaN/Inf fails without a nonfinite gate" $run --out rep-nan nan.toml
+has out "every output is NaN or Inf: the row fails" "the table says why the row fails"
+/usr/bin/env python3 - rep-nan/report.json <<'PY' && ok "report.json: rows fail, figures not 0" || bad "report.json: rows fail, figures not 0"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["pass"] is False
+rows = [x for x in r["results"] if x["engine"] == "f32-fixed-order"]
+assert rows and all(x["pass"] is False for x in rows), rows
+for x in rows:
+    m = x["metrics"]
+    # NaN / Inf are written as null: never a passing 0
+    assert m["max_abs"] is None and m["rel_norm2"] is None, m
+    assert m["ulp_row"]["p99"] is None and m["ulp_row"]["max"] is None, m
+PY
+cat >>nan.toml <<'TOML'
+[[gates]]
+metric = "rel_norm2"
+max = 1e30
+TOML
+expect_rc 1 "a gate on rel_norm2 over NaN outputs fails" $run --out rep-nan2 nan.toml
+has out "FAIL gate none / f32-fixed-order / rel_norm2" "the failed gate is named"
+sed 's/^seed = 5$/seed = 5\n[model.weights]\nstd = 1e39/' tiny.toml >big.toml
+expect_rc 2 "std = 1e39 is refused at load (no abort)" $run --out rep-big big.toml
+has err "big.toml:11:7: 'std' = 1e+39 in [model.weights] is above" "std refused with its position"
+
+# ---- d_model = 1 ----
+for b in rmsnorm preln; do
+    sed -e 's/^d_model = 8$/d_model = 1/' -e 's/^heads = 2$/heads = 1/' tiny.toml >d1.toml
+    if [ "$b" = preln ]; then
+        sed -i -e 's/^block = "rmsnorm"$/block = "preln"/' -e 's/fold-rmsnorm-gamma/fuse-layernorm/' d1.toml
+    fi
+    expect_rc 0 "d_model = 1 runs ($b)" $run --out "rep-d1-$b" d1.toml
+done
+
+# ---- names cannot leave their folders ----
+mkdir -p nest/a/b && cd nest/a/b || exit 1
+for n in ../evil .. ../../x .hidden; do
+    sed "s|^name = \"tiny\"$|name = \"$n\"|" "$tmp/tiny.toml" >named.toml
+    expect_rc 2 "run refuses name = \"$n\"" $run named.toml
+    expect_rc 2 "bless refuses name = \"$n\"" "$bin" bless --force --quiet --baseline ref named.toml
+done
+[ -e ../evil ] || [ -e ../../x ] || [ -e report.json ] || [ -e ../report.json ] || [ -d ref ] &&
+    bad "a refused name wrote something" || ok "nothing written outside the report folders"
+cd "$tmp" || exit 1
+printf 'x' >"$tmp/a
+b.toml" && sed '/^name = /d' tiny.toml >"$tmp/a
+b.toml"
+expect_rc 2 "a file name with a newline is no case name" $run "$tmp/a
+b.toml"
+has err "'a\\x0ab'" "the bad name is shown escaped"
+
+# ---- --junit / --markdown on special files ----
+mkfifo fifo
+# the reader gives up after 20 s, should cicheck not write through the FIFO
+timeout 20 cat fifo >fifo.out &
+reader=$!
+expect_rc 0 "--junit into a FIFO" $run --out rep-fifo --junit fifo tiny.toml
+wait "$reader"
+[ -p fifo ] && ok "the FIFO is still a FIFO" || bad "the FIFO was replaced"
+has fifo.out '<testsuites' "the JUnit XML went through the FIFO"
+if [ -w /dev/null ] && [ "$(id -u)" -eq 0 ]; then
+    expect_rc 0 "--junit /dev/null as root" $run --out rep-null --junit /dev/null --markdown /dev/null tiny.toml
+    [ -c /dev/null ] && ok "/dev/null is still a character device" || bad "/dev/null was replaced"
+fi
+mkdir adir
+expect_rc 2 "--junit on a directory" $run --out rep-dir --junit adir tiny.toml
+expect_rc 2 "--markdown on a directory" $run --out rep-dir --markdown adir tiny.toml
+[ -e rep-dir ] && bad "the run went ahead" || ok "refused before running"
+echo old >real.xml
+ln -s real.xml link.xml
+expect_rc 0 "--junit through a symbolic link" $run --out rep-link --junit link.xml tiny.toml
+[ -L link.xml ] && ok "the link stays a link" || bad "the link was replaced"
+has real.xml '<testsuites' "its target holds the report"
+
+# ---- lost results are exit 3 ----
+if [ -w /dev/full ]; then
+    expect_rc 3 "stdout on a full device" sh -c "$run --out rep-full tiny.toml >/dev/full"
+    expect_rc 3 "--version on a full device" sh -c "$bin --version >/dev/full"
+    GITHUB_STEP_SUMMARY=/dev/full expect_rc 3 "\$GITHUB_STEP_SUMMARY that cannot be appended" \
+        $run --out rep-gh tiny.toml
+else
+    echo "skip - /dev/full is not writable here"
+fi
+GITHUB_STEP_SUMMARY="$tmp/adir" expect_rc 3 "\$GITHUB_STEP_SUMMARY that is a directory" \
+    $run --out rep-gh2 tiny.toml
+
+# ---- usage errors ----
+expect_rc 2 "--baseline of a missing folder" "$bin" run --quiet --baseline nope --out r tiny.toml
+has err "nope: no such folder" "the missing baseline folder is named"
+expect_rc 2 "--baseline and --no-baseline" "$bin" run --quiet --baseline . --no-baseline tiny.toml
+expect_rc 2 "--color and --no-color" $run --color tiny.toml
+expect_rc 2 "--out twice" $run --out a --out b tiny.toml
+for o in --out --junit --markdown --dump --baseline --tolerance --threads --max-memory --shard; do
+    expect_rc 2 "$o ''" "$bin" run --quiet "$o" '' tiny.toml
+done
+expect_rc 2 "merge --out ''" "$bin" merge --out '' a b
+for v in 0x10 inf nan 1,0x4 ' 1' '1e'; do
+    expect_rc 2 "--tolerance '$v'" $run --tolerance "$v" tiny.toml
+done
+for v in 0x10 1e9 '+4' ' 4' 4x; do
+    expect_rc 2 "--threads '$v'" $run --threads "$v" tiny.toml
+done
+expect_rc 2 "--max-memory inf" $run --max-memory inf tiny.toml
+expect_rc 2 "--max-memory 0x100M" $run --max-memory 0x100M tiny.toml
+expect_rc 0 "--tolerance 1.5,4 is taken" $run --out rep-tol --tolerance 1.5,4 tiny.toml
+expect_rc 0 "hash --help" "$bin" hash --help
+has out "usage: cicheck hash" "hash --help prints its usage"
+expect_rc 2 "hash --bogus" "$bin" hash --bogus
+
+# ---- dump file names ----
+sed 's/^name = "rot"$/name = "fold.f64"/' tiny.toml >coll.toml
+sed -i 's/^after = "fold"$/after = "fold"/' coll.toml
+expect_rc 2 "dump names that collide" $run --out rep-coll --dump dump-coll coll.toml
+has err "would both write fold.f64.safetensors" "the collision is named"
+[ -e dump-coll ] && bad "the dump was written" || ok "nothing dumped"
+expect_rc 0 "the same case without --dump" $run --out rep-coll coll.toml
+
+echo "hostile: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
