@@ -97,6 +97,63 @@ static void test_weights_deterministic(void **state)
     }
 }
 
+/* A build reports the drawing of its weights: done grows to the total, and
+ * the total is every value drawn; the weights are those of a build without
+ * progress, bit for bit. */
+typedef struct {
+    int calls;
+    double last, total;
+    bool monotone;
+} prog_seen;
+
+static void prog_fn(void *ctx, double done, double total)
+{
+    prog_seen *p = ctx;
+    if (done < p->last || (p->calls > 0 && total != p->total))
+        p->monotone = false;
+    p->calls++;
+    p->last = done;
+    p->total = total;
+}
+
+static void test_build_progress(void **state)
+{
+    int b;
+    (void)state;
+    for (b = CIC_BLOCK_PRELN; b < CIC_BLOCK_COUNT; b++) {
+        cic_model_cfg c = small_cfg((enum cic_block_kind)b, 7);
+        prog_seen seen = {0, 0, 0, true};
+        cic_model_progress p = {prog_fn, &seen};
+        cic_model *m1, *m2;
+        char h1[65], h2[65];
+        double values = 0;
+        int i;
+        if (b == CIC_BLOCK_DIT) {
+            c.d_cond = 16;
+            c.final_layer = true;
+            c.act = CIC_ACT_GELU_TANH;
+        }
+        m1 = cic_model_create(&c, CIC_READOUT_HEAD);
+        m2 = cic_model_create_progress(&c, CIC_READOUT_HEAD, &p);
+        assert_non_null(m1);
+        assert_non_null(m2);
+        cic_model_weights_sha256(h1, m1);
+        cic_model_weights_sha256(h2, m2);
+        assert_string_equal(h1, h2);
+        for (i = 0; i < m2->n_t; i++)
+            if (m2->t[i].role != CIC_T_ACT && strcmp(m2->t[i].name, "cond") != 0 &&
+                strcmp(m2->t[i].name, "input") != 0)
+                values += (double)m2->t[i].rows * m2->t[i].cols;
+        assert_true(seen.calls > 3);
+        assert_true(seen.monotone);
+        assert_true(seen.last == seen.total);
+        /* the total covers the weights (and the drawn inputs) */
+        assert_true(seen.total >= values);
+        cic_model_destroy(m1);
+        cic_model_destroy(m2);
+    }
+}
+
 /* Names follow the PyTorch modules (timm for preln, HF LLaMA for rmsnorm). */
 static void test_tensor_names(void **state)
 {
@@ -157,6 +214,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_weights_deterministic),
+        cmocka_unit_test(test_build_progress),
         cmocka_unit_test(test_tensor_names),
         cmocka_unit_test(test_reference_fingerprints),
     };

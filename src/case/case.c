@@ -712,6 +712,15 @@ uint64_t cic_case_memory_estimate(const cic_case *c)
     return cic__sat_add(wb, ab);
 }
 
+uint64_t cic_case_weight_count(const cic_case *c)
+{
+    uint64_t w, wb, ab;
+    if (!c)
+        return 0;
+    cic__memory_parts(c, &w, &wb, &ab);
+    return w;
+}
+
 int cic_case_xform_find(const cic_case *c, const char *name)
 {
     int i;

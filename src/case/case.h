@@ -311,6 +311,9 @@ int cic_case_load_string(cic_case *c, const char *text, const char *path,
  * transform, activations of both engines). */
 uint64_t cic_case_memory_estimate(const cic_case *c);
 
+/* Weight values of the case's original model (the estimate's count). */
+uint64_t cic_case_weight_count(const cic_case *c);
+
 /* Index of the transform named name, or -1. */
 int cic_case_xform_find(const cic_case *c, const char *name);
 

@@ -124,6 +124,35 @@ static void bar_end(bar *b)
         fputc('\n', stderr);
 }
 
+/* The weights drawn so far (model progress) on the same bar. */
+static void bar_weights(void *ctx, double done, double total)
+{
+    bar *b = ctx;
+    b->total = total;
+    bar_tick(b, done);
+}
+
+/* The original model, with a stage line and, on a terminal, a bar while its
+ * weights are drawn (seconds at d = 1152, more at d = 4096). */
+static cic_model *build_original(run *r)
+{
+    bar b;
+    cic_run_opts o;
+    cic_model_progress p = {NULL, NULL};
+    cic_model *m;
+    memset(&o, 0, sizeof o);
+    progress(r, "weights: drawing about %.3g values from seed %llu",
+             (double)cic_case_weight_count(&r->c), (unsigned long long)r->c.model.seed);
+    bar_start(&b, r, "weights", 0, &o);
+    if (o.progress) {
+        p.fn = bar_weights;
+        p.ctx = &b;
+    }
+    m = cic_model_create_progress(&r->c.model, r->c.readout, &p);
+    bar_end(&b);
+    return m;
+}
+
 /* ---- readout map ---- */
 
 /* dst = map(src) for model m: the residual readout in the original basis,
@@ -868,7 +897,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     }
     cic_strlcpy(cr->kase.name, r->c.name, sizeof cr->kase.name);
     r->prec = r->c.mpfr_prec;
-    r->orig = cic_model_create(&r->c.model, r->c.readout);
+    r->orig = build_original(r);
     if (!r->orig) {
         cic_diag_set(&d, path, 0, 0, "out of memory building the model");
         goto fail;

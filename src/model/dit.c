@@ -258,7 +258,8 @@ static int gate_site(cic_bld *b, const plan_ids *pl, enum cic_site site, int lay
 }
 
 cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
-                          const cic_dit_plan *plan, const cic_model *src)
+                          const cic_dit_plan *plan, const cic_model *src,
+                          const cic_model_progress *p)
 {
     cic_model *m = cic_calloc(1, sizeof *m);
     cic_bld bb, *b = &bb;
@@ -406,6 +407,7 @@ cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
     m->center_out = !cfg->final_layer;
     if (!b->ok)
         goto fail;
+    _cic_fill_pending(m, p);
     if (!src)
         _cic_apply_outliers(m);
     return m;

@@ -196,19 +196,39 @@ fail:
 
 void _cic_fill(cic_model *m, int id, double std)
 {
-    cic_tensor *t = &m->t[id];
-    cic_rng_fill_f32(t->f32, (uint64_t)t->rows * (uint64_t)t->cols,
-                     cic_rng_key(m->cfg.seed, t->name), (int)m->cfg.dist, std);
+    m->t[id].fill = CIC_FILL_DRAW;
+    m->t[id].fill_std = std;
 }
 
 /* Norm gains scatter around 1 (std 0.1) so folding them changes weights. */
 static void fill_gain(cic_model *m, int id)
 {
-    cic_tensor *t = &m->t[id];
-    size_t i, n = (size_t)t->rows * (size_t)t->cols;
-    _cic_fill(m, id, 0.1);
-    for (i = 0; i < n; i++)
-        t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */
+    m->t[id].fill = CIC_FILL_GAIN;
+    m->t[id].fill_std = 0.1;
+}
+
+void _cic_fill_pending(cic_model *m, const cic_model_progress *p)
+{
+    double total = 0, done = 0;
+    int id;
+    for (id = 0; id < m->n_t; id++)
+        if (m->t[id].fill != CIC_FILL_NONE)
+            total += (double)m->t[id].rows * (double)m->t[id].cols;
+    for (id = 0; id < m->n_t; id++) {
+        cic_tensor *t = &m->t[id];
+        size_t i, n = (size_t)t->rows * (size_t)t->cols;
+        if (t->fill == CIC_FILL_NONE)
+            continue;
+        cic_rng_fill_f32(t->f32, (uint64_t)n, cic_rng_key(m->cfg.seed, t->name),
+                         (int)m->cfg.dist, t->fill_std);
+        if (t->fill == CIC_FILL_GAIN)
+            for (i = 0; i < n; i++)
+                t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */
+        t->fill = CIC_FILL_NONE;
+        done += (double)n;
+        if (p && p->fn)
+            p->fn(p->ctx, done, total);
+    }
 }
 
 /* Tensor and op builders (build.h); on allocation failure they set ok = 0
@@ -491,11 +511,17 @@ static void build_rmsnorm(bld *b, enum cic_readout readout)
 
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 {
+    return cic_model_create_progress(cfg, readout, NULL);
+}
+
+cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
+                                     const cic_model_progress *p)
+{
     cic_model *m;
     bld b;
     if (cfg->block == CIC_BLOCK_DIT) {
         cic_dit_plan plan = {CIC_XFORM_COUNT, CIC_STREAM_CENTERED, false};
-        return cic_dit_create(cfg, readout, &plan, NULL);
+        return cic_dit_create(cfg, readout, &plan, NULL, p);
     }
     m = cic_calloc(1, sizeof *m);
     if (!m)
@@ -523,6 +549,7 @@ cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
     }
     if (!b.ok)
         goto fail;
+    _cic_fill_pending(m, p);
     _cic_apply_outliers(m);
     return m;
 fail:

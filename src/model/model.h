@@ -75,7 +75,16 @@ typedef struct {
     float *f32;      /* weights and inputs: rows*cols values; NULL for ACT */
     mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
     mpfr_prec_t hp_prec;
+    /* While the model is built: values still to be drawn (CIC_FILL_*), with
+     * this std. Every builder draws its weights at the end, in tensor order
+     * (each tensor's values depend on the seed and its name only, so the
+     * order does not change a bit), which is what lets a long build report
+     * its progress against a known total. */
+    unsigned char fill;
+    double fill_std;
 } cic_tensor;
+
+enum { CIC_FILL_NONE, CIC_FILL_DRAW, CIC_FILL_GAIN };
 
 typedef struct {
     enum cic_op_kind kind;
@@ -113,9 +122,21 @@ typedef struct {
     bool center_out;
 } cic_model;
 
+/* Progress of a build: fn is called after each tensor's values are drawn,
+ * with the values drawn so far and the total (seconds of work at d = 1152,
+ * much more at d = 4096). */
+typedef struct {
+    void (*fn)(void *ctx, double done, double total);
+    void *ctx;
+} cic_model_progress;
+
 /* Build the original model of a case: graph and weights (a pure function of
- * the case's seed and the tensor names). NULL on allocation failure. */
+ * the case's seed and the tensor names). NULL on allocation failure.
+ * cic_model_create_progress reports the drawing of the weights to p (may be
+ * NULL). */
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout);
+cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
+                                     const cic_model_progress *p);
 void cic_model_destroy(cic_model *m);
 /* A deep copy (weights, hp values and the readout map). */
 cic_model *cic_model_clone(const cic_model *m);
@@ -149,7 +170,8 @@ typedef struct {
  * rewrites the input and the folded or rotated weights. NULL on allocation
  * failure. */
 cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
-                          const cic_dit_plan *plan, const cic_model *src);
+                          const cic_dit_plan *plan, const cic_model *src,
+                          const cic_model_progress *p);
 
 /* Output shape of the readout. */
 int cic_model_out_cols(const cic_model *m);

@@ -237,7 +237,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     plan.kind = x->kind;
     plan.stream = x->stream;
     plan.fast = x->fast;
-    m = cic_dit_create(&orig->cfg, CIC_READOUT_HEAD, &plan, orig);
+    m = cic_dit_create(&orig->cfg, CIC_READOUT_HEAD, &plan, orig, NULL);
     if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
         goto done;
     cx.blas = x->prec == CIC_TPREC_F64_BLAS;
