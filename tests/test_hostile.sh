@@ -6,7 +6,8 @@
 #     (std 1e39) are refused, never an abort;
 #   - d_model = 1 runs (preln, rmsnorm);
 #   - case names cannot leave the report or baseline folders;
-#   - --junit / --markdown on a FIFO or a character device write through it,
+#   - --junit / --markdown on a FIFO or a character device (a private null
+#     device when root) write through it,
 #     never replace it with a regular file; a directory is refused;
 #   - a result lost to a full device or a failing $GITHUB_STEP_SUMMARY is
 #     exit 3;
@@ -124,10 +125,17 @@ expect_rc 0 "--junit into a FIFO" $run --out rep-fifo --junit fifo tiny.toml
 wait "$reader"
 [ -p fifo ] && ok "the FIFO is still a FIFO" || bad "the FIFO was replaced"
 has fifo.out '<testsuites' "the JUnit XML went through the FIFO"
-if [ -w /dev/null ] && [ "$(id -u)" -eq 0 ]; then
-    expect_rc 0 "--junit /dev/null as root" $run --out rep-null --junit /dev/null --markdown /dev/null tiny.toml
-    [ -c /dev/null ] && ok "/dev/null is still a character device" || bad "/dev/null was replaced"
+# a character device: a private null device when root can make one (so a
+# regression cannot replace the machine's /dev/null), else /dev/null itself
+# as an unprivileged user (who cannot replace it)
+if [ "$(id -u)" -eq 0 ] && mknod -m 666 null c 1 3 2>/dev/null && echo x >null 2>/dev/null; then
+    dev=$tmp/null
+else
+    dev=/dev/null
 fi
+expect_rc 0 "--junit and --markdown on a character device ($dev)" \
+    $run --out rep-null --junit "$dev" --markdown "$dev" tiny.toml
+[ -c "$dev" ] && ok "$dev is still a character device" || bad "$dev was replaced"
 mkdir adir
 expect_rc 2 "--junit on a directory" $run --out rep-dir --junit adir tiny.toml
 expect_rc 2 "--markdown on a directory" $run --out rep-dir --markdown adir tiny.toml
