@@ -1054,6 +1054,11 @@ cleanup:
         else
             snprintf(cr->error, sizeof cr->error, "%.500s: %.600s", d.file[0] ? d.file : path,
                      d.msg);
+        if (cic_diag_count(&d) > 1) {
+            size_t used = strlen(cr->error);
+            snprintf(cr->error + used, sizeof cr->error - used, " (and %d more error%s)",
+                     d.n_more, d.n_more == 1 ? "" : "s");
+        }
         free(rep.regress);
     } else {
         /* hand the results to the summaries */
