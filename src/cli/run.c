@@ -15,6 +15,7 @@
 #include "../metric/flops.h"
 #include "../metric/metric.h"
 #include "../model/model.h"
+#include "../report/conclusion.h"
 #include "../report/dump.h"
 #include "../report/report.h"
 #include "../xform/xform.h"
@@ -1028,6 +1029,11 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     if (!rep.truth_certified)
         printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",
                (long)r->prec + 64, rep.truth_cert_diff);
+    /* the answer in words, last: what the verdicts and FLOPs above say */
+    if (r->c.model.block == CIC_BLOCK_DIT && !a->compact) {
+        putchar('\n');
+        cic_report_conclusion(stdout, &rep);
+    }
 
     if (a->out_dir)
         cic_strlcpy(outdir, a->out_dir, sizeof outdir);

@@ -75,9 +75,14 @@ double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy 
 int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
                             const cic_model_cfg *cfg);
 
+/* The tokens per sample N of the rows of cic_flops_dit_table, ascending
+ * (16, 64, ..., 65536). */
+#define CIC_DIT_TABLE_N 7
+extern const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N];
+
 /* Readable table of cic_flops_dit_extra_pct for N = 16 .. 65536 and every
- * strategy of CIC_DIT_STRATEGIES ("n/a" where one does not apply), then the
- * crossovers. Returns 0. */
+ * strategy of CIC_DIT_STRATEGIES ("n/a" where one does not apply), one row per
+ * CIC_DIT_TABLE_TOKENS, then the crossovers. Returns 0. */
 int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg);
 
 #endif

@@ -251,12 +251,13 @@ static void print_nstar(FILE *f, const char *vs, double n)
                 fmax(1, ceil(n)));
 }
 
+const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N] = {16, 64, 256, 1024, 4096, 16384, 65536};
+
 int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg)
 {
-    static const int ns[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+    const int *ns = CIC_DIT_TABLE_TOKENS;
     double nd, nf;
-    size_t i;
-    int j;
+    int i, j;
     fprintf(f,
             "dit extra FLOPs vs the original block, %% (B = 1; d = %d, heads = %d, "
             "m = %d, d_cond = %d, L = %d, d_out = %d, %s, %s)\n",
@@ -267,7 +268,7 @@ int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg)
     for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++)
         fprintf(f, " %16s", CIC_DIT_STRATEGIES[j].label);
     fprintf(f, "\n");
-    for (i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    for (i = 0; i < CIC_DIT_TABLE_N; i++) {
         fprintf(f, "%8d", ns[i]);
         for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
             double p = cic_flops_dit_extra_pct(cfg, &CIC_DIT_STRATEGIES[j], ns[i]);

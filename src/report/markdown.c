@@ -25,6 +25,7 @@
  * append (GITHUB_STEP_SUMMARY semantics): the text is added at the end of
  * path, created if missing, in one write; otherwise path is replaced
  * atomically. */
+#include "conclusion.h"
 #include "report.h"
 #include "text.h"
 
@@ -281,6 +282,44 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
     return n;
 }
 
+/* The conclusion of a dit case (conclusion.h), last: "**name**: " and its
+ * first line, then its other lines as a list, each escaped. 0, or -1 when
+ * memory runs out. */
+static int conclusion(FILE *f, int idx, const cic_report *r)
+{
+    char *buf = NULL, *p, *e;
+    size_t len = 0;
+    FILE *m = open_memstream(&buf, &len);
+    int n;
+
+    if (!m)
+        return -1;
+    n = cic_report_conclusion(m, r);
+    if (fclose(m) != 0 || n < 0 || !buf) {
+        free(buf);
+        return -1;
+    }
+    for (p = buf; n > 0 && *p; p = *e ? e + 1 : e) {
+        bool first = p == buf;
+        e = strchr(p, '\n');
+        if (!e)
+            e = p + strlen(p);
+        if (first) {
+            fputs("\n**", f);
+            case_name(f, idx, r);
+            fputs("**: ", f);
+        } else {
+            while (*p == ' ')
+                p++;
+            fputs("- ", f);
+        }
+        md_esc(f, p, (size_t)(e - p));
+        fputs(first ? "\n\n" : "\n", f);
+    }
+    free(buf);
+    return 0;
+}
+
 int cic_markdown_write(const char *path, const cic_report *const *r,
                        const char *const *errors, int n, bool append, cic_diag *d)
 {
@@ -312,6 +351,9 @@ int cic_markdown_write(const char *path, const cic_report *const *r,
         case_line(f, i, r[i], errors ? errors[i] : NULL);
     for (int i = 0; i < n; i++)
         failure_rows(f, i, r[i], errors ? errors[i] : NULL, &header);
+    for (int i = 0; i < n; i++)
+        if (!run_failed(r[i]) && conclusion(f, i, r[i]) < 0)
+            fputs("\n(conclusion lost: out of memory)\n", f);
     fputc('\n', f);
     bad = ferror(f);
     bad |= fclose(f) != 0;

@@ -1,0 +1,474 @@
+/* conclusion.c: the answer, in words, at the end of a dit run. The question
+ * behind a dit case is whether its adaLN block can be rotated exactly at no
+ * extra cost; the answer is read off the report: the verdict row of each
+ * adaLN transform (overall and per sample), its counted FLOPs, and the
+ * closed-form formulas of flops_dit.c for the sizes of the analytical table
+ * and the crossover N*. No sentence is fixed: each one states what the
+ * numbers say, including that nothing is exact, that everything is, or
+ * that a verdict is not the one the case expects.
+ *
+ *   Conclusion: can this adaLN block be rotated exactly at no extra cost? ...
+ *     exact on every sample (verdict equivalent in mpfr, B = 4): ...
+ *     exact on some samples only: static-fold 'sf' on sample 0 only, ...
+ *     cheapest exact: online-unrotate 'fast' (hadamard Q, fast, ...): ...
+ *     cheaper but not exact: static-fold 'sf' (-2.24%)
+ *     crossover N* (...): 175.4 with a dense Q, ...; this case's N = 32 ...
+ *
+ * Used by the terminal output (run.c) and the Markdown summary, which
+ * escapes each line. */
+#include "conclusion.h"
+
+#include "../metric/flops.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef struct {
+    const cic_xform_spec *xs;
+    const cic_result *row; /* the verdict row: has_verdict, no f32 metrics */
+    bool exact;            /* equivalent overall and on every sample judged */
+    int n_eq;              /* samples judged equivalent */
+    bool unexpected;       /* a verdict the case does not expect */
+} item;
+
+static bool is_adaln(enum cic_xform_kind k)
+{
+    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
+           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+}
+
+static const char *vname(int v)
+{
+    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
+        return "?";
+    return CIC_VERDICT_NAME[v];
+}
+
+static const char *kname(int k)
+{
+    if (k < 0 || k >= CIC_XFORM_COUNT || !CIC_XFORM_NAME[k])
+        return "?";
+    return CIC_XFORM_NAME[k];
+}
+
+static int name_len(const char *s)
+{
+    return (int)strnlen(s, CIC_NAME_MAX);
+}
+
+static void g3(FILE *f, double v)
+{
+    if (isnan(v))
+        fputs("nan", f);
+    else if (isinf(v))
+        fputs(v > 0 ? "inf" : "-inf", f);
+    else
+        fprintf(f, "%.3g", v);
+}
+
+/* "kind 'name'" */
+static void xf_name(FILE *f, const item *it)
+{
+    fprintf(f, "%s '%.*s'", kname((int)it->xs->kind), name_len(it->xs->name), it->xs->name);
+}
+
+/* What the verdict of sample s of it must be for the case's expectation
+ * (as the run judges it): static-fold is equivalent on its calibration
+ * sample and as expected elsewhere; the other kinds are judged overall. */
+static bool sample_as_expected(const item *it, int s)
+{
+    enum cic_verdict want = it->xs->expect;
+    if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
+        return true;
+    if (it->row->per_sample[s].sample == it->xs->calibration)
+        want = CIC_VERDICT_EQUIVALENT;
+    return it->row->per_sample[s].verdict == want;
+}
+
+static int count_verdict(const cic_result *row, enum cic_verdict v)
+{
+    int n = 0;
+    for (int s = 0; s < row->n_samples; s++)
+        n += row->per_sample[s].verdict == v;
+    return n;
+}
+
+/* The samples of row whose verdict is v (or, when mismatch, those of it
+ * that are not as expected), as "0", "1-3" or "0, 2, 5-7". */
+static void sample_list(FILE *f, const item *it, enum cic_verdict v, bool mismatch)
+{
+    const cic_result *row = it->row;
+    bool first = true;
+    int s = 0;
+#define IN(k) (mismatch ? !sample_as_expected(it, (k)) : row->per_sample[(k)].verdict == v)
+    while (s < row->n_samples) {
+        int e;
+        if (!IN(s)) {
+            s++;
+            continue;
+        }
+        e = s;
+        while (e + 1 < row->n_samples && IN(e + 1) &&
+               row->per_sample[e + 1].sample == row->per_sample[e].sample + 1)
+            e++;
+        fprintf(f, "%s%d", first ? "" : ", ", row->per_sample[s].sample);
+        if (e > s)
+            fprintf(f, "%s%d", e == s + 1 ? ", " : "-", row->per_sample[e].sample);
+        first = false;
+        s = e + 1;
+    }
+#undef IN
+}
+
+/* The items with sel[i], grouped by kind in order of first appearance:
+ * "online-unrotate 'a', 'b'; per-sample-fold 'c'". */
+static void list_by_kind(FILE *f, const item *it, int n, const bool *sel)
+{
+    bool done[CIC_MAX_XFORMS] = {false};
+    bool first_group = true;
+    for (int i = 0; i < n; i++) {
+        bool first = true;
+        if (!sel[i] || done[i])
+            continue;
+        fprintf(f, "%s%s ", first_group ? "" : "; ", kname((int)it[i].xs->kind));
+        for (int j = i; j < n; j++) {
+            if (!sel[j] || done[j] || it[j].xs->kind != it[i].xs->kind)
+                continue;
+            fprintf(f, "%s'%.*s'", first ? "" : ", ", name_len(it[j].xs->name), it[j].xs->name);
+            done[j] = true;
+            first = false;
+        }
+        first_group = false;
+    }
+}
+
+/* One exact-on-some-samples transform: where it is exact, where not. */
+static void partial_detail(FILE *f, const item *it)
+{
+    const cic_result *row = it->row;
+    bool sf = it->xs->kind == CIC_XFORM_STATIC_FOLD, cal_eq = false, other = false;
+    int cal = it->xs->calibration;
+
+    for (int s = 0; s < row->n_samples; s++)
+        if (row->per_sample[s].sample == cal)
+            cal_eq = row->per_sample[s].verdict == CIC_VERDICT_EQUIVALENT;
+    xf_name(f, it);
+    fprintf(f, " on sample%s ", it->n_eq == 1 ? "" : "s");
+    sample_list(f, it, CIC_VERDICT_EQUIVALENT, false);
+    if (sf && cal_eq && it->n_eq == 1)
+        fputs(" only, its calibration sample", f);
+    else if (sf)
+        fprintf(f, " (%s its calibration sample %d)", cal_eq ? "with" : "not on", cal);
+    fputs(" (", f);
+    for (int v = 0; v < CIC_VERDICT_COUNT; v++) {
+        int k;
+        if (v == CIC_VERDICT_EQUIVALENT)
+            continue;
+        k = count_verdict(row, (enum cic_verdict)v);
+        if (k == 0)
+            continue;
+        fprintf(f, "%s%s on sample%s ", other ? ", " : "", vname(v), k == 1 ? "" : "s");
+        sample_list(f, it, (enum cic_verdict)v, false);
+        other = true;
+    }
+    fprintf(f, "%s%s overall, ce_residual ", other ? "; " : "",
+            vname((int)row->verdict));
+    g3(f, row->ce_residual);
+    fputc(')', f);
+}
+
+/* One unexpected verdict: overall, and for static-fold per sample. */
+static void unexpected_detail(FILE *f, const item *it)
+{
+    const cic_result *row = it->row;
+    bool sep = false;
+    int cal = it->xs->calibration;
+
+    xf_name(f, it);
+    if (row->verdict != it->xs->expect) {
+        fprintf(f, " is %s (ce_residual ", vname((int)row->verdict));
+        g3(f, row->ce_residual);
+        fprintf(f, ") where the case expects %s", vname((int)it->xs->expect));
+        sep = true;
+    }
+    if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
+        return;
+    for (int s = 0; s < row->n_samples; s++) {
+        const cic_sample_ce *p = &row->per_sample[s];
+        if (p->sample != cal || sample_as_expected(it, s))
+            continue;
+        fprintf(f, "%s is %s on its calibration sample %d (ce_residual ", sep ? "," : "",
+                vname((int)p->verdict), cal);
+        g3(f, p->ce_residual);
+        fputc(')', f);
+        sep = true;
+    }
+    {
+        int k = 0;
+        for (int s = 0; s < row->n_samples; s++)
+            k += row->per_sample[s].sample != cal && !sample_as_expected(it, s);
+        if (k == 0)
+            return;
+        fprintf(f, "%s is not %s on sample%s ", sep ? "," : "", vname((int)it->xs->expect),
+                k == 1 ? "" : "s");
+        /* the calibration sample is listed above when it is wrong */
+        for (int s = 0, first = 1; s < row->n_samples; s++) {
+            const cic_sample_ce *p = &row->per_sample[s];
+            if (p->sample == cal || sample_as_expected(it, s))
+                continue;
+            fprintf(f, "%s%d (%s)", first ? "" : ", ", p->sample, vname((int)p->verdict));
+            first = 0;
+        }
+    }
+}
+
+/* "(hadamard Q, fast, centered stream)" */
+static void xf_how(FILE *f, const cic_xform_spec *xs)
+{
+    fprintf(f, "(%s Q", (int)xs->q >= 0 && xs->q < CIC_Q_COUNT ? CIC_Q_NAME[xs->q] : "?");
+    if (xs->fast)
+        fputs(", fast", f);
+    if (xs->kind != CIC_XFORM_BRANCH_ROTATE && (int)xs->stream >= 0 &&
+        xs->stream < CIC_STREAM_COUNT)
+        fprintf(f, ", %s stream", CIC_STREAM_NAME[xs->stream]);
+    fputc(')', f);
+}
+
+static const char *relation(int n, double nstar)
+{
+    return n > nstar ? "above" : n < nstar ? "below" : "at";
+}
+
+/* The crossover line from cic_flops_dit_crossover. */
+static void crossover(FILE *f, const cic_model_cfg *m)
+{
+    double v[2];
+    const char *how[2] = {"with a dense Q", "with the fast Hadamard"};
+    const char *which[2] = {"dense", "fast"};
+    int n_def = 0;
+
+    cic_flops_dit_crossover(&v[0], &v[1], m);
+    fprintf(f, "  crossover N* (tokens per sample above which %s costs fewer FLOPs than %s): ",
+            kname(CIC_XFORM_PER_SAMPLE_FOLD), kname(CIC_XFORM_ONLINE_UNROTATE));
+    for (int k = 0; k < 2; k++) {
+        if (k)
+            fputs(", ", f);
+        if (isnan(v[k]))
+            fprintf(f, "n/a %s (no Hadamard matrix of order d = %d)", how[k], m->d_model);
+        else if (isinf(v[k]))
+            fprintf(f, "never %s", how[k]);
+        else
+            fprintf(f, "%.1f %s", v[k], how[k]);
+        n_def += !isnan(v[k]);
+    }
+    if (n_def == 2 && !strcmp(relation(m->tokens, v[0]), relation(m->tokens, v[1])))
+        fprintf(f, "; this case's N = %d is %s both\n", m->tokens, relation(m->tokens, v[0]));
+    else if (n_def == 2)
+        fprintf(f, "; this case's N = %d is %s the dense N* and %s the fast one\n", m->tokens,
+                relation(m->tokens, v[0]), relation(m->tokens, v[1]));
+    else if (n_def == 1) {
+        int k = isnan(v[0]) ? 1 : 0;
+        fprintf(f, "; this case's N = %d is %s the %s N*\n", m->tokens,
+                relation(m->tokens, v[k]), which[k]);
+    } else
+        fputc('\n', f);
+}
+
+int cic_report_conclusion(FILE *f, const cic_report *r)
+{
+    item it[CIC_MAX_XFORMS];
+    bool sel[CIC_MAX_XFORMS];
+    int n = 0, n_exact = 0, n_part = 0, n_none = 0, n_unexp = 0, n_cheaper = 0, best = -1;
+    int lines = 0, n_judged;
+    const cic_model_cfg *m;
+    const item *b;
+    bool sf_exact = false;
+
+    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
+        return 0;
+    m = &r->kase->model;
+    for (int i = 0; i < r->kase->n_xf && i < CIC_MAX_XFORMS; i++) {
+        const cic_xform_spec *xs = &r->kase->xf[i];
+        const cic_result *row = NULL;
+        item *t;
+        if (!is_adaln(xs->kind))
+            continue;
+        for (int k = 0; k < r->n_results && !row; k++) {
+            const cic_result *x = &r->results[k];
+            if (x->has_verdict && !x->has_metrics &&
+                !strncmp(x->transform, xs->name, CIC_NAME_MAX))
+                row = x;
+        }
+        if (!row)
+            continue;
+        t = &it[n++];
+        t->xs = xs;
+        t->row = row;
+        t->n_eq = count_verdict(row, CIC_VERDICT_EQUIVALENT);
+        t->exact = row->verdict == CIC_VERDICT_EQUIVALENT && t->n_eq == row->n_samples;
+        t->unexpected = row->verdict != xs->expect;
+        for (int s = 0; s < row->n_samples; s++)
+            t->unexpected = t->unexpected || !sample_as_expected(t, s);
+        n_exact += t->exact;
+        n_part += !t->exact && t->n_eq > 0;
+        n_none += !t->exact && t->n_eq == 0;
+        n_unexp += t->unexpected;
+        sf_exact = sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
+        if (t->exact && (best < 0 || row->flops.extra_total < it[best].row->flops.extra_total))
+            best = n - 1;
+    }
+    if (n == 0)
+        return 0;
+    b = best >= 0 ? &it[best] : NULL;
+    n_judged = it[0].row->n_samples;
+
+    /* the answer */
+    fputs("Conclusion: can this adaLN block be rotated exactly at no extra cost? ", f);
+    if (!b && n == 1)
+        fputs("No: the one strategy is not exact on every sample.\n", f);
+    else if (!b)
+        fprintf(f, "No: none of the %d strategies is exact on every sample.\n", n);
+    else {
+        double e = b->row->flops.extra_total;
+        if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
+            fputs("Yes on this case's single sample: ", f);
+        else
+            fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
+        fprintf(f, "%d of %d strateg%s %s exact on every sample, and %s ", n_exact, n,
+                n == 1 ? "y" : "ies", n_exact == 1 ? "is" : "are",
+                n_exact == 1 ? "it" : "the cheapest of them");
+        if (e > 0)
+            fprintf(f, "adds %+.2f%% FLOPs at this size.\n", b->row->flops.extra_pct);
+        else if (e == 0)
+            fputs("adds no FLOPs at this size.\n", f);
+        else
+            fprintf(f, "needs %.2f%% fewer FLOPs at this size.\n", -b->row->flops.extra_pct);
+    }
+    lines++;
+
+    /* exact everywhere */
+    for (int i = 0; i < n; i++)
+        sel[i] = it[i].exact;
+    fprintf(f, "  %s on every sample (verdict %s in %.*s, B = %d",
+            n_exact == n ? "every strategy is exact" : "exact", vname(CIC_VERDICT_EQUIVALENT),
+            (int)strnlen(it[0].row->engine, sizeof it[0].row->engine), it[0].row->engine,
+            m->samples);
+    if (n_judged < m->samples)
+        fprintf(f, ", per-sample verdicts of the first %d", n_judged);
+    fputs("): ", f);
+    if (n_exact)
+        list_by_kind(f, it, n, sel);
+    else
+        fputs("none", f);
+    if (sf_exact && m->samples == 1)
+        fprintf(f, " (%s: the calibration sample is the only sample)",
+                kname(CIC_XFORM_STATIC_FOLD));
+    fputc('\n', f);
+    lines++;
+
+    if (n_part) {
+        bool first = true;
+        fputs("  exact on some samples only: ", f);
+        for (int i = 0; i < n; i++) {
+            if (it[i].exact || it[i].n_eq == 0)
+                continue;
+            if (!first)
+                fputs("; ", f);
+            partial_detail(f, &it[i]);
+            first = false;
+        }
+        fputc('\n', f);
+        lines++;
+    }
+    if (n_none) {
+        bool first = true;
+        fputs("  exact on no sample: ", f);
+        for (int i = 0; i < n; i++) {
+            if (it[i].exact || it[i].n_eq > 0)
+                continue;
+            fputs(first ? "" : "; ", f);
+            xf_name(f, &it[i]);
+            fprintf(f, " (%s, ce_residual ", vname((int)it[i].row->verdict));
+            g3(f, it[i].row->ce_residual);
+            fputc(')', f);
+            first = false;
+        }
+        fputc('\n', f);
+        lines++;
+    }
+    if (n_unexp) {
+        bool first = true;
+        fputs("  unexpected: ", f);
+        for (int i = 0; i < n; i++) {
+            if (!it[i].unexpected)
+                continue;
+            fputs(first ? "" : "; ", f);
+            unexpected_detail(f, &it[i]);
+            first = false;
+        }
+        fputc('\n', f);
+        lines++;
+    }
+
+    if (b) {
+        const cic_flops *fl = &b->row->flops;
+        cic_dit_strategy s = {b->xs->name, b->xs->kind, b->xs->stream, b->xs->fast};
+        bool first = true;
+        fputs("  cheapest exact: ", f);
+        xf_name(f, b);
+        fputc(' ', f);
+        xf_how(f, b->xs);
+        fprintf(f, ": %+.2f%% FLOPs, %+.1f per token at this size (d = %d, N = %d, B = %d, L = %d)",
+                fl->extra_pct, fl->extra_per_token, m->d_model, m->tokens, m->samples, m->layers);
+        for (int i = 0; i < n; i++) {
+            if (&it[i] == b || !it[i].exact || it[i].row->flops.extra_total != fl->extra_total)
+                continue;
+            fprintf(f, first ? "; as cheap: " : ", ");
+            xf_name(f, &it[i]);
+            first = false;
+        }
+        fputs("\n  its extra FLOPs by the formulas at B = 1 and N = ", f);
+        for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+            fprintf(f, "%s%d", k ? " / " : "", CIC_DIT_TABLE_TOKENS[k]);
+        fputs(": ", f);
+        for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
+            double p = cic_flops_dit_extra_pct(m, &s, CIC_DIT_TABLE_TOKENS[k]);
+            fputs(k ? " / " : "", f);
+            if (isnan(p))
+                fputs("n/a", f);
+            else
+                fprintf(f, "%+.2f%%", p);
+        }
+        fputc('\n', f);
+        lines += 2;
+
+        for (int i = 0; i < n; i++) {
+            sel[i] = !it[i].exact && it[i].row->flops.extra_total < fl->extra_total;
+            n_cheaper += sel[i];
+        }
+        if (n_cheaper) {
+            first = true;
+            fputs("  cheaper but not exact: ", f);
+            for (int i = 0; i < n; i++) {
+                if (!sel[i])
+                    continue;
+                fputs(first ? "" : "; ", f);
+                xf_name(f, &it[i]);
+                fprintf(f, " (%+.2f%%)", it[i].row->flops.extra_pct);
+                first = false;
+            }
+            fputc('\n', f);
+            lines++;
+        }
+    }
+
+    crossover(f, m);
+    lines++;
+    if (!r->truth_certified) {
+        fputs("  the truth is not certified (prec+64 max rel diff ", f);
+        g3(f, r->truth_cert_diff);
+        fputs("): these verdicts are not confirmed\n", f);
+        lines++;
+    }
+    return ferror(f) ? -1 : lines;
+}
