@@ -173,6 +173,12 @@ int main(int argc, char **argv)
     rc = cic_session_load(s, argv[2]);
     printf("badload %d %s\n", rc, cic_session_error(s));
     printf("badrun %d\n", cic_session_run(s));
+    rc = cic_session_load_string(s, "[model]\nblock = \"nope\"\n", "inline.toml");
+    printf("badstring %d %s\n", rc, cic_session_error(s));
+    printf("nullsafe %d %d %d %d %d %d\n", cic_session_run(NULL) == CIC_EXIT_INPUT,
+           cic_session_error(NULL) != NULL, cic_session_result(NULL, 0) == NULL,
+           cic_row_transform(NULL) == NULL, isnan(cic_row_ce_residual(NULL)),
+           cic_session_set_out_dir(s, "") == CIC_EXIT_INPUT);
     rc = cic_session_load(s, argv[1]);
     printf("load %d %s\n", rc, cic_session_case_name(s));
     if (cic_session_set_threads(s, 1) != CIC_EXIT_PASS || cic_session_set_out_dir(s, argv[3]) != 0 ||
@@ -208,6 +214,11 @@ check_run() {
         ok "$1: malformed case: exit 2, file:line:column: message" ||
         bad "$1: malformed case: $(grep '^badload' "$o")"
     grep -q -x "badrun 2" "$o" && ok "$1: no run after a failed load" || bad "$1: run after a failed load"
+    grep -q "^badstring 2 inline\.toml:2:[0-9][0-9]*: .*block" "$o" &&
+        ok "$1: malformed case text: exit 2, file:line:column: message" ||
+        bad "$1: malformed case text: $(grep '^badstring' "$o")"
+    grep -q -x "nullsafe 1 1 1 1 1 1" "$o" && ok "$1: NULL handles and an empty folder are refused" ||
+        bad "$1: $(grep '^nullsafe' "$o")"
     grep -q -x "load 0 tiny" "$o" && ok "$1: loaded the tiny case" || bad "$1: load: $(grep '^load' "$o")"
     grep -q -x "run 0 pass 1 exit 0 rows 11" "$o" && ok "$1: run passes, 11 rows" ||
         bad "$1: run: $(grep '^run' "$o")"
@@ -222,8 +233,8 @@ check_run() {
     grep -q "^row no-attn-out f32-openblas broken broken ce .* rel_norm2 0\.0[0-9]" "$o" &&
         ok "$1: the mistake's float32 error is large" || bad "$1: the mistake's float32 error"
     grep -q -x "outside 1 1" "$o" && ok "$1: rows out of range are NULL" || bad "$1: rows out of range"
-    other=$(grep -v -e '^version ' -e '^badload ' -e '^badrun ' -e '^load ' -e '^run ' -e '^row ' \
-                 -e '^outside ' "$o" | head -3)
+    other=$(grep -v -e '^version ' -e '^badload ' -e '^badrun ' -e '^badstring ' -e '^nullsafe ' \
+                 -e '^load ' -e '^run ' -e '^row ' -e '^outside ' "$o" | head -3)
     [ -z "$other" ] && ok "$1: the library printed nothing on stdout" ||
         bad "$1: the library printed on stdout: $other"
     grep -q '"name": "tiny"' "$tmp/$1.rep/report.json" 2>/dev/null && ok "$1: report.json written" ||
