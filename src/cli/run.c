@@ -993,7 +993,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     color = a->color >= 0 ? a->color : isatty(fileno(stdout));
     if (!a->compact)
         cic_report_table(stdout, &rep, color != 0);
-    if (rep.has_baseline) {
+    if (rep.has_baseline && !a->compact) {
         int nf = 0;
         for (i = 0; i < rep.n_regress; i++) {
             const cic_regress_result *g = &rep.regress[i];
@@ -1039,9 +1039,11 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         cic_strlcpy(outdir, a->out_dir, sizeof outdir);
     else
         snprintf(outdir, sizeof outdir, "reports/%s", r->c.name);
-    if (cic_report_json_write(&rep, outdir, &d) < 0)
-        goto fail;
-    progress(r, "wrote %s/report.json", outdir);
+    if (!a->no_report) {
+        if (cic_report_json_write(&rep, outdir, &d) < 0)
+            goto fail;
+        progress(r, "wrote %s/report.json", outdir);
+    }
     if (a->dump_dir) {
         if (write_dump(r, &d) < 0)
             goto fail;

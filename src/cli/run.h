@@ -22,6 +22,7 @@ typedef struct {
     const char *shard;    /* "K/N": run the K-th of N slices of a sweep */
     bool no_plots;        /* no plots after a sweep */
     double max_memory;    /* bytes; 0: half of the machine's RAM */
+    bool no_report;       /* write no report.json (results stay in memory) */
 } cic_run_args;
 
 /* What one case run leaves for the summaries (JUnit, Markdown, bless). */

@@ -1,0 +1,331 @@
+/* session.c: the public API of libcicheck (include/cicheck/cicheck.h) on top
+ * of the internals: the case loader (src/case) validates, the run of
+ * `cicheck run` (src/cli/run.c, given the loaded case) computes, and the
+ * session keeps the case, the options and the last run's rows behind opaque
+ * handles so that no internal layout reaches a library user.
+ *
+ * Workload: one case at a time, as a CI job or a script around it would run
+ * it; the session adds no copies of the numerics, only the row index. */
+#include "cicheck/cicheck.h"
+
+#include "base/base.h"
+#include "case/case.h"
+#include "cli/run.h"
+#include "engine/engine.h"
+#include "xform/xform.h"
+
+#include <math.h>
+#include <string.h>
+
+/* A row is a borrowed view of one result of the run the session owns. */
+struct cic_row {
+    const cic_result *x;
+};
+
+struct cic_session {
+    cic_case *kase;      /* the loaded case; NULL before a successful load */
+    cic_case_run *run;   /* the last run (owns the results); NULL if none */
+    cic_row *rows;       /* n_rows views into run->rep.results */
+    int n_rows;
+    int exit_code;       /* of the last run; CIC_EXIT_INPUT before one */
+    bool quiet;
+    int threads;         /* 0: one per online core */
+    bool has_out;
+    char out_dir[1024];
+    bool has_baseline;
+    char baseline[1024];
+    char error[1300];    /* "" after a successful call */
+};
+
+_Static_assert(CIC_EXIT_PASS == CIC_OK && CIC_EXIT_FAIL == CIC_EGATE &&
+                   CIC_EXIT_INPUT == CIC_EINPUT && CIC_EXIT_RESOURCE == CIC_EINTERNAL,
+               "public exit codes are the CLI's status codes");
+
+const char *cic_version(void)
+{
+    return CIC_VERSION;
+}
+
+/* Drop the last run and its rows. */
+static void results_clear(cic_session *s)
+{
+    cic_case_run_free(s->run);
+    s->run = NULL;
+    free(s->rows);
+    s->rows = NULL;
+    s->n_rows = 0;
+    s->exit_code = CIC_EXIT_INPUT;
+}
+
+/* The message of d as the CLI prints it, without the newline. */
+static void error_from_diag(cic_session *s, const cic_diag *d)
+{
+    if (d->line > 0)
+        snprintf(s->error, sizeof s->error, "%.500s:%d:%d: %.700s", d->file, d->line,
+                 d->column > 0 ? d->column : 1, d->msg);
+    else if (d->file[0])
+        snprintf(s->error, sizeof s->error, "%.500s: %.700s", d->file, d->msg);
+    else
+        snprintf(s->error, sizeof s->error, "cicheck: %.700s", d->msg);
+}
+
+cic_session *cic_session_create(void)
+{
+    cic_session *s = cic_calloc(1, sizeof *s);
+    if (!s)
+        return NULL;
+    s->quiet = true;
+    s->exit_code = CIC_EXIT_INPUT;
+    return s;
+}
+
+void cic_session_destroy(cic_session *s)
+{
+    if (!s)
+        return;
+    results_clear(s);
+    free(s->kase);
+    free(s);
+}
+
+/* Shared tail of the two loaders: text NULL loads the file at path. The
+ * loaded case replaces the old one only when it is valid. */
+static int load(cic_session *s, const char *text, const char *path)
+{
+    cic_case *c;
+    cic_diag d;
+    int rc = CIC_EXIT_INPUT;
+    if (!s)
+        return CIC_EXIT_INPUT;
+    /* a failed load leaves no case behind, so a run cannot pick up the old one */
+    results_clear(s);
+    free(s->kase);
+    s->kase = NULL;
+    s->error[0] = '\0';
+    if (!path) {
+        snprintf(s->error, sizeof s->error, "cicheck: no case %s given (NULL)",
+                 text ? "name" : "file");
+        return CIC_EXIT_INPUT;
+    }
+    c = cic_calloc(1, sizeof *c);
+    if (!c) {
+        snprintf(s->error, sizeof s->error, "%.500s: out of memory loading the case", path);
+        return CIC_EXIT_RESOURCE;
+    }
+    memset(&d, 0, sizeof d);
+    if ((text ? cic_case_load_string(c, text, path, &d) : cic_case_load(c, path, &d)) != CIC_OK ||
+        cic_xform_check(c, &d) != CIC_OK) {
+        error_from_diag(s, &d);
+        goto cleanup;
+    }
+    s->kase = c;
+    c = NULL;
+    rc = CIC_EXIT_PASS;
+cleanup:
+    free(c);
+    return rc;
+}
+
+int cic_session_load(cic_session *s, const char *path)
+{
+    return load(s, NULL, path);
+}
+
+int cic_session_load_string(cic_session *s, const char *text, const char *name)
+{
+    if (s && !text) {
+        results_clear(s);
+        free(s->kase);
+        s->kase = NULL;
+        snprintf(s->error, sizeof s->error, "cicheck: no case text given (text is NULL)");
+        return CIC_EXIT_INPUT;
+    }
+    return load(s, text, name);
+}
+
+const char *cic_session_error(const cic_session *s)
+{
+    return s ? s->error : "cicheck: no session (NULL)";
+}
+
+const char *cic_session_case_name(const cic_session *s)
+{
+    return s && s->kase ? s->kase->name : NULL;
+}
+
+/* Copy an optional folder option; an empty or oversized path is refused. */
+static int set_dir(cic_session *s, bool *has, char *buf, size_t cap, const char *dir,
+                   const char *what)
+{
+    if (!s)
+        return CIC_EXIT_INPUT;
+    s->error[0] = '\0';
+    if (!dir) {
+        *has = false;
+        buf[0] = '\0';
+        return CIC_EXIT_PASS;
+    }
+    if (!dir[0] || strlen(dir) >= cap) {
+        snprintf(s->error, sizeof s->error, "cicheck: %s folder: %s", what,
+                 dir[0] ? "path too long" : "empty path");
+        return CIC_EXIT_INPUT;
+    }
+    cic_strlcpy(buf, dir, cap);
+    *has = true;
+    return CIC_EXIT_PASS;
+}
+
+int cic_session_set_out_dir(cic_session *s, const char *dir)
+{
+    return s ? set_dir(s, &s->has_out, s->out_dir, sizeof s->out_dir, dir, "output")
+             : CIC_EXIT_INPUT;
+}
+
+int cic_session_set_baseline(cic_session *s, const char *dir)
+{
+    return s ? set_dir(s, &s->has_baseline, s->baseline, sizeof s->baseline, dir, "baseline")
+             : CIC_EXIT_INPUT;
+}
+
+int cic_session_set_quiet(cic_session *s, bool quiet)
+{
+    if (!s)
+        return CIC_EXIT_INPUT;
+    s->error[0] = '\0';
+    s->quiet = quiet;
+    return CIC_EXIT_PASS;
+}
+
+int cic_session_set_threads(cic_session *s, int n)
+{
+    if (!s)
+        return CIC_EXIT_INPUT;
+    s->error[0] = '\0';
+    if (n < 0 || n > 256) {
+        snprintf(s->error, sizeof s->error, "cicheck: threads takes 0 (one per core) or "
+                 "1 .. 256 (got %d)", n);
+        return CIC_EXIT_INPUT;
+    }
+    s->threads = n;
+    return CIC_EXIT_PASS;
+}
+
+int cic_session_run(cic_session *s)
+{
+    cic_run_args a;
+    cic_case_run *cr = NULL;
+    int rc, i;
+    if (!s)
+        return CIC_EXIT_INPUT;
+    results_clear(s);
+    s->error[0] = '\0';
+    if (!s->kase) {
+        snprintf(s->error, sizeof s->error, "cicheck: no case loaded (cic_session_load first)");
+        return CIC_EXIT_INPUT;
+    }
+    if (s->kase->sweep.on) {
+        snprintf(s->error, sizeof s->error, "%.500s: case '%s' has a [sweep] table; the "
+                 "library runs single cases (run sweeps with 'cicheck run')", s->kase->path,
+                 s->kase->name);
+        return CIC_EXIT_INPUT;
+    }
+    memset(&a, 0, sizeof a);
+    a.out_dir = s->has_out ? s->out_dir : NULL;
+    a.no_report = !s->has_out;
+    a.quiet = s->quiet;
+    a.color = 0;
+    a.quiet_tables = true;
+    a.compact = true; /* the tables of `cicheck run` are the CLI's, not the library's */
+    a.baseline_dir = s->has_baseline ? s->baseline : NULL;
+    a.no_baseline = !s->has_baseline;
+    a.tol = CIC_TOLERANCE_DEFAULT;
+    a.preloaded = s->kase;
+    cic_engine_mpfr_set_threads(s->threads);
+    rc = cic_run_case(s->kase->path, &a, &cr);
+    s->exit_code = rc;
+    if (!cr) {
+        snprintf(s->error, sizeof s->error, "%.500s: out of memory", s->kase->path);
+        return rc;
+    }
+    s->run = cr;
+    if (rc == CIC_EXIT_INPUT || rc == CIC_EXIT_RESOURCE)
+        cic_strlcpy(s->error, cr->error, sizeof s->error);
+    if (cr->rep.n_results > 0) {
+        s->rows = cic_calloc((size_t)cr->rep.n_results, sizeof *s->rows);
+        if (!s->rows) {
+            results_clear(s);
+            snprintf(s->error, sizeof s->error, "%.500s: out of memory", s->kase->path);
+            s->exit_code = CIC_EXIT_RESOURCE;
+            return CIC_EXIT_RESOURCE;
+        }
+        for (i = 0; i < cr->rep.n_results; i++)
+            s->rows[i].x = &cr->rep.results[i];
+        s->n_rows = cr->rep.n_results;
+    }
+    return rc;
+}
+
+int cic_session_exit_code(const cic_session *s)
+{
+    return s ? s->exit_code : CIC_EXIT_INPUT;
+}
+
+bool cic_session_pass(const cic_session *s)
+{
+    return s && s->run && s->exit_code == CIC_EXIT_PASS;
+}
+
+int cic_session_result_count(const cic_session *s)
+{
+    return s ? s->n_rows : 0;
+}
+
+const cic_row *cic_session_result(const cic_session *s, int i)
+{
+    return s && i >= 0 && i < s->n_rows ? &s->rows[i] : NULL;
+}
+
+const char *cic_row_transform(const cic_row *r)
+{
+    return r ? r->x->transform : NULL;
+}
+
+const char *cic_row_engine(const cic_row *r)
+{
+    return r ? r->x->engine : NULL;
+}
+
+/* Verdict names as report.json spells them; NULL for a value out of range. */
+static const char *verdict_name(enum cic_verdict v)
+{
+    return (unsigned)v < CIC_VERDICT_COUNT ? CIC_VERDICT_NAME[v] : NULL;
+}
+
+const char *cic_row_expect(const cic_row *r)
+{
+    return r && r->x->has_verdict ? verdict_name(r->x->expect) : NULL;
+}
+
+const char *cic_row_verdict(const cic_row *r)
+{
+    return r && r->x->has_verdict ? verdict_name(r->x->verdict) : NULL;
+}
+
+double cic_row_ce_residual(const cic_row *r)
+{
+    return r && r->x->has_verdict ? r->x->ce_residual : NAN;
+}
+
+int cic_row_metric(const cic_row *r, const char *metric, double *value)
+{
+    double v;
+    if (!r || !metric || !value || !cic_result_metric(r->x, metric, &v))
+        return CIC_EXIT_INPUT;
+    *value = v;
+    return CIC_EXIT_PASS;
+}
+
+bool cic_row_pass(const cic_row *r)
+{
+    return r && r->x->pass;
+}
