@@ -145,7 +145,7 @@ engine = "f32-openblas"
 metric = "rel_norm2"
 max = 1e-3
 EOF
-printf '[model]\nblock = "preln"\nd_model = "eight"\n' >"$tmp/bad.toml"
+printf '[model]\nblock = "preln"\nd_model = "eight"\nheads = 2\ntokens = 2\nsamples = 1\nlayers = 1\n' >"$tmp/bad.toml"
 
 cat >"$tmp/prog.c" <<'EOF'
 #include <cicheck/cicheck.h>
@@ -173,7 +173,8 @@ int main(int argc, char **argv)
     rc = cic_session_load(s, argv[2]);
     printf("badload %d %s\n", rc, cic_session_error(s));
     printf("badrun %d\n", cic_session_run(s));
-    rc = cic_session_load_string(s, "[model]\nblock = \"nope\"\n", "inline.toml");
+    rc = cic_session_load_string(s, "[model]\nblock = \"nope\"\nd_model = 8\nheads = 2\n"
+                                    "tokens = 2\nsamples = 1\nlayers = 1\n", "inline.toml");
     printf("badstring %d %s\n", rc, cic_session_error(s));
     printf("nullsafe %d %d %d %d %d %d\n", cic_session_run(NULL) == CIC_EXIT_INPUT,
            cic_session_error(NULL) != NULL, cic_session_result(NULL, 0) == NULL,

@@ -16,7 +16,8 @@
  * cic_session_set_baseline names a folder.
  *
  * Errors never abort: bad input returns CIC_EXIT_INPUT and
- * cic_session_error gives "file:line:column: message". Functions taking a
+ * cic_session_error gives "file:line:column: message" (a line per error: the
+ * loader reports every error of a case file, up to 20). Functions taking a
  * NULL session return an error code, NULL, false or NaN.
  *
  * Threads: the MPFR engine's thread count and OpenBLAS are process-wide, so

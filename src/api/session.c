@@ -34,11 +34,12 @@ struct cic_session {
     char out_dir[1024];
     bool has_baseline;
     char baseline[1024];
-    char error[1300];    /* "" after a successful call */
+    char error[12288];   /* "" after a successful call; a line per error */
 };
 
-_Static_assert(CIC_EXIT_PASS == CIC_OK && CIC_EXIT_FAIL == CIC_EGATE &&
-                   CIC_EXIT_INPUT == CIC_EINPUT && CIC_EXIT_RESOURCE == CIC_EINTERNAL,
+_Static_assert((int)CIC_EXIT_PASS == (int)CIC_OK && (int)CIC_EXIT_FAIL == (int)CIC_EGATE &&
+                   (int)CIC_EXIT_INPUT == (int)CIC_EINPUT &&
+                   (int)CIC_EXIT_RESOURCE == (int)CIC_EINTERNAL,
                "public exit codes are the CLI's status codes");
 
 const char *cic_version(void)
@@ -57,16 +58,21 @@ static void results_clear(cic_session *s)
     s->exit_code = CIC_EXIT_INPUT;
 }
 
-/* The message of d as the CLI prints it, without the newline. */
+/* The errors of d as the CLI prints them (a line each: a case file may have
+ * several), without the final newline. */
 static void error_from_diag(cic_session *s, const cic_diag *d)
 {
-    if (d->line > 0)
-        snprintf(s->error, sizeof s->error, "%.500s:%d:%d: %.700s", d->file, d->line,
-                 d->column > 0 ? d->column : 1, d->msg);
-    else if (d->file[0])
-        snprintf(s->error, sizeof s->error, "%.500s: %.700s", d->file, d->msg);
-    else
-        snprintf(s->error, sizeof s->error, "cicheck: %.700s", d->msg);
+    FILE *f = fmemopen(s->error, sizeof s->error, "w");
+    size_t n;
+    s->error[0] = '\0';
+    if (f) {
+        cic_diag_print(f, d);
+        fclose(f);
+    }
+    s->error[sizeof s->error - 1] = '\0';
+    n = strlen(s->error);
+    if (n > 0 && s->error[n - 1] == '\n')
+        s->error[n - 1] = '\0';
 }
 
 cic_session *cic_session_create(void)
