@@ -199,7 +199,11 @@ static int cmp_offset(const void *a, const void *b)
     uint64_t ex = x->offset + x->nbytes, ey = y->offset + y->nbytes;
     if (x->offset != y->offset)
         return x->offset < y->offset ? -1 : 1;
-    return ex < ey ? -1 : ex > ey;
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    /* empty tensors at one offset: by name, so the order is the same
+     * whatever order the header lists them in */
+    return strcmp(x->name, y->name);
 }
 
 static int cmp_name(const void *a, const void *b)

@@ -79,7 +79,8 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d);
 /* Unmap and free; NULL is a no-op. Tensor pointers die with f. */
 void cic_stfile_destroy(cic_stfile *f);
 
-/* Tensors in the order of their data in the file. */
+/* Tensors in the order of their data in the file (empty tensors that share
+ * an offset by name). */
 int cic_stfile_count(const cic_stfile *f);
 const cic_stfile_tensor *cic_stfile_tensor_at(const cic_stfile *f, int i);
 /* By name; NULL when there is none. */
