@@ -13,8 +13,9 @@
 #   - a shard whose pass contradicts its points; a FIFO as sweep.json;
 #   - --out naming one of the shard folders (also spelled differently or
 #     through a link): refused, and the shard's sweep.json is untouched.
-# A consistent edit (a point failed: exit_code 1, pass false) is accepted
-# and the merge exits 1, and the untouched shards merge with exit 0.
+# Consistent edits are accepted: a failed point (exit_code 1, pass false)
+# makes the merge exit 1, a lost one (exit 3, no report) exit 3; the
+# untouched shards merge with exit 0.
 # Usage: test_merge.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -145,6 +146,15 @@ expect_rc 1 "a consistently failed point merges, exit 1" "$bin" merge --no-plots
     --out "$tmp/failed/out" "$tmp/failed/s1" "$tmp/failed/s2" "$tmp/failed/s3"
 "$py" -c "import json,sys; s=json.load(open(sys.argv[1])); sys.exit(0 if s['pass'] is False else 1)" \
     "$tmp/failed/out/sweep.json" && ok "the merged sweep fails" || bad "the merged sweep fails"
+
+# a point whose result was lost (exit 3, no report): merged, and the merge
+# exits 3 as the unsharded sweep would
+edit lost 3 '
+p(5)["exit_code"] = 3; p(5)["pass"] = False; p(5)["report"] = None
+s["pass"] = False'
+expect_rc 3 "a lost point merges, exit 3" "$bin" merge --no-plots \
+    --out "$tmp/lost/out" "$tmp/lost/s1" "$tmp/lost/s2" "$tmp/lost/s3"
+expect_err "point 5 exited 3" "the lost point is named"
 
 # a FIFO in place of a shard's sweep.json
 edit fifo none ''

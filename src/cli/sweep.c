@@ -783,6 +783,9 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
             pass = false;
         if (code > worst)
             worst = code;
+        if (code >= CIC_EINPUT)
+            fprintf(stderr, "cicheck: merge: point %ld exited %d in its shard (%s)\n", i, code,
+                    code == CIC_EINPUT ? "bad input" : "its result was lost");
     }
     json_object_set_new(root, "shard", json_null());
     json_object_set_new(root, "points", points);
