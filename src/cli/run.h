@@ -49,7 +49,14 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
 
 /* Merge the sweep.json of shard folders into out_dir (sweep.json and
  * plots): refuses shards of different case files, cicheck versions or
- * shard counts, duplicates and gaps. Returns the exit code. */
+ * shard counts, duplicates and gaps, and any shard whose content is not
+ * what its embedded case gives (sweep.c, "merge"). Returns the exit code:
+ * the worst of the points', or 2 when refused. */
 int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool no_plots);
+/* The same with the refusal in d instead of on stderr (CIC_EINPUT: a shard
+ * is inconsistent, d names its sweep.json; CIC_EINTERNAL: writing failed).
+ * Refuses an out_dir that is one of the shard folders. */
+int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
+                    cic_diag *d);
 
 #endif

@@ -18,6 +18,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 /* Least significant first: the order of cic_case_sweep_point. */
@@ -56,23 +57,52 @@ static json_t *point_params(const cic_sweep *s, long i)
     return o;
 }
 
-static int file_sha256(char hex[65], const char *path)
+static void sha256_hex(char hex[65], const void *data, size_t len)
 {
-    FILE *f = fopen(path, "rb");
     cic_sha256 s;
-    unsigned char buf[65536], dig[32];
-    size_t n;
+    unsigned char dig[32];
     int i;
-    if (!f)
-        return -1;
     cic_sha256_init(&s);
-    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        cic_sha256_update(&s, buf, n);
-    fclose(f);
+    cic_sha256_update(&s, data, len);
     cic_sha256_final(&s, dig);
     for (i = 0; i < 32; i++)
         snprintf(hex + 2 * i, 3, "%02x", dig[i]);
-    return 0;
+}
+
+/* The case file's bytes (NUL-terminated; *len without the NUL), to hash
+ * and to embed in sweep.json. NULL when it cannot be read. */
+static char *read_case_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf = NULL, *nb;
+    size_t n = 0, cap = 0, got;
+    if (!f)
+        return NULL;
+    for (;;) {
+        if (n == cap) {
+            if (cap >= (size_t)CIC_CASE_MAX_FILE_BYTES)
+                goto fail;
+            cap = cap ? 2 * cap : 65536;
+            nb = realloc(buf, cap + 1);
+            if (!nb)
+                goto fail;
+            buf = nb;
+        }
+        got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    if (ferror(f))
+        goto fail;
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+fail:
+    fclose(f);
+    free(buf);
+    return NULL;
 }
 
 /* ---- aggregate over seeds ---- */
@@ -193,28 +223,31 @@ static json_t *aggregate(json_t *points)
 
 /* ---- writing ---- */
 
-static int write_sweep(json_t *root, const char *dir, bool no_plots)
+/* sweep.json (atomically) and the plots into dir. CIC_OK, or CIC_EINTERNAL
+ * with d set. A plot failure is only a warning. */
+static int write_sweep(json_t *root, const char *dir, bool no_plots, cic_diag *d)
 {
     char path[1200], *text;
-    cic_diag d;
+    cic_diag pd;
     int rc, nplots = 0;
     snprintf(path, sizeof path, "%s/sweep.json", dir);
     text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
-    if (!text || cic_mkdir_p(dir, &d) < 0) {
+    if (!text) {
+        cic_diag_set(d, path, 0, 0, "cannot write: out of memory");
+        return CIC_EINTERNAL;
+    }
+    if (cic_mkdir_p(dir, d) < 0) {
         free(text);
-        fprintf(stderr, "cicheck: cannot write %s\n", path);
         return CIC_EINTERNAL;
     }
-    rc = cic_write_atomic(path, text, strlen(text), &d);
+    rc = cic_write_atomic(path, text, strlen(text), d);
     free(text);
-    if (rc < 0) {
-        cic_diag_print(stderr, &d);
+    if (rc < 0)
         return CIC_EINTERNAL;
-    }
     printf("wrote %s\n", path);
     if (!no_plots) {
-        if (cic_plot_dir(dir, &nplots, &d) < 0)
-            fprintf(stderr, "cicheck: warning: plots not drawn: %s\n", d.msg);
+        if (cic_plot_dir(dir, &nplots, &pd) < 0)
+            fprintf(stderr, "cicheck: warning: plots not drawn: %s\n", pd.msg);
         else
             printf("drew %d plot%s in %s/plots (PNG, SVG, PDF, with .dat and .gp)\n", nplots,
                    nplots == 1 ? "" : "s", dir);
@@ -222,7 +255,10 @@ static int write_sweep(json_t *root, const char *dir, bool no_plots)
     return CIC_OK;
 }
 
-static json_t *sweep_header(const cic_case *c, const char *sha)
+/* Everything of sweep.json that follows from the case alone: the case as
+ * parsed, its file's hash and bytes (case_source, so a merge can recompute
+ * all of this), the axes and their values, the number of points. */
+static json_t *sweep_header(const cic_case *c, const char *sha, const char *src, size_t len)
 {
     json_t *root = json_object(), *axes = json_array(), *vals = json_object();
     cic_report tmp;
@@ -236,6 +272,10 @@ static json_t *sweep_header(const cic_case *c, const char *sha)
     json_object_set(root, "case", rj ? json_object_get(rj, "case") : json_null());
     json_decref(rj);
     json_object_set_new(root, "case_sha256", json_string(sha));
+    {
+        json_t *t = json_stringn(src, len);
+        json_object_set_new(root, "case_source", t ? t : json_null());
+    }
     for (k = 0; k < CIC_AXIS_COUNT; k++) {
         json_t *a;
         if (c->sweep.n[k] == 0)
@@ -256,7 +296,8 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
 {
     long total = c->sweep.points, i, k = 1, n = 1, ran = 0, passed = 0;
     int worst = CIC_OK;
-    char sha[65] = "";
+    char sha[65] = "", *src;
+    size_t src_len = 0;
     json_t *root, *points;
     if (a->shard) {
         char *end;
@@ -268,11 +309,14 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
             return CIC_EINPUT;
         }
     }
-    if (file_sha256(sha, c->path) < 0) {
+    src = read_case_file(c->path, &src_len);
+    if (!src) {
         fprintf(stderr, "cicheck: %s: cannot read the case file to fingerprint it\n", c->path);
         return CIC_EINPUT;
     }
-    root = sweep_header(c, sha);
+    sha256_hex(sha, src, src_len);
+    root = sweep_header(c, sha, src, src_len);
+    free(src);
     if (a->shard) {
         json_t *sh = json_object();
         json_object_set_new(sh, "index", json_integer(k));
@@ -337,7 +381,10 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
     printf("sweep %s: %ld point%s run, %ld passed, %ld failed\n", c->name, ran,
            ran == 1 ? "" : "s", passed, ran - passed);
     {
-        int rc = write_sweep(root, out_dir, a->no_plots);
+        cic_diag d;
+        int rc = write_sweep(root, out_dir, a->no_plots, &d);
+        if (rc != CIC_OK)
+            cic_diag_print(stderr, &d);
         if (rc > worst)
             worst = rc;
     }
@@ -345,44 +392,324 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
     return worst;
 }
 
-/* ---- merge ---- */
+/* ---- merge ----
+ *
+ * A shard is input like any other: its sweep.json may have been edited,
+ * truncated or written by another case. Nothing in it is taken on trust
+ * that can be recomputed: the embedded case source must hash to
+ * case_sha256 and load; the case as parsed, the axes, their values and the
+ * point count must be what that case gives; every point must belong to the
+ * shard, carry the params of its index, an exit code with the matching
+ * pass, and (when it ran) a report of the right shape whose case is the
+ * point's case and whose pass agrees. Any mismatch refuses the merge with
+ * exit 2, naming the shard's sweep.json and what is inconsistent. */
 
-int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool no_plots)
+#define SHARD_MAX_BYTES (SIZE_MAX / 2)
+
+typedef struct {
+    const char *path;   /* the shard's sweep.json, for messages */
+    const char *dir;
+    json_t *root;
+    long index;         /* K of K/N */
+} shard;
+
+static const char *type_of(const json_t *v)
 {
-    json_t **sw = cic_calloc((size_t)n, sizeof *sw), *root = NULL, *points = NULL;
-    json_t **byidx = NULL;
+    if (!v)
+        return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* The "case" object report.json gives c. */
+static json_t *case_object(const cic_case *c)
+{
+    cic_report tmp;
+    json_t *rj, *o;
+    memset(&tmp, 0, sizeof tmp);
+    tmp.kase = c;
+    rj = cic_report_to_json(&tmp);
+    o = rj ? json_incref(json_object_get(rj, "case")) : NULL;
+    json_decref(rj);
+    return o;
+}
+
+/* The header of a shard against what its embedded case gives. On success
+ * *c holds the case (the first shard's is used for every point). */
+static int check_header(const shard *s, cic_case *c, long *total, long *count, cic_diag *d)
+{
+    static const char *const same[] = {"case", "axes", "axis_values", "total_points"};
+    json_t *r = s->root, *sh, *src, *file, *want = NULL;
+    const char *sha = json_string_value(json_object_get(r, "case_sha256"));
+    char hex[65];
+    cic_diag cd;
+    size_t q;
+    int rc = CIC_EINPUT;
+    if (!json_is_object(r) || !json_is_string(json_object_get(r, "kind")) ||
+        strcmp(json_string_value(json_object_get(r, "kind")), "sweep") != 0) {
+        cic_diag_set(d, s->path, 0, 0, "not a sweep report (no \"kind\": \"sweep\")");
+        return CIC_EINPUT;
+    }
+    sh = json_object_get(r, "shard");
+    if (!json_is_object(sh)) {
+        cic_diag_set(d, s->path, 0, 0, "not a shard (run with --shard K/N)");
+        return CIC_EINPUT;
+    }
+    if (!json_is_integer(json_object_get(sh, "index")) ||
+        !json_is_integer(json_object_get(sh, "count"))) {
+        cic_diag_set(d, s->path, 0, 0, "shard.index and shard.count must be integers");
+        return CIC_EINPUT;
+    }
+    *count = (long)json_integer_value(json_object_get(sh, "count"));
+    if (*count < 1 || *count > 1000000 ||
+        json_integer_value(json_object_get(sh, "index")) < 1 ||
+        json_integer_value(json_object_get(sh, "index")) > *count) {
+        cic_diag_set(d, s->path, 0, 0, "shard %lld/%lld: want 1 <= K <= N <= 1000000",
+                     (long long)json_integer_value(json_object_get(sh, "index")),
+                     (long long)json_integer_value(json_object_get(sh, "count")));
+        return CIC_EINPUT;
+    }
+    src = json_object_get(r, "case_source");
+    file = json_object_get(json_object_get(r, "case"), "file");
+    if (!sha || !json_is_string(src) || !json_is_string(file)) {
+        cic_diag_set(d, s->path, 0, 0, "no case_sha256, case_source or case.file (shards "
+                     "must be written by this version of cicheck)");
+        return CIC_EINPUT;
+    }
+    sha256_hex(hex, json_string_value(src), json_string_length(src));
+    if (strcmp(hex, sha) != 0) {
+        cic_diag_set(d, s->path, 0, 0, "case_source does not hash to case_sha256 (%.16s... vs "
+                     "%.16s...): the shard was edited", hex, sha);
+        return CIC_EINPUT;
+    }
+    if (strlen(json_string_value(src)) != json_string_length(src) ||
+        cic_case_load_string(c, json_string_value(src), json_string_value(file), &cd) !=
+            CIC_OK) {
+        cic_diag_set(d, s->path, 0, 0, "the embedded case does not load: %s",
+                     strlen(json_string_value(src)) != json_string_length(src)
+                         ? "it holds a NUL byte" : cd.msg);
+        return CIC_EINPUT;
+    }
+    if (!c->sweep.on) {
+        cic_diag_set(d, s->path, 0, 0, "the embedded case has no [sweep] table");
+        return CIC_EINPUT;
+    }
+    want = sweep_header(c, sha, json_string_value(src), json_string_length(src));
+    if (!want) {
+        cic_diag_set(d, s->path, 0, 0, "out of memory");
+        return CIC_EINTERNAL;
+    }
+    for (q = 0; q < sizeof same / sizeof same[0]; q++)
+        if (!json_equal(json_object_get(r, same[q]), json_object_get(want, same[q]))) {
+            cic_diag_set(d, s->path, 0, 0, "%s is not what the embedded case gives (the shard "
+                         "was edited, or written from another case)", same[q]);
+            goto done;
+        }
+    *total = c->sweep.points;
+    if (!json_is_array(json_object_get(r, "points"))) {
+        cic_diag_set(d, s->path, 0, 0, "points is %s; an array expected",
+                     type_of(json_object_get(r, "points")));
+        goto done;
+    }
+    rc = CIC_OK;
+done:
+    json_decref(want);
+    return rc;
+}
+
+/* One point of shard s (the j-th of its points array). */
+static int check_point(const shard *s, size_t j, json_t *p, const cic_case *c, long total,
+                       long count, cic_diag *d)
+{
+    json_t *rep, *rows, *row, *want, *v;
+    long idx;
+    int code;
+    size_t k;
+    cic_case *pc;
+    cic_diag pd;
+    bool ok;
+    if (!json_is_object(p) || !json_is_integer(json_object_get(p, "index"))) {
+        cic_diag_set(d, s->path, 0, 0, "points[%zu] is %s without an integer index", j,
+                     type_of(p));
+        return CIC_EINPUT;
+    }
+    idx = (long)json_integer_value(json_object_get(p, "index"));
+    if (json_integer_value(json_object_get(p, "index")) < 0 ||
+        json_integer_value(json_object_get(p, "index")) >= total) {
+        cic_diag_set(d, s->path, 0, 0, "points[%zu]: index %lld outside 0..%ld", j,
+                     (long long)json_integer_value(json_object_get(p, "index")), total - 1);
+        return CIC_EINPUT;
+    }
+    if (idx % count != s->index - 1) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld belongs to shard %ld/%ld, not to this "
+                     "shard %ld/%ld", idx, idx % count + 1, count, s->index, count);
+        return CIC_EINPUT;
+    }
+    want = point_params(&c->sweep, idx);
+    ok = json_equal(json_object_get(p, "params"), want);
+    json_decref(want);
+    if (!ok) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: params are not those of index %ld", idx,
+                     idx);
+        return CIC_EINPUT;
+    }
+    v = json_object_get(p, "exit_code");
+    if (!json_is_integer(v) || json_integer_value(v) < CIC_OK ||
+        json_integer_value(v) > CIC_EINTERNAL) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: exit_code is %s; 0, 1, 2 or 3 expected",
+                     idx, json_is_integer(v) ? "out of range" : type_of(v));
+        return CIC_EINPUT;
+    }
+    code = (int)json_integer_value(v);
+    v = json_object_get(p, "pass");
+    if (!json_is_boolean(v) || json_is_true(v) != (code == CIC_OK)) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: pass is %s with exit_code %d", idx,
+                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : type_of(v),
+                     code);
+        return CIC_EINPUT;
+    }
+    rep = json_object_get(p, "report");
+    if (json_is_null(rep) && code >= CIC_EINPUT)
+        return CIC_OK; /* the point could not run: no report, exit 2 or 3 kept */
+    if (!json_is_object(rep)) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: report is %s; the report of a point that "
+                     "ran (exit_code %d) expected", idx, type_of(rep), code);
+        return CIC_EINPUT;
+    }
+    v = json_object_get(rep, "pass");
+    if (!json_is_boolean(v) || (code <= CIC_EGATE && json_is_true(v) != (code == CIC_OK))) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: report.pass is %s with exit_code %d", idx,
+                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : type_of(v),
+                     code);
+        return CIC_EINPUT;
+    }
+    rows = json_object_get(rep, "results");
+    if (!json_is_array(rows)) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: report.results is %s; an array expected",
+                     idx, type_of(rows));
+        return CIC_EINPUT;
+    }
+    json_array_foreach(rows, k, row) {
+        json_t *m = json_object_get(row, "metrics"), *fl = json_object_get(row, "flops");
+        if (!json_is_object(row) || !json_is_string(json_object_get(row, "transform")) ||
+            !json_is_string(json_object_get(row, "engine")) ||
+            !(json_is_object(m) || json_is_null(m)) || !(json_is_object(fl) || !fl)) {
+            cic_diag_set(d, s->path, 0, 0, "point %ld: report.results[%zu] is not a result "
+                         "row (an object with transform and engine strings, metrics an "
+                         "object or null)", idx, k);
+            return CIC_EINPUT;
+        }
+    }
+    /* the report's case is the point's case */
+    pc = malloc(sizeof *pc);
+    if (!pc) {
+        cic_diag_set(d, s->path, 0, 0, "out of memory");
+        return CIC_EINTERNAL;
+    }
+    if (cic_case_sweep_point(pc, c, idx, &pd) != CIC_OK) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: not a valid point of the case: %s", idx,
+                     pd.msg);
+        free(pc);
+        return CIC_EINPUT;
+    }
+    want = case_object(pc);
+    free(pc);
+    ok = want && json_equal(json_object_get(rep, "case"), want);
+    json_decref(want);
+    if (!ok) {
+        cic_diag_set(d, s->path, 0, 0, "point %ld: report.case is not the case of point %ld",
+                     idx, idx);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* The folders are told apart by what they are, not how they are spelled
+ * (s1, ./s1, a link to s1). */
+static int check_out_dir(const char *const *dirs, int n, const char *out_dir, cic_diag *d)
+{
+    struct stat so, si;
+    int k;
+    if (!out_dir || !out_dir[0]) {
+        cic_diag_set(d, "", 0, 0, "merge: empty --out folder name");
+        return CIC_EINPUT;
+    }
+    if (stat(out_dir, &so) != 0)
+        return CIC_OK; /* a new folder */
+    for (k = 0; k < n; k++)
+        if (stat(dirs[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            cic_diag_set(d, out_dir, 0, 0, "refusing to merge into a shard: --out is the same "
+                         "folder as the shard %s (its sweep.json would be replaced)", dirs[k]);
+            return CIC_EINPUT;
+        }
+    return CIC_OK;
+}
+
+int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
+                    cic_diag *d)
+{
+    shard *sh = NULL;
+    json_t *root = NULL, *points = NULL, **byidx = NULL;
+    cic_case *c = NULL, *ci = NULL;
     long total = 0, count = 0, i;
     bool *shard_seen = NULL, pass = true;
-    int d, rc = CIC_EINPUT;
-    if (!sw)
-        return CIC_EINTERNAL;
-    for (d = 0; d < n; d++) {
-        char path[1200];
-        json_error_t je;
-        json_t *sh;
-        snprintf(path, sizeof path, "%s/sweep.json", dirs[d]);
-        sw[d] = json_load_file(path, 0, &je);
-        if (!sw[d] || strcmp(json_string_value(json_object_get(sw[d], "kind")) ?
-                             json_string_value(json_object_get(sw[d], "kind")) : "", "sweep")) {
-            fprintf(stderr, "cicheck: %s: not a sweep report%s%s\n", path, sw[d] ? "" : ": ",
-                    sw[d] ? "" : je.text);
+    int k, rc = CIC_EINPUT, worst = CIC_OK;
+    char (*paths)[1200] = NULL;
+
+    memset(d, 0, sizeof *d);
+    if (n < 1) {
+        cic_diag_set(d, "", 0, 0, "merge: no shard folders");
+        return CIC_EINPUT;
+    }
+    rc = check_out_dir(dirs, n, out_dir, d);
+    if (rc != CIC_OK)
+        return rc;
+    sh = cic_calloc((size_t)n, sizeof *sh);
+    paths = cic_calloc((size_t)n, sizeof *paths);
+    c = malloc(sizeof *c);
+    ci = malloc(sizeof *ci);
+    if (!sh || !paths || !c || !ci) {
+        cic_diag_set(d, "", 0, 0, "merge: out of memory");
+        rc = CIC_EINTERNAL;
+        goto done;
+    }
+    rc = CIC_EINPUT;
+    for (k = 0; k < n; k++) {
+        long tk = 0, ck = 0;
+        json_t *p;
+        size_t j;
+        bool all = true;
+        int r;
+        snprintf(paths[k], sizeof paths[k], "%s/sweep.json", dirs[k]);
+        sh[k].path = paths[k];
+        sh[k].dir = dirs[k];
+        sh[k].root = cic_report_json_load(paths[k], SHARD_MAX_BYTES, d);
+        if (!sh[k].root)
+            goto done;
+        r = check_header(&sh[k], k == 0 ? c : ci, &tk, &ck, d);
+        if (r != CIC_OK) {
+            rc = r;
             goto done;
         }
-        sh = json_object_get(sw[d], "shard");
-        if (!json_is_object(sh)) {
-            fprintf(stderr, "cicheck: %s: not a shard (run with --shard K/N)\n", path);
-            goto done;
-        }
-        if (d == 0) {
-            total = (long)json_integer_value(json_object_get(sw[0], "total_points"));
-            count = (long)json_integer_value(json_object_get(sh, "count"));
-            if (total < 1 || count < 1 || count > 1000000) {
-                fprintf(stderr, "cicheck: %s: bad total_points or shard count\n", path);
-                goto done;
-            }
+        sh[k].index = (long)json_integer_value(json_object_get(json_object_get(sh[k].root,
+                                                                               "shard"),
+                                                               "index"));
+        if (k == 0) {
+            total = tk;
+            count = ck;
             shard_seen = cic_calloc((size_t)count + 1, sizeof *shard_seen);
             byidx = cic_calloc((size_t)total, sizeof *byidx);
             if (!shard_seen || !byidx) {
+                cic_diag_set(d, "", 0, 0, "merge: out of memory");
                 rc = CIC_EINTERNAL;
                 goto done;
             }
@@ -390,70 +717,105 @@ int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool n
             static const char *const same[] = {"case_sha256", "cicheck_version"};
             size_t q;
             for (q = 0; q < 2; q++) {
-                const char *x = json_string_value(json_object_get(sw[0], same[q]));
-                const char *y = json_string_value(json_object_get(sw[d], same[q]));
+                const char *x = json_string_value(json_object_get(sh[0].root, same[q]));
+                const char *y = json_string_value(json_object_get(sh[k].root, same[q]));
                 if (!x || !y || strcmp(x, y)) {
-                    fprintf(stderr, "cicheck: refusing to merge: %s and %s differ in %s "
-                                    "(%s vs %s)\n", dirs[0], dirs[d], same[q], x ? x : "?",
-                            y ? y : "?");
+                    cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: %s differs from "
+                                 "that of %s (%.64s vs %.64s)", same[q], sh[0].path,
+                                 y ? y : "?", x ? x : "?");
                     goto done;
                 }
             }
-            if ((long)json_integer_value(json_object_get(sw[d], "total_points")) != total ||
-                (long)json_integer_value(json_object_get(sh, "count")) != count) {
-                fprintf(stderr, "cicheck: refusing to merge: %s and %s have different "
-                                "point or shard counts\n", dirs[0], dirs[d]);
+            if (ck != count) {
+                cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: shard count %ld, %s "
+                             "has %ld", ck, sh[0].path, count);
                 goto done;
             }
         }
-        {
-            long k = (long)json_integer_value(json_object_get(sh, "index"));
-            json_t *p;
-            size_t j;
-            if (k < 1 || k > count || shard_seen[k]) {
-                fprintf(stderr, "cicheck: refusing to merge: shard %ld/%ld given twice or "
-                                "out of range (%s)\n", k, count, dirs[d]);
+        if (shard_seen[sh[k].index]) {
+            cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: shard %ld/%ld given twice",
+                         sh[k].index, count);
+            goto done;
+        }
+        shard_seen[sh[k].index] = true;
+        json_array_foreach(json_object_get(sh[k].root, "points"), j, p) {
+            long idx;
+            r = check_point(&sh[k], j, p, k == 0 ? c : ci, total, count, d);
+            if (r != CIC_OK) {
+                rc = r;
                 goto done;
             }
-            shard_seen[k] = true;
-            json_array_foreach(json_object_get(sw[d], "points"), j, p) {
-                long idx = (long)json_integer_value(json_object_get(p, "index"));
-                if (idx < 0 || idx >= total || byidx[idx]) {
-                    fprintf(stderr, "cicheck: refusing to merge: point %ld appears twice or "
-                                    "is out of range (%s)\n", idx, dirs[d]);
-                    goto done;
-                }
-                byidx[idx] = p;
+            idx = (long)json_integer_value(json_object_get(p, "index"));
+            if (byidx[idx]) {
+                cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: point %ld appears twice",
+                             idx);
+                goto done;
             }
+            byidx[idx] = p;
+            all = all && json_is_true(json_object_get(p, "pass"));
+        }
+        if (!json_is_boolean(json_object_get(sh[k].root, "pass")) ||
+            json_is_true(json_object_get(sh[k].root, "pass")) != all) {
+            json_t *sp = json_object_get(sh[k].root, "pass");
+            cic_diag_set(d, sh[k].path, 0, 0, "pass is %s, but %s of its points passed",
+                         json_is_boolean(sp) ? (json_is_true(sp) ? "true" : "false")
+                                             : type_of(sp), all ? "all" : "not all");
+            goto done;
         }
     }
     for (i = 0; i < total; i++)
         if (!byidx[i]) {
-            fprintf(stderr, "cicheck: refusing to merge: point %ld of %ld is missing (give all "
-                            "%ld shards)\n", i, total, count);
+            cic_diag_set(d, "", 0, 0, "refusing to merge: point %ld of %ld is missing (give "
+                         "all %ld shards)", i, total, count);
             goto done;
         }
-    root = json_deep_copy(sw[0]);
+    root = json_deep_copy(sh[0].root);
     points = json_array();
+    if (!root || !points) {
+        cic_diag_set(d, "", 0, 0, "merge: out of memory");
+        rc = CIC_EINTERNAL;
+        goto done;
+    }
     for (i = 0; i < total; i++) {
+        int code = (int)json_integer_value(json_object_get(byidx[i], "exit_code"));
         json_array_append(points, byidx[i]);
         if (!json_is_true(json_object_get(byidx[i], "pass")))
             pass = false;
+        if (code > worst)
+            worst = code;
+        if (code >= CIC_EINPUT)
+            fprintf(stderr, "cicheck: merge: point %ld exited %d in its shard (%s)\n", i, code,
+                    code == CIC_EINPUT ? "bad input" : "its result was lost");
     }
     json_object_set_new(root, "shard", json_null());
     json_object_set_new(root, "points", points);
-    json_object_set_new(root, "aggregate", aggregate(points));
+    points = NULL;
+    json_object_set_new(root, "aggregate", aggregate(json_object_get(root, "points")));
     json_object_set_new(root, "pass", json_boolean(pass));
     printf("merged %d shard%s: %ld points\n", n, n == 1 ? "" : "s", total);
-    rc = write_sweep(root, out_dir, no_plots);
-    if (rc == CIC_OK && !pass)
-        rc = CIC_EGATE;
+    rc = write_sweep(root, out_dir, no_plots, d);
+    /* like the unsharded sweep: the worst exit code of a point */
+    if (rc == CIC_OK)
+        rc = worst;
 done:
-    for (d = 0; d < n; d++)
-        json_decref(sw[d]);
+    for (k = 0; sh && k < n; k++)
+        json_decref(sh[k].root);
     json_decref(root);
-    free(sw);
+    json_decref(points);
+    free(sh);
+    free(paths);
+    free(c);
+    free(ci);
     free(byidx);
     free(shard_seen);
+    return rc;
+}
+
+int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool no_plots)
+{
+    cic_diag d;
+    int rc = cic_sweep_merge(dirs, n, out_dir, no_plots, &d);
+    if (rc >= CIC_EINPUT)
+        cic_diag_print(stderr, &d);
     return rc;
 }

@@ -1,9 +1,17 @@
-/* baseline.c: compare a run with its accepted baseline (baseline.h). */
+/* baseline.c: compare a run with its accepted baseline (baseline.h): read
+ * the file without trusting what it is (a FIFO, a device, a folder), check
+ * the schema of every field that will be compared, then compare rule by
+ * rule. The schema check comes first so no rule can pass on a value of the
+ * wrong type. */
 #include "baseline.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Measured with bench/blas_spread.sh (README, "Use as a CI gate") over the
  * shipped cases, OpenBLAS kernels Haswell, SkylakeX, Sandybridge, Nehalem
@@ -78,21 +86,314 @@ bool cic_result_metric(const cic_result *x, const char *metric, double *v)
     return true;
 }
 
+/* ---- reading a JSON file safely ---- */
+
+static const char *file_kind(mode_t m)
+{
+    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+json_t *cic_report_json_load(const char *path, size_t max_bytes, cic_diag *d)
+{
+    struct stat st;
+    json_error_t je;
+    json_t *root = NULL;
+    char *buf = NULL;
+    size_t n = 0;
+    /* O_NONBLOCK: opening a FIFO returns at once instead of waiting for a
+     * writer; fstat then refuses it */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0) {
+        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
+        goto done;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cic_diag_set(d, path, 0, 0, "is %s, not a regular file; a JSON report expected",
+                     file_kind(st.st_mode));
+        goto done;
+    }
+    if ((uint64_t)st.st_size > max_bytes) {
+        cic_diag_set(d, path, 0, 0, "%lld bytes, over the %zu a report may have",
+                     (long long)st.st_size, max_bytes);
+        goto done;
+    }
+    buf = malloc((size_t)st.st_size + 1);
+    if (!buf) {
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        goto done;
+    }
+    /* read to the end, but never more than the size seen (the file may grow) */
+    while (n < (size_t)st.st_size) {
+        ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+            goto done;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
+    if (!root)
+        cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0,
+                     "not valid JSON: %s", je.text[0] ? je.text : "empty");
+done:
+    free(buf);
+    close(fd);
+    return root;
+}
+
+int cic_baseline_probe(const char *path, cic_diag *d)
+{
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        if (errno == ENOENT && lstat(path, &st) == 0) {
+            cic_diag_set(d, path, 0, 0, "baseline is a dangling symbolic link");
+            return -1;
+        }
+        if (errno == ENOENT)
+            return 0;
+        cic_diag_set(d, path, 0, 0, "cannot examine the baseline: %s", strerror(errno));
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cic_diag_set(d, path, 0, 0, "baseline is %s, not a regular file (a report.json "
+                     "written by cicheck bless expected)", file_kind(st.st_mode));
+        return -1;
+    }
+    return 1;
+}
+
+int cic_baseline_dir_check(const char *dir, cic_diag *d)
+{
+    struct stat st;
+    if (!dir || !dir[0]) {
+        cic_diag_set(d, "", 0, 0, "--baseline: empty folder name");
+        return -1;
+    }
+    if (stat(dir, &st) != 0) {
+        cic_diag_set(d, dir, 0, 0, "baseline folder: %s", strerror(errno));
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        cic_diag_set(d, dir, 0, 0, "baseline folder is %s", S_ISREG(st.st_mode)
+                     ? "a regular file" : file_kind(st.st_mode));
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the baseline's schema ---- */
+
+/* The figures compared per row, by their report.json names. */
+static const char *const METRICS[] = {
+    "max_abs", "rel_norm2", "ulp_row.max", "ulp_row.p99", "ulp_row.mean",
+    "ulp_elem.max", "ulp_elem.p99", "ulp_elem.mean", "drift.max", "drift.p99",
+    "drift.mean", "nonfinite"};
+#define N_METRICS (sizeof METRICS / sizeof METRICS[0])
+
+static const char *type_name(const json_t *v)
+{
+    if (!v)
+        return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
 static const char *jstr(json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
     return s ? s : "";
 }
 
-/* A number of a JSON value: true when it is a number (null: no value). */
-static bool jnum(json_t *v, double *out)
+/* "results[3] (rotate, f32-openblas)" for messages; the names are cut so the
+ * message stays readable */
+static void row_label(char *buf, size_t cap, size_t i, json_t *b)
 {
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
-        return true;
-    }
-    return false;
+    snprintf(buf, cap, "results[%zu] (%.60s, %.40s)", i, jstr(b, "transform"),
+             jstr(b, "engine"));
 }
+
+/* One compared figure: a number >= 0 or null (an integer count for
+ * nonfinite); the key must be there. */
+static int check_figure(json_t *v, const char *path, const char *row, const char *name,
+                        bool integer, cic_diag *d)
+{
+    if (!v) {
+        cic_diag_set(d, path, 0, 0, "%s: no metrics.%s", row, name);
+        return -1;
+    }
+    if (integer ? !json_is_integer(v) : !(json_is_number(v) || json_is_null(v))) {
+        cic_diag_set(d, path, 0, 0, "%s: metrics.%s is %s; %s expected", row, name,
+                     type_name(v), integer ? "an integer count"
+                                           : "a number (or null for a non-finite value)");
+        return -1;
+    }
+    if (json_is_number(v) && json_number_value(v) < 0) {
+        cic_diag_set(d, path, 0, 0, "%s: metrics.%s is %g; the figure is never negative", row,
+                     name, json_number_value(v));
+        return -1;
+    }
+    return 0;
+}
+
+static int check_metrics(json_t *m, const char *path, const char *row, cic_diag *d)
+{
+    static const char *const groups[] = {"ulp_row", "ulp_elem", "drift"};
+    static const char *const stats[] = {"max", "p99", "mean"};
+    size_t g, k;
+    char name[48];
+    if (json_is_null(m))
+        return 0;
+    if (!json_is_object(m)) {
+        cic_diag_set(d, path, 0, 0, "%s: metrics is %s; an object (or null for a row "
+                     "without float32 figures) expected", row, type_name(m));
+        return -1;
+    }
+    if (check_figure(json_object_get(m, "max_abs"), path, row, "max_abs", false, d) ||
+        check_figure(json_object_get(m, "rel_norm2"), path, row, "rel_norm2", false, d) ||
+        check_figure(json_object_get(m, "nonfinite"), path, row, "nonfinite", true, d))
+        return -1;
+    for (g = 0; g < 3; g++) {
+        json_t *o = json_object_get(m, groups[g]);
+        if (g == 2 && json_is_null(o))
+            continue; /* no drift: the untransformed rows */
+        if (!json_is_object(o)) {
+            cic_diag_set(d, path, 0, 0, "%s: metrics.%s is %s; an object {max, p99, mean}%s "
+                         "expected", row, groups[g], type_name(o), g == 2 ? " or null" : "");
+            return -1;
+        }
+        for (k = 0; k < 3; k++) {
+            snprintf(name, sizeof name, "%s.%s", groups[g], stats[k]);
+            if (check_figure(json_object_get(o, stats[k]), path, row, name, false, d))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Every type the comparison relies on, before any is compared. */
+static int check_schema(json_t *root, const char *path, cic_diag *d)
+{
+    static const char *const hashes[] = {"weights_sha256", "truth_sha256"};
+    json_t *rows, *b, *v, *pairs = NULL;
+    size_t i, k;
+    char row[160];
+    int rc = -1;
+    if (!json_is_object(root)) {
+        cic_diag_set(d, path, 0, 0, "not a cicheck report: the document is %s, an object "
+                     "expected", type_name(root));
+        return -1;
+    }
+    for (k = 0; k < 2; k++)
+        if (!json_is_string(json_object_get(root, hashes[k]))) {
+            cic_diag_set(d, path, 0, 0, "not a cicheck report: %s is %s; a string expected",
+                         hashes[k], type_name(json_object_get(root, hashes[k])));
+            return -1;
+        }
+    rows = json_object_get(root, "results");
+    if (!json_is_array(rows)) {
+        cic_diag_set(d, path, 0, 0, "not a cicheck report: results is %s; an array of rows "
+                     "expected", type_name(rows));
+        return -1;
+    }
+    json_array_foreach(rows, i, b) {
+        json_t *fl;
+        if (!json_is_object(b)) {
+            cic_diag_set(d, path, 0, 0, "results[%zu] is %s; an object expected", i,
+                         type_name(b));
+            goto done;
+        }
+        for (k = 0; k < 2; k++) {
+            const char *key = k ? "engine" : "transform";
+            v = json_object_get(b, key);
+            if (!json_is_string(v) || !json_string_value(v)[0]) {
+                cic_diag_set(d, path, 0, 0, "results[%zu]: %s is %s; a non-empty string "
+                             "expected", i, key, json_is_string(v) ? "empty" : type_name(v));
+                goto done;
+            }
+        }
+        row_label(row, sizeof row, i, b);
+        {
+            /* the pairs seen so far, keyed "transform\x1fengine" */
+            size_t n1 = strlen(jstr(b, "transform")), n2 = strlen(jstr(b, "engine"));
+            char *key = malloc(n1 + n2 + 2);
+            json_t *prev;
+            if (!pairs)
+                pairs = json_object();
+            if (!key || !pairs) {
+                free(key);
+                cic_diag_set(d, path, 0, 0, "out of memory");
+                goto done;
+            }
+            snprintf(key, n1 + n2 + 2, "%s\x1f%s", jstr(b, "transform"), jstr(b, "engine"));
+            prev = json_object_get(pairs, key);
+            if (prev) {
+                free(key);
+                cic_diag_set(d, path, 0, 0, "%s: the same row as results[%lld]", row,
+                             (long long)json_integer_value(prev));
+                goto done;
+            }
+            json_object_set_new(pairs, key, json_integer((json_int_t)i));
+            free(key);
+        }
+        v = json_object_get(b, "verdict");
+        if (!json_is_null(v)) {
+            bool known = false;
+            for (k = 0; json_is_string(v) && k < CIC_VERDICT_COUNT; k++)
+                known = known || !strcmp(json_string_value(v), CIC_VERDICT_NAME[k]);
+            if (!known) {
+                cic_diag_set(d, path, 0, 0, "%s: verdict is %s%s%s; equivalent, broken, "
+                             "inconclusive or null expected", row, type_name(v),
+                             json_is_string(v) ? " " : "",
+                             json_is_string(v) ? json_string_value(v) : "");
+                goto done;
+            }
+        }
+        v = json_object_get(b, "mpfr_sha256");
+        if (v && !json_is_string(v)) {
+            cic_diag_set(d, path, 0, 0, "%s: mpfr_sha256 is %s; a string expected", row,
+                         type_name(v));
+            goto done;
+        }
+        fl = json_object_get(b, "flops");
+        v = json_object_get(fl, "transformed");
+        if (!json_is_object(fl) || !json_is_number(v)) {
+            cic_diag_set(d, path, 0, 0, "%s: flops.transformed is %s; a number expected", row,
+                         json_is_object(fl) ? type_name(v) : "missing (no flops object)");
+            goto done;
+        }
+        v = json_object_get(b, "metrics");
+        if (!v) {
+            cic_diag_set(d, path, 0, 0, "%s: no metrics (null for a row without them)", row);
+            goto done;
+        }
+        if (check_metrics(v, path, row, d))
+            goto done;
+    }
+    rc = 0;
+done:
+    json_decref(pairs);
+    return rc;
+}
+
+/* ---- comparing ---- */
 
 static void equal_text(rlist *l, enum cic_regress_rule rule, const char *xf, const char *eng,
                        const char *metric, const char *old, const char *now)
@@ -105,6 +406,18 @@ static void equal_text(rlist *l, enum cic_regress_rule rule, const char *xf, con
     g->pass = strcmp(old, now) == 0;
 }
 
+/* A field one side has and the other lacks: always a failed check. */
+static void one_sided(rlist *l, enum cic_regress_rule rule, const char *xf, const char *eng,
+                      const char *metric, bool in_baseline)
+{
+    cic_regress_result *g = add(l, rule, xf, eng, metric);
+    if (!g)
+        return;
+    cic_strlcpy(g->old_value, in_baseline ? "present" : "missing", sizeof g->old_value);
+    cic_strlcpy(g->new_value, in_baseline ? "missing" : "present (bless to accept)",
+                sizeof g->new_value);
+    g->pass = false;
+}
 
 static json_t *json_metric(json_t *metrics, const char *name)
 {
@@ -118,73 +431,97 @@ static json_t *json_metric(json_t *metrics, const char *name)
 
 static void compare_row(rlist *l, const cic_result *x, json_t *b, const cic_tolerance *tol)
 {
-    static const char *const metrics[] = {
-        "max_abs", "rel_norm2", "ulp_row.max", "ulp_row.p99", "ulp_row.mean",
-        "ulp_elem.max", "ulp_elem.p99", "ulp_elem.mean", "drift.max", "drift.p99",
-        "drift.mean", "nonfinite"};
+    json_t *bv = json_object_get(b, "verdict"), *bm = json_object_get(b, "metrics");
     double old, now;
     size_t k;
     char a[64], c[64];
-    if (x->has_verdict)
-        equal_text(l, CIC_RULE_VERDICT, x->transform, x->engine, "verdict", jstr(b, "verdict"),
-                   CIC_VERDICT_NAME[x->verdict]);
-    if (x->mpfr_sha256[0])
+    /* verdict: a name on both sides, or on neither */
+    if (x->has_verdict && json_is_string(bv))
+        equal_text(l, CIC_RULE_VERDICT, x->transform, x->engine, "verdict",
+                   json_string_value(bv), CIC_VERDICT_NAME[x->verdict]);
+    else if (x->has_verdict || json_is_string(bv))
+        one_sided(l, CIC_RULE_VERDICT, x->transform, x->engine, "verdict", !x->has_verdict);
+    if (x->mpfr_sha256[0] && json_object_get(b, "mpfr_sha256"))
         equal_text(l, CIC_RULE_MPFR, x->transform, x->engine, "mpfr_sha256",
                    jstr(b, "mpfr_sha256"), x->mpfr_sha256);
-    if (jnum(json_object_get(json_object_get(b, "flops"), "transformed"), &old)) {
-        snprintf(a, sizeof a, "%.17g", old);
-        snprintf(c, sizeof c, "%.17g", x->flops.transformed);
-        equal_text(l, CIC_RULE_FLOPS, x->transform, x->engine, "flops", a, c);
+    else if (x->mpfr_sha256[0] || json_object_get(b, "mpfr_sha256"))
+        one_sided(l, CIC_RULE_MPFR, x->transform, x->engine, "mpfr_sha256",
+                  !x->mpfr_sha256[0]);
+    old = json_number_value(json_object_get(json_object_get(b, "flops"), "transformed"));
+    snprintf(a, sizeof a, "%.17g", old);
+    snprintf(c, sizeof c, "%.17g", x->flops.transformed);
+    equal_text(l, CIC_RULE_FLOPS, x->transform, x->engine, "flops", a, c);
+    if (x->has_metrics != json_is_object(bm)) {
+        one_sided(l, CIC_RULE_METRIC, x->transform, x->engine, "metrics", !x->has_metrics);
+        return;
     }
     if (!x->has_metrics)
         return;
-    for (k = 0; k < sizeof metrics / sizeof metrics[0]; k++) {
-        json_t *bm = json_metric(json_object_get(b, "metrics"), metrics[k]);
+    for (k = 0; k < N_METRICS; k++) {
+        json_t *v = json_metric(bm, METRICS[k]);
         cic_regress_result *g;
         double limit;
-        bool ulp = strncmp(metrics[k], "ulp", 3) == 0 || strncmp(metrics[k], "drift", 5) == 0;
-        if (!cic_result_metric(x, metrics[k], &now))
+        bool ulp = strncmp(METRICS[k], "ulp", 3) == 0 || strncmp(METRICS[k], "drift", 5) == 0;
+        bool have_now = cic_result_metric(x, METRICS[k], &now);
+        if (!have_now || !v) {
+            /* only drift can be absent (a row without a before run), and
+             * then on both sides */
+            if (have_now || v)
+                one_sided(l, CIC_RULE_METRIC, x->transform, x->engine, METRICS[k], !have_now);
             continue;
-        g = add(l, CIC_RULE_METRIC, x->transform, x->engine, metrics[k]);
+        }
+        g = add(l, CIC_RULE_METRIC, x->transform, x->engine, METRICS[k]);
         if (!g)
             return;
         snprintf(g->new_value, sizeof g->new_value, "%.6g", now);
-        if (!jnum(bm, &old)) {
-            /* the baseline has no value (null, e.g. non-finite): only a
-             * finite value now is news worth a look, not a failure */
-            snprintf(g->old_value, sizeof g->old_value, "null");
+        if (json_is_null(v)) {
+            /* the baseline's figure was non-finite: unchanged only if it
+             * still is; a finite figure now is a change to bless, never a
+             * silent pass (else a baseline of nulls would pass anything) */
+            cic_strlcpy(g->old_value, "null (non-finite)", sizeof g->old_value);
+            cic_strlcpy(g->limit, "non-finite", sizeof g->limit);
+            g->pass = !isfinite(now);
             continue;
         }
+        old = json_number_value(v);
         snprintf(g->old_value, sizeof g->old_value, "%.6g", old);
-        if (!strcmp(metrics[k], "nonfinite"))
+        if (!strcmp(METRICS[k], "nonfinite"))
             limit = old;
         else
-            limit = old * (1.0 + allowance(tol, metrics[k])) + (ulp ? tol->abs_ulp : 0.0);
+            limit = old * (1.0 + allowance(tol, METRICS[k])) + (ulp ? tol->abs_ulp : 0.0);
         snprintf(g->limit, sizeof g->limit, "%.6g", limit);
         g->pass = now <= limit; /* NaN fails */
     }
 }
 
+/* Baselines are report.json files of a few hundred KB at most; the cap only
+ * stops a runaway file from being read into memory. */
+#define BASELINE_MAX_BYTES ((size_t)256 << 20)
+
 int cic_baseline_compare(cic_report *r, const char *path, const cic_tolerance *tol,
                          cic_diag *d)
 {
-    json_error_t je;
-    json_t *root = json_load_file(path, 0, &je), *rows;
+    json_t *root = cic_report_json_load(path, BASELINE_MAX_BYTES, d), *rows;
     rlist l;
     size_t i;
     int k;
     bool *seen = NULL;
     memset(&l, 0, sizeof l);
     if (!root) {
-        cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column, "cannot read baseline: %s",
-                     je.text);
+        char msg[sizeof d->msg];
+        cic_strlcpy(msg, d->msg, sizeof msg);
+        snprintf(d->msg, sizeof d->msg, "cannot read baseline: %.990s", msg);
+        return -1;
+    }
+    if (check_schema(root, path, d) != 0) {
+        json_decref(root);
         return -1;
     }
     rows = json_object_get(root, "results");
-    if (!json_is_object(root) || !json_is_array(rows) ||
-        !json_is_string(json_object_get(root, "weights_sha256"))) {
-        cic_diag_set(d, path, 0, 0, "not a cicheck report: no results or weights_sha256");
+    seen = cic_calloc((size_t)r->n_results + 1, sizeof *seen);
+    if (!seen) {
         json_decref(root);
+        cic_diag_set(d, path, 0, 0, "out of memory");
         return -1;
     }
     r->has_baseline = true;
@@ -193,12 +530,6 @@ int cic_baseline_compare(cic_report *r, const char *path, const cic_tolerance *t
                jstr(root, "weights_sha256"), r->weights_sha256);
     equal_text(&l, CIC_RULE_TRUTH, NULL, NULL, "truth_sha256", jstr(root, "truth_sha256"),
                r->truth_sha256);
-    seen = cic_calloc((size_t)r->n_results + 1, sizeof *seen);
-    if (!seen) {
-        json_decref(root);
-        cic_diag_set(d, path, 0, 0, "out of memory");
-        return -1;
-    }
     for (i = 0; i < json_array_size(rows); i++) {
         json_t *b = json_array_get(rows, i);
         const char *xf = jstr(b, "transform"), *eng = jstr(b, "engine");

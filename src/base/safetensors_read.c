@@ -1,0 +1,590 @@
+/* safetensors_read.c: map a safetensors file and check every claim its
+ * header makes before handing out a byte (safetensors_read.h).
+ *
+ * Order of the checks: the file is a regular file of at least 8 bytes; the
+ * header length fits in it and under the cap; the header parses (jansson,
+ * duplicate keys rejected, nesting capped by jansson's parser); it is an
+ * object whose "__metadata__" holds strings and whose every other entry is
+ * exactly {dtype, shape, data_offsets} with a known dtype, non-negative
+ * integer dimensions and offsets; the shape's byte count equals the length
+ * the offsets give; and, sorted by offset, the tensors tile the data from
+ * its first byte to the end of the file with no gap and no overlap. Only
+ * then are the tensors published. */
+#include "safetensors_read.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+const char *const CIC_STFILE_DTYPE_NAME[CIC_STFILE_DTYPE_COUNT] = {
+    "BOOL", "U8", "I8", "U16", "I16", "F16", "BF16", "U32", "I32", "F32", "U64", "I64", "F64"};
+const unsigned char CIC_STFILE_DTYPE_SIZE[CIC_STFILE_DTYPE_COUNT] = {1, 1, 1, 2, 2, 2, 2,
+                                                                     4, 4, 4, 8, 8, 8};
+_Static_assert(sizeof CIC_STFILE_DTYPE_NAME / sizeof CIC_STFILE_DTYPE_NAME[0] ==
+                   CIC_STFILE_DTYPE_COUNT, "dtype name table");
+_Static_assert(sizeof CIC_STFILE_DTYPE_SIZE / sizeof CIC_STFILE_DTYPE_SIZE[0] ==
+                   CIC_STFILE_DTYPE_COUNT, "dtype size table");
+
+struct cic_stfile {
+    char *path;
+    const unsigned char *map;  /* the whole file, PROT_READ */
+    size_t size;
+    cic_stfile_tensor *t;      /* by offset */
+    int n;
+    const cic_stfile_tensor **by_name; /* into t, sorted by name */
+    char **meta;               /* key, value, key, value, ... */
+    int n_meta;
+    char *names;               /* every tensor name, NUL-separated */
+};
+
+#define ST_ALLOWED_KEYS "dtype, shape, data_offsets"
+
+static int find_dtype(const char *s)
+{
+    int k;
+    for (k = 0; k < CIC_STFILE_DTYPE_COUNT; k++)
+        if (!strcmp(s, CIC_STFILE_DTYPE_NAME[k]))
+            return k;
+    return -1;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+/* A non-negative JSON integer. */
+static bool json_count(const json_t *v, uint64_t *out)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+        return false;
+    *out = (uint64_t)json_integer_value(v);
+    return true;
+}
+
+/* One tensor entry of the header into t (name and data pointer set by the
+ * caller). 0, or -1 with d set. */
+static int parse_entry(cic_stfile_tensor *t, const char *path, const char *name,
+                       json_t *e, uint64_t data_len, uint64_t *begin, uint64_t *end,
+                       cic_diag *d)
+{
+    json_t *dt, *shape, *offs, *v;
+    const char *key;
+    size_t i;
+    int k;
+    uint64_t count = 1, dim, nbytes;
+
+    if (!json_is_object(e)) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': entry is %s; an object {" ST_ALLOWED_KEYS
+                     "} expected", name, json_type_name(e));
+        return -1;
+    }
+    json_object_foreach(e, key, v) {
+        if (strcmp(key, "dtype") && strcmp(key, "shape") && strcmp(key, "data_offsets")) {
+            cic_diag_set(d, path, 0, 0, "tensor '%s': unknown key '%s' (allowed: "
+                         ST_ALLOWED_KEYS ")", name, key);
+            return -1;
+        }
+    }
+    dt = json_object_get(e, "dtype");
+    shape = json_object_get(e, "shape");
+    offs = json_object_get(e, "data_offsets");
+    if (!dt || !shape || !offs) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': no '%s'", name,
+                     !dt ? "dtype" : !shape ? "shape" : "data_offsets");
+        return -1;
+    }
+    if (!json_is_string(dt)) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': dtype is %s; a string expected", name,
+                     json_type_name(dt));
+        return -1;
+    }
+    k = find_dtype(json_string_value(dt));
+    if (k < 0) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': unsupported dtype '%s' (allowed: BOOL, U8, "
+                     "I8, U16, I16, F16, BF16, U32, I32, F32, U64, I64, F64)", name,
+                     json_string_value(dt));
+        return -1;
+    }
+    t->dtype = (enum cic_stfile_dtype)k;
+    if (!json_is_array(shape)) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': shape is %s; an array of sizes expected",
+                     name, json_type_name(shape));
+        return -1;
+    }
+    if (json_array_size(shape) > CIC_STFILE_MAX_DIM) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': %zu dimensions; at most %d are read", name,
+                     json_array_size(shape), CIC_STFILE_MAX_DIM);
+        return -1;
+    }
+    t->ndim = (int)json_array_size(shape);
+    json_array_foreach(shape, i, v) {
+        if (!json_count(v, &dim)) {
+            cic_diag_set(d, path, 0, 0, "tensor '%s': shape[%zu] is %s; a size >= 0 expected",
+                         name, i, json_is_integer(v) ? "negative" : json_type_name(v));
+            return -1;
+        }
+        t->shape[i] = (int64_t)dim;
+        /* a zero dimension makes the product 0 whatever follows */
+        if (count != 0 && dim != 0 && count > UINT64_MAX / dim) {
+            cic_diag_set(d, path, 0, 0, "tensor '%s': shape has more elements than 2^64",
+                         name);
+            return -1;
+        }
+        count *= dim;
+    }
+    if (!json_is_array(offs) || json_array_size(offs) != 2 ||
+        !json_count(json_array_get(offs, 0), begin) ||
+        !json_count(json_array_get(offs, 1), end)) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': data_offsets must be [begin, end], two "
+                     "integers >= 0", name);
+        return -1;
+    }
+    if (*begin > *end) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': data_offsets [%llu, %llu] end before they "
+                     "begin", name, (unsigned long long)*begin, (unsigned long long)*end);
+        return -1;
+    }
+    if (*end > data_len) {
+        cic_diag_set(d, path, 0, 0, "tensor '%s': data_offsets [%llu, %llu] outside the data "
+                     "(%llu bytes after the header)", name, (unsigned long long)*begin,
+                     (unsigned long long)*end, (unsigned long long)data_len);
+        return -1;
+    }
+    nbytes = count > UINT64_MAX / CIC_STFILE_DTYPE_SIZE[k] ? UINT64_MAX
+                                                            : count * CIC_STFILE_DTYPE_SIZE[k];
+    if (nbytes != *end - *begin) {
+        char dims[CIC_STFILE_MAX_DIM * 22 + 3];
+        size_t at = 0;
+        dims[at++] = '[';
+        dims[at] = '\0';
+        for (i = 0; i < (size_t)t->ndim; i++)
+            at += (size_t)snprintf(dims + at, sizeof dims - at, "%s%lld", i ? ", " : "",
+                                   (long long)t->shape[i]);
+        snprintf(dims + at, sizeof dims - at, "]");
+        if (nbytes == UINT64_MAX)
+            cic_diag_set(d, path, 0, 0, "tensor '%s': %s shape %s overflows a byte count, "
+                         "data_offsets give %llu bytes", name, CIC_STFILE_DTYPE_NAME[k], dims,
+                         (unsigned long long)(*end - *begin));
+        else
+            cic_diag_set(d, path, 0, 0, "tensor '%s': %s shape %s is %llu bytes, data_offsets "
+                         "[%llu, %llu] give %llu", name, CIC_STFILE_DTYPE_NAME[k], dims,
+                         (unsigned long long)nbytes, (unsigned long long)*begin,
+                         (unsigned long long)*end, (unsigned long long)(*end - *begin));
+        return -1;
+    }
+    t->count = count;
+    t->nbytes = (size_t)nbytes; /* <= the file size */
+    return 0;
+}
+
+static int cmp_offset(const void *a, const void *b)
+{
+    const cic_stfile_tensor *x = a, *y = b;
+    uint64_t ex = x->offset + x->nbytes, ey = y->offset + y->nbytes;
+    if (x->offset != y->offset)
+        return x->offset < y->offset ? -1 : 1;
+    if (ex != ey)
+        return ex < ey ? -1 : 1;
+    /* empty tensors at one offset: by name, so the order is the same
+     * whatever order the header lists them in */
+    return strcmp(x->name, y->name);
+}
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp((*(const cic_stfile_tensor *const *)a)->name,
+                  (*(const cic_stfile_tensor *const *)b)->name);
+}
+
+/* Map path read-only, refusing anything but a regular file. */
+static int map_file(cic_stfile *f, const char *path, cic_diag *d)
+{
+    struct stat st;
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    void *p;
+    if (fd < 0) {
+        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cic_diag_set(d, path, 0, 0, "not a regular file (%s); a safetensors file expected",
+                     S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
+        close(fd);
+        return -1;
+    }
+    if (st.st_size < 8) {
+        cic_diag_set(d, path, 0, 0, "%lld bytes: too short for a safetensors file (an 8-byte "
+                     "header length, then the header)", (long long)st.st_size);
+        close(fd);
+        return -1;
+    }
+    if ((uint64_t)st.st_size > SIZE_MAX) {
+        cic_diag_set(d, path, 0, 0, "file too large to map");
+        close(fd);
+        return -1;
+    }
+    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        cic_diag_set(d, path, 0, 0, "cannot map: %s", strerror(errno));
+        return -1;
+    }
+    f->map = p;
+    f->size = (size_t)st.st_size;
+    return 0;
+}
+
+static int parse_meta(cic_stfile *f, json_t *md, cic_diag *d)
+{
+    const char *key;
+    json_t *v;
+    size_t n = json_object_size(md);
+    int i = 0;
+    if (!json_is_object(md)) {
+        cic_diag_set(d, f->path, 0, 0, "__metadata__ is %s; an object of strings expected",
+                     json_type_name(md));
+        return -1;
+    }
+    f->meta = cic_calloc(2 * n + 1, sizeof *f->meta);
+    if (!f->meta)
+        goto oom;
+    json_object_foreach(md, key, v) {
+        if (!json_is_string(v)) {
+            cic_diag_set(d, f->path, 0, 0, "__metadata__ '%s' is %s; metadata values must be "
+                         "strings", key, json_type_name(v));
+            return -1;
+        }
+        f->meta[2 * i] = strdup(key);
+        f->meta[2 * i + 1] = strdup(json_string_value(v));
+        f->n_meta = ++i;
+        if (!f->meta[2 * i - 2] || !f->meta[2 * i - 1])
+            goto oom;
+    }
+    return 0;
+oom:
+    cic_diag_set(d, f->path, 0, 0, "out of memory");
+    return -1;
+}
+
+cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
+{
+    cic_stfile *f = NULL;
+    json_t *hdr = NULL, *e;
+    json_error_t je;
+    uint64_t hlen = 0, data_len, at = 0, *begin = NULL, *end = NULL;
+    size_t nt = 0, names_len = 0, pos = 0;
+    const char *key;
+    int i, k;
+
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "safetensors: empty file name");
+        return NULL;
+    }
+    f = calloc(1, sizeof *f);
+    if (!f || !(f->path = strdup(path)))
+        goto oom;
+    if (map_file(f, path, d) != 0)
+        goto fail;
+    for (k = 0; k < 8; k++)
+        hlen |= (uint64_t)f->map[k] << (8 * k);
+    if (hlen == 0 || hlen > CIC_STFILE_MAX_HEADER || hlen > f->size - 8) {
+        cic_diag_set(d, path, 0, 0, "header length %llu %s (file of %zu bytes)",
+                     (unsigned long long)hlen,
+                     hlen == 0 ? "is empty"
+                     : hlen > f->size - 8 ? "runs beyond the end of the file"
+                                          : "is over the 100 MiB limit",
+                     f->size);
+        goto fail;
+    }
+    data_len = f->size - 8 - hlen;
+    /* duplicate names are an error, not "the last one wins"; jansson caps
+     * the nesting depth of what it parses (2048) and says so */
+    hdr = json_loadb((const char *)f->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!hdr) {
+        cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0,
+                     "header (%llu bytes of JSON after the length): %s",
+                     (unsigned long long)hlen, je.text[0] ? je.text : "does not parse");
+        goto fail;
+    }
+    if (!json_is_object(hdr)) {
+        cic_diag_set(d, path, 0, 0, "header is %s; an object of tensors expected",
+                     json_type_name(hdr));
+        goto fail;
+    }
+    json_object_foreach(hdr, key, e) {
+        if (strcmp(key, "__metadata__") != 0) {
+            nt++;
+            names_len += strlen(key) + 1;
+        }
+    }
+    if (nt > (size_t)INT32_MAX - 1)
+        goto oom;
+    f->t = cic_calloc(nt + 1, sizeof *f->t);
+    f->by_name = cic_calloc(nt + 1, sizeof *f->by_name);
+    f->names = malloc(names_len + 1);
+    begin = cic_calloc(nt + 1, sizeof *begin);
+    end = cic_calloc(nt + 1, sizeof *end);
+    if (!f->t || !f->by_name || !f->names || !begin || !end)
+        goto oom;
+    json_object_foreach(hdr, key, e) {
+        cic_stfile_tensor *t;
+        size_t len = strlen(key);
+        if (!strcmp(key, "__metadata__")) {
+            if (parse_meta(f, e, d) != 0)
+                goto fail;
+            continue;
+        }
+        if (len == 0) {
+            cic_diag_set(d, path, 0, 0, "a tensor has an empty name");
+            goto fail;
+        }
+        t = &f->t[f->n];
+        memcpy(f->names + pos, key, len + 1);
+        t->name = f->names + pos;
+        t->file = f->path;
+        pos += len + 1;
+        if (parse_entry(t, path, t->name, e, data_len, &begin[f->n], &end[f->n], d) != 0)
+            goto fail;
+        t->offset = 8 + hlen + begin[f->n];
+        f->n++;
+    }
+    /* The data, tensor by tensor in offset order, must be exactly covered. */
+    qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_offset);
+    for (i = 0; i < f->n; i++) {
+        uint64_t b = f->t[i].offset - 8 - hlen;
+        if (b < at) {
+            cic_diag_set(d, path, 0, 0, "tensor '%s' (data_offsets [%llu, %llu]) overlaps "
+                         "tensor '%s' (ending at %llu)", f->t[i].name, (unsigned long long)b,
+                         (unsigned long long)(b + f->t[i].nbytes), f->t[i - 1].name,
+                         (unsigned long long)at);
+            goto fail;
+        }
+        if (b > at) {
+            cic_diag_set(d, path, 0, 0, "bytes [%llu, %llu) of the data belong to no tensor "
+                         "(before tensor '%s'); the data must be contiguous",
+                         (unsigned long long)at, (unsigned long long)b, f->t[i].name);
+            goto fail;
+        }
+        at = b + f->t[i].nbytes;
+        f->t[i].data = f->map + f->t[i].offset;
+        f->by_name[i] = &f->t[i];
+    }
+    if (at != data_len) {
+        cic_diag_set(d, path, 0, 0, "the tensors cover %llu bytes of data, the file holds "
+                     "%llu after the header%s%s%s", (unsigned long long)at,
+                     (unsigned long long)data_len, f->n ? " (last tensor '" : "",
+                     f->n ? f->t[f->n - 1].name : "", f->n ? "')" : "");
+        goto fail;
+    }
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    json_decref(hdr);
+    free(begin);
+    free(end);
+    return f;
+oom:
+    cic_diag_set(d, path, 0, 0, "out of memory");
+fail:
+    json_decref(hdr);
+    free(begin);
+    free(end);
+    cic_stfile_destroy(f);
+    return NULL;
+}
+
+void cic_stfile_destroy(cic_stfile *f)
+{
+    int i;
+    if (!f)
+        return;
+    if (f->map)
+        munmap((void *)f->map, f->size);
+    for (i = 0; f->meta && i < 2 * f->n_meta; i++)
+        free(f->meta[i]);
+    free(f->meta);
+    free(f->t);
+    free(f->by_name);
+    free(f->names);
+    free(f->path);
+    free(f);
+}
+
+int cic_stfile_count(const cic_stfile *f)
+{
+    return f->n;
+}
+
+const cic_stfile_tensor *cic_stfile_tensor_at(const cic_stfile *f, int i)
+{
+    CIC_ASSERT(i >= 0 && i < f->n);
+    return &f->t[i];
+}
+
+const cic_stfile_tensor *cic_stfile_find(const cic_stfile *f, const char *name)
+{
+    int lo = 0, hi = f->n - 1;
+    while (lo <= hi) {
+        int mid = lo + (hi - lo) / 2, c = strcmp(name, f->by_name[mid]->name);
+        if (c == 0)
+            return f->by_name[mid];
+        if (c < 0)
+            hi = mid - 1;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+int cic_stfile_meta_count(const cic_stfile *f)
+{
+    return f->n_meta;
+}
+
+void cic_stfile_meta_at(const char **key, const char **value, const cic_stfile *f, int i)
+{
+    CIC_ASSERT(i >= 0 && i < f->n_meta);
+    *key = f->meta[2 * i];
+    *value = f->meta[2 * i + 1];
+}
+
+const char *cic_stfile_meta_get(const cic_stfile *f, const char *key)
+{
+    int i;
+    for (i = 0; i < f->n_meta; i++)
+        if (!strcmp(f->meta[2 * i], key))
+            return f->meta[2 * i + 1];
+    return NULL;
+}
+
+/* ---- element access (little-endian bytes, whatever the host) ---- */
+
+static uint64_t load_le(const unsigned char *p, int size)
+{
+    uint64_t v = 0;
+    int k;
+    for (k = 0; k < size; k++)
+        v |= (uint64_t)p[k] << (8 * k);
+    return v;
+}
+
+/* IEEE binary16 to double, exactly (subnormals, infinities, NaN). */
+static double half_to_double(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f;
+    double m = h & 0x3ff, v;
+    if (e == 0)
+        v = ldexp(m, -24);
+    else if (e == 31)
+        v = m != 0 ? NAN : INFINITY;
+    else
+        v = ldexp(m + 1024.0, e - 25);
+    return h & 0x8000 ? -v : v;
+}
+
+static int check_range(const cic_stfile_tensor *t, uint64_t first, uint64_t n, cic_diag *d)
+{
+    if (first > t->count || n > t->count - first) {
+        cic_diag_set(d, t->file, 0, 0, "tensor '%s': elements [%llu, +%llu) outside its %llu",
+                     t->name, (unsigned long long)first, (unsigned long long)n,
+                     (unsigned long long)t->count);
+        return -1;
+    }
+    return 0;
+}
+
+int cic_stfile_tensor_read_f64(double *out, const cic_stfile_tensor *t, uint64_t first,
+                               uint64_t n, cic_diag *d)
+{
+    int size = CIC_STFILE_DTYPE_SIZE[t->dtype];
+    uint64_t i;
+    if (check_range(t, first, n, d) != 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        uint64_t u = load_le(t->data + (first + i) * (uint64_t)size, size);
+        switch (t->dtype) {
+        case CIC_STFILE_F64: {
+            double x;
+            memcpy(&x, &u, 8);
+            out[i] = x;
+            break;
+        }
+        case CIC_STFILE_F32: {
+            uint32_t w = (uint32_t)u;
+            float x;
+            memcpy(&x, &w, 4);
+            out[i] = x;
+            break;
+        }
+        case CIC_STFILE_BF16: {
+            /* bfloat16 is the top half of a binary32 */
+            uint32_t w = (uint32_t)u << 16;
+            float x;
+            memcpy(&x, &w, 4);
+            out[i] = x;
+            break;
+        }
+        case CIC_STFILE_F16: out[i] = half_to_double((uint16_t)u); break;
+        case CIC_STFILE_I8: out[i] = (int8_t)u; break;
+        case CIC_STFILE_I16: out[i] = (int16_t)u; break;
+        case CIC_STFILE_I32: out[i] = (int32_t)u; break;
+        case CIC_STFILE_I64: out[i] = (double)(int64_t)u; break;
+        default: out[i] = (double)u; break; /* BOOL and unsigned */
+        }
+    }
+    return 0;
+}
+
+int cic_stfile_tensor_read_i64(int64_t *out, const cic_stfile_tensor *t, uint64_t first,
+                               uint64_t n, cic_diag *d)
+{
+    int size = CIC_STFILE_DTYPE_SIZE[t->dtype];
+    uint64_t i;
+    if (t->dtype == CIC_STFILE_F16 || t->dtype == CIC_STFILE_BF16 ||
+        t->dtype == CIC_STFILE_F32 || t->dtype == CIC_STFILE_F64) {
+        cic_diag_set(d, t->file, 0, 0, "tensor '%s' is %s; an integer tensor expected",
+                     t->name, CIC_STFILE_DTYPE_NAME[t->dtype]);
+        return -1;
+    }
+    if (check_range(t, first, n, d) != 0)
+        return -1;
+    for (i = 0; i < n; i++) {
+        uint64_t u = load_le(t->data + (first + i) * (uint64_t)size, size);
+        switch (t->dtype) {
+        case CIC_STFILE_I8: out[i] = (int8_t)u; break;
+        case CIC_STFILE_I16: out[i] = (int16_t)u; break;
+        case CIC_STFILE_I32: out[i] = (int32_t)u; break;
+        case CIC_STFILE_I64: out[i] = (int64_t)u; break;
+        default:
+            if (u > (uint64_t)INT64_MAX) {
+                cic_diag_set(d, t->file, 0, 0, "tensor '%s': element %llu is %llu, above "
+                             "INT64_MAX", t->name, (unsigned long long)(first + i),
+                             (unsigned long long)u);
+                return -1;
+            }
+            out[i] = (int64_t)u;
+        }
+    }
+    return 0;
+}

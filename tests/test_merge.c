@@ -1,0 +1,205 @@
+/* test_merge.c: cic_sweep_merge (src/cli/sweep.c) through the fuzz
+ * target's harness (tests/fuzz/merge_input.h):
+ *   - the two shards of a real sweep, run here with cic_run_sweep, given as
+ *     one input (split at a NUL) merge with exit 0 and write sweep.json;
+ *     one shard alone is refused (a point is missing) with a message;
+ *   - that input with one byte of a point's params changed is refused,
+ *     naming the shard's sweep.json (a planted fault the check must see);
+ *   - no shards, and an empty --out, are usage errors with a message;
+ *   - every input in tests/fuzz-regressions/merge merges to an exit code
+ *     0..3, and one that writes nothing says why.
+ * The end-to-end forms (every kind of inconsistent shard, --out a shard)
+ * are in test_merge.sh. */
+#include "fuzz/merge_input.h"
+
+#include "testutil.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <errno.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_tmp[512];
+
+static int setup(void **state)
+{
+    const char *t = getenv("TMPDIR");
+    (void)state;
+    snprintf(g_tmp, sizeof g_tmp, "%s/cic-merge.XXXXXX", t && t[0] ? t : "/tmp");
+    if (!mkdtemp(g_tmp)) {
+        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    char cmd[1100];
+    (void)state;
+    /* only our own mkdtemp folder */
+    if (strstr(g_tmp, "/cic-merge.")) {
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
+        if (system(cmd) != 0)
+            fprintf(stderr, "could not remove %s\n", g_tmp);
+    }
+    return 0;
+}
+
+static char *slurp(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long sz = 0;
+    if (!f || fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
+        fail_msg("cannot read %s", path);
+    buf = malloc((size_t)sz + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)sz, f), (size_t)sz);
+    fclose(f);
+    *n = (size_t)sz;
+    return buf;
+}
+
+static void test_real_shards(void **state)
+{
+    char cpath[1024], s1[1100], s2[1100], work[1100];
+    cic_case *c = malloc(sizeof *c);
+    cic_run_args a;
+    cic_diag d;
+    char *t1, *t2, *in;
+    size_t n1, n2;
+    bool wrote;
+    FILE *f;
+    (void)state;
+    snprintf(cpath, sizeof cpath, "%s/sw.toml", g_tmp);
+    f = fopen(cpath, "w");
+    assert_non_null(f);
+    fputs("name = \"merge-unit\"\n[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
+          "tokens = 2\nsamples = 1\nlayers = 1\nd_out = 2\n[engines]\nf32 = [\"openblas\"]\n"
+          "[sweep]\nseed = [1, 2, 3]\n[[transforms]]\nname = \"fuse\"\n"
+          "kind = \"fuse-layernorm\"\n", f);
+    fclose(f);
+    assert_non_null(c);
+    assert_int_equal(cic_case_load(c, cpath, &d), CIC_OK);
+    memset(&a, 0, sizeof a);
+    a.quiet = true;
+    a.color = 0;
+    a.no_plots = true;
+    a.no_baseline = true;
+    a.tol = CIC_TOLERANCE_DEFAULT;
+    snprintf(s1, sizeof s1, "%s/r1", g_tmp);
+    snprintf(s2, sizeof s2, "%s/r2", g_tmp);
+    a.shard = "1/2";
+    assert_int_equal(cic_run_sweep(c, &a, s1), CIC_OK);
+    a.shard = "2/2";
+    assert_int_equal(cic_run_sweep(c, &a, s2), CIC_OK);
+    free(c);
+    snprintf(s1, sizeof s1, "%s/r1/sweep.json", g_tmp);
+    snprintf(s2, sizeof s2, "%s/r2/sweep.json", g_tmp);
+    t1 = slurp(s1, &n1);
+    t2 = slurp(s2, &n2);
+    in = malloc(n1 + n2 + 1);
+    memcpy(in, t1, n1);
+    in[n1] = '\0';
+    memcpy(in + n1 + 1, t2, n2);
+    snprintf(work, sizeof work, "%s/work", g_tmp);
+    assert_int_equal(mkdir(work, 0700), 0);
+
+    assert_int_equal(cic_fuzz_merge((const uint8_t *)in, n1 + n2 + 1, work, &wrote, &d), 0);
+    assert_true(wrote);
+    /* one shard: point 1 is missing */
+    assert_int_equal(cic_fuzz_merge((const uint8_t *)t1, n1, work, &wrote, &d), CIC_EINPUT);
+    assert_false(wrote);
+    assert_non_null(strstr(d.msg, "missing"));
+    /* the planted fault: point 0's seed 1 -> 3 in shard 1, the rest kept */
+    {
+        json_t *r = json_loadb(t1, n1, 0, NULL), *pt;
+        char *e;
+        size_t ne;
+        assert_non_null(r);
+        pt = json_array_get(json_object_get(r, "points"), 0);
+        assert_int_equal(json_integer_value(json_object_get(pt, "index")), 0);
+        json_object_set_new(json_object_get(pt, "params"), "seed", json_integer(3));
+        e = json_dumps(r, JSON_COMPACT | JSON_REAL_PRECISION(17));
+        json_decref(r);
+        ne = strlen(e);
+        free(in);
+        in = malloc(ne + n2 + 1);
+        memcpy(in, e, ne);
+        in[ne] = '\0';
+        memcpy(in + ne + 1, t2, n2);
+        free(e);
+        n1 = ne;
+    }
+    assert_int_equal(cic_fuzz_merge((const uint8_t *)in, n1 + n2 + 1, work, &wrote, &d),
+                     CIC_EINPUT);
+    assert_false(wrote);
+    assert_non_null(strstr(d.file, "/s1/sweep.json"));
+    assert_non_null(strstr(d.msg, "params are not those of index 0"));
+    free(in);
+    free(t1);
+    free(t2);
+    rmdir(work);
+}
+
+static void test_usage_errors(void **state)
+{
+    const char *dirs[1] = {g_tmp};
+    cic_diag d;
+    (void)state;
+    assert_int_equal(cic_sweep_merge(dirs, 0, "x", true, &d), CIC_EINPUT);
+    assert_true(d.msg[0] != '\0');
+    assert_int_equal(cic_sweep_merge(dirs, 1, "", true, &d), CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "empty"));
+    /* the folder holds no sweep.json */
+    assert_int_equal(cic_sweep_merge(dirs, 1, "never-written", true, &d), CIC_EINPUT);
+    assert_non_null(strstr(d.file, "sweep.json"));
+}
+
+static void test_fuzz_regressions(void **state)
+{
+    char dir[1024], p[2048], work[1100];
+    DIR *dp;
+    struct dirent *de;
+    int n = 0;
+    (void)state;
+    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/merge");
+    snprintf(work, sizeof work, "%s/replay", g_tmp);
+    assert_int_equal(mkdir(work, 0700), 0);
+    dp = opendir(dir);
+    if (!dp)
+        fail_msg("cannot open %s", dir);
+    while ((de = readdir(dp))) {
+        cic_diag d;
+        bool wrote = false;
+        char *buf;
+        size_t len;
+        int rc;
+        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+        buf = slurp(p, &len);
+        memset(&d, 0, sizeof d);
+        rc = cic_fuzz_merge((const uint8_t *)buf, len, work, &wrote, &d);
+        free(buf);
+        if (rc < 0 || rc > CIC_EINTERNAL || (!wrote && !d.msg[0]))
+            fail_msg("%s: exit %d, wrote %d, message '%s'", p, rc, wrote, d.msg);
+        n++;
+    }
+    closedir(dp);
+    rmdir(work);
+    printf("# %d fuzz regression input(s)\n", n);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_real_shards),
+        cmocka_unit_test(test_usage_errors),
+        cmocka_unit_test(test_fuzz_regressions),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
