@@ -160,7 +160,7 @@ GITHUB_STEP_SUMMARY="$tmp/adir" expect_rc 3 "\$GITHUB_STEP_SUMMARY that is a dir
 
 # ---- usage errors ----
 expect_rc 2 "--baseline of a missing folder" "$bin" run --quiet --baseline nope --out r tiny.toml
-has err "nope: no such folder" "the missing baseline folder is named"
+has err "nope: baseline folder: No such file or directory" "the missing baseline folder is named"
 expect_rc 2 "--baseline and --no-baseline" "$bin" run --quiet --baseline . --no-baseline tiny.toml
 expect_rc 2 "--color and --no-color" $run --color tiny.toml
 expect_rc 2 "--out twice" $run --out a --out b tiny.toml

@@ -458,8 +458,13 @@ static int run_check(run_cmd *c)
                                       "cases/adaln.toml'%s",
                            "");
     (void)verb;
-    if (c->a.baseline_dir &&
-        check_dir_opt("--baseline", c->a.baseline_dir, !c->bless) != 0)
+    /* run compares with an existing folder; bless may create its own */
+    if (c->a.baseline_dir && !c->bless && cic_baseline_dir_check(c->a.baseline_dir, &d) != 0) {
+        fprintf(stderr, "cicheck: --baseline: ");
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    if (c->a.baseline_dir && c->bless && check_dir_opt("--baseline", c->a.baseline_dir, false))
         return CIC_EINPUT;
     if (c->a.out_dir && check_dir_opt("--out", c->a.out_dir, false) != 0)
         return CIC_EINPUT;
