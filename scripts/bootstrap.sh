@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 
 pkgs="meson ninja-build pkg-config gcc g++ libopenblas-dev libmpfr-dev libgmp-dev
-libcmocka-dev gnuplot-nox libjansson-dev libtomlplusplus-dev python3-numpy"
+libcmocka-dev gnuplot-nox libjansson-dev libtomlplusplus-dev python3-numpy
+libxml2-utils"
 
 missing=""
 for p in $pkgs; do

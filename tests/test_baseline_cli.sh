@@ -15,20 +15,9 @@ bin=$1
 py=/usr/bin/python3
 [ -x "$py" ] || { echo "SKIP: $py (Debian's python3) is needed to edit the JSON"; exit 77; }
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) missing"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bl.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-# expect_rc WANT DESCRIPTION CMD... (each run is bounded: a hang is a failure)
-expect_rc() {
-    want=$1; what=$2; shift 2
-    timeout 20 "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
-}
+. "$(dirname "$0")/lib.sh"
+cic_test_init baseline_cli
+CIC_TEST_TIMEOUT=20
 # expect_err TEXT DESCRIPTION: the last stderr holds TEXT
 expect_err() {
     if grep -qF -- "$1" "$tmp/err"; then ok "$2"; else
@@ -139,5 +128,4 @@ expect_err "$tmp/dir/bl.json: baseline is a folder" "the folder is named"
 expect_rc 2 "a dangling link baseline is refused" "$run" "$tmp/dangling"
 expect_err "dangling" "the dangling link is named"
 
-echo "# $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cic_test_done

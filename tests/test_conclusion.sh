@@ -11,15 +11,11 @@
 # Usage: test_conclusion.sh PATH/TO/cicheck
 set -u
 bin=$1
+. "$(dirname "$0")/lib.sh"
 for t in awk grep sed; do
-    command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not found"; exit 77; }
+    cic_need "$t"
 done
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-conclusion.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+cic_test_init conclusion_cli
 check() { # DESCRIPTION CMD...: ok when CMD succeeds
     cw=$1; shift
     if "$@"; then ok "$cw"; else bad "$cw"; fi
@@ -188,5 +184,4 @@ agree "one sample" sf static-fold
 check "one sample: yes" has "Conclusion:" "Yes on this case's single sample: 3 of 3 strategies are exact on every sample, and the cheapest of them needs"
 check "one sample: every strategy exact" has "every strategy is exact on every sample" "static-fold 'sf'; online-unrotate 'on-fast'; per-sample-fold 'psf' (static-fold: the calibration sample is the only sample)"
 
-echo "$pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cic_test_done

@@ -18,24 +18,9 @@
 set -u
 bin=$1
 root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-hostile.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-# expect_rc WANT DESCRIPTION CMD...
-expect_rc() {
-    want=$1; what=$2; shift 2
-    "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
-}
-has() { # has FILE TEXT DESCRIPTION
-    if grep -qF -- "$2" "$1"; then ok "$3"; else bad "$3: no '$2' in"; sed 's/^/    /' "$1" | head -5; fi
-}
+. "$(dirname "$0")/lib.sh"
+cic_test_init hostile
+CIC_TEST_TIMEOUT=120
 
 cd "$tmp" || exit 1
 # a small rmsnorm case (under a second), with one rotation
@@ -189,5 +174,4 @@ has err "would both write fold.f64.safetensors" "the collision is named"
 [ -e dump-coll ] && bad "the dump was written" || ok "nothing dumped"
 expect_rc 0 "the same case without --dump" $run --out rep-coll coll.toml
 
-echo "hostile: $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cic_test_done

@@ -27,20 +27,15 @@ san=""
 [ "$sanitize" != none ] && san="-fsanitize=$sanitize"
 build=${CIC_BUILD_ROOT:?CIC_BUILD_ROOT must name the build tree}
 cc=${CC:-cc}
-pass=0
-fail=0
-
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+. "$(dirname "$0")/lib.sh"
 now() { date +%s.%N; }
 
-command -v pkg-config >/dev/null 2>&1 || { echo "SKIP: pkg-config not found"; exit 77; }
-command -v "$cc" >/dev/null 2>&1 || { echo "SKIP: no C compiler ($cc) found"; exit 77; }
-command -v "$meson" >/dev/null 2>&1 || { echo "SKIP: meson ($meson) not found"; exit 77; }
+cic_need pkg-config
+cic_need "$cc" "a C compiler"
+cic_need "$meson"
 
 t0=$(now)
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-install.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
+cic_test_init install
 dest=$tmp/root
 
 # ---- install ----
@@ -320,5 +315,4 @@ fi
 [ $rendered -eq 1 ] || echo "SKIP man page rendering: neither man, groff nor mandoc is installed"
 
 echo "# install test: $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
-echo "# $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cic_test_done

@@ -22,19 +22,9 @@ bin=$1
 py=/usr/bin/python3
 [ -x "$py" ] || { echo "SKIP: $py (Debian's python3) is needed to edit the JSON"; exit 77; }
 command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) missing"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-merge.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-pass=0
-fail=0
-ok() { pass=$((pass + 1)); echo "ok - $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
-expect_rc() {
-    want=$1; what=$2; shift 2
-    timeout 60 "$@" >"$tmp/out" 2>"$tmp/err"
-    rc=$?
-    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
-        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
-}
+. "$(dirname "$0")/lib.sh"
+cic_test_init merge_cli
+CIC_TEST_TIMEOUT=60
 expect_err() {
     if grep -qF -- "$1" "$tmp/err"; then ok "$2"; else
         bad "$2: stderr lacks '$1'"; sed 's/^/    /' "$tmp/err" | head -5; fi
@@ -175,5 +165,4 @@ expect_rc 2 "merge --out LINK-TO-s3 s1 s2 s3" "$bin" merge --no-plots --out "$tm
 cmp -s "$tmp/s1/sweep.json" "$tmp/s1.before" && ok "shard s1 untouched" ||
     bad "shard s1 was overwritten"
 
-echo "# $pass passed, $fail failed"
-[ "$fail" -eq 0 ]
+cic_test_done

@@ -1,0 +1,54 @@
+# lib.sh: what the shell tests share (sourced, not run). A test sources it,
+# calls cic_test_init NAME, reports checks with ok / bad / expect_rc / has,
+# and ends with cic_test_done, which prints the count and exits 1 when a
+# check failed. A test that cannot run without a tool calls cic_need TOOL
+# first: it exits 77, which meson reports as a skip (visibly).
+#
+#   tmp        a private temporary folder, removed on exit
+#   CIC_TEST_TIMEOUT  seconds a command under expect_rc may take (default
+#              600; 0: no limit), so a hang fails instead of stalling CI
+
+# cic_test_init NAME
+cic_test_init() {
+    cic_test_name=$1
+    tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-$1.XXXXXX") || exit 1
+    trap 'rm -rf "$tmp"' EXIT
+    pass=0
+    fail=0
+}
+
+# cic_need TOOL [WHY]: skip the whole test (exit 77) when TOOL is missing.
+cic_need() {
+    command -v "$1" >/dev/null 2>&1 && return 0
+    echo "SKIP: $1 not found${2:+ ($2)}"
+    exit 77
+}
+
+ok() { pass=$((pass + 1)); echo "ok - $1"; }
+bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+
+# expect_rc WANT DESCRIPTION CMD...: CMD's stdout and stderr go to $tmp/out
+# and $tmp/err; the check passes when it exits with WANT.
+expect_rc() {
+    want=$1; what=$2; shift 2
+    if [ "${CIC_TEST_TIMEOUT:-600}" -gt 0 ] && command -v timeout >/dev/null 2>&1; then
+        timeout "${CIC_TEST_TIMEOUT:-600}" "$@" >"$tmp/out" 2>"$tmp/err"
+    else
+        "$@" >"$tmp/out" 2>"$tmp/err"
+    fi
+    rc=$?
+    if [ "$rc" -eq "$want" ]; then ok "$what (exit $rc)"; else
+        bad "$what: exit $rc, expected $want"; sed 's/^/    /' "$tmp/err" | head -5; fi
+}
+
+# has FILE TEXT DESCRIPTION: FILE contains TEXT (a fixed string).
+has() {
+    if grep -qF -- "$2" "$1"; then ok "$3"; else
+        bad "$3: no '$2' in $1"; sed 's/^/    /' "$1" | head -5; fi
+}
+
+cic_test_done() {
+    echo "$cic_test_name: $pass passed, $fail failed"
+    [ "$fail" -eq 0 ]
+    exit $?
+}

@@ -1,0 +1,42 @@
+#!/bin/sh
+# test_dump_numpy.sh: scripts/verify_dump.py re-implements the blocks in
+# NumPy (float64) from a --dump folder alone and must reproduce the truth:
+# a pre-LN case with a known mistake, and a dit case with its adaLN
+# strategies. Needs Debian's /usr/bin/python3 with numpy (skipped, exit
+# 77, without it).
+# Usage: test_dump_numpy.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
+set -u
+bin=$1
+root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$(dirname "$0")/lib.sh"
+py=/usr/bin/python3
+if ! "$py" -c 'import numpy' 2>/dev/null; then
+    echo "SKIP: $py with numpy (Debian's python3-numpy) is needed"
+    exit 77
+fi
+cic_test_init dump_numpy
+cd "$root" || exit 1
+
+expect_rc 0 "run --dump (pre-LN)" "$bin" run --quiet --out "$tmp/rep" --dump "$tmp/dump" \
+    cases/known-breaks/attn-out-not-rotated.toml
+expect_rc 0 "NumPy re-run reproduces the truth" "$py" scripts/verify_dump.py "$tmp/dump"
+expect_rc 0 "run --dump (dit)" "$bin" run --quiet --out "$tmp/rep-dit" --dump "$tmp/dump-dit" \
+    cases/known-breaks/adaln-static-fold.toml
+expect_rc 0 "NumPy re-run of a dit dump reproduces the truth" "$py" scripts/verify_dump.py \
+    "$tmp/dump-dit"
+# the re-check can fail: a truth edited by one part in 10^6 is caught
+"$py" - "$tmp/dump/outputs.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+s, e = h["truth"]["data_offsets"]
+o = 8 + n + s
+v = struct.unpack("<d", b[o:o + 8])[0]
+b[o:o + 8] = struct.pack("<d", v * (1 + 1e-6) if v != 0 else 1e-6)
+open(p, "wb").write(b)
+PY
+expect_rc 1 "an edited truth is caught" "$py" scripts/verify_dump.py "$tmp/dump"
+
+cic_test_done

@@ -1,0 +1,46 @@
+#!/bin/sh
+# test_sweep_plots.sh: a sweep draws its plots when it ends (gnuplot: each
+# plot's .dat, .gp, PNG, SVG and PDF, the PNG a real PNG). Needs gnuplot
+# (skipped, exit 77, without it).
+# Usage: test_sweep_plots.sh PATH/TO/cicheck
+set -u
+bin=$1
+. "$(dirname "$0")/lib.sh"
+cic_need gnuplot "Debian's gnuplot-nox draws the plots"
+cic_test_init sweep_plots
+
+cat >"$tmp/sweep.toml" <<'TOML'
+name = "tiny-sweep"
+[model]
+block = "preln"
+heads = 2
+tokens = 4
+samples = 1
+layers = 1
+d_out = 4
+[engines]
+f32 = ["openblas"]
+[sweep]
+d_model = [8, 16]
+seed = [1, 2]
+[[transforms]]
+name = "fuse"
+kind = "fuse-layernorm"
+[[transforms]]
+name = "rotate"
+kind = "rotate"
+after = "fuse"
+q = "random"
+seed = 3
+TOML
+expect_rc 0 "sweep" "$bin" run --quiet --no-color --out "$tmp/sw" "$tmp/sweep.toml"
+for f in ulp_cdf error_vs_d drift_hist; do
+    for e in dat gp png svg pdf; do
+        [ -s "$tmp/sw/plots/$f.$e" ] && ok "plot $f.$e" || bad "plot $f.$e missing"
+    done
+done
+head -c 8 "$tmp/sw/plots/error_vs_d.png" | od -An -tx1 | grep -q "89 50 4e 47 0d 0a 1a 0a" &&
+    ok "error_vs_d.png is a PNG" || bad "error_vs_d.png is a PNG"
+expect_rc 2 "plot on a folder without a report" "$bin" plot "$tmp/nothing-here"
+
+cic_test_done
