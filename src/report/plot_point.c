@@ -210,7 +210,7 @@ int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d)
             cic_plot_dat_num(f, cic_plot_jnum(json_array_get(h[k], (size_t)b)));
         fputc('\n', f);
     }
-    int khi = (int)ceil(log10(ymax * 1.5));
+    int khi = (int)ceil(log10(ymax * 1.3));
     for (int s = 0; s < CIC_PLOT_NSIZE; s++) {
         const cic_plot_size *sz = &cic_plot_sizes[s];
         FILE *g = fg.body[s].f;
@@ -225,9 +225,9 @@ int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d)
                 khi < 1 ? 1 : khi, nbins - 0.4);
         cic_plot_gp_ylabel(g, "count (output elements)");
         /* "0", then 2^k at every step-th bin while the labels (about 4
-         * characters, "2^{12}") fit */
+         * characters, "2^{12}", with room) fit */
         double pw = cic_plot_panel_width(sz, 1);
-        int fit = (int)(pw / (cic_plot_char_in(sz) * 5.5));
+        int fit = (int)(pw / (cic_plot_char_in(sz) * 4.5));
         int step = fit >= nbins || fit < 2 ? 1 : (nbins + fit - 2) / (fit - 1);
         fputs("set xtics (", g);
         for (int b = 0; b < nbins; b++) {
