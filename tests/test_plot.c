@@ -2,17 +2,22 @@
  *
  * Each test writes a synthetic input into a mkdtemp folder, plots it, and
  * checks: the files of every plot that applies exist (and none of the plots
- * that do not), PNG/SVG/PDF start as those formats do, and numbers read back
- * from the .dat equal the JSON they came from. Rendering checks are skipped,
- * with a message, when gnuplot is not installed. */
+ * that do not), PNG/SVG/PDF at both paper sizes start as those formats do,
+ * numbers read back from the .dat equal the JSON they came from, and every
+ * script gives each figure a title, axis labels, a legend outside the data,
+ * the paper sizes and the palette. Malformed reports are refused with the
+ * key at fault. Rendering checks are skipped (cmocka skip, with a message)
+ * when gnuplot is not installed. */
 #include "testutil.h"
 
 #include "report/plot.h"
 
+#include <dirent.h>
 #include <jansson.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static const char *const PLOTS[6] = {"error_vs_d", "ulp_cdf", "error_vs_depth",
@@ -47,9 +52,10 @@ static json_t *make_case(const char *block, const trdef *tr, int ntr)
         json_array_append_new(ts, json_pack("{s:s,s:s,s:s,s:b,s:s}", "name", tr[i].name, "kind",
                                             tr[i].kind, "q", "random", "fast", tr[i].fast,
                                             "expect", "equivalent"));
-    return json_pack("{s:s,s:{s:s,s:i},s:{s:[s,s],s:i},s:o}", "name", "synthetic", "model",
-                     "block", block, "d_model", 16, "engines", "f32", "openblas", "fixed-order",
-                     "mpfr_prec", 128, "transforms", ts);
+    return json_pack("{s:s,s:{s:s,s:i,s:i,s:i,s:i,s:b},s:{s:[s,s],s:i},s:{s:s},s:o}", "name",
+                     "synthetic", "model", "block", block, "d_model", 16, "tokens", 4, "samples",
+                     2, "d_out", 16, "final_layer", 1, "engines", "f32", "openblas",
+                     "fixed-order", "mpfr_prec", 128, "readout", "kind", "head", "transforms", ts);
 }
 
 /* One report with f32-openblas and mpfr rows for none + each transform. */
@@ -200,6 +206,26 @@ static bool exists(const char *dir, const char *name, const char *ext)
     return stat(p, &st) == 0 && st.st_size > 0;
 }
 
+/* Width in pixels from a PNG's IHDR (bytes 16..19, big-endian), or -1. */
+static long png_width(const char *dir, const char *name)
+{
+    char p[4200];
+    unsigned char h[24];
+    snprintf(p, sizeof p, "%s/plots/%s.png", dir, name);
+    FILE *f = fopen(p, "rb");
+    if (!f)
+        return -1;
+    size_t k = fread(h, 1, sizeof h, f);
+    fclose(f);
+    if (k != sizeof h)
+        return -1;
+    return (long)h[16] << 24 | (long)h[17] << 16 | (long)h[18] << 8 | (long)h[19];
+}
+
+/* The paper sizes: file suffix and PNG width at 300 dpi. */
+static const char *const SUFFIX[2] = {"", "-wide"};
+static const long PNG_W[2] = {1050, 2100};
+
 /* expected: a bit per PLOTS entry */
 static void check_files(const char *dir, unsigned expected, bool rendered)
 {
@@ -208,22 +234,36 @@ static void check_files(const char *dir, unsigned expected, bool rendered)
         const char *nm = PLOTS[i];
         if (want != exists(dir, nm, "dat") || want != exists(dir, nm, "gp"))
             fail_msg("%s/plots/%s.dat/.gp: expected %s", dir, nm, want ? "present" : "absent");
-        if (!rendered) {
-            if (want && i == 0)
-                print_message("gnuplot not installed: skipping PNG/SVG/PDF checks\n");
+        if (!rendered)
             continue;
+        for (int z = 0; z < 2; z++) {
+            char f[128];
+            snprintf(f, sizeof f, "%s%s", nm, SUFFIX[z]);
+            if (want != exists(dir, f, "png") || want != exists(dir, f, "svg") ||
+                want != exists(dir, f, "pdf"))
+                fail_msg("%s/plots/%s.png/svg/pdf: expected %s", dir, f,
+                         want ? "present" : "absent");
+            if (!want)
+                continue;
+            if (!file_starts(dir, f, "png", "\x89PNG\r\n\x1a\n", 8, false))
+                fail_msg("%s.png: no PNG signature", f);
+            if (png_width(dir, f) != PNG_W[z])
+                fail_msg("%s.png: %ld px wide, expected %ld (%s in at 300 dpi)", f,
+                         png_width(dir, f), PNG_W[z], z ? "7" : "3.5");
+            if (!file_starts(dir, f, "svg", "<svg", 4, true))
+                fail_msg("%s.svg: no <svg", f);
+            if (!file_starts(dir, f, "pdf", "%PDF", 4, false))
+                fail_msg("%s.pdf: does not start with %%PDF", f);
         }
-        if (want != exists(dir, nm, "png") || want != exists(dir, nm, "svg") ||
-            want != exists(dir, nm, "pdf"))
-            fail_msg("%s/plots/%s.png/svg/pdf: expected %s", dir, nm, want ? "present" : "absent");
-        if (!want)
-            continue;
-        if (!file_starts(dir, nm, "png", "\x89PNG\r\n\x1a\n", 8, false))
-            fail_msg("%s.png: no PNG signature", nm);
-        if (!file_starts(dir, nm, "svg", "<svg", 4, true))
-            fail_msg("%s.svg: no <svg", nm);
-        if (!file_starts(dir, nm, "pdf", "%PDF", 4, false))
-            fail_msg("%s.pdf: does not start with %%PDF", nm);
+    }
+}
+
+/* Rendering tests need gnuplot: skipped, visibly, without it. */
+static void need_gnuplot(void)
+{
+    if (!have_gnuplot()) {
+        print_message("gnuplot not installed: skipping this rendering test\n");
+        skip();
     }
 }
 
@@ -276,6 +316,208 @@ static int plot(const char *dir, int *n)
     return rc;
 }
 
+/* ---- what every script must say ---- */
+
+static char *read_text(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        fail_msg("cannot open %s", path);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    assert_non_null(b);
+    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+    b[n] = '\0';
+    fclose(f);
+    return b;
+}
+
+/* The quoted text after key in s ("set xlabel '" -> its contents), or an
+ * empty string; into out. */
+static void quoted_after(const char *s, const char *key, char *out, size_t cap)
+{
+    out[0] = '\0';
+    const char *p = strstr(s, key);
+    if (!p)
+        return;
+    p += strlen(key);
+    size_t n = 0;
+    while (*p && *p != '\'' && *p != '\n' && n + 1 < cap)
+        out[n++] = *p++;
+    out[n] = '\0';
+}
+
+/* Okabe-Ito, black for "none", grey for curves no transform measures. */
+static bool palette_colour(const char *hex)
+{
+    static const char *const OK[10] = {"#000000", "#0072B2", "#D55E00", "#009E73", "#CC79A7",
+                                       "#E69F00", "#56B4E9", "#F0E442", "#8c8c8c", NULL};
+    for (int i = 0; OK[i]; i++)
+        if (strncmp(hex, OK[i], 7) == 0)
+            return true;
+    return false;
+}
+
+/* Each expected plot's script: six renderings (PNG, SVG, PDF at 3.5 in and
+ * at 7 in, PDF text at full size), and in each rendering a title naming
+ * the case and the engine, a y label for every panel, an x label, the
+ * legend placed below the plot area, only palette colours. */
+static void check_scripts(const char *dir, unsigned expected)
+{
+    for (int i = 0; i < 6; i++) {
+        if (!(expected & (1u << i)))
+            continue;
+        char p[4200];
+        snprintf(p, sizeof p, "%s/plots/%s.gp", dir, PLOTS[i]);
+        char *text = read_text(p);
+        if (!strstr(text, "pdfcairo") || !strstr(text, "size 3.500in,") ||
+            !strstr(text, "size 7.000in,") || !strstr(text, "fontscale 1 "))
+            fail_msg("%s: no 3.5 in and 7 in PDF at full font size", p);
+        int blocks = 0;
+        for (char *b = strstr(text, "set output '"); b; blocks++) {
+            char *next = strstr(b + 1, "set output '");
+            char save = 0;
+            if (next) {
+                save = *next;
+                *next = '\0';
+            }
+            char out[256], t[512], xl[512];
+            quoted_after(b, "set output '", out, sizeof out);
+            quoted_after(b, "set multiplot title '", t, sizeof t);
+            if (!strstr(t, "synthetic") || (!strstr(t, "f32-openblas") && !strstr(t, "mpfr")))
+                fail_msg("%s, %s: the title '%s' does not name the case and the engine", p, out,
+                         t);
+            quoted_after(b, "set xlabel '", xl, sizeof xl);
+            if (!xl[0])
+                fail_msg("%s, %s: no x label", p, out);
+            /* every panel: a y label set since the panel before */
+            int panels = 0;
+            const char *from = b;
+            for (const char *q = strstr(b, "\nplot "); q; q = strstr(q + 1, "\nplot ")) {
+                char seg[1 << 14];
+                size_t len = (size_t)(q - from) < sizeof seg - 1 ? (size_t)(q - from)
+                                                                 : sizeof seg - 1;
+                memcpy(seg, from, len);
+                seg[len] = '\0';
+                char yl[512];
+                quoted_after(seg, "set label 90 '", yl, sizeof yl);
+                if (!yl[0] || !strstr(seg, "rotate by 90"))
+                    fail_msg("%s, %s: panel %d has no y label", p, out, panels + 1);
+                from = q + 1;
+                panels++;
+            }
+            if (panels == 0)
+                fail_msg("%s, %s: no plot command", p, out);
+            if (!strstr(b, "set key at screen 0.5, screen 0.012 center bottom") &&
+                !strstr(b, "screen 0.012 left bottom"))
+                fail_msg("%s, %s: legend not placed below the plot area", p, out);
+            for (const char *q = strstr(b, "set style line "); q;
+                 q = strstr(q + 1, "set style line ")) {
+                const char *c = strstr(q, "lc rgb '");
+                const char *eol = strchr(q, '\n');
+                if (!c || (eol && c > eol) || !palette_colour(c + 8))
+                    fail_msg("%s, %s: a line style outside the palette: %.60s", p, out, q);
+            }
+            if (next)
+                *next = save;
+            b = next;
+        }
+        if (blocks != 6)
+            fail_msg("%s: %d renderings, expected 6 (PNG, SVG, PDF at two sizes)", p, blocks);
+        free(text);
+    }
+}
+
+/* flops_vs_tokens: each transform's points in the colour of its strategy's
+ * curve, one legend entry per strategy, and a y range that holds the data
+ * (ymax: the largest value plotted) without flattening it. */
+static void check_flops_script(const char *dir, double ymax)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/plots/flops_vs_tokens.dat", dir);
+    char *dat = read_text(p);
+    snprintf(p, sizeof p, "%s/plots/flops_vs_tokens.gp", dir);
+    char *gp = read_text(p);
+    char *end = strstr(strstr(gp, "set output '") + 1, "set output '");
+    assert_non_null(end);
+    *end = '\0'; /* the first rendering only */
+
+    /* analytical columns: "# columns: tokens[per sample]  online-dense[%] ..." */
+    const char *cols = strstr(dat, "# columns: tokens[per sample]");
+    assert_non_null(cols);
+    char strat[8][32];
+    int nstrat = 0;
+    for (const char *q = cols + 29; *q && *q != '\n' && nstrat < 8;) {
+        while (*q == ' ')
+            q++;
+        int n = 0;
+        while (*q && *q != '[' && *q != '\n' && n < 31)
+            strat[nstrat][n++] = *q++;
+        strat[nstrat][n] = '\0';
+        while (*q && *q != ' ' && *q != '\n')
+            q++;
+        if (n)
+            nstrat++;
+    }
+    assert_int_equal(nstrat, 6);
+    /* measured blocks: "# transform: NAME (STRATEGY)", index 1, 2, ... */
+    int block = 0;
+    for (const char *q = strstr(dat, "# transform: "); q; q = strstr(q + 1, "# transform: ")) {
+        char name[64], st[64];
+        if (sscanf(q, "# transform: %63s (%63[^)])", name, st) != 2) {
+            block++;
+            continue;
+        }
+        int col = -1;
+        for (int k = 0; k < nstrat; k++)
+            if (strcmp(strat[k], st) == 0)
+                col = 2 + k;
+        assert_true(col > 0);
+        char want[160];
+        snprintf(want, sizeof want, "index %d using 1:2:3:4 with yerrorbars ls ", block);
+        const char *m = strstr(gp, want);
+        if (!m)
+            fail_msg("flops_vs_tokens.gp: no points for %s (index %d)", name, block);
+        int ls_pts = atoi(m + strlen(want));
+        snprintf(want, sizeof want, "index 0 using 1:%d with lines ls ", col);
+        const char *l = strstr(gp, want);
+        if (!l)
+            fail_msg("flops_vs_tokens.gp: no curve for %s", st);
+        int ls_line = atoi(l + strlen(want));
+        if (ls_pts != ls_line)
+            fail_msg("flops_vs_tokens: %s drawn in style %d, its curve %s in style %d", name,
+                     ls_pts, st, ls_line);
+        block++;
+    }
+    assert_true(block >= 2);
+    /* legend: one entry per strategy, none twice */
+    char titles[32][160];
+    int nt = 0;
+    for (const char *q = strstr(gp, " title '"); q; q = strstr(q + 1, " title '")) {
+        if (q - gp >= 9 && strncmp(q - 9, "multiplot", 9) == 0)
+            continue;
+        quoted_after(q, " title '", titles[nt], sizeof titles[nt]);
+        for (int k = 0; k < nt; k++)
+            if (strcmp(titles[k], titles[nt]) == 0)
+                fail_msg("flops_vs_tokens: legend entry '%s' twice", titles[nt]);
+        if (++nt == 32)
+            break;
+    }
+    if (nt != nstrat)
+        fail_msg("flops_vs_tokens: %d legend entries for %d strategies", nt, nstrat);
+    /* y range */
+    const char *yr = strstr(gp, "set yrange [");
+    assert_non_null(yr);
+    double lo, hi;
+    assert_int_equal(sscanf(yr, "set yrange [%lf:%lf]", &lo, &hi), 2);
+    if (!(hi >= ymax && hi <= 3 * ymax && lo < 0))
+        fail_msg("flops_vs_tokens: y range [%g, %g] for data up to %g", lo, hi, ymax);
+    free(dat);
+    free(gp);
+}
+
 static const trdef PRELN[2] = {{"fuse", "fuse-layernorm", false},
                                {"rotate-random", "rotate", false}};
 
@@ -286,18 +528,14 @@ static void test_sweep_d_model(void **state)
     int n = -1;
     const double ds[3] = {16, 32, 64};
     const int seeds[2] = {1, 2};
+    need_gnuplot();
     tmpdir(dir, sizeof dir);
     json_t *j = make_sweep("preln", PRELN, 2, "d_model", ds, 3, seeds, 2);
     write_json(dir, "sweep.json", j);
-    bool gp = have_gnuplot();
-    int rc = plot(dir, &n);
-    if (!gp) {
-        assert_int_equal(rc, -1);
-    } else {
-        assert_int_equal(rc, 0);
-        assert_int_equal(n, 3);
-    }
-    check_files(dir, 1u << 0 | 1u << 1 | 1u << 5, gp);
+    assert_int_equal(plot(dir, &n), 0);
+    assert_int_equal(n, 3);
+    check_files(dir, 1u << 0 | 1u << 1 | 1u << 5, true);
+    check_scripts(dir, 1u << 0 | 1u << 1 | 1u << 5);
 
     /* .dat against the JSON: median rel_norm2 (column 1) and p99 max
      * (column 6) at d_model 32 of "fuse" (aggregate index: none, fuse, ...) */
@@ -345,15 +583,14 @@ static void test_sweep_prec(void **state)
     int n = -1;
     const double ps[2] = {64, 128};
     const int seeds[1] = {5};
+    need_gnuplot();
     tmpdir(dir, sizeof dir);
     json_t *j = make_sweep("preln", PRELN, 2, "mpfr_prec", ps, 2, seeds, 1);
     write_json(dir, "sweep.json", j);
-    bool gp = have_gnuplot();
-    int rc = plot(dir, &n);
-    assert_int_equal(rc, gp ? 0 : -1);
-    if (gp)
-        assert_int_equal(n, 3);
-    check_files(dir, 1u << 4 | 1u << 1 | 1u << 5, gp);
+    assert_int_equal(plot(dir, &n), 0);
+    assert_int_equal(n, 3);
+    check_files(dir, 1u << 4 | 1u << 1 | 1u << 5, true);
+    check_scripts(dir, 1u << 4 | 1u << 1 | 1u << 5);
     assert_true(dat_value(dir, "ce_vs_prec", "fuse", 64, 1) == v_ce(0, 64));
     assert_true(dat_value(dir, "ce_vs_prec", "rotate-random", 128, 3) == 2e-3);
     json_decref(j);
@@ -364,21 +601,23 @@ static void test_sweep_dit_tokens(void **state)
     (void)state;
     char dir[512];
     int n = -1;
-    const double ts[2] = {16, 64};
+    /* tokens 4 gives per-sample 430 %: above the 400 % where the y axis
+     * used to be clipped */
+    const double ts[3] = {4, 16, 64};
     const int seeds[2] = {1, 2};
     const trdef dit[4] = {{"online-dense", "online-unrotate", false},
                           {"online-fast", "online-unrotate", true},
                           {"per-sample", "per-sample-fold", false},
                           {"static", "static-fold", false}};
+    need_gnuplot();
     tmpdir(dir, sizeof dir);
-    json_t *j = make_sweep("dit", dit, 4, "tokens", ts, 2, seeds, 2);
+    json_t *j = make_sweep("dit", dit, 4, "tokens", ts, 3, seeds, 2);
     write_json(dir, "sweep.json", j);
-    bool gp = have_gnuplot();
-    int rc = plot(dir, &n);
-    assert_int_equal(rc, gp ? 0 : -1);
-    if (gp)
-        assert_int_equal(n, 3);
-    check_files(dir, 1u << 3 | 1u << 1 | 1u << 5, gp);
+    assert_int_equal(plot(dir, &n), 0);
+    assert_int_equal(n, 3);
+    check_files(dir, 1u << 3 | 1u << 1 | 1u << 5, true);
+    check_scripts(dir, 1u << 3 | 1u << 1 | 1u << 5);
+    check_flops_script(dir, v_pct(2, 4));
     /* analytical: column 3 is per-sample-fold (tokens, online-dense,
      * online-fast, per-sample-fold, ...) */
     json_t *fa = json_object_get(
@@ -403,19 +642,23 @@ static void test_single_report(void **state)
     char dir[512];
     int n = -1;
     const trdef tr[2] = {{"it's_\"odd\"", "rotate", false}, {"fuse", "fuse-layernorm", false}};
+    need_gnuplot();
     tmpdir(dir, sizeof dir);
     json_t *kase = make_case("preln", tr, 2);
     json_t *r = make_report(kase, tr, 2, 16, 1, 16, false);
     json_decref(kase);
     write_json(dir, "report.json", r);
-    bool gp = have_gnuplot();
-    int rc = plot(dir, &n);
-    assert_int_equal(rc, gp ? 0 : -1);
-    if (gp)
-        assert_int_equal(n, 2);
-    check_files(dir, 1u << 1 | 1u << 5, gp);
+    assert_int_equal(plot(dir, &n), 0);
+    assert_int_equal(n, 2);
+    check_files(dir, 1u << 1 | 1u << 5, true);
+    check_scripts(dir, 1u << 1 | 1u << 5);
     assert_true(dat_value(dir, "ulp_cdf", "it's_\"odd\"", 1, 1) ==
                 0.01 * 100 * 2 * (1 + 100 / 20.0));
+    /* the tail view: 1 - F at each percentile, 1/n at the maximum (n = 4
+     * tokens x 2 samples x 16 outputs of the head readout) */
+    assert_true(dat_value(dir, "ulp_cdf", "fuse", 0.5, 2) == 0.5);
+    assert_true(dat_value(dir, "ulp_cdf", "fuse", 0.99, 2) == 1 - 0.99);
+    assert_true(dat_value(dir, "ulp_cdf", "fuse", 1, 2) == 1.0 / 128);
     json_decref(r);
 }
 
@@ -463,12 +706,234 @@ static void test_errors(void **state)
     assert_non_null(strstr(d.msg, "JSON"));
 }
 
+/* ---- malformed input: exit 2 with the file and the key ---- */
+
+/* cic_plot_dir refuses dir's input with a message naming file and key, and
+ * `cicheck plot` exits 2 (when the binary is built). */
+static void expect_refused(const char *dir, const char *file, const char *key)
+{
+    cic_diag d;
+    int n = -1;
+    memset(&d, 0, sizeof d);
+    int rc = cic_plot_dir(dir, &n, &d);
+    if (rc != -1)
+        fail_msg("%s/%s: cic_plot_dir returned %d (%d plots), expected -1", dir, file, rc, n);
+    size_t lf = strlen(d.file), ln = strlen(file);
+    if (lf < ln || strcmp(d.file + lf - ln, file) != 0)
+        fail_msg("%s/%s: the message names file '%s'", dir, file, d.file);
+    if (!strstr(d.msg, key))
+        fail_msg("%s/%s: the message does not name %s: %s", dir, file, key, d.msg);
+    assert_int_equal(n, 0);
+    const char *build = getenv("CIC_BUILD_ROOT");
+    char bin[4200], cmd[9000];
+    snprintf(bin, sizeof bin, "%s/cicheck", build ? build : ".");
+    if (access(bin, X_OK) != 0) {
+        print_message("no %s: exit status not checked\n", bin);
+        return;
+    }
+    snprintf(cmd, sizeof cmd, "'%s' plot '%s' >/dev/null 2>&1", bin, dir);
+    int st = system(cmd);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2)
+        fail_msg("cicheck plot %s (%s): exit status %d, expected 2", dir, key,
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
+
+static void write_text(const char *dir, const char *file, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_malformed(void **state)
+{
+    (void)state;
+    char dir[512], p[4200];
+    json_t *kase = make_case("preln", PRELN, 2);
+
+    /* not an object */
+    tmpdir(dir, sizeof dir);
+    write_text(dir, "report.json", "[1,2]\n");
+    expect_refused(dir, "report.json", "top level");
+
+    /* results a string */
+    json_t *r = make_report(kase, PRELN, 2, 16, 1, 16, false);
+    json_object_set_new(r, "results", json_string("all fine"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'results'");
+    json_decref(r);
+
+    /* every metrics null */
+    r = make_report(kase, PRELN, 2, 16, 1, 16, false);
+    size_t i;
+    json_t *row;
+    json_array_foreach(json_object_get(r, "results"), i, row)
+        json_object_set_new(row, "metrics", json_null());
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "metrics");
+
+    /* a key the figures read, of the wrong type */
+    json_object_set_new(json_array_get(json_object_get(r, "results"), 0), "metrics",
+                        json_pack("{s:s}", "ulp_row_quantiles", "many"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "results[0].metrics.ulp_row_quantiles");
+    json_decref(r);
+
+    /* the same forms as a sweep: the top level, and a point's report */
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    unlink(p);
+    write_text(dir, "sweep.json", "[1,2]\n");
+    expect_refused(dir, "sweep.json", "top level");
+    const double ds[2] = {16, 32};
+    const int seeds[1] = {1};
+    json_t *j = make_sweep("preln", PRELN, 2, "d_model", ds, 2, seeds, 1);
+    json_t *pts = json_object_get(j, "points");
+    json_object_set_new(json_object_get(json_array_get(pts, 0), "report"), "results",
+                        json_string("x"));
+    write_json(dir, "sweep.json", j);
+    expect_refused(dir, "sweep.json", "points[0].report.results");
+    json_array_foreach(pts, i, row)
+        json_object_set_new(row, "report", json_null());
+    write_json(dir, "sweep.json", j);
+    expect_refused(dir, "sweep.json", "'points'");
+    json_decref(j);
+    json_decref(kase);
+}
+
+/* ---- two runs drawing into one folder ---- */
+
+/* A gnuplot in front of the real one that records where it runs and, once
+ * the real one is done, removes plots/NAME.* of the figure it drew: what a
+ * second run drawing the same figure into the same folder did in between
+ * (it unlinked the stale files before rendering its own). Renderings made
+ * in place are gone before they are checked; renderings made in a private
+ * folder and renamed afterwards are not. */
+static void test_race_private_folder(void **state)
+{
+    (void)state;
+    char dir[512], bin[600], log[700], plots[700], real[4096], p[4200];
+    need_gnuplot();
+    FILE *w = popen("command -v gnuplot", "r");
+    assert_non_null(w);
+    assert_non_null(fgets(real, sizeof real, w));
+    pclose(w);
+    real[strcspn(real, "\n")] = '\0';
+
+    tmpdir(dir, sizeof dir);
+    snprintf(bin, sizeof bin, "%s/bin", dir);
+    assert_int_equal(mkdir(bin, 0755), 0);
+    snprintf(log, sizeof log, "%s/gnuplot.log", dir);
+    snprintf(plots, sizeof plots, "%s/plots", dir);
+    snprintf(p, sizeof p, "%s/gnuplot", bin);
+    FILE *f = fopen(p, "w");
+    assert_non_null(f);
+    fputs("#!/bin/sh\npwd -P >> \"$CIC_TEST_GP_LOG\"\n\"$CIC_TEST_GP_REAL\" \"$@\"\nrc=$?\n"
+          "n=\"$CIC_TEST_GP_STEAL/${1%.gp}\"\n"
+          "rm -f \"$n.png\" \"$n.svg\" \"$n.pdf\" \"$n-wide.png\" \"$n-wide.svg\" \"$n-wide.pdf\"\n"
+          "exit $rc\n",
+          f);
+    fclose(f);
+    assert_int_equal(chmod(p, 0755), 0);
+
+    json_t *kase = make_case("preln", PRELN, 2);
+    json_t *r = make_report(kase, PRELN, 2, 16, 1, 16, false);
+    write_json(dir, "report.json", r);
+    json_decref(r);
+    json_decref(kase);
+
+    char *old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    char path[8192];
+    snprintf(path, sizeof path, "%s:%s", bin, old);
+    setenv("PATH", path, 1);
+    setenv("CIC_TEST_GP_LOG", log, 1);
+    setenv("CIC_TEST_GP_REAL", real, 1);
+    setenv("CIC_TEST_GP_STEAL", plots, 1);
+    int n = -1;
+    int rc = plot(dir, &n);
+    setenv("PATH", old, 1);
+    free(old);
+    unsetenv("CIC_TEST_GP_LOG");
+    unsetenv("CIC_TEST_GP_REAL");
+    unsetenv("CIC_TEST_GP_STEAL");
+
+    assert_int_equal(rc, 0);
+    assert_int_equal(n, 2);
+    check_files(dir, 1u << 1 | 1u << 5, true);
+    /* gnuplot ran twice, never in plots/ itself but in a private folder
+     * inside it, which is gone afterwards */
+    char real_plots[4096], line[4200];
+    assert_non_null(realpath(plots, real_plots));
+    f = fopen(log, "r");
+    assert_non_null(f);
+    int runs = 0;
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
+        size_t lp = strlen(real_plots);
+        if (strcmp(line, real_plots) == 0 || strncmp(line, real_plots, lp) != 0 ||
+            strncmp(line + lp, "/.render-", 9) != 0)
+            fail_msg("gnuplot ran in %s, not in a private folder under %s", line, real_plots);
+        runs++;
+    }
+    fclose(f);
+    assert_int_equal(runs, 2);
+    DIR *dp = opendir(plots);
+    assert_non_null(dp);
+    struct dirent *e;
+    while ((e = readdir(dp)))
+        if (strncmp(e->d_name, ".render-", 8) == 0)
+            fail_msg("work folder %s/%s left behind", plots, e->d_name);
+    closedir(dp);
+}
+
+/* Two processes plotting one folder at once: both succeed and
+ * the files are whole. */
+static void test_race_concurrent(void **state)
+{
+    (void)state;
+    char dir[512];
+    need_gnuplot();
+    tmpdir(dir, sizeof dir);
+    json_t *kase = make_case("preln", PRELN, 2);
+    json_t *r = make_report(kase, PRELN, 2, 16, 1, 16, false);
+    write_json(dir, "report.json", r);
+    json_decref(r);
+    json_decref(kase);
+    pid_t kid[2];
+    for (int k = 0; k < 2; k++) {
+        fflush(NULL);
+        kid[k] = fork();
+        assert_true(kid[k] >= 0);
+        if (kid[k] == 0) {
+            for (int it = 0; it < 1; it++) {
+                cic_diag d;
+                int n = 0;
+                if (cic_plot_dir(dir, &n, &d) != 0 || n != 2) {
+                    fprintf(stderr, "child %d: %s: %s\n", k, d.file, d.msg);
+                    _exit(1);
+                }
+            }
+            _exit(0);
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        int st = 0;
+        assert_int_equal(waitpid(kid[k], &st, 0), kid[k]);
+        if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+            fail_msg("concurrent plotting: process %d failed", k);
+    }
+    check_files(dir, 1u << 1 | 1u << 5, true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sweep_d_model),   cmocka_unit_test(test_sweep_prec),
         cmocka_unit_test(test_sweep_dit_tokens), cmocka_unit_test(test_single_report),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),          cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_race_private_folder), cmocka_unit_test(test_race_concurrent),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -3,28 +3,44 @@
  * cic_plot_dir reads DIR/sweep.json (or, when there is none, DIR/report.json:
  * a single run, and then only the plots that need one point) and writes under
  * DIR/plots/, for each plot NAME that the data allows:
- *   NAME.dat  whitespace columns, a commented header naming columns and units;
- *             several data sets are gnuplot index blocks (two blank lines
- *             apart), each opened by a "# transform: <name>" comment;
- *   NAME.gp   a standalone gnuplot script, run from inside plots/, that reads
- *             NAME.dat and writes NAME.png, NAME.svg and NAME.pdf in turn;
- * then runs `gnuplot NAME.gp` in plots/ (stdin /dev/null, DISPLAY removed)
- * and checks that the three files exist.
+ *   NAME.dat   whitespace columns, a commented header naming columns and
+ *              units; several data sets are gnuplot index blocks (two blank
+ *              lines apart), each opened by a "# transform: <name>" comment;
+ *   NAME.gp    a standalone gnuplot script, run from inside plots/, that
+ *              reads NAME.dat and writes the six renderings below;
+ *   NAME.png, NAME.svg, NAME.pdf                 one column: 3.5 in wide,
+ *                                                7 pt text;
+ *   NAME-wide.png, NAME-wide.svg, NAME-wide.pdf  two columns: 7 in wide,
+ *                                                8 pt text;
+ * (PNG at 300 dpi). Every figure has a title line (case, engine, and for a
+ * figure of one point of a sweep, which point), axis labels with units, the
+ * legend below the plot area, and says what its error bars are.
  *
- * Plots: error_vs_d, error_vs_depth (sweeps over d_model / layers), ulp_cdf,
- * drift_hist (first point), flops_vs_tokens (dit blocks), ce_vs_prec (sweeps
- * over mpfr_prec). Each transform keeps its colour and point type in every
- * plot: style 2 + its index in case.transforms; "none" is always black. */
+ * Plots: error_vs_d, error_vs_depth (sweeps over d_model / layers: relative
+ * error and p99 ULP, median and min-max over seeds), ulp_cdf (CDF of
+ * ulp_row and its tail 1 - F on a log axis), drift_hist (first point),
+ * flops_vs_tokens (dit blocks: closed-form curves, counted points, the
+ * crossover N*), ce_vs_prec (sweeps over mpfr_prec). Each transform keeps
+ * its colour (Okabe-Ito, colour-blind safe) and point type in every plot,
+ * by its index in case.transforms; "none" is always black.
+ *
+ * Files are made in a private folder DIR/plots/.render-XXXXXX and renamed
+ * into DIR/plots/ one by one when complete, so concurrent calls on one
+ * folder do not disturb each other; the private folder is removed. */
 #ifndef CIC_PLOT_H
 #define CIC_PLOT_H
 
 #include "../base/base.h"
 
-/* Returns 0 with *n_written = plots made (0 is possible: nothing applies),
- * or -1 with d set: no sweep.json or report.json, unreadable JSON, a write
- * failure, gnuplot not found in PATH (the .dat and .gp files are written
- * first), or gnuplot failing (its exit status and the tail of its stderr).
- * *n_written counts the plots finished before an error. n_written may be
+/* Returns 0 with *n_written = plots made (at least 1), or -1 with d set
+ * (d->file the file and the message the key at fault where there is one):
+ * no sweep.json or report.json, unreadable JSON, a file that is not shaped
+ * as cicheck writes it (the top level not an object, `results` not an
+ * array, a key of the wrong type, no row with metrics, no point with a
+ * report), nothing in it to plot, a write failure, gnuplot not found in
+ * PATH (the .dat and .gp files are written first), or gnuplot failing (its
+ * exit status and the tail of its stderr). *n_written counts the plots
+ * finished before an error (0 when gnuplot is missing). n_written may be
  * NULL. */
 int cic_plot_dir(const char *dir, int *n_written, cic_diag *d);
 
