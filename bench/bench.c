@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.c: cicheck-bench, the performance benchmark (not a test: it checks
  * nothing and always exits 0 unless it cannot run). One run prints:
  *

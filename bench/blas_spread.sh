@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # blas_spread.sh: how much the float32 figures of the shipped cases move with
 # the OpenBLAS kernel (OPENBLAS_CORETYPE) and thread count
 # (OPENBLAS_NUM_THREADS). The reference run uses the machine's default

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rng_fill.c: a check of cic_rng_fill_f32's double path (not a test; built
  * with -Dbench=true). Three modes:
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # run.sh: the benchmark in one command (bench/bench.c says what it measures).
 # Configures build-bench (-Dbench=true, --buildtype=release), builds
 # cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3), then times

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # bootstrap.sh: make a fresh Debian 12 machine ready and build cicheck.
 # Installs only the packages that are missing (apt-get update first; uses
 # sudo when not root), then configures and builds into ./build.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # fuzz.sh: fuzz cicheck's readers of hostile input with libFuzzer under
 # AddressSanitizer + UndefinedBehaviorSanitizer (LeakSanitizer after every
 # input), for a bounded time per target:

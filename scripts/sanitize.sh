@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # sanitize.sh: the whole test suite under AddressSanitizer (with
 # LeakSanitizer) and UndefinedBehaviorSanitizer, stopping at the first error.
 # Configures a separate build dir (default build-sanitize; the normal ./build

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """verify_dump.py: independent float64 re-run of a `cicheck run --dump DIR`.
 
 Rebuilds each dumped transformer block (preln, rmsnorm, dit) in NumPy float64

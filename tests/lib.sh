@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # lib.sh: what the shell tests share (sourced, not run). A test sources it,
 # calls cic_test_init NAME, reports checks with ok / bad / expect_rc / has,
 # and ends with cic_test_done, which prints the count and exits 1 when a

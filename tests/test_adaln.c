@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_adaln.c: the dit (adaLN-Zero) block and its rotation strategies
  * (DESIGN.md sections 1, 3, 5; the adaLN implementer spec).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_base.c: src/base: the correctly rounded dot product (mpvec.c), the
  * rounding of MPFR values to binary32, the counter RNG behind every weight
  * (rng.c), checked size arithmetic and diagnostics (base.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_baseline.c: the regression gate's reader (src/report/baseline.c).
  *   - every shipped reference compares clean against the run it records
  *     (rebuilt by tests/fuzz/report_from_json.h), and a planted regression

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_baseline_cli.sh: `cicheck run --baseline DIR` on hostile baselines,
 # end to end through the binary, on a case that runs in a fraction of a
 # second:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_case.c: the case loader (src/case). Every file in tests/malformed must
  * fail with CIC_EINPUT at the line:column and with the message substring its
  * first line announces ("# expect: LINE:COL substring"); the checker itself is

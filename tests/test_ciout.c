@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_ciout.c: the CI outputs (junit.c, markdown.c) read back the way CI
  * reads them. Reports are built by hand (no engine run): a case with
  * passing and failing gates, an unexpected verdict and failed baseline

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_cli.sh: end to end through the cicheck binary.
 #   - --help / --version / usage errors and their exit codes
 #   - every shipped case exits 0; known-break cases report "broken"

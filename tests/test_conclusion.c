@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_conclusion.c: the words at the end of a dit run
  * (src/report/conclusion.c) on hand-built reports, one per situation the
  * conclusion has to tell apart: the usual answer (exact strategies cost

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_conclusion.sh: the conclusion at the end of a dit run, end to end.
 # A small dit case (derived from tests/fixtures/valid-dit.toml: d = 16, one
 # layer, 3 samples, about a second a run) is run, then changed: another

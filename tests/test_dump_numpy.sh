@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_dump_numpy.sh: scripts/verify_dump.py re-implements the blocks in
 # NumPy (float64) from a --dump folder alone and must reproduce the truth:
 # a pre-LN case with a known mistake, and a dit case with its adaLN

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_edges.sh: the smallest and largest value the loader accepts for every
 # numeric key, run through the whole pipeline (build, truth, transforms, f32
 # engines, metrics, report), for each block kind. A run may pass (0), fail a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_engine.c: src/engine: the float32 engine (OpenBLAS and fixed-order
  * matmuls) against the MPFR reference engine on small random blocks, the
  * reproducibility and sample independence both engines promise, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_flops.c: closed-form FLOP formulas of the dit (adaLN) block and its
  * strategies (src/metric/flops_dit.c).
  *

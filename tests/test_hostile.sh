@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_hostile.sh: the command line under careless or hostile use, end to
 # end through the cicheck binary. Each check names the defect it guards:
 #   - a case that overflows binary32 (every output NaN or Inf) fails, and

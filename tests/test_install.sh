@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_install.sh: libcicheck as a C user gets it from `meson install`.
 #   - the build tree installs into a --destdir temporary folder: the binary,
 #     libcicheck.so (with its soname links) and libcicheck.a, the public

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_merge.c: cic_sweep_merge (src/cli/sweep.c) through the fuzz
  * target's harness (tests/fuzz/merge_input.h):
  *   - the two shards of a real sweep, run here with cic_run_sweep, given as

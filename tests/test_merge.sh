@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_merge.sh: `cicheck merge` does not trust shard content. A small
 # sweep (6 points) is run in 3 shards; then one edit at a time is made to a
 # copy of the shards, and the merge must refuse it with exit 2, naming the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_metric.c: the metrics module (src/metric/ulp.c, metric.c).
  *
  * Special values are checked against hand-derived powers of two (+-0,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_model.c: the model builder. SHA-256 against the FIPS 180-4 vectors;
  * weights a pure function of the seed (rebuilt twice, hashed equal; a seed
  * change moves the hash); the weight fingerprints of every shipped case equal

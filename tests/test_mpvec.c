@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_mpvec.c: the fixed-point fast path of the dot product against exact
  * MPFR products plus mpfr_sum, bit for bit, over precisions, mixed
  * precisions, strides, cancellation, zeros, biases and exponent spans; and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_plot.c: cic_plot_dir on synthetic sweep.json and report.json files.
  *
  * Each test writes a synthetic input into a mkdtemp folder, plots it, and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_qmat.c: the orthogonal matrices (src/xform/qmat.h).
  *
  * Random Q: orthogonal to c * d * 2^-prec for several sizes, seeds and

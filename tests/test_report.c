@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_report.c: the report module's outputs read back the way their
  * consumers read them: report.json parsed with jansson (keys of DESIGN.md
  * section 7, null for NaN/Inf and for rows without a verdict or metrics),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_safetensors.c: the safetensors reader (src/base/safetensors_read.c).
  *   - files written by cic_safetensors_write (random shapes and values,
  *     seed printed) read back bit for bit, metadata included;

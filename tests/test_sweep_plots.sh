@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # test_sweep_plots.sh: a sweep draws its plots when it ends (gnuplot: each
 # plot's .dat, .gp, PNG, SVG and PDF, the PNG a real PNG). Needs gnuplot
 # (skipped, exit 77, without it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* test_xform.c: the transforms are invariances exactly when they should be.
  * For random shapes and seeds, every exact transform, run in MPFR with its
  * unrounded weights, stays under its verdict threshold against the original

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* testutil.h: helpers shared by the cmocka tests. cmocka 1.1.5 has no
  * assert_double_equal (assert_float_equal casts to float), so closeness is
  * checked here with every input printed on failure. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cicheck.h: the public C API of libcicheck, the library behind the cicheck
  * tool. It loads a case file, runs it (MPFR truth and verdicts, float32
  * engines, gates, optionally a baseline) and hands back the result rows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* session.c: the public API of libcicheck (include/cicheck/cicheck.h) on top
  * of the internals: the case loader (src/case) validates, the run of
  * `cicheck run` (src/cli/run.c, given the loaded case) computes, and the

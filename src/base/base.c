@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* base.c: diagnostics and checked allocation (see base.h). */
 #include "base.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* base.h: what every cicheck module shares: version, status codes, checked
  * allocation, assertions for programmer errors, and the diagnostic record that
  * carries "file:line:column: message" from the case loader to the CLI.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mpgemm.c: MPFR matrix products through dgemm (mpgemm.h). */
 #include "mpgemm.h"
 

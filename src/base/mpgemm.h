@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mpgemm.h: dense products of MPFR matrices, the one place a transform's
  * products by Q are formed: correctly rounded dot products, or in double
  * through OpenBLAS dgemm for transforms computed in f64 at sizes where

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mpvec.c: MPFR vectors and the correctly rounded dot product (mpvec.h). */
 #include "mpvec.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* mpvec.h: MPFR vectors and the one dot-product kernel every high-precision
  * computation in cicheck goes through (transforms, the MPFR engine, metrics).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rng.c: counter-based random numbers (rng.h). Every weight of a model
  * comes from cic_rng_fill_f32, so a 23M-weight model draws 23M values: the
  * fill computes each value in double with libm and proves, value by value,

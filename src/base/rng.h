@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* rng.h: the random numbers behind every weight, input and random Q. They
  * are a pure function of (seed, stream name, index): an integer hash
  * (splitmix64 finaliser) for the bits, and a Gaussian formed with correctly

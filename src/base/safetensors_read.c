@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors_read.c: map a safetensors file and check every claim its
  * header makes before handing out a byte (safetensors_read.h).
  *

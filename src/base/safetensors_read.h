@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors_read.h: a strict reader of safetensors files, for loading
  * checkpoints and the --dump folders written by cic_safetensors_write
  * (src/report/safetensors.c). Independent of models: it only knows the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* case.c: the case-file loader. Reads a TOML case (layout in case.h) through
  * the toml++ wrapper (toml_capi.h), applies the defaults and checks every
  * rule, and either fills a cic_case that the rest of cicheck trusts or

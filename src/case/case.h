@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* case.h: a validated case file. The loader (case.c, on top of the toml++
  * wrapper in toml_capi.h) turns a TOML file into a cic_case or a cic_diag
  * naming file:line:column; everything downstream trusts a loaded case.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* toml_capi.cpp: the only C++ in cicheck. Wraps toml++ 3.x (linked as the
  * Debian shared library, exceptions enabled) behind the C API of
  * toml_capi.h for the case loader.

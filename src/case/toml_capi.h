@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* toml_capi.h: a small C API over toml++ (C++17), so the case loader can stay
  * C11. A parsed document owns every node; node handles are borrowed pointers
  * valid until cic_toml_doc_free. No C++ exception ever crosses this API: each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* main.c: the cicheck command line: run, bless, merge, plot, flops, hash.
  * Exit codes: 0 all gates pass, 1 a gate or expectation failed, 2 bad input
  * or usage, 3 resource failure or a lost result (DESIGN.md section 6). */

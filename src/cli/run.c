@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.c: one `cicheck run` of one case file.
  *
  * Order of work: load and check the case; build the original model; compute

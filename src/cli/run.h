@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* run.h: `cicheck run`: load a case, build and transform the models, run the
  * engines, score, judge, and write the table, report.json and dumps. */
 #ifndef CIC_RUN_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sweep.c: sweeps, shards and merging (`cicheck run` on a case with a
  * [sweep] table, `--shard K/N`, `cicheck merge`).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine.h: the engines that run a cic_model graph (DESIGN.md section 4).
  *
  * The f32 engine is the fast kernel: OpenBLAS sgemm (or a fixed-order loop

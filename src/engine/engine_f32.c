@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_f32.c: the float32 engine. The body is the template engine_real.h
  * instantiated with float: matmuls go to OpenBLAS sgemm or to a fixed-order
  * loop (one summation order on every CPU, so its bits are reproducible

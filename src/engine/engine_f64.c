@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_f64.c: the float64 engine, the template engine_real.h instantiated
  * with double: the f32 engine's graph, formulas, order of operations and
  * FLOP bookings, in double precision (OpenBLAS dgemm or the fixed-order

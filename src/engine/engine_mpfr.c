@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_mpfr.c: the reference engine. Every op of the graph at prec bits
  * with MPFR, each elementary operation correctly rounded and every dot
  * product (matmuls, attention scores, P V, the variance) correctly rounded as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* engine_real.h: the body of the float32 and float64 engines, a template
  * included once by engine_f32.c and once by engine_f64.c (never by anything
  * else). Both run the same graph with the same formulas in the same order

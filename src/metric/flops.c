@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* flops.c: closed-form FLOP formulas (flops.h). Written from the block
  * equations, not from the graph, so that agreement with the engines'
  * counters checks both. Convention (engine.h): multiply-add 2, any other

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* flops.h: closed-form FLOP counts of a block, per site, derived from the
  * case alone (DESIGN.md section 3). The engines count the same work as they
  * run it; the report shows both and whether they agree exactly. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* flops_dit.c: closed-form FLOP formulas of the dit (adaLN) block and its
  * rotation strategies (flops.h, DESIGN.md section 3). Derived from the
  * adaLN spec's op list and op costs only, never from the graph builder or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metric.c: the error of a float32 output y against its MPFR truth x, the
  * relative difference of two vectors, and the drift between two float runs
  * (DESIGN.md section 5). Workload: one call per block output, up to ~10^6

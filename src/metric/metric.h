@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metric.h: how far a low-precision output is from the MPFR truth, and how far
  * two float32 outputs are from each other (DESIGN.md section 5).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ulp.c: the binary32 unit in the last place of an exact value, and the
  * ordered-integer distance between two floats (DESIGN.md section 5).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* build.h: the graph-building helpers shared by the block builders of the
  * model module (model.c: preln, rmsnorm; dit.c: dit and its adaLN
  * strategies). Internal to src/model. */

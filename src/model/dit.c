@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dit.c: the DiT block (adaLN-Zero as in the DiT reference code, DESIGN.md
  * section 1) and the graphs of its adaLN rotation strategies (section 3).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fold.c: MPFR folds of modulation and rotation into weights (fold.h). */
 #include "fold.h"
 

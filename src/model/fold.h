@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fold.h: folding adaLN modulation and a rotation into linear weights, in
  * MPFR (DESIGN.md section 3, per-sample-fold and static-fold). The MPFR
  * engine runs these per sample; the static-fold transform runs them once for

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* model.c: building the original models of a case (graph + weights), and the
  * model container itself (model.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* model.h: the graph both engines run, and the weights it carries.
  *
  * A model is a list of tensors and a list of ops in execution order (SSA: an

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* sha256.c: SHA-256 (FIPS 180-4) for the weight fingerprints in reference/.
  * None of the project's dependencies offers a hash, and 60 lines are cheaper
  * than a crypto library for one checksum. Tested against the FIPS vectors in

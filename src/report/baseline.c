@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* baseline.c: compare a run with its accepted baseline (baseline.h): read
  * the file without trusting what it is (a FIFO, a device, a folder), check
  * the schema of every field that will be compared, then compare rule by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* baseline.h: the regression gate. A baseline is the report.json of an
  * accepted run, kept as reference/<case>.json (`cicheck bless`); a later run
  * is compared with it rule by rule:

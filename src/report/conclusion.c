@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conclusion.c: the answer, in words, at the end of a dit run. The question
  * behind a dit case is whether its adaLN block can be rotated exactly at no
  * extra cost; the answer is read off the report: the verdict row of each

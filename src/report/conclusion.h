@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* conclusion.h: the answer, in words, at the end of a dit (adaLN) run:
  * can the block be rotated exactly, and at what extra cost? Every sentence
  * is generated from the report's own verdicts and FLOP counts and from the

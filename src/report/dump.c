@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dump.c: model weights to safetensors for --dump (dump.h). */
 #include "dump.h"
 

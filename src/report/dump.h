@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* dump.h: the --dump folder (DESIGN.md section 6): every model's weights and
  * inputs as float32 safetensors under the names of DESIGN.md section 1, and
  * the outputs with the truth as float64, so the same block can be re-run in

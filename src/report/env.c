@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* env.c: what the numbers depend on besides the case file. OpenBLAS results
  * change with the kernel it picked (OPENBLAS_CORETYPE) and its thread count,
  * and MPFR/GMP/compiler versions change nothing in principle but everything

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* json.c: report.json (DESIGN.md section 7) and the atomic file writing the
  * report, the dump and the CI files share.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* junit.c: JUnit XML for CI test reporters (GitHub, GitLab, Jenkins), and
  * the regression rule names shared with baseline.c and markdown.c.
  *

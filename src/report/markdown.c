@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* markdown.c: the summary a CI page shows (GitHub's job summary, a GitLab
  * MR note): a "## cicheck" heading, one line per case, then a table of
  * every failure with the old value, the new value and the limit.

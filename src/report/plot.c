@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot.c: cic_plot_dir (plot.h): reads sweep.json or report.json, checks
  * that it has the shape cicheck writes, and draws every figure the data
  * calls for into DIR/plots/.

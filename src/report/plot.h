@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot.h: paper-ready plots of a run or a sweep (DESIGN.md section 6).
  *
  * cic_plot_dir reads DIR/sweep.json (or, when there is none, DIR/report.json:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot_gp.c: the gnuplot side of the plots (plot_int.h): paper sizes, the
  * palette, titles, legends and panel layout, the scripts, and rendering.
  *

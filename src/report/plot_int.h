@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot_int.h: what the plot files share (plot.c: entry and input checks;
  * plot_gp.c: gnuplot scripts, sizes, styles, rendering; plot_sweep.c: the
  * figures over a swept axis; plot_point.c: the figures of one report).

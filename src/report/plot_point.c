@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot_point.c: the figures of one report (a single run, or the first point
  * of a sweep that has one): ulp_cdf (the distribution of the row-scaled
  * error, as a CDF and as its tail 1 - F on a log axis, where p90, p99 and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* plot_sweep.c: the figures over a swept axis, from sweep.json's aggregate
  * (median, min and max over seeds): error_vs_d and error_vs_depth (float32
  * error against the width or the depth, two panels: relative 2-norm error

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report.h: what a run found, and the three ways it leaves the program: the
  * terminal table, report.json (DESIGN.md section 7; written atomically), and
  * the --dump folder of safetensors files.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors.c: the --dump format (DESIGN.md section 6), so anyone can load
  * the weights, inputs, outputs and truth of a case into PyTorch or NumPy
  * (safetensors.safe_open / numpy.frombuffer) and re-run the same block.

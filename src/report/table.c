@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* table.c: the terminal summary of a run, read by a person at the end of a
  * `cicheck run`: one fixed-width line per (transform, engine) row, then the
  * failed gates spelled out with their case line, then one summary line with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text.c: UTF-8 validation and exact number formatting (text.h). */
 #include "text.h"
 

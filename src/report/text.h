@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* text.h: text helpers shared by the CI outputs (junit.c, markdown.c).
  * Internal to src/report. */
 #ifndef CIC_TEXT_H

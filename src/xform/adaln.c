@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* adaln.c: the adaLN (dit) rotation strategies of DESIGN.md section 3.
  *
  * Each strategy is a dit graph built by cic_dit_create from the original

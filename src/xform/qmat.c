@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* qmat.c: the orthogonal matrices of the residual-stream rotation (qmat.h,
  * DESIGN.md section 2): Haar-random Q by Householder QR of a Gaussian matrix,
  * randomized Hadamard, the identity, and the orthogonality check.

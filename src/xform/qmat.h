@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* qmat.h: the orthogonal matrices that rotate the residual stream, computed
  * at a chosen precision in MPFR (DESIGN.md section 2).
  *

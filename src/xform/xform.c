@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xform.c: LayerNorm fusion, RMSNorm gamma folding and rotation (xform.h).
  *
  * Row-vector algebra of DESIGN.md section 2 in PyTorch layout (W [out, in],

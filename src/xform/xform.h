@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xform.h: the computational-invariance transforms (DESIGN.md section 2):
  * LayerNorm fusion, RMSNorm gamma folding and residual-stream rotation, with
  * the known mistakes as switches. A transform maps a model to a new model;

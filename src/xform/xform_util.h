@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* xform_util.h: value helpers shared by the transforms (xform.c, adaln.c).
  * Internal to src/xform. */
 #ifndef CIC_XFORM_UTIL_H

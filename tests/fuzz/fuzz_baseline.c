@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_baseline.c: libFuzzer target for the baseline reader
  * (cic_baseline_compare in src/report/baseline.c). Each input is written as
  * a baseline file and compared with a real run: the shipped references

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_case.c: libFuzzer target for the case loader (src/case on top of the
  * toml++ wrapper). Each input is handed to cic_case_load_string as a
  * NUL-terminated string (so text after an embedded NUL is not seen; the file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_merge.c: libFuzzer target for `cicheck merge` (cic_sweep_merge in
  * src/cli/sweep.c). Each input becomes one or two shard folders
  * (tests/fuzz/merge_input.h: two sweep.json texts split at the first NUL)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_safetensors.c: libFuzzer target for the safetensors reader
  * (src/base/safetensors_read.c). Each input is written as a file and
  * opened. Besides the sanitizers (and LeakSanitizer after every input), the

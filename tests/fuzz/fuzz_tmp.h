@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fuzz_tmp.h: a private folder for a fuzz target's files, on tmpfs when
  * there is one (/dev/shm: the merge fsyncs what it writes), else TMPDIR or
  * /tmp; removed at exit when empty. */

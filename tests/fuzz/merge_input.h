@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* merge_input.h: one fuzz input as a folder of shards, merged. The input
  * is one shard's sweep.json, or two separated by the first NUL byte (JSON
  * text cannot hold a raw NUL, so the split loses nothing); they are written

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* report_from_json.h: the run side of a baseline comparison, rebuilt from a
  * trusted report.json (the files in reference/), so the baseline reader can
  * be tested and fuzzed against real rows without running the cases: the
