@@ -119,7 +119,7 @@ int cic_plot_ulp_cdf(const cic_plot_ctx *c, cic_diag *d)
             else
                 fputs("set xlabel 'error in ULP of max_{row} |x|'\n", g);
             if (p == 0) {
-                fputs("unset logscale y\nset yrange [0:1]\nset ytics 0.25\nset mytics 1\n"
+                fputs("unset logscale y\nset yrange [0:1]\nset ytics 0.25, 0.25, 1\nset mytics 1\n"
                       "set format y '%g'\n",
                       g);
                 cic_plot_gp_ylabel(g, "fraction \xe2\x89\xa4 x (CDF)");
