@@ -12,6 +12,7 @@
  * its first byte to the end of the file with no gap and no overlap. Only
  * then are the tensors published. */
 #include "safetensors_read.h"
+#include "json_type.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -54,21 +55,6 @@ static int find_dtype(const char *s)
     return -1;
 }
 
-static const char *json_type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* A non-negative JSON integer. */
 static bool json_count(const json_t *v, uint64_t *out)
 {
@@ -92,7 +78,7 @@ static int parse_entry(cic_stfile_tensor *t, const char *path, const char *name,
 
     if (!json_is_object(e)) {
         cic_diag_set(d, path, 0, 0, "tensor '%s': entry is %s; an object {" ST_ALLOWED_KEYS
-                     "} expected", name, json_type_name(e));
+                     "} expected", name, cic_json_type_name(e));
         return -1;
     }
     json_object_foreach(e, key, v) {
@@ -112,7 +98,7 @@ static int parse_entry(cic_stfile_tensor *t, const char *path, const char *name,
     }
     if (!json_is_string(dt)) {
         cic_diag_set(d, path, 0, 0, "tensor '%s': dtype is %s; a string expected", name,
-                     json_type_name(dt));
+                     cic_json_type_name(dt));
         return -1;
     }
     k = find_dtype(json_string_value(dt));
@@ -125,7 +111,7 @@ static int parse_entry(cic_stfile_tensor *t, const char *path, const char *name,
     t->dtype = (enum cic_stfile_dtype)k;
     if (!json_is_array(shape)) {
         cic_diag_set(d, path, 0, 0, "tensor '%s': shape is %s; an array of sizes expected",
-                     name, json_type_name(shape));
+                     name, cic_json_type_name(shape));
         return -1;
     }
     if (json_array_size(shape) > CIC_STFILE_MAX_DIM) {
@@ -137,7 +123,7 @@ static int parse_entry(cic_stfile_tensor *t, const char *path, const char *name,
     json_array_foreach(shape, i, v) {
         if (!json_count(v, &dim)) {
             cic_diag_set(d, path, 0, 0, "tensor '%s': shape[%zu] is %s; a size >= 0 expected",
-                         name, i, json_is_integer(v) ? "negative" : json_type_name(v));
+                         name, i, json_is_integer(v) ? "negative" : cic_json_type_name(v));
             return -1;
         }
         t->shape[i] = (int64_t)dim;
@@ -266,7 +252,7 @@ static int parse_meta(cic_stfile *f, json_t *md, cic_diag *d)
     int i = 0;
     if (!json_is_object(md)) {
         cic_diag_set(d, f->path, 0, 0, "__metadata__ is %s; an object of strings expected",
-                     json_type_name(md));
+                     cic_json_type_name(md));
         return -1;
     }
     f->meta = cic_calloc(2 * n + 1, sizeof *f->meta);
@@ -275,7 +261,7 @@ static int parse_meta(cic_stfile *f, json_t *md, cic_diag *d)
     json_object_foreach(md, key, v) {
         if (!json_is_string(v)) {
             cic_diag_set(d, f->path, 0, 0, "__metadata__ '%s' is %s; metadata values must be "
-                         "strings", key, json_type_name(v));
+                         "strings", key, cic_json_type_name(v));
             return -1;
         }
         f->meta[2 * i] = strdup(key);
@@ -332,7 +318,7 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
     }
     if (!json_is_object(hdr)) {
         cic_diag_set(d, path, 0, 0, "header is %s; an object of tensors expected",
-                     json_type_name(hdr));
+                     cic_json_type_name(hdr));
         goto fail;
     }
     json_object_foreach(hdr, key, e) {

@@ -11,6 +11,7 @@
  * K - 1 modulo N; merging the N shards' sweep.json gives the sweep.json of
  * the whole run, since the aggregate is computed from the points alone. */
 #include "run.h"
+#include "../base/json_type.h"
 
 #include "../model/model.h"
 #include "../report/plot.h"
@@ -414,23 +415,6 @@ typedef struct {
     long index;         /* K of K/N */
 } shard;
 
-static const char *type_of(const json_t *v)
-{
-    if (!v)
-        return "missing";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 /* The "case" object report.json gives c. */
 static json_t *case_object(const cic_case *c)
 {
@@ -518,7 +502,7 @@ static int check_header(const shard *s, cic_case *c, long *total, long *count, c
     *total = c->sweep.points;
     if (!json_is_array(json_object_get(r, "points"))) {
         cic_diag_set(d, s->path, 0, 0, "points is %s; an array expected",
-                     type_of(json_object_get(r, "points")));
+                     cic_json_type_name(json_object_get(r, "points")));
         goto done;
     }
     rc = CIC_OK;
@@ -540,7 +524,7 @@ static int check_point(const shard *s, size_t j, json_t *p, const cic_case *c, l
     bool ok;
     if (!json_is_object(p) || !json_is_integer(json_object_get(p, "index"))) {
         cic_diag_set(d, s->path, 0, 0, "points[%zu] is %s without an integer index", j,
-                     type_of(p));
+                     cic_json_type_name(p));
         return CIC_EINPUT;
     }
     idx = (long)json_integer_value(json_object_get(p, "index"));
@@ -567,14 +551,14 @@ static int check_point(const shard *s, size_t j, json_t *p, const cic_case *c, l
     if (!json_is_integer(v) || json_integer_value(v) < CIC_OK ||
         json_integer_value(v) > CIC_EINTERNAL) {
         cic_diag_set(d, s->path, 0, 0, "point %ld: exit_code is %s; 0, 1, 2 or 3 expected",
-                     idx, json_is_integer(v) ? "out of range" : type_of(v));
+                     idx, json_is_integer(v) ? "out of range" : cic_json_type_name(v));
         return CIC_EINPUT;
     }
     code = (int)json_integer_value(v);
     v = json_object_get(p, "pass");
     if (!json_is_boolean(v) || json_is_true(v) != (code == CIC_OK)) {
         cic_diag_set(d, s->path, 0, 0, "point %ld: pass is %s with exit_code %d", idx,
-                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : type_of(v),
+                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : cic_json_type_name(v),
                      code);
         return CIC_EINPUT;
     }
@@ -583,20 +567,20 @@ static int check_point(const shard *s, size_t j, json_t *p, const cic_case *c, l
         return CIC_OK; /* the point could not run: no report, exit 2 or 3 kept */
     if (!json_is_object(rep)) {
         cic_diag_set(d, s->path, 0, 0, "point %ld: report is %s; the report of a point that "
-                     "ran (exit_code %d) expected", idx, type_of(rep), code);
+                     "ran (exit_code %d) expected", idx, cic_json_type_name(rep), code);
         return CIC_EINPUT;
     }
     v = json_object_get(rep, "pass");
     if (!json_is_boolean(v) || (code <= CIC_EGATE && json_is_true(v) != (code == CIC_OK))) {
         cic_diag_set(d, s->path, 0, 0, "point %ld: report.pass is %s with exit_code %d", idx,
-                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : type_of(v),
+                     json_is_boolean(v) ? (json_is_true(v) ? "true" : "false") : cic_json_type_name(v),
                      code);
         return CIC_EINPUT;
     }
     rows = json_object_get(rep, "results");
     if (!json_is_array(rows)) {
         cic_diag_set(d, s->path, 0, 0, "point %ld: report.results is %s; an array expected",
-                     idx, type_of(rows));
+                     idx, cic_json_type_name(rows));
         return CIC_EINPUT;
     }
     json_array_foreach(rows, k, row) {
@@ -760,7 +744,7 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
             json_t *sp = json_object_get(sh[k].root, "pass");
             cic_diag_set(d, sh[k].path, 0, 0, "pass is %s, but %s of its points passed",
                          json_is_boolean(sp) ? (json_is_true(sp) ? "true" : "false")
-                                             : type_of(sp), all ? "all" : "not all");
+                                             : cic_json_type_name(sp), all ? "all" : "not all");
             goto done;
         }
     }

@@ -5,6 +5,7 @@
  * rule. The schema check comes first so no rule can pass on a value of the
  * wrong type. */
 #include "baseline.h"
+#include "../base/json_type.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -200,23 +201,6 @@ static const char *const METRICS[] = {
     "drift.mean", "nonfinite"};
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 
-static const char *type_name(const json_t *v)
-{
-    if (!v)
-        return "missing";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT: return "an object";
-    case JSON_ARRAY: return "an array";
-    case JSON_STRING: return "a string";
-    case JSON_INTEGER: return "an integer";
-    case JSON_REAL: return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE: return "a boolean";
-    case JSON_NULL: return "null";
-    }
-    return "?";
-}
-
 static const char *jstr(json_t *o, const char *k)
 {
     const char *s = json_string_value(json_object_get(o, k));
@@ -242,7 +226,7 @@ static int check_figure(json_t *v, const char *path, const char *row, const char
     }
     if (integer ? !json_is_integer(v) : !(json_is_number(v) || json_is_null(v))) {
         cic_diag_set(d, path, 0, 0, "%s: metrics.%s is %s; %s expected", row, name,
-                     type_name(v), integer ? "an integer count"
+                     cic_json_type_name(v), integer ? "an integer count"
                                            : "a number (or null for a non-finite value)");
         return -1;
     }
@@ -264,7 +248,7 @@ static int check_metrics(json_t *m, const char *path, const char *row, cic_diag 
         return 0;
     if (!json_is_object(m)) {
         cic_diag_set(d, path, 0, 0, "%s: metrics is %s; an object (or null for a row "
-                     "without float32 figures) expected", row, type_name(m));
+                     "without float32 figures) expected", row, cic_json_type_name(m));
         return -1;
     }
     if (check_figure(json_object_get(m, "max_abs"), path, row, "max_abs", false, d) ||
@@ -277,7 +261,7 @@ static int check_metrics(json_t *m, const char *path, const char *row, cic_diag 
             continue; /* no drift: the untransformed rows */
         if (!json_is_object(o)) {
             cic_diag_set(d, path, 0, 0, "%s: metrics.%s is %s; an object {max, p99, mean}%s "
-                         "expected", row, groups[g], type_name(o), g == 2 ? " or null" : "");
+                         "expected", row, groups[g], cic_json_type_name(o), g == 2 ? " or null" : "");
             return -1;
         }
         for (k = 0; k < 3; k++) {
@@ -299,26 +283,26 @@ static int check_schema(json_t *root, const char *path, cic_diag *d)
     int rc = -1;
     if (!json_is_object(root)) {
         cic_diag_set(d, path, 0, 0, "not a cicheck report: the document is %s, an object "
-                     "expected", type_name(root));
+                     "expected", cic_json_type_name(root));
         return -1;
     }
     for (k = 0; k < 2; k++)
         if (!json_is_string(json_object_get(root, hashes[k]))) {
             cic_diag_set(d, path, 0, 0, "not a cicheck report: %s is %s; a string expected",
-                         hashes[k], type_name(json_object_get(root, hashes[k])));
+                         hashes[k], cic_json_type_name(json_object_get(root, hashes[k])));
             return -1;
         }
     rows = json_object_get(root, "results");
     if (!json_is_array(rows)) {
         cic_diag_set(d, path, 0, 0, "not a cicheck report: results is %s; an array of rows "
-                     "expected", type_name(rows));
+                     "expected", cic_json_type_name(rows));
         return -1;
     }
     json_array_foreach(rows, i, b) {
         json_t *fl;
         if (!json_is_object(b)) {
             cic_diag_set(d, path, 0, 0, "results[%zu] is %s; an object expected", i,
-                         type_name(b));
+                         cic_json_type_name(b));
             goto done;
         }
         for (k = 0; k < 2; k++) {
@@ -326,7 +310,7 @@ static int check_schema(json_t *root, const char *path, cic_diag *d)
             v = json_object_get(b, key);
             if (!json_is_string(v) || !json_string_value(v)[0]) {
                 cic_diag_set(d, path, 0, 0, "results[%zu]: %s is %s; a non-empty string "
-                             "expected", i, key, json_is_string(v) ? "empty" : type_name(v));
+                             "expected", i, key, json_is_string(v) ? "empty" : cic_json_type_name(v));
                 goto done;
             }
         }
@@ -361,7 +345,7 @@ static int check_schema(json_t *root, const char *path, cic_diag *d)
                 known = known || !strcmp(json_string_value(v), CIC_VERDICT_NAME[k]);
             if (!known) {
                 cic_diag_set(d, path, 0, 0, "%s: verdict is %s%s%s; equivalent, broken, "
-                             "inconclusive or null expected", row, type_name(v),
+                             "inconclusive or null expected", row, cic_json_type_name(v),
                              json_is_string(v) ? " " : "",
                              json_is_string(v) ? json_string_value(v) : "");
                 goto done;
@@ -370,14 +354,14 @@ static int check_schema(json_t *root, const char *path, cic_diag *d)
         v = json_object_get(b, "mpfr_sha256");
         if (v && !json_is_string(v)) {
             cic_diag_set(d, path, 0, 0, "%s: mpfr_sha256 is %s; a string expected", row,
-                         type_name(v));
+                         cic_json_type_name(v));
             goto done;
         }
         fl = json_object_get(b, "flops");
         v = json_object_get(fl, "transformed");
         if (!json_is_object(fl) || !json_is_number(v)) {
             cic_diag_set(d, path, 0, 0, "%s: flops.transformed is %s; a number expected", row,
-                         json_is_object(fl) ? type_name(v) : "missing (no flops object)");
+                         json_is_object(fl) ? cic_json_type_name(v) : "missing (no flops object)");
             goto done;
         }
         v = json_object_get(b, "metrics");

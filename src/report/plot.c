@@ -15,6 +15,7 @@
  * or overwrite a file the other is still checking, and a reader sees each
  * file either old or new, never half written. */
 #include "plot_int.h"
+#include "../base/json_type.h"
 
 #include "report.h"
 
@@ -25,28 +26,6 @@
 
 /* ---- input checks ---- */
 
-static const char *jtype(const json_t *v)
-{
-    if (!v)
-        return "nothing (the key is missing)";
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* An array whose entries are numbers or null (non-finite values are
  * written as null). */
 static int check_num_array(const char *file, const char *key, const json_t *a, cic_diag *d)
@@ -55,13 +34,13 @@ static int check_num_array(const char *file, const char *key, const json_t *a, c
     json_t *v;
     if (!json_is_array(a)) {
         cic_diag_set(d, file, 0, 0, "key '%s': must be an array of numbers, found %s", key,
-                     jtype(a));
+                     cic_json_type_name(a));
         return -1;
     }
     json_array_foreach(a, i, v) {
         if (!json_is_number(v) && !json_is_null(v)) {
             cic_diag_set(d, file, 0, 0, "key '%s[%zu]': must be a number or null, found %s",
-                         key, i, jtype(v));
+                         key, i, cic_json_type_name(v));
             return -1;
         }
     }
@@ -81,24 +60,24 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
         if (pre[0])
             cic_diag_set(d, file, 0, 0, "key '%.*s': must be an object (a cicheck report), "
                                         "found %s",
-                         (int)strlen(pre) - 1, pre, jtype(rep));
+                         (int)strlen(pre) - 1, pre, cic_json_type_name(rep));
         else
             cic_diag_set(d, file, 0, 0, "the top level must be an object (a cicheck report), "
                                         "found %s",
-                         jtype(rep));
+                         cic_json_type_name(rep));
         return -1;
     }
     json_t *kase = json_object_get(rep, "case");
     if (!json_is_object(kase)) {
         cic_diag_set(d, file, 0, 0, "key '%scase': must be an object (the case that was run), "
                                     "found %s",
-                     pre, jtype(kase));
+                     pre, cic_json_type_name(kase));
         return -1;
     }
     json_t *trs = json_object_get(kase, "transforms");
     if (trs && !json_is_array(trs)) {
         cic_diag_set(d, file, 0, 0, "key '%scase.transforms': must be an array, found %s", pre,
-                     jtype(trs));
+                     cic_json_type_name(trs));
         return -1;
     }
     json_array_foreach(trs, i, r) {
@@ -107,28 +86,28 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
             cic_diag_set(d, file, 0, 0, "key '%scase.transforms[%zu]%s': must be %s, found %s",
                          pre, i, json_is_object(r) ? ".name" : "",
                          json_is_object(r) ? "a string" : "an object",
-                         jtype(json_is_object(r) ? nm : r));
+                         cic_json_type_name(json_is_object(r) ? nm : r));
             return -1;
         }
     }
     json_t *res = json_object_get(rep, "results");
     if (!json_is_array(res)) {
         cic_diag_set(d, file, 0, 0, "key '%sresults': must be an array of result rows, found %s",
-                     pre, jtype(res));
+                     pre, cic_json_type_name(res));
         return -1;
     }
     json_array_foreach(res, i, r) {
         static const char *const skeys[2] = {"transform", "engine"};
         if (!json_is_object(r)) {
             cic_diag_set(d, file, 0, 0, "key '%sresults[%zu]': must be an object, found %s", pre,
-                         i, jtype(r));
+                         i, cic_json_type_name(r));
             return -1;
         }
         for (int k = 0; k < 2; k++) {
             json_t *v = json_object_get(r, skeys[k]);
             if (!json_is_string(v)) {
                 cic_diag_set(d, file, 0, 0, "key '%sresults[%zu].%s': must be a string, found %s",
-                             pre, i, skeys[k], jtype(v));
+                             pre, i, skeys[k], cic_json_type_name(v));
                 return -1;
             }
         }
@@ -136,7 +115,7 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
         if (m && !json_is_object(m) && !json_is_null(m)) {
             cic_diag_set(d, file, 0, 0, "key '%sresults[%zu].metrics': must be an object or "
                                         "null, found %s",
-                         pre, i, jtype(m));
+                         pre, i, cic_json_type_name(m));
             return -1;
         }
         static const char *const akeys[2] = {"ulp_row_quantiles", "drift_hist"};
@@ -150,7 +129,7 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
         if (fl && !json_is_object(fl) && !json_is_null(fl)) {
             cic_diag_set(d, file, 0, 0, "key '%sresults[%zu].flops': must be an object or null, "
                                         "found %s",
-                         pre, i, jtype(fl));
+                         pre, i, cic_json_type_name(fl));
             return -1;
         }
         if (json_is_object(m) && json_object_size(m) > 0)
@@ -171,7 +150,7 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
         if (!json_is_object(fa) || !json_is_object(pct)) {
             cic_diag_set(d, file, 0, 0, "key '%sflops_analytical%s': must be an object, found %s",
                          pre, json_is_object(fa) ? ".extra_pct" : "",
-                         jtype(json_is_object(fa) ? pct : fa));
+                         cic_json_type_name(json_is_object(fa) ? pct : fa));
             return -1;
         }
         snprintf(key, sizeof key, "%sflops_analytical.tokens", pre);
@@ -197,49 +176,49 @@ static int check_sweep(const char *file, const json_t *root, int *first, cic_dia
     *first = -1;
     if (!json_is_object(root)) {
         cic_diag_set(d, file, 0, 0, "the top level must be an object (a cicheck sweep), found %s",
-                     jtype(root));
+                     cic_json_type_name(root));
         return -1;
     }
     json_t *kase = json_object_get(root, "case");
     if (!json_is_object(kase)) {
-        cic_diag_set(d, file, 0, 0, "key 'case': must be an object, found %s", jtype(kase));
+        cic_diag_set(d, file, 0, 0, "key 'case': must be an object, found %s", cic_json_type_name(kase));
         return -1;
     }
     json_t *axes = json_object_get(root, "axes");
     if (!json_is_array(axes)) {
         cic_diag_set(d, file, 0, 0, "key 'axes': must be an array of axis names, found %s",
-                     jtype(axes));
+                     cic_json_type_name(axes));
         return -1;
     }
     json_t *vals = json_object_get(root, "axis_values");
     if (!json_is_object(vals)) {
         cic_diag_set(d, file, 0, 0, "key 'axis_values': must be an object, found %s",
-                     jtype(vals));
+                     cic_json_type_name(vals));
         return -1;
     }
     json_array_foreach(axes, i, v) {
         json_t *a = json_is_string(v) ? json_object_get(vals, json_string_value(v)) : NULL;
         if (!json_is_string(v)) {
             cic_diag_set(d, file, 0, 0, "key 'axes[%zu]': must be a string, found %s", i,
-                         jtype(v));
+                         cic_json_type_name(v));
             return -1;
         }
         if (!json_is_array(a)) {
             cic_diag_set(d, file, 0, 0, "key 'axis_values.%s': must be an array, found %s",
-                         json_string_value(v), jtype(a));
+                         json_string_value(v), cic_json_type_name(a));
             return -1;
         }
     }
     json_t *agg = json_object_get(root, "aggregate");
     if (!json_is_array(agg)) {
-        cic_diag_set(d, file, 0, 0, "key 'aggregate': must be an array, found %s", jtype(agg));
+        cic_diag_set(d, file, 0, 0, "key 'aggregate': must be an array, found %s", cic_json_type_name(agg));
         return -1;
     }
     json_array_foreach(agg, i, v) {
         static const char *const keys[4] = {"transform", "engine", "params", "values"};
         if (!json_is_object(v)) {
             cic_diag_set(d, file, 0, 0, "key 'aggregate[%zu]': must be an object, found %s", i,
-                         jtype(v));
+                         cic_json_type_name(v));
             return -1;
         }
         for (int k = 0; k < 4; k++) {
@@ -247,7 +226,7 @@ static int check_sweep(const char *file, const json_t *root, int *first, cic_dia
             bool ok = k < 2 ? json_is_string(e) : json_is_object(e);
             if (!ok) {
                 cic_diag_set(d, file, 0, 0, "key 'aggregate[%zu].%s': must be %s, found %s", i,
-                             keys[k], k < 2 ? "a string" : "an object", jtype(e));
+                             keys[k], k < 2 ? "a string" : "an object", cic_json_type_name(e));
                 return -1;
             }
         }
@@ -255,7 +234,7 @@ static int check_sweep(const char *file, const json_t *root, int *first, cic_dia
     json_t *pts = json_object_get(root, "points");
     if (!json_is_array(pts) || json_array_size(pts) == 0) {
         cic_diag_set(d, file, 0, 0, "key 'points': must be a non-empty array, found %s",
-                     json_is_array(pts) ? "an empty array" : jtype(pts));
+                     json_is_array(pts) ? "an empty array" : cic_json_type_name(pts));
         return -1;
     }
     json_array_foreach(pts, i, v) {
@@ -263,7 +242,7 @@ static int check_sweep(const char *file, const json_t *root, int *first, cic_dia
         json_t *par = json_object_get(v, "params");
         if (!json_is_object(v) || !json_is_object(par)) {
             cic_diag_set(d, file, 0, 0, "key 'points[%zu]%s': must be an object, found %s", i,
-                         json_is_object(v) ? ".params" : "", jtype(json_is_object(v) ? par : v));
+                         json_is_object(v) ? ".params" : "", cic_json_type_name(json_is_object(v) ? par : v));
             return -1;
         }
         /* a point that failed has a null report */

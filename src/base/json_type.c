@@ -1,0 +1,27 @@
+/* SPDX-License-Identifier: MIT */
+/* json_type.c: see json_type.h. */
+#include "json_type.h"
+
+const char *cic_json_type_name(const json_t *v)
+{
+    if (!v)
+        return "missing";
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    case JSON_NULL:
+        return "null";
+    }
+    return "?";
+}
