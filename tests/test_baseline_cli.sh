@@ -55,7 +55,7 @@ EOF
 chmod +x "$tmp/run"
 run=$tmp/run
 
-expect_rc 0 "bless the tiny case" "$bin" bless --baseline "$tmp/good" "$tmp/bl.toml"
+expect_rc 0 "bless the tiny case" "$bin" bless --force --baseline "$tmp/good" "$tmp/bl.toml"
 [ -f "$tmp/good/bl.json" ] || { echo "FAIL - no baseline written"; exit 1; }
 expect_rc 0 "the blessed baseline compares clean" "$run" "$tmp/good"
 
