@@ -9,7 +9,7 @@
 #include "engine.h"
 
 #include "../base/mpvec.h"
-#include "../model/fold.h"
+#include "../xform/fold.h"
 #include "../xform/qmat.h"
 
 #include <pthread.h>

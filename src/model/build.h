@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* build.h: the graph-building helpers shared by the block builders of the
- * model module (model.c: preln, rmsnorm; dit.c: dit and its adaLN
- * strategies). Internal to src/model. */
+ * model module (model.c: preln, rmsnorm; dit.c: dit). Internal to
+ * src/model. */
 #ifndef CIC_BUILD_H
 #define CIC_BUILD_H
 
@@ -10,10 +10,9 @@
 typedef struct {
     cic_model *m;
     int ok;
-    const cic_model *src; /* copy weights by name from here, when set */
 } cic_bld;
 
-/* A weight [rows, cols] drawn with std (or copied from b->src). */
+/* A weight [rows, cols] drawn with std. */
 int _cic_bld_weight(cic_bld *b, const char *name, int rows, int cols, double std);
 /* A norm gain [1, cols] around 1. */
 int _cic_bld_gain(cic_bld *b, const char *name, int cols);

@@ -246,12 +246,6 @@ int _cic_bld_weight(bld *b, const char *name, int rows, int cols, double std)
         b->ok = 0;
         return -1;
     }
-    if (b->src) {
-        int s = cic_model_tensor_find(b->src, name);
-        CIC_ASSERT(s >= 0 && b->src->t[s].rows == rows && b->src->t[s].cols == cols);
-        memcpy(b->m->t[id].f32, b->src->t[s].f32, (size_t)rows * cols * sizeof(float));
-        return id;
-    }
     _cic_fill(b->m, id, std);
     return id;
 }
@@ -520,10 +514,8 @@ cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout 
 {
     cic_model *m;
     bld b;
-    if (cfg->block == CIC_BLOCK_DIT) {
-        cic_dit_plan plan = {CIC_XFORM_COUNT, CIC_STREAM_CENTERED, false};
-        return cic_dit_create(cfg, readout, &plan, NULL, p);
-    }
+    if (cfg->block == CIC_BLOCK_DIT)
+        return cic_dit_create(cfg, readout, p);
     m = cic_calloc(1, sizeof *m);
     if (!m)
         return NULL;
@@ -533,7 +525,6 @@ cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout 
     m->cond = -1;
     b.m = m;
     b.ok = 1;
-    b.src = NULL;
     m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, cfg->d_model);
     if (m->input < 0)
         goto fail;

@@ -156,22 +156,10 @@ int cic_model_run_rows(const cic_model *m, int id, int n_samples);
 
 /* ---- dit (dit.c) ---- */
 
-/* Which graph to build for a dit case: the original (kind CIC_XFORM_COUNT) or
- * an adaLN strategy (DESIGN.md section 3). */
-typedef struct {
-    enum cic_xform_kind kind;
-    enum cic_stream stream;
-    bool fast;
-} cic_dit_plan;
-
-/* The dit graph of a plan. Weights are generated from the seed, or copied
- * by name from src when given (so a strategy starts from the original
- * weights). A strategy's extra tensors ("rot.q", "rot.qT", "rot.signs",
- * "branch.*") are created zeroed: the adaLN transform fills them and
- * rewrites the input and the folded or rotated weights. NULL on allocation
- * failure. */
+/* The original dit graph of cfg, weights drawn from the seed (the adaLN
+ * strategies are rewrites of it, in src/xform). NULL on allocation failure;
+ * p as for cic_model_create_progress. */
 cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
-                          const cic_dit_plan *plan, const cic_model *src,
                           const cic_model_progress *p);
 
 /* Output shape of the readout. */

@@ -1,22 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /* adaln.c: the adaLN (dit) rotation strategies of DESIGN.md section 3.
  *
- * Each strategy is a dit graph built by cic_dit_create from the original
- * model's weights; this file fills what the graph leaves to the transform,
- * at the transform precision:
+ * Each strategy's graph is the original dit graph rewritten
+ * (adaln_graph.c); this file fills what the graph leaves to the transform,
+ * at the transform precision, finding every weight through the graph (op
+ * kinds, sites and linear roles), never by tensor name:
  *   - the rotation Q of the stream (random, Hadamard, identity; or a
  *     mean-preserving Q with Q 1 = 1 for stream = "mean-preserving"), as
  *     dense tensors (rot.q = Q for x Q^T, rot.qT = Q^T for x Q) or, for the
  *     fast variants, the +-1 signs of the randomized Hadamard (rot.signs);
  *   - the rotated block input: X C Q (centered stream) or X Q;
  *   - static-fold: every reader and writer folded for the calibration
- *     sample's modulation (model/fold.h), computed here in MPFR;
+ *     sample's modulation (fold.h), computed here in MPFR;
  *   - branch-rotate: every linear's weight rotated to read a rotated input
  *     (W Q_in), with Q_in of order d or d_mlp. */
 #include "xform.h"
 
 #include "../base/mpvec.h"
-#include "../model/fold.h"
+#include "adaln_graph.h"
+#include "fold.h"
 #include "qmat.h"
 #include "xform_util.h"
 
@@ -94,12 +96,11 @@ done:
     return rc;
 }
 
-/* Fold one reader (in) or writer (out) of a static-fold model in place. */
-static int fold_static(cic_model *m, const char *wname, const char *bname, bool reader,
-                       const mpfr_t *shift_or_gate, const mpfr_t *scale, const mpfr_t *q,
-                       bool center, cic_fold_ws *ws)
+/* Fold one reader (in) or writer (out) of a static-fold model in place:
+ * weight w and bias b (tensor ids). */
+static int fold_static(cic_model *m, int w, int b, bool reader, const mpfr_t *shift_or_gate,
+                       const mpfr_t *scale, const mpfr_t *q, bool center, cic_fold_ws *ws)
 {
-    int w = cic_model_tensor_find(m, wname), b = cic_model_tensor_find(m, bname);
     int rows, cols, rc = -1;
     mpfr_t *tw = NULL, *tb = NULL, *nw = NULL, *nb = NULL;
     const mpfr_t *wv, *bv;
@@ -131,15 +132,53 @@ done:
     return rc;
 }
 
-static int static_fold(cic_model *m, const cic_xform_spec *x, const mpfr_t *q, bool center,
-                       mpfr_prec_t p)
+/* The op of the original graph that writes tensor t, or -1. */
+static int producer(const cic_model *g, int t)
+{
+    int i;
+    for (i = 0; i < g->n_ops; i++)
+        if (g->ops[i].out == t)
+            return i;
+    return -1;
+}
+
+/* The op of the original graph that reads tensor t, or -1. */
+static int reader_of(const cic_model *g, int t)
+{
+    int i, k;
+    for (i = 0; i < g->n_ops; i++)
+        for (k = 0; k < 3; k++)
+            if (g->ops[i].in[k] == t)
+                return i;
+    return -1;
+}
+
+/* The calibration modulation of the adaLN linear writing tensor mod (its
+ * weight and bias), into *cur, computed once per such tensor. */
+static int calibration_mod(mpfr_t *cur, int *cur_id, const cic_model *orig, const cic_model *m,
+                           int mod, int sample, cic_fold_ws *ws)
+{
+    int pi = producer(orig, mod);
+    if (mod == *cur_id)
+        return 0;
+    CIC_ASSERT(pi >= 0 && orig->ops[pi].kind == CIC_OP_LINEAR && orig->ops[pi].site == CIC_SITE_MOD);
+    *cur_id = mod;
+    return modulation(cur, m, orig->ops[pi].w, orig->ops[pi].b, sample, ws);
+}
+
+/* static-fold: every reader fed by a MODULATE and every writer gated by a
+ * GATE of the original graph gets the calibration sample's modulation
+ * folded in (with Q), found through the graph: the MODULATE's chunks
+ * (shift, scale) and the GATE's (gate) are columns of the adaLN linear's
+ * output that feeds them. */
+static int static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec *x,
+                       const mpfr_t *q, bool center, mpfr_prec_t p)
 {
     const cic_model_cfg *c = &m->cfg;
-    int d = c->d_model, l, rc = -1;
+    int d = c->d_model, i, cur_id = -1, rc = -1;
     size_t big = (size_t)d * (c->d_mlp > 3 * d ? c->d_mlp : 3 * d);
     mpfr_t *mod = cic_mpvec_create((size_t)6 * d, p);
     cic_fold_ws ws;
-    char wn[96], bn[96], an[96], abn[96];
     if (!mod || cic_fold_ws_init(&ws, big > (size_t)d * c->d_out ? big : (size_t)d * c->d_out,
                                  (size_t)(c->d_mlp > c->d_cond ? (c->d_mlp > d ? c->d_mlp : d)
                                                                : (c->d_cond > d ? c->d_cond : d)),
@@ -148,34 +187,26 @@ static int static_fold(cic_model *m, const cic_xform_spec *x, const mpfr_t *q, b
         return -1;
     }
     ws.blas = x->prec == CIC_TPREC_F64_BLAS;
-    for (l = 0; l < c->layers; l++) {
-        snprintf(an, sizeof an, "blocks.%d.adaLN_modulation.1.weight", l);
-        snprintf(abn, sizeof abn, "blocks.%d.adaLN_modulation.1.bias", l);
-        if (modulation(mod, m, cic_model_tensor_find(m, an), cic_model_tensor_find(m, abn),
-                       x->calibration, &ws) < 0)
+    for (i = 0; i < orig->n_ops; i++) {
+        const cic_op *o = &orig->ops[i];
+        int li;
+        if (o->kind != CIC_OP_MODULATE && o->kind != CIC_OP_GATE)
+            continue;
+        if (calibration_mod(mod, &cur_id, orig, m, o->in[1], x->calibration, &ws) < 0)
             goto done;
-        /* chunks: shift1 0, scale1 d, gate1 2d, shift2 3d, scale2 4d, gate2 5d */
-#define FOLD(part, reader, sg, sc)                                                   \
-    do {                                                                             \
-        snprintf(wn, sizeof wn, "blocks.%d.%s.weight", l, part);                     \
-        snprintf(bn, sizeof bn, "blocks.%d.%s.bias", l, part);                       \
-        if (fold_static(m, wn, bn, reader, mod + (sg), (sc) >= 0 ? mod + (sc) : NULL, \
-                        q, center, &ws) < 0)                                         \
-            goto done;                                                               \
-    } while (0)
-        FOLD("attn.qkv", true, 0, d);
-        FOLD("attn.proj", false, 2 * d, -1);
-        FOLD("mlp.fc1", true, 3 * d, 4 * d);
-        FOLD("mlp.fc2", false, 5 * d, -1);
-#undef FOLD
-    }
-    if (c->final_layer) {
-        if (modulation(mod, m, cic_model_tensor_find(m, "final_layer.adaLN_modulation.1.weight"),
-                       cic_model_tensor_find(m, "final_layer.adaLN_modulation.1.bias"),
-                       x->calibration, &ws) < 0 ||
-            fold_static(m, "final_layer.linear.weight", "final_layer.linear.bias", true, mod,
-                        mod + d, q, center, &ws) < 0)
-            goto done;
+        if (o->kind == CIC_OP_MODULATE) { /* the reader it feeds: shift, scale */
+            li = reader_of(orig, o->out);
+            CIC_ASSERT(li >= 0 && orig->ops[li].role == CIC_ROLE_READER);
+            if (fold_static(m, orig->ops[li].w, orig->ops[li].b, true, mod + o->in_col[0],
+                            mod + o->in_col[1], q, center, &ws) < 0)
+                goto done;
+        } else { /* the writer it gates: gate */
+            li = producer(orig, o->in[0]);
+            CIC_ASSERT(li >= 0 && orig->ops[li].role == CIC_ROLE_WRITER);
+            if (fold_static(m, orig->ops[li].w, orig->ops[li].b, false, mod + o->in_col[0],
+                            NULL, q, center, &ws) < 0)
+                goto done;
+        }
     }
     rc = 0;
 done:
@@ -184,37 +215,33 @@ done:
     return rc;
 }
 
-/* branch-rotate: each linear reads x Q_in, so its weight becomes W Q_in. */
-static int branch(cic_model *m, const cic_xform_spec *x, cic_xf_ctx *cx, mpfr_prec_t p)
+/* branch-rotate: each reader and writer reads x Q_in, so its weight becomes
+ * W Q_in (Q of d_mlp for the MLP's writer, which reads the hidden layer). */
+static int branch(cic_model *m, const cic_model *orig, const cic_adaln_graph *g,
+                  const cic_xform_spec *x, cic_xf_ctx *cx, mpfr_prec_t p)
 {
     const cic_model_cfg *c = &m->cfg;
-    int d = c->d_model, f = c->d_mlp, l, rc = -1;
+    int d = c->d_model, f = c->d_mlp, i, rc = -1;
     mpfr_t *qd = cic_mpvec_create((size_t)d * d, p), *qm = cic_mpvec_create((size_t)f * f, p);
-    char n[96];
     if (!qd || !qm || make_q(qd, d, x, x->q_seed, false, p) < 0 ||
         make_q(qm, f, x, x->q_seed + 1, false, p) < 0)
         goto done;
     if (x->fast) {
-        set_signs(m, cic_model_tensor_find(m, "branch.signs.d"), (const mpfr_t *)qd, d);
-        set_signs(m, cic_model_tensor_find(m, "branch.signs.m"), (const mpfr_t *)qm, f);
-    } else if (set_q(m, cic_model_tensor_find(m, "branch.qT.d"), (const mpfr_t *)qd, d, true, p) < 0 ||
-               set_q(m, cic_model_tensor_find(m, "branch.qT.m"), (const mpfr_t *)qm, f, true, p) < 0) {
+        set_signs(m, g->bs_d, (const mpfr_t *)qd, d);
+        set_signs(m, g->bs_m, (const mpfr_t *)qm, f);
+    } else if (set_q(m, g->bq_d, (const mpfr_t *)qd, d, true, p) < 0 ||
+               set_q(m, g->bq_m, (const mpfr_t *)qm, f, true, p) < 0) {
         goto done;
     }
-    for (l = 0; l < c->layers; l++) {
-        static const char *const parts[] = {"attn.qkv", "attn.proj", "mlp.fc1", "mlp.fc2"};
-        int k;
-        for (k = 0; k < 4; k++) {
-            snprintf(n, sizeof n, "blocks.%d.%s.weight", l, parts[k]);
-            if (_cic_xf_rotate_right(cx, cic_model_tensor_find(m, n),
-                                     (const mpfr_t *)(k == 3 ? qm : qd), k == 3 ? f : d) < 0)
-                goto done;
-        }
+    for (i = 0; i < orig->n_ops; i++) {
+        const cic_op *o = &orig->ops[i];
+        bool wide = o->site == CIC_SITE_MLP && o->role == CIC_ROLE_WRITER;
+        if (o->kind != CIC_OP_LINEAR ||
+            (o->role != CIC_ROLE_READER && o->role != CIC_ROLE_WRITER))
+            continue;
+        if (_cic_xf_rotate_right(cx, o->w, (const mpfr_t *)(wide ? qm : qd), wide ? f : d) < 0)
+            goto done;
     }
-    if (c->final_layer &&
-        _cic_xf_rotate_right(cx, cic_model_tensor_find(m, "final_layer.linear.weight"),
-                             (const mpfr_t *)qd, d) < 0)
-        goto done;
     rc = 0;
 done:
     cic_mpvec_destroy(qd, (size_t)d * d);
@@ -225,7 +252,7 @@ done:
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
                            mpfr_prec_t engine_prec, cic_diag *d)
 {
-    cic_dit_plan plan;
+    cic_adaln_graph g;
     cic_model *m;
     cic_xf_ctx cx;
     mpfr_prec_t p = cic_xform_prec(x, engine_prec);
@@ -235,15 +262,12 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     bool centered = !mp;
     mpfr_t *q = NULL;
     memset(&cx, 0, sizeof cx);
-    plan.kind = x->kind;
-    plan.stream = x->stream;
-    plan.fast = x->fast;
-    m = cic_dit_create(&orig->cfg, CIC_READOUT_HEAD, &plan, orig, NULL);
+    m = cic_adaln_graph_create(orig, x, &g);
     if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
         goto done;
     cx.blas = x->prec == CIC_TPREC_F64_BLAS;
     if (x->kind == CIC_XFORM_BRANCH_ROTATE) {
-        rc = branch(m, x, &cx, p);
+        rc = branch(m, orig, &g, x, &cx, p);
         goto done;
     }
     q = cic_mpvec_create(dd, p);
@@ -252,17 +276,17 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     switch (x->kind) {
     case CIC_XFORM_ONLINE_UNROTATE:
         if (x->fast)
-            set_signs(m, cic_model_tensor_find(m, "rot.signs"), (const mpfr_t *)q, dm);
-        else if (set_q(m, cic_model_tensor_find(m, "rot.q"), (const mpfr_t *)q, dm, false, p) < 0 ||
-                 set_q(m, cic_model_tensor_find(m, "rot.qT"), (const mpfr_t *)q, dm, true, p) < 0)
+            set_signs(m, g.signs, (const mpfr_t *)q, dm);
+        else if (set_q(m, g.q, (const mpfr_t *)q, dm, false, p) < 0 ||
+                 set_q(m, g.qt, (const mpfr_t *)q, dm, true, p) < 0)
             goto done;
         break;
     case CIC_XFORM_PER_SAMPLE_FOLD:
-        if (set_q(m, cic_model_tensor_find(m, "rot.q"), (const mpfr_t *)q, dm, false, p) < 0)
+        if (set_q(m, g.q, (const mpfr_t *)q, dm, false, p) < 0)
             goto done;
         break;
     case CIC_XFORM_STATIC_FOLD:
-        if (static_fold(m, x, (const mpfr_t *)q, centered, p) < 0)
+        if (static_fold(m, orig, x, (const mpfr_t *)q, centered, p) < 0)
             goto done;
         break;
     default:
