@@ -15,6 +15,9 @@
 #include "base/mpvec.h"
 #include "metric/metric.h"
 
+/* every figure here is scored in float32 */
+#define F32 cic_format_get(CIC_FORMAT_FLOAT32)
+
 #include <float.h>
 #include <gmp.h>
 #include <mpfr.h>
@@ -40,7 +43,7 @@ static double ulp_of_str(const char *s)
     double u;
     mpfr_init2(x, 256);
     mpfr_set_str(x, s, 10, MPFR_RNDN);
-    u = cic_ulp_f32_mp(x);
+    u = cic_format_ulp_mp(F32, x);
     mpfr_clear(x);
     return u;
 }
@@ -51,7 +54,7 @@ static double ulp_of_2exp(long m, long e) /* ulp of m * 2^e, exact */
     double u;
     mpfr_init2(x, 256);
     mpfr_set_si_2exp(x, m, e, MPFR_RNDN);
-    u = cic_ulp_f32_mp(x);
+    u = cic_format_ulp_mp(F32, x);
     mpfr_clear(x);
     return u;
 }
@@ -62,13 +65,13 @@ static void check_ulp(double x, double want)
     mpfr_t m;
     mpfr_init2(m, 64);
     mpfr_set_d(m, x, MPFR_RNDN);
-    if (cic_ulp_f32(x) != want || cic_ulp_f32(-x) != want ||
-        cic_ulp_f32_mp(m) != want)
+    if (cic_format_ulp(F32, x) != want || cic_format_ulp(F32, -x) != want ||
+        cic_format_ulp_mp(F32, m) != want)
         fail_msg("ulp(%a): f32 %a, f32(-x) %a, mp %a, expected %a", x,
-                 cic_ulp_f32(x), cic_ulp_f32(-x), cic_ulp_f32_mp(m), want);
+                 cic_format_ulp(F32, x), cic_format_ulp(F32, -x), cic_format_ulp_mp(F32, m), want);
     mpfr_neg(m, m, MPFR_RNDN);
-    if (cic_ulp_f32_mp(m) != want)
-        fail_msg("ulp_mp(-%a) = %a, expected %a", x, cic_ulp_f32_mp(m), want);
+    if (cic_format_ulp_mp(F32, m) != want)
+        fail_msg("ulp_mp(-%a) = %a, expected %a", x, cic_format_ulp_mp(F32, m), want);
     mpfr_clear(m);
 }
 
@@ -110,18 +113,18 @@ static void test_ulp_special(void **state)
         mpfr_init2(x, 256);
         mpfr_set_si_2exp(x, 1, -126, MPFR_RNDN);
         mpfr_sub_d(x, x, P2(-300), MPFR_RNDN);
-        cic_assert_close(cic_ulp_f32_mp(x), P2(-149), 0, 0);
+        cic_assert_close(cic_format_ulp_mp(F32, x), P2(-149), 0, 0);
         /* 1 + 2^-200: not a power of two although it rounds to one */
         mpfr_set_ui(x, 1, MPFR_RNDN);
         mpfr_add_d(x, x, P2(-200), MPFR_RNDN);
-        cic_assert_close(cic_ulp_f32_mp(x), P2(-23), 0, 0);
+        cic_assert_close(cic_format_ulp_mp(F32, x), P2(-23), 0, 0);
         mpfr_clear(x);
     }
 }
 
 static void check_dist(float a, float b, uint64_t want)
 {
-    uint64_t g1 = cic_f32_ulp_distance(a, b), g2 = cic_f32_ulp_distance(b, a);
+    uint64_t g1 = cic_format_distance(F32, a, b), g2 = cic_format_distance(F32, b, a);
     if (g1 != want || g2 != want)
         fail_msg("distance(%a, %a) = %llu, reversed %llu, expected %llu",
                  (double)a, (double)b, (unsigned long long)g1,
@@ -133,18 +136,18 @@ static void test_ordered(void **state)
     const float tiny = 0x1p-149f;
     (void)state;
     /* +0 and -0 have different bits but the same code */
-    assert_int_equal(cic_f32_ordered(0.0f), 0);
-    assert_int_equal(cic_f32_ordered(-0.0f), 0);
-    assert_int_equal(cic_f32_ordered(tiny), 1);
-    assert_int_equal(cic_f32_ordered(-tiny), -1);
-    assert_int_equal(cic_f32_ordered(FLT_MIN), INT64_C(0x00800000));
-    assert_int_equal(cic_f32_ordered(1.0f), INT64_C(0x3f800000));
-    assert_int_equal(cic_f32_ordered(-1.0f), -INT64_C(0x3f800000));
-    assert_int_equal(cic_f32_ordered(INFINITY), INT64_C(0x7f800000));
-    assert_int_equal(cic_f32_ordered(-INFINITY), -INT64_C(0x7f800000));
-    assert_true(cic_f32_ordered(FLT_MAX) + 1 == cic_f32_ordered(INFINITY));
-    assert_true(cic_f32_ordered(nextafterf(1.0f, 0.0f)) + 1 ==
-                cic_f32_ordered(1.0f));
+    assert_int_equal(cic_format_ordered(F32, 0.0f), 0);
+    assert_int_equal(cic_format_ordered(F32, -0.0f), 0);
+    assert_int_equal(cic_format_ordered(F32, tiny), 1);
+    assert_int_equal(cic_format_ordered(F32, -tiny), -1);
+    assert_int_equal(cic_format_ordered(F32, FLT_MIN), INT64_C(0x00800000));
+    assert_int_equal(cic_format_ordered(F32, 1.0f), INT64_C(0x3f800000));
+    assert_int_equal(cic_format_ordered(F32, -1.0f), -INT64_C(0x3f800000));
+    assert_int_equal(cic_format_ordered(F32, INFINITY), INT64_C(0x7f800000));
+    assert_int_equal(cic_format_ordered(F32, -INFINITY), -INT64_C(0x7f800000));
+    assert_true(cic_format_ordered(F32, FLT_MAX) + 1 == cic_format_ordered(F32, INFINITY));
+    assert_true(cic_format_ordered(F32, nextafterf(1.0f, 0.0f)) + 1 ==
+                cic_format_ordered(F32, 1.0f));
 
     check_dist(-0.0f, 0.0f, 0);
     check_dist(-tiny, tiny, 2);
@@ -205,7 +208,7 @@ static void test_error_hand(void **state)
         assert_true((double)y[i] != xd[i] || i == 2);
     x = mk_x(xd, 6, 128);
     memset(&m, 0x5a, sizeof m); /* untouched fields must stay untouched */
-    cic_metric_error(&m, (const mpfr_t *)x, y, 2, 3, 128);
+    cic_metric_error(&m, F32, (const mpfr_t *)x, y, 2, 3, 128);
 
     assert_bits_eq(m.max_abs, P2(-20));
     cic_assert_close(m.rel_norm2, sqrt(dsq / xsq), 1e-15, 0);
@@ -231,7 +234,7 @@ static void test_error_hand(void **state)
     /* Transpose-free check that rows really are rows: as one 1x6 row the
      * scale is 3 everywhere, so (1,2) scores 2^-20 / 2^-22 = 4 and the
      * entries -2 and 0.25 are scored against ulp(3) = 2^-22. */
-    cic_metric_error(&m, (const mpfr_t *)x, y, 1, 6, 128);
+    cic_metric_error(&m, F32, (const mpfr_t *)x, y, 1, 6, 128);
     assert_bits_eq(m.ulp_row.max, 4.0);
     cic_assert_close(m.ulp_row.mean,
                      (1 + P2(-8) + 0 + 1 + P2(-4) + 4) / 6, 1e-15, 0);
@@ -242,7 +245,7 @@ static void test_error_hand(void **state)
     {
         const float yx[6] = {3.0f, 1.0f, (float)P2(-12), -2.0f, 0.25f, 0.0f};
         mpfr_set_d(x[1], 1.0, MPFR_RNDN);
-        cic_metric_error(&m, (const mpfr_t *)x, yx, 2, 3, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x, yx, 2, 3, 128);
         assert_bits_eq(m.max_abs, 0.0);
         assert_bits_eq(m.rel_norm2, 0.0);
         assert_bits_eq(m.ulp_row.max, 0.0);
@@ -262,7 +265,7 @@ static void test_error_nonfinite(void **state)
     mpfr_t *x = mk_x(xd, 6, 128);
     cic_metrics m;
     (void)state;
-    cic_metric_error(&m, (const mpfr_t *)x, y, 2, 3, 128);
+    cic_metric_error(&m, F32, (const mpfr_t *)x, y, 2, 3, 128);
     assert_int_equal(m.nonfinite, 2);
     assert_int_equal(m.first_nonfinite, 1);
     assert_true(isnan(m.max_abs));
@@ -282,7 +285,7 @@ static void test_error_nonfinite(void **state)
     /* Inf only (no NaN): +Inf, not NaN */
     {
         const float y2[6] = {-INFINITY, 1.0f, (float)P2(-12), -2.0f, 0.25f, 0.0f};
-        cic_metric_error(&m, (const mpfr_t *)x, y2, 2, 3, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x, y2, 2, 3, 128);
         assert_int_equal(m.nonfinite, 1);
         assert_int_equal(m.first_nonfinite, 0);
         assert_true(isinf(m.max_abs) && m.max_abs > 0);
@@ -296,7 +299,7 @@ static void test_error_nonfinite(void **state)
         const double xd3[3] = {1.0 + P2(-30), -3.0, P2(-12)};
         const float y3[3] = {1.0f, -INFINITY, (float)P2(-12)};
         mpfr_t *x3 = mk_x(xd3, 3, 128);
-        cic_metric_error(&m, (const mpfr_t *)x3, y3, 1, 3, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x3, y3, 1, 3, 128);
         assert_int_equal(m.nonfinite, 1);
         assert_int_equal(m.first_nonfinite, 1);
         assert_bits_eq(m.ulp_row_q[0], 0.0);
@@ -308,7 +311,7 @@ static void test_error_nonfinite(void **state)
      * gate on it passed) */
     {
         const float y3[6] = {NAN, NAN, INFINITY, -INFINITY, NAN, NAN};
-        cic_metric_error(&m, (const mpfr_t *)x, y3, 2, 3, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x, y3, 2, 3, 128);
         assert_int_equal(m.nonfinite, 6);
         assert_int_equal(m.first_nonfinite, 0);
         assert_true(isnan(m.max_abs));
@@ -333,7 +336,7 @@ static void test_error_nonfinite(void **state)
         }
         ys[17] = INFINITY;
         xv = mk_x(xs, N, 128);
-        cic_metric_error(&m, (const mpfr_t *)xv, ys, 1, N, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)xv, ys, 1, N, 128);
         assert_true(isinf(m.ulp_row.max));
         assert_bits_eq(m.ulp_row.p99, 0.0); /* rank 198 of 199 zeros, one Inf */
         assert_true(isinf(m.max_abs));
@@ -349,9 +352,9 @@ static void test_drift_nan(void **state)
     const float a[4] = {1.0f, 1.0f, NAN, NAN};
     cic_stat3 d;
     (void)state;
-    cic_metric_drift(&d, b, a, 4);
+    cic_metric_drift(&d, F32, b, a, 4);
     assert_true(isinf(d.max) && isinf(d.mean));
-    cic_metric_drift(&d, b, b, 1);
+    cic_metric_drift(&d, F32, b, b, 1);
     assert_bits_eq(d.max, 0.0);
 }
 
@@ -365,7 +368,7 @@ static void test_error_exclusion(void **state)
     mpfr_t *x = mk_x(xd, 7, 128);
     cic_metrics m;
     (void)state;
-    cic_metric_error(&m, (const mpfr_t *)x, y, 1, 7, 128);
+    cic_metric_error(&m, F32, (const mpfr_t *)x, y, 1, 7, 128);
     assert_int_equal(m.ulp_elem_excluded, 3);
     assert_bits_eq(m.ulp_elem.max, 0.0);
     /* the excluded (0,3) still counts for ulp_row and max_abs */
@@ -377,7 +380,7 @@ static void test_error_exclusion(void **state)
         const double xd2[4] = {1.0, P2(-20), P2(-30), P2(-31)};
         const float y2[4] = {1.0f, (float)P2(-20), (float)P2(-30), 0.0f};
         mpfr_t *x2 = mk_x(xd2, 4, 64);
-        cic_metric_error(&m, (const mpfr_t *)x2, y2, 2, 2, 64);
+        cic_metric_error(&m, F32, (const mpfr_t *)x2, y2, 2, 2, 64);
         /* row 0: 2^-20 < 2^-10 excluded; row 1: max 2^-30, 2^-31 kept
          * and scored against the gap below 2^-31: 2^-31 / 2^-55 */
         assert_int_equal(m.ulp_elem_excluded, 1);
@@ -405,7 +408,7 @@ static void test_error_max_abs_rounding(void **state)
     mpfr_sub_ui(x[0], x[0], 1, MPFR_RNDN); /* -(1 + 2^-53 + 2^-100) */
     mpfr_set_d(x[1], 0.5, MPFR_RNDN);
     assert_int_equal(mpfr_min_prec(x[0]), 101);
-    cic_metric_error(&m, (const mpfr_t *)x, y, 1, 2, 24);
+    cic_metric_error(&m, F32, (const mpfr_t *)x, y, 1, 2, 24);
     assert_bits_eq(m.max_abs, 1.0 + P2(-52));
     /* and the ratio gets the same correct rounding: ulp(x0) = 2^-23 */
     assert_bits_eq(m.ulp_row.max, (1.0 + P2(-52)) * P2(23));
@@ -417,7 +420,7 @@ static void test_error_empty(void **state)
     cic_metrics m;
     (void)state;
     memset(&m, 0x5a, sizeof m);
-    cic_metric_error(&m, NULL, NULL, 0, 5, 128);
+    cic_metric_error(&m, F32, NULL, NULL, 0, 5, 128);
     assert_bits_eq(m.max_abs, 0.0);
     assert_bits_eq(m.rel_norm2, 0.0);
     assert_bits_eq(m.ulp_row.max, 0.0);
@@ -495,18 +498,18 @@ static void test_drift(void **state)
             b6[k] = before[keep[k]];
             a6[k] = after[keep[k]];
         }
-        cic_metric_drift(&d, b6, a6, 6);
+        cic_metric_drift(&d, F32, b6, a6, 6);
         assert_bits_eq(d.max, 4.0);
         assert_bits_eq(d.p99, 4.0);
         cic_assert_close(d.mean, 8.0 / 6.0, 1e-15, 0);
     }
     /* with the two NaN pairs: +Inf, not skipped (test_drift_nan) */
-    cic_metric_drift(&d, before, after, 8);
+    cic_metric_drift(&d, F32, before, after, 8);
     assert_true(isinf(d.max) && isinf(d.p99) && isinf(d.mean));
-    cic_metric_drift(&d, before, before + 0, 4); /* identical: all 0 */
+    cic_metric_drift(&d, F32, before, before + 0, 4); /* identical: all 0 */
     assert_bits_eq(d.max, 0.0);
     assert_bits_eq(d.mean, 0.0);
-    cic_metric_drift(&d, NULL, NULL, 0);
+    cic_metric_drift(&d, F32, NULL, NULL, 0);
     assert_bits_eq(d.max, 0.0);
     assert_bits_eq(d.p99, 0.0);
     {
@@ -517,7 +520,7 @@ static void test_drift(void **state)
             b[i] = 1.0f;
             a[i] = 1.0f + (float)((99 - i) * 3 % 100 + 1) * 0x1p-23f;
         }
-        cic_metric_drift(&d, b, a, 100);
+        cic_metric_drift(&d, F32, b, a, 100);
         assert_bits_eq(d.max, 100.0);
         assert_bits_eq(d.p99, 99.0);
         assert_bits_eq(d.mean, 50.5);
@@ -746,7 +749,7 @@ static void test_error_random(void **state)
         for (i = 0; i < n; i++)
             y[i] = cic_mp_get_f32(x[i]);
 
-        cic_metric_error(&m, (const mpfr_t *)x, y, rows, cols, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x, y, rows, cols, 128);
         reference(&ref_max, &ref_rel, (const mpfr_t *)x, y, n);
         if (!(m.ulp_row.max <= 0.5 && m.ulp_elem.max <= 0.5 &&
               m.ulp_row.p99 <= m.ulp_row.max && m.nonfinite == 0 &&
@@ -768,7 +771,7 @@ static void test_error_random(void **state)
         for (j = r * cols; j < (r + 1) * cols; j++)
             if (mpfr_cmpabs(x[j], x[jmax]) > 0)
                 jmax = j;
-        u = cic_ulp_f32_mp(x[jmax]);
+        u = cic_format_ulp_mp(F32, x[jmax]);
         for (s = 1; s >= -1; s -= 2) {
             yd = (double)y[jmax] + (double)(s * k) * u; /* exact in double */
             if ((double)(float)yd == yd && isfinite((float)yd))
@@ -778,7 +781,7 @@ static void test_error_random(void **state)
             fail_msg("seed %llu iter %d: no float %ld ulps from %a",
                      (unsigned long long)seed, it, k, (double)y[jmax]);
         y[jmax] = (float)yd;
-        cic_metric_error(&m, (const mpfr_t *)x, y, rows, cols, 128);
+        cic_metric_error(&m, F32, (const mpfr_t *)x, y, rows, cols, 128);
         want = (double)k;
         if (!(fabs(m.ulp_row.max - want) <= 0.5 &&
               fabs(m.ulp_elem.max - want) <= 0.5))

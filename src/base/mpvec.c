@@ -2,6 +2,8 @@
 /* mpvec.c: MPFR vectors and the correctly rounded dot product (mpvec.h). */
 #include "mpvec.h"
 
+#include "format.h"
+
 #include "base.h"
 
 #include <math.h>
@@ -577,41 +579,14 @@ void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n)
 
 float cic_mp_get_f32(mpfr_srcptr x)
 {
-    /* Round to 24 bits with binary32's exponent range (MPFR's emin -148,
-     * emax 128) so that subnormals get their reduced precision in a single
-     * rounding, as IEEE does. MPFR wants inputs inside the current exponent
-     * range, so values outside it are settled first: exponent > 128 is an
-     * overflow, and |x| < 2^-149 (exponent <= -149) rounds to 0 or to the
-     * smallest subnormal. */
+    /* one rounding to binary32, subnormals and overflow included
+     * (format.c), then an exact conversion */
     mpfr_t t;
-    mpfr_exp_t e, emin = mpfr_get_emin(), emax = mpfr_get_emax();
-    mpfr_flags_t flags = mpfr_flags_save();
     float f;
-    int inex;
-    if (!mpfr_number_p(x) || mpfr_zero_p(x))
-        return mpfr_get_flt(x, MPFR_RNDN);
-    e = mpfr_get_exp(x);
-    if (e > 128)
-        return mpfr_signbit(x) ? -INFINITY : INFINITY;
-    if (e <= -149) {
-        /* |x| < 2^-149: above the midpoint 2^-150 it rounds up to 2^-149;
-         * at the midpoint or below, to zero (0 is the even neighbour) */
-        float tiny = 0x1p-149f;
-        int up = e == -149 && mpfr_cmp_si_2exp(x, mpfr_signbit(x) ? -1 : 1, -150) != 0;
-        f = up ? tiny : 0.0f;
-        return mpfr_signbit(x) ? -f : f;
-    }
     mpfr_init2(t, 24);
-    mpfr_set_emin(-148);
-    mpfr_set_emax(128);
-    inex = mpfr_set(t, x, MPFR_RNDN);
-    inex = mpfr_check_range(t, inex, MPFR_RNDN);
-    mpfr_subnormalize(t, inex, MPFR_RNDN);
-    mpfr_set_emin(emin);
-    mpfr_set_emax(emax);
+    cic_format_round(t, x, cic_format_get(CIC_FORMAT_FLOAT32));
     f = mpfr_get_flt(t, MPFR_RNDN);
     mpfr_clear(t);
-    mpfr_flags_restore(flags, MPFR_FLAGS_ALL);
     return f;
 }
 

@@ -324,7 +324,8 @@ static void eval_gates(run *r)
  * whatever its gates say (its figures are NaN or +Inf already). */
 static void score_f32(run *r, cic_result *x, const float *y)
 {
-    cic_metric_error(&x->metrics, (const mpfr_t *)r->truth, y, r->rows, r->cols, r->prec);
+    cic_metric_error(&x->metrics, cic_format_get(CIC_FORMAT_FLOAT32), (const mpfr_t *)r->truth, y,
+                     r->rows, r->cols, r->prec);
     if (r->n > 0 && x->metrics.nonfinite == r->n)
         x->pass = false;
 }
@@ -639,8 +640,9 @@ static int stage_xform(run *r, int i, cic_diag *d)
         memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
         x->has_metrics = true;
         score_f32(r, x, y);
-        cic_metric_drift(&x->metrics.drift, r->before[e], y, r->n);
-        cic_metric_drift_hist(x->metrics.drift_hist, r->before[e], y, r->n);
+        cic_metric_drift(&x->metrics.drift, cic_format_get(CIC_FORMAT_FLOAT32), r->before[e], y, r->n);
+        cic_metric_drift_hist(x->metrics.drift_hist, cic_format_get(CIC_FORMAT_FLOAT32), r->before[e], y,
+                              r->n);
         x->metrics.has_drift = 1;
         {
             const cic_result *b = NULL;

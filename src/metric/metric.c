@@ -202,8 +202,8 @@ static double _cic_norm_ratio(mpfr_ptr sd, mpfr_ptr sx)
 
 /* ---- error against the truth ---- */
 
-void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
-                      size_t rows, size_t cols, mpfr_prec_t prec)
+void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
+                      const float *y, size_t rows, size_t cols, mpfr_prec_t prec)
 {
     size_t n, i, r, c;
     bool has_nan = false;
@@ -262,7 +262,7 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
                 jmax = c;
         /* Rows are tokens: one ulp for the whole row, that of its largest
          * entry, so cancellation inside the row cannot inflate the ratio. */
-        urow = cic_ulp_f32_mp(xr[jmax]);
+        urow = cic_format_ulp_mp(fmt, xr[jmax]);
         mpfr_abs(thr, xr[jmax], MPFR_RNDN);
         mpfr_div_2ui(thr, thr, 10, MPFR_RNDN); /* exact: 2^-10 * row max */
 
@@ -290,7 +290,7 @@ void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
             dd = mpfr_get_d(d, MPFR_RNDN);
             _cic_acc_add(&arow, dd / urow);
             if (mpfr_cmpabs(xr[c], thr) >= 0)
-                _cic_acc_add(&aelem, dd / cic_ulp_f32_mp(xr[c]));
+                _cic_acc_add(&aelem, dd / cic_format_ulp_mp(fmt, xr[c]));
             else
                 excluded++;
         }
@@ -398,8 +398,8 @@ double cic_metric_rel_diff_f32(const float *a, const mpfr_t *b, size_t n,
 
 /* ---- drift between two float runs ---- */
 
-void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
-                      size_t n)
+void cic_metric_drift(cic_stat3 *d, const cic_format *fmt, const float *before,
+                      const float *after, size_t n)
 {
     size_t i;
     _cic_acc a;
@@ -408,7 +408,7 @@ void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
     memset(&a, 0, sizeof a);
     a.v = cic_calloc(n ? n : 1, sizeof(double));
     for (i = 0; i < n; i++) {
-        uint64_t u = cic_f32_ulp_distance(before[i], after[i]);
+        uint64_t u = cic_format_distance(fmt, before[i], after[i]);
         /* NaN on either side has no distance: +Inf, so a drift gate fails */
         _cic_acc_add(&a, u == UINT64_MAX ? INFINITY : (double)u); /* exact: u < 2^33 */
     }
@@ -416,13 +416,13 @@ void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
     free(a.v);
 }
 
-void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const float *before,
-                           const float *after, size_t n)
+void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const cic_format *fmt,
+                           const float *before, const float *after, size_t n)
 {
     size_t i;
     memset(hist, 0, CIC_DRIFT_BINS * sizeof *hist);
     for (i = 0; i < n; i++) {
-        uint64_t u = cic_f32_ulp_distance(before[i], after[i]);
+        uint64_t u = cic_format_distance(fmt, before[i], after[i]);
         int b = 0;
         if (u == UINT64_MAX)
             continue;

@@ -11,6 +11,8 @@
 #ifndef CIC_METRIC_H
 #define CIC_METRIC_H
 
+#include "../base/format.h"
+
 #include <mpfr.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -43,31 +45,18 @@ typedef struct {
     int has_decomp;
 } cic_metrics;
 
-/* ---- ULP helpers (binary32) ---- */
-
-/* ulp of an exact value x in binary32: 2^(max(E,-126)-23), E = floor(log2|x|);
- * at an exact power of two the gap below (2^(E-24), still >= 2^-149);
- * ulp(0) = 2^-149. Returned as a double (exact: all such powers fit).
- * x must be finite. */
-double cic_ulp_f32_mp(mpfr_srcptr x);
-double cic_ulp_f32(double x); /* same for a double value (exact input) */
-
-/* The ordered integer of a float: sign-magnitude bits mapped to two's
- * complement in int64 so that consecutive floats differ by 1 and +0 == -0.
- * NaN has no order: callers check isnan first. */
-int64_t cic_f32_ordered(float f);
-/* |ordered(a) - ordered(b)|; UINT64_MAX if either is NaN. Inf counts as the
- * float after FLT_MAX. */
-uint64_t cic_f32_ulp_distance(float a, float b);
+/* ULPs and ordered integers are those of the format the outputs were
+ * computed in (src/base/format.h): cic_format_ulp_mp, cic_format_distance. */
 
 /* ---- error of y against the truth x ---- */
 
 /* Fill max_abs, rel_norm2, ulp_row, ulp_elem, ulp_elem_excluded, n_out,
  * nonfinite, first_nonfinite (leaves drift and decomposition untouched). x holds
- * rows*cols finite values (any precision >= 24), y the float outputs. prec is
- * the working precision for |y - x| (use the truth's precision). */
-void cic_metric_error(cic_metrics *m, const mpfr_t *x, const float *y,
-                      size_t rows, size_t cols, mpfr_prec_t prec);
+ * rows*cols finite values (any precision >= 24), y the outputs (values of
+ * fmt, held as floats), ULPs those of fmt. prec is the working precision for
+ * |y - x| (use the truth's precision). */
+void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
+                      const float *y, size_t rows, size_t cols, mpfr_prec_t prec);
 
 /* ||a - b||_2 / ||b||_2 computed in MPFR at prec, rounded to double
  * (0 when both are 0; +Inf when b is 0 and a is not; NaN when a has a NaN or
@@ -80,15 +69,15 @@ double cic_metric_rel_diff_f32(const float *a, const mpfr_t *b, size_t n,
                                mpfr_prec_t prec);
 
 /* Drift between the float outputs of the untransformed run (before) and a
- * transformed run (after): max, p99, mean of the ordered ULP distance.
+ * transformed run (after): max, p99, mean of the ordered ULP distance in fmt.
  * Entries where either is NaN have no distance and count as +Inf (Inf itself
  * is the float after FLT_MAX). */
-void cic_metric_drift(cic_stat3 *d, const float *before, const float *after,
-                      size_t n);
+void cic_metric_drift(cic_stat3 *d, const cic_format *fmt, const float *before,
+                      const float *after, size_t n);
 
 /* Histogram of the drift distances (see cic_metrics.drift_hist). */
-void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const float *before,
-                           const float *after, size_t n);
+void cic_metric_drift_hist(uint64_t hist[CIC_DRIFT_BINS], const cic_format *fmt,
+                           const float *before, const float *after, size_t n);
 
 /* p-th percentile (0..100) of v by nearest rank on a sorted copy; v is not
  * modified. 0 for n == 0. */

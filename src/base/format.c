@@ -1,0 +1,168 @@
+/* SPDX-License-Identifier: MIT */
+/* format.c: the number formats (format.h) and their rounding, ULP and
+ * ordering, written once from the descriptor's fields. For float32 these
+ * are bit for bit what the project always computed: the rounding is the
+ * one MPFR gives with binary32's exponent range and subnormalize (CORE-MATH's
+ * recipe), the ULP the one DESIGN.md defines, the ordered integer the float's
+ * sign-magnitude bits. */
+#include "format.h"
+
+#include "base.h"
+
+#include <math.h>
+#include <string.h>
+
+const cic_format CIC_FORMATS[] = {
+    {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN},
+};
+
+#define CIC_FORMATS_LEN (sizeof CIC_FORMATS / sizeof CIC_FORMATS[0])
+_Static_assert(CIC_FORMATS_LEN == CIC_FORMAT_COUNT, "one descriptor per format");
+
+const cic_format *cic_format_get(enum cic_format_id id)
+{
+    CIC_ASSERT((unsigned)id < CIC_FORMAT_COUNT);
+    return &CIC_FORMATS[id];
+}
+
+const cic_format *cic_format_find(const char *name)
+{
+    size_t i;
+    for (i = 0; name && i < CIC_FORMATS_LEN; i++)
+        if (!strcmp(CIC_FORMATS[i].name, name))
+            return &CIC_FORMATS[i];
+    return NULL;
+}
+
+/* The largest finite value of f, into y (precision >= f->precision). */
+static void _cic_format_max(mpfr_ptr y, const cic_format *f, int neg)
+{
+    /* (2 - 2^(1-p)) 2^emax = (2^p - 1) 2^(emax - p + 1) */
+    mpfr_set_ui_2exp(y, 1, (mpfr_exp_t)f->precision, MPFR_RNDN);
+    mpfr_sub_ui(y, y, 1, MPFR_RNDN);
+    mpfr_mul_2si(y, y, (long)f->emax - f->precision + 1, MPFR_RNDN);
+    if (neg)
+        mpfr_neg(y, y, MPFR_RNDN);
+}
+
+int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f)
+{
+    /* MPFR's exponent e puts the significand in [1/2, 1): |x| in
+     * [2^(e-1), 2^e). The format's smallest subnormal 2^(emin - p + 1) has
+     * MPFR exponent emin - p + 2, its largest finite values exponent
+     * emax + 1. Rounding to p bits inside that range and subnormalizing
+     * gives subnormals their reduced precision in one rounding, as IEEE
+     * does. MPFR wants inputs inside the current range, so values outside
+     * it are settled first: an overflow, or |x| below the smallest
+     * subnormal, which rounds to it above half of it and to zero (the even
+     * neighbour) at or below. */
+    mpfr_exp_t e, lo = (mpfr_exp_t)f->emin - f->precision + 2, hi = (mpfr_exp_t)f->emax + 1;
+    mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
+    mpfr_flags_t flags;
+    int inex;
+    CIC_ASSERT(mpfr_get_prec(y) >= f->precision && f->subnormals);
+    if (!mpfr_number_p(x) || mpfr_zero_p(x))
+        return mpfr_set(y, x, MPFR_RNDN);
+    e = mpfr_get_exp(x);
+    if (e > hi) {
+        if (f->infinities)
+            mpfr_set_inf(y, mpfr_signbit(x) ? -1 : 1);
+        else
+            _cic_format_max(y, f, mpfr_signbit(x));
+        return mpfr_signbit(x) ? 1 : -1;
+    }
+    if (e < lo) {
+        int up = e == lo - 1 && mpfr_cmp_si_2exp(x, mpfr_signbit(x) ? -1 : 1, lo - 2) != 0;
+        if (up)
+            mpfr_set_si_2exp(y, mpfr_signbit(x) ? -1 : 1, lo - 1, MPFR_RNDN);
+        else
+            mpfr_set_zero(y, mpfr_signbit(x) ? -1 : 1);
+        return mpfr_signbit(x) ? (up ? -1 : 1) : (up ? 1 : -1);
+    }
+    flags = mpfr_flags_save();
+    {
+        mpfr_t t;
+        mpfr_init2(t, f->precision);
+        mpfr_set_emin(lo);
+        mpfr_set_emax(hi);
+        inex = mpfr_set(t, x, MPFR_RNDN);
+        inex = mpfr_check_range(t, inex, MPFR_RNDN);
+        inex = mpfr_subnormalize(t, inex, MPFR_RNDN);
+        mpfr_set_emin(emin);
+        mpfr_set_emax(emax);
+        if (mpfr_inf_p(t) && !f->infinities) {
+            _cic_format_max(y, f, mpfr_signbit(t));
+            inex = mpfr_signbit(t) ? 1 : -1;
+        } else {
+            mpfr_set(y, t, MPFR_RNDN); /* exact: y is at least as precise */
+        }
+        mpfr_clear(t);
+    }
+    mpfr_flags_restore(flags, MPFR_FLAGS_ALL);
+    return inex;
+}
+
+/* log2 of f's ULP for a value with floor(log2 |x|) = e that is (pow2) or is
+ * not an exact power of two. */
+static long _cic_format_ulp_log2(const cic_format *f, long e, int pow2)
+{
+    if (pow2)
+        e -= 1; /* the gap below 2^E is the spacing of binade E - 1 */
+    if (e < f->emin)
+        e = f->emin; /* subnormals: fixed spacing */
+    return e - (f->precision - 1);
+}
+
+double cic_format_ulp_mp(const cic_format *f, mpfr_srcptr x)
+{
+    long e;
+    CIC_ASSERT(mpfr_number_p(x));
+    if (mpfr_zero_p(x))
+        return ldexp(1.0, f->emin - f->precision + 1);
+    /* floor(log2 |x|) is MPFR's exponent minus one; a power of two has one
+     * significant bit */
+    e = (long)mpfr_get_exp(x) - 1;
+    return ldexp(1.0, (int)_cic_format_ulp_log2(f, e, mpfr_min_prec(x) == 1));
+}
+
+double cic_format_ulp(const cic_format *f, double x)
+{
+    int e;
+    double m;
+    CIC_ASSERT(isfinite(x));
+    if (x == 0.0)
+        return ldexp(1.0, f->emin - f->precision + 1);
+    m = frexp(x, &e); /* |m| in [1/2, 1), exact for subnormal doubles too */
+    return ldexp(1.0, (int)_cic_format_ulp_log2(f, (long)e - 1, fabs(m) == 0.5));
+}
+
+int64_t cic_format_ordered(const cic_format *f, double v)
+{
+    /* Count the values of f from +0: the subnormals k 2^(emin - p + 1),
+     * k < 2^(p-1), then each binade E >= emin holds 2^(p-1) values
+     * (1 + j 2^(1-p)) 2^E. So |v| in binade E has the code
+     * (E - emin + 1) 2^(p-1) + j, and Inf the code after the largest
+     * finite value. Exact in int64 for p <= 53 and |E| < 2^10. */
+    double a = fabs(v);
+    int64_t half = (int64_t)1 << (f->precision - 1), code;
+    int e;
+    CIC_ASSERT(!isnan(v));
+    if (isinf(a)) {
+        code = (int64_t)(f->emax - f->emin + 2) * half;
+    } else if (a < ldexp(1.0, f->emin)) {
+        code = (int64_t)ldexp(a, f->precision - 1 - f->emin);
+    } else {
+        double m = frexp(a, &e); /* a = m 2^e, m in [1/2, 1): E = e - 1 */
+        code = (int64_t)(e - 1 - f->emin + 1) * half + ((int64_t)ldexp(m, f->precision) - half);
+    }
+    return signbit(v) ? -code : code;
+}
+
+uint64_t cic_format_distance(const cic_format *f, double a, double b)
+{
+    int64_t d;
+    if (isnan(a) || isnan(b))
+        return UINT64_MAX;
+    d = cic_format_ordered(f, a) - cic_format_ordered(f, b);
+    return d < 0 ? (uint64_t)(-d) : (uint64_t)d;
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: MIT */
+/* format.h: number formats, one descriptor each in one table (format.c):
+ * what a value is rounded to when it is stored, and the unit its errors are
+ * measured in. Weights are rounded to their storage format, metrics count
+ * ULPs and ordered-integer distances in the format the engine computed in;
+ * nothing else assumes float32.
+ *
+ * A binary floating-point format is its significand precision p (bits,
+ * with the hidden one), the exponent range [emin, emax] of its normal
+ * numbers (2^emin is the smallest normal, every finite value is below
+ * 2^(emax + 1)), whether it has subnormals (gradual underflow below 2^emin,
+ * evenly spaced at 2^(emin - p + 1)) and infinities (else overflow
+ * saturates to the largest finite value), and its rounding (to nearest, ties
+ * to even). Adding a format is a line in the enum below and an entry in
+ * format.c. */
+#ifndef CIC_FORMAT_H
+#define CIC_FORMAT_H
+
+#include <mpfr.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+enum cic_format_id { CIC_FORMAT_FLOAT32, CIC_FORMAT_COUNT };
+
+enum cic_rounding { CIC_ROUND_NEAREST_EVEN };
+
+typedef struct {
+    const char *name;      /* as in case files and reports: "float32" */
+    int bits;              /* storage width */
+    int precision;         /* p: significand bits, the hidden one included */
+    int emin, emax;        /* normal numbers: 2^emin <= |x| < 2^(emax + 1) */
+    bool subnormals;       /* gradual underflow below 2^emin */
+    bool infinities;       /* overflow to Inf (else to the largest finite) */
+    enum cic_rounding rnd;
+} cic_format;
+
+extern const cic_format CIC_FORMATS[];
+
+/* The descriptor of id, or of a name (NULL when there is none). */
+const cic_format *cic_format_get(enum cic_format_id id);
+const cic_format *cic_format_find(const char *name);
+
+/* y = x rounded once to f (its precision, exponent range and subnormals;
+ * y's precision must be at least f->precision). NaN stays NaN, a signed
+ * zero keeps its sign; overflow gives Inf or the largest finite value, as
+ * f says. Returns the ternary value of the rounding. MPFR's exponent range
+ * is restored on return. */
+int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f);
+
+/* The unit in the last place of f at an exact finite value x:
+ * 2^(max(E, emin) - p + 1) with E = floor(log2 |x|); at an exact power of
+ * two the gap below (the finer binade), so |round(x) - x| <= ulp(x) / 2
+ * always holds; at 0 the smallest spacing 2^(emin - p + 1). An exact
+ * double (f's ULPs are powers of two inside double's range). */
+double cic_format_ulp_mp(const cic_format *f, mpfr_srcptr x);
+double cic_format_ulp(const cic_format *f, double x);
+
+/* The ordered integer of a value v of f (exactly representable in it):
+ * consecutive values of f differ by 1, +0 and -0 are both 0, an infinity is
+ * the code after the largest finite value; NaN has none (callers check). */
+int64_t cic_format_ordered(const cic_format *f, double v);
+
+/* |ordered(a) - ordered(b)|, UINT64_MAX when either is NaN. */
+uint64_t cic_format_distance(const cic_format *f, double a, double b);
+
+#endif
