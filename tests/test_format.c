@@ -161,6 +161,45 @@ static void test_ordered_and_ulp(void **state)
     assert_true(cic_format_ulp(F32, 0.0) == 0x1p-149);
 }
 
+/* float64, from its descriptor alone: the rounding against mpfr_get_d, the
+ * ordered integer against the double's bits, the ULP against the spacing. */
+static void test_float64(void **state)
+{
+    const cic_format *f = cic_format_find("float64");
+    uint64_t key = cic_rng_key(11, "format.f64"), i;
+    mpfr_t a, y;
+    (void)state;
+    assert_non_null(f);
+    assert_ptr_equal(f, cic_format_get(CIC_FORMAT_FLOAT64));
+    mpfr_init2(a, 128);
+    mpfr_init2(y, 53);
+    for (i = 0; i < 20000; i++) {
+        /* 2^-1100 .. 2^1100 with 70-bit significands: subnormals, overflow */
+        double u = cic_rng_uniform(key, 3 * i), v = cic_rng_uniform(key, 3 * i + 1);
+        double want, got;
+        uint64_t bu;
+        mpfr_set_d(a, 1.0 + u, MPFR_RNDN);
+        mpfr_add_d(a, a, ldexp(cic_rng_uniform(key, 3 * i + 2), -60), MPFR_RNDN);
+        mpfr_mul_2si(a, a, (long)(v * 2200.0) - 1100, MPFR_RNDN);
+        want = mpfr_get_d(a, MPFR_RNDN);
+        cic_format_round(y, a, f);
+        got = mpfr_get_d(y, MPFR_RNDN);
+        if (memcmp(&want, &got, sizeof want) != 0)
+            fail_msg("float64 rounding: %a vs mpfr_get_d %a", got, want);
+        if (!isfinite(got) || got == 0)
+            continue;
+        memcpy(&bu, &got, sizeof bu);
+        assert_true(cic_format_ordered(f, got) == (int64_t)bu);
+        if (frexp(got, &(int){0}) != 0.5 && isfinite(nextafter(got, INFINITY)))
+            assert_true(cic_format_ulp(f, got) == nextafter(got, INFINITY) - got);
+    }
+    mpfr_clear(a);
+    mpfr_clear(y);
+    assert_true(cic_format_ulp(f, 1.0) == 0x1p-53); /* the gap below 1 */
+    assert_true(cic_format_ulp(f, 0.0) == 0x1p-1074);
+    assert_true(cic_format_ordered(f, INFINITY) == INT64_C(0x7ff0000000000000));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -168,6 +207,7 @@ int main(void)
         cmocka_unit_test(test_round_hand),
         cmocka_unit_test(test_round_vs_mpfr),
         cmocka_unit_test(test_ordered_and_ulp),
+        cmocka_unit_test(test_float64),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

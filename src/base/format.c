@@ -14,6 +14,7 @@
 
 const cic_format CIC_FORMATS[] = {
     {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN},
+    {"float64", 64, 53, -1022, 1023, true, true, CIC_ROUND_NEAREST_EVEN},
 };
 
 #define CIC_FORMATS_LEN (sizeof CIC_FORMATS / sizeof CIC_FORMATS[0])

@@ -20,7 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum cic_format_id { CIC_FORMAT_FLOAT32, CIC_FORMAT_COUNT };
+enum cic_format_id { CIC_FORMAT_FLOAT32, CIC_FORMAT_FLOAT64, CIC_FORMAT_COUNT };
 
 enum cic_rounding { CIC_ROUND_NEAREST_EVEN };
 
