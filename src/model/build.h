@@ -28,12 +28,13 @@ int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
                  const char *out_name);
 int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                   const char *out_name);
-/* Mark tensor id to be drawn with std (the draw happens in
- * _cic_fill_pending). */
+/* Mark tensor id to be drawn with std (the weight source gives the values,
+ * source.h). */
 void _cic_fill(cic_model *m, int id, double std);
-/* Draw every marked tensor, in tensor order, reporting to p (may be NULL);
- * then the outlier channels are applied by _cic_apply_outliers. */
-void _cic_fill_pending(cic_model *m, const cic_model_progress *p);
+/* The outlier channels (after the weight source gave the values). */
 void _cic_apply_outliers(cic_model *m);
+
+/* The dit block's graph (dit.c) on b->m, whose input exists. */
+void _cic_build_dit(cic_bld *b);
 
 #endif

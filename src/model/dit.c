@@ -170,28 +170,17 @@ static int dit_final(cic_bld *b, int x, int sc)
     return linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hm, wl, bl, "act.final.linear");
 }
 
-cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
-                          const cic_model_progress *p)
+void _cic_build_dit(cic_bld *b)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
-    cic_bld bb, *b = &bb;
-    int d, dc, l, x, sc;
-    (void)readout; /* a dit case reads out through its final layer, or the stream */
-    if (!m)
-        return NULL;
-    m->cfg = *cfg;
-    m->rows = cfg->tokens * cfg->samples;
-    m->output = m->residual = m->cond = -1;
-    d = cfg->d_model;
-    dc = cfg->d_cond;
-    bb.m = m;
-    bb.ok = 1;
-    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, d);
+    cic_model *m = b->m;
+    const cic_model_cfg *cfg = &m->cfg;
+    int dc = cfg->d_cond, l, x, sc;
     m->cond = cic_model_tensor_add(m, "cond", CIC_T_INPUT, cfg->samples, dc);
-    if (m->input < 0 || m->cond < 0)
-        goto fail;
+    if (m->cond < 0) {
+        b->ok = 0;
+        return;
+    }
     m->t[m->cond].rows_kind = CIC_ROWS_SAMPLES;
-    _cic_fill(m, m->input, 1.0);
     _cic_fill(m, m->cond, 1.0);
     sc = act_op(b, CIC_SITE_MOD, -1, CIC_ACT_SILU, m->cond, A_samples(b, "act.silu_c", 0, dc));
     x = m->input;
@@ -202,12 +191,4 @@ cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
     /* residual readout of a LayerNorm model: compared without the row mean;
      * the final layer's head output is compared as it is */
     m->center_out = !cfg->final_layer;
-    if (!b->ok)
-        goto fail;
-    _cic_fill_pending(m, p);
-    _cic_apply_outliers(m);
-    return m;
-fail:
-    cic_model_destroy(m);
-    return NULL;
 }

@@ -8,6 +8,7 @@
 #include "model.h"
 
 #include "build.h"
+#include "source.h"
 
 #include "../base/mpvec.h"
 #include "../base/rng.h"
@@ -206,30 +207,6 @@ static void fill_gain(cic_model *m, int id)
 {
     m->t[id].fill = CIC_FILL_GAIN;
     m->t[id].fill_std = 0.1;
-}
-
-void _cic_fill_pending(cic_model *m, const cic_model_progress *p)
-{
-    double total = 0, done = 0;
-    int id;
-    for (id = 0; id < m->n_t; id++)
-        if (m->t[id].fill != CIC_FILL_NONE)
-            total += (double)m->t[id].rows * (double)m->t[id].cols;
-    for (id = 0; id < m->n_t; id++) {
-        cic_tensor *t = &m->t[id];
-        size_t i, n = (size_t)t->rows * (size_t)t->cols;
-        if (t->fill == CIC_FILL_NONE)
-            continue;
-        cic_rng_fill_f32(t->f32, (uint64_t)n, cic_rng_key(m->cfg.seed, t->name),
-                         (int)m->cfg.dist, t->fill_std);
-        if (t->fill == CIC_FILL_GAIN)
-            for (i = 0; i < n; i++)
-                t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */
-        t->fill = CIC_FILL_NONE;
-        done += (double)n;
-        if (p && p->fn)
-            p->fn(p->ctx, done, total);
-    }
 }
 
 /* Tensor and op builders (build.h); on allocation failure they set ok = 0
@@ -512,10 +489,15 @@ cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
                                      const cic_model_progress *p)
 {
+    return cic_model_create_from(cfg, readout, cic_source_get(CIC_SOURCE_SEED), p);
+}
+
+cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout readout,
+                                 const struct cic_weight_source_s *src,
+                                 const cic_model_progress *p)
+{
     cic_model *m;
     bld b;
-    if (cfg->block == CIC_BLOCK_DIT)
-        return cic_dit_create(cfg, readout, p);
     m = cic_calloc(1, sizeof *m);
     if (!m)
         return NULL;
@@ -525,6 +507,7 @@ cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout 
     m->cond = -1;
     b.m = m;
     b.ok = 1;
+    /* every block reads its input X0 [R, d], drawn with std 1 */
     m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, cfg->d_model);
     if (m->input < 0)
         goto fail;
@@ -536,12 +519,14 @@ cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout 
     case CIC_BLOCK_RMSNORM:
         build_rmsnorm(&b, readout);
         break;
+    case CIC_BLOCK_DIT:
+        _cic_build_dit(&b);
+        break;
     default:
-        goto fail; /* dit: returned above */
-    }
-    if (!b.ok)
         goto fail;
-    _cic_fill_pending(m, p);
+    }
+    if (!b.ok || src->fill(m, p) < 0)
+        goto fail;
     _cic_apply_outliers(m);
     return m;
 fail:

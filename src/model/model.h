@@ -138,6 +138,12 @@ typedef struct {
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout);
 cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
                                      const cic_model_progress *p);
+/* The same with the weight values from src (source.h; the seeded generator
+ * for the two above). */
+struct cic_weight_source_s;
+cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout readout,
+                                 const struct cic_weight_source_s *src,
+                                 const cic_model_progress *p);
 void cic_model_destroy(cic_model *m);
 /* A deep copy (weights, hp values and the readout map). */
 cic_model *cic_model_clone(const cic_model *m);
@@ -153,14 +159,6 @@ int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec);
 
 /* Rows of tensor id in a run over n_samples samples. */
 int cic_model_run_rows(const cic_model *m, int id, int n_samples);
-
-/* ---- dit (dit.c) ---- */
-
-/* The original dit graph of cfg, weights drawn from the seed (the adaLN
- * strategies are rewrites of it, in src/xform). NULL on allocation failure;
- * p as for cic_model_create_progress. */
-cic_model *cic_dit_create(const cic_model_cfg *cfg, enum cic_readout readout,
-                          const cic_model_progress *p);
 
 /* Output shape of the readout. */
 int cic_model_out_cols(const cic_model *m);
