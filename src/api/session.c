@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* session.c: the public API of libcicheck (include/cicheck/cicheck.h) on top
- * of the internals: the case loader (src/case) validates, the run of
- * `cicheck run` (src/cli/run.c, given the loaded case) computes, and the
+ * of the internals: the case loader (src/case) validates, the pipeline
+ * (src/pipeline) computes, the report module writes report.json, and the
  * session keeps the case, the options and the last run's rows behind opaque
- * handles so that no internal layout reaches a library user.
+ * handles so that no internal layout reaches a library user. The command
+ * line runs the same pipeline.
  *
  * Workload: one case at a time, as a CI job or a script around it would run
  * it; the session adds no copies of the numerics, only the row index. */
@@ -11,8 +12,8 @@
 
 #include "base/base.h"
 #include "case/case.h"
-#include "cli/run.h"
-#include "engine/engine.h"
+#include "pipeline/pipeline.h"
+#include "report/report.h"
 #include "xform/xform.h"
 
 #include <math.h>
@@ -25,8 +26,9 @@ struct cic_row {
 
 struct cic_session {
     cic_case *kase;      /* the loaded case; NULL before a successful load */
-    cic_case_run *run;   /* the last run (owns the results); NULL if none */
-    cic_row *rows;       /* n_rows views into run->rep.results */
+    bool ran;            /* rep holds the last run */
+    cic_report rep;      /* its results (owned: results, gates, regress) */
+    cic_row *rows;       /* n_rows views into rep.results */
     int n_rows;
     int exit_code;       /* of the last run; CIC_EXIT_INPUT before one */
     bool quiet;
@@ -51,8 +53,11 @@ const char *cic_version(void)
 /* Drop the last run and its rows. */
 static void results_clear(cic_session *s)
 {
-    cic_case_run_free(s->run);
-    s->run = NULL;
+    free(s->rep.results);
+    free(s->rep.gates);
+    free(s->rep.regress);
+    memset(&s->rep, 0, sizeof s->rep);
+    s->ran = false;
     free(s->rows);
     s->rows = NULL;
     s->n_rows = 0;
@@ -217,11 +222,43 @@ int cic_session_set_threads(cic_session *s, int n)
     return CIC_EXIT_PASS;
 }
 
+/* The options of the pipeline for this session: quiet, no progress. */
+static cic_pipeline_opts session_opts(const cic_session *s)
+{
+    cic_pipeline_opts o;
+    memset(&o, 0, sizeof o);
+    o.threads = s->threads;
+    o.no_baseline = !s->has_baseline;
+    o.baseline_dir = s->has_baseline ? s->baseline : NULL;
+    o.tol = CIC_TOLERANCE_DEFAULT;
+    return o;
+}
+
+/* Keep the report and index its rows; CIC_EXIT_RESOURCE when memory runs
+ * out. */
+static int keep_results(cic_session *s, cic_pipeline *pl)
+{
+    int i;
+    cic_pipeline_take_report(pl, &s->rep);
+    s->rep.kase = s->kase;
+    s->ran = true;
+    if (s->rep.n_results == 0)
+        return CIC_EXIT_PASS;
+    s->rows = cic_calloc((size_t)s->rep.n_results, sizeof *s->rows);
+    if (!s->rows)
+        return CIC_EXIT_RESOURCE;
+    for (i = 0; i < s->rep.n_results; i++)
+        s->rows[i].x = &s->rep.results[i];
+    s->n_rows = s->rep.n_results;
+    return CIC_EXIT_PASS;
+}
+
 int cic_session_run(cic_session *s)
 {
-    cic_run_args a;
-    cic_case_run *cr = NULL;
-    int rc, i;
+    cic_pipeline_opts o;
+    cic_pipeline *pl = NULL;
+    cic_diag d;
+    int rc;
     if (!s)
         return CIC_EXIT_INPUT;
     results_clear(s);
@@ -236,39 +273,23 @@ int cic_session_run(cic_session *s)
                  s->kase->name);
         return CIC_EXIT_INPUT;
     }
-    memset(&a, 0, sizeof a);
-    a.out_dir = s->has_out ? s->out_dir : NULL;
-    a.no_report = !s->has_out;
-    a.quiet = s->quiet;
-    a.color = 0;
-    a.quiet_tables = true;
-    a.compact = true; /* the tables of `cicheck run` are the CLI's, not the library's */
-    a.baseline_dir = s->has_baseline ? s->baseline : NULL;
-    a.no_baseline = !s->has_baseline;
-    a.tol = CIC_TOLERANCE_DEFAULT;
-    a.preloaded = s->kase;
-    cic_engine_mpfr_set_threads(s->threads);
-    rc = cic_run_case(s->kase->path, &a, &cr);
-    s->exit_code = rc;
-    if (!cr) {
-        snprintf(s->error, sizeof s->error, "%.500s: out of memory", s->kase->path);
-        return rc;
-    }
-    s->run = cr;
-    if (rc == CIC_EXIT_INPUT || rc == CIC_EXIT_RESOURCE)
-        cic_strlcpy(s->error, cr->error, sizeof s->error);
-    if (cr->rep.n_results > 0) {
-        s->rows = cic_calloc((size_t)cr->rep.n_results, sizeof *s->rows);
-        if (!s->rows) {
+    memset(&d, 0, sizeof d);
+    o = session_opts(s);
+    rc = cic_pipeline_run(&pl, s->kase, &o, &d);
+    if ((rc == CIC_OK || rc == CIC_EGATE) && s->has_out &&
+        cic_report_json_write(cic_pipeline_report(pl), s->out_dir, &d) < 0)
+        rc = CIC_EINTERNAL;
+    if (rc == CIC_OK || rc == CIC_EGATE) {
+        if (keep_results(s, pl) != CIC_EXIT_PASS) {
             results_clear(s);
             snprintf(s->error, sizeof s->error, "%.500s: out of memory", s->kase->path);
-            s->exit_code = CIC_EXIT_RESOURCE;
-            return CIC_EXIT_RESOURCE;
+            rc = CIC_EXIT_RESOURCE;
         }
-        for (i = 0; i < cr->rep.n_results; i++)
-            s->rows[i].x = &cr->rep.results[i];
-        s->n_rows = cr->rep.n_results;
+    } else {
+        error_from_diag(s, &d);
     }
+    cic_pipeline_destroy(pl);
+    s->exit_code = rc;
     return rc;
 }
 
@@ -279,7 +300,7 @@ int cic_session_exit_code(const cic_session *s)
 
 bool cic_session_pass(const cic_session *s)
 {
-    return s && s->run && s->exit_code == CIC_EXIT_PASS;
+    return s && s->ran && s->exit_code == CIC_EXIT_PASS;
 }
 
 int cic_session_result_count(const cic_session *s)

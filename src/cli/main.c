@@ -5,7 +5,6 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
-#include "engine/engine.h"
 #include "report/plot.h"
 #include "report/report.h"
 #include "metric/flops.h"
@@ -14,7 +13,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <math.h>
-#include <mpfr.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -395,7 +393,7 @@ static int run_opt_value(run_cmd *c, const char *opt, const char *v)
         int t = pos_int(v);
         if (t < 1 || t > 256)
             return usage_error("--threads takes 1 .. 256 (got '%s')", v);
-        cic_engine_mpfr_set_threads(t);
+        c->a.threads = t;
     } else if (!strcmp(opt, "--max-memory")) {
         if (parse_bytes(&c->a.max_memory, v) < 0)
             return usage_error("--max-memory takes a decimal number of bytes, optionally "
@@ -807,7 +805,9 @@ static int dispatch(int argc, char **argv)
         return CIC_OK;
     }
     if (!strcmp(argv[1], "--version")) {
-        printf("cicheck %s (MPFR %s)\n", CIC_VERSION, mpfr_get_version());
+        cic_env env;
+        cic_report_env_fill(&env);
+        printf("cicheck %s (MPFR %s)\n", CIC_VERSION, env.mpfr);
         return CIC_OK;
     }
     if (!strcmp(argv[1], "run"))

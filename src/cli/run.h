@@ -24,6 +24,7 @@ typedef struct {
     bool no_plots;        /* no plots after a sweep */
     double max_memory;    /* bytes; 0: half of the machine's RAM */
     bool no_report;       /* write no report.json (results stay in memory) */
+    int threads;          /* MPFR engine threads; 0: one per core */
 } cic_run_args;
 
 /* What one case run leaves for the summaries (JUnit, Markdown, bless). */

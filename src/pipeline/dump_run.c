@@ -1,0 +1,98 @@
+/* SPDX-License-Identifier: MIT */
+/* dump_run.c: the --dump folder of a pipeline run (report/dump.h, README
+ * "Dump layout"): the original model and every transformed one (float32,
+ * and each transform's unrounded values as float64), and outputs.safetensors
+ * with the truth and every MPFR output as float64 and the f32 outputs as
+ * they are. */
+#include "pipeline_int.h"
+
+#include "../report/dump.h"
+
+#include <string.h>
+
+int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
+{
+    char path[2048], file[2 * CIC_NAME_MAX];
+    const char *meta[] = {"case", r->c->name, "cicheck_version", CIC_VERSION, NULL};
+    cic_st_tensor *t;
+    double *f64 = NULL;
+    int i, n = 0, rc = -1;
+    if (cic_mkdir_p(dir, d) < 0)
+        return -1;
+    cic_dump_file_name(file, sizeof file, r->c, -1, false);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    if (cic_dump_model(path, r->orig, meta, false, d) < 0)
+        return -1;
+    for (i = 0; i < r->c->n_xf; i++) {
+        const cic_xform_spec *x = &r->c->xf[i];
+        char seed[32], prec[32], calib[32];
+        const char *mt[] = {"case", r->c->name, "transform", x->name,
+                            "stream", CIC_STREAM_NAME[x->stream],
+                            "fast", x->fast ? "true" : "false",
+                            "calibration", calib,
+                            "kind", CIC_XFORM_NAME[x->kind],
+                            "after", x->after >= 0 ? r->c->xf[x->after].name : "none",
+                            "precision", CIC_TPREC_NAME[x->prec],
+                            "q", CIC_Q_NAME[x->q], "q_seed", seed,
+                            "mistake", CIC_MISTAKE_NAME[x->mistake],
+                            "expect", CIC_VERDICT_NAME[x->expect],
+                            "mpfr_prec", prec, NULL};
+        snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->q_seed);
+        snprintf(prec, sizeof prec, "%d", r->c->mpfr_prec);
+        snprintf(calib, sizeof calib, "%d", x->calibration);
+        if (!r->xm[i])
+            continue;
+        cic_dump_file_name(file, sizeof file, r->c, i, false);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        if (cic_dump_model(path, r->xm[i], mt, false, d) < 0)
+            return -1;
+        cic_dump_file_name(file, sizeof file, r->c, i, true);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        if (cic_dump_model(path, r->xm[i], mt, true, d) < 0)
+            return -1;
+    }
+    /* outputs: truth and every MPFR output as f64, f32 outputs as they are */
+    t = cic_calloc((size_t)r->n_saved + 1, sizeof *t);
+    f64 = cic_calloc(cic_mul_size(r->n, (size_t)r->n_saved + 1), sizeof *f64);
+    if (!t || !f64) {
+        cic_diag_set(d, dir, 0, 0, "out of memory writing the dump");
+        goto cleanup;
+    }
+    {
+        size_t k, slot = 0;
+        for (k = 0; k < r->n; k++)
+            f64[k] = mpfr_get_d(r->truth[k], MPFR_RNDN);
+        t[n].name = "truth";
+        t[n].dtype = CIC_DT_F64;
+        t[n].ndim = 2;
+        t[n].shape[0] = (int64_t)r->rows;
+        t[n].shape[1] = (int64_t)r->cols;
+        t[n].data = f64;
+        n++;
+        for (i = 0; i < r->n_saved; i++) {
+            const cic_pl_saved *s = &r->saved[i];
+            t[n].name = s->name;
+            t[n].ndim = 2;
+            t[n].shape[0] = (int64_t)r->rows;
+            t[n].shape[1] = (int64_t)r->cols;
+            if (s->f32) {
+                t[n].dtype = CIC_DT_F32;
+                t[n].data = s->f32;
+            } else {
+                double *p = f64 + (++slot) * r->n;
+                for (k = 0; k < r->n; k++)
+                    p[k] = mpfr_get_d(s->mp[k], MPFR_RNDN);
+                t[n].dtype = CIC_DT_F64;
+                t[n].data = p;
+            }
+            n++;
+        }
+    }
+    cic_dump_file_name(file, sizeof file, r->c, -2, false);
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    rc = cic_safetensors_write(path, t, n, meta, d);
+cleanup:
+    free(t);
+    free(f64);
+    return rc;
+}

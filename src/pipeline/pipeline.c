@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* pipeline.c: one pipeline run from start to report (pipeline.h): the
+ * memory guard, the stages in order, the overall pass, and the report's
+ * ownership; and the progress helpers the stages share. */
+#include "pipeline_int.h"
+
+#include "../base/mpvec.h"
+#include "../xform/xform.h"
+
+#include <stdarg.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double _cic_pl_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void _cic_pl_stage(cic_pipeline *p, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    if (!p->o.progress.stage)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    p->o.progress.stage(p->o.progress.ctx, text);
+}
+
+/* The engines' per-op callback: done FLOPs of the stage's total. */
+static void work_tick(void *ctx, double done)
+{
+    cic_pl_work *w = ctx;
+    w->p->o.progress.work(w->p->o.progress.ctx, w->label, done, w->total);
+}
+
+void _cic_pl_work_begin(cic_pl_work *w, cic_pipeline *p, const char *label, double total,
+                        cic_run_opts *o)
+{
+    w->p = p;
+    w->label = label;
+    w->total = total;
+    if (p->o.progress.work) {
+        o->progress = work_tick;
+        o->progress_ctx = w;
+    }
+}
+
+void _cic_pl_work_end(cic_pl_work *w)
+{
+    if (w->p->o.progress.work_end)
+        w->p->o.progress.work_end(w->p->o.progress.ctx);
+}
+
+/* The memory guard, before anything big is allocated. */
+static int memory_guard(const cic_pipeline *p, cic_diag *d)
+{
+    double limit = p->o.max_memory, est = (double)cic_case_memory_estimate(p->c);
+    if (limit <= 0) {
+        long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+        limit = pages > 0 && psz > 0 ? 0.5 * (double)pages * (double)psz : 8.0 * (1 << 30);
+    }
+    if (est <= limit)
+        return CIC_OK;
+    cic_diag_set(d, p->c->path, 0, 0,
+                 "case '%s' needs about %.1f MiB, more than the limit of %.1f MiB "
+                 "(--max-memory); shrink d_model, tokens, samples, layers or "
+                 "mpfr_prec, or run fewer transforms",
+                 p->c->name, est / 1048576.0, limit / 1048576.0);
+    return CIC_EINPUT;
+}
+
+static int allocate(cic_pipeline *p, cic_diag *d)
+{
+    size_t rows_max = (size_t)(CIC_MATMUL_COUNT + p->c->n_xf * (CIC_MATMUL_COUNT + 1));
+    p->prec = p->c->mpfr_prec;
+    p->orig = _cic_pl_build_original(p);
+    if (!p->orig) {
+        cic_diag_set(d, p->c->path, 0, 0, "out of memory building the model");
+        return CIC_EINTERNAL;
+    }
+    p->rows = (size_t)p->orig->rows;
+    p->cols = (size_t)cic_model_out_cols(p->orig);
+    p->n = p->rows * p->cols;
+    p->truth = cic_mpvec_create(p->n, p->prec);
+    p->res = cic_calloc(rows_max, sizeof *p->res);
+    p->gates = cic_calloc((size_t)(p->c->n_gates + 1) * rows_max, sizeof *p->gates);
+    if (!p->truth || !p->res || !p->gates) {
+        cic_diag_set(d, p->c->path, 0, 0, "out of memory");
+        return CIC_EINTERNAL;
+    }
+    cic_model_weights_sha256(p->rep.weights_sha256, p->orig);
+    return CIC_OK;
+}
+
+/* The truth, the "before" rows, the verdict reference, each transform. */
+static int stages(cic_pipeline *p, cic_diag *d)
+{
+    int i;
+    if (_cic_pl_truth(p) < 0) {
+        cic_diag_set(d, p->c->path, 0, 0, "out of memory computing the truth");
+        return CIC_EINTERNAL;
+    }
+    if (_cic_pl_truth_nonfinite(p, d))
+        return CIC_EINPUT;
+    if (_cic_pl_before(p) < 0) {
+        cic_diag_set(d, p->c->path, 0, 0, "out of memory running the f32 engines");
+        return CIC_EINTERNAL;
+    }
+    if (_cic_pl_verdict_ref(p) < 0) {
+        cic_diag_set(d, p->c->path, 0, 0, "out of memory running the f64 engine");
+        return CIC_EINTERNAL;
+    }
+    for (i = 0; i < p->c->n_xf; i++)
+        if (_cic_pl_xform(p, i, d) < 0)
+            return CIC_EINTERNAL;
+    return CIC_OK;
+}
+
+/* The report: every row and gate, the overall pass. */
+static void assemble(cic_pipeline *p)
+{
+    cic_report *rep = &p->rep;
+    int i;
+    rep->kase = p->c;
+    cic_report_env_fill(&rep->env);
+    rep->results = p->res;
+    rep->n_results = p->n_res;
+    rep->gates = p->gates;
+    rep->n_gates = p->n_gates;
+    rep->pass = rep->truth_certified;
+    for (i = 0; i < p->n_res; i++)
+        rep->pass = rep->pass && p->res[i].pass;
+    for (i = 0; i < p->n_gates; i++)
+        rep->pass = rep->pass && p->gates[i].pass;
+}
+
+int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_opts *o,
+                     cic_diag *d)
+{
+    cic_pipeline *p = cic_calloc(1, sizeof *p);
+    int rc;
+    *out = p;
+    if (!p) {
+        cic_diag_set(d, c->path, 0, 0, "out of memory");
+        return CIC_EINTERNAL;
+    }
+    p->o = *o;
+    p->c = c;
+    p->t0 = _cic_pl_now();
+    if (o->threads > 0)
+        cic_engine_mpfr_set_threads(o->threads);
+    if (cic_xform_check(c, d) != CIC_OK)
+        return CIC_EINPUT;
+    if ((rc = memory_guard(p, d)) != CIC_OK || (rc = allocate(p, d)) != CIC_OK ||
+        (rc = stages(p, d)) != CIC_OK)
+        return rc;
+    _cic_pl_gates(p);
+    _cic_pl_hashes(p);
+    assemble(p);
+    if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
+        return rc;
+    p->rep.wall_seconds = _cic_pl_now() - p->t0;
+    return p->rep.pass ? CIC_OK : CIC_EGATE;
+}
+
+const cic_report *cic_pipeline_report(const cic_pipeline *p)
+{
+    return &p->rep;
+}
+
+void cic_pipeline_take_report(cic_pipeline *p, cic_report *out)
+{
+    *out = p->rep;
+    out->results = p->res;
+    out->gates = p->gates;
+    out->n_gates = p->gates ? p->n_gates : 0;
+    p->res = NULL;
+    p->gates = NULL;
+    p->rep.results = NULL;
+    p->rep.gates = NULL;
+    p->rep.regress = NULL;
+    p->rep.n_results = p->rep.n_gates = p->rep.n_regress = 0;
+}
+
+void cic_pipeline_destroy(cic_pipeline *p)
+{
+    int i;
+    if (!p)
+        return;
+    for (i = 0; i < p->n_saved; i++) {
+        free(p->saved[i].f32);
+        cic_mpvec_destroy(p->saved[i].mp, p->n);
+    }
+    /* the before arrays are owned by saved[] */
+    for (i = 0; i < CIC_MAX_XFORMS; i++)
+        cic_model_destroy(p->xm[i]);
+    cic_model_destroy(p->orig);
+    cic_mpvec_destroy(p->truth, p->n);
+    cic_mpvec_destroy(p->ref_own, p->n);
+    free(p->res);
+    free(p->gates);
+    free(p->rep.regress);
+    free(p);
+}

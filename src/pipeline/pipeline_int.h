@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/* pipeline_int.h: the state of one pipeline run and the stages that share
+ * it (pipeline.c, readout.c, truth.c, stages.c, judge.c, dump_run.c).
+ * Internal to src/pipeline. */
+#ifndef CIC_PIPELINE_INT_H
+#define CIC_PIPELINE_INT_H
+
+#include "pipeline.h"
+
+#include "../engine/engine.h"
+#include "../model/model.h"
+
+#include <mpfr.h>
+
+/* An output kept for the dump: float32 (engines) or MPFR (verdict runs). */
+typedef struct {
+    char name[128]; /* "<engine>:<transform>" as in outputs.safetensors */
+    float *f32;     /* rows x cols, or NULL */
+    mpfr_t *mp;     /* rows x cols at prec, or NULL */
+    int result;     /* mp: the index of its row in res[] (-1: none) */
+} cic_pl_saved;
+
+struct cic_pipeline {
+    cic_pipeline_opts o;
+    const cic_case *c;
+    mpfr_prec_t prec;
+    cic_model *orig;
+    cic_model *xm[CIC_MAX_XFORMS];
+    size_t rows, cols, n;
+    mpfr_t *truth;
+    mpfr_t *ref;     /* what ce compares with: truth, or the original in f64 */
+    mpfr_t *ref_own; /* ref when it is not the truth */
+    float *before[CIC_MATMUL_COUNT];
+    cic_flop_count base_counted, base_analytical;
+    cic_result *res;
+    int n_res;
+    cic_gate_result *gates;
+    int n_gates;
+    cic_pl_saved saved[2 + CIC_MAX_XFORMS * (CIC_MATMUL_COUNT + 1)];
+    int n_saved;
+    cic_report rep;
+    double t0;
+};
+
+/* A long stage's progress: the engine's per-op callback and the model
+ * builder's, passed on to cic_progress.work under label. */
+typedef struct {
+    cic_pipeline *p;
+    const char *label;
+    double total;
+} cic_pl_work;
+
+double _cic_pl_now(void);
+void _cic_pl_stage(cic_pipeline *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Hook w into o (when progress.work is set). */
+void _cic_pl_work_begin(cic_pl_work *w, cic_pipeline *p, const char *label, double total,
+                        cic_run_opts *o);
+void _cic_pl_work_end(cic_pl_work *w);
+
+/* readout.c: the readout map (the residual stream in the original basis). */
+int _cic_pl_map_out(cic_pipeline *p, mpfr_t *dst, const mpfr_t *src, const cic_model *m);
+bool _cic_pl_needs_map(const cic_model *m);
+int _cic_pl_map_out_f32(cic_pipeline *p, float *y, const cic_model *m);
+
+/* truth.c */
+cic_model *_cic_pl_build_original(cic_pipeline *p);
+void _cic_pl_flops_formula(const cic_pipeline *p, cic_flop_count *fc, int i);
+int _cic_pl_truth(cic_pipeline *p);
+bool _cic_pl_truth_nonfinite(const cic_pipeline *p, cic_diag *d);
+
+/* stages.c */
+cic_result *_cic_pl_new_result(cic_pipeline *p, const char *xf, const char *engine);
+void _cic_pl_save_out(cic_pipeline *p, const char *name, float *f, mpfr_t *mp, int result);
+bool _cic_pl_sites_equal(const cic_flop_count *a, const cic_flop_count *b);
+void _cic_pl_fill_flops(cic_pipeline *p, cic_flops *f, const cic_flop_count *counted,
+                        const cic_flop_count *analytical, bool engines_agree);
+void _cic_pl_score_f32(cic_pipeline *p, cic_result *x, const float *y);
+bool _cic_pl_engine_on(const cic_case *c, int e);
+int _cic_pl_before(cic_pipeline *p);
+int _cic_pl_verdict_ref(cic_pipeline *p);
+int _cic_pl_xform(cic_pipeline *p, int i, cic_diag *d);
+
+/* judge.c */
+const char *_cic_pl_verdict_label(const cic_pipeline *p);
+bool _cic_pl_verdict_f64(const cic_pipeline *p);
+void _cic_pl_gates(cic_pipeline *p);
+void _cic_pl_hashes(cic_pipeline *p);
+int _cic_pl_compare(cic_pipeline *p, cic_diag *d);
+
+#endif

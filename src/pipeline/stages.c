@@ -1,0 +1,350 @@
+/* SPDX-License-Identifier: MIT */
+/* stages.c: the engine runs of a pipeline and the rows of results they
+ * give: each f32 engine on the original model (the "before" figures); per
+ * transform its model, its runs in the verdict engine (MPFR at mpfr_prec, or
+ * the f64 engine) with unrounded and with float32-rounded weights, the
+ * verdict of its exactness residual (per sample too: static-fold is exact on
+ * its calibration sample only), and every f32 engine's errors, drift and
+ * decomposition against the truth. */
+#include "pipeline_int.h"
+
+#include "../base/mpvec.h"
+#include "../metric/flops.h"
+#include "../metric/metric.h"
+#include "../xform/xform.h"
+
+#include <string.h>
+
+cic_result *_cic_pl_new_result(cic_pipeline *r, const char *xf, const char *engine)
+{
+    cic_result *x = &r->res[r->n_res++];
+    memset(x, 0, sizeof *x);
+    cic_strlcpy(x->transform, xf, sizeof x->transform);
+    cic_strlcpy(x->engine, engine, sizeof x->engine);
+    x->pass = true;
+    return x;
+}
+
+void _cic_pl_save_out(cic_pipeline *r, const char *name, float *f, mpfr_t *mp, int result)
+{
+    cic_pl_saved *s = &r->saved[r->n_saved++];
+    cic_strlcpy(s->name, name, sizeof s->name);
+    s->f32 = f;
+    s->mp = mp;
+    s->result = result;
+}
+
+bool _cic_pl_sites_equal(const cic_flop_count *a, const cic_flop_count *b)
+{
+    int i;
+    for (i = 0; i < CIC_SITE_COUNT; i++)
+        if (a->site[i] != b->site[i])
+            return false;
+    return true;
+}
+
+void _cic_pl_fill_flops(cic_pipeline *r, cic_flops *f, const cic_flop_count *counted,
+                       const cic_flop_count *analytical, bool engines_agree)
+{
+    int i;
+    double R = (double)r->rows, B = r->c->model.samples;
+    memset(f, 0, sizeof *f);
+    f->baseline = cic_flop_total(&r->base_counted);
+    f->transformed = cic_flop_total(counted);
+    f->analytical_baseline = cic_flop_total(&r->base_analytical);
+    f->analytical_transformed = cic_flop_total(analytical);
+    f->extra_total = f->transformed - f->baseline;
+    f->extra_per_token = f->extra_total / R;
+    f->extra_per_sample = f->extra_total / B;
+    f->extra_pct = f->baseline > 0 ? 100.0 * f->extra_total / f->baseline : 0;
+    f->counted_matches_analytical = engines_agree &&
+        _cic_pl_sites_equal(counted, analytical) &&
+        _cic_pl_sites_equal(&r->base_counted, &r->base_analytical);
+    for (i = 0; i < CIC_SITE_COUNT && i < CIC_MAX_SITES; i++) {
+        cic_strlcpy(f->sites[i].name, CIC_SITE_NAME[i], sizeof f->sites[i].name);
+        f->sites[i].analytical = analytical->site[i] - r->base_analytical.site[i];
+        f->sites[i].counted = counted->site[i] - r->base_counted.site[i];
+    }
+    f->n_sites = i;
+}
+
+
+/* A row whose every output is NaN or Inf has nothing to score: it fails
+ * whatever its gates say (its figures are NaN or +Inf already). */
+void _cic_pl_score_f32(cic_pipeline *r, cic_result *x, const float *y)
+{
+    cic_metric_error(&x->metrics, cic_format_get(CIC_FORMAT_FLOAT32), (const mpfr_t *)r->truth, y,
+                     r->rows, r->cols, r->prec);
+    if (r->n > 0 && x->metrics.nonfinite == r->n)
+        x->pass = false;
+}
+
+bool _cic_pl_engine_on(const cic_case *c, int e)
+{
+    return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
+}
+
+int _cic_pl_before(cic_pipeline *r)
+{
+    int e;
+    for (e = 0; e < CIC_MATMUL_COUNT; e++) {
+        cic_result *x;
+        cic_run_opts o;
+        cic_flop_count fc;
+        char nm[128];
+        if (!_cic_pl_engine_on(r->c, e))
+            continue;
+        _cic_pl_stage(r, "before: %s", CIC_ENGINE_F32_NAME[e]);
+        r->before[e] = cic_calloc(r->n, sizeof(float));
+        if (!r->before[e])
+            return -1;
+        memset(&o, 0, sizeof o);
+        memset(&fc, 0, sizeof fc);
+        o.flops = &fc;
+        if (cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
+            _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0)
+            return -1;
+        x = _cic_pl_new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
+        x->has_metrics = true;
+        _cic_pl_score_f32(r, x, r->before[e]);
+        _cic_pl_fill_flops(r, &x->flops, &fc, &r->base_analytical, _cic_pl_sites_equal(&fc, &r->base_counted));
+        x->n_samples = 0;
+        snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
+        _cic_pl_save_out(r, nm, r->before[e], NULL, -1);
+    }
+    return 0;
+}
+
+/* Run m in the f64 engine (fixed-order matmul, the same bits on every CPU;
+ * or dgemm for verdict = "f64-openblas") into out (exact conversion of the
+ * doubles), then map the readout. */
+static int run_f64(cic_pipeline *r, mpfr_t *out, const cic_model *m, bool rounded,
+                   cic_flop_count *fc)
+{
+    double *y = cic_calloc(r->n, sizeof *y);
+    cic_run_opts o;
+    size_t k;
+    int rc;
+    if (!y)
+        return -1;
+    memset(&o, 0, sizeof o);
+    o.flops = fc;
+    rc = cic_engine_f64_run(y, m,
+                            r->c->verdict_engine == CIC_VERDICT_ENGINE_F64_BLAS ? CIC_MATMUL_OPENBLAS
+                                                                               : CIC_MATMUL_FIXED,
+                            rounded, &o);
+    if (rc == 0) {
+        for (k = 0; k < r->n; k++)
+            mpfr_set_d(out[k], y[k], MPFR_RNDN);
+        rc = _cic_pl_map_out(r, out, (const mpfr_t *)out, m);
+    }
+    free(y);
+    return rc;
+}
+
+/* The transformed model's two verdict-engine runs: unrounded weights (yhp,
+ * the verdict) and float32-rounded (yrw, the decomposition); counted gets
+ * the first run's FLOPs. */
+static int verdict_runs(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m,
+                        mpfr_t *yhp, mpfr_t *yrw, cic_flop_count *counted,
+                        const cic_flop_count *analytical)
+{
+    cic_run_opts o;
+    cic_pl_work b;
+    double total = cic_flop_total(analytical);
+    memset(&o, 0, sizeof o);
+    o.flops = counted;
+    if (_cic_pl_verdict_f64(r)) {
+        cic_flop_count scratch;
+        memset(&scratch, 0, sizeof scratch);
+        _cic_pl_stage(r, "transform %s: f64, unrounded weights", xs->name);
+        if (run_f64(r, yhp, m, false, counted) < 0)
+            return -1;
+        _cic_pl_stage(r, "transform %s: f64, float32 weights", xs->name);
+        return run_f64(r, yrw, m, true, &scratch);
+    }
+    _cic_pl_stage(r, "transform %s: MPFR, unrounded weights", xs->name);
+    _cic_pl_work_begin(&b, r, xs->name, total, &o);
+    if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
+        _cic_pl_map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
+        return -1;
+    _cic_pl_work_end(&b);
+    _cic_pl_stage(r, "transform %s: MPFR, float32 weights", xs->name);
+    memset(&o, 0, sizeof o);
+    _cic_pl_work_begin(&b, r, xs->name, total, &o);
+    if (cic_engine_mpfr_run(yrw, m, r->prec, true, &o) < 0 ||
+        _cic_pl_map_out(r, yrw, (const mpfr_t *)yrw, m) < 0)
+        return -1;
+    _cic_pl_work_end(&b);
+    return 0;
+}
+
+/* The exactness row: ce_residual against the reference (like with like:
+ * MPFR with the MPFR truth, f64 with the original in f64), the verdict by
+ * the transform precision's thresholds, and per sample. */
+static cic_result *verdict_row(cic_pipeline *r, const cic_xform_spec *xs, const mpfr_t *yhp)
+{
+    size_t per = (size_t)r->c->model.tokens * r->cols;
+    double eq, br, ce = cic_metric_rel_diff(yhp, (const mpfr_t *)r->ref, r->n, r->prec);
+    cic_result *mx;
+    int s;
+    cic_xform_thresholds(&eq, &br, xs, r->prec);
+    if (_cic_pl_verdict_f64(r) && eq < 0x1p-30)
+        eq = 0x1p-30; /* double rounding of both runs: near 1e-15, far below */
+    mx = _cic_pl_new_result(r, xs->name, _cic_pl_verdict_label(r));
+    mx->has_verdict = true;
+    mx->expect = xs->expect;
+    mx->ce_residual = ce;
+    mx->ce_threshold_equivalent = eq;
+    mx->ce_threshold_broken = br;
+    mx->verdict = cic_xform_verdict(ce, eq, br);
+    mx->pass = mx->verdict == mx->expect;
+    mx->n_samples = r->c->model.samples < CIC_MAX_SAMPLES ? r->c->model.samples : CIC_MAX_SAMPLES;
+    for (s = 0; s < mx->n_samples; s++) {
+        enum cic_verdict want = xs->expect;
+        mx->per_sample[s].sample = s;
+        mx->per_sample[s].ce_residual = cic_metric_rel_diff(
+            yhp + (size_t)s * per, (const mpfr_t *)r->ref + (size_t)s * per, per, r->prec);
+        mx->per_sample[s].verdict = cic_xform_verdict(mx->per_sample[s].ce_residual, eq, br);
+        /* static-fold is exact on its calibration sample only: there it
+         * must be equivalent, elsewhere as expected (broken by default) */
+        if (xs->kind == CIC_XFORM_STATIC_FOLD && s == xs->calibration)
+            want = CIC_VERDICT_EQUIVALENT;
+        if (xs->kind == CIC_XFORM_STATIC_FOLD && mx->per_sample[s].verdict != want)
+            mx->pass = false;
+    }
+    return mx;
+}
+
+/* Engine e's row for transform xs: the verdict copied from mx, then the
+ * errors against the truth, the drift from the engine's "before" output,
+ * and the decomposition (w_err from the rounded-weights run yrw). */
+static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m, int e,
+                   const cic_result *mx, double w_err, const mpfr_t *yrw,
+                   const cic_flop_count *counted, const cic_flop_count *analytical)
+{
+    const cic_format *f32 = cic_format_get(CIC_FORMAT_FLOAT32);
+    const cic_result *b = NULL;
+    cic_result *x;
+    cic_flop_count fc;
+    cic_run_opts o;
+    char nm[128];
+    float *y;
+    int k;
+    _cic_pl_stage(r, "transform %s: %s", xs->name, CIC_ENGINE_F32_NAME[e]);
+    y = cic_calloc(r->n, sizeof *y);
+    if (!y)
+        return -1;
+    snprintf(nm, sizeof nm, "%s:%s", CIC_ENGINE_F32_NAME[e], xs->name);
+    _cic_pl_save_out(r, nm, y, NULL, -1);
+    memset(&o, 0, sizeof o);
+    memset(&fc, 0, sizeof fc);
+    o.flops = &fc;
+    if (cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_map_out_f32(r, y, m) < 0)
+        return -1;
+    x = _cic_pl_new_result(r, xs->name, CIC_ENGINE_F32_NAME[e]);
+    x->has_verdict = true;
+    x->expect = mx->expect;
+    x->verdict = mx->verdict;
+    x->ce_residual = mx->ce_residual;
+    x->ce_threshold_equivalent = mx->ce_threshold_equivalent;
+    x->ce_threshold_broken = mx->ce_threshold_broken;
+    x->pass = mx->pass;
+    x->n_samples = mx->n_samples;
+    memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
+    x->has_metrics = true;
+    _cic_pl_score_f32(r, x, y);
+    cic_metric_drift(&x->metrics.drift, f32, r->before[e], y, r->n);
+    cic_metric_drift_hist(x->metrics.drift_hist, f32, r->before[e], y, r->n);
+    x->metrics.has_drift = 1;
+    for (k = 0; k < r->n_res; k++)
+        if (!strcmp(r->res[k].transform, "none") &&
+            !strcmp(r->res[k].engine, CIC_ENGINE_F32_NAME[e]))
+            b = &r->res[k];
+    if (b) {
+        x->metrics.ulp_row_delta_p99 = x->metrics.ulp_row.p99 - b->metrics.ulp_row.p99;
+        x->metrics.ulp_row_delta_max = x->metrics.ulp_row.max - b->metrics.ulp_row.max;
+    }
+    x->metrics.decomp_weights = w_err;
+    x->metrics.decomp_arith = cic_metric_rel_diff_f32(y, yrw, r->n, r->prec);
+    x->metrics.has_decomp = 1;
+    _cic_pl_fill_flops(r, &x->flops, &fc, analytical, _cic_pl_sites_equal(&fc, counted));
+    return 0;
+}
+
+/* Keep transform i's model only for a later 'after' or the dump: at real
+ * model sizes one copy of the weights is gigabytes. */
+static void release_model(cic_pipeline *r, int i)
+{
+    int j;
+    bool keep = r->o.keep_models;
+    for (j = i + 1; j < r->c->n_xf; j++)
+        keep = keep || r->c->xf[j].after == i;
+    if (!keep) {
+        cic_model_destroy(r->xm[i]);
+        r->xm[i] = NULL;
+    }
+}
+
+int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
+{
+    const cic_xform_spec *xs = &r->c->xf[i];
+    const cic_model *base = xs->after >= 0 ? r->xm[xs->after] : r->orig;
+    cic_model *m;
+    mpfr_t *yhp = NULL, *yrw = NULL;
+    cic_flop_count counted, analytical;
+    cic_result *mx;
+    double w_err;
+    int e, mx_index, rc = -1;
+    char nm[128];
+
+    _cic_pl_stage(r, "transform %s: building (%s, %s precision)", xs->name,
+                  CIC_XFORM_NAME[xs->kind], CIC_TPREC_NAME[xs->prec]);
+    m = r->xm[i] = cic_xform_apply(base, xs, r->prec, d);
+    if (!m)
+        return -1;
+    yhp = cic_mpvec_create(r->n, r->prec);
+    yrw = cic_mpvec_create(r->n, r->prec);
+    if (!yhp || !yrw)
+        goto cleanup;
+    _cic_pl_flops_formula(r, &analytical, i);
+    memset(&counted, 0, sizeof counted);
+    if (verdict_runs(r, xs, m, yhp, yrw, &counted, &analytical) < 0)
+        goto cleanup;
+    w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->ref, r->n, r->prec);
+    mx = verdict_row(r, xs, (const mpfr_t *)yhp);
+    mx_index = (int)(mx - r->res);
+    _cic_pl_fill_flops(r, &mx->flops, &counted, &analytical, true);
+    for (e = 0; e < CIC_MATMUL_COUNT; e++)
+        if (_cic_pl_engine_on(r->c, e) &&
+            f32_row(r, xs, m, e, mx, w_err, (const mpfr_t *)yrw, &counted, &analytical) < 0)
+            goto cleanup;
+    snprintf(nm, sizeof nm, "%s:%s", _cic_pl_verdict_label(r), xs->name);
+    _cic_pl_save_out(r, nm, NULL, yhp, mx_index);
+    yhp = NULL;
+    rc = 0;
+    release_model(r, i);
+cleanup:
+    cic_mpvec_destroy(yhp, r->n);
+    cic_mpvec_destroy(yrw, r->n);
+    if (rc < 0 && !d->msg[0])
+        cic_diag_set(d, r->c->path, 0, 0, "transform '%s': out of memory", xs->name);
+    return rc;
+}
+
+/* What ce compares with: the truth, or with verdicts from the f64 engine
+ * the original model in f64 (like with like). */
+int _cic_pl_verdict_ref(cic_pipeline *r)
+{
+    cic_flop_count fc;
+    r->ref = r->truth;
+    if (!_cic_pl_verdict_f64(r))
+        return 0;
+    memset(&fc, 0, sizeof fc);
+    _cic_pl_stage(r, "verdict reference: original model in f64");
+    r->ref_own = cic_mpvec_create(r->n, r->prec);
+    if (!r->ref_own || run_f64(r, r->ref_own, r->orig, false, &fc) < 0)
+        return -1;
+    r->ref = r->ref_own;
+    return 0;
+}
