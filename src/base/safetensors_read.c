@@ -276,15 +276,123 @@ oom:
     return -1;
 }
 
+/* The 8-byte little-endian header length, checked against the file. */
+static int read_header_len(const cic_stfile *f, const char *path, uint64_t *hlen, cic_diag *d)
+{
+    int k;
+    *hlen = 0;
+    for (k = 0; k < 8; k++)
+        *hlen |= (uint64_t)f->map[k] << (8 * k);
+    if (*hlen == 0 || *hlen > CIC_STFILE_MAX_HEADER || *hlen > f->size - 8) {
+        cic_diag_set(d, path, 0, 0, "header length %llu %s (file of %zu bytes)",
+                     (unsigned long long)*hlen,
+                     *hlen == 0 ? "is empty"
+                     : *hlen > f->size - 8 ? "runs beyond the end of the file"
+                                           : "is over the 100 MiB limit",
+                     f->size);
+        return -1;
+    }
+    return 0;
+}
+
+/* The JSON header: an object, duplicate names refused; jansson caps the
+ * nesting depth of what it parses (2048) and says so. */
+static json_t *parse_header(const cic_stfile *f, const char *path, uint64_t hlen, cic_diag *d)
+{
+    json_error_t je;
+    json_t *hdr = json_loadb((const char *)f->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
+    if (!hdr) {
+        cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0,
+                     "header (%llu bytes of JSON after the length): %s",
+                     (unsigned long long)hlen, je.text[0] ? je.text : "does not parse");
+        return NULL;
+    }
+    if (!json_is_object(hdr)) {
+        cic_diag_set(d, path, 0, 0, "header is %s; an object of tensors expected",
+                     cic_json_type_name(hdr));
+        json_decref(hdr);
+        return NULL;
+    }
+    return hdr;
+}
+
+/* Every entry of the header: the metadata, and each tensor's dtype, shape
+ * and offsets (begin[i], end[i] relative to the data). */
+static int read_entries(cic_stfile *f, const char *path, json_t *hdr, uint64_t hlen,
+                        uint64_t data_len, uint64_t *begin, uint64_t *end, cic_diag *d)
+{
+    const char *key;
+    json_t *e;
+    size_t pos = 0;
+    json_object_foreach(hdr, key, e) {
+        cic_stfile_tensor *t;
+        size_t len = strlen(key);
+        if (!strcmp(key, "__metadata__")) {
+            if (parse_meta(f, e, d) != 0)
+                return -1;
+            continue;
+        }
+        if (len == 0) {
+            cic_diag_set(d, path, 0, 0, "a tensor has an empty name");
+            return -1;
+        }
+        t = &f->t[f->n];
+        memcpy(f->names + pos, key, len + 1);
+        t->name = f->names + pos;
+        t->file = f->path;
+        pos += len + 1;
+        if (parse_entry(t, path, t->name, e, data_len, &begin[f->n], &end[f->n], d) != 0)
+            return -1;
+        t->offset = 8 + hlen + begin[f->n];
+        f->n++;
+    }
+    return 0;
+}
+
+/* The data, tensor by tensor in offset order, must be covered exactly. */
+static int check_tiling(cic_stfile *f, const char *path, uint64_t hlen, uint64_t data_len,
+                        cic_diag *d)
+{
+    uint64_t at = 0;
+    int i;
+    qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_offset);
+    for (i = 0; i < f->n; i++) {
+        uint64_t b = f->t[i].offset - 8 - hlen;
+        if (b < at) {
+            cic_diag_set(d, path, 0, 0, "tensor '%s' (data_offsets [%llu, %llu]) overlaps "
+                         "tensor '%s' (ending at %llu)", f->t[i].name, (unsigned long long)b,
+                         (unsigned long long)(b + f->t[i].nbytes), f->t[i - 1].name,
+                         (unsigned long long)at);
+            return -1;
+        }
+        if (b > at) {
+            cic_diag_set(d, path, 0, 0, "bytes [%llu, %llu) of the data belong to no tensor "
+                         "(before tensor '%s'); the data must be contiguous",
+                         (unsigned long long)at, (unsigned long long)b, f->t[i].name);
+            return -1;
+        }
+        at = b + f->t[i].nbytes;
+        f->t[i].data = f->map + f->t[i].offset;
+        f->by_name[i] = &f->t[i];
+    }
+    if (at != data_len) {
+        cic_diag_set(d, path, 0, 0, "the tensors cover %llu bytes of data, the file holds "
+                     "%llu after the header%s%s%s", (unsigned long long)at,
+                     (unsigned long long)data_len, f->n ? " (last tensor '" : "",
+                     f->n ? f->t[f->n - 1].name : "", f->n ? "')" : "");
+        return -1;
+    }
+    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
+    return 0;
+}
+
 cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
 {
     cic_stfile *f = NULL;
     json_t *hdr = NULL, *e;
-    json_error_t je;
-    uint64_t hlen = 0, data_len, at = 0, *begin = NULL, *end = NULL;
-    size_t nt = 0, names_len = 0, pos = 0;
+    uint64_t hlen = 0, data_len, *begin = NULL, *end = NULL;
+    size_t nt = 0, names_len = 0;
     const char *key;
-    int i, k;
 
     if (!path || !path[0]) {
         cic_diag_set(d, "", 0, 0, "safetensors: empty file name");
@@ -293,34 +401,10 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
     f = calloc(1, sizeof *f);
     if (!f || !(f->path = strdup(path)))
         goto oom;
-    if (map_file(f, path, d) != 0)
+    if (map_file(f, path, d) != 0 || read_header_len(f, path, &hlen, d) != 0 ||
+        !(hdr = parse_header(f, path, hlen, d)))
         goto fail;
-    for (k = 0; k < 8; k++)
-        hlen |= (uint64_t)f->map[k] << (8 * k);
-    if (hlen == 0 || hlen > CIC_STFILE_MAX_HEADER || hlen > f->size - 8) {
-        cic_diag_set(d, path, 0, 0, "header length %llu %s (file of %zu bytes)",
-                     (unsigned long long)hlen,
-                     hlen == 0 ? "is empty"
-                     : hlen > f->size - 8 ? "runs beyond the end of the file"
-                                          : "is over the 100 MiB limit",
-                     f->size);
-        goto fail;
-    }
     data_len = f->size - 8 - hlen;
-    /* duplicate names are an error, not "the last one wins"; jansson caps
-     * the nesting depth of what it parses (2048) and says so */
-    hdr = json_loadb((const char *)f->map + 8, (size_t)hlen, JSON_REJECT_DUPLICATES, &je);
-    if (!hdr) {
-        cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0,
-                     "header (%llu bytes of JSON after the length): %s",
-                     (unsigned long long)hlen, je.text[0] ? je.text : "does not parse");
-        goto fail;
-    }
-    if (!json_is_object(hdr)) {
-        cic_diag_set(d, path, 0, 0, "header is %s; an object of tensors expected",
-                     cic_json_type_name(hdr));
-        goto fail;
-    }
     json_object_foreach(hdr, key, e) {
         if (strcmp(key, "__metadata__") != 0) {
             nt++;
@@ -336,57 +420,9 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
     end = cic_calloc(nt + 1, sizeof *end);
     if (!f->t || !f->by_name || !f->names || !begin || !end)
         goto oom;
-    json_object_foreach(hdr, key, e) {
-        cic_stfile_tensor *t;
-        size_t len = strlen(key);
-        if (!strcmp(key, "__metadata__")) {
-            if (parse_meta(f, e, d) != 0)
-                goto fail;
-            continue;
-        }
-        if (len == 0) {
-            cic_diag_set(d, path, 0, 0, "a tensor has an empty name");
-            goto fail;
-        }
-        t = &f->t[f->n];
-        memcpy(f->names + pos, key, len + 1);
-        t->name = f->names + pos;
-        t->file = f->path;
-        pos += len + 1;
-        if (parse_entry(t, path, t->name, e, data_len, &begin[f->n], &end[f->n], d) != 0)
-            goto fail;
-        t->offset = 8 + hlen + begin[f->n];
-        f->n++;
-    }
-    /* The data, tensor by tensor in offset order, must be exactly covered. */
-    qsort(f->t, (size_t)f->n, sizeof *f->t, cmp_offset);
-    for (i = 0; i < f->n; i++) {
-        uint64_t b = f->t[i].offset - 8 - hlen;
-        if (b < at) {
-            cic_diag_set(d, path, 0, 0, "tensor '%s' (data_offsets [%llu, %llu]) overlaps "
-                         "tensor '%s' (ending at %llu)", f->t[i].name, (unsigned long long)b,
-                         (unsigned long long)(b + f->t[i].nbytes), f->t[i - 1].name,
-                         (unsigned long long)at);
-            goto fail;
-        }
-        if (b > at) {
-            cic_diag_set(d, path, 0, 0, "bytes [%llu, %llu) of the data belong to no tensor "
-                         "(before tensor '%s'); the data must be contiguous",
-                         (unsigned long long)at, (unsigned long long)b, f->t[i].name);
-            goto fail;
-        }
-        at = b + f->t[i].nbytes;
-        f->t[i].data = f->map + f->t[i].offset;
-        f->by_name[i] = &f->t[i];
-    }
-    if (at != data_len) {
-        cic_diag_set(d, path, 0, 0, "the tensors cover %llu bytes of data, the file holds "
-                     "%llu after the header%s%s%s", (unsigned long long)at,
-                     (unsigned long long)data_len, f->n ? " (last tensor '" : "",
-                     f->n ? f->t[f->n - 1].name : "", f->n ? "')" : "");
+    if (read_entries(f, path, hdr, hlen, data_len, begin, end, d) != 0 ||
+        check_tiling(f, path, hlen, data_len, d) != 0)
         goto fail;
-    }
-    qsort(f->by_name, (size_t)f->n, sizeof *f->by_name, cmp_name);
     json_decref(hdr);
     free(begin);
     free(end);

@@ -639,132 +639,129 @@ static int check_out_dir(const char *const *dirs, int n, const char *out_dir, ci
     return CIC_OK;
 }
 
-int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
-                    cic_diag *d)
-{
-    shard *sh = NULL;
-    json_t *root = NULL, *points = NULL, **byidx = NULL;
-    cic_case *c = NULL, *ci = NULL;
-    long total = 0, count = 0, i;
-    bool *shard_seen = NULL, pass = true;
-    int k, rc = CIC_EINPUT, worst = CIC_OK;
-    char (*paths)[1200] = NULL;
+/* What a merge gathers from its shards. */
+typedef struct {
+    shard *sh;
+    int n;
+    char (*paths)[1200];
+    cic_case *c, *ci;  /* the first shard's case, and any other's */
+    long total, count; /* points, shards */
+    bool *shard_seen;
+    json_t **byidx;    /* point index -> the point (borrowed from its shard) */
+} merge_ctx;
 
-    memset(d, 0, sizeof *d);
-    if (n < 1) {
-        cic_diag_set(d, "", 0, 0, "merge: no shard folders");
+/* Shard k's header: its case and counts, and for shards after the first
+ * the same case hash, cicheck version and shard count as the first. */
+static int merge_header(merge_ctx *m, int k, const char *dir, cic_diag *d)
+{
+    static const char *const same[] = {"case_sha256", "cicheck_version"};
+    long tk = 0, ck = 0;
+    size_t q;
+    int r;
+    snprintf(m->paths[k], sizeof m->paths[k], "%s/sweep.json", dir);
+    m->sh[k].path = m->paths[k];
+    m->sh[k].dir = dir;
+    m->sh[k].root = cic_report_json_load(m->paths[k], SHARD_MAX_BYTES, d);
+    if (!m->sh[k].root)
+        return CIC_EINPUT;
+    if ((r = check_header(&m->sh[k], k == 0 ? m->c : m->ci, &tk, &ck, d)) != CIC_OK)
+        return r;
+    m->sh[k].index = (long)json_integer_value(
+        json_object_get(json_object_get(m->sh[k].root, "shard"), "index"));
+    if (k == 0) {
+        m->total = tk;
+        m->count = ck;
+        m->shard_seen = cic_calloc((size_t)m->count + 1, sizeof *m->shard_seen);
+        m->byidx = cic_calloc((size_t)m->total, sizeof *m->byidx);
+        if (!m->shard_seen || !m->byidx) {
+            cic_diag_set(d, "", 0, 0, "merge: out of memory");
+            return CIC_EINTERNAL;
+        }
+        return CIC_OK;
+    }
+    for (q = 0; q < 2; q++) {
+        const char *x = json_string_value(json_object_get(m->sh[0].root, same[q]));
+        const char *y = json_string_value(json_object_get(m->sh[k].root, same[q]));
+        if (!x || !y || strcmp(x, y)) {
+            cic_diag_set(d, m->sh[k].path, 0, 0, "refusing to merge: %s differs from "
+                         "that of %s (%.64s vs %.64s)", same[q], m->sh[0].path,
+                         y ? y : "?", x ? x : "?");
+            return CIC_EINPUT;
+        }
+    }
+    if (ck != m->count) {
+        cic_diag_set(d, m->sh[k].path, 0, 0, "refusing to merge: shard count %ld, %s "
+                     "has %ld", ck, m->sh[0].path, m->count);
         return CIC_EINPUT;
     }
-    rc = check_out_dir(dirs, n, out_dir, d);
-    if (rc != CIC_OK)
-        return rc;
-    sh = cic_calloc((size_t)n, sizeof *sh);
-    paths = cic_calloc((size_t)n, sizeof *paths);
-    c = malloc(sizeof *c);
-    ci = malloc(sizeof *ci);
-    if (!sh || !paths || !c || !ci) {
-        cic_diag_set(d, "", 0, 0, "merge: out of memory");
-        rc = CIC_EINTERNAL;
-        goto done;
+    return CIC_OK;
+}
+
+/* Shard k's points, each checked and placed at its index; the shard's own
+ * pass must agree with its points'. */
+static int merge_points(merge_ctx *m, int k, cic_diag *d)
+{
+    shard *s = &m->sh[k];
+    json_t *p, *sp;
+    size_t j;
+    bool all = true;
+    int r;
+    if (m->shard_seen[s->index]) {
+        cic_diag_set(d, s->path, 0, 0, "refusing to merge: shard %ld/%ld given twice",
+                     s->index, m->count);
+        return CIC_EINPUT;
     }
-    rc = CIC_EINPUT;
-    for (k = 0; k < n; k++) {
-        long tk = 0, ck = 0;
-        json_t *p;
-        size_t j;
-        bool all = true;
-        int r;
-        snprintf(paths[k], sizeof paths[k], "%s/sweep.json", dirs[k]);
-        sh[k].path = paths[k];
-        sh[k].dir = dirs[k];
-        sh[k].root = cic_report_json_load(paths[k], SHARD_MAX_BYTES, d);
-        if (!sh[k].root)
-            goto done;
-        r = check_header(&sh[k], k == 0 ? c : ci, &tk, &ck, d);
-        if (r != CIC_OK) {
-            rc = r;
-            goto done;
+    m->shard_seen[s->index] = true;
+    json_array_foreach(json_object_get(s->root, "points"), j, p) {
+        long idx;
+        r = check_point(s, j, p, k == 0 ? m->c : m->ci, m->total, m->count, d);
+        if (r != CIC_OK)
+            return r;
+        idx = (long)json_integer_value(json_object_get(p, "index"));
+        if (m->byidx[idx]) {
+            cic_diag_set(d, s->path, 0, 0, "refusing to merge: point %ld appears twice", idx);
+            return CIC_EINPUT;
         }
-        sh[k].index = (long)json_integer_value(json_object_get(json_object_get(sh[k].root,
-                                                                               "shard"),
-                                                               "index"));
-        if (k == 0) {
-            total = tk;
-            count = ck;
-            shard_seen = cic_calloc((size_t)count + 1, sizeof *shard_seen);
-            byidx = cic_calloc((size_t)total, sizeof *byidx);
-            if (!shard_seen || !byidx) {
-                cic_diag_set(d, "", 0, 0, "merge: out of memory");
-                rc = CIC_EINTERNAL;
-                goto done;
-            }
-        } else {
-            static const char *const same[] = {"case_sha256", "cicheck_version"};
-            size_t q;
-            for (q = 0; q < 2; q++) {
-                const char *x = json_string_value(json_object_get(sh[0].root, same[q]));
-                const char *y = json_string_value(json_object_get(sh[k].root, same[q]));
-                if (!x || !y || strcmp(x, y)) {
-                    cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: %s differs from "
-                                 "that of %s (%.64s vs %.64s)", same[q], sh[0].path,
-                                 y ? y : "?", x ? x : "?");
-                    goto done;
-                }
-            }
-            if (ck != count) {
-                cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: shard count %ld, %s "
-                             "has %ld", ck, sh[0].path, count);
-                goto done;
-            }
-        }
-        if (shard_seen[sh[k].index]) {
-            cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: shard %ld/%ld given twice",
-                         sh[k].index, count);
-            goto done;
-        }
-        shard_seen[sh[k].index] = true;
-        json_array_foreach(json_object_get(sh[k].root, "points"), j, p) {
-            long idx;
-            r = check_point(&sh[k], j, p, k == 0 ? c : ci, total, count, d);
-            if (r != CIC_OK) {
-                rc = r;
-                goto done;
-            }
-            idx = (long)json_integer_value(json_object_get(p, "index"));
-            if (byidx[idx]) {
-                cic_diag_set(d, sh[k].path, 0, 0, "refusing to merge: point %ld appears twice",
-                             idx);
-                goto done;
-            }
-            byidx[idx] = p;
-            all = all && json_is_true(json_object_get(p, "pass"));
-        }
-        if (!json_is_boolean(json_object_get(sh[k].root, "pass")) ||
-            json_is_true(json_object_get(sh[k].root, "pass")) != all) {
-            json_t *sp = json_object_get(sh[k].root, "pass");
-            cic_diag_set(d, sh[k].path, 0, 0, "pass is %s, but %s of its points passed",
-                         json_is_boolean(sp) ? (json_is_true(sp) ? "true" : "false")
-                                             : cic_json_type_name(sp), all ? "all" : "not all");
-            goto done;
-        }
+        m->byidx[idx] = p;
+        all = all && json_is_true(json_object_get(p, "pass"));
     }
-    for (i = 0; i < total; i++)
-        if (!byidx[i]) {
+    sp = json_object_get(s->root, "pass");
+    if (!json_is_boolean(sp) || json_is_true(sp) != all) {
+        cic_diag_set(d, s->path, 0, 0, "pass is %s, but %s of its points passed",
+                     json_is_boolean(sp) ? (json_is_true(sp) ? "true" : "false")
+                                         : cic_json_type_name(sp), all ? "all" : "not all");
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* The merged sweep.json (every point in index order, the aggregate
+ * recomputed), written with its plots; the worst exit code of a point, as
+ * the unsharded sweep gives. */
+static int merge_write(merge_ctx *m, const char *out_dir, bool no_plots, cic_diag *d)
+{
+    json_t *root, *points;
+    bool pass = true;
+    int worst = CIC_OK, rc;
+    long i;
+    for (i = 0; i < m->total; i++)
+        if (!m->byidx[i]) {
             cic_diag_set(d, "", 0, 0, "refusing to merge: point %ld of %ld is missing (give "
-                         "all %ld shards)", i, total, count);
-            goto done;
+                         "all %ld shards)", i, m->total, m->count);
+            return CIC_EINPUT;
         }
-    root = json_deep_copy(sh[0].root);
+    root = json_deep_copy(m->sh[0].root);
     points = json_array();
     if (!root || !points) {
+        json_decref(root);
+        json_decref(points);
         cic_diag_set(d, "", 0, 0, "merge: out of memory");
-        rc = CIC_EINTERNAL;
-        goto done;
+        return CIC_EINTERNAL;
     }
-    for (i = 0; i < total; i++) {
-        int code = (int)json_integer_value(json_object_get(byidx[i], "exit_code"));
-        json_array_append(points, byidx[i]);
-        if (!json_is_true(json_object_get(byidx[i], "pass")))
+    for (i = 0; i < m->total; i++) {
+        int code = (int)json_integer_value(json_object_get(m->byidx[i], "exit_code"));
+        json_array_append(points, m->byidx[i]);
+        if (!json_is_true(json_object_get(m->byidx[i], "pass")))
             pass = false;
         if (code > worst)
             worst = code;
@@ -774,25 +771,53 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
     }
     json_object_set_new(root, "shard", json_null());
     json_object_set_new(root, "points", points);
-    points = NULL;
     json_object_set_new(root, "aggregate", aggregate(json_object_get(root, "points")));
     json_object_set_new(root, "pass", json_boolean(pass));
-    printf("merged %d shard%s: %ld points\n", n, n == 1 ? "" : "s", total);
+    printf("merged %d shard%s: %ld points\n", m->n, m->n == 1 ? "" : "s", m->total);
     rc = write_sweep(root, out_dir, no_plots, d);
-    /* like the unsharded sweep: the worst exit code of a point */
-    if (rc == CIC_OK)
-        rc = worst;
-done:
-    for (k = 0; sh && k < n; k++)
-        json_decref(sh[k].root);
     json_decref(root);
-    json_decref(points);
-    free(sh);
-    free(paths);
-    free(c);
-    free(ci);
-    free(byidx);
-    free(shard_seen);
+    return rc == CIC_OK ? worst : rc;
+}
+
+int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
+                    cic_diag *d)
+{
+    merge_ctx m;
+    int k, rc;
+
+    memset(d, 0, sizeof *d);
+    memset(&m, 0, sizeof m);
+    if (n < 1) {
+        cic_diag_set(d, "", 0, 0, "merge: no shard folders");
+        return CIC_EINPUT;
+    }
+    rc = check_out_dir(dirs, n, out_dir, d);
+    if (rc != CIC_OK)
+        return rc;
+    m.n = n;
+    m.sh = cic_calloc((size_t)n, sizeof *m.sh);
+    m.paths = cic_calloc((size_t)n, sizeof *m.paths);
+    m.c = malloc(sizeof *m.c);
+    m.ci = malloc(sizeof *m.ci);
+    if (!m.sh || !m.paths || !m.c || !m.ci) {
+        cic_diag_set(d, "", 0, 0, "merge: out of memory");
+        rc = CIC_EINTERNAL;
+        goto done;
+    }
+    for (k = 0; k < n; k++)
+        if ((rc = merge_header(&m, k, dirs[k], d)) != CIC_OK ||
+            (rc = merge_points(&m, k, d)) != CIC_OK)
+            goto done;
+    rc = merge_write(&m, out_dir, no_plots, d);
+done:
+    for (k = 0; m.sh && k < n; k++)
+        json_decref(m.sh[k].root);
+    free(m.sh);
+    free(m.paths);
+    free(m.c);
+    free(m.ci);
+    free(m.byidx);
+    free(m.shard_seen);
     return rc;
 }
 

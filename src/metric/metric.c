@@ -202,29 +202,105 @@ static double _cic_norm_ratio(mpfr_ptr sd, mpfr_ptr sx)
 
 /* ---- error against the truth ---- */
 
-void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
-                      const float *y, size_t rows, size_t cols, mpfr_prec_t prec)
-{
-    size_t n, i, r, c;
-    bool has_nan = false;
-    mpfr_prec_t p = _cic_work_prec(prec), px = 24;
+/* The running sums of one error measurement: the largest |y - x|, the
+ * sums of squares of the differences and of the truth, the two ULP
+ * distributions, and the temporaries (a fixed set: no mpfr_init per
+ * element). */
+typedef struct {
+    const cic_format *fmt;
     mpfr_t yv, d, sq, sd, sx, thr, mx;
     _cic_acc arow, aelem;
-    uint64_t excluded = 0;
+    uint64_t excluded;
+} _cic_err;
 
-    CIC_ASSERT(m != NULL);
-    n = cic_mul_size(rows, cols);
-    CIC_ASSERT(n != SIZE_MAX);
-    CIC_ASSERT(n == 0 || (x != NULL && y != NULL));
+static void _cic_err_init(_cic_err *e, const cic_format *fmt, size_t n, mpfr_prec_t p,
+                          mpfr_prec_t px)
+{
+    memset(e, 0, sizeof *e);
+    e->fmt = fmt;
+    /* Without memory only the p99 figures are lost (reported as NaN). */
+    e->arow.v = cic_calloc(n ? n : 1, sizeof(double));
+    e->aelem.v = cic_calloc(n ? n : 1, sizeof(double));
+    mpfr_init2(e->yv, 24); /* any float, subnormals included, is exact here */
+    mpfr_init2(e->d, p);
+    mpfr_init2(e->mx, p);
+    mpfr_init2(e->sq, 2 * (p > px ? p : px)); /* squares of d and of x exact */
+    mpfr_init2(e->sd, p);
+    mpfr_init2(e->sx, p);
+    mpfr_init2(e->thr, px);
+    mpfr_set_zero(e->mx, 1);
+    mpfr_set_zero(e->sd, 1);
+    mpfr_set_zero(e->sx, 1);
+}
 
-    /* NaN/Inf agreement first, before any norm; the truth must be finite. */
+static void _cic_err_clear(_cic_err *e)
+{
+    mpfr_clear(e->yv);
+    mpfr_clear(e->d);
+    mpfr_clear(e->mx);
+    mpfr_clear(e->sq);
+    mpfr_clear(e->sd);
+    mpfr_clear(e->sx);
+    mpfr_clear(e->thr);
+    free(e->arow.v);
+    free(e->aelem.v);
+}
+
+/* One row (a token) of cols entries. */
+static void _cic_err_row(_cic_err *e, const mpfr_t *xr, const float *yr, size_t cols)
+{
+    size_t jmax = 0, c;
+    double urow;
+    for (c = 1; c < cols; c++)
+        if (mpfr_cmpabs(xr[c], xr[jmax]) > 0)
+            jmax = c;
+    /* Rows are tokens: one ulp for the whole row, that of its largest
+     * entry, so cancellation inside the row cannot inflate the ratio. */
+    urow = cic_format_ulp_mp(e->fmt, xr[jmax]);
+    mpfr_abs(e->thr, xr[jmax], MPFR_RNDN);
+    mpfr_div_2ui(e->thr, e->thr, 10, MPFR_RNDN); /* exact: 2^-10 * row max */
+    for (c = 0; c < cols; c++) {
+        double dd;
+        if (!isfinite(yr[c])) {
+            /* no finite error: +Inf in both distributions (never
+             * excluded, however small x is) */
+            _cic_acc_add(&e->arow, INFINITY);
+            _cic_acc_add(&e->aelem, INFINITY);
+            continue;
+        }
+        mpfr_sqr(e->sq, xr[c], MPFR_RNDN);
+        mpfr_add(e->sx, e->sx, e->sq, MPFR_RNDN);
+        mpfr_set_flt(e->yv, yr[c], MPFR_RNDN);
+        _cic_absdiff_odd(e->d, e->yv, xr[c]);
+        if (mpfr_cmp(e->d, e->mx) > 0)
+            mpfr_set(e->mx, e->d, MPFR_RNDN); /* same precision: exact */
+        mpfr_sqr(e->sq, e->d, MPFR_RNDN);
+        mpfr_add(e->sd, e->sd, e->sq, MPFR_RNDN);
+        /* Correctly rounded |y - x| (see the top of the file); dividing
+         * by a power of two is then exact. */
+        dd = mpfr_get_d(e->d, MPFR_RNDN);
+        _cic_acc_add(&e->arow, dd / urow);
+        if (mpfr_cmpabs(xr[c], e->thr) >= 0)
+            _cic_acc_add(&e->aelem, dd / cic_format_ulp_mp(e->fmt, xr[c]));
+        else
+            e->excluded++;
+    }
+}
+
+/* NaN/Inf in y counted first, before any norm; the truth must be finite.
+ * Returns whether a y is NaN; *px the truth's largest precision. */
+static bool _cic_err_nonfinite(cic_metrics *m, const mpfr_t *x, const float *y, size_t n,
+                               mpfr_prec_t *px)
+{
+    size_t i;
+    bool has_nan = false;
     m->n_out = n;
     m->nonfinite = 0;
     m->first_nonfinite = -1;
     for (i = 0; i < n; i++) {
         CIC_ASSERT(mpfr_number_p(x[i]));
-        if (mpfr_get_prec(x[i]) > px)
-            px = mpfr_get_prec(x[i]);
+        if (mpfr_get_prec(x[i]) > *px)
+            *px = mpfr_get_prec(x[i]);
         if (!isfinite(y[i])) {
             if (m->nonfinite == 0)
                 m->first_nonfinite = (int64_t)i;
@@ -232,99 +308,46 @@ void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
             has_nan = has_nan || isnan(y[i]);
         }
     }
+    return has_nan;
+}
 
-    memset(&arow, 0, sizeof arow);
-    memset(&aelem, 0, sizeof aelem);
-    /* Without memory only the p99 figures are lost (reported as NaN). */
-    arow.v = cic_calloc(n ? n : 1, sizeof(double));
-    aelem.v = cic_calloc(n ? n : 1, sizeof(double));
+void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
+                      const float *y, size_t rows, size_t cols, mpfr_prec_t prec)
+{
+    size_t n, r;
+    bool has_nan;
+    mpfr_prec_t px = 24;
+    _cic_err e;
 
-    mpfr_init2(yv, 24); /* any float, subnormals included, is exact here */
-    mpfr_init2(d, p);
-    mpfr_init2(mx, p);
-    mpfr_init2(sq, 2 * (p > px ? p : px)); /* squares of d and of x exact */
-    mpfr_init2(sd, p);
-    mpfr_init2(sx, p);
-    mpfr_init2(thr, px);
-    mpfr_set_zero(mx, 1);
-    mpfr_set_zero(sd, 1);
-    mpfr_set_zero(sx, 1);
+    CIC_ASSERT(m != NULL);
+    n = cic_mul_size(rows, cols);
+    CIC_ASSERT(n != SIZE_MAX);
+    CIC_ASSERT(n == 0 || (x != NULL && y != NULL));
+    has_nan = _cic_err_nonfinite(m, x, y, n, &px);
+    _cic_err_init(&e, fmt, n, _cic_work_prec(prec), px);
+    for (r = 0; r < rows && cols > 0; r++)
+        _cic_err_row(&e, x + r * cols, y + r * cols, cols);
 
-    for (r = 0; r < rows; r++) {
-        const mpfr_t *xr = x + r * cols;
-        const float *yr = y + r * cols;
-        size_t jmax = 0;
-        double urow;
-        if (cols == 0)
-            break;
-        for (c = 1; c < cols; c++)
-            if (mpfr_cmpabs(xr[c], xr[jmax]) > 0)
-                jmax = c;
-        /* Rows are tokens: one ulp for the whole row, that of its largest
-         * entry, so cancellation inside the row cannot inflate the ratio. */
-        urow = cic_format_ulp_mp(fmt, xr[jmax]);
-        mpfr_abs(thr, xr[jmax], MPFR_RNDN);
-        mpfr_div_2ui(thr, thr, 10, MPFR_RNDN); /* exact: 2^-10 * row max */
-
-        for (c = 0; c < cols; c++) {
-            double dd;
-            if (!isfinite(yr[c])) {
-                /* no finite error: +Inf in both distributions (never
-                 * excluded, however small x is) */
-                _cic_acc_add(&arow, INFINITY);
-                _cic_acc_add(&aelem, INFINITY);
-                continue;
-            }
-            mpfr_sqr(sq, xr[c], MPFR_RNDN);
-            mpfr_add(sx, sx, sq, MPFR_RNDN);
-
-            mpfr_set_flt(yv, yr[c], MPFR_RNDN);
-            _cic_absdiff_odd(d, yv, xr[c]);
-            if (mpfr_cmp(d, mx) > 0)
-                mpfr_set(mx, d, MPFR_RNDN); /* same precision: exact */
-            mpfr_sqr(sq, d, MPFR_RNDN);
-            mpfr_add(sd, sd, sq, MPFR_RNDN);
-
-            /* Correctly rounded |y - x| (see the top of the file); dividing
-             * by a power of two is then exact. */
-            dd = mpfr_get_d(d, MPFR_RNDN);
-            _cic_acc_add(&arow, dd / urow);
-            if (mpfr_cmpabs(xr[c], thr) >= 0)
-                _cic_acc_add(&aelem, dd / cic_format_ulp_mp(fmt, xr[c]));
-            else
-                excluded++;
-        }
-    }
-
-    m->max_abs = mpfr_get_d(mx, MPFR_RNDN);
-    m->rel_norm2 = _cic_norm_ratio(sd, sx);
+    m->max_abs = mpfr_get_d(e.mx, MPFR_RNDN);
+    m->rel_norm2 = _cic_norm_ratio(e.sd, e.sx);
     if (m->nonfinite > 0) {
         m->max_abs = has_nan ? NAN : INFINITY;
         m->rel_norm2 = m->max_abs;
     }
-    m->ulp_elem_excluded = excluded;
-    _cic_acc_stat(&m->ulp_row, &arow);
-    _cic_acc_stat(&m->ulp_elem, &aelem);
+    m->ulp_elem_excluded = e.excluded;
+    _cic_acc_stat(&m->ulp_row, &e.arow);
+    _cic_acc_stat(&m->ulp_elem, &e.aelem);
     /* the whole distribution of ulp_row, for CDF plots */
-    if (arow.v && arow.n > 0) {
+    if (e.arow.v && e.arow.n > 0) {
         int q;
-        qsort(arow.v, arow.n, sizeof *arow.v, _cic_cmp_double);
+        qsort(e.arow.v, e.arow.n, sizeof *e.arow.v, _cic_cmp_double);
         for (q = 0; q < CIC_NQ; q++) {
-            double r = ceil((double)q * (double)arow.n / 100.0);
-            size_t k = r < 1.0 ? 1 : (r >= (double)arow.n ? arow.n : (size_t)r);
-            m->ulp_row_q[q] = arow.v[k - 1];
+            double rk = ceil((double)q * (double)e.arow.n / 100.0);
+            size_t k = rk < 1.0 ? 1 : (rk >= (double)e.arow.n ? e.arow.n : (size_t)rk);
+            m->ulp_row_q[q] = e.arow.v[k - 1];
         }
     }
-
-    mpfr_clear(yv);
-    mpfr_clear(d);
-    mpfr_clear(mx);
-    mpfr_clear(sq);
-    mpfr_clear(sd);
-    mpfr_clear(sx);
-    mpfr_clear(thr);
-    free(arow.v);
-    free(aelem.v);
+    _cic_err_clear(&e);
 }
 
 /* ---- relative difference ---- */
