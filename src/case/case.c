@@ -23,24 +23,24 @@
 
 /* ---- name tables ------------------------------------------------------- */
 
-const char *const CIC_BLOCK_NAME[CIC_BLOCK_COUNT] = {"preln", "rmsnorm", "dit"};
-const char *const CIC_ACT_NAME[CIC_ACT_COUNT] = {"gelu", "gelu-tanh", "relu",
-                                                 "silu"};
-const char *const CIC_DIST_NAME[CIC_DIST_COUNT] = {"normal", "uniform"};
-const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT] = {
+const char *const CIC_BLOCK_NAME[] = {"preln", "rmsnorm", "dit"};
+const char *const CIC_ACT_NAME[] = {"gelu", "gelu-tanh", "relu",
+                                    "silu"};
+const char *const CIC_DIST_NAME[] = {"normal", "uniform"};
+const char *const CIC_XFORM_NAME[] = {
     "fuse-layernorm", "fold-rmsnorm-gamma", "rotate",
     "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
-const char *const CIC_Q_NAME[CIC_Q_COUNT] = {"identity", "random", "hadamard"};
-const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT] = {"mpfr", "f64", "f32", "f64-openblas"};
-const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT] = {
+const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard"};
+const char *const CIC_TPREC_NAME[] = {"mpfr", "f64", "f32", "f64-openblas"};
+const char *const CIC_MISTAKE_NAME[] = {
     "none", "skip-mean-bake", "skip-attn-out", "center-embeddings"};
-const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT] = {
+const char *const CIC_VERDICT_NAME[] = {
     "equivalent", "broken", "inconclusive"};
-const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT] = {"head", "residual"};
-const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT] = {"centered", "mean-preserving"};
-const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT] = {"mpfr", "f64",
-                                                                       "f64-openblas"};
-const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT] = {
+const char *const CIC_READOUT_NAME[] = {"head", "residual"};
+const char *const CIC_STREAM_NAME[] = {"centered", "mean-preserving"};
+const char *const CIC_VERDICT_ENGINE_NAME[] = {"mpfr", "f64",
+                                               "f64-openblas"};
+const char *const CIC_AXIS_NAME[] = {
     "d_model", "tokens",  "layers", "seed",   "mpfr_prec", "outlier_scale",
     "heads",   "samples", "d_cond", "std"};
 
@@ -55,6 +55,8 @@ static_assert(CIC_CASE_LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC_CASE_LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
 static_assert(CIC_CASE_LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
 static_assert(CIC_CASE_LEN(CIC_STREAM_NAME) == CIC_STREAM_COUNT, "streams");
+static_assert(CIC_CASE_LEN(CIC_VERDICT_ENGINE_NAME) == CIC_VERDICT_ENGINE_COUNT,
+              "verdict engine names");
 static_assert(CIC_CASE_LEN(CIC_AXIS_NAME) == CIC_AXIS_COUNT, "sweep axis names");
 
 const char *const CIC_GATE_METRICS[] = {
@@ -1687,11 +1689,13 @@ static int _cic_load_gates(cic_case_ctx *x, cic_case *c, const cic_toml_node *ar
 /* ---- sweeps ------------------------------------------------------------ */
 
 /* Digits of a point index, least significant first (case.h). */
-static const enum cic_sweep_axis _cic_sweep_digits[CIC_AXIS_COUNT] = {
+static const enum cic_sweep_axis _cic_sweep_digits[] = {
     CIC_AXIS_SEED,          CIC_AXIS_STD,       CIC_AXIS_D_COND,
     CIC_AXIS_SAMPLES,       CIC_AXIS_HEADS,     CIC_AXIS_OUTLIER_SCALE,
     CIC_AXIS_MPFR_PREC,     CIC_AXIS_LAYERS,    CIC_AXIS_TOKENS,
     CIC_AXIS_D_MODEL};
+static_assert(CIC_CASE_LEN(_cic_sweep_digits) == CIC_AXIS_COUNT,
+              "one digit per sweep axis");
 
 /* Sweep values are doubles: seeds beyond 2^53 would not be exact. */
 #define CIC_CASE_SWEEP_SEED_MAX ((int64_t)1 << 53)
