@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* case.h: a validated case file. The loader (case.c, on top of the toml++
- * wrapper in toml_capi.h) turns a TOML file into a cic_case or a cic_diag
- * naming file:line:column; everything downstream trusts a loaded case.
+/* case.h: a validated case file. The loader (the .c files of src/case,
+ * listed in case_int.h, on top of the toml++ wrapper in toml_capi.h) turns
+ * a TOML file into a cic_case or a cic_diag naming file:line:column;
+ * everything downstream trusts a loaded case.
  *
  * Case file layout (TOML):
  *
@@ -44,7 +45,7 @@
  *   [[gates]]
  *   transform = "rotate-random"     # a transform name, "none", or "*"
  *   engine = "f32-openblas"         # f32-openblas | f32-fixed-order | mpfr | "*"
- *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in case.c
+ *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in load_gates.c
  *   max = 64.0
  *
  * Mistakes: "skip-mean-bake" (fuse-layernorm: no C baked into writers),

@@ -1,0 +1,412 @@
+/* SPDX-License-Identifier: MIT */
+/* load_xform.c: the [[transforms]] entries: a unique name, a kind the block
+ * allows, the precision it is computed in, the rotation Q for rotate and the
+ * adaLN strategies, the keys only the adaLN strategies take (stream, fast,
+ * calibration), a known mistake and the expected verdict, and 'after', the
+ * earlier transform it is applied on top of. An entry stops at its first
+ * error (after every unknown key is reported); the next entry goes on. */
+#include "case_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+/* Allowed keys, in the order they are documented. */
+static const char *const _cic_xform_keys[] = {
+    "name",    "kind",   "after", "precision", "q",          "seed",
+    "mistake", "expect", "stream", "fast",     "calibration"};
+
+static bool _cic_is_adaln(enum cic_xform_kind k)
+{
+    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
+           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+}
+
+/* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
+ * refuse (after, mistake). xf->kind, q and the block are already checked;
+ * xf->stream, fast and calibration hold their defaults. */
+static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
+                           cic_xform_spec *xf)
+{
+    const char *kn = CIC_XFORM_NAME[xf->kind];
+    const cic_toml_node *node, *snode = NULL;
+    bool have, adaln = _cic_is_adaln(xf->kind);
+    int rc, l, col, v;
+
+    if (!adaln) {
+        static const char *const ada_only[] = {"stream", "fast", "calibration"};
+        size_t k;
+        for (k = 0; k < CIC_CASE_LEN(ada_only); k++)
+            if (_cic_find(t, ada_only[k], &l, &col))
+                return _cic_fail(x, l, col,
+                                 "'%s' is only allowed for the adaLN "
+                                 "strategies of a dit block (%s); this "
+                                 "transform is \"%s\"",
+                                 ada_only[k],
+                                 k == 0 ? "static-fold, online-unrotate, "
+                                          "per-sample-fold"
+                                 : k == 1 ? "online-unrotate, branch-rotate"
+                                          : "static-fold",
+                                 kn);
+        return CIC_OK;
+    }
+
+    /* Keys an adaLN strategy refuses. */
+    if (_cic_find(t, "after", &l, &col))
+        return _cic_fail(x, l, col,
+                         "'after' is not allowed for kind = \"%s\": the adaLN "
+                         "strategies always start from the original dit "
+                         "model; remove 'after'",
+                         kn);
+    if (_cic_find(t, "mistake", &l, &col))
+        return _cic_fail(x, l, col,
+                         "'mistake' is not allowed for kind = \"%s\" (known "
+                         "mistakes apply to fuse-layernorm, rotate and "
+                         "fold-rmsnorm-gamma; a static fold used for another "
+                         "sample is static-fold itself, expect broken)",
+                         kn);
+
+    /* stream: how the rotated stream keeps LayerNorm exact. */
+    v = CIC_STREAM_CENTERED;
+    if ((rc = _cic_get_enum(x, t, "stream", CIC_STREAM_NAME, CIC_STREAM_COUNT,
+                            &v, &have, &snode)))
+        return rc;
+    if (have && xf->kind == CIC_XFORM_BRANCH_ROTATE) {
+        _cic_find(t, "stream", &l, &col);
+        return _cic_fail(x, l, col,
+                         "'stream' is not allowed for kind = \"branch-rotate\" "
+                         "(its residual stream is not rotated); 'stream' "
+                         "applies to static-fold, online-unrotate, "
+                         "per-sample-fold");
+    }
+    xf->stream = (enum cic_stream)v;
+
+    /* fast: a fast Walsh-Hadamard transform instead of a dense d x d
+     * product. */
+    node = _cic_find(t, "fast", &l, &col);
+    if (node && xf->kind != CIC_XFORM_ONLINE_UNROTATE &&
+        xf->kind != CIC_XFORM_BRANCH_ROTATE)
+        return _cic_fail(x, l, col,
+                         "'fast' is only allowed for kind = \"online-unrotate\" "
+                         "or \"branch-rotate\" (this transform is \"%s\"; "
+                         "it does no online rotation)",
+                         kn);
+    if ((rc = _cic_get_bool(x, t, "fast", &xf->fast)))
+        return rc;
+    if (xf->fast) {
+        _cic_pos(node, &l, &col);
+        if (xf->q != CIC_Q_HADAMARD)
+            return _cic_fail(x, l, col,
+                             "fast = true needs q = \"hadamard\" (a fast "
+                             "Walsh-Hadamard transform); this transform has "
+                             "q = \"%s\": set q = \"hadamard\" or fast = "
+                             "false",
+                             CIC_Q_NAME[xf->q]);
+        if (xf->kind == CIC_XFORM_ONLINE_UNROTATE &&
+            xf->stream != CIC_STREAM_CENTERED)
+            return _cic_fail(x, l, col,
+                             "fast = true on kind = \"online-unrotate\" needs "
+                             "stream = \"centered\" (a mean-preserving Q is "
+                             "not a single fast Hadamard); this transform has "
+                             "stream = \"%s\"",
+                             CIC_STREAM_NAME[xf->stream]);
+    }
+
+    /* calibration: the sample whose conditioning static-fold bakes in. */
+    node = _cic_find(t, "calibration", &l, &col);
+    if (node && xf->kind != CIC_XFORM_STATIC_FOLD)
+        return _cic_fail(x, l, col,
+                         "'calibration' is only allowed for kind = "
+                         "\"static-fold\" (this transform is \"%s\")",
+                         kn);
+    {
+        int64_t cal = 0;
+        if ((rc = _cic_get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal,
+                               &have, &node)))
+            return rc;
+        if (have && x->samples_ok && (cal < 0 || cal >= c->model.samples)) {
+            _cic_pos(node, &l, &col);
+            return _cic_fail(x, l, col,
+                             "'calibration' in %s is %lld, out of range: "
+                             "must be a sample index 0 .. %d (samples = %d)",
+                             t->where, (long long)cal, c->model.samples - 1,
+                             c->model.samples);
+        }
+        xf->calibration = (int)cal;
+    }
+    return CIC_OK;
+}
+
+/* Names of transforms, which also name dump files (original.safetensors,
+ * outputs.safetensors, activations.safetensors) and rows in gates. */
+static const char *const _cic_reserved_names[] = {"none", "*", "original", "outputs",
+                                                  "activations"};
+
+/* A transform kind against the block it is applied to. */
+static int _cic_check_kind_block(cic_case_ctx *x, const cic_case *c,
+                                 const cic_xform_spec *xf, int l, int col)
+{
+    bool adaln = _cic_is_adaln(xf->kind);
+    if (adaln && c->model.block != CIC_BLOCK_DIT)
+        return _cic_fail(x, l, col,
+                         "kind = \"%s\" is an adaLN strategy and needs "
+                         "block = \"dit\" (this model is \"%s\"); "
+                         "allowed here: %s",
+                         CIC_XFORM_NAME[xf->kind],
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_PRELN
+                             ? "fuse-layernorm, rotate"
+                             : "fold-rmsnorm-gamma, rotate");
+    if (!adaln && c->model.block == CIC_BLOCK_DIT)
+        return _cic_fail(x, l, col,
+                         "kind = \"%s\" does not apply to block = \"dit\" "
+                         "(adaLN modulation does not commute with a "
+                         "static rotation or fold); on a dit block use "
+                         "an adaLN strategy: static-fold, "
+                         "online-unrotate, per-sample-fold, branch-rotate",
+                         CIC_XFORM_NAME[xf->kind]);
+    if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
+        c->model.block != CIC_BLOCK_PRELN)
+        return _cic_fail(x, l, col,
+                         "kind = \"fuse-layernorm\" needs block = \"preln\" "
+                         "(this model is \"%s\")%s",
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_RMSNORM
+                             ? "; RMSNorm models use fold-rmsnorm-gamma"
+                             : "");
+    if (xf->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
+        c->model.block != CIC_BLOCK_RMSNORM)
+        return _cic_fail(x, l, col,
+                         "kind = \"fold-rmsnorm-gamma\" needs block = "
+                         "\"rmsnorm\" (this model is \"%s\")%s",
+                         CIC_BLOCK_NAME[c->model.block],
+                         c->model.block == CIC_BLOCK_PRELN
+                             ? "; LayerNorm models use fuse-layernorm"
+                             : "");
+    return CIC_OK;
+}
+
+/* [[transforms]] entry i (0-based); stops at its first error, after
+ * reporting every unknown key. */
+static int _cic_load_xform(cic_case_ctx *x, cic_case *c, const cic_toml_node *arr, size_t i)
+{
+    size_t j, n = cic_toml_array_size(arr);
+    int rc, l, col, v, err0 = x->n_err;
+    const cic_toml_node *node;
+    bool have;
+    char where[64], qb[96], hint[96], names[CIC_MAX_XFORMS][CIC_NAME_MAX];
+    const char *earlier[CIC_MAX_XFORMS];
+    char all[CIC_MAX_XFORMS * (CIC_NAME_MAX + 2) + 16];
+    bool adaln;
+
+    {
+        cic_xform_spec *xf = &c->xf[i];
+        cic_case_tab t;
+        t.tbl = cic_toml_array_at(arr, i);
+        snprintf(where, sizeof where, "[[transforms]] entry %zu", i + 1);
+        t.where = where;
+        _cic_pos(t.tbl, &xf->line, &col);
+        xf->stream = CIC_STREAM_CENTERED;
+        xf->fast = false;
+        xf->calibration = 0;
+        xf->after = -1;
+        _cic_check_keys(x, &t, _cic_xform_keys, CIC_CASE_LEN(_cic_xform_keys));
+
+        if ((rc = _cic_get_str(x, &t, "name", xf->name, sizeof xf->name, &have,
+                               &node)))
+            return rc;
+        if (!have)
+            return _cic_missing(x, &t, "name", NULL);
+        _cic_pos(node, &l, &col);
+        for (j = 0; j < CIC_CASE_LEN(_cic_reserved_names); j++)
+            if (strcmp(xf->name, _cic_reserved_names[j]) == 0) {
+                xf->name[0] = '\0';
+                return _cic_fail(x, l, col,
+                                 "transform name '%s' is reserved (in gates "
+                                 "\"none\" is the untransformed block and \"*\" "
+                                 "every row; 'original', 'outputs' and "
+                                 "'activations' name files of a dump); pick "
+                                 "another name",
+                                 _cic_reserved_names[j]);
+            }
+        if (!_cic_name_ok(xf->name)) {
+            _cic_quote(qb, sizeof qb, xf->name, strlen(xf->name));
+            xf->name[0] = '\0';
+            return _cic_fail(x, l, col,
+                             "transform name '%s' may only use letters, digits, "
+                             "'_', '.' and '-', and may not start with '.'",
+                             qb);
+        }
+        for (j = 0; j < i; j++)
+            if (c->xf[j].name[0] && strcmp(c->xf[j].name, xf->name) == 0)
+                return _cic_fail(x, l, col,
+                                 "duplicate transform name '%s' (first defined "
+                                 "by the [[transforms]] at line %d)",
+                                 xf->name, c->xf[j].line);
+
+        v = 0;
+        if ((rc = _cic_get_enum(x, &t, "kind", CIC_XFORM_NAME, CIC_XFORM_COUNT,
+                                &v, &have, &node)))
+            return rc;
+        if (!have)
+            return _cic_missing(x, &t, "kind",
+                                c->model.block == CIC_BLOCK_DIT
+                                    ? " (on a dit block an adaLN strategy: "
+                                      "static-fold, online-unrotate, "
+                                      "per-sample-fold or branch-rotate)"
+                                    : " (fuse-layernorm, fold-rmsnorm-gamma or "
+                                      "rotate)");
+        xf->kind = (enum cic_xform_kind)v;
+        _cic_pos(node, &l, &col);
+        adaln = _cic_is_adaln(xf->kind);
+        /* (an unknown block was reported: nothing to check against) */
+        if (x->block_ok && (rc = _cic_check_kind_block(x, c, xf, l, col)))
+            return rc;
+
+        v = CIC_TPREC_MPFR;
+        if ((rc = _cic_get_enum(x, &t, "precision", CIC_TPREC_NAME,
+                                CIC_TPREC_COUNT, &v, NULL, NULL)))
+            return rc;
+        xf->prec = (enum cic_tprec)v;
+
+        /* q and seed: rotate and the adaLN strategies; q required there. */
+        xf->q = CIC_Q_IDENTITY;
+        xf->q_seed = 0;
+        if (xf->kind != CIC_XFORM_ROTATE && !adaln) {
+            static const char *const rot_only[] = {"q", "seed"};
+            size_t k;
+            for (k = 0; k < CIC_CASE_LEN(rot_only); k++)
+                if (_cic_find(&t, rot_only[k], &l, &col))
+                    return _cic_fail(x, l, col,
+                                     "'%s' is only allowed for kind = "
+                                     "\"rotate\" and the adaLN strategies "
+                                     "of a dit block (this transform is "
+                                     "\"%s\")",
+                                     rot_only[k], CIC_XFORM_NAME[xf->kind]);
+        } else {
+            int64_t s = 0;
+            v = 0;
+            if ((rc = _cic_get_enum(x, &t, "q", CIC_Q_NAME, CIC_Q_COUNT, &v,
+                                    &have, NULL)))
+                return rc;
+            if (!have) {
+                char extra[128];
+                snprintf(extra, sizeof extra,
+                         " for kind = \"%s\" (identity, random or hadamard)",
+                         CIC_XFORM_NAME[xf->kind]);
+                return _cic_missing(x, &t, "q", extra);
+            }
+            xf->q = (enum cic_qkind)v;
+            if ((rc = _cic_get_int(x, &t, "seed", 0, INT64_MAX, &s, NULL,
+                                   NULL)))
+                return rc;
+            xf->q_seed = (uint64_t)s;
+        }
+
+        if ((rc = _cic_load_adaln(x, c, &t, xf)))
+            return rc;
+
+        v = CIC_MISTAKE_NONE;
+        if ((rc = _cic_get_enum(x, &t, "mistake", CIC_MISTAKE_NAME,
+                                CIC_MISTAKE_COUNT, &v, NULL, &node)))
+            return rc;
+        xf->mistake = (enum cic_mistake)v;
+        if (xf->mistake != CIC_MISTAKE_NONE) {
+            enum cic_xform_kind need =
+                xf->mistake == CIC_MISTAKE_SKIP_MEAN_BAKE ? CIC_XFORM_FUSE_LAYERNORM
+                : xf->mistake == CIC_MISTAKE_SKIP_ATTN_OUT
+                    ? CIC_XFORM_ROTATE
+                    : CIC_XFORM_FOLD_RMSNORM_GAMMA;
+            if (xf->kind != need) {
+                _cic_pos(node, &l, &col);
+                return _cic_fail(x, l, col,
+                                 "mistake \"%s\" only applies to kind = \"%s\" "
+                                 "(this transform is \"%s\")",
+                                 CIC_MISTAKE_NAME[xf->mistake],
+                                 CIC_XFORM_NAME[need], CIC_XFORM_NAME[xf->kind]);
+            }
+        }
+
+        /* expect: equivalent | broken (inconclusive is a verdict, never an
+         * expectation). */
+        /* static-fold is exact only on its calibration sample; the verdict
+         * is about the other samples. */
+        v = xf->kind == CIC_XFORM_STATIC_FOLD ? CIC_VERDICT_BROKEN
+                                              : CIC_VERDICT_EQUIVALENT;
+        if ((rc = _cic_get_enum(x, &t, "expect", CIC_VERDICT_NAME, 2, &v, NULL,
+                                NULL)))
+            return rc;
+        xf->expect = (enum cic_verdict)v;
+
+        /* after: an earlier transform. */
+        {
+            char after[CIC_NAME_MAX];
+            if ((rc = _cic_get_str(x, &t, "after", after, sizeof after, &have,
+                                   &node)))
+                return rc;
+            if (have) {
+                int k;
+                _cic_pos(node, &l, &col);
+                for (k = 0; k < (int)i; k++)
+                    if (strcmp(c->xf[k].name, after) == 0)
+                        xf->after = k;
+                if (xf->after < 0) {
+                    _cic_quote(qb, sizeof qb, after, strlen(after));
+                    if (strcmp(after, xf->name) == 0)
+                        return _cic_fail(x, l, col,
+                                         "transform '%s' cannot be applied "
+                                         "after itself",
+                                         qb);
+                    for (j = i + 1; j < n; j++) {
+                        cic_case_tab lt = {cic_toml_array_at(arr, j), ""};
+                        const cic_toml_node *ln = _cic_find(&lt, "name", NULL,
+                                                            NULL);
+                        const char *s;
+                        size_t len;
+                        if (cic_toml_get_string(ln, &s, &len) == CIC_TOML_OK &&
+                            len == strlen(after) && memcmp(s, after, len) == 0) {
+                            int ll;
+                            _cic_pos(lt.tbl, &ll, NULL);
+                            return _cic_fail(
+                                x, l, col,
+                                "'after' names '%s', which is defined later "
+                                "(line %d); a transform can only be applied "
+                                "after an earlier one: move it up",
+                                qb, ll);
+                        }
+                    }
+                    for (k = 0; k < (int)i; k++) {
+                        cic_strlcpy(names[k], c->xf[k].name, CIC_NAME_MAX);
+                        earlier[k] = names[k];
+                    }
+                    if (i == 0)
+                        return _cic_fail(x, l, col,
+                                         "'after' names '%s', but no transform "
+                                         "is defined before this one",
+                                         qb);
+                    return _cic_fail(
+                        x, l, col,
+                        "'after' names '%s', which is not an earlier "
+                        "transform; defined so far: %s%s",
+                        qb, _cic_join(all, sizeof all, earlier, i),
+                        _cic_hint(hint, sizeof hint, after, strlen(after),
+                                  earlier, i));
+                }
+            }
+        }
+    }
+    return _cic_status(x, err0);
+}
+
+int _cic_load_xforms(cic_case_ctx *x, cic_case *c, const cic_toml_node *arr)
+{
+    size_t i, n = cic_toml_array_size(arr);
+    int err0 = x->n_err;
+    c->n_xf = 0;
+    for (i = 0; i < n; i++) {
+        /* an entry with an error keeps its slot (and its name, when that
+         * loaded) so later entries and gates can still refer to it */
+        _cic_load_xform(x, c, arr, i);
+        c->n_xf = (int)i + 1;
+    }
+    return _cic_status(x, err0);
+}
