@@ -147,6 +147,9 @@ int _cic_check_scale(cic_case_ctx *x, const cic_model_cfg *m, int l, int col,
  * (sweep.c). */
 int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
                      cic_model_cfg *m, int *prec);
+/* Every point of c's sweep (st: the [sweep] table) a valid case; c then
+ * holds point 0's model and precision. */
+int _cic_sweep_check_all(cic_case_ctx *x, cic_case *c, const cic_toml_node *st);
 
 /* ---- memory estimate (memory.c) ---------------------------------------- */
 

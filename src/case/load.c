@@ -77,6 +77,47 @@ static void _cic_load_name(cic_case_ctx *x, cic_case *c, const cic_case_tab *roo
                   _cic_quote(qb, sizeof qb, c->name, strlen(c->name)));
 }
 
+/* The document root: its keys, the case name, every section. CIC_OK when
+ * all loaded without an error; *mt and *st are the [model] and [sweep]
+ * tables (NULL when absent) for the checks of the whole case. */
+static int _cic_load_root(cic_case_ctx *x, cic_case *c, const cic_toml_node *root,
+                          bool from_file, const cic_toml_node **mt,
+                          const cic_toml_node **st)
+{
+    const cic_toml_node *et, *rt, *xa, *ga;
+    cic_case_tab rtab;
+
+    rtab.tbl = root;
+    rtab.where = "the top level";
+    if (cic_toml_table_size(root) == 0)
+        return _cic_fail(x, 1, 1,
+                         "case file is empty; it needs at least a [model] table "
+                         "with block, d_model, heads, tokens, samples and layers");
+    _cic_check_keys(x, &rtab, _cic_root_keys, CIC_CASE_LEN(_cic_root_keys));
+    _cic_load_name(x, c, &rtab, from_file);
+    _cic_get_table(x, &rtab, "model", "[model]", mt);
+    _cic_get_table(x, &rtab, "engines", "[engines]", &et);
+    _cic_get_table(x, &rtab, "readout", "[readout]", &rt);
+    _cic_get_aot(x, &rtab, "transforms", CIC_MAX_XFORMS, &xa);
+    _cic_get_aot(x, &rtab, "gates", CIC_MAX_GATES, &ga);
+    _cic_get_table(x, &rtab, "sweep", "[sweep]", st);
+    if (!*mt) {
+        if (!_cic_find(&rtab, "model", NULL, NULL) && !_cic_typo(x, root, "model"))
+            _cic_fail(x, 1, 1,
+                      "missing the [model] table (block, d_model, heads, "
+                      "tokens, samples, layers)");
+        return CIC_EINPUT;
+    }
+    /* sweep lists stand in for model keys: a bad list stops here */
+    if (_cic_load_sweep(x, c, *st) != CIC_OK)
+        return CIC_EINPUT;
+    _cic_load_model(x, c, *mt);
+    _cic_load_engines(x, c, et);
+    _cic_load_readout(x, c, rt);
+    _cic_load_xforms(x, c, xa);
+    _cic_load_gates(x, c, ga);
+    return x->n_err > 0 ? CIC_EINPUT : CIC_OK;
+}
 
 static int _cic_load_text(cic_case *c, const char *text, size_t len,
                           const char *path, cic_diag *d)
@@ -84,8 +125,7 @@ static int _cic_load_text(cic_case *c, const char *text, size_t len,
     cic_case_ctx x;
     cic_toml_doc *doc = NULL;
     cic_toml_error te;
-    const cic_toml_node *root, *mt, *et, *rt, *xa, *ga, *st;
-    cic_case_tab rtab;
+    const cic_toml_node *mt = NULL, *st = NULL;
     int rc;
     const char *file = path ? path : "<string>";
 
@@ -107,71 +147,10 @@ static int _cic_load_text(cic_case *c, const char *text, size_t len,
         rc = CIC_EINTERNAL;
         goto cleanup;
     }
-    root = cic_toml_doc_root(doc);
-    rtab.tbl = root;
-    rtab.where = "the top level";
-    if (cic_toml_table_size(root) == 0) {
-        rc = _cic_fail(&x, 1, 1,
-                       "case file is empty; it needs at least a [model] table "
-                       "with block, d_model, heads, tokens, samples and layers");
+    if ((rc = _cic_load_root(&x, c, cic_toml_doc_root(doc), path != NULL, &mt, &st)))
         goto cleanup;
-    }
-    _cic_check_keys(&x, &rtab, _cic_root_keys, CIC_CASE_LEN(_cic_root_keys));
-    _cic_load_name(&x, c, &rtab, path != NULL);
-    _cic_get_table(&x, &rtab, "model", "[model]", &mt);
-    _cic_get_table(&x, &rtab, "engines", "[engines]", &et);
-    _cic_get_table(&x, &rtab, "readout", "[readout]", &rt);
-    _cic_get_aot(&x, &rtab, "transforms", CIC_MAX_XFORMS, &xa);
-    _cic_get_aot(&x, &rtab, "gates", CIC_MAX_GATES, &ga);
-    _cic_get_table(&x, &rtab, "sweep", "[sweep]", &st);
-    if (!mt) {
-        if (!_cic_find(&rtab, "model", NULL, NULL) && !_cic_typo(&x, root, "model"))
-            _cic_fail(&x, 1, 1,
-                      "missing the [model] table (block, d_model, heads, "
-                      "tokens, samples, layers)");
-        rc = CIC_EINPUT;
+    if (c->sweep.on && (rc = _cic_sweep_check_all(&x, c, st)))
         goto cleanup;
-    }
-    /* sweep lists stand in for model keys: a bad list stops here */
-    if (_cic_load_sweep(&x, c, st) != CIC_OK) {
-        rc = CIC_EINPUT;
-        goto cleanup;
-    }
-    _cic_load_model(&x, c, mt);
-    _cic_load_engines(&x, c, et);
-    _cic_load_readout(&x, c, rt);
-    _cic_load_xforms(&x, c, xa);
-    _cic_load_gates(&x, c, ga);
-    if (x.n_err > 0) {
-        rc = CIC_EINPUT;
-        goto cleanup;
-    }
-
-    /* Every point of a sweep must be a valid case (points <= max_points,
-     * at most CIC_SWEEP_MAX_POINTS_LIMIT); the case itself is point 0. */
-    if (c->sweep.on) {
-        cic_case_tab stab = {st, "[sweep]"};
-        cic_model_cfg pm;
-        int pprec, l, col;
-        long i;
-        if (c->sweep.n[CIC_AXIS_D_COND] > 0 &&
-            c->model.block != CIC_BLOCK_DIT &&
-            _cic_find(&stab, "d_cond", &l, &col)) {
-            rc = _cic_fail(&x, l, col,
-                           "'d_cond' is only allowed for block = \"dit\" "
-                           "(this model is \"%s\"); remove it from [sweep]",
-                           CIC_BLOCK_NAME[c->model.block]);
-            goto cleanup;
-        }
-        for (i = 0; i < c->sweep.points; i++)
-            if ((rc = _cic_sweep_check(&x, c, i, &pm, &pprec)))
-                goto cleanup;
-        rc = _cic_sweep_check(&x, c, 0, &pm, &pprec);
-        CIC_ASSERT(rc == CIC_OK);
-        c->model = pm;
-        c->mpfr_prec = pprec;
-    }
-
     if (cic_case_memory_estimate(c) > CIC_CASE_MEMORY_LIMIT) {
         int l, col;
         _cic_pos(mt, &l, &col);

@@ -77,6 +77,125 @@ static const char *_cic_axis_fmt(char *buf, size_t cap, int a, double v)
     return buf;
 }
 
+/* Value i (0-based) of the list of axis a, the node e at el:ec, into *out:
+ * an integer in the axis' range, or a finite number > 0. */
+static int _cic_sweep_value(cic_case_ctx *x, int a, const cic_toml_node *e,
+                            size_t i, int el, int ec, double *out)
+{
+    const char *key = CIC_AXIS_NAME[a];
+    int64_t lo, hi, iv;
+    double v = 0;
+
+    if (!_cic_axis_range(a, &lo, &hi)) {
+        if (cic_toml_get_number(e, &v) != CIC_TOML_OK)
+            return _cic_fail(x, el, ec,
+                             "wrong type for value %zu of '%s' in "
+                             "[sweep]: expected a number, got %s",
+                             i + 1, key, cic_toml_type_name(cic_toml_node_type(e)));
+        if (isnan(v))
+            return _cic_fail(x, el, ec,
+                             "value %zu of '%s' in [sweep] is nan; it "
+                             "must be a number",
+                             i + 1, key);
+        if (!(v > 0))
+            return _cic_fail(x, el, ec,
+                             "value %zu of '%s' in [sweep] is %g; it "
+                             "must be > 0",
+                             i + 1, key, v);
+        if (!isfinite(v))
+            return _cic_fail(x, el, ec,
+                             "value %zu of '%s' in [sweep] is %g; it "
+                             "must be finite",
+                             i + 1, key, v);
+        *out = v;
+        return CIC_OK;
+    }
+    if (cic_toml_get_int(e, &iv) != CIC_TOML_OK) {
+        char extra[96] = "";
+        double f = 0;
+        if (cic_toml_get_float(e, &f) == CIC_TOML_OK && isfinite(f) &&
+            f == floor(f) && fabs(f) < 1e15)
+            snprintf(extra, sizeof extra, " (write %.0f, without a decimal point)",
+                     f);
+        return _cic_fail(x, el, ec,
+                         "wrong type for value %zu of '%s' in "
+                         "[sweep]: expected an integer, got %s%s",
+                         i + 1, key, cic_toml_type_name(cic_toml_node_type(e)),
+                         extra);
+    }
+    if (iv < lo || iv > hi) {
+        if (a == CIC_AXIS_SEED && iv > hi)
+            return _cic_fail(x, el, ec,
+                             "value %zu of 'seed' in [sweep] is "
+                             "%lld, out of range: a swept seed "
+                             "must be 0 .. %lld (2^53, so it is "
+                             "stored exactly)",
+                             i + 1, (long long)iv, (long long)hi);
+        return _cic_fail(x, el, ec,
+                         "value %zu of '%s' in [sweep] is %lld, "
+                         "out of range: must be %lld .. %lld",
+                         i + 1, key, (long long)iv, (long long)lo, (long long)hi);
+    }
+    *out = (double)iv;
+    return CIC_OK;
+}
+
+/* The list of axis a (the node list of [sweep], table t) into s: its
+ * position, 1 .. CIC_SWEEP_MAX_VALUES values, each valid and distinct. */
+static int _cic_sweep_list(cic_case_ctx *x, cic_sweep *s, const cic_case_tab *t,
+                           int a, const cic_toml_node *list)
+{
+    const char *key = CIC_AXIS_NAME[a];
+    int64_t lo, hi;
+    size_t i, j, cnt;
+    int rc, l, col;
+    char vb[48];
+
+    if (cic_toml_node_type(list) != CIC_TOML_ARRAY)
+        return _cic_wrong_type(x, t, key, list,
+                               _cic_axis_range(a, &lo, &hi) ? "a list of integers"
+                                                            : "a list of numbers");
+    _cic_pos(list, &l, &col);
+    s->line[a] = l;
+    s->col[a] = col;
+    cnt = cic_toml_array_size(list);
+    if (cnt == 0)
+        return _cic_fail(x, l, col,
+                         "'%s' in [sweep] is an empty list; give at "
+                         "least one value (or remove the key)",
+                         key);
+    if (cnt > CIC_SWEEP_MAX_VALUES) {
+        _cic_pos(cic_toml_array_at(list, CIC_SWEEP_MAX_VALUES), &l, &col);
+        return _cic_fail(x, l, col,
+                         "'%s' in [sweep] has %zu values; a sweep list "
+                         "holds at most %d",
+                         key, cnt, CIC_SWEEP_MAX_VALUES);
+    }
+    for (i = 0; i < cnt; i++) {
+        const cic_toml_node *e = cic_toml_array_at(list, i);
+        double v = 0;
+        int el, ec;
+        _cic_pos(e, &el, &ec);
+        if (el <= 0) {
+            el = l;
+            ec = col;
+        }
+        if ((rc = _cic_sweep_value(x, a, e, i, el, ec, &v)))
+            return rc;
+        for (j = 0; j < i; j++)
+            if (s->v[a][j] == v)
+                return _cic_fail(x, el, ec,
+                                 "'%s' in [sweep] lists %s twice (values "
+                                 "%zu and %zu); the values of a sweep list "
+                                 "must be distinct",
+                                 key, _cic_axis_fmt(vb, sizeof vb, a, v), j + 1,
+                                 i + 1);
+        s->v[a][i] = v;
+    }
+    s->n[a] = (int)cnt;
+    return CIC_OK;
+}
+
 /* [sweep]: lists checked value by value (type, range, duplicates), the
  * point count against max_points. Runs before [model], whose required keys
  * a list may stand in for. */
@@ -86,8 +205,7 @@ int _cic_load_sweep(cic_case_ctx *x, cic_case *c, const cic_toml_node *st)
     cic_case_tab t = {st, "[sweep]"};
     const char *allowed[CIC_AXIS_COUNT + 1];
     int64_t maxp = CIC_SWEEP_DEFAULT_MAX_POINTS, points = 1;
-    int rc, a, l, col;
-    char vb[48];
+    int rc, a;
 
     memset(s, 0, sizeof *s);
     s->points = 1;
@@ -107,108 +225,12 @@ int _cic_load_sweep(cic_case_ctx *x, cic_case *c, const cic_toml_node *st)
     s->max_points = (long)maxp;
 
     for (a = 0; a < CIC_AXIS_COUNT; a++) {
-        const char *key = CIC_AXIS_NAME[a];
-        int64_t lo, hi;
-        bool isint = _cic_axis_range(a, &lo, &hi);
-        const cic_toml_node *list = _cic_find(&t, key, NULL, NULL);
-        size_t i, j, cnt;
+        const cic_toml_node *list = _cic_find(&t, CIC_AXIS_NAME[a], NULL, NULL);
         if (!list)
             continue;
-        if (cic_toml_node_type(list) != CIC_TOML_ARRAY)
-            return _cic_wrong_type(x, &t, key, list,
-                                   isint ? "a list of integers"
-                                         : "a list of numbers");
-        _cic_pos(list, &l, &col);
-        s->line[a] = l;
-        s->col[a] = col;
-        cnt = cic_toml_array_size(list);
-        if (cnt == 0)
-            return _cic_fail(x, l, col,
-                             "'%s' in [sweep] is an empty list; give at "
-                             "least one value (or remove the key)",
-                             key);
-        if (cnt > CIC_SWEEP_MAX_VALUES) {
-            _cic_pos(cic_toml_array_at(list, CIC_SWEEP_MAX_VALUES), &l, &col);
-            return _cic_fail(x, l, col,
-                             "'%s' in [sweep] has %zu values; a sweep list "
-                             "holds at most %d",
-                             key, cnt, CIC_SWEEP_MAX_VALUES);
-        }
-        for (i = 0; i < cnt; i++) {
-            const cic_toml_node *e = cic_toml_array_at(list, i);
-            double v = 0;
-            int el, ec;
-            _cic_pos(e, &el, &ec);
-            if (el <= 0) {
-                el = l;
-                ec = col;
-            }
-            if (isint) {
-                int64_t iv;
-                if (cic_toml_get_int(e, &iv) != CIC_TOML_OK) {
-                    char extra[96] = "";
-                    double f = 0;
-                    if (cic_toml_get_float(e, &f) == CIC_TOML_OK &&
-                        isfinite(f) && f == floor(f) && fabs(f) < 1e15)
-                        snprintf(extra, sizeof extra,
-                                 " (write %.0f, without a decimal point)", f);
-                    return _cic_fail(x, el, ec,
-                                     "wrong type for value %zu of '%s' in "
-                                     "[sweep]: expected an integer, got %s%s",
-                                     i + 1, key,
-                                     cic_toml_type_name(cic_toml_node_type(e)),
-                                     extra);
-                }
-                if (iv < lo || iv > hi) {
-                    if (a == CIC_AXIS_SEED && iv > hi)
-                        return _cic_fail(x, el, ec,
-                                         "value %zu of 'seed' in [sweep] is "
-                                         "%lld, out of range: a swept seed "
-                                         "must be 0 .. %lld (2^53, so it is "
-                                         "stored exactly)",
-                                         i + 1, (long long)iv, (long long)hi);
-                    return _cic_fail(x, el, ec,
-                                     "value %zu of '%s' in [sweep] is %lld, "
-                                     "out of range: must be %lld .. %lld",
-                                     i + 1, key, (long long)iv, (long long)lo,
-                                     (long long)hi);
-                }
-                v = (double)iv;
-            } else {
-                if (cic_toml_get_number(e, &v) != CIC_TOML_OK)
-                    return _cic_fail(x, el, ec,
-                                     "wrong type for value %zu of '%s' in "
-                                     "[sweep]: expected a number, got %s",
-                                     i + 1, key,
-                                     cic_toml_type_name(cic_toml_node_type(e)));
-                if (isnan(v))
-                    return _cic_fail(x, el, ec,
-                                     "value %zu of '%s' in [sweep] is nan; it "
-                                     "must be a number",
-                                     i + 1, key);
-                if (!(v > 0))
-                    return _cic_fail(x, el, ec,
-                                     "value %zu of '%s' in [sweep] is %g; it "
-                                     "must be > 0",
-                                     i + 1, key, v);
-                if (!isfinite(v))
-                    return _cic_fail(x, el, ec,
-                                     "value %zu of '%s' in [sweep] is %g; it "
-                                     "must be finite",
-                                     i + 1, key, v);
-            }
-            for (j = 0; j < i; j++)
-                if (s->v[a][j] == v)
-                    return _cic_fail(x, el, ec,
-                                     "'%s' in [sweep] lists %s twice (values "
-                                     "%zu and %zu); the values of a sweep list "
-                                     "must be distinct",
-                                     key, _cic_axis_fmt(vb, sizeof vb, a, v),
-                                     j + 1, i + 1);
-            s->v[a][i] = v;
-        }
-        s->n[a] = (int)cnt;
-        points *= (int64_t)cnt; /* <= 64^10 = 2^60 */
+        if ((rc = _cic_sweep_list(x, s, &t, a, list)))
+            return rc;
+        points *= (int64_t)s->n[a]; /* <= 64^10 = 2^60 */
     }
     s->points = (long)points;
     if (points > maxp)
@@ -235,31 +257,18 @@ static void _cic_sweep_pos(const cic_case *c, const enum cic_sweep_axis *axes,
     *col = c->sweep.table_col;
 }
 
-#define CIC_CASE_SWEEP_POS(c, l, col, ...)                                         \
+#define CIC_CASE_SWEEP_POS(c, l, col, ...)                                     \
     do {                                                                       \
         static const enum cic_sweep_axis ax_[] = {__VA_ARGS__};                \
-        _cic_sweep_pos((c), ax_, CIC_CASE_LEN(ax_), (l), (col));                   \
+        _cic_sweep_pos((c), ax_, CIC_CASE_LEN(ax_), (l), (col));               \
     } while (0)
 
-
-/* Point i of c's sweep (0 <= i < the product of the list lengths) into *m
- * and *prec, checked as the loader checks the scalar keys: ranges,
- * d_model % heads, an integer MLP width, rows, outlier_channels <= d_model,
- * static-fold calibration < samples, d_cond only for dit, the memory
- * estimate. Errors point at the relevant list. */
-int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
-                     cic_model_cfg *m, int *prec)
+/* The digits of point i over the lists of s (mixed radix, least significant
+ * first in the order of _cic_sweep_digits); 0 for an axis not swept. */
+static void _cic_point_digits(const cic_sweep *s, long i, int *digit)
 {
-    const cic_sweep *s = &c->sweep;
-    int digit[CIC_AXIS_COUNT];
     long r = i;
-    char pd[400], vb[48];
-    size_t o;
-    int k, a, l, col;
-    uint64_t w, wb, ab;
-
-    *m = c->model;
-    *prec = c->mpfr_prec;
+    int k, a;
     for (k = 0; k < CIC_AXIS_COUNT; k++) {
         a = _cic_sweep_digits[k];
         digit[a] = 0;
@@ -268,19 +277,35 @@ int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
             r /= s->n[a];
         }
     }
-    /* "sweep point 3 of 6 (d_model = 32, seed = 2): " */
-    o = (size_t)snprintf(pd, sizeof pd, "sweep point %ld of %ld (", i,
-                         s->points);
-    for (a = 0, k = 0; a < CIC_AXIS_COUNT && o < sizeof pd; a++) {
+}
+
+/* "sweep point 3 of 6 (d_model = 32, seed = 2): " into pd, the prefix of
+ * every message about point i. */
+static void _cic_point_label(char *pd, size_t cap, const cic_sweep *s, long i,
+                             const int *digit)
+{
+    char vb[48];
+    size_t o;
+    int a, k;
+    o = (size_t)snprintf(pd, cap, "sweep point %ld of %ld (", i, s->points);
+    for (a = 0, k = 0; a < CIC_AXIS_COUNT && o < cap; a++) {
         if (s->n[a] <= 0)
             continue;
-        o += (size_t)snprintf(pd + o, sizeof pd - o, "%s%s = %s", k++ ? ", " : "",
+        o += (size_t)snprintf(pd + o, cap - o, "%s%s = %s", k++ ? ", " : "",
                               CIC_AXIS_NAME[a],
-                              _cic_axis_fmt(vb, sizeof vb, a,
-                                            s->v[a][digit[a]]));
+                              _cic_axis_fmt(vb, sizeof vb, a, s->v[a][digit[a]]));
     }
-    if (o < sizeof pd)
-        snprintf(pd + o, sizeof pd - o, "): ");
+    if (o < cap)
+        snprintf(pd + o, cap - o, "): ");
+}
+
+/* The values of the point (digit[] over c's lists) into *m and *prec, each
+ * range-checked again, and the defaults that follow d_model. */
+static int _cic_point_set(cic_case_ctx *x, const cic_case *c, const int *digit,
+                          const char *pd, cic_model_cfg *m, int *prec)
+{
+    const cic_sweep *s = &c->sweep;
+    int a, l, col;
 
     for (a = 0; a < CIC_AXIS_COUNT; a++) {
         int64_t lo, hi;
@@ -349,6 +374,17 @@ int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
     if (m->block == CIC_BLOCK_DIT && s->d_cond_default &&
         s->n[CIC_AXIS_D_COND] == 0)
         m->d_cond = m->d_model;
+    return CIC_OK;
+}
+
+/* The rules that combine keys, for the point's model m at prec (pd its
+ * label): as the loader checks a case without a sweep. */
+static int _cic_point_rules(cic_case_ctx *x, const cic_case *c, const char *pd,
+                            cic_model_cfg *m, int prec)
+{
+    const cic_sweep *s = &c->sweep;
+    int k, l, col;
+    uint64_t w, wb, ab;
 
     if (m->heads < 1 || m->d_model % m->heads != 0) {
         CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_HEADS, CIC_AXIS_D_MODEL);
@@ -401,13 +437,57 @@ int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
                              m->samples);
         }
     }
-    _cic_memory_parts_m(m, _cic_xforms_live(c), *prec, &w, &wb, &ab);
+    _cic_memory_parts_m(m, _cic_xforms_live(c), prec, &w, &wb, &ab);
     if (_cic_sat_add(wb, ab) > CIC_CASE_MEMORY_LIMIT) {
         CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL, CIC_AXIS_TOKENS,
-                       CIC_AXIS_LAYERS, CIC_AXIS_MPFR_PREC, CIC_AXIS_SAMPLES,
-                       CIC_AXIS_D_COND);
-        return _cic_memory_fail(x, l, col, pd, m, _cic_xforms_live(c), *prec);
+                           CIC_AXIS_LAYERS, CIC_AXIS_MPFR_PREC, CIC_AXIS_SAMPLES,
+                           CIC_AXIS_D_COND);
+        return _cic_memory_fail(x, l, col, pd, m, _cic_xforms_live(c), prec);
     }
+    return CIC_OK;
+}
+
+/* Point i of c's sweep (0 <= i < the product of the list lengths) into *m
+ * and *prec, checked as the loader checks the scalar keys: ranges,
+ * d_model % heads, an integer MLP width, rows, outlier_channels <= d_model,
+ * static-fold calibration < samples, d_cond only for dit, the memory
+ * estimate. Errors point at the relevant list. */
+int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
+                     cic_model_cfg *m, int *prec)
+{
+    int digit[CIC_AXIS_COUNT], rc;
+    char pd[400];
+
+    *m = c->model;
+    *prec = c->mpfr_prec;
+    _cic_point_digits(&c->sweep, i, digit);
+    _cic_point_label(pd, sizeof pd, &c->sweep, i, digit);
+    if ((rc = _cic_point_set(x, c, digit, pd, m, prec)))
+        return rc;
+    return _cic_point_rules(x, c, pd, m, *prec);
+}
+
+/* Every point of a sweep must be a valid case (points <= max_points,
+ * at most CIC_SWEEP_MAX_POINTS_LIMIT); the case itself is point 0. */
+int _cic_sweep_check_all(cic_case_ctx *x, cic_case *c, const cic_toml_node *st)
+{
+    cic_case_tab stab = {st, "[sweep]"};
+    cic_model_cfg pm;
+    int rc, pprec, l, col;
+    long i;
+    if (c->sweep.n[CIC_AXIS_D_COND] > 0 && c->model.block != CIC_BLOCK_DIT &&
+        _cic_find(&stab, "d_cond", &l, &col))
+        return _cic_fail(x, l, col,
+                         "'d_cond' is only allowed for block = \"dit\" "
+                         "(this model is \"%s\"); remove it from [sweep]",
+                         CIC_BLOCK_NAME[c->model.block]);
+    for (i = 0; i < c->sweep.points; i++)
+        if ((rc = _cic_sweep_check(x, c, i, &pm, &pprec)))
+            return rc;
+    rc = _cic_sweep_check(x, c, 0, &pm, &pprec);
+    CIC_ASSERT(rc == CIC_OK);
+    c->model = pm;
+    c->mpfr_prec = pprec;
     return CIC_OK;
 }
 
