@@ -11,6 +11,7 @@
  *   load_gates.c    [[gates]] (and the metric names a gate may use)
  *   sweep.c         [sweep] and the checks of each sweep point
  *   memory.c        the memory estimate
+ *   block.c         what depends on the block kind (for block descriptors)
  *   load.c          the entry points: file or string to a checked cic_case
  *
  * The loader reports every error of a file (up to CIC_DIAG_MAX are kept),
@@ -150,6 +151,28 @@ int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
 /* Every point of c's sweep (st: the [sweep] table) a valid case; c then
  * holds point 0's model and precision. */
 int _cic_sweep_check_all(cic_case_ctx *x, cic_case *c, const cic_toml_node *st);
+
+/* The transform kinds that are adaLN strategies (dit only; load_xform.c). */
+bool _cic_is_adaln(enum cic_xform_kind k);
+
+/* ---- what depends on the block kind (block.c) ---------------------------
+ * Each of these is the block kind's part of a check or default; block
+ * descriptors will take them over. */
+
+/* The block takes a conditioning input (d_cond, final_layer). */
+bool _cic_block_has_cond(enum cic_block_kind b);
+/* The defaults of [model] that differ per block (eps, activation) into m. */
+void _cic_block_defaults(cic_model_cfg *m);
+/* The [model] keys only some blocks have (d_cond, final_layer), t [model]. */
+void _cic_block_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t);
+/* The transform kinds block b allows, for a missing 'kind': " (...)". */
+const char *_cic_block_kind_hint(enum cic_block_kind b);
+/* A transform kind against the block it is applied to (l:col of 'kind'). */
+int _cic_check_kind_block(cic_case_ctx *x, const cic_case *c,
+                          const cic_xform_spec *xf, int l, int col);
+/* Weight elements per layer and for the readout (memory estimate). */
+void _cic_block_weights(const cic_model_cfg *m, uint64_t *layer,
+                        uint64_t *readout);
 
 /* ---- memory estimate (memory.c) ---------------------------------------- */
 

@@ -210,7 +210,7 @@ static void _cic_load_misc(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     int l, col, v;
     int64_t seed = 0;
 
-    m->eps = m->block == CIC_BLOCK_DIT ? 1e-6 : 1e-5;
+    _cic_block_defaults(m); /* eps, activation */
     if (_cic_get_num(x, t, "eps", true, INFINITY, &m->eps, &have, &n) == CIC_OK &&
         have) {
         _cic_pos(n, &l, &col);
@@ -218,34 +218,16 @@ static void _cic_load_misc(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     }
     m->causal = false;
     _cic_get_bool(x, t, "causal", &m->causal);
-    /* rmsnorm: the SwiGLU gate; dit: the reference code's tanh GELU. */
-    v = m->block == CIC_BLOCK_RMSNORM ? CIC_ACT_SILU
-        : m->block == CIC_BLOCK_DIT   ? CIC_ACT_GELU_TANH
-                                      : CIC_ACT_GELU;
+    v = (int)m->act;
     _cic_get_enum(x, t, "activation", CIC_ACT_NAME, CIC_ACT_COUNT, &v, NULL, NULL);
     m->act = (enum cic_act)v;
     m->d_out = m->d_model;
     _cic_get_intf(x, t, "d_out", 1, CIC_CASE_MAX_DIM, &m->d_out, &have, NULL);
     c->sweep.d_out_default = !have;
 
-    /* dit-only keys. */
-    if (x->block_ok && m->block != CIC_BLOCK_DIT) {
-        static const char *const dit_only[] = {"d_cond", "final_layer"};
-        size_t i;
-        for (i = 0; i < CIC_CASE_LEN(dit_only); i++)
-            if (_cic_find(t, dit_only[i], &l, &col))
-                _cic_fail(x, l, col,
-                          "'%s' is only allowed for block = \"dit\" "
-                          "(this model is \"%s\")",
-                          dit_only[i], CIC_BLOCK_NAME[m->block]);
-    }
-    m->d_cond = m->d_model;
-    _cic_get_intf(x, t, "d_cond", 1, CIC_CASE_MAX_DIM, &m->d_cond, &have, NULL);
-    c->sweep.d_cond_default = !have;
-    if (m->block == CIC_BLOCK_DIT)
+    _cic_block_keys(x, c, t); /* d_cond, final_layer */
+    if (_cic_block_has_cond(m->block))
         _cic_sweep_first_int(c, CIC_AXIS_D_COND, &m->d_cond, NULL);
-    m->final_layer = true;
-    _cic_get_bool(x, t, "final_layer", &m->final_layer);
 
     _cic_get_int(x, t, "seed", 0, INT64_MAX, &seed, NULL, NULL);
     m->seed = (uint64_t)seed;

@@ -15,7 +15,7 @@ static const char *const _cic_xform_keys[] = {
     "name",    "kind",   "after", "precision", "q",          "seed",
     "mistake", "expect", "stream", "fast",     "calibration"};
 
-static bool _cic_is_adaln(enum cic_xform_kind k)
+bool _cic_is_adaln(enum cic_xform_kind k)
 {
     return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
            k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
@@ -141,50 +141,6 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
 static const char *const _cic_reserved_names[] = {"none", "*", "original", "outputs",
                                                   "activations"};
 
-/* A transform kind against the block it is applied to. */
-static int _cic_check_kind_block(cic_case_ctx *x, const cic_case *c,
-                                 const cic_xform_spec *xf, int l, int col)
-{
-    bool adaln = _cic_is_adaln(xf->kind);
-    if (adaln && c->model.block != CIC_BLOCK_DIT)
-        return _cic_fail(x, l, col,
-                         "kind = \"%s\" is an adaLN strategy and needs "
-                         "block = \"dit\" (this model is \"%s\"); "
-                         "allowed here: %s",
-                         CIC_XFORM_NAME[xf->kind],
-                         CIC_BLOCK_NAME[c->model.block],
-                         c->model.block == CIC_BLOCK_PRELN
-                             ? "fuse-layernorm, rotate"
-                             : "fold-rmsnorm-gamma, rotate");
-    if (!adaln && c->model.block == CIC_BLOCK_DIT)
-        return _cic_fail(x, l, col,
-                         "kind = \"%s\" does not apply to block = \"dit\" "
-                         "(adaLN modulation does not commute with a "
-                         "static rotation or fold); on a dit block use "
-                         "an adaLN strategy: static-fold, "
-                         "online-unrotate, per-sample-fold, branch-rotate",
-                         CIC_XFORM_NAME[xf->kind]);
-    if (xf->kind == CIC_XFORM_FUSE_LAYERNORM &&
-        c->model.block != CIC_BLOCK_PRELN)
-        return _cic_fail(x, l, col,
-                         "kind = \"fuse-layernorm\" needs block = \"preln\" "
-                         "(this model is \"%s\")%s",
-                         CIC_BLOCK_NAME[c->model.block],
-                         c->model.block == CIC_BLOCK_RMSNORM
-                             ? "; RMSNorm models use fold-rmsnorm-gamma"
-                             : "");
-    if (xf->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
-        c->model.block != CIC_BLOCK_RMSNORM)
-        return _cic_fail(x, l, col,
-                         "kind = \"fold-rmsnorm-gamma\" needs block = "
-                         "\"rmsnorm\" (this model is \"%s\")%s",
-                         CIC_BLOCK_NAME[c->model.block],
-                         c->model.block == CIC_BLOCK_PRELN
-                             ? "; LayerNorm models use fuse-layernorm"
-                             : "");
-    return CIC_OK;
-}
-
 /* name: given, not reserved, a valid name, not that of an earlier entry. */
 static int _cic_xform_name(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
                            cic_xform_spec *xf, size_t i)
@@ -241,13 +197,7 @@ static int _cic_xform_kind(cic_case_ctx *x, const cic_case *c, const cic_case_ta
                             &have, &node)))
         return rc;
     if (!have)
-        return _cic_missing(x, t, "kind",
-                            c->model.block == CIC_BLOCK_DIT
-                                ? " (on a dit block an adaLN strategy: "
-                                  "static-fold, online-unrotate, "
-                                  "per-sample-fold or branch-rotate)"
-                                : " (fuse-layernorm, fold-rmsnorm-gamma or "
-                                  "rotate)");
+        return _cic_missing(x, t, "kind", _cic_block_kind_hint(c->model.block));
     xf->kind = (enum cic_xform_kind)v;
     _cic_pos(node, &l, &col);
     /* (an unknown block was reported: nothing to check against) */

@@ -27,40 +27,13 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf,
 {
     uint64_t d = _cic_u(m->d_model), f = _cic_u(m->d_mlp);
     uint64_t L = _cic_u(m->layers), dout = _cic_u(m->d_out);
-    uint64_t dc = _cic_u(m->d_cond), N = _cic_u(m->tokens);
+    uint64_t N = _cic_u(m->tokens);
     uint64_t R = _cic_sat_mul(N, _cic_u(m->samples));
-    uint64_t dd = _cic_sat_mul(d, d), df = _cic_sat_mul(d, f);
     uint64_t layer, readout, W, prec = _cic_u(mpfr_prec), copies, elem;
     uint64_t width;
 
-    /* Weight elements per layer and for the readout (DESIGN.md section 1):
-     * preln: qkv + proj 4d^2, fc1 + fc2 2dm, biases and two LN (g, b) ~9d + m;
-     * rmsnorm: q, k, v, o 4d^2, gate/up/down 3dm, two gammas 2d;
-     * dit: as preln without LN parameters, plus adaLN 6 d d_c + 6d. */
-    switch (m->block) {
-    case CIC_BLOCK_RMSNORM:
-        layer = _cic_sat_add(_cic_sat_add(_cic_sat_mul(4, dd),
-                                          _cic_sat_mul(3, df)),
-                             _cic_sat_mul(2, d));
-        readout = _cic_sat_add(d, _cic_sat_mul(d, dout));
-        break;
-    case CIC_BLOCK_DIT:
-        layer = _cic_sat_add(_cic_sat_add(_cic_sat_mul(4, dd),
-                                          _cic_sat_mul(2, df)),
-                             _cic_sat_add(_cic_sat_mul(11, d), f));
-        layer = _cic_sat_add(layer, _cic_sat_mul(6, _cic_sat_mul(d, dc)));
-        /* final layer: adaLN 2 d d_c + 2d, linear d d_out + d_out */
-        readout = _cic_sat_add(_cic_sat_mul(2, _cic_sat_mul(d, dc)),
-                               _cic_sat_add(_cic_sat_mul(2, d),
-                                            _cic_sat_mul(d + 1, dout)));
-        break;
-    default:
-        layer = _cic_sat_add(_cic_sat_add(_cic_sat_mul(4, dd),
-                                          _cic_sat_mul(2, df)),
-                             _cic_sat_add(_cic_sat_mul(9, d), f));
-        readout = _cic_sat_add(_cic_sat_mul(2, d), _cic_sat_mul(d + 1, dout));
-        break;
-    }
+    /* Weight elements per layer and for the readout (block.c). */
+    _cic_block_weights(m, &layer, &readout);
     W = _cic_sat_add(_cic_sat_mul(L, layer), readout);
 
     /* Bytes per weight: f32 copy + rounded copy (8), and an MPFR value at

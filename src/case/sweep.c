@@ -354,7 +354,7 @@ static int _cic_point_set(cic_case_ctx *x, const cic_case *c, const int *digit,
             m->samples = (int)v;
             break;
         case CIC_AXIS_D_COND:
-            if (m->block != CIC_BLOCK_DIT)
+            if (!_cic_block_has_cond(m->block))
                 return _cic_fail(x, l, col,
                                  "'d_cond' in [sweep] is only allowed for "
                                  "block = \"dit\" (this model is \"%s\")",
@@ -371,7 +371,7 @@ static int _cic_point_set(cic_case_ctx *x, const cic_case *c, const int *digit,
     /* Defaults that follow d_model. */
     if (s->d_out_default)
         m->d_out = m->d_model;
-    if (m->block == CIC_BLOCK_DIT && s->d_cond_default &&
+    if (_cic_block_has_cond(m->block) && s->d_cond_default &&
         s->n[CIC_AXIS_D_COND] == 0)
         m->d_cond = m->d_model;
     return CIC_OK;
@@ -475,7 +475,7 @@ int _cic_sweep_check_all(cic_case_ctx *x, cic_case *c, const cic_toml_node *st)
     cic_model_cfg pm;
     int rc, pprec, l, col;
     long i;
-    if (c->sweep.n[CIC_AXIS_D_COND] > 0 && c->model.block != CIC_BLOCK_DIT &&
+    if (c->sweep.n[CIC_AXIS_D_COND] > 0 && !_cic_block_has_cond(c->model.block) &&
         _cic_find(&stab, "d_cond", &l, &col))
         return _cic_fail(x, l, col,
                          "'d_cond' is only allowed for block = \"dit\" "
