@@ -21,6 +21,78 @@ bool _cic_is_adaln(enum cic_xform_kind k)
            k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
 }
 
+/* fast: a fast Walsh-Hadamard transform instead of a dense d x d product
+ * (online-unrotate, branch-rotate; q = "hadamard"). xf->q and stream are
+ * loaded. */
+static int _cic_adaln_fast(cic_case_ctx *x, const cic_case_tab *t,
+                           cic_xform_spec *xf)
+{
+    const char *kn = CIC_XFORM_NAME[xf->kind];
+    const cic_toml_node *node;
+    int rc, l, col;
+
+    node = _cic_find(t, "fast", &l, &col);
+    if (node && xf->kind != CIC_XFORM_ONLINE_UNROTATE &&
+        xf->kind != CIC_XFORM_BRANCH_ROTATE)
+        return _cic_fail(x, l, col,
+                         "'fast' is only allowed for kind = \"online-unrotate\" "
+                         "or \"branch-rotate\" (this transform is \"%s\"; "
+                         "it does no online rotation)",
+                         kn);
+    if ((rc = _cic_get_bool(x, t, "fast", &xf->fast)))
+        return rc;
+    if (xf->fast) {
+        _cic_pos(node, &l, &col);
+        if (xf->q != CIC_Q_HADAMARD)
+            return _cic_fail(x, l, col,
+                             "fast = true needs q = \"hadamard\" (a fast "
+                             "Walsh-Hadamard transform); this transform has "
+                             "q = \"%s\": set q = \"hadamard\" or fast = "
+                             "false",
+                             CIC_Q_NAME[xf->q]);
+        if (xf->kind == CIC_XFORM_ONLINE_UNROTATE &&
+            xf->stream != CIC_STREAM_CENTERED)
+            return _cic_fail(x, l, col,
+                             "fast = true on kind = \"online-unrotate\" needs "
+                             "stream = \"centered\" (a mean-preserving Q is "
+                             "not a single fast Hadamard); this transform has "
+                             "stream = \"%s\"",
+                             CIC_STREAM_NAME[xf->stream]);
+    }
+    return CIC_OK;
+}
+
+/* calibration: the sample whose conditioning static-fold bakes in. */
+static int _cic_adaln_calibration(cic_case_ctx *x, const cic_case *c,
+                                  const cic_case_tab *t, cic_xform_spec *xf)
+{
+    const char *kn = CIC_XFORM_NAME[xf->kind];
+    const cic_toml_node *node;
+    bool have;
+    int rc, l, col;
+    int64_t cal = 0;
+
+    node = _cic_find(t, "calibration", &l, &col);
+    if (node && xf->kind != CIC_XFORM_STATIC_FOLD)
+        return _cic_fail(x, l, col,
+                         "'calibration' is only allowed for kind = "
+                         "\"static-fold\" (this transform is \"%s\")",
+                         kn);
+    if ((rc = _cic_get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal, &have,
+                           &node)))
+        return rc;
+    if (have && x->samples_ok && (cal < 0 || cal >= c->model.samples)) {
+        _cic_pos(node, &l, &col);
+        return _cic_fail(x, l, col,
+                         "'calibration' in %s is %lld, out of range: "
+                         "must be a sample index 0 .. %d (samples = %d)",
+                         t->where, (long long)cal, c->model.samples - 1,
+                         c->model.samples);
+    }
+    xf->calibration = (int)cal;
+    return CIC_OK;
+}
+
 /* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
  * refuse (after, mistake). xf->kind, q and the block are already checked;
  * xf->stream, fast and calibration hold their defaults. */
@@ -28,7 +100,7 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
                            cic_xform_spec *xf)
 {
     const char *kn = CIC_XFORM_NAME[xf->kind];
-    const cic_toml_node *node, *snode = NULL;
+    const cic_toml_node *snode = NULL;
     bool have, adaln = _cic_is_adaln(xf->kind);
     int rc, l, col, v;
 
@@ -80,60 +152,9 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
     }
     xf->stream = (enum cic_stream)v;
 
-    /* fast: a fast Walsh-Hadamard transform instead of a dense d x d
-     * product. */
-    node = _cic_find(t, "fast", &l, &col);
-    if (node && xf->kind != CIC_XFORM_ONLINE_UNROTATE &&
-        xf->kind != CIC_XFORM_BRANCH_ROTATE)
-        return _cic_fail(x, l, col,
-                         "'fast' is only allowed for kind = \"online-unrotate\" "
-                         "or \"branch-rotate\" (this transform is \"%s\"; "
-                         "it does no online rotation)",
-                         kn);
-    if ((rc = _cic_get_bool(x, t, "fast", &xf->fast)))
+    if ((rc = _cic_adaln_fast(x, t, xf)))
         return rc;
-    if (xf->fast) {
-        _cic_pos(node, &l, &col);
-        if (xf->q != CIC_Q_HADAMARD)
-            return _cic_fail(x, l, col,
-                             "fast = true needs q = \"hadamard\" (a fast "
-                             "Walsh-Hadamard transform); this transform has "
-                             "q = \"%s\": set q = \"hadamard\" or fast = "
-                             "false",
-                             CIC_Q_NAME[xf->q]);
-        if (xf->kind == CIC_XFORM_ONLINE_UNROTATE &&
-            xf->stream != CIC_STREAM_CENTERED)
-            return _cic_fail(x, l, col,
-                             "fast = true on kind = \"online-unrotate\" needs "
-                             "stream = \"centered\" (a mean-preserving Q is "
-                             "not a single fast Hadamard); this transform has "
-                             "stream = \"%s\"",
-                             CIC_STREAM_NAME[xf->stream]);
-    }
-
-    /* calibration: the sample whose conditioning static-fold bakes in. */
-    node = _cic_find(t, "calibration", &l, &col);
-    if (node && xf->kind != CIC_XFORM_STATIC_FOLD)
-        return _cic_fail(x, l, col,
-                         "'calibration' is only allowed for kind = "
-                         "\"static-fold\" (this transform is \"%s\")",
-                         kn);
-    {
-        int64_t cal = 0;
-        if ((rc = _cic_get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal,
-                               &have, &node)))
-            return rc;
-        if (have && x->samples_ok && (cal < 0 || cal >= c->model.samples)) {
-            _cic_pos(node, &l, &col);
-            return _cic_fail(x, l, col,
-                             "'calibration' in %s is %lld, out of range: "
-                             "must be a sample index 0 .. %d (samples = %d)",
-                             t->where, (long long)cal, c->model.samples - 1,
-                             c->model.samples);
-        }
-        xf->calibration = (int)cal;
-    }
-    return CIC_OK;
+    return _cic_adaln_calibration(x, c, t, xf);
 }
 
 /* Names of transforms, which also name dump files (original.safetensors,
