@@ -53,7 +53,8 @@ static int _cic_load_f32(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
             return _cic_fail(
                 x, l, col, "bad value '%s' in 'f32' in [engines]; allowed: %s%s",
                 _cic_quote(qb, sizeof qb, s, len),
-                _cic_join(all, sizeof all, _cic_f32_names, CIC_CASE_LEN(_cic_f32_names)),
+                _cic_join(all, sizeof all, _cic_f32_names,
+                          CIC_CASE_LEN(_cic_f32_names)),
                 _cic_hint(hint, sizeof hint, s, len, _cic_f32_names,
                           CIC_CASE_LEN(_cic_f32_names)));
         if (*slot)

@@ -64,8 +64,9 @@ static void _cic_load_gate(cic_case_ctx *x, const cic_case *c, const cic_case_ta
     _cic_gate_transform(x, t, g, known, n_known);
 
     v = 3; /* "*" */
-    if (_cic_get_enum(x, t, "engine", _cic_gate_engines, CIC_CASE_LEN(_cic_gate_engines),
-                      &v, NULL, &node) == CIC_OK && x->engines_ok &&
+    if (_cic_get_enum(x, t, "engine", _cic_gate_engines,
+                      CIC_CASE_LEN(_cic_gate_engines), &v, NULL, &node) == CIC_OK &&
+        x->engines_ok &&
         ((v == 0 && !c->f32_openblas) || (v == 1 && !c->f32_fixed))) {
         _cic_pos(node, &l, &col);
         _cic_fail(x, l, col,

@@ -38,18 +38,16 @@ static void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a,
         *have = true;
 }
 
-/* ---- [model] ------------------------------------------------------------
- *
- * The numeric limits that binary32 sets. Every engine uses eps as its
+/* The numeric limits that binary32 sets. Every engine uses eps as its
  * binary32 value, so that value must be > 0 and finite. Weights are binary32
- * draws std * z: |z| < CIC_CASE_ZMAX for a normal (Box-Muller from a uniform of
- * 53 bits, never below 2^-54: sqrt(-2 ln 2^-54) = 8.65) and |z| <= sqrt(3)
+ * draws std * z: |z| < CIC_CASE_ZMAX for a normal (Box-Muller from a uniform
+ * of 53 bits, never below 2^-54: sqrt(-2 ln 2^-54) = 8.65) and |z| <= sqrt(3)
  * for a uniform. Outlier channels multiply the block input (std 1) and the
  * writers' rows by the binary32 value of outlier_scale. So std must be at
  * least FLT_MIN (below, the weights are subnormal or zero: a run of such a
- * model passes and means nothing), and max(std, 1) * outlier_scale * CIC_CASE_ZMAX
- * at most FLT_MAX (above, weights overflow to Inf and the truth itself is not
- * a number). */
+ * model passes and means nothing), and max(std, 1) * outlier_scale *
+ * CIC_CASE_ZMAX at most FLT_MAX (above, weights overflow to Inf and the truth
+ * itself is not a number). */
 #define CIC_CASE_ZMAX 9.0
 
 /* eps as loaded: its binary32 value is > 0 and finite. */
