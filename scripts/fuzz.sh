@@ -62,7 +62,9 @@ pclibs=$(pkg-config --libs openblas jansson mpfr)
 # the library's C sources, as meson.build lists them
 libsrc=$(sed -n '/^lib_src = files(/,/^)/p' meson.build | grep -o "'src/[^']*\.c'" |
     tr -d "'" | tr '\n' ' ')
-case_src="src/base/base.c src/base/mpvec.c src/base/rng.c src/case/case.c"
+# the case loader alone: its C files (every one under src/case) and what
+# they use of src/base
+case_src="src/base/base.c src/base/mpvec.c src/base/rng.c $(echo src/case/*.c)"
 
 # newer SOURCE... than TARGET (or TARGET missing)?
 stale() {
@@ -230,7 +232,7 @@ dict() {
                      '[[transforms]]' '[[gates]]'; do
                 printf '"%s"\n' "$(printf '%s' "$w" | sed 's/\\/\\\\/g; s/"/\\"/g')"
             done
-            grep -o '"[A-Za-z_][A-Za-z0-9_.-]*"' src/case/case.c | sort -u ;;
+            grep -oh '"[A-Za-z_][A-Za-z0-9_.-]*"' src/case/*.c | sort -u ;;
         baseline | merge)
             for w in 'null' 'true' 'false' '-1' '1e308' '0.0' '[]' '{}' \
                      '9223372036854775807'; do

@@ -700,6 +700,53 @@ static void test_name_tables(void **state)
     assert_string_equal(CIC_GATE_METRICS[3], "ulp_row.p99");
 }
 
+/* Every name of a table of n names is a non-empty string, distinct from the
+ * others (the length itself is checked by a static_assert where the table
+ * is defined). */
+static bool names_ok(const char *const *t, int n, const char *what)
+{
+    int i, j;
+    for (i = 0; i < n; i++) {
+        if (!t[i] || !t[i][0]) {
+            print_message("%s: name %d of %d is %s\n", what, i, n,
+                          t[i] ? "empty" : "NULL");
+            return false;
+        }
+        for (j = 0; j < i; j++)
+            if (strcmp(t[i], t[j]) == 0) {
+                print_message("%s: names %d and %d are both '%s'\n", what, j, i,
+                              t[i]);
+                return false;
+            }
+    }
+    return true;
+}
+
+static void test_name_tables_complete(void **state)
+{
+    static const char *const dup[] = {"preln", "rmsnorm", "preln"};
+    static const char *const hole[] = {"preln", NULL, "dit"};
+    static const char *const empty[] = {"preln", ""};
+    (void)state;
+    assert_true(names_ok(CIC_BLOCK_NAME, CIC_BLOCK_COUNT, "block"));
+    assert_true(names_ok(CIC_ACT_NAME, CIC_ACT_COUNT, "activation"));
+    assert_true(names_ok(CIC_DIST_NAME, CIC_DIST_COUNT, "dist"));
+    assert_true(names_ok(CIC_XFORM_NAME, CIC_XFORM_COUNT, "xform"));
+    assert_true(names_ok(CIC_Q_NAME, CIC_Q_COUNT, "q"));
+    assert_true(names_ok(CIC_TPREC_NAME, CIC_TPREC_COUNT, "precision"));
+    assert_true(names_ok(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, "mistake"));
+    assert_true(names_ok(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, "verdict"));
+    assert_true(names_ok(CIC_READOUT_NAME, CIC_READOUT_COUNT, "readout"));
+    assert_true(names_ok(CIC_STREAM_NAME, CIC_STREAM_COUNT, "stream"));
+    assert_true(names_ok(CIC_VERDICT_ENGINE_NAME, CIC_VERDICT_ENGINE_COUNT,
+                         "verdict engine"));
+    assert_true(names_ok(CIC_AXIS_NAME, CIC_AXIS_COUNT, "sweep axis"));
+    /* the check itself catches a planted fault */
+    assert_false(names_ok(dup, 3, "planted duplicate"));
+    assert_false(names_ok(hole, 3, "planted NULL"));
+    assert_false(names_ok(empty, 2, "planted empty name"));
+}
+
 static void test_memory_estimate(void **state)
 {
     static cic_case c, c2;
@@ -1389,6 +1436,7 @@ int main(void)
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_name_tables),
+        cmocka_unit_test(test_name_tables_complete),
         cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_all_errors),

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* case.h: a validated case file. The loader (case.c, on top of the toml++
- * wrapper in toml_capi.h) turns a TOML file into a cic_case or a cic_diag
- * naming file:line:column; everything downstream trusts a loaded case.
+/* case.h: a validated case file. The loader (the .c files of src/case,
+ * listed in case_int.h, on top of the toml++ wrapper in toml_capi.h) turns
+ * a TOML file into a cic_case or a cic_diag naming file:line:column;
+ * everything downstream trusts a loaded case.
  *
  * Case file layout (TOML):
  *
@@ -44,7 +45,7 @@
  *   [[gates]]
  *   transform = "rotate-random"     # a transform name, "none", or "*"
  *   engine = "f32-openblas"         # f32-openblas | f32-fixed-order | mpfr | "*"
- *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in case.c
+ *   metric = "ulp_row.p99"          # see CIC_GATE_METRICS in load_gates.c
  *   max = 64.0
  *
  * Mistakes: "skip-mean-bake" (fuse-layernorm: no C baked into writers),
@@ -150,19 +151,21 @@ enum cic_verdict_engine {
  * the norm stays LayerNorm). */
 enum cic_stream { CIC_STREAM_CENTERED, CIC_STREAM_MEAN_PRESERVING, CIC_STREAM_COUNT };
 
-/* Name tables, sized by the enums (the spellings used in case files and
- * reports). */
-extern const char *const CIC_BLOCK_NAME[CIC_BLOCK_COUNT];
-extern const char *const CIC_ACT_NAME[CIC_ACT_COUNT];
-extern const char *const CIC_DIST_NAME[CIC_DIST_COUNT];
-extern const char *const CIC_XFORM_NAME[CIC_XFORM_COUNT];
-extern const char *const CIC_Q_NAME[CIC_Q_COUNT];
-extern const char *const CIC_TPREC_NAME[CIC_TPREC_COUNT];
-extern const char *const CIC_MISTAKE_NAME[CIC_MISTAKE_COUNT];
-extern const char *const CIC_VERDICT_NAME[CIC_VERDICT_COUNT];
-extern const char *const CIC_READOUT_NAME[CIC_READOUT_COUNT];
-extern const char *const CIC_STREAM_NAME[CIC_STREAM_COUNT];
-extern const char *const CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_COUNT];
+/* Name tables, one name per value of their enum, in its order (the
+ * spellings used in case files and reports). Declared without a size: each
+ * is defined with the size its initializer gives and a static_assert that
+ * this is the enum's _COUNT, so a missing name cannot be a silent NULL. */
+extern const char *const CIC_BLOCK_NAME[];
+extern const char *const CIC_ACT_NAME[];
+extern const char *const CIC_DIST_NAME[];
+extern const char *const CIC_XFORM_NAME[];
+extern const char *const CIC_Q_NAME[];
+extern const char *const CIC_TPREC_NAME[];
+extern const char *const CIC_MISTAKE_NAME[];
+extern const char *const CIC_VERDICT_NAME[];
+extern const char *const CIC_READOUT_NAME[];
+extern const char *const CIC_STREAM_NAME[];
+extern const char *const CIC_VERDICT_ENGINE_NAME[];
 
 typedef struct {
     enum cic_block_kind block;
@@ -227,7 +230,7 @@ enum cic_sweep_axis {
     CIC_AXIS_STD,
     CIC_AXIS_COUNT
 };
-extern const char *const CIC_AXIS_NAME[CIC_AXIS_COUNT];
+extern const char *const CIC_AXIS_NAME[];
 
 #define CIC_SWEEP_MAX_VALUES 64
 #define CIC_SWEEP_DEFAULT_MAX_POINTS 64
