@@ -62,9 +62,6 @@ pclibs=$(pkg-config --libs openblas jansson mpfr)
 # the library's C sources, as meson.build lists them
 libsrc=$(sed -n '/^lib_src = files(/,/^)/p' meson.build | grep -o "'src/[^']*\.c'" |
     tr -d "'" | tr '\n' ' ')
-# the case loader alone: its C files (every one under src/case) and what
-# they use of src/base
-case_src="src/base/base.c src/base/mpvec.c src/base/rng.c $(echo src/case/*.c)"
 
 # newer SOURCE... than TARGET (or TARGET missing)?
 stale() {
@@ -122,7 +119,9 @@ fi
 build() {
     t=$1
     bin=$out/fuzz_$t
-    if [ "$t" = case ]; then srcs="$case_src"; else srcs="$libsrc"; fi
+    # every target links the whole library (the case loader reads the block
+    # descriptors of src/model)
+    srcs="$libsrc"
     objs=""
     for f in $srcs "tests/fuzz/fuzz_$t.c"; do
         objs="$objs $(obj "$f")"

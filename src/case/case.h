@@ -93,6 +93,7 @@
 #define CIC_CASE_H
 
 #include "../base/base.h"
+#include "block.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -101,7 +102,6 @@
 #define CIC_MAX_XFORMS 32
 #define CIC_MAX_GATES 128
 
-enum cic_block_kind { CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM, CIC_BLOCK_DIT, CIC_BLOCK_COUNT };
 enum cic_act { CIC_ACT_GELU, CIC_ACT_GELU_TANH, CIC_ACT_RELU, CIC_ACT_SILU, CIC_ACT_COUNT };
 enum cic_dist { CIC_DIST_NORMAL, CIC_DIST_UNIFORM, CIC_DIST_COUNT };
 enum cic_xform_kind {
@@ -167,7 +167,7 @@ extern const char *const CIC_READOUT_NAME[];
 extern const char *const CIC_STREAM_NAME[];
 extern const char *const CIC_VERDICT_ENGINE_NAME[];
 
-typedef struct {
+typedef struct cic_model_cfg_s {
     enum cic_block_kind block;
     int d_model;
     int heads;

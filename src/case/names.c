@@ -7,7 +7,11 @@
 
 #include <assert.h>
 
-const char *const CIC_BLOCK_NAME[] = {"preln", "rmsnorm", "dit"};
+const char *const CIC_BLOCK_NAME[] = {
+#define CIC_BLOCK_NAME_(e, n) #n,
+    CIC_BLOCK_LIST(CIC_BLOCK_NAME_)
+#undef CIC_BLOCK_NAME_
+};
 const char *const CIC_ACT_NAME[] = {"gelu", "gelu-tanh", "relu",
                                     "silu"};
 const char *const CIC_DIST_NAME[] = {"normal", "uniform"};

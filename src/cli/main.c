@@ -655,7 +655,7 @@ static int cmd_flops(int argc, char **argv)
         cic_diag_print(stderr, &d);
         return CIC_EINPUT;
     }
-    if (c.model.block != CIC_BLOCK_DIT) {
+    if (cic_block(c.model.block)->norm != CIC_NORM_ADALN) {
         fprintf(stderr, "%s: flops needs a dit case (block = \"%s\")\n", path,
                 CIC_BLOCK_NAME[c.model.block]);
         return CIC_EINPUT;

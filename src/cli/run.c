@@ -144,18 +144,19 @@ static void print_expectations(const cic_report *rep, const cic_case *c)
     }
 }
 
-/* The table, the failures, for dit the analytical table and the
- * conclusion (nothing in compact mode but the baseline's failures). */
+/* The table, the failures, for an adaLN block the analytical table of
+ * the strategies and the conclusion (nothing in compact mode but the baseline's failures). */
 static void print_run(const cic_run_args *a, const cic_report *rep, const cic_case *c)
 {
     int color = a->color >= 0 ? a->color : isatty(fileno(stdout));
+    bool adaln = cic_block(c->model.block)->norm == CIC_NORM_ADALN;
     if (a->compact)
         return;
     cic_report_table(stdout, rep, color != 0);
     if (rep->has_baseline)
         print_regressions(rep, c);
     print_expectations(rep, c);
-    if (c->model.block == CIC_BLOCK_DIT && !a->quiet_tables) {
+    if (adaln && !a->quiet_tables) {
         printf("\nAnalytical ");
         cic_flops_dit_table(stdout, &c->model);
     }
@@ -163,7 +164,7 @@ static void print_run(const cic_run_args *a, const cic_report *rep, const cic_ca
         printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",
                (long)c->mpfr_prec + 64, rep->truth_cert_diff);
     /* the answer in words, last: what the verdicts and FLOPs above say */
-    if (c->model.block == CIC_BLOCK_DIT) {
+    if (adaln) {
         putchar('\n');
         cic_report_conclusion(stdout, rep);
     }

@@ -1,13 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* build.h: the graph-building helpers shared by the block builders of the
- * model module (model.c: preln, rmsnorm; dit.c: dit). Internal to
+ * model module (model.c) and the block builders (block_*.c). Internal to
  * src/model. */
 #ifndef CIC_BUILD_H
 #define CIC_BUILD_H
 
 #include "model.h"
 
-typedef struct {
+typedef struct cic_bld {
     cic_model *m;
     int ok;
 } cic_bld;
@@ -34,7 +34,5 @@ void _cic_fill(cic_model *m, int id, double std);
 /* The outlier channels (after the weight source gave the values). */
 void _cic_apply_outliers(cic_model *m);
 
-/* The dit block's graph (dit.c) on b->m, whose input exists. */
-void _cic_build_dit(cic_bld *b);
 
 #endif

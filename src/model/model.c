@@ -186,15 +186,6 @@ fail:
 }
 
 /* ---- weights ---- */
-#define W _cic_bld_weight
-#define G _cic_bld_gain
-#define A _cic_bld_act
-#define OP _cic_bld_op
-#define op_base _cic_op_base
-#define linear _cic_bld_linear
-#define norm _cic_bld_norm
-#define add _cic_bld_add
-#define attn _cic_bld_attn
 
 void _cic_fill(cic_model *m, int id, double std)
 {
@@ -211,9 +202,9 @@ static void fill_gain(cic_model *m, int id)
 
 /* Tensor and op builders (build.h); on allocation failure they set ok = 0
  * and later calls do nothing, so the graph builders read straight through. */
-typedef cic_bld bld;
 
-int _cic_bld_weight(bld *b, const char *name, int rows, int cols, double std)
+
+int _cic_bld_weight(cic_bld *b, const char *name, int rows, int cols, double std)
 {
     int id;
     if (!b->ok)
@@ -227,7 +218,7 @@ int _cic_bld_weight(bld *b, const char *name, int rows, int cols, double std)
     return id;
 }
 
-int _cic_bld_gain(bld *b, const char *name, int cols)
+int _cic_bld_gain(cic_bld *b, const char *name, int cols)
 {
     int id;
     if (!b->ok)
@@ -241,7 +232,7 @@ int _cic_bld_gain(bld *b, const char *name, int cols)
     return id;
 }
 
-int _cic_bld_act(bld *b, const char *name, int cols)
+int _cic_bld_act(cic_bld *b, const char *name, int cols)
 {
     int id;
     if (!b->ok)
@@ -252,7 +243,7 @@ int _cic_bld_act(bld *b, const char *name, int cols)
     return id;
 }
 
-void _cic_bld_op(bld *b, const cic_op *op)
+void _cic_bld_op(cic_bld *b, const cic_op *op)
 {
     if (b->ok && cic_model_op_add(b->m, op) < 0)
         b->ok = 0;
@@ -270,25 +261,25 @@ cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer)
     return o;
 }
 
-int _cic_bld_linear(bld *b, enum cic_site site, int layer, enum cic_lin_role role,
+int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role role,
                   int in, int w, int bias, const char *out_name)
 {
-    cic_op o = op_base(CIC_OP_LINEAR, site, layer);
+    cic_op o = _cic_op_base(CIC_OP_LINEAR, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = in;
     o.w = w;
     o.b = bias;
     o.role = role;
-    o.out = A(b, out_name, b->m->t[w].rows);
-    OP(b, &o);
+    o.out = _cic_bld_act(b, out_name, b->m->t[w].rows);
+    _cic_bld_op(b, &o);
     return o.out;
 }
 
-int _cic_bld_norm(bld *b, enum cic_site site, int layer, int in, int g, int bias,
+int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int bias,
                 bool center, const char *out_name)
 {
-    cic_op o = op_base(CIC_OP_NORM, site, layer);
+    cic_op o = _cic_op_base(CIC_OP_NORM, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = in;
@@ -296,28 +287,28 @@ int _cic_bld_norm(bld *b, enum cic_site site, int layer, int in, int g, int bias
     o.b = bias;
     o.center = center;
     o.eps = (float)b->m->cfg.eps;
-    o.out = A(b, out_name, b->m->cfg.d_model);
-    OP(b, &o);
+    o.out = _cic_bld_act(b, out_name, b->m->cfg.d_model);
+    _cic_bld_op(b, &o);
     return o.out;
 }
 
-int _cic_bld_add(bld *b, enum cic_site site, int layer, int x, int y,
+int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
                const char *out_name)
 {
-    cic_op o = op_base(CIC_OP_ADD, site, layer);
+    cic_op o = _cic_op_base(CIC_OP_ADD, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = x;
     o.in[1] = y;
-    o.out = A(b, out_name, b->m->cfg.d_model);
-    OP(b, &o);
+    o.out = _cic_bld_act(b, out_name, b->m->cfg.d_model);
+    _cic_bld_op(b, &o);
     return o.out;
 }
 
-int _cic_bld_attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
+int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                 const char *out_name)
 {
-    cic_op o = op_base(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
+    cic_op o = _cic_op_base(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
     if (!b->ok)
         return -1;
     o.in[0] = q;
@@ -328,8 +319,8 @@ int _cic_bld_attn(bld *b, int layer, int q, int qc, int k, int kc, int v, int vc
     o.in_col[2] = vc;
     o.heads = b->m->cfg.heads;
     o.causal = b->m->cfg.causal;
-    o.out = A(b, out_name, b->m->cfg.d_model);
-    OP(b, &o);
+    o.out = _cic_bld_act(b, out_name, b->m->cfg.d_model);
+    _cic_bld_op(b, &o);
     return o.out;
 }
 
@@ -373,113 +364,7 @@ void _cic_apply_outliers(cic_model *m)
     free(perm);
 }
 
-static void build_preln(bld *b, enum cic_readout readout)
-{
-    cic_model *m = b->m;
-    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
-    double sd = m->cfg.std;
-    char n[96], o[96];
-    for (l = 0; l < m->cfg.layers; l++) {
-        int g1, b1, wqkv, bqkv, wo, bo, g2, b2, w1, c1, w2, c2;
-        int h1, qkv, a, ao, h2, u, v, mo;
-        cic_op act;
-#define NM(s) (snprintf(n, sizeof n, "blocks.%d.%s", l, s), n)
-#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
-        g1 = G(b, NM("norm1.weight"), d);
-        b1 = W(b, NM("norm1.bias"), 1, d, 0.1);
-        wqkv = W(b, NM("attn.qkv.weight"), 3 * d, d, sd);
-        bqkv = W(b, NM("attn.qkv.bias"), 1, 3 * d, sd);
-        wo = W(b, NM("attn.proj.weight"), d, d, sd);
-        bo = W(b, NM("attn.proj.bias"), 1, d, sd);
-        g2 = G(b, NM("norm2.weight"), d);
-        b2 = W(b, NM("norm2.bias"), 1, d, 0.1);
-        w1 = W(b, NM("mlp.fc1.weight"), f, d, sd);
-        c1 = W(b, NM("mlp.fc1.bias"), 1, f, sd);
-        w2 = W(b, NM("mlp.fc2.weight"), d, f, sd);
-        c2 = W(b, NM("mlp.fc2.bias"), 1, d, sd);
-        h1 = norm(b, CIC_SITE_NORM1, l, x, g1, b1, true, AN("norm1"));
-        qkv = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wqkv, bqkv, AN("qkv"));
-        a = attn(b, l, qkv, 0, qkv, d, qkv, 2 * d, AN("attn"));
-        ao = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, bo, AN("proj"));
-        x = add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
-        h2 = norm(b, CIC_SITE_NORM2, l, x, g2, b2, true, AN("norm2"));
-        u = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, w1, c1, AN("fc1"));
-        act = op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
-        act.in[0] = u;
-        act.act = m->cfg.act;
-        v = act.out = A(b, AN("act"), f);
-        OP(b, &act);
-        mo = linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, v, w2, c2, AN("fc2"));
-        x = add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
-#undef NM
-#undef AN
-    }
-    m->residual = x;
-    if (readout == CIC_READOUT_HEAD) {
-        int gf = G(b, "norm.weight", d), bf = W(b, "norm.bias", 1, d, 0.1);
-        int wh = W(b, "head.weight", m->cfg.d_out, d, sd);
-        int bh = W(b, "head.bias", 1, m->cfg.d_out, sd);
-        int hf = norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.norm");
-        m->output = linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh, "act.head");
-    } else {
-        m->output = x;
-        m->center_out = true;
-    }
-}
 
-static void build_rmsnorm(bld *b, enum cic_readout readout)
-{
-    cic_model *m = b->m;
-    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
-    double sd = m->cfg.std;
-    char n[96], o[96];
-    for (l = 0; l < m->cfg.layers; l++) {
-        int g1, wq, wk, wv, wo, g2, wg, wu, wd;
-        int h1, q, k, v, a, ao, h2, gt, up, hm, mo;
-        cic_op glu;
-#define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
-#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
-        g1 = G(b, NM("input_layernorm.weight"), d);
-        wq = W(b, NM("self_attn.q_proj.weight"), d, d, sd);
-        wk = W(b, NM("self_attn.k_proj.weight"), d, d, sd);
-        wv = W(b, NM("self_attn.v_proj.weight"), d, d, sd);
-        wo = W(b, NM("self_attn.o_proj.weight"), d, d, sd);
-        g2 = G(b, NM("post_attention_layernorm.weight"), d);
-        wg = W(b, NM("mlp.gate_proj.weight"), f, d, sd);
-        wu = W(b, NM("mlp.up_proj.weight"), f, d, sd);
-        wd = W(b, NM("mlp.down_proj.weight"), d, f, sd);
-        h1 = norm(b, CIC_SITE_NORM1, l, x, g1, -1, false, AN("input_layernorm"));
-        q = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, -1, AN("q"));
-        k = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, -1, AN("k"));
-        v = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, -1, AN("v"));
-        a = attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
-        ao = linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("o"));
-        x = add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
-        h2 = norm(b, CIC_SITE_NORM2, l, x, g2, -1, false, AN("post_attention_layernorm"));
-        gt = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wg, -1, AN("gate"));
-        up = linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wu, -1, AN("up"));
-        glu = op_base(CIC_OP_GLU, CIC_SITE_MLP, l);
-        glu.in[0] = gt;
-        glu.in[1] = up;
-        glu.act = m->cfg.act;
-        hm = glu.out = A(b, AN("glu"), f);
-        OP(b, &glu);
-        mo = linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, hm, wd, -1, AN("down"));
-        x = add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
-#undef NM
-#undef AN
-    }
-    m->residual = x;
-    if (readout == CIC_READOUT_HEAD) {
-        int gf = G(b, "norm.weight", d);
-        int wh = W(b, "lm_head.weight", m->cfg.d_out, d, sd);
-        int hf = norm(b, CIC_SITE_FINAL, -1, x, gf, -1, false, "act.norm");
-        m->output = linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, -1, "act.lm_head");
-    } else {
-        m->output = x;
-        m->center_out = false;
-    }
-}
 
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 {
@@ -497,7 +382,7 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
                                  const cic_model_progress *p)
 {
     cic_model *m;
-    bld b;
+    cic_bld b;
     m = cic_calloc(1, sizeof *m);
     if (!m)
         return NULL;
@@ -512,19 +397,7 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
     if (m->input < 0)
         goto fail;
     _cic_fill(m, m->input, 1.0);
-    switch (cfg->block) {
-    case CIC_BLOCK_PRELN:
-        build_preln(&b, readout);
-        break;
-    case CIC_BLOCK_RMSNORM:
-        build_rmsnorm(&b, readout);
-        break;
-    case CIC_BLOCK_DIT:
-        _cic_build_dit(&b);
-        break;
-    default:
-        goto fail;
-    }
+    cic_block(cfg->block)->build(&b, (int)readout);
     if (!b.ok || src->fill(m, p) < 0)
         goto fail;
     _cic_apply_outliers(m);

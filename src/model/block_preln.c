@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/* block_preln.c: the pre-LN block (GPT-2 / OPT / ViT; timm names
+ * blocks.{i}.norm1, attn.qkv, attn.proj, norm2, mlp.fc1, mlp.fc2):
+ * h1 = LN(X; g1, b1); X += Attn(h1); h2 = LN(X; g2, b2);
+ * X += act(h2 W1 + c1) W2 + c2; then the readout, final LayerNorm and a
+ * linear head (norm, head), or the residual stream compared without its
+ * row mean. LayerNorm with gain and bias: fuse-layernorm and rotate apply. */
+#include "build.h"
+
+#include <stdio.h>
+
+/* qkv + proj 4d^2, fc1 + fc2 2dm, the biases and two LN (g, b) 9d + m per
+ * layer; the final LN and the head 2d + (d + 1) d_out. */
+static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
+{
+    uint64_t d = cic_count(m->d_model), f = cic_count(m->d_mlp), dout = cic_count(m->d_out);
+    *layer = cic_sat_add(cic_sat_add(cic_sat_mul(4, cic_sat_mul(d, d)),
+                                     cic_sat_mul(2, cic_sat_mul(d, f))),
+                         cic_sat_add(cic_sat_mul(9, d), f));
+    *readout = cic_sat_add(cic_sat_mul(2, d), cic_sat_mul(d + 1, dout));
+}
+
+static void build(cic_bld *b, int readout)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
+    double sd = m->cfg.std;
+    char n[96], o[96];
+    for (l = 0; l < m->cfg.layers; l++) {
+        int g1, b1, wqkv, bqkv, wo, bo, g2, b2, w1, c1, w2, c2;
+        int h1, qkv, a, ao, h2, u, v, mo;
+        cic_op act;
+#define NM(s) (snprintf(n, sizeof n, "blocks.%d.%s", l, s), n)
+#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
+        g1 = _cic_bld_gain(b, NM("norm1.weight"), d);
+        b1 = _cic_bld_weight(b, NM("norm1.bias"), 1, d, 0.1);
+        wqkv = _cic_bld_weight(b, NM("attn.qkv.weight"), 3 * d, d, sd);
+        bqkv = _cic_bld_weight(b, NM("attn.qkv.bias"), 1, 3 * d, sd);
+        wo = _cic_bld_weight(b, NM("attn.proj.weight"), d, d, sd);
+        bo = _cic_bld_weight(b, NM("attn.proj.bias"), 1, d, sd);
+        g2 = _cic_bld_gain(b, NM("norm2.weight"), d);
+        b2 = _cic_bld_weight(b, NM("norm2.bias"), 1, d, 0.1);
+        w1 = _cic_bld_weight(b, NM("mlp.fc1.weight"), f, d, sd);
+        c1 = _cic_bld_weight(b, NM("mlp.fc1.bias"), 1, f, sd);
+        w2 = _cic_bld_weight(b, NM("mlp.fc2.weight"), d, f, sd);
+        c2 = _cic_bld_weight(b, NM("mlp.fc2.bias"), 1, d, sd);
+        h1 = _cic_bld_norm(b, CIC_SITE_NORM1, l, x, g1, b1, true, AN("norm1"));
+        qkv = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wqkv, bqkv, AN("qkv"));
+        a = _cic_bld_attn(b, l, qkv, 0, qkv, d, qkv, 2 * d, AN("attn"));
+        ao = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, bo, AN("proj"));
+        x = _cic_bld_add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
+        h2 = _cic_bld_norm(b, CIC_SITE_NORM2, l, x, g2, b2, true, AN("norm2"));
+        u = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, w1, c1, AN("fc1"));
+        act = _cic_op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
+        act.in[0] = u;
+        act.act = m->cfg.act;
+        v = act.out = _cic_bld_act(b, AN("act"), f);
+        _cic_bld_op(b, &act);
+        mo = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, v, w2, c2, AN("fc2"));
+        x = _cic_bld_add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
+#undef NM
+#undef AN
+    }
+    m->residual = x;
+    if (readout == CIC_READOUT_HEAD) {
+        int gf = _cic_bld_gain(b, "norm.weight", d), bf = _cic_bld_weight(b, "norm.bias", 1, d, 0.1);
+        int wh = _cic_bld_weight(b, "head.weight", m->cfg.d_out, d, sd);
+        int bh = _cic_bld_weight(b, "head.bias", 1, m->cfg.d_out, sd);
+        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.norm");
+        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh, "act.head");
+    } else {
+        m->output = x;
+        m->center_out = true;
+    }
+}
+
+const cic_block_desc cic_block_preln = {"preln", CIC_NORM_LAYERNORM, 1e-5, CIC_ACT_GELU, false,
+                                        weights, build};

@@ -1,0 +1,78 @@
+/* SPDX-License-Identifier: MIT */
+/* block_rmsnorm.c: the RMSNorm block (LLaMA-like; Hugging Face names
+ * layers.{i}.input_layernorm, self_attn.{q,k,v,o}_proj,
+ * post_attention_layernorm, mlp.{gate,up,down}_proj): RMSNorm(x; g) =
+ * g x / sqrt(mean(x^2) + eps), no biases, a SwiGLU MLP; then the final
+ * RMSNorm and lm_head, or the residual stream. RMSNorm with a gain:
+ * fold-rmsnorm-gamma and rotate apply. */
+#include "build.h"
+
+#include <stdio.h>
+
+/* q, k, v, o 4d^2, gate/up/down 3dm, two gammas 2d per layer; the final
+ * gamma and lm_head d + d d_out. */
+static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
+{
+    uint64_t d = cic_count(m->d_model), f = cic_count(m->d_mlp), dout = cic_count(m->d_out);
+    *layer = cic_sat_add(cic_sat_add(cic_sat_mul(4, cic_sat_mul(d, d)),
+                                     cic_sat_mul(3, cic_sat_mul(d, f))),
+                         cic_sat_mul(2, d));
+    *readout = cic_sat_add(d, cic_sat_mul(d, dout));
+}
+
+static void build(cic_bld *b, int readout)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
+    double sd = m->cfg.std;
+    char n[96], o[96];
+    for (l = 0; l < m->cfg.layers; l++) {
+        int g1, wq, wk, wv, wo, g2, wg, wu, wd;
+        int h1, q, k, v, a, ao, h2, gt, up, hm, mo;
+        cic_op glu;
+#define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
+#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
+        g1 = _cic_bld_gain(b, NM("input_layernorm.weight"), d);
+        wq = _cic_bld_weight(b, NM("self_attn.q_proj.weight"), d, d, sd);
+        wk = _cic_bld_weight(b, NM("self_attn.k_proj.weight"), d, d, sd);
+        wv = _cic_bld_weight(b, NM("self_attn.v_proj.weight"), d, d, sd);
+        wo = _cic_bld_weight(b, NM("self_attn.o_proj.weight"), d, d, sd);
+        g2 = _cic_bld_gain(b, NM("post_attention_layernorm.weight"), d);
+        wg = _cic_bld_weight(b, NM("mlp.gate_proj.weight"), f, d, sd);
+        wu = _cic_bld_weight(b, NM("mlp.up_proj.weight"), f, d, sd);
+        wd = _cic_bld_weight(b, NM("mlp.down_proj.weight"), d, f, sd);
+        h1 = _cic_bld_norm(b, CIC_SITE_NORM1, l, x, g1, -1, false, AN("input_layernorm"));
+        q = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, -1, AN("q"));
+        k = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, -1, AN("k"));
+        v = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, -1, AN("v"));
+        a = _cic_bld_attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
+        ao = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("o"));
+        x = _cic_bld_add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
+        h2 = _cic_bld_norm(b, CIC_SITE_NORM2, l, x, g2, -1, false, AN("post_attention_layernorm"));
+        gt = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wg, -1, AN("gate"));
+        up = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wu, -1, AN("up"));
+        glu = _cic_op_base(CIC_OP_GLU, CIC_SITE_MLP, l);
+        glu.in[0] = gt;
+        glu.in[1] = up;
+        glu.act = m->cfg.act;
+        hm = glu.out = _cic_bld_act(b, AN("glu"), f);
+        _cic_bld_op(b, &glu);
+        mo = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, hm, wd, -1, AN("down"));
+        x = _cic_bld_add(b, CIC_SITE_MLP, l, x, mo, AN("resid2"));
+#undef NM
+#undef AN
+    }
+    m->residual = x;
+    if (readout == CIC_READOUT_HEAD) {
+        int gf = _cic_bld_gain(b, "norm.weight", d);
+        int wh = _cic_bld_weight(b, "lm_head.weight", m->cfg.d_out, d, sd);
+        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, -1, false, "act.norm");
+        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, -1, "act.lm_head");
+    } else {
+        m->output = x;
+        m->center_out = false;
+    }
+}
+
+const cic_block_desc cic_block_rmsnorm = {"rmsnorm", CIC_NORM_RMSNORM, 1e-5, CIC_ACT_SILU, false,
+                                          weights, build};
