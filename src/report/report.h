@@ -13,7 +13,6 @@
 #include <stdbool.h>
 #include <stdio.h>
 
-#define CIC_MAX_SAMPLES 64
 #define CIC_MAX_SITES 12
 
 typedef struct {
@@ -58,7 +57,7 @@ typedef struct {
     char mpfr_sha256[65];      /* mpfr rows: hash of the transformed model's MPFR output */
     cic_metrics metrics;
     cic_flops flops;
-    cic_sample_ce per_sample[CIC_MAX_SAMPLES];
+    cic_sample_ce per_sample[CIC_MAX_SAMPLES]; /* case.h: the loader's limit on B */
     int n_samples;
     bool pass;                 /* expectation and every gate on this row */
 } cic_result;
