@@ -842,6 +842,8 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         rc = CIC_EINPUT;
         goto cleanup;
     }
+    /* dit: the analytical FLOP table, which every writer of the report formats */
+    rep.has_dit_flops = cic_dit_flops_table_fill(&rep.dit_flops, &r->c);
     if (!r->c.sweep.on || a->preloaded) {
         /* the memory guard, before anything big is allocated */
         double limit = a->max_memory;
@@ -1030,7 +1032,7 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
     }
     if (r->c.model.block == CIC_BLOCK_DIT && !a->quiet_tables && !a->compact) {
         printf("\nAnalytical ");
-        cic_flops_dit_table(stdout, &r->c.model);
+        cic_report_dit_flops_table(stdout, &rep.dit_flops);
     }
     if (!rep.truth_certified)
         printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",

@@ -3,8 +3,8 @@
  * behind a dit case is whether its adaLN block can be rotated exactly at no
  * extra cost; the answer is read off the report: the verdict row of each
  * adaLN transform (overall and per sample), its counted FLOPs, and the
- * closed-form formulas of flops_dit.c for the sizes of the analytical table
- * and the crossover N*. No sentence is fixed: each one states what the
+ * report's analytical table (its extra FLOPs at the table's sizes and the
+ * crossover N*, as the pipeline computed them). No sentence is fixed: each one states what the
  * numbers say, including that nothing is exact, that everything is, or
  * that a verdict is not the one the case expects.
  *
@@ -18,8 +18,6 @@
  * Used by the terminal output (run.c) and the Markdown summary, which
  * escapes each line. */
 #include "conclusion.h"
-
-#include "../metric/flops.h"
 
 #include <math.h>
 #include <string.h>
@@ -240,15 +238,16 @@ static const char *relation(int n, double nstar)
     return n > nstar ? "above" : n < nstar ? "below" : "at";
 }
 
-/* The crossover line from cic_flops_dit_crossover. */
-static void crossover(FILE *f, const cic_model_cfg *m)
+/* The crossover line of the analytical table, with the case's N placed
+ * against it. */
+static void crossover(FILE *f, const cic_dit_flops_table *t)
 {
-    double v[2];
+    const cic_model_cfg *m = &t->cfg;
+    double v[2] = {t->nstar_dense, t->nstar_fast};
     const char *how[2] = {"with a dense Q", "with the fast Hadamard"};
     const char *which[2] = {"dense", "fast"};
     int n_def = 0;
 
-    cic_flops_dit_crossover(&v[0], &v[1], m);
     fprintf(f, "  crossover N* (tokens per sample above which %s costs fewer FLOPs than %s): ",
             kname(CIC_XFORM_PER_SAMPLE_FOLD), kname(CIC_XFORM_ONLINE_UNROTATE));
     for (int k = 0; k < 2; k++) {
@@ -413,7 +412,8 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
 
     if (b) {
         const cic_flops *fl = &b->row->flops;
-        cic_dit_strategy s = {b->xs->name, b->xs->kind, b->xs->stream, b->xs->fast};
+        const cic_dit_flops_table *t = &r->dit_flops;
+        int xi = (int)(b->xs - r->kase->xf); /* its row of the analytical table */
         bool first = true;
         fputs("  cheapest exact: ", f);
         xf_name(f, b);
@@ -428,20 +428,24 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
             xf_name(f, &it[i]);
             first = false;
         }
-        fputs("\n  its extra FLOPs by the formulas at B = 1 and N = ", f);
-        for (int k = 0; k < CIC_DIT_TABLE_N; k++)
-            fprintf(f, "%s%d", k ? " / " : "", CIC_DIT_TABLE_TOKENS[k]);
-        fputs(": ", f);
-        for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
-            double p = cic_flops_dit_extra_pct(m, &s, CIC_DIT_TABLE_TOKENS[k]);
-            fputs(k ? " / " : "", f);
-            if (isnan(p))
-                fputs("n/a", f);
-            else
-                fprintf(f, "%+.2f%%", p);
-        }
         fputc('\n', f);
-        lines += 2;
+        lines++;
+        if (r->has_dit_flops && xi < t->n_xf) {
+            fputs("  its extra FLOPs by the formulas at B = 1 and N = ", f);
+            for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+                fprintf(f, "%s%d", k ? " / " : "", t->tokens[k]);
+            fputs(": ", f);
+            for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
+                double p = t->xf_pct[xi][k];
+                fputs(k ? " / " : "", f);
+                if (isnan(p))
+                    fputs("n/a", f);
+                else
+                    fprintf(f, "%+.2f%%", p);
+            }
+            fputc('\n', f);
+            lines++;
+        }
 
         for (int i = 0; i < n; i++) {
             sel[i] = !it[i].exact && it[i].row->flops.extra_total < fl->extra_total;
@@ -463,8 +467,10 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
         }
     }
 
-    crossover(f, m);
-    lines++;
+    if (r->has_dit_flops) {
+        crossover(f, &r->dit_flops);
+        lines++;
+    }
     if (!r->truth_certified) {
         fputs("  the truth is not certified (prec+64 max rel diff ", f);
         g3(f, r->truth_cert_diff);

@@ -10,7 +10,11 @@
  * line up. Rows with NaN or Inf outputs get a trailing "! N non-finite" note,
  * since the error columns then cover the finite entries only (metric.h).
  * Colour only when asked (callers pass isatty): green PASS, red FAIL and a
- * verdict that contradicts the expectation, yellow inconclusive. */
+ * verdict that contradicts the expectation, yellow inconclusive.
+ *
+ * Also the analytical FLOP table of a dit case (cic_report_dit_flops_table),
+ * printed after the run's summary and by `cicheck flops`, from the table the
+ * pipeline computed (flops.h). */
 #include "report.h"
 
 #include <math.h>
@@ -244,4 +248,47 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
                 C_OFF);
     else
         fprintf(f, "%s\n", r->pass ? "PASS" : "FAIL");
+}
+
+/* ---- the analytical table of a dit case ---- */
+
+static void print_nstar(FILE *f, const char *vs, double n)
+{
+    if (isnan(n))
+        fprintf(f, "  N* per-sample-fold < %-12s: n/a (no Hadamard matrix of order d)\n", vs);
+    else if (isinf(n))
+        fprintf(f, "  N* per-sample-fold < %-12s: never\n", vs);
+    else
+        fprintf(f, "  N* per-sample-fold < %-12s: %.1f (first integer N: %.0f)\n", vs, n,
+                fmax(1, ceil(n)));
+}
+
+int cic_report_dit_flops_table(FILE *f, const cic_dit_flops_table *t)
+{
+    const cic_model_cfg *m = &t->cfg;
+    fprintf(f,
+            "dit extra FLOPs vs the original block, %% (B = 1; d = %d, heads = %d, "
+            "m = %d, d_cond = %d, L = %d, d_out = %d, %s, %s)\n",
+            m->d_model, m->heads, m->d_mlp, m->d_cond, m->layers, m->d_out,
+            m->final_layer ? "final layer" : "no final layer",
+            m->causal ? "causal" : "non-causal");
+    fprintf(f, "%8s", "N");
+    for (int j = 0; j < CIC_DIT_STRATEGY_COUNT; j++)
+        fprintf(f, " %16s", t->label[j] ? t->label[j] : "?");
+    fputc('\n', f);
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
+        fprintf(f, "%8d", t->tokens[k]);
+        for (int j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
+            if (isnan(t->pct[j][k]))
+                fprintf(f, " %16s", "n/a");
+            else
+                fprintf(f, " %+15.2f%%", t->pct[j][k]);
+        }
+        fputc('\n', f);
+    }
+    /* the crossovers are against strategies 0 and 1, online-unrotate dense
+     * and fast (flops.h) */
+    print_nstar(f, t->label[0] ? t->label[0] : "?", t->nstar_dense);
+    print_nstar(f, t->label[1] ? t->label[1] : "?", t->nstar_fast);
+    return ferror(f) ? -1 : 0;
 }
