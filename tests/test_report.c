@@ -974,7 +974,9 @@ static void test_dit_table_writers(void **state)
     assert_int_equal(count_lines_with(s, "       N", " planted-label "), 1);
     assert_int_equal(count_lines_with(s, "     999", "+4321.50%"), 1);
     assert_int_equal(count_lines_with(s, "      16              n/a ", NULL), 1);
-    assert_int_equal(count_lines_with(s, "  N* per-sample-fold < online-dense: 31.3 (first integer N: 32)", NULL), 1);
+    assert_int_equal(
+        count_lines_with(s, "  N* per-sample-fold < online-dense: 31.3 (first integer N: 32)", NULL),
+        1);
     assert_int_equal(count_lines_with(s, "  N* per-sample-fold < online-fast : never", NULL), 1);
     free(s);
 

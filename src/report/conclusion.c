@@ -18,6 +18,7 @@
  * Used by the terminal output (run.c) and the Markdown summary, which
  * escapes each line. */
 #include "conclusion.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -36,18 +37,15 @@ static bool is_adaln(enum cic_xform_kind k)
            k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
 }
 
+/* Verdict and transform kind names, "?" out of range (text.h). */
 static const char *vname(int v)
 {
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
+    return CIC_NAME_OF(CIC_VERDICT_NAME, v);
 }
 
 static const char *kname(int k)
 {
-    if (k < 0 || k >= CIC_XFORM_COUNT || !CIC_XFORM_NAME[k])
-        return "?";
-    return CIC_XFORM_NAME[k];
+    return CIC_NAME_OF(CIC_XFORM_NAME, k);
 }
 
 static int name_len(const char *s)
@@ -68,7 +66,7 @@ static void g3(FILE *f, double v)
 /* "kind 'name'" */
 static void xf_name(FILE *f, const item *it)
 {
-    fprintf(f, "%s '%.*s'", kname((int)it->xs->kind), name_len(it->xs->name), it->xs->name);
+    fprintf(f, "%s '%.*s'", kname(it->xs->kind), name_len(it->xs->name), it->xs->name);
 }
 
 /* What the verdict of sample s of it must be for the case's expectation
@@ -129,7 +127,7 @@ static void list_by_kind(FILE *f, const item *it, int n, const bool *sel)
         bool first = true;
         if (!sel[i] || done[i])
             continue;
-        fprintf(f, "%s%s ", first_group ? "" : "; ", kname((int)it[i].xs->kind));
+        fprintf(f, "%s%s ", first_group ? "" : "; ", kname(it[i].xs->kind));
         for (int j = i; j < n; j++) {
             if (!sel[j] || done[j] || it[j].xs->kind != it[i].xs->kind)
                 continue;
@@ -171,7 +169,7 @@ static void partial_detail(FILE *f, const item *it)
         other = true;
     }
     fprintf(f, "%s%s overall, ce_residual ", other ? "; " : "",
-            vname((int)row->verdict));
+            vname(row->verdict));
     g3(f, row->ce_residual);
     fputc(')', f);
 }
@@ -185,9 +183,9 @@ static void unexpected_detail(FILE *f, const item *it)
 
     xf_name(f, it);
     if (row->verdict != it->xs->expect) {
-        fprintf(f, " is %s (ce_residual ", vname((int)row->verdict));
+        fprintf(f, " is %s (ce_residual ", vname(row->verdict));
         g3(f, row->ce_residual);
-        fprintf(f, ") where the case expects %s", vname((int)it->xs->expect));
+        fprintf(f, ") where the case expects %s", vname(it->xs->expect));
         sep = true;
     }
     if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
@@ -197,7 +195,7 @@ static void unexpected_detail(FILE *f, const item *it)
         if (p->sample != cal || sample_as_expected(it, s))
             continue;
         fprintf(f, "%s is %s on its calibration sample %d (ce_residual ", sep ? "," : "",
-                vname((int)p->verdict), cal);
+                vname(p->verdict), cal);
         g3(f, p->ce_residual);
         fputc(')', f);
         sep = true;
@@ -208,14 +206,14 @@ static void unexpected_detail(FILE *f, const item *it)
             k += row->per_sample[s].sample != cal && !sample_as_expected(it, s);
         if (k == 0)
             return;
-        fprintf(f, "%s is not %s on sample%s ", sep ? "," : "", vname((int)it->xs->expect),
+        fprintf(f, "%s is not %s on sample%s ", sep ? "," : "", vname(it->xs->expect),
                 k == 1 ? "" : "s");
         /* the calibration sample is listed above when it is wrong */
         for (int s = 0, first = 1; s < row->n_samples; s++) {
             const cic_sample_ce *p = &row->per_sample[s];
             if (p->sample == cal || sample_as_expected(it, s))
                 continue;
-            fprintf(f, "%s%d (%s)", first ? "" : ", ", p->sample, vname((int)p->verdict));
+            fprintf(f, "%s%d (%s)", first ? "" : ", ", p->sample, vname(p->verdict));
             first = 0;
         }
     }
@@ -224,7 +222,7 @@ static void unexpected_detail(FILE *f, const item *it)
 /* "(hadamard Q, fast, centered stream)" */
 static void xf_how(FILE *f, const cic_xform_spec *xs)
 {
-    fprintf(f, "(%s Q", (int)xs->q >= 0 && xs->q < CIC_Q_COUNT ? CIC_Q_NAME[xs->q] : "?");
+    fprintf(f, "(%s Q", CIC_NAME_OF(CIC_Q_NAME, xs->q));
     if (xs->fast)
         fputs(", fast", f);
     if (xs->kind != CIC_XFORM_BRANCH_ROTATE && (int)xs->stream >= 0 &&
@@ -388,7 +386,7 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
                 continue;
             fputs(first ? "" : "; ", f);
             xf_name(f, &it[i]);
-            fprintf(f, " (%s, ce_residual ", vname((int)it[i].row->verdict));
+            fprintf(f, " (%s, ce_residual ", vname(it[i].row->verdict));
             g3(f, it[i].row->ce_residual);
             fputc(')', f);
             first = false;

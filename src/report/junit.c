@@ -25,9 +25,10 @@
  * internal-error for 3). Every failure is a <failure>; errors= is 0 (the
  * run's own errors are failures of the "run" testcase).
  *
- * Text is escaped for XML 1.0: & < > " ' as entities; tab, newline and CR
- * as character references (kept through attribute normalisation); other
- * bytes below 0x20, invalid UTF-8 and U+FFFE/U+FFFF become '?'. Numbers in
+ * Text is escaped for XML 1.0 (cic_xml_esc, text.c): & < > " ' as
+ * entities; tab, newline and CR as character references (kept through
+ * attribute normalisation); other bytes below 0x20, invalid UTF-8 and
+ * U+FFFE/U+FFFF become '?'. Numbers in
  * names and messages are the shortest text that reads back to the same
  * double; non-finite ones are "nan", "inf", "-inf". time= attributes are
  * decimals as the schema requires: a non-finite or negative wall time is 0.
@@ -53,52 +54,6 @@ static_assert(sizeof((const char *[]){RULE_NAMES}) / sizeof(const char *) == CIC
 
 /* ---- text ---- */
 
-/* s (at most n bytes, may lack a NUL), escaped for an attribute value or
- * element content. */
-static void xml_esc(FILE *f, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-
-    if (!s)
-        return;
-    n = strnlen(s, n);
-    while (i < n) {
-        unsigned c = u[i];
-        size_t len;
-        switch (c) {
-        case '&': fputs("&amp;", f); i++; continue;
-        case '<': fputs("&lt;", f); i++; continue;
-        case '>': fputs("&gt;", f); i++; continue;
-        case '"': fputs("&quot;", f); i++; continue;
-        case '\'': fputs("&apos;", f); i++; continue;
-        case '\t': fputs("&#9;", f); i++; continue;
-        case '\n': fputs("&#10;", f); i++; continue;
-        case '\r': fputs("&#13;", f); i++; continue;
-        default: break;
-        }
-        if (c < 0x20) {
-            fputc('?', f);
-            i++;
-            continue;
-        }
-        len = cic_utf8_len(u + i, n - i);
-        if (len == 0) {
-            fputc('?', f);
-            i++;
-            continue;
-        }
-        fwrite(u + i, 1, len, f);
-        i += len;
-    }
-}
-
-static void xml_str(FILE *f, const char *s)
-{
-    if (s)
-        xml_esc(f, s, strlen(s));
-}
-
 /* A time= value: xs:decimal, never negative, never nan. */
 static void fmt_time(char *buf, size_t cap, double v)
 {
@@ -107,32 +62,18 @@ static void fmt_time(char *buf, size_t cap, double v)
     snprintf(buf, cap, "%.3f", v);
 }
 
-static const char *verdict_name(int v)
-{
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
-}
-
-static const char *rule_name(int rule)
-{
-    if (rule < 0 || rule >= CIC_RULE_COUNT || !CIC_RULE_NAME[rule])
-        return "?";
-    return CIC_RULE_NAME[rule];
-}
-
 /* classname: case, case.transform or case.transform.engine. */
 static void classname(FILE *f, const char *kase, size_t kcap, const char *xf, size_t xcap,
                       const char *eng, size_t ecap)
 {
     fputs(" classname=\"", f);
-    xml_esc(f, kase, kcap);
+    cic_xml_esc(f, kase, kcap);
     if (xf && strnlen(xf, xcap) > 0) {
         fputc('.', f);
-        xml_esc(f, xf, xcap);
+        cic_xml_esc(f, xf, xcap);
         if (eng && strnlen(eng, ecap) > 0) {
             fputc('.', f);
-            xml_esc(f, eng, ecap);
+            cic_xml_esc(f, eng, ecap);
         }
     }
     fputc('"', f);
@@ -141,11 +82,11 @@ static void classname(FILE *f, const char *kase, size_t kcap, const char *xf, si
 static void failure(FILE *f, const char *type, const char *msg, const char *detail)
 {
     fputs("      <failure message=\"", f);
-    xml_str(f, msg);
+    cic_xml_esc(f, msg, SIZE_MAX);
     fputs("\" type=\"", f);
-    xml_str(f, type);
+    cic_xml_esc(f, type, SIZE_MAX);
     fputs("\">", f);
-    xml_str(f, detail && detail[0] ? detail : msg);
+    cic_xml_esc(f, detail && detail[0] ? detail : msg, SIZE_MAX);
     fputs("</failure>\n", f);
 }
 
@@ -221,10 +162,10 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
 
     fmt_time(tm, sizeof tm, r ? r->wall_seconds : 0);
     fprintf(f, "  <testsuite name=\"");
-    xml_esc(f, kn, kcap);
+    cic_xml_esc(f, kn, kcap);
     fprintf(f, "\" id=\"%d\" package=\"cicheck\" hostname=\"", idx);
     if (r && strnlen(r->env.hostname, sizeof r->env.hostname) > 0)
-        xml_esc(f, r->env.hostname, sizeof r->env.hostname);
+        cic_xml_esc(f, r->env.hostname, sizeof r->env.hostname);
     else
         fputs("localhost", f);
     fprintf(f, "\" timestamp=\"%s\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\""
@@ -239,7 +180,7 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
 #define PROP(key, field)                                                      \
     do {                                                                      \
         fputs("      <property name=\"" key "\" value=\"", f);                \
-        xml_esc(f, field, sizeof field);                                      \
+        cic_xml_esc(f, field, sizeof field);                                      \
         fputs("\"/>\n", f);                                                   \
     } while (0)
         PROP("openblas_core", e->openblas_core);
@@ -285,7 +226,7 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
             classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
                       sizeof g->engine);
             fputs(" name=\"gate ", f);
-            xml_esc(f, g->metric, sizeof g->metric);
+            cic_xml_esc(f, g->metric, sizeof g->metric);
             fprintf(f, " &lt;= %s\" time=\"0\"", b);
             if (g->pass) {
                 fputs("/>\n", f);
@@ -306,14 +247,15 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
         /* expectations */
         for (int i = 0; r->results && i < r->n_results; i++) {
             const cic_result *x = &r->results[i];
+            const char *got = CIC_NAME_OF(CIC_VERDICT_NAME, x->verdict);
+            const char *want = CIC_NAME_OF(CIC_VERDICT_NAME, x->expect);
             char msg[256], det[512], lo[64], hi[64];
             if (!x->has_verdict)
                 continue;
             fputs("    <testcase", f);
             classname(f, kn, kcap, x->transform, sizeof x->transform, x->engine,
                       sizeof x->engine);
-            fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"",
-                    verdict_name(x->verdict), verdict_name(x->expect));
+            fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"", got, want);
             if (x->verdict == x->expect) {
                 fputs("/>\n", f);
                 continue;
@@ -322,12 +264,11 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
             cic_fmt_num(a, sizeof a, x->ce_residual);
             cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
             cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
-            snprintf(msg, sizeof msg, "verdict %s, expected %s", verdict_name(x->verdict),
-                     verdict_name(x->expect));
+            snprintf(msg, sizeof msg, "verdict %s, expected %s", got, want);
             snprintf(det, sizeof det,
                      "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
                      "above %s)",
-                     verdict_name(x->verdict), verdict_name(x->expect), a, lo, hi);
+                     got, want, a, lo, hi);
             failure(f, "verdict", msg, det);
             fputs("    </testcase>\n", f);
         }
@@ -340,10 +281,10 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
             fputs("    <testcase", f);
             classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
                       sizeof g->engine);
-            fprintf(f, " name=\"baseline %s", rule_name((int)g->rule));
+            fprintf(f, " name=\"baseline %s", CIC_NAME_OF(CIC_RULE_NAME, g->rule));
             if (ml) {
                 fputc(' ', f);
-                xml_esc(f, g->metric, sizeof g->metric);
+                cic_xml_esc(f, g->metric, sizeof g->metric);
             }
             fputs("\" time=\"0\"", f);
             if (g->pass) {

@@ -16,6 +16,7 @@
  * printed after the run's summary and by `cicheck flops`, from the table the
  * pipeline computed (flops.h). */
 #include "report.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -42,13 +43,6 @@ static void fmt_ulp(char *buf, size_t cap, double v)
         snprintf(buf, cap, "%.1f", v);
     else
         fmt_g(buf, cap, v);
-}
-
-static const char *vname(int v)
-{
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
 }
 
 /* One padded cell, coloured when col is not NULL; the padding is inside the
@@ -125,8 +119,8 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
                 else if (x->verdict != x->expect)
                     vcol = C_RED;
             }
-            cell(f, 12, vname((int)x->expect), NULL);
-            cell(f, 12, vname((int)x->verdict), vcol);
+            cell(f, 12, CIC_NAME_OF(CIC_VERDICT_NAME, x->expect), NULL);
+            cell(f, 12, CIC_NAME_OF(CIC_VERDICT_NAME, x->verdict), vcol);
             fmt_g(b, sizeof b, x->ce_residual);
             cell_r(f, W_NUM, b);
         } else {
@@ -210,7 +204,7 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
                 for (int k = 0; k < x->n_samples; k++) {
                     fmt_g(b, sizeof b, x->per_sample[k].ce_residual);
                     fprintf(f, " %d %s (%s)%s", x->per_sample[k].sample,
-                            vname((int)x->per_sample[k].verdict), b,
+                            CIC_NAME_OF(CIC_VERDICT_NAME, x->per_sample[k].verdict), b,
                             k + 1 < x->n_samples ? "," : "");
                 }
                 fputc('\n', f);
