@@ -358,16 +358,16 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
         c.ntr++;
     }
     /* f32-openblas when the run has it, else the fixed-order engine */
-    c.engine = "f32-fixed-order";
+    c.engine = CIC_PLOT_F32_FIXED;
     {
         json_t *r;
         json_array_foreach(json_object_get(c.first, "results"), i, r) {
-            if (cic_plot_streq(cic_plot_jstr(r, "engine"), "f32-openblas"))
-                c.engine = "f32-openblas";
+            if (cic_plot_streq(cic_plot_jstr(r, "engine"), CIC_PLOT_F32_BLAS))
+                c.engine = CIC_PLOT_F32_BLAS;
         }
         json_array_foreach(c.aggregate, i, r) {
-            if (cic_plot_streq(cic_plot_jstr(r, "engine"), "f32-openblas"))
-                c.engine = "f32-openblas";
+            if (cic_plot_streq(cic_plot_jstr(r, "engine"), CIC_PLOT_F32_BLAS))
+                c.engine = CIC_PLOT_F32_BLAS;
         }
     }
 

@@ -11,6 +11,7 @@
  * The f32 engine plotted is f32-openblas when the run has it, else
  * f32-fixed-order (chosen in plot.c). */
 #include "plot_int.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -265,29 +266,28 @@ int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d)
 
 /* ---- extra FLOPs against tokens per sample ---- */
 
-/* The analytical adaLN strategies (flops_analytical.extra_pct keys). */
-#define NSTRAT 6
-static const char *const STRAT[NSTRAT] = {
-    "online-dense", "online-fast", "per-sample-fold", "branch-dense", "branch-fast",
-    "static-fold",
-};
+/* The analytical adaLN strategies: CIC_DIT_STRATEGIES (flops.h), whose
+ * labels are the keys of flops_analytical.extra_pct. */
+#define NSTRAT CIC_DIT_STRATEGY_COUNT
+#define STRAT(s) (CIC_DIT_STRATEGIES[(s)].label)
 /* dash types of the strategies that no transform of the run measures */
 static const int STRAT_DT[NSTRAT] = {2, 4, 5, 2, 4, 5};
 
-/* The strategy a transform measures, or -1. */
+/* The strategy a transform measures (its kind and, for a kind with a fast
+ * variant, whether it is fast), or -1. */
 static int strategy_of(const cic_plot_ctx *c, int i)
 {
-    const char *k = c->kind[i];
-    bool fast = c->fast[i];
-    if (cic_plot_streq(k, "online-unrotate"))
-        return fast ? 1 : 0;
-    if (cic_plot_streq(k, "per-sample-fold"))
-        return 2;
-    if (cic_plot_streq(k, "branch-rotate"))
-        return fast ? 4 : 3;
-    if (cic_plot_streq(k, "static-fold"))
-        return 5;
-    return -1;
+    int any = -1;
+    for (int s = 0; s < NSTRAT; s++) {
+        const cic_dit_strategy *t = &CIC_DIT_STRATEGIES[s];
+        if (!cic_plot_streq(c->kind[i], CIC_NAME_OF(CIC_XFORM_NAME, t->kind)))
+            continue;
+        if (t->fast == c->fast[i])
+            return s;
+        if (any < 0)
+            any = s;
+    }
+    return any;
 }
 
 /* Symmetric log axis for percentages: linear within +-SYMLOG_C, log
@@ -351,11 +351,11 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
           "# columns: tokens[per sample]",
           f);
     for (int s = 0; s < NSTRAT; s++) {
-        json_t *a = json_object_get(pct, STRAT[s]);
+        json_t *a = json_object_get(pct, STRAT(s));
         scol[s] = json_is_array(a) ? 2 + nstrat++ : 0;
         line_tr[s] = -1;
         if (scol[s])
-            fprintf(f, "  %s[%%]", STRAT[s]);
+            fprintf(f, "  %s[%%]", STRAT(s));
     }
     fputs("\n# transform: analytical\n", f);
     for (size_t i = 0; i < json_array_size(tok); i++) {
@@ -368,7 +368,7 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         for (int s = 0; s < NSTRAT; s++) {
             if (!scol[s])
                 continue;
-            double v = cic_plot_jnum(json_array_get(json_object_get(pct, STRAT[s]), i));
+            double v = cic_plot_jnum(json_array_get(json_object_get(pct, STRAT(s)), i));
             cic_plot_dat_num(f, v);
             if (isfinite(v)) {
                 umin = fmin(umin, symlog(v));
@@ -386,9 +386,9 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         if (strategy_of(c, i) < 0)
             continue;
         if (swept) {
-            n = cic_plot_agg_rows(c, c->tr[i], "mpfr", "tokens", "extra_pct", NULL, rows);
+            n = cic_plot_agg_rows(c, c->tr[i], CIC_PLOT_MPFR, "tokens", "extra_pct", NULL, rows);
         } else {
-            json_t *r = cic_plot_first_row(c, c->tr[i], "mpfr");
+            json_t *r = cic_plot_first_row(c, c->tr[i], CIC_PLOT_MPFR);
             double v = cic_plot_jget(r, "flops", "extra_pct", NULL);
             if (isfinite(v) && n_first > 0) {
                 rows[0].x = n_first;
@@ -412,7 +412,7 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         }
         fputs("# transform: ", f);
         cic_plot_dat_name(f, c->tr[i]);
-        fprintf(f, " (%s)\n", STRAT[strategy_of(c, i)]);
+        fprintf(f, " (%s)\n", STRAT(strategy_of(c, i)));
         for (int r = 0; r < n; r++) {
             fprintf(f, "%.17g", rows[r].x);
             for (int j = 0; j < 3; j++) {
@@ -449,11 +449,11 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         if (!scol[s] && line_tr[s] < 0)
             continue;
         int i = line_tr[s];
-        if (i < 0 || cic_plot_streq(c->tr[i], STRAT[s]))
-            snprintf(labels[nkey], sizeof labels[nkey], "%s", STRAT[s]);
+        if (i < 0 || cic_plot_streq(c->tr[i], STRAT(s)))
+            snprintf(labels[nkey], sizeof labels[nkey], "%s", STRAT(s));
         else
-            snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT[s], c->tr[i]);
-        brief[nkey] = i < 0 ? STRAT[s] : c->tr[i];
+            snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT(s), c->tr[i]);
+        brief[nkey] = i < 0 ? STRAT(s) : c->tr[i];
         lstyle[nkey] = i < 0 ? 80 + s : cic_plot_style(1 + i);
         lpoints[nkey] = i >= 0;
         nkey++;
@@ -462,7 +462,7 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         int i = mtr[m], s = strategy_of(c, i);
         if (line_tr[s] == i)
             continue;
-        snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT[s], c->tr[i]);
+        snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT(s), c->tr[i]);
         brief[nkey] = c->tr[i];
         lstyle[nkey] = cic_plot_style(1 + i);
         lpoints[nkey] = true;

@@ -320,7 +320,7 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d)
           "ce_residual_max[-]\n",
           f);
     for (int i = 0; i < c->ntr; i++) {
-        int n = cic_plot_agg_rows(c, c->tr[i], "mpfr", "mpfr_prec", "ce_residual", NULL, rows);
+        int n = cic_plot_agg_rows(c, c->tr[i], CIC_PLOT_MPFR, "mpfr_prec", "ce_residual", NULL, rows);
         if (n == 0)
             continue;
         if (nblocks)
@@ -373,7 +373,7 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d)
         FILE *g = fg.body[s].f;
         int krows = cic_plot_key_rows(sz, nblocks + 1, maxlen, ktitle != NULL);
         cic_plot_gp_begin(g, c);
-        int tl = cic_plot_gp_title(g, c, sz, "mpfr", false);
+        int tl = cic_plot_gp_title(g, c, sz, CIC_PLOT_MPFR, false);
         fg.height_in[s] = cic_plot_gp_panel(g, sz, 0, 1, tl, krows);
         fputs("set logscale y\n", g);
         cic_plot_gp_decades(g, 'y', klo, khi, 8);
