@@ -138,31 +138,45 @@ static counts count_case(const cic_report *r)
 
 /* ---- one case ---- */
 
-static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
+/* The case's name in the suite and the classnames: its own, "case N" when
+ * there is none. Not to be copied (s may point into buf). */
+typedef struct {
+    char buf[CIC_NAME_MAX + 32];
+    const char *s;
+    size_t cap;
+} case_label;
+
+static void case_label_init(case_label *k, int idx, const cic_report *r)
+{
+    if (can_run(r) && strnlen(r->kase->name, sizeof r->kase->name) > 0) {
+        k->s = r->kase->name;
+        k->cap = sizeof r->kase->name;
+        return;
+    }
+    snprintf(k->buf, sizeof k->buf, "case %d", idx + 1);
+    k->s = k->buf;
+    k->cap = sizeof k->buf;
+}
+
+/* "    <testcase classname=..." up to the name attribute. */
+static void testcase_open(FILE *f, const case_label *k, const char *xf, size_t xcap,
+                          const char *eng, size_t ecap)
+{
+    fputs("    <testcase", f);
+    classname(f, k->s, k->cap, xf, xcap, eng, ecap);
+}
+
+/* <testsuite ...> with its counts, then the properties: the versions and
+ * fingerprints a failure is read against. */
+static void suite_open(FILE *f, int idx, const cic_report *r, const case_label *k,
                        const char *stamp)
 {
-    char kname[CIC_NAME_MAX + 32], a[64], b[64], tm[64];
-    const char *kn;
-    size_t kcap;
     counts c = count_case(r);
-
-    if (can_run(r)) {
-        kn = r->kase->name;
-        kcap = sizeof r->kase->name;
-        if (strnlen(kn, kcap) == 0) {
-            snprintf(kname, sizeof kname, "case %d", idx + 1);
-            kn = kname;
-            kcap = sizeof kname;
-        }
-    } else {
-        snprintf(kname, sizeof kname, "case %d", idx + 1);
-        kn = kname;
-        kcap = sizeof kname;
-    }
+    char tm[64];
 
     fmt_time(tm, sizeof tm, r ? r->wall_seconds : 0);
     fprintf(f, "  <testsuite name=\"");
-    cic_xml_esc(f, kn, kcap);
+    cic_xml_esc(f, k->s, k->cap);
     fprintf(f, "\" id=\"%d\" package=\"cicheck\" hostname=\"", idx);
     if (r && strnlen(r->env.hostname, sizeof r->env.hostname) > 0)
         cic_xml_esc(f, r->env.hostname, sizeof r->env.hostname);
@@ -172,7 +186,6 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
                " time=\"%s\">\n",
             stamp, c.tests, c.failures, tm);
 
-    /* properties */
     fputs("    <properties>\n", f);
     fprintf(f, "      <property name=\"cicheck_version\" value=\"%s\"/>\n", CIC_VERSION);
     if (r) {
@@ -180,7 +193,7 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
 #define PROP(key, field)                                                      \
     do {                                                                      \
         fputs("      <property name=\"" key "\" value=\"", f);                \
-        cic_xml_esc(f, field, sizeof field);                                      \
+        cic_xml_esc(f, field, sizeof field);                                  \
         fputs("\"/>\n", f);                                                   \
     } while (0)
         PROP("openblas_core", e->openblas_core);
@@ -200,128 +213,137 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
         fprintf(f, "      <property name=\"exit_code\" value=\"%d\"/>\n", r->exit_code);
     }
     fputs("    </properties>\n", f);
+}
 
-    /* the run itself, when it failed */
-    if (run_failed(r)) {
-        const char *type = "error";
-        if (r && r->exit_code == CIC_EINPUT)
-            type = "input-error";
-        else if (r && r->exit_code == CIC_EINTERNAL)
-            type = "internal-error";
-        fputs("    <testcase", f);
-        classname(f, kn, kcap, NULL, 0, NULL, 0);
-        fputs(" name=\"run\" time=\"0\">\n", f);
-        failure(f, type, err && err[0] ? err : "the case could not run", NULL);
-        fputs("    </testcase>\n", f);
+/* The run itself, when it failed: input-error (exit 2), internal-error (3). */
+static void run_testcase(FILE *f, const cic_report *r, const case_label *k, const char *err)
+{
+    const char *type = "error";
+    if (r && r->exit_code == CIC_EINPUT)
+        type = "input-error";
+    else if (r && r->exit_code == CIC_EINTERNAL)
+        type = "internal-error";
+    testcase_open(f, k, NULL, 0, NULL, 0);
+    fputs(" name=\"run\" time=\"0\">\n", f);
+    failure(f, type, err && err[0] ? err : "the case could not run", NULL);
+    fputs("    </testcase>\n", f);
+}
+
+/* "gate METRIC <= LIMIT"; a failure names the case line. */
+static void gate_testcase(FILE *f, const cic_report *r, const case_label *k,
+                          const cic_gate_result *g)
+{
+    char a[64], b[64], msg[512], det[1024];
+    cic_fmt_num(a, sizeof a, g->value);
+    cic_fmt_num(b, sizeof b, g->limit);
+    testcase_open(f, k, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+    fputs(" name=\"gate ", f);
+    cic_xml_esc(f, g->metric, sizeof g->metric);
+    fprintf(f, " &lt;= %s\" time=\"0\"", b);
+    if (g->pass) {
+        fputs("/>\n", f);
+        return;
     }
+    fputs(">\n", f);
+    snprintf(msg, sizeof msg, "%.*s = %s, limit %s",
+             (int)strnlen(g->metric, sizeof g->metric), g->metric, a, b);
+    snprintf(det, sizeof det, "%.*s:%d: gate %.*s <= %s on %.*s / %.*s: value %s",
+             (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path, g->line,
+             (int)strnlen(g->metric, sizeof g->metric), g->metric, b,
+             (int)strnlen(g->transform, sizeof g->transform), g->transform,
+             (int)strnlen(g->engine, sizeof g->engine), g->engine, a);
+    failure(f, "gate", msg, det);
+    fputs("    </testcase>\n", f);
+}
 
+/* "verdict V (expected E)" of a row with a verdict; a failure gives the
+ * ce_residual against the thresholds. */
+static void verdict_testcase(FILE *f, const case_label *k, const cic_result *x)
+{
+    const char *got = CIC_NAME_OF(CIC_VERDICT_NAME, x->verdict);
+    const char *want = CIC_NAME_OF(CIC_VERDICT_NAME, x->expect);
+    char a[64], msg[256], det[512], lo[64], hi[64];
+    testcase_open(f, k, x->transform, sizeof x->transform, x->engine, sizeof x->engine);
+    fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"", got, want);
+    if (x->verdict == x->expect) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    cic_fmt_num(a, sizeof a, x->ce_residual);
+    cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
+    cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
+    snprintf(msg, sizeof msg, "verdict %s, expected %s", got, want);
+    snprintf(det, sizeof det,
+             "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
+             "above %s)",
+             got, want, a, lo, hi);
+    failure(f, "verdict", msg, det);
+    fputs("    </testcase>\n", f);
+}
+
+/* "baseline RULE [METRIC]"; a failure gives old, new and the limit. */
+static void baseline_testcase(FILE *f, const case_label *k, const cic_regress_result *g)
+{
+    size_t ml = strnlen(g->metric, sizeof g->metric), ll = strnlen(g->limit, sizeof g->limit);
+    char msg[400];
+    testcase_open(f, k, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+    fprintf(f, " name=\"baseline %s", CIC_NAME_OF(CIC_RULE_NAME, g->rule));
+    if (ml) {
+        fputc(' ', f);
+        cic_xml_esc(f, g->metric, sizeof g->metric);
+    }
+    fputs("\" time=\"0\"", f);
+    if (g->pass) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    snprintf(msg, sizeof msg, "old %.*s, new %.*s, limit %.*s",
+             (int)strnlen(g->old_value, sizeof g->old_value), g->old_value,
+             (int)strnlen(g->new_value, sizeof g->new_value), g->new_value,
+             ll ? (int)ll : (int)strlen("equal to old"), ll ? g->limit : "equal to old");
+    failure(f, "regression", msg, NULL);
+    fputs("    </testcase>\n", f);
+}
+
+/* "truth certified": the prec+64 recomputation agreed. */
+static void truth_testcase(FILE *f, const cic_report *r, const case_label *k)
+{
+    char a[64], msg[256];
+    testcase_open(f, k, NULL, 0, NULL, 0);
+    fputs(" name=\"truth certified\" time=\"0\"", f);
+    if (r->truth_certified) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    cic_fmt_num(a, sizeof a, r->truth_cert_diff);
+    snprintf(msg, sizeof msg,
+             "the MPFR truth recomputed at prec+64 differs: max relative difference %s", a);
+    failure(f, "truth", msg, NULL);
+    fputs("    </testcase>\n", f);
+}
+
+static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
+                       const char *stamp)
+{
+    case_label k;
+
+    case_label_init(&k, idx, r);
+    suite_open(f, idx, r, &k, stamp);
+    if (run_failed(r))
+        run_testcase(f, r, &k, err);
     if (can_run(r)) {
-        /* gates */
-        for (int i = 0; r->gates && i < r->n_gates; i++) {
-            const cic_gate_result *g = &r->gates[i];
-            char msg[512], det[1024];
-            cic_fmt_num(a, sizeof a, g->value);
-            cic_fmt_num(b, sizeof b, g->limit);
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
-                      sizeof g->engine);
-            fputs(" name=\"gate ", f);
-            cic_xml_esc(f, g->metric, sizeof g->metric);
-            fprintf(f, " &lt;= %s\" time=\"0\"", b);
-            if (g->pass) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            snprintf(msg, sizeof msg, "%.*s = %s, limit %s",
-                     (int)strnlen(g->metric, sizeof g->metric), g->metric, a, b);
-            snprintf(det, sizeof det, "%.*s:%d: gate %.*s <= %s on %.*s / %.*s: value %s",
-                     (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path,
-                     g->line, (int)strnlen(g->metric, sizeof g->metric), g->metric, b,
-                     (int)strnlen(g->transform, sizeof g->transform), g->transform,
-                     (int)strnlen(g->engine, sizeof g->engine), g->engine, a);
-            failure(f, "gate", msg, det);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* expectations */
-        for (int i = 0; r->results && i < r->n_results; i++) {
-            const cic_result *x = &r->results[i];
-            const char *got = CIC_NAME_OF(CIC_VERDICT_NAME, x->verdict);
-            const char *want = CIC_NAME_OF(CIC_VERDICT_NAME, x->expect);
-            char msg[256], det[512], lo[64], hi[64];
-            if (!x->has_verdict)
-                continue;
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, x->transform, sizeof x->transform, x->engine,
-                      sizeof x->engine);
-            fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"", got, want);
-            if (x->verdict == x->expect) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            cic_fmt_num(a, sizeof a, x->ce_residual);
-            cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
-            cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
-            snprintf(msg, sizeof msg, "verdict %s, expected %s", got, want);
-            snprintf(det, sizeof det,
-                     "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
-                     "above %s)",
-                     got, want, a, lo, hi);
-            failure(f, "verdict", msg, det);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* baseline rules */
-        for (int i = 0; r->regress && i < r->n_regress; i++) {
-            const cic_regress_result *g = &r->regress[i];
-            char msg[400];
-            size_t ml = strnlen(g->metric, sizeof g->metric);
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
-                      sizeof g->engine);
-            fprintf(f, " name=\"baseline %s", CIC_NAME_OF(CIC_RULE_NAME, g->rule));
-            if (ml) {
-                fputc(' ', f);
-                cic_xml_esc(f, g->metric, sizeof g->metric);
-            }
-            fputs("\" time=\"0\"", f);
-            if (g->pass) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            {
-                size_t ll = strnlen(g->limit, sizeof g->limit);
-                snprintf(msg, sizeof msg, "old %.*s, new %.*s, limit %.*s",
-                         (int)strnlen(g->old_value, sizeof g->old_value), g->old_value,
-                         (int)strnlen(g->new_value, sizeof g->new_value), g->new_value,
-                         ll ? (int)ll : (int)strlen("equal to old"),
-                         ll ? g->limit : "equal to old");
-            }
-            failure(f, "regression", msg, NULL);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* truth certification */
-        fputs("    <testcase", f);
-        classname(f, kn, kcap, NULL, 0, NULL, 0);
-        fputs(" name=\"truth certified\" time=\"0\"", f);
-        if (r->truth_certified) {
-            fputs("/>\n", f);
-        } else {
-            char msg[256];
-            fputs(">\n", f);
-            cic_fmt_num(a, sizeof a, r->truth_cert_diff);
-            snprintf(msg, sizeof msg,
-                     "the MPFR truth recomputed at prec+64 differs: max relative difference %s",
-                     a);
-            failure(f, "truth", msg, NULL);
-            fputs("    </testcase>\n", f);
-        }
+        for (int i = 0; r->gates && i < r->n_gates; i++)
+            gate_testcase(f, r, &k, &r->gates[i]);
+        for (int i = 0; r->results && i < r->n_results; i++)
+            if (r->results[i].has_verdict)
+                verdict_testcase(f, &k, &r->results[i]);
+        for (int i = 0; r->regress && i < r->n_regress; i++)
+            baseline_testcase(f, &k, &r->regress[i]);
+        truth_testcase(f, r, &k);
     }
-
     fputs("    <system-out/>\n    <system-err/>\n  </testsuite>\n", f);
 }
 
