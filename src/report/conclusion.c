@@ -272,34 +272,37 @@ static void crossover(FILE *f, const cic_dit_flops_table *t)
         fputc('\n', f);
 }
 
-int cic_report_conclusion(FILE *f, const cic_report *r)
-{
+/* The adaLN transforms of a report that have a verdict row, and what the
+ * conclusion counts of them. */
+typedef struct {
     item it[CIC_MAX_XFORMS];
-    bool sel[CIC_MAX_XFORMS];
-    int n = 0, n_exact = 0, n_part = 0, n_none = 0, n_unexp = 0, n_cheaper = 0, best = -1;
-    int lines = 0, n_judged;
-    const cic_model_cfg *m;
-    const item *b;
-    bool sf_exact = false;
+    int n, n_exact, n_part, n_none, n_unexp;
+    const item *best; /* the cheapest exact one, NULL when none is exact */
+    bool sf_exact;    /* a static-fold is exact on every sample */
+} summary;
 
-    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
-        return 0;
-    m = &r->kase->model;
+/* The verdict row of transform xs: a row with a verdict and no f32 metrics. */
+static const cic_result *verdict_row(const cic_report *r, const cic_xform_spec *xs)
+{
+    for (int k = 0; k < r->n_results; k++) {
+        const cic_result *x = &r->results[k];
+        if (x->has_verdict && !x->has_metrics && !strncmp(x->transform, xs->name, CIC_NAME_MAX))
+            return x;
+    }
+    return NULL;
+}
+
+static void gather(summary *sm, const cic_report *r)
+{
+    int best = -1;
+    memset(sm, 0, sizeof *sm);
     for (int i = 0; i < r->kase->n_xf && i < CIC_MAX_XFORMS; i++) {
         const cic_xform_spec *xs = &r->kase->xf[i];
-        const cic_result *row = NULL;
+        const cic_result *row;
         item *t;
-        if (!is_adaln(xs->kind))
+        if (!is_adaln(xs->kind) || !(row = verdict_row(r, xs)))
             continue;
-        for (int k = 0; k < r->n_results && !row; k++) {
-            const cic_result *x = &r->results[k];
-            if (x->has_verdict && !x->has_metrics &&
-                !strncmp(x->transform, xs->name, CIC_NAME_MAX))
-                row = x;
-        }
-        if (!row)
-            continue;
-        t = &it[n++];
+        t = &sm->it[sm->n++];
         t->xs = xs;
         t->row = row;
         t->n_eq = count_verdict(row, CIC_VERDICT_EQUIVALENT);
@@ -307,164 +310,225 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
         t->unexpected = row->verdict != xs->expect;
         for (int s = 0; s < row->n_samples; s++)
             t->unexpected = t->unexpected || !sample_as_expected(t, s);
-        n_exact += t->exact;
-        n_part += !t->exact && t->n_eq > 0;
-        n_none += !t->exact && t->n_eq == 0;
-        n_unexp += t->unexpected;
-        sf_exact = sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
-        if (t->exact && (best < 0 || row->flops.extra_total < it[best].row->flops.extra_total))
-            best = n - 1;
+        sm->n_exact += t->exact;
+        sm->n_part += !t->exact && t->n_eq > 0;
+        sm->n_none += !t->exact && t->n_eq == 0;
+        sm->n_unexp += t->unexpected;
+        sm->sf_exact = sm->sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
+        if (t->exact &&
+            (best < 0 || row->flops.extra_total < sm->it[best].row->flops.extra_total))
+            best = sm->n - 1;
     }
-    if (n == 0)
-        return 0;
-    b = best >= 0 ? &it[best] : NULL;
-    n_judged = it[0].row->n_samples;
+    sm->best = best >= 0 ? &sm->it[best] : NULL;
+}
 
-    /* the answer */
+/* "Conclusion: ... Yes / No ..." */
+static void answer_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const item *b = sm->best;
+    double e;
     fputs("Conclusion: can this adaLN block be rotated exactly at no extra cost? ", f);
-    if (!b && n == 1)
+    if (!b && sm->n == 1) {
         fputs("No: the one strategy is not exact on every sample.\n", f);
-    else if (!b)
-        fprintf(f, "No: none of the %d strategies is exact on every sample.\n", n);
-    else {
-        double e = b->row->flops.extra_total;
-        if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
-            fputs("Yes on this case's single sample: ", f);
-        else
-            fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
-        fprintf(f, "%d of %d strateg%s %s exact on every sample, and %s ", n_exact, n,
-                n == 1 ? "y" : "ies", n_exact == 1 ? "is" : "are",
-                n_exact == 1 ? "it" : "the cheapest of them");
-        if (e > 0)
-            fprintf(f, "adds %+.2f%% FLOPs at this size.\n", b->row->flops.extra_pct);
-        else if (e == 0)
-            fputs("adds no FLOPs at this size.\n", f);
-        else
-            fprintf(f, "needs %.2f%% fewer FLOPs at this size.\n", -b->row->flops.extra_pct);
+        return;
     }
-    lines++;
+    if (!b) {
+        fprintf(f, "No: none of the %d strategies is exact on every sample.\n", sm->n);
+        return;
+    }
+    e = b->row->flops.extra_total;
+    if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
+        fputs("Yes on this case's single sample: ", f);
+    else
+        fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
+    fprintf(f, "%d of %d strateg%s %s exact on every sample, and %s ", sm->n_exact, sm->n,
+            sm->n == 1 ? "y" : "ies", sm->n_exact == 1 ? "is" : "are",
+            sm->n_exact == 1 ? "it" : "the cheapest of them");
+    if (e > 0)
+        fprintf(f, "adds %+.2f%% FLOPs at this size.\n", b->row->flops.extra_pct);
+    else if (e == 0)
+        fputs("adds no FLOPs at this size.\n", f);
+    else
+        fprintf(f, "needs %.2f%% fewer FLOPs at this size.\n", -b->row->flops.extra_pct);
+}
 
-    /* exact everywhere */
-    for (int i = 0; i < n; i++)
-        sel[i] = it[i].exact;
+/* "  exact on every sample (verdict equivalent in ENGINE, B = ...): ..." */
+static void exact_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const cic_result *row0 = sm->it[0].row;
+    bool sel[CIC_MAX_XFORMS];
+    for (int i = 0; i < sm->n; i++)
+        sel[i] = sm->it[i].exact;
     fprintf(f, "  %s on every sample (verdict %s in %.*s, B = %d",
-            n_exact == n ? "every strategy is exact" : "exact", vname(CIC_VERDICT_EQUIVALENT),
-            (int)strnlen(it[0].row->engine, sizeof it[0].row->engine), it[0].row->engine,
-            m->samples);
-    if (n_judged < m->samples)
-        fprintf(f, ", per-sample verdicts of the first %d", n_judged);
+            sm->n_exact == sm->n ? "every strategy is exact" : "exact",
+            vname(CIC_VERDICT_EQUIVALENT), (int)strnlen(row0->engine, sizeof row0->engine),
+            row0->engine, m->samples);
+    if (row0->n_samples < m->samples)
+        fprintf(f, ", per-sample verdicts of the first %d", row0->n_samples);
     fputs("): ", f);
-    if (n_exact)
-        list_by_kind(f, it, n, sel);
+    if (sm->n_exact)
+        list_by_kind(f, sm->it, sm->n, sel);
     else
         fputs("none", f);
-    if (sf_exact && m->samples == 1)
+    if (sm->sf_exact && m->samples == 1)
         fprintf(f, " (%s: the calibration sample is the only sample)",
                 kname(CIC_XFORM_STATIC_FOLD));
     fputc('\n', f);
-    lines++;
+}
 
-    if (n_part) {
-        bool first = true;
-        fputs("  exact on some samples only: ", f);
-        for (int i = 0; i < n; i++) {
-            if (it[i].exact || it[i].n_eq == 0)
-                continue;
-            if (!first)
-                fputs("; ", f);
-            partial_detail(f, &it[i]);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
+/* "  exact on some samples only: ..." (0 lines when there is none). */
+static int partial_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_part)
+        return 0;
+    fputs("  exact on some samples only: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        if (sm->it[i].exact || sm->it[i].n_eq == 0)
+            continue;
+        if (!first)
+            fputs("; ", f);
+        partial_detail(f, &sm->it[i]);
+        first = false;
     }
-    if (n_none) {
-        bool first = true;
-        fputs("  exact on no sample: ", f);
-        for (int i = 0; i < n; i++) {
-            if (it[i].exact || it[i].n_eq > 0)
-                continue;
-            fputs(first ? "" : "; ", f);
-            xf_name(f, &it[i]);
-            fprintf(f, " (%s, ce_residual ", vname(it[i].row->verdict));
-            g3(f, it[i].row->ce_residual);
-            fputc(')', f);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
-    }
-    if (n_unexp) {
-        bool first = true;
-        fputs("  unexpected: ", f);
-        for (int i = 0; i < n; i++) {
-            if (!it[i].unexpected)
-                continue;
-            fputs(first ? "" : "; ", f);
-            unexpected_detail(f, &it[i]);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
-    }
+    fputc('\n', f);
+    return 1;
+}
 
-    if (b) {
-        const cic_flops *fl = &b->row->flops;
-        const cic_dit_flops_table *t = &r->dit_flops;
-        int xi = (int)(b->xs - r->kase->xf); /* its row of the analytical table */
-        bool first = true;
-        fputs("  cheapest exact: ", f);
-        xf_name(f, b);
-        fputc(' ', f);
-        xf_how(f, b->xs);
-        fprintf(f, ": %+.2f%% FLOPs, %+.1f per token at this size (d = %d, N = %d, B = %d, L = %d)",
-                fl->extra_pct, fl->extra_per_token, m->d_model, m->tokens, m->samples, m->layers);
-        for (int i = 0; i < n; i++) {
-            if (&it[i] == b || !it[i].exact || it[i].row->flops.extra_total != fl->extra_total)
-                continue;
-            fprintf(f, first ? "; as cheap: " : ", ");
-            xf_name(f, &it[i]);
-            first = false;
-        }
-        fputc('\n', f);
+/* "  exact on no sample: ..." */
+static int none_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_none)
+        return 0;
+    fputs("  exact on no sample: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t->exact || t->n_eq > 0)
+            continue;
+        fputs(first ? "" : "; ", f);
+        xf_name(f, t);
+        fprintf(f, " (%s, ce_residual ", vname(t->row->verdict));
+        g3(f, t->row->ce_residual);
+        fputc(')', f);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
+
+/* "  unexpected: ..." */
+static int unexpected_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_unexp)
+        return 0;
+    fputs("  unexpected: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        if (!sm->it[i].unexpected)
+            continue;
+        fputs(first ? "" : "; ", f);
+        unexpected_detail(f, &sm->it[i]);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
+
+/* "  cheapest exact: ..." with its counted figures and the exact ones as
+ * cheap. */
+static void cheapest_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const item *b = sm->best;
+    const cic_flops *fl = &b->row->flops;
+    bool first = true;
+    fputs("  cheapest exact: ", f);
+    xf_name(f, b);
+    fputc(' ', f);
+    xf_how(f, b->xs);
+    fprintf(f, ": %+.2f%% FLOPs, %+.1f per token at this size (d = %d, N = %d, B = %d, L = %d)",
+            fl->extra_pct, fl->extra_per_token, m->d_model, m->tokens, m->samples, m->layers);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t == b || !t->exact || t->row->flops.extra_total != fl->extra_total)
+            continue;
+        fprintf(f, first ? "; as cheap: " : ", ");
+        xf_name(f, t);
+        first = false;
+    }
+    fputc('\n', f);
+}
+
+/* "  its extra FLOPs by the formulas at B = 1 and N = ...": the row of
+ * transform xi of the analytical table. */
+static void formula_line(FILE *f, const cic_dit_flops_table *t, int xi)
+{
+    fputs("  its extra FLOPs by the formulas at B = 1 and N = ", f);
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+        fprintf(f, "%s%d", k ? " / " : "", t->tokens[k]);
+    fputs(": ", f);
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
+        double p = t->xf_pct[xi][k];
+        fputs(k ? " / " : "", f);
+        if (isnan(p))
+            fputs("n/a", f);
+        else
+            fprintf(f, "%+.2f%%", p);
+    }
+    fputc('\n', f);
+}
+
+/* "  cheaper but not exact: ..." */
+static int cheaper_line(FILE *f, const summary *sm)
+{
+    double best = sm->best->row->flops.extra_total;
+    bool first = true;
+    int n = 0;
+    for (int i = 0; i < sm->n; i++)
+        n += !sm->it[i].exact && sm->it[i].row->flops.extra_total < best;
+    if (!n)
+        return 0;
+    fputs("  cheaper but not exact: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t->exact || !(t->row->flops.extra_total < best))
+            continue;
+        fputs(first ? "" : "; ", f);
+        xf_name(f, t);
+        fprintf(f, " (%+.2f%%)", t->row->flops.extra_pct);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
+
+int cic_report_conclusion(FILE *f, const cic_report *r)
+{
+    summary sm;
+    const cic_model_cfg *m;
+    int lines = 2;
+
+    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
+        return 0;
+    m = &r->kase->model;
+    gather(&sm, r);
+    if (sm.n == 0)
+        return 0;
+    answer_line(f, &sm, m);
+    exact_line(f, &sm, m);
+    lines += partial_line(f, &sm);
+    lines += none_line(f, &sm);
+    lines += unexpected_line(f, &sm);
+    if (sm.best) {
+        int xi = (int)(sm.best->xs - r->kase->xf); /* its row of the analytical table */
+        cheapest_line(f, &sm, m);
         lines++;
-        if (r->has_dit_flops && xi < t->n_xf) {
-            fputs("  its extra FLOPs by the formulas at B = 1 and N = ", f);
-            for (int k = 0; k < CIC_DIT_TABLE_N; k++)
-                fprintf(f, "%s%d", k ? " / " : "", t->tokens[k]);
-            fputs(": ", f);
-            for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
-                double p = t->xf_pct[xi][k];
-                fputs(k ? " / " : "", f);
-                if (isnan(p))
-                    fputs("n/a", f);
-                else
-                    fprintf(f, "%+.2f%%", p);
-            }
-            fputc('\n', f);
+        if (r->has_dit_flops && xi < r->dit_flops.n_xf) {
+            formula_line(f, &r->dit_flops, xi);
             lines++;
         }
-
-        for (int i = 0; i < n; i++) {
-            sel[i] = !it[i].exact && it[i].row->flops.extra_total < fl->extra_total;
-            n_cheaper += sel[i];
-        }
-        if (n_cheaper) {
-            first = true;
-            fputs("  cheaper but not exact: ", f);
-            for (int i = 0; i < n; i++) {
-                if (!sel[i])
-                    continue;
-                fputs(first ? "" : "; ", f);
-                xf_name(f, &it[i]);
-                fprintf(f, " (%+.2f%%)", it[i].row->flops.extra_pct);
-                first = false;
-            }
-            fputc('\n', f);
-            lines++;
-        }
+        lines += cheaper_line(f, &sm);
     }
-
     if (r->has_dit_flops) {
         crossover(f, &r->dit_flops);
         lines++;
