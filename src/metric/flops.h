@@ -84,18 +84,18 @@ extern const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N];
  * conclusion): the extra FLOPs of each strategy of CIC_DIT_STRATEGIES and of
  * each transform of the case at N = tokens[k] (cic_flops_dit_extra_pct: B =
  * 1, the other sizes of cfg; NAN where a strategy does not apply), and the
- * crossovers (cic_flops_dit_crossover). A value type: no pointer into the
- * case, so a copy outlives it. */
+ * crossovers (cic_flops_dit_crossover). A value type with no pointer into
+ * the case (the labels are CIC_DIT_STRATEGIES'), so a copy outlives it. */
 typedef struct {
-    cic_model_cfg cfg;                /* the sizes the table is for */
-    int tokens[CIC_DIT_TABLE_N];      /* CIC_DIT_TABLE_TOKENS */
-    const char *label[CIC_DIT_STRATEGY_COUNT];       /* CIC_DIT_STRATEGIES[j].label */
-    double pct[CIC_DIT_STRATEGY_COUNT][CIC_DIT_TABLE_N]; /* strategy j at tokens[k] */
-    int n_xf;                         /* the case's transforms (every one of a dit
-                                       * case is an adaLN strategy) */
-    double xf_pct[CIC_MAX_XFORMS][CIC_DIT_TABLE_N]; /* transform i at tokens[k] (its kind,
-                                                     * stream and fast) */
-    double nstar_dense, nstar_fast;   /* per-sample-fold vs online-unrotate */
+    cic_model_cfg cfg;                         /* the sizes the table is for */
+    int tokens[CIC_DIT_TABLE_N];               /* N of each column: CIC_DIT_TABLE_TOKENS */
+    const char *label[CIC_DIT_STRATEGY_COUNT]; /* CIC_DIT_STRATEGIES[j].label */
+    double pct[CIC_DIT_STRATEGY_COUNT][CIC_DIT_TABLE_N]; /* strategy j at tokens[k], % */
+    /* transform i of the case at tokens[k], % (its kind, stream and fast;
+     * every transform of a dit case is an adaLN strategy) */
+    int n_xf;
+    double xf_pct[CIC_MAX_XFORMS][CIC_DIT_TABLE_N];
+    double nstar_dense, nstar_fast; /* N* of per-sample-fold vs online-unrotate dense, fast */
 } cic_dit_flops_table;
 
 /* Fill t for the case c (its model's sizes and its transforms). Returns
