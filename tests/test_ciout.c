@@ -9,10 +9,12 @@
  * XML specials, control bytes and invalid UTF-8 must come out escaped. The
  * checker itself is shown able to fail: hand-written XML with a bare '&',
  * and a JUnit file with time="nan", are refused. Markdown: the case lines,
- * the failure table, and append mode keeping earlier text. */
+ * the failure table, and append mode keeping earlier text. The escaping
+ * both share (text.c) is checked byte by byte. */
 #include "testutil.h"
 
 #include "report/report.h"
+#include "report/text.h"
 
 #include <errno.h>
 #include <string.h>
@@ -530,10 +532,87 @@ static void test_markdown_append(void **state)
     assert_true(d.msg[0] != '\0');
 }
 
+/* The escaping both CI outputs use (text.c), byte by byte: every special
+ * of each language, control bytes, DEL, valid UTF-8 of each length, the
+ * invalid forms (overlong, surrogate, noncharacter, beyond U+10FFFF, cut
+ * short), the length bound (also inside a sequence) and NULL. */
+static char *esc_text(void (*esc)(FILE *, const char *, size_t), const char *s, size_t n)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    esc(f, s, n);
+    assert_int_equal(fclose(f), 0);
+    return buf;
+}
+
+static void test_escape(void **state)
+{
+    static const struct {
+        bool md;
+        const char *in;
+        size_t n;
+        const char *want;
+    } t[] = {
+        {false, "a&b<c>d\"e'f", SIZE_MAX, "a&amp;b&lt;c&gt;d&quot;e&apos;f"},
+        {false, "\t\n\r", SIZE_MAX, "&#9;&#10;&#13;"},
+        {false, "\x01x\x1f\x7f", SIZE_MAX, "?x?\x7f"},
+        {false, "\\`*_[]|~#", SIZE_MAX, "\\`*_[]|~#"},
+        {false, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", SIZE_MAX,
+         "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+        {false, "\xc0\x80|\xed\xa0\x80|\xef\xbf\xbe|\xf4\x90\x80\x80|\xe2\x82", SIZE_MAX,
+         "??|???|???|????|??"},
+        {false, "abc&def", 4, "abc&amp;"},
+        {false, "\xc3\xa9", 1, "?"},
+        {true, "\\`*_[]|~", SIZE_MAX, "\\\\\\`\\*\\_\\[\\]\\|\\~"},
+        {true, "&<>\"'#", SIZE_MAX, "&amp;&lt;&gt;\"'#"},
+        {true, "a\tb\nc\rd", SIZE_MAX, "a b c d"},
+        {true, "\x01x\x1f\x7fy", SIZE_MAX, "xy"},
+        {true, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", SIZE_MAX,
+         "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80"},
+        {true, "\xc0\x80|\xed\xa0\x80|\xef\xbf\xbe|\xf4\x90\x80\x80|\xe2\x82", SIZE_MAX,
+         "??\\|???\\|???\\|????\\|??"},
+        {true, "a_b|c", 3, "a\\_b"},
+    };
+    (void)state;
+    for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+        char *got = esc_text(t[i].md ? cic_md_esc : cic_xml_esc, t[i].in, t[i].n);
+        if (strcmp(got, t[i].want) != 0)
+            fail_msg("%s escape of case %zu: got \"%s\", expected \"%s\"",
+                     t[i].md ? "Markdown" : "XML", i, got, t[i].want);
+        free(got);
+    }
+    for (int md = 0; md < 2; md++) {
+        char *got = esc_text(md ? cic_md_esc : cic_xml_esc, NULL, SIZE_MAX);
+        assert_string_equal(got, "");
+        free(got);
+    }
+}
+
+/* Names from a name table: in range its entry, otherwise (and for a
+ * missing entry) "?". */
+static void test_name_of(void **state)
+{
+    static const char *const names[3] = {"a", NULL, "c"};
+    (void)state;
+    assert_string_equal(CIC_NAME_OF(names, 3, 0), "a");
+    assert_string_equal(CIC_NAME_OF(names, 3, 1), "?");
+    assert_string_equal(CIC_NAME_OF(names, 3, 2), "c");
+    assert_string_equal(CIC_NAME_OF(names, 3, 3), "?");
+    assert_string_equal(CIC_NAME_OF(names, 3, -1), "?");
+    assert_string_equal(cic_name_of(NULL, 3, 0), "?");
+    assert_string_equal(CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, CIC_VERDICT_BROKEN),
+                        CIC_VERDICT_NAME[CIC_VERDICT_BROKEN]);
+    assert_string_equal(CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, CIC_VERDICT_COUNT), "?");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rule_names),
+        cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_name_of),
         cmocka_unit_test_setup_teardown(test_junit, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_junit_xmllint, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_xmllint_catches_faults, setup_tmp, teardown_tmp),

@@ -7,9 +7,11 @@
  * single sample; a strategy that broke unexpectedly; the cheapest exact
  * strategy costing more than an inexact one or not; ties; a width with no
  * fast Hadamard; an uncertified truth; other blocks (nothing said); the
- * Markdown summary. FLOPs of the hand-built rows come from the formulas
- * (cic_flops_dit), and every expected figure is recomputed here from the
- * same inputs, never written down. A randomized test checks the cheapest
+ * Markdown summary; the formula and crossover lines printed from the
+ * report's analytical table (values planted in it come out). FLOPs of the
+ * hand-built rows come from the formulas (cic_flops_dit), and every
+ * expected figure is recomputed here from the same inputs, never written
+ * down. A randomized test checks the cheapest
  * exact strategy and the counts against a brute-force choice. */
 #include "testutil.h"
 
@@ -112,7 +114,14 @@ static void fx_extra(cic_result *x, double pct)
     x->flops.extra_pct = pct;
 }
 
-static int fx_say(fixture *fx)
+/* The analytical table of the case as it stands, as the pipeline fills it. */
+static void fx_table(fixture *fx)
+{
+    fx->r.has_dit_flops = cic_dit_flops_table_fill(&fx->r.dit_flops, &fx->c);
+}
+
+/* The conclusion of the report as it stands (its table as it is). */
+static int fx_say_as_is(fixture *fx)
 {
     size_t len = 0;
     FILE *f;
@@ -124,6 +133,13 @@ static int fx_say(fixture *fx)
     n = cic_report_conclusion(f, &fx->r);
     assert_int_equal(fclose(f), 0);
     return n;
+}
+
+/* The conclusion after the pipeline's table of the case as it stands. */
+static int fx_say(fixture *fx)
+{
+    fx_table(fx);
+    return fx_say_as_is(fx);
 }
 
 static void fx_clear(fixture *fx)
@@ -586,6 +602,7 @@ static void test_markdown(void **state)
     fx_add(&fx, "sf", CIC_XFORM_STATIC_FOLD, CIC_Q_RANDOM, false, CIC_VERDICT_BROKEN);
     fx_add(&fx, "on_fast", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, true, CIC_VERDICT_EQUIVALENT);
     fx.r.pass = true;
+    fx_table(&fx);
     rp[0] = &fx.r;
     snprintf(path, sizeof path, "%s/test-conclusion-%ld.md", root ? root : "/tmp", (long)getpid());
     assert_int_equal(cic_markdown_write(path, rp, NULL, 1, false, &d), 0);
@@ -613,6 +630,67 @@ static void test_markdown(void **state)
     fx_clear(&fx);
 }
 
+/* The conclusion prints the report's analytical table, not the formulas:
+ * values planted in the table come out in the formula and crossover
+ * lines (and in the Markdown summary); without a table those two lines are
+ * left out and the others stay. */
+static void test_from_table(void **state)
+{
+    fixture fx;
+    cic_dit_flops_table *t = &fx.r.dit_flops;
+    const cic_report *rp[1] = {&fx.r};
+    char path[1100], *buf = NULL;
+    const char *root = getenv("CIC_BUILD_ROOT");
+    size_t blen = 0;
+    FILE *f;
+    cic_diag d;
+    int n;
+    (void)state;
+    fx_init(&fx, 64, 4, 32);
+    fx_add(&fx, "sf", CIC_XFORM_STATIC_FOLD, CIC_Q_RANDOM, false, CIC_VERDICT_BROKEN);
+    fx_add(&fx, "on-fast", CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, true,
+           CIC_VERDICT_EQUIVALENT);
+    n = fx_say(&fx);
+    assert_true(fx.r.has_dit_flops);
+    t->tokens[6] = 77777;
+    t->xf_pct[1][3] = 55.55;   /* on-fast, the cheapest exact, at tokens[3] */
+    t->xf_pct[1][4] = NAN;
+    t->xf_pct[0][3] = -99.0;   /* sf: not the cheapest exact, not printed */
+    t->nstar_dense = 12.5;
+    t->nstar_fast = INFINITY;
+    t->cfg.tokens = 20;
+    assert_int_equal(fx_say_as_is(&fx), n);
+    HAS(LINE(&fx, "its extra FLOPs by the formulas"),
+        "N = 16 / 64 / 256 / 1024 / 4096 / 16384 / 77777: ");
+    HAS(LINE(&fx, "its extra FLOPs by the formulas"), " / +55.55% / n/a / ");
+    HASNT(fx.text, "-99.00%");
+    HAS(LINE(&fx, "crossover N*"), ": 12.5 with a dense Q, never with the fast Hadamard; this "
+                                   "case's N = 20 is above the dense N*");
+    /* the Markdown summary, which repeats the conclusion */
+    snprintf(path, sizeof path, "%s/test-conclusion-table-%ld.md", root ? root : "/tmp",
+             (long)getpid());
+    assert_int_equal(cic_markdown_write(path, rp, NULL, 1, false, &d), 0);
+    f = fopen(path, "r");
+    assert_non_null(f);
+    assert_int_equal(getdelim(&buf, &blen, '\0', f) > 0, 1);
+    fclose(f);
+    unlink(path);
+    HAS(buf, "\n- its extra FLOPs by the formulas at B = 1 and N = 16 / 64 / 256 / 1024 / 4096 "
+             "/ 16384 / 77777: ");
+    HAS(buf, "\n- crossover N\\* (tokens per sample above which per-sample-fold costs fewer "
+             "FLOPs than online-unrotate): 12.5 with a dense Q");
+    free(buf);
+
+    /* no table: the lines from it go, the others stay */
+    fx.r.has_dit_flops = false;
+    assert_int_equal(fx_say_as_is(&fx), n - 2);
+    assert_null(LINE(&fx, "its extra FLOPs"));
+    assert_null(LINE(&fx, "crossover N*"));
+    HAS(LINE(&fx, "cheapest exact:"), "online-unrotate 'on-fast'");
+    HAS(LINE(&fx, "Conclusion:"), "1 of 2 strategies is exact on every sample, and it adds");
+    fx_clear(&fx);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -625,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_nothing_to_say),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_markdown),
+        cmocka_unit_test(test_from_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

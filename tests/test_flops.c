@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "metric/flops.h"
+#include "report/report.h"
 
 #include <string.h>
 
@@ -398,6 +399,8 @@ static void test_crossover_tiny(void **state)
 
 static void test_na_and_table(void **state)
 {
+    static cic_case kc;
+    cic_dit_flops_table t;
     cic_model_cfg c = dit_xl(28);
     char buf[8192];
     size_t len;
@@ -423,7 +426,9 @@ static void test_na_and_table(void **state)
     c = dit_xl(28);
     c.d_model = 1168;
     c.d_mlp = 4672;
-    assert_int_equal(cic_flops_dit_table(f, &c), 0);
+    kc.model = c;
+    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_int_equal(cic_report_dit_flops_table(f, &t), 0);
     rewind(f);
     len = fread(buf, 1, sizeof buf - 1, f);
     buf[len] = 0;

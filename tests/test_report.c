@@ -3,7 +3,9 @@
  * consumers read them: report.json parsed with jansson (keys of DESIGN.md
  * section 7, null for NaN/Inf and for rows without a verdict or metrics),
  * safetensors files parsed by hand (header length, JSON, offsets, bytes),
- * the terminal table searched as text; and the atomic writer's promises:
+ * the terminal table searched as text; the analytical FLOP table of a dit
+ * case (its figures against the formulas, and every writer printing the
+ * table's own values); and the atomic writer's promises:
  * no temporary left behind, an existing file replaced whole, a failed write
  * returning -1 with a diagnostic and leaving the old file intact. */
 #include "testutil.h"
@@ -791,6 +793,211 @@ static void test_table(void **state)
     free(s);
 }
 
+/* ---- the analytical table of a dit case (flops.h) ---- */
+
+/* A dit case of the sizes given, with one transform per strategy of
+ * CIC_DIT_STRATEGIES and three more (mean-preserving streams, a fast
+ * branch-rotate with a dense-Q stream setting). */
+static void dit_case(cic_case *c, int d, int m, bool causal, bool final)
+{
+    static const struct {
+        enum cic_xform_kind kind;
+        enum cic_stream stream;
+        bool fast;
+    } extra[] = {{CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_MEAN_PRESERVING, false},
+                 {CIC_XFORM_PER_SAMPLE_FOLD, CIC_STREAM_MEAN_PRESERVING, false},
+                 {CIC_XFORM_STATIC_FOLD, CIC_STREAM_MEAN_PRESERVING, false}};
+    memset(c, 0, sizeof *c);
+    cic_strlcpy(c->name, "dit", sizeof c->name);
+    c->model.block = CIC_BLOCK_DIT;
+    c->model.d_model = d;
+    c->model.heads = 4;
+    c->model.d_mlp = m;
+    c->model.mlp_ratio = (double)m / d;
+    c->model.tokens = 32;
+    c->model.samples = 3;
+    c->model.layers = 2;
+    c->model.d_cond = d / 2;
+    c->model.d_out = 8;
+    c->model.causal = causal;
+    c->model.final_layer = final;
+    c->model.act = CIC_ACT_GELU_TANH;
+    for (int j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
+        cic_xform_spec *x = &c->xf[c->n_xf++];
+        snprintf(x->name, sizeof x->name, "s%d", j);
+        x->kind = CIC_DIT_STRATEGIES[j].kind;
+        x->stream = CIC_DIT_STRATEGIES[j].stream;
+        x->fast = CIC_DIT_STRATEGIES[j].fast;
+        x->q = CIC_Q_HADAMARD;
+        x->after = -1;
+    }
+    for (size_t j = 0; j < sizeof extra / sizeof extra[0]; j++) {
+        cic_xform_spec *x = &c->xf[c->n_xf++];
+        snprintf(x->name, sizeof x->name, "x%zu", j);
+        x->kind = extra[j].kind;
+        x->stream = extra[j].stream;
+        x->fast = extra[j].fast;
+        x->q = CIC_Q_RANDOM;
+        x->after = -1;
+    }
+}
+
+/* 100 (strategy - original) / original from the per-site formulas at B = 1
+ * and N tokens; NAN when the strategy does not apply. */
+static double formula_pct(const cic_model_cfg *cfg, enum cic_xform_kind kind,
+                          enum cic_stream stream, bool fast, int tokens)
+{
+    cic_model_cfg c = *cfg;
+    cic_dit_strategy s = {"", kind, stream, fast};
+    cic_xform_spec x;
+    cic_flop_count o, t;
+    if (!cic_dit_strategy_applies(cfg, &s))
+        return NAN;
+    memset(&x, 0, sizeof x);
+    x.kind = kind;
+    x.stream = stream;
+    x.fast = fast;
+    x.after = -1;
+    c.samples = 1;
+    c.tokens = tokens;
+    cic_flops_dit(&o, &c, NULL);
+    cic_flops_dit(&t, &c, &x);
+    return 100 * (cic_flop_total(&t) - cic_flop_total(&o)) / cic_flop_total(&o);
+}
+
+/* Same double, or both NaN. */
+static void assert_same(double got, double want, const char *what, int i, int k)
+{
+    if (isnan(want) ? !isnan(got) : memcmp(&got, &want, sizeof got) != 0)
+        fail_msg("%s [%d][%d] = %.17g, formulas give %.17g", what, i, k, got, want);
+}
+
+/* Every figure of the table equals the formula it was computed from, bit
+ * for bit, on sizes where every strategy applies, where no fast one does (d
+ * = 292 = 4 * 73), and where only online's does (m = 4672 = 64 * 73); a
+ * case of another block gets no table. */
+static void test_dit_table_values(void **state)
+{
+    static const struct {
+        int d, m;
+        bool causal, final;
+    } sz[] = {{64, 256, false, true}, {292, 1168, true, false}, {1024, 4672, false, true}};
+    static cic_case c;
+    static cic_dit_flops_table t, zero;
+    (void)state;
+    for (size_t n = 0; n < sizeof sz / sizeof sz[0]; n++) {
+        double nd, nf;
+        dit_case(&c, sz[n].d, sz[n].m, sz[n].causal, sz[n].final);
+        assert_true(cic_dit_flops_table_fill(&t, &c));
+        assert_memory_equal(&t.cfg, &c.model, sizeof c.model);
+        assert_memory_equal(t.tokens, CIC_DIT_TABLE_TOKENS, sizeof t.tokens);
+        assert_int_equal(t.n_xf, c.n_xf);
+        for (int j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
+            const cic_dit_strategy *s = &CIC_DIT_STRATEGIES[j];
+            assert_string_equal(t.label[j], s->label);
+            for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+                assert_same(t.pct[j][k],
+                            formula_pct(&c.model, s->kind, s->stream, s->fast, t.tokens[k]),
+                            "pct", j, k);
+        }
+        for (int i = 0; i < c.n_xf; i++)
+            for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+                assert_same(t.xf_pct[i][k],
+                            formula_pct(&c.model, c.xf[i].kind, c.xf[i].stream, c.xf[i].fast,
+                                        t.tokens[k]),
+                            "xf_pct", i, k);
+        cic_flops_dit_crossover(&nd, &nf, &c.model);
+        assert_same(t.nstar_dense, nd, "nstar_dense", 0, 0);
+        assert_same(t.nstar_fast, nf, "nstar_fast", 0, 0);
+        /* the fast strategies' rows are n/a exactly where they do not apply */
+        assert_int_equal(isnan(t.pct[1][0]), sz[n].d == 292);
+        assert_int_equal(isnan(t.pct[4][0]), sz[n].d == 292 || sz[n].m == 4672);
+    }
+    c.model.block = CIC_BLOCK_PRELN;
+    assert_false(cic_dit_flops_table_fill(&t, &c));
+    assert_memory_equal(&t, &zero, sizeof t);
+}
+
+static char *dit_table_text(const cic_dit_flops_table *t)
+{
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    assert_non_null(f);
+    assert_int_equal(cic_report_dit_flops_table(f, t), 0);
+    fclose(f);
+    return buf;
+}
+
+/* report.json's flops_analytical as a number: extra_pct.<label>[k],
+ * tokens[k] (label NULL) or crossover_tokens.<label>; NAN for null. */
+static double fa_num(json_t *root, const char *obj, const char *label, int k)
+{
+    json_t *fa = json_object_get(root, "flops_analytical"), *v;
+    assert_non_null(fa);
+    v = json_object_get(fa, obj);
+    if (label)
+        v = json_object_get(v, label);
+    if (k >= 0)
+        v = json_array_get(v, (size_t)k);
+    if (json_is_null(v))
+        return NAN;
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+/* The terminal table and report.json print the table's own values: values
+ * planted in it (no formula gives them) come out in both; without a table
+ * report.json has no flops_analytical. */
+static void test_dit_table_writers(void **state)
+{
+    static cic_case c;
+    static cic_report r;
+    char *s;
+    json_t *j;
+    (void)state;
+    dit_case(&c, 64, 256, false, true);
+    memset(&r, 0, sizeof r);
+    r.kase = &c;
+    r.has_dit_flops = cic_dit_flops_table_fill(&r.dit_flops, &c);
+    r.dit_flops.cfg.d_model = 4242;
+    r.dit_flops.label[3] = "planted-label";
+    r.dit_flops.tokens[2] = 999;
+    r.dit_flops.pct[4][2] = 4321.5;
+    r.dit_flops.pct[0][0] = NAN;
+    r.dit_flops.nstar_dense = 31.3;
+    r.dit_flops.nstar_fast = INFINITY;
+
+    s = dit_table_text(&r.dit_flops);
+    fputs(s, stderr);
+    assert_int_equal(count_lines_with(s, "dit extra FLOPs", "(B = 1; d = 4242, heads = 4,"), 1);
+    assert_int_equal(count_lines_with(s, "       N", " planted-label "), 1);
+    assert_int_equal(count_lines_with(s, "     999", "+4321.50%"), 1);
+    assert_int_equal(count_lines_with(s, "      16              n/a ", NULL), 1);
+    assert_int_equal(
+        count_lines_with(s, "  N* per-sample-fold < online-dense: 31.3 (first integer N: 32)", NULL),
+        1);
+    assert_int_equal(count_lines_with(s, "  N* per-sample-fold < online-fast : never", NULL), 1);
+    free(s);
+
+    j = cic_report_to_json(&r);
+    assert_non_null(j);
+    cic_assert_close(fa_num(j, "tokens", NULL, 2), 999, 0, 0);
+    cic_assert_close(fa_num(j, "extra_pct", "branch-fast", 2), 4321.5, 0, 0);
+    assert_true(isnan(fa_num(j, "extra_pct", "online-dense", 0)));
+    cic_assert_close(fa_num(j, "extra_pct", "planted-label", 0), r.dit_flops.pct[3][0], 0, 0);
+    cic_assert_close(fa_num(j, "crossover_tokens", "per_sample_fold_vs_online_dense", -1), 31.3,
+                     0, 0);
+    assert_true(isnan(fa_num(j, "crossover_tokens", "per_sample_fold_vs_online_fast", -1)));
+    json_decref(j);
+
+    r.has_dit_flops = false;
+    j = cic_report_to_json(&r);
+    assert_non_null(j);
+    assert_null(json_object_get(j, "flops_analytical"));
+    json_decref(j);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -801,6 +1008,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_safetensors_round_trip, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_safetensors_rejects, setup_tmp, teardown_tmp),
         cmocka_unit_test(test_table),
+        cmocka_unit_test(test_dit_table_values),
+        cmocka_unit_test(test_dit_table_writers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -628,6 +628,7 @@ static int cmd_flops(int argc, char **argv)
     int val[6] = {0, 0, 0, 0, 0, 0}, i, k;
     const char *path = NULL;
     cic_case c;
+    cic_dit_flops_table table;
     cic_diag d;
     for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -674,7 +675,8 @@ static int cmd_flops(int argc, char **argv)
                 c.model.d_model, c.model.heads);
         return CIC_EINPUT;
     }
-    return cic_flops_dit_table(stdout, &c.model) == 0 ? CIC_OK : CIC_EINTERNAL;
+    cic_dit_flops_table_fill(&table, &c);
+    return cic_report_dit_flops_table(stdout, &table) == 0 ? CIC_OK : CIC_EINTERNAL;
 }
 
 static int cmd_merge(int argc, char **argv)

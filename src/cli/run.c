@@ -156,9 +156,9 @@ static void print_run(const cic_run_args *a, const cic_report *rep, const cic_ca
     if (rep->has_baseline)
         print_regressions(rep, c);
     print_expectations(rep, c);
-    if (adaln && !a->quiet_tables) {
+    if (adaln && !a->quiet_tables && rep->has_dit_flops) {
         printf("\nAnalytical ");
-        cic_flops_dit_table(stdout, &c->model);
+        cic_report_dit_flops_table(stdout, &rep->dit_flops);
     }
     if (!rep->truth_certified)
         printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",
@@ -252,6 +252,7 @@ static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *p
     }
     cr->rep.gates = g;
     cr->rep.kase = &cr->kase;
+    cr->rep.has_dit_flops = cic_dit_flops_table_fill(&cr->rep.dit_flops, &cr->kase);
     cr->rep.truth_certified = true;
     cr->rep.pass = rc == CIC_OK;
     return rc;

@@ -33,8 +33,6 @@ void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
  * op costs and sites as in the adaLN implementer spec). Written from the
  * block equations alone, independently of the graph and the engines. */
 
-#include <stdio.h>
-
 /* Per-site FLOPs of the whole case (all B samples) for the original dit
  * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses
  * x->kind, x->stream and x->fast; the choice of Q does not change the work).
@@ -76,14 +74,32 @@ double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy 
 int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
                             const cic_model_cfg *cfg);
 
-/* The tokens per sample N of the rows of cic_flops_dit_table, ascending
+/* The tokens per sample N of the rows of the analytical table, ascending
  * (16, 64, ..., 65536). */
 #define CIC_DIT_TABLE_N 7
 extern const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N];
 
-/* Readable table of cic_flops_dit_extra_pct for N = 16 .. 65536 and every
- * strategy of CIC_DIT_STRATEGIES ("n/a" where one does not apply), one row per
- * CIC_DIT_TABLE_TOKENS, then the crossovers. Returns 0. */
-int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg);
+/* The analytical table of a dit case, computed once from the formulas above
+ * and formatted by every writer (the terminal table, report.json, the
+ * conclusion): the extra FLOPs of each strategy of CIC_DIT_STRATEGIES and of
+ * each transform of the case at N = tokens[k] (cic_flops_dit_extra_pct: B =
+ * 1, the other sizes of cfg; NAN where a strategy does not apply), and the
+ * crossovers (cic_flops_dit_crossover). A value type with no pointer into
+ * the case (the labels are CIC_DIT_STRATEGIES'), so a copy outlives it. */
+typedef struct {
+    cic_model_cfg cfg;                         /* the sizes the table is for */
+    int tokens[CIC_DIT_TABLE_N];               /* N of each column: CIC_DIT_TABLE_TOKENS */
+    const char *label[CIC_DIT_STRATEGY_COUNT]; /* CIC_DIT_STRATEGIES[j].label */
+    double pct[CIC_DIT_STRATEGY_COUNT][CIC_DIT_TABLE_N]; /* strategy j at tokens[k], % */
+    /* transform i of the case at tokens[k], % (its kind, stream and fast;
+     * every transform of a dit case is an adaLN strategy) */
+    int n_xf;
+    double xf_pct[CIC_MAX_XFORMS][CIC_DIT_TABLE_N];
+    double nstar_dense, nstar_fast; /* N* of per-sample-fold vs online-unrotate dense, fast */
+} cic_dit_flops_table;
+
+/* Fill t for the case c (its model's sizes and its transforms). Returns
+ * true; false (t zeroed) when c is not a dit case. */
+bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c);
 
 #endif

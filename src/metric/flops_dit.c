@@ -241,47 +241,30 @@ int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
     return 0;
 }
 
-static void print_nstar(FILE *f, const char *vs, double n)
-{
-    if (isnan(n))
-        fprintf(f, "  N* per-sample-fold < %-12s: n/a (no Hadamard matrix of order d)\n", vs);
-    else if (isinf(n))
-        fprintf(f, "  N* per-sample-fold < %-12s: never\n", vs);
-    else
-        fprintf(f, "  N* per-sample-fold < %-12s: %.1f (first integer N: %.0f)\n", vs, n,
-                fmax(1, ceil(n)));
-}
-
 const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N] = {16, 64, 256, 1024, 4096, 16384, 65536};
 
-int cic_flops_dit_table(FILE *f, const cic_model_cfg *cfg)
+bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c)
 {
-    const int *ns = CIC_DIT_TABLE_TOKENS;
-    double nd, nf;
-    int i, j;
-    fprintf(f,
-            "dit extra FLOPs vs the original block, %% (B = 1; d = %d, heads = %d, "
-            "m = %d, d_cond = %d, L = %d, d_out = %d, %s, %s)\n",
-            cfg->d_model, cfg->heads, cfg->d_mlp, cfg->d_cond, cfg->layers, cfg->d_out,
-            cfg->final_layer ? "final layer" : "no final layer",
-            cfg->causal ? "causal" : "non-causal");
-    fprintf(f, "%8s", "N");
-    for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++)
-        fprintf(f, " %16s", CIC_DIT_STRATEGIES[j].label);
-    fprintf(f, "\n");
-    for (i = 0; i < CIC_DIT_TABLE_N; i++) {
-        fprintf(f, "%8d", ns[i]);
-        for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
-            double p = cic_flops_dit_extra_pct(cfg, &CIC_DIT_STRATEGIES[j], ns[i]);
-            if (isnan(p))
-                fprintf(f, " %16s", "n/a");
-            else
-                fprintf(f, " %+15.2f%%", p);
-        }
-        fprintf(f, "\n");
+    const cic_model_cfg *m = &c->model;
+    int j, k;
+
+    memset(t, 0, sizeof *t);
+    if (m->block != CIC_BLOCK_DIT)
+        return false;
+    t->cfg = *m;
+    memcpy(t->tokens, CIC_DIT_TABLE_TOKENS, sizeof t->tokens);
+    for (j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
+        t->label[j] = CIC_DIT_STRATEGIES[j].label;
+        for (k = 0; k < CIC_DIT_TABLE_N; k++)
+            t->pct[j][k] = cic_flops_dit_extra_pct(m, &CIC_DIT_STRATEGIES[j], t->tokens[k]);
     }
-    cic_flops_dit_crossover(&nd, &nf, cfg);
-    print_nstar(f, "online-dense", nd);
-    print_nstar(f, "online-fast", nf);
-    return 0;
+    t->n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
+    for (j = 0; j < t->n_xf; j++) {
+        const cic_xform_spec *x = &c->xf[j];
+        cic_dit_strategy s = {x->name, x->kind, x->stream, x->fast};
+        for (k = 0; k < CIC_DIT_TABLE_N; k++)
+            t->xf_pct[j][k] = cic_flops_dit_extra_pct(m, &s, t->tokens[k]);
+    }
+    cic_flops_dit_crossover(&t->nstar_dense, &t->nstar_fast, m);
+    return true;
 }

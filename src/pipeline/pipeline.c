@@ -5,6 +5,7 @@
 #include "pipeline_int.h"
 
 #include "../base/mpvec.h"
+#include "../metric/flops.h"
 #include "../xform/xform.h"
 
 #include <stdarg.h>
@@ -127,6 +128,7 @@ static void assemble(cic_pipeline *p)
     cic_report *rep = &p->rep;
     int i;
     rep->kase = p->c;
+    rep->has_dit_flops = cic_dit_flops_table_fill(&rep->dit_flops, p->c);
     cic_report_env_fill(&rep->env);
     rep->results = p->res;
     rep->n_results = p->n_res;

@@ -3,8 +3,8 @@
  * behind a dit case is whether its adaLN block can be rotated exactly at no
  * extra cost; the answer is read off the report: the verdict row of each
  * adaLN transform (overall and per sample), its counted FLOPs, and the
- * closed-form formulas of flops_dit.c for the sizes of the analytical table
- * and the crossover N*. No sentence is fixed: each one states what the
+ * report's analytical table (its extra FLOPs at the table's sizes and the
+ * crossover N*, as the pipeline computed them). No sentence is fixed: each one states what the
  * numbers say, including that nothing is exact, that everything is, or
  * that a verdict is not the one the case expects.
  *
@@ -18,8 +18,7 @@
  * Used by the terminal output (run.c) and the Markdown summary, which
  * escapes each line. */
 #include "conclusion.h"
-
-#include "../metric/flops.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -38,18 +37,15 @@ static bool is_adaln(enum cic_xform_kind k)
            k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
 }
 
+/* Verdict and transform kind names, "?" out of range (text.h). */
 static const char *vname(int v)
 {
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
+    return CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, v);
 }
 
 static const char *kname(int k)
 {
-    if (k < 0 || k >= CIC_XFORM_COUNT || !CIC_XFORM_NAME[k])
-        return "?";
-    return CIC_XFORM_NAME[k];
+    return CIC_NAME_OF(CIC_XFORM_NAME, CIC_XFORM_COUNT, k);
 }
 
 static int name_len(const char *s)
@@ -70,7 +66,7 @@ static void g3(FILE *f, double v)
 /* "kind 'name'" */
 static void xf_name(FILE *f, const item *it)
 {
-    fprintf(f, "%s '%.*s'", kname((int)it->xs->kind), name_len(it->xs->name), it->xs->name);
+    fprintf(f, "%s '%.*s'", kname(it->xs->kind), name_len(it->xs->name), it->xs->name);
 }
 
 /* What the verdict of sample s of it must be for the case's expectation
@@ -131,7 +127,7 @@ static void list_by_kind(FILE *f, const item *it, int n, const bool *sel)
         bool first = true;
         if (!sel[i] || done[i])
             continue;
-        fprintf(f, "%s%s ", first_group ? "" : "; ", kname((int)it[i].xs->kind));
+        fprintf(f, "%s%s ", first_group ? "" : "; ", kname(it[i].xs->kind));
         for (int j = i; j < n; j++) {
             if (!sel[j] || done[j] || it[j].xs->kind != it[i].xs->kind)
                 continue;
@@ -173,7 +169,7 @@ static void partial_detail(FILE *f, const item *it)
         other = true;
     }
     fprintf(f, "%s%s overall, ce_residual ", other ? "; " : "",
-            vname((int)row->verdict));
+            vname(row->verdict));
     g3(f, row->ce_residual);
     fputc(')', f);
 }
@@ -187,9 +183,9 @@ static void unexpected_detail(FILE *f, const item *it)
 
     xf_name(f, it);
     if (row->verdict != it->xs->expect) {
-        fprintf(f, " is %s (ce_residual ", vname((int)row->verdict));
+        fprintf(f, " is %s (ce_residual ", vname(row->verdict));
         g3(f, row->ce_residual);
-        fprintf(f, ") where the case expects %s", vname((int)it->xs->expect));
+        fprintf(f, ") where the case expects %s", vname(it->xs->expect));
         sep = true;
     }
     if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
@@ -199,7 +195,7 @@ static void unexpected_detail(FILE *f, const item *it)
         if (p->sample != cal || sample_as_expected(it, s))
             continue;
         fprintf(f, "%s is %s on its calibration sample %d (ce_residual ", sep ? "," : "",
-                vname((int)p->verdict), cal);
+                vname(p->verdict), cal);
         g3(f, p->ce_residual);
         fputc(')', f);
         sep = true;
@@ -210,14 +206,14 @@ static void unexpected_detail(FILE *f, const item *it)
             k += row->per_sample[s].sample != cal && !sample_as_expected(it, s);
         if (k == 0)
             return;
-        fprintf(f, "%s is not %s on sample%s ", sep ? "," : "", vname((int)it->xs->expect),
+        fprintf(f, "%s is not %s on sample%s ", sep ? "," : "", vname(it->xs->expect),
                 k == 1 ? "" : "s");
         /* the calibration sample is listed above when it is wrong */
         for (int s = 0, first = 1; s < row->n_samples; s++) {
             const cic_sample_ce *p = &row->per_sample[s];
             if (p->sample == cal || sample_as_expected(it, s))
                 continue;
-            fprintf(f, "%s%d (%s)", first ? "" : ", ", p->sample, vname((int)p->verdict));
+            fprintf(f, "%s%d (%s)", first ? "" : ", ", p->sample, vname(p->verdict));
             first = 0;
         }
     }
@@ -226,7 +222,7 @@ static void unexpected_detail(FILE *f, const item *it)
 /* "(hadamard Q, fast, centered stream)" */
 static void xf_how(FILE *f, const cic_xform_spec *xs)
 {
-    fprintf(f, "(%s Q", (int)xs->q >= 0 && xs->q < CIC_Q_COUNT ? CIC_Q_NAME[xs->q] : "?");
+    fprintf(f, "(%s Q", CIC_NAME_OF(CIC_Q_NAME, CIC_Q_COUNT, xs->q));
     if (xs->fast)
         fputs(", fast", f);
     if (xs->kind != CIC_XFORM_BRANCH_ROTATE && (int)xs->stream >= 0 &&
@@ -240,15 +236,16 @@ static const char *relation(int n, double nstar)
     return n > nstar ? "above" : n < nstar ? "below" : "at";
 }
 
-/* The crossover line from cic_flops_dit_crossover. */
-static void crossover(FILE *f, const cic_model_cfg *m)
+/* The crossover line of the analytical table, with the case's N placed
+ * against it. */
+static void crossover(FILE *f, const cic_dit_flops_table *t)
 {
-    double v[2];
+    const cic_model_cfg *m = &t->cfg;
+    double v[2] = {t->nstar_dense, t->nstar_fast};
     const char *how[2] = {"with a dense Q", "with the fast Hadamard"};
     const char *which[2] = {"dense", "fast"};
     int n_def = 0;
 
-    cic_flops_dit_crossover(&v[0], &v[1], m);
     fprintf(f, "  crossover N* (tokens per sample above which %s costs fewer FLOPs than %s): ",
             kname(CIC_XFORM_PER_SAMPLE_FOLD), kname(CIC_XFORM_ONLINE_UNROTATE));
     for (int k = 0; k < 2; k++) {
@@ -275,34 +272,37 @@ static void crossover(FILE *f, const cic_model_cfg *m)
         fputc('\n', f);
 }
 
-int cic_report_conclusion(FILE *f, const cic_report *r)
-{
+/* The adaLN transforms of a report that have a verdict row, and what the
+ * conclusion counts of them. */
+typedef struct {
     item it[CIC_MAX_XFORMS];
-    bool sel[CIC_MAX_XFORMS];
-    int n = 0, n_exact = 0, n_part = 0, n_none = 0, n_unexp = 0, n_cheaper = 0, best = -1;
-    int lines = 0, n_judged;
-    const cic_model_cfg *m;
-    const item *b;
-    bool sf_exact = false;
+    int n, n_exact, n_part, n_none, n_unexp;
+    const item *best; /* the cheapest exact one, NULL when none is exact */
+    bool sf_exact;    /* a static-fold is exact on every sample */
+} summary;
 
-    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
-        return 0;
-    m = &r->kase->model;
+/* The verdict row of transform xs: a row with a verdict and no f32 metrics. */
+static const cic_result *verdict_row(const cic_report *r, const cic_xform_spec *xs)
+{
+    for (int k = 0; k < r->n_results; k++) {
+        const cic_result *x = &r->results[k];
+        if (x->has_verdict && !x->has_metrics && !strncmp(x->transform, xs->name, CIC_NAME_MAX))
+            return x;
+    }
+    return NULL;
+}
+
+static void gather(summary *sm, const cic_report *r)
+{
+    int best = -1;
+    memset(sm, 0, sizeof *sm);
     for (int i = 0; i < r->kase->n_xf && i < CIC_MAX_XFORMS; i++) {
         const cic_xform_spec *xs = &r->kase->xf[i];
-        const cic_result *row = NULL;
+        const cic_result *row;
         item *t;
-        if (!is_adaln(xs->kind))
+        if (!is_adaln(xs->kind) || !(row = verdict_row(r, xs)))
             continue;
-        for (int k = 0; k < r->n_results && !row; k++) {
-            const cic_result *x = &r->results[k];
-            if (x->has_verdict && !x->has_metrics &&
-                !strncmp(x->transform, xs->name, CIC_NAME_MAX))
-                row = x;
-        }
-        if (!row)
-            continue;
-        t = &it[n++];
+        t = &sm->it[sm->n++];
         t->xs = xs;
         t->row = row;
         t->n_eq = count_verdict(row, CIC_VERDICT_EQUIVALENT);
@@ -310,161 +310,229 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
         t->unexpected = row->verdict != xs->expect;
         for (int s = 0; s < row->n_samples; s++)
             t->unexpected = t->unexpected || !sample_as_expected(t, s);
-        n_exact += t->exact;
-        n_part += !t->exact && t->n_eq > 0;
-        n_none += !t->exact && t->n_eq == 0;
-        n_unexp += t->unexpected;
-        sf_exact = sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
-        if (t->exact && (best < 0 || row->flops.extra_total < it[best].row->flops.extra_total))
-            best = n - 1;
+        sm->n_exact += t->exact;
+        sm->n_part += !t->exact && t->n_eq > 0;
+        sm->n_none += !t->exact && t->n_eq == 0;
+        sm->n_unexp += t->unexpected;
+        sm->sf_exact = sm->sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
+        if (t->exact &&
+            (best < 0 || row->flops.extra_total < sm->it[best].row->flops.extra_total))
+            best = sm->n - 1;
     }
-    if (n == 0)
-        return 0;
-    b = best >= 0 ? &it[best] : NULL;
-    n_judged = it[0].row->n_samples;
+    sm->best = best >= 0 ? &sm->it[best] : NULL;
+}
 
-    /* the answer */
+/* "Conclusion: ... Yes / No ..." */
+static void answer_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const item *b = sm->best;
+    double e;
     fputs("Conclusion: can this adaLN block be rotated exactly at no extra cost? ", f);
-    if (!b && n == 1)
+    if (!b && sm->n == 1) {
         fputs("No: the one strategy is not exact on every sample.\n", f);
-    else if (!b)
-        fprintf(f, "No: none of the %d strategies is exact on every sample.\n", n);
-    else {
-        double e = b->row->flops.extra_total;
-        if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
-            fputs("Yes on this case's single sample: ", f);
-        else
-            fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
-        fprintf(f, "%d of %d strateg%s %s exact on every sample, and %s ", n_exact, n,
-                n == 1 ? "y" : "ies", n_exact == 1 ? "is" : "are",
-                n_exact == 1 ? "it" : "the cheapest of them");
-        if (e > 0)
-            fprintf(f, "adds %+.2f%% FLOPs at this size.\n", b->row->flops.extra_pct);
-        else if (e == 0)
-            fputs("adds no FLOPs at this size.\n", f);
-        else
-            fprintf(f, "needs %.2f%% fewer FLOPs at this size.\n", -b->row->flops.extra_pct);
+        return;
     }
-    lines++;
+    if (!b) {
+        fprintf(f, "No: none of the %d strategies is exact on every sample.\n", sm->n);
+        return;
+    }
+    e = b->row->flops.extra_total;
+    if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
+        fputs("Yes on this case's single sample: ", f);
+    else
+        fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
+    fprintf(f, "%d of %d strateg%s %s exact on every sample, and %s ", sm->n_exact, sm->n,
+            sm->n == 1 ? "y" : "ies", sm->n_exact == 1 ? "is" : "are",
+            sm->n_exact == 1 ? "it" : "the cheapest of them");
+    if (e > 0)
+        fprintf(f, "adds %+.2f%% FLOPs at this size.\n", b->row->flops.extra_pct);
+    else if (e == 0)
+        fputs("adds no FLOPs at this size.\n", f);
+    else
+        fprintf(f, "needs %.2f%% fewer FLOPs at this size.\n", -b->row->flops.extra_pct);
+}
 
-    /* exact everywhere */
-    for (int i = 0; i < n; i++)
-        sel[i] = it[i].exact;
+/* "  exact on every sample (verdict equivalent in ENGINE, B = ...): ..." */
+static void exact_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const cic_result *row0 = sm->it[0].row;
+    bool sel[CIC_MAX_XFORMS];
+    for (int i = 0; i < sm->n; i++)
+        sel[i] = sm->it[i].exact;
     fprintf(f, "  %s on every sample (verdict %s in %.*s, B = %d",
-            n_exact == n ? "every strategy is exact" : "exact", vname(CIC_VERDICT_EQUIVALENT),
-            (int)strnlen(it[0].row->engine, sizeof it[0].row->engine), it[0].row->engine,
-            m->samples);
-    if (n_judged < m->samples)
-        fprintf(f, ", per-sample verdicts of the first %d", n_judged);
+            sm->n_exact == sm->n ? "every strategy is exact" : "exact",
+            vname(CIC_VERDICT_EQUIVALENT), (int)strnlen(row0->engine, sizeof row0->engine),
+            row0->engine, m->samples);
+    if (row0->n_samples < m->samples)
+        fprintf(f, ", per-sample verdicts of the first %d", row0->n_samples);
     fputs("): ", f);
-    if (n_exact)
-        list_by_kind(f, it, n, sel);
+    if (sm->n_exact)
+        list_by_kind(f, sm->it, sm->n, sel);
     else
         fputs("none", f);
-    if (sf_exact && m->samples == 1)
+    if (sm->sf_exact && m->samples == 1)
         fprintf(f, " (%s: the calibration sample is the only sample)",
                 kname(CIC_XFORM_STATIC_FOLD));
     fputc('\n', f);
-    lines++;
+}
 
-    if (n_part) {
-        bool first = true;
-        fputs("  exact on some samples only: ", f);
-        for (int i = 0; i < n; i++) {
-            if (it[i].exact || it[i].n_eq == 0)
-                continue;
-            if (!first)
-                fputs("; ", f);
-            partial_detail(f, &it[i]);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
+/* "  exact on some samples only: ..." (0 lines when there is none). */
+static int partial_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_part)
+        return 0;
+    fputs("  exact on some samples only: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        if (sm->it[i].exact || sm->it[i].n_eq == 0)
+            continue;
+        if (!first)
+            fputs("; ", f);
+        partial_detail(f, &sm->it[i]);
+        first = false;
     }
-    if (n_none) {
-        bool first = true;
-        fputs("  exact on no sample: ", f);
-        for (int i = 0; i < n; i++) {
-            if (it[i].exact || it[i].n_eq > 0)
-                continue;
-            fputs(first ? "" : "; ", f);
-            xf_name(f, &it[i]);
-            fprintf(f, " (%s, ce_residual ", vname((int)it[i].row->verdict));
-            g3(f, it[i].row->ce_residual);
-            fputc(')', f);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
-    }
-    if (n_unexp) {
-        bool first = true;
-        fputs("  unexpected: ", f);
-        for (int i = 0; i < n; i++) {
-            if (!it[i].unexpected)
-                continue;
-            fputs(first ? "" : "; ", f);
-            unexpected_detail(f, &it[i]);
-            first = false;
-        }
-        fputc('\n', f);
-        lines++;
-    }
+    fputc('\n', f);
+    return 1;
+}
 
-    if (b) {
-        const cic_flops *fl = &b->row->flops;
-        cic_dit_strategy s = {b->xs->name, b->xs->kind, b->xs->stream, b->xs->fast};
-        bool first = true;
-        fputs("  cheapest exact: ", f);
-        xf_name(f, b);
-        fputc(' ', f);
-        xf_how(f, b->xs);
-        fprintf(f, ": %+.2f%% FLOPs, %+.1f per token at this size (d = %d, N = %d, B = %d, L = %d)",
-                fl->extra_pct, fl->extra_per_token, m->d_model, m->tokens, m->samples, m->layers);
-        for (int i = 0; i < n; i++) {
-            if (&it[i] == b || !it[i].exact || it[i].row->flops.extra_total != fl->extra_total)
-                continue;
-            fprintf(f, first ? "; as cheap: " : ", ");
-            xf_name(f, &it[i]);
-            first = false;
-        }
-        fputs("\n  its extra FLOPs by the formulas at B = 1 and N = ", f);
-        for (int k = 0; k < CIC_DIT_TABLE_N; k++)
-            fprintf(f, "%s%d", k ? " / " : "", CIC_DIT_TABLE_TOKENS[k]);
-        fputs(": ", f);
-        for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
-            double p = cic_flops_dit_extra_pct(m, &s, CIC_DIT_TABLE_TOKENS[k]);
-            fputs(k ? " / " : "", f);
-            if (isnan(p))
-                fputs("n/a", f);
-            else
-                fprintf(f, "%+.2f%%", p);
-        }
-        fputc('\n', f);
-        lines += 2;
+/* "  exact on no sample: ..." */
+static int none_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_none)
+        return 0;
+    fputs("  exact on no sample: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t->exact || t->n_eq > 0)
+            continue;
+        fputs(first ? "" : "; ", f);
+        xf_name(f, t);
+        fprintf(f, " (%s, ce_residual ", vname(t->row->verdict));
+        g3(f, t->row->ce_residual);
+        fputc(')', f);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
 
-        for (int i = 0; i < n; i++) {
-            sel[i] = !it[i].exact && it[i].row->flops.extra_total < fl->extra_total;
-            n_cheaper += sel[i];
-        }
-        if (n_cheaper) {
-            first = true;
-            fputs("  cheaper but not exact: ", f);
-            for (int i = 0; i < n; i++) {
-                if (!sel[i])
-                    continue;
-                fputs(first ? "" : "; ", f);
-                xf_name(f, &it[i]);
-                fprintf(f, " (%+.2f%%)", it[i].row->flops.extra_pct);
-                first = false;
-            }
-            fputc('\n', f);
+/* "  unexpected: ..." */
+static int unexpected_line(FILE *f, const summary *sm)
+{
+    bool first = true;
+    if (!sm->n_unexp)
+        return 0;
+    fputs("  unexpected: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        if (!sm->it[i].unexpected)
+            continue;
+        fputs(first ? "" : "; ", f);
+        unexpected_detail(f, &sm->it[i]);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
+
+/* "  cheapest exact: ..." with its counted figures and the exact ones as
+ * cheap. */
+static void cheapest_line(FILE *f, const summary *sm, const cic_model_cfg *m)
+{
+    const item *b = sm->best;
+    const cic_flops *fl = &b->row->flops;
+    bool first = true;
+    fputs("  cheapest exact: ", f);
+    xf_name(f, b);
+    fputc(' ', f);
+    xf_how(f, b->xs);
+    fprintf(f, ": %+.2f%% FLOPs, %+.1f per token at this size (d = %d, N = %d, B = %d, L = %d)",
+            fl->extra_pct, fl->extra_per_token, m->d_model, m->tokens, m->samples, m->layers);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t == b || !t->exact || t->row->flops.extra_total != fl->extra_total)
+            continue;
+        fprintf(f, first ? "; as cheap: " : ", ");
+        xf_name(f, t);
+        first = false;
+    }
+    fputc('\n', f);
+}
+
+/* "  its extra FLOPs by the formulas at B = 1 and N = ...": the row of
+ * transform xi of the analytical table. */
+static void formula_line(FILE *f, const cic_dit_flops_table *t, int xi)
+{
+    fputs("  its extra FLOPs by the formulas at B = 1 and N = ", f);
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+        fprintf(f, "%s%d", k ? " / " : "", t->tokens[k]);
+    fputs(": ", f);
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++) {
+        double p = t->xf_pct[xi][k];
+        fputs(k ? " / " : "", f);
+        if (isnan(p))
+            fputs("n/a", f);
+        else
+            fprintf(f, "%+.2f%%", p);
+    }
+    fputc('\n', f);
+}
+
+/* "  cheaper but not exact: ..." */
+static int cheaper_line(FILE *f, const summary *sm)
+{
+    double best = sm->best->row->flops.extra_total;
+    bool first = true;
+    int n = 0;
+    for (int i = 0; i < sm->n; i++)
+        n += !sm->it[i].exact && sm->it[i].row->flops.extra_total < best;
+    if (!n)
+        return 0;
+    fputs("  cheaper but not exact: ", f);
+    for (int i = 0; i < sm->n; i++) {
+        const item *t = &sm->it[i];
+        if (t->exact || !(t->row->flops.extra_total < best))
+            continue;
+        fputs(first ? "" : "; ", f);
+        xf_name(f, t);
+        fprintf(f, " (%+.2f%%)", t->row->flops.extra_pct);
+        first = false;
+    }
+    fputc('\n', f);
+    return 1;
+}
+
+int cic_report_conclusion(FILE *f, const cic_report *r)
+{
+    summary sm;
+    const cic_model_cfg *m;
+    int lines = 2;
+
+    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
+        return 0;
+    m = &r->kase->model;
+    gather(&sm, r);
+    if (sm.n == 0)
+        return 0;
+    answer_line(f, &sm, m);
+    exact_line(f, &sm, m);
+    lines += partial_line(f, &sm);
+    lines += none_line(f, &sm);
+    lines += unexpected_line(f, &sm);
+    if (sm.best) {
+        int xi = (int)(sm.best->xs - r->kase->xf); /* its row of the analytical table */
+        cheapest_line(f, &sm, m);
+        lines++;
+        if (r->has_dit_flops && xi < r->dit_flops.n_xf) {
+            formula_line(f, &r->dit_flops, xi);
             lines++;
         }
+        lines += cheaper_line(f, &sm);
     }
-
-    crossover(f, m);
-    lines++;
+    if (r->has_dit_flops) {
+        crossover(f, &r->dit_flops);
+        lines++;
+    }
     if (!r->truth_certified) {
         fputs("  the truth is not certified (prec+64 max rel diff ", f);
         g3(f, r->truth_cert_diff);

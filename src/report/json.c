@@ -20,8 +20,6 @@
  * INT64_MAX (jansson integers are signed) are written as decimal strings. */
 #include "report.h"
 
-#include "../metric/flops.h"
-
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -571,34 +569,29 @@ static json_t *gate_json(const cic_gate_result *g, int *err)
     return o;
 }
 
-/* The whole document; NULL when memory ran out. */
 /* dit cases: the closed-form extra-FLOP table of the adaLN strategies
  * against tokens per sample (B = 1, the case's other sizes) and the
  * crossovers, as printed after the results. */
-static json_t *dit_flops_json(const cic_model_cfg *mc, int *err)
+static json_t *dit_flops_json(const cic_dit_flops_table *t, int *err)
 {
-    static const int tokens[] = {16, 64, 256, 1024, 4096, 16384, 65536};
     json_t *o = json_object(), *tk = json_array(), *st = json_object(), *cr = json_object();
-    double nd, nf;
-    size_t i;
-    int k;
-    for (i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
-        jpush(tk, json_integer(tokens[i]), err);
-    for (k = 0; k < CIC_DIT_STRATEGY_COUNT; k++) {
+    for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+        jpush(tk, json_integer(t->tokens[k]), err);
+    for (int j = 0; j < CIC_DIT_STRATEGY_COUNT; j++) {
         json_t *a = json_array();
-        for (i = 0; i < sizeof tokens / sizeof tokens[0]; i++)
-            jpush(a, jreal(cic_flops_dit_extra_pct(mc, &CIC_DIT_STRATEGIES[k], tokens[i])), err);
-        jset(st, CIC_DIT_STRATEGIES[k].label, a, err);
+        for (int k = 0; k < CIC_DIT_TABLE_N; k++)
+            jpush(a, jreal(t->pct[j][k]), err);
+        jset(st, t->label[j] ? t->label[j] : "?", a, err);
     }
-    cic_flops_dit_crossover(&nd, &nf, mc);
-    jset(cr, "per_sample_fold_vs_online_dense", jreal(nd), err);
-    jset(cr, "per_sample_fold_vs_online_fast", jreal(nf), err);
+    jset(cr, "per_sample_fold_vs_online_dense", jreal(t->nstar_dense), err);
+    jset(cr, "per_sample_fold_vs_online_fast", jreal(t->nstar_fast), err);
     jset(o, "tokens", tk, err);
     jset(o, "extra_pct", st, err);
     jset(o, "crossover_tokens", cr, err);
     return o;
 }
 
+/* The whole document; NULL when memory ran out. */
 static json_t *report_json(const cic_report *r)
 {
     int err = 0;
@@ -638,8 +631,8 @@ static json_t *report_json(const cic_report *r)
         jset(b, "checks", checks, &err);
         jset(root, "baseline", b, &err);
     }
-    if (r->kase && r->kase->model.block == CIC_BLOCK_DIT)
-        jset(root, "flops_analytical", dit_flops_json(&r->kase->model, &err), &err);
+    if (r->has_dit_flops)
+        jset(root, "flops_analytical", dit_flops_json(&r->dit_flops, &err), &err);
     jset(root, "wall_seconds", jreal(r->wall_seconds), &err);
     jset(root, "pass", json_boolean(r->pass), &err);
     if (err) {

@@ -25,9 +25,10 @@
  * internal-error for 3). Every failure is a <failure>; errors= is 0 (the
  * run's own errors are failures of the "run" testcase).
  *
- * Text is escaped for XML 1.0: & < > " ' as entities; tab, newline and CR
- * as character references (kept through attribute normalisation); other
- * bytes below 0x20, invalid UTF-8 and U+FFFE/U+FFFF become '?'. Numbers in
+ * Text is escaped for XML 1.0 (cic_xml_esc, text.c): & < > " ' as
+ * entities; tab, newline and CR as character references (kept through
+ * attribute normalisation); other bytes below 0x20, invalid UTF-8 and
+ * U+FFFE/U+FFFF become '?'. Numbers in
  * names and messages are the shortest text that reads back to the same
  * double; non-finite ones are "nan", "inf", "-inf". time= attributes are
  * decimals as the schema requires: a non-finite or negative wall time is 0.
@@ -53,52 +54,6 @@ static_assert(sizeof((const char *[]){RULE_NAMES}) / sizeof(const char *) == CIC
 
 /* ---- text ---- */
 
-/* s (at most n bytes, may lack a NUL), escaped for an attribute value or
- * element content. */
-static void xml_esc(FILE *f, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-
-    if (!s)
-        return;
-    n = strnlen(s, n);
-    while (i < n) {
-        unsigned c = u[i];
-        size_t len;
-        switch (c) {
-        case '&': fputs("&amp;", f); i++; continue;
-        case '<': fputs("&lt;", f); i++; continue;
-        case '>': fputs("&gt;", f); i++; continue;
-        case '"': fputs("&quot;", f); i++; continue;
-        case '\'': fputs("&apos;", f); i++; continue;
-        case '\t': fputs("&#9;", f); i++; continue;
-        case '\n': fputs("&#10;", f); i++; continue;
-        case '\r': fputs("&#13;", f); i++; continue;
-        default: break;
-        }
-        if (c < 0x20) {
-            fputc('?', f);
-            i++;
-            continue;
-        }
-        len = cic_utf8_len(u + i, n - i);
-        if (len == 0) {
-            fputc('?', f);
-            i++;
-            continue;
-        }
-        fwrite(u + i, 1, len, f);
-        i += len;
-    }
-}
-
-static void xml_str(FILE *f, const char *s)
-{
-    if (s)
-        xml_esc(f, s, strlen(s));
-}
-
 /* A time= value: xs:decimal, never negative, never nan. */
 static void fmt_time(char *buf, size_t cap, double v)
 {
@@ -107,32 +62,18 @@ static void fmt_time(char *buf, size_t cap, double v)
     snprintf(buf, cap, "%.3f", v);
 }
 
-static const char *verdict_name(int v)
-{
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
-}
-
-static const char *rule_name(int rule)
-{
-    if (rule < 0 || rule >= CIC_RULE_COUNT || !CIC_RULE_NAME[rule])
-        return "?";
-    return CIC_RULE_NAME[rule];
-}
-
 /* classname: case, case.transform or case.transform.engine. */
 static void classname(FILE *f, const char *kase, size_t kcap, const char *xf, size_t xcap,
                       const char *eng, size_t ecap)
 {
     fputs(" classname=\"", f);
-    xml_esc(f, kase, kcap);
+    cic_xml_esc(f, kase, kcap);
     if (xf && strnlen(xf, xcap) > 0) {
         fputc('.', f);
-        xml_esc(f, xf, xcap);
+        cic_xml_esc(f, xf, xcap);
         if (eng && strnlen(eng, ecap) > 0) {
             fputc('.', f);
-            xml_esc(f, eng, ecap);
+            cic_xml_esc(f, eng, ecap);
         }
     }
     fputc('"', f);
@@ -141,11 +82,11 @@ static void classname(FILE *f, const char *kase, size_t kcap, const char *xf, si
 static void failure(FILE *f, const char *type, const char *msg, const char *detail)
 {
     fputs("      <failure message=\"", f);
-    xml_str(f, msg);
+    cic_xml_esc(f, msg, SIZE_MAX);
     fputs("\" type=\"", f);
-    xml_str(f, type);
+    cic_xml_esc(f, type, SIZE_MAX);
     fputs("\">", f);
-    xml_str(f, detail && detail[0] ? detail : msg);
+    cic_xml_esc(f, detail && detail[0] ? detail : msg, SIZE_MAX);
     fputs("</failure>\n", f);
 }
 
@@ -197,41 +138,54 @@ static counts count_case(const cic_report *r)
 
 /* ---- one case ---- */
 
-static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
+/* The case's name in the suite and the classnames: its own, "case N" when
+ * there is none. Not to be copied (s may point into buf). */
+typedef struct {
+    char buf[CIC_NAME_MAX + 32];
+    const char *s;
+    size_t cap;
+} case_label;
+
+static void case_label_init(case_label *k, int idx, const cic_report *r)
+{
+    if (can_run(r) && strnlen(r->kase->name, sizeof r->kase->name) > 0) {
+        k->s = r->kase->name;
+        k->cap = sizeof r->kase->name;
+        return;
+    }
+    snprintf(k->buf, sizeof k->buf, "case %d", idx + 1);
+    k->s = k->buf;
+    k->cap = sizeof k->buf;
+}
+
+/* "    <testcase classname=..." up to the name attribute. */
+static void testcase_open(FILE *f, const case_label *k, const char *xf, size_t xcap,
+                          const char *eng, size_t ecap)
+{
+    fputs("    <testcase", f);
+    classname(f, k->s, k->cap, xf, xcap, eng, ecap);
+}
+
+/* <testsuite ...> with its counts, then the properties: the versions and
+ * fingerprints a failure is read against. */
+static void suite_open(FILE *f, int idx, const cic_report *r, const case_label *k,
                        const char *stamp)
 {
-    char kname[CIC_NAME_MAX + 32], a[64], b[64], tm[64];
-    const char *kn;
-    size_t kcap;
     counts c = count_case(r);
-
-    if (can_run(r)) {
-        kn = r->kase->name;
-        kcap = sizeof r->kase->name;
-        if (strnlen(kn, kcap) == 0) {
-            snprintf(kname, sizeof kname, "case %d", idx + 1);
-            kn = kname;
-            kcap = sizeof kname;
-        }
-    } else {
-        snprintf(kname, sizeof kname, "case %d", idx + 1);
-        kn = kname;
-        kcap = sizeof kname;
-    }
+    char tm[64];
 
     fmt_time(tm, sizeof tm, r ? r->wall_seconds : 0);
     fprintf(f, "  <testsuite name=\"");
-    xml_esc(f, kn, kcap);
+    cic_xml_esc(f, k->s, k->cap);
     fprintf(f, "\" id=\"%d\" package=\"cicheck\" hostname=\"", idx);
     if (r && strnlen(r->env.hostname, sizeof r->env.hostname) > 0)
-        xml_esc(f, r->env.hostname, sizeof r->env.hostname);
+        cic_xml_esc(f, r->env.hostname, sizeof r->env.hostname);
     else
         fputs("localhost", f);
     fprintf(f, "\" timestamp=\"%s\" tests=\"%d\" failures=\"%d\" errors=\"0\" skipped=\"0\""
                " time=\"%s\">\n",
             stamp, c.tests, c.failures, tm);
 
-    /* properties */
     fputs("    <properties>\n", f);
     fprintf(f, "      <property name=\"cicheck_version\" value=\"%s\"/>\n", CIC_VERSION);
     if (r) {
@@ -239,7 +193,7 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
 #define PROP(key, field)                                                      \
     do {                                                                      \
         fputs("      <property name=\"" key "\" value=\"", f);                \
-        xml_esc(f, field, sizeof field);                                      \
+        cic_xml_esc(f, field, sizeof field);                                  \
         fputs("\"/>\n", f);                                                   \
     } while (0)
         PROP("openblas_core", e->openblas_core);
@@ -259,128 +213,137 @@ static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
         fprintf(f, "      <property name=\"exit_code\" value=\"%d\"/>\n", r->exit_code);
     }
     fputs("    </properties>\n", f);
+}
 
-    /* the run itself, when it failed */
-    if (run_failed(r)) {
-        const char *type = "error";
-        if (r && r->exit_code == CIC_EINPUT)
-            type = "input-error";
-        else if (r && r->exit_code == CIC_EINTERNAL)
-            type = "internal-error";
-        fputs("    <testcase", f);
-        classname(f, kn, kcap, NULL, 0, NULL, 0);
-        fputs(" name=\"run\" time=\"0\">\n", f);
-        failure(f, type, err && err[0] ? err : "the case could not run", NULL);
-        fputs("    </testcase>\n", f);
+/* The run itself, when it failed: input-error (exit 2), internal-error (3). */
+static void run_testcase(FILE *f, const cic_report *r, const case_label *k, const char *err)
+{
+    const char *type = "error";
+    if (r && r->exit_code == CIC_EINPUT)
+        type = "input-error";
+    else if (r && r->exit_code == CIC_EINTERNAL)
+        type = "internal-error";
+    testcase_open(f, k, NULL, 0, NULL, 0);
+    fputs(" name=\"run\" time=\"0\">\n", f);
+    failure(f, type, err && err[0] ? err : "the case could not run", NULL);
+    fputs("    </testcase>\n", f);
+}
+
+/* "gate METRIC <= LIMIT"; a failure names the case line. */
+static void gate_testcase(FILE *f, const cic_report *r, const case_label *k,
+                          const cic_gate_result *g)
+{
+    char a[64], b[64], msg[512], det[1024];
+    cic_fmt_num(a, sizeof a, g->value);
+    cic_fmt_num(b, sizeof b, g->limit);
+    testcase_open(f, k, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+    fputs(" name=\"gate ", f);
+    cic_xml_esc(f, g->metric, sizeof g->metric);
+    fprintf(f, " &lt;= %s\" time=\"0\"", b);
+    if (g->pass) {
+        fputs("/>\n", f);
+        return;
     }
+    fputs(">\n", f);
+    snprintf(msg, sizeof msg, "%.*s = %s, limit %s",
+             (int)strnlen(g->metric, sizeof g->metric), g->metric, a, b);
+    snprintf(det, sizeof det, "%.*s:%d: gate %.*s <= %s on %.*s / %.*s: value %s",
+             (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path, g->line,
+             (int)strnlen(g->metric, sizeof g->metric), g->metric, b,
+             (int)strnlen(g->transform, sizeof g->transform), g->transform,
+             (int)strnlen(g->engine, sizeof g->engine), g->engine, a);
+    failure(f, "gate", msg, det);
+    fputs("    </testcase>\n", f);
+}
 
+/* "verdict V (expected E)" of a row with a verdict; a failure gives the
+ * ce_residual against the thresholds. */
+static void verdict_testcase(FILE *f, const case_label *k, const cic_result *x)
+{
+    const char *got = CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, x->verdict);
+    const char *want = CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, x->expect);
+    char a[64], msg[256], det[512], lo[64], hi[64];
+    testcase_open(f, k, x->transform, sizeof x->transform, x->engine, sizeof x->engine);
+    fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"", got, want);
+    if (x->verdict == x->expect) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    cic_fmt_num(a, sizeof a, x->ce_residual);
+    cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
+    cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
+    snprintf(msg, sizeof msg, "verdict %s, expected %s", got, want);
+    snprintf(det, sizeof det,
+             "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
+             "above %s)",
+             got, want, a, lo, hi);
+    failure(f, "verdict", msg, det);
+    fputs("    </testcase>\n", f);
+}
+
+/* "baseline RULE [METRIC]"; a failure gives old, new and the limit. */
+static void baseline_testcase(FILE *f, const case_label *k, const cic_regress_result *g)
+{
+    size_t ml = strnlen(g->metric, sizeof g->metric), ll = strnlen(g->limit, sizeof g->limit);
+    char msg[400];
+    testcase_open(f, k, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
+    fprintf(f, " name=\"baseline %s", CIC_NAME_OF(CIC_RULE_NAME, CIC_RULE_COUNT, g->rule));
+    if (ml) {
+        fputc(' ', f);
+        cic_xml_esc(f, g->metric, sizeof g->metric);
+    }
+    fputs("\" time=\"0\"", f);
+    if (g->pass) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    snprintf(msg, sizeof msg, "old %.*s, new %.*s, limit %.*s",
+             (int)strnlen(g->old_value, sizeof g->old_value), g->old_value,
+             (int)strnlen(g->new_value, sizeof g->new_value), g->new_value,
+             ll ? (int)ll : (int)strlen("equal to old"), ll ? g->limit : "equal to old");
+    failure(f, "regression", msg, NULL);
+    fputs("    </testcase>\n", f);
+}
+
+/* "truth certified": the prec+64 recomputation agreed. */
+static void truth_testcase(FILE *f, const cic_report *r, const case_label *k)
+{
+    char a[64], msg[256];
+    testcase_open(f, k, NULL, 0, NULL, 0);
+    fputs(" name=\"truth certified\" time=\"0\"", f);
+    if (r->truth_certified) {
+        fputs("/>\n", f);
+        return;
+    }
+    fputs(">\n", f);
+    cic_fmt_num(a, sizeof a, r->truth_cert_diff);
+    snprintf(msg, sizeof msg,
+             "the MPFR truth recomputed at prec+64 differs: max relative difference %s", a);
+    failure(f, "truth", msg, NULL);
+    fputs("    </testcase>\n", f);
+}
+
+static void write_case(FILE *f, int idx, const cic_report *r, const char *err,
+                       const char *stamp)
+{
+    case_label k;
+
+    case_label_init(&k, idx, r);
+    suite_open(f, idx, r, &k, stamp);
+    if (run_failed(r))
+        run_testcase(f, r, &k, err);
     if (can_run(r)) {
-        /* gates */
-        for (int i = 0; r->gates && i < r->n_gates; i++) {
-            const cic_gate_result *g = &r->gates[i];
-            char msg[512], det[1024];
-            cic_fmt_num(a, sizeof a, g->value);
-            cic_fmt_num(b, sizeof b, g->limit);
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
-                      sizeof g->engine);
-            fputs(" name=\"gate ", f);
-            xml_esc(f, g->metric, sizeof g->metric);
-            fprintf(f, " &lt;= %s\" time=\"0\"", b);
-            if (g->pass) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            snprintf(msg, sizeof msg, "%.*s = %s, limit %s",
-                     (int)strnlen(g->metric, sizeof g->metric), g->metric, a, b);
-            snprintf(det, sizeof det, "%.*s:%d: gate %.*s <= %s on %.*s / %.*s: value %s",
-                     (int)strnlen(r->kase->path, sizeof r->kase->path), r->kase->path,
-                     g->line, (int)strnlen(g->metric, sizeof g->metric), g->metric, b,
-                     (int)strnlen(g->transform, sizeof g->transform), g->transform,
-                     (int)strnlen(g->engine, sizeof g->engine), g->engine, a);
-            failure(f, "gate", msg, det);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* expectations */
-        for (int i = 0; r->results && i < r->n_results; i++) {
-            const cic_result *x = &r->results[i];
-            char msg[256], det[512], lo[64], hi[64];
-            if (!x->has_verdict)
-                continue;
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, x->transform, sizeof x->transform, x->engine,
-                      sizeof x->engine);
-            fprintf(f, " name=\"verdict %s (expected %s)\" time=\"0\"",
-                    verdict_name(x->verdict), verdict_name(x->expect));
-            if (x->verdict == x->expect) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            cic_fmt_num(a, sizeof a, x->ce_residual);
-            cic_fmt_num(lo, sizeof lo, x->ce_threshold_equivalent);
-            cic_fmt_num(hi, sizeof hi, x->ce_threshold_broken);
-            snprintf(msg, sizeof msg, "verdict %s, expected %s", verdict_name(x->verdict),
-                     verdict_name(x->expect));
-            snprintf(det, sizeof det,
-                     "verdict %s, expected %s: ce_residual %s (equivalent below %s, broken "
-                     "above %s)",
-                     verdict_name(x->verdict), verdict_name(x->expect), a, lo, hi);
-            failure(f, "verdict", msg, det);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* baseline rules */
-        for (int i = 0; r->regress && i < r->n_regress; i++) {
-            const cic_regress_result *g = &r->regress[i];
-            char msg[400];
-            size_t ml = strnlen(g->metric, sizeof g->metric);
-            fputs("    <testcase", f);
-            classname(f, kn, kcap, g->transform, sizeof g->transform, g->engine,
-                      sizeof g->engine);
-            fprintf(f, " name=\"baseline %s", rule_name((int)g->rule));
-            if (ml) {
-                fputc(' ', f);
-                xml_esc(f, g->metric, sizeof g->metric);
-            }
-            fputs("\" time=\"0\"", f);
-            if (g->pass) {
-                fputs("/>\n", f);
-                continue;
-            }
-            fputs(">\n", f);
-            {
-                size_t ll = strnlen(g->limit, sizeof g->limit);
-                snprintf(msg, sizeof msg, "old %.*s, new %.*s, limit %.*s",
-                         (int)strnlen(g->old_value, sizeof g->old_value), g->old_value,
-                         (int)strnlen(g->new_value, sizeof g->new_value), g->new_value,
-                         ll ? (int)ll : (int)strlen("equal to old"),
-                         ll ? g->limit : "equal to old");
-            }
-            failure(f, "regression", msg, NULL);
-            fputs("    </testcase>\n", f);
-        }
-
-        /* truth certification */
-        fputs("    <testcase", f);
-        classname(f, kn, kcap, NULL, 0, NULL, 0);
-        fputs(" name=\"truth certified\" time=\"0\"", f);
-        if (r->truth_certified) {
-            fputs("/>\n", f);
-        } else {
-            char msg[256];
-            fputs(">\n", f);
-            cic_fmt_num(a, sizeof a, r->truth_cert_diff);
-            snprintf(msg, sizeof msg,
-                     "the MPFR truth recomputed at prec+64 differs: max relative difference %s",
-                     a);
-            failure(f, "truth", msg, NULL);
-            fputs("    </testcase>\n", f);
-        }
+        for (int i = 0; r->gates && i < r->n_gates; i++)
+            gate_testcase(f, r, &k, &r->gates[i]);
+        for (int i = 0; r->results && i < r->n_results; i++)
+            if (r->results[i].has_verdict)
+                verdict_testcase(f, &k, &r->results[i]);
+        for (int i = 0; r->regress && i < r->n_regress; i++)
+            baseline_testcase(f, &k, &r->regress[i]);
+        truth_testcase(f, r, &k);
     }
-
     fputs("    <system-out/>\n    <system-err/>\n  </testsuite>\n", f);
 }
 

@@ -19,9 +19,9 @@
  * nothing failed.
  *
  * Text from the case (names, paths, messages) is escaped so it cannot
- * break the table or turn into markup: \ ` * _ [ ] | ~ backslash-escaped,
- * & < > as entities, tab/newline/CR as a space, other control bytes
- * dropped, invalid UTF-8 as '?'. Non-finite numbers read nan / inf.
+ * break the table or turn into markup (cic_md_esc, text.c): \ ` * _ [ ] | ~
+ * backslash-escaped, & < > as entities, tab/newline/CR as a space, other
+ * control bytes dropped, invalid UTF-8 as '?'. Non-finite numbers read nan / inf.
  *
  * append (GITHUB_STEP_SUMMARY semantics): the text is added at the end of
  * path, created if missing, in one write; otherwise path is replaced
@@ -35,68 +35,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-
-/* s (at most n bytes, may lack a NUL) as inert Markdown text. */
-static void md_esc(FILE *f, const char *s, size_t n)
-{
-    const unsigned char *u = (const unsigned char *)s;
-    size_t i = 0;
-
-    if (!s)
-        return;
-    n = strnlen(s, n);
-    while (i < n) {
-        unsigned c = u[i];
-        size_t len;
-        if (strchr("\\`*_[]|~", (int)c) && c != 0) {
-            fputc('\\', f);
-            fputc((int)c, f);
-            i++;
-            continue;
-        }
-        switch (c) {
-        case '&': fputs("&amp;", f); i++; continue;
-        case '<': fputs("&lt;", f); i++; continue;
-        case '>': fputs("&gt;", f); i++; continue;
-        case '\t':
-        case '\n':
-        case '\r': fputc(' ', f); i++; continue;
-        default: break;
-        }
-        if (c < 0x20 || c == 0x7F) {
-            i++;
-            continue;
-        }
-        len = cic_utf8_len(u + i, n - i);
-        if (len == 0) {
-            fputc('?', f);
-            i++;
-            continue;
-        }
-        fwrite(u + i, 1, len, f);
-        i += len;
-    }
-}
-
-static void md_str(FILE *f, const char *s)
-{
-    if (s)
-        md_esc(f, s, strlen(s));
-}
-
-static const char *verdict_name(int v)
-{
-    if (v < 0 || v >= CIC_VERDICT_COUNT || !CIC_VERDICT_NAME[v])
-        return "?";
-    return CIC_VERDICT_NAME[v];
-}
-
-static const char *rule_name(int rule)
-{
-    if (rule < 0 || rule >= CIC_RULE_COUNT || !CIC_RULE_NAME[rule])
-        return "?";
-    return CIC_RULE_NAME[rule];
-}
 
 static bool can_run(const cic_report *r)
 {
@@ -121,7 +59,7 @@ static const char *run_kind(const cic_report *r)
 static void case_name(FILE *f, int idx, const cic_report *r)
 {
     if (can_run(r) && strnlen(r->kase->name, sizeof r->kase->name) > 0)
-        md_esc(f, r->kase->name, sizeof r->kase->name);
+        cic_md_esc(f, r->kase->name, sizeof r->kase->name);
     else
         fprintf(f, "case %d", idx + 1);
 }
@@ -134,12 +72,12 @@ static void row_start(FILE *f, int idx, const cic_report *r, const char *xf, siz
     case_name(f, idx, r);
     fputs(" | ", f);
     if (xf && strnlen(xf, xcap))
-        md_esc(f, xf, xcap);
+        cic_md_esc(f, xf, xcap);
     else
         fputc('-', f);
     fputs(" | ", f);
     if (eng && strnlen(eng, ecap))
-        md_esc(f, eng, ecap);
+        cic_md_esc(f, eng, ecap);
     else
         fputc('-', f);
     fputs(" | ", f);
@@ -154,7 +92,7 @@ static void row_end(FILE *f, const char *old, size_t ocap, const char *nw, size_
     for (int k = 0; k < 3; k++) {
         fputs(" | ", f);
         if (v[k] && strnlen(v[k], c[k]))
-            md_esc(f, v[k], c[k]);
+            cic_md_esc(f, v[k], c[k]);
         else
             fputc('-', f);
     }
@@ -170,7 +108,7 @@ static void case_line(FILE *f, int idx, const cic_report *r, const char *err)
         fputs("- ❌ **", f);
         case_name(f, idx, r);
         fprintf(f, "**: could not run (%s): ", run_kind(r));
-        md_str(f, err && err[0] ? err : "no report");
+        cic_md_esc(f, err && err[0] ? err : "no report", SIZE_MAX);
         fputc('\n', f);
         return;
     }
@@ -198,7 +136,7 @@ static void case_line(FILE *f, int idx, const cic_report *r, const char *err)
         fputs(", truth not certified", f);
     if (run_failed(r)) {
         fprintf(f, ", could not finish (%s): ", run_kind(r));
-        md_str(f, err && err[0] ? err : "no message");
+        cic_md_esc(f, err && err[0] ? err : "no message", SIZE_MAX);
     }
     fputc('\n', f);
 }
@@ -238,7 +176,7 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
         HEAD();
         row_start(f, idx, r, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
         fputs("gate ", f);
-        md_esc(f, g->metric, sizeof g->metric);
+        cic_md_esc(f, g->metric, sizeof g->metric);
         if (g->line > 0)
             fprintf(f, " (line %d)", g->line);
         cic_fmt_num(a, sizeof a, g->value);
@@ -253,9 +191,9 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
         row_start(f, idx, r, x->transform, sizeof x->transform, x->engine, sizeof x->engine);
         cic_fmt_num(a, sizeof a, x->ce_residual);
         snprintf(chk, sizeof chk, "verdict (ce_residual %s)", a);
-        md_str(f, chk);
-        snprintf(a, sizeof a, "expected %s", verdict_name(x->expect));
-        row_end(f, a, sizeof a, verdict_name(x->verdict), 32, NULL, 0);
+        cic_md_esc(f, chk, SIZE_MAX);
+        snprintf(a, sizeof a, "expected %s", CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, x->expect));
+        row_end(f, a, sizeof a, CIC_NAME_OF(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, x->verdict), 32, NULL, 0);
     }
     for (int i = 0; r->regress && i < r->n_regress; i++) {
         const cic_regress_result *g = &r->regress[i];
@@ -263,10 +201,10 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
             continue;
         HEAD();
         row_start(f, idx, r, g->transform, sizeof g->transform, g->engine, sizeof g->engine);
-        fprintf(f, "baseline %s", rule_name((int)g->rule));
+        fprintf(f, "baseline %s", CIC_NAME_OF(CIC_RULE_NAME, CIC_RULE_COUNT, g->rule));
         if (strnlen(g->metric, sizeof g->metric)) {
             fputc(' ', f);
-            md_esc(f, g->metric, sizeof g->metric);
+            cic_md_esc(f, g->metric, sizeof g->metric);
         }
         row_end(f, g->old_value, sizeof g->old_value, g->new_value, sizeof g->new_value,
                 strnlen(g->limit, sizeof g->limit) ? g->limit : "equal", sizeof g->limit);
@@ -314,7 +252,7 @@ static int conclusion(FILE *f, int idx, const cic_report *r)
                 p++;
             fputs("- ", f);
         }
-        md_esc(f, p, (size_t)(e - p));
+        cic_md_esc(f, p, (size_t)(e - p));
         fputs(first ? "\n\n" : "\n", f);
     }
     free(buf);

@@ -296,6 +296,96 @@ static int find_gnuplot(char *out, size_t cap)
 
 /* ---- entry ---- */
 
+/* dir's sweep.json (its first point standing for one run) or, failing
+ * that, its report.json, checked, into c; path receives the file's name. */
+static int load_input(cic_plot_ctx *c, const char *dir, char *path, size_t cap, cic_diag *d)
+{
+    snprintf(path, cap, "%s/sweep.json", dir);
+    if (access(path, F_OK) == 0) {
+        int first;
+        c->root = load_json(path, d);
+        if (!c->root || check_sweep(path, c->root, &first, d) != 0)
+            return -1;
+        c->sweep = true;
+        json_t *pt = json_array_get(json_object_get(c->root, "points"), (size_t)first);
+        c->first = json_object_get(pt, "report");
+        c->first_params = json_object_get(pt, "params");
+        c->aggregate = json_object_get(c->root, "aggregate");
+        c->axes = json_object_get(c->root, "axes");
+        c->axis_values = json_object_get(c->root, "axis_values");
+        return 0;
+    }
+    snprintf(path, cap, "%s/report.json", dir);
+    if (access(path, F_OK) != 0) {
+        cic_diag_set(d, dir, 0, 0,
+                     "nothing to plot: neither sweep.json nor report.json in this folder "
+                     "(run `cicheck run` with --out %s first)",
+                     dir);
+        return -1;
+    }
+    c->root = load_json(path, d);
+    if (!c->root || check_report(path, "", c->root, d) != 0)
+        return -1;
+    c->first = c->root;
+    return 0;
+}
+
+/* The case's name and transforms, and the f32 engine to plot: f32-openblas
+ * when the run has it, else the fixed-order engine. */
+static void read_case(cic_plot_ctx *c)
+{
+    json_t *kase = json_object_get(c->root, "case"), *t, *r;
+    size_t i;
+
+    c->case_name = cic_plot_jstr(kase, "name");
+    if (!c->case_name)
+        c->case_name = cic_plot_jstr(json_object_get(c->first, "case"), "name");
+    json_array_foreach(json_object_get(kase, "transforms"), i, t) {
+        if (c->ntr >= CIC_PLOT_MAXTR)
+            break;
+        const char *nm = cic_plot_jstr(t, "name");
+        if (!nm)
+            continue;
+        c->tr[c->ntr] = nm;
+        c->kind[c->ntr] = cic_plot_jstr(t, "kind");
+        c->fast[c->ntr] = json_is_true(json_object_get(t, "fast"));
+        c->ntr++;
+    }
+    c->engine = CIC_PLOT_F32_FIXED;
+    json_array_foreach(json_object_get(c->first, "results"), i, r) {
+        if (cic_plot_streq(cic_plot_jstr(r, "engine"), CIC_PLOT_F32_BLAS))
+            c->engine = CIC_PLOT_F32_BLAS;
+    }
+    json_array_foreach(c->aggregate, i, r) {
+        if (cic_plot_streq(cic_plot_jstr(r, "engine"), CIC_PLOT_F32_BLAS))
+            c->engine = CIC_PLOT_F32_BLAS;
+    }
+}
+
+/* Every figure the data calls for, counted in *made; 0, or -1 with d set
+ * (*made then counts those drawn before). */
+static int draw_all(const cic_plot_ctx *c, int *made, cic_diag *d)
+{
+    int (*const single[])(const cic_plot_ctx *, cic_diag *) = {
+        cic_plot_ulp_cdf, cic_plot_flops, cic_plot_ce_prec, cic_plot_drift_hist};
+    int k;
+    k = cic_plot_error_vs(c, "error_vs_d", "d_model", "hidden width d_model (channels)", d);
+    if (k < 0)
+        return -1;
+    *made += k;
+    k = cic_plot_error_vs(c, "error_vs_depth", "layers", "depth (layers)", d);
+    if (k < 0)
+        return -1;
+    *made += k;
+    for (size_t s = 0; s < sizeof single / sizeof single[0]; s++) {
+        k = single[s](c, d);
+        if (k < 0)
+            return -1;
+        *made += k;
+    }
+    return 0;
+}
+
 int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
 {
     cic_plot_ctx c;
@@ -311,65 +401,10 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
         cic_diag_set(d, "", 0, 0, "no folder given to plot");
         return -1;
     }
-    snprintf(path, sizeof path, "%s/sweep.json", dir);
-    if (access(path, F_OK) == 0) {
-        int first;
-        c.root = load_json(path, d);
-        if (!c.root || check_sweep(path, c.root, &first, d) != 0)
-            goto cleanup;
-        c.sweep = true;
-        json_t *pt = json_array_get(json_object_get(c.root, "points"), (size_t)first);
-        c.first = json_object_get(pt, "report");
-        c.first_params = json_object_get(pt, "params");
-        c.aggregate = json_object_get(c.root, "aggregate");
-        c.axes = json_object_get(c.root, "axes");
-        c.axis_values = json_object_get(c.root, "axis_values");
-    } else {
-        snprintf(path, sizeof path, "%s/report.json", dir);
-        if (access(path, F_OK) != 0) {
-            cic_diag_set(d, dir, 0, 0,
-                         "nothing to plot: neither sweep.json nor report.json in this folder "
-                         "(run `cicheck run` with --out %s first)",
-                         dir);
-            return -1;
-        }
-        c.root = load_json(path, d);
-        if (!c.root || check_report(path, "", c.root, d) != 0)
-            goto cleanup;
-        c.first = c.root;
-    }
+    if (load_input(&c, dir, path, sizeof path, d) != 0)
+        goto cleanup;
     c.src = path;
-
-    json_t *kase = json_object_get(c.root, "case");
-    c.case_name = cic_plot_jstr(kase, "name");
-    if (!c.case_name)
-        c.case_name = cic_plot_jstr(json_object_get(c.first, "case"), "name");
-    size_t i;
-    json_t *t;
-    json_array_foreach(json_object_get(kase, "transforms"), i, t) {
-        if (c.ntr >= CIC_PLOT_MAXTR)
-            break;
-        const char *nm = cic_plot_jstr(t, "name");
-        if (!nm)
-            continue;
-        c.tr[c.ntr] = nm;
-        c.kind[c.ntr] = cic_plot_jstr(t, "kind");
-        c.fast[c.ntr] = json_is_true(json_object_get(t, "fast"));
-        c.ntr++;
-    }
-    /* f32-openblas when the run has it, else the fixed-order engine */
-    c.engine = "f32-fixed-order";
-    {
-        json_t *r;
-        json_array_foreach(json_object_get(c.first, "results"), i, r) {
-            if (cic_plot_streq(cic_plot_jstr(r, "engine"), "f32-openblas"))
-                c.engine = "f32-openblas";
-        }
-        json_array_foreach(c.aggregate, i, r) {
-            if (cic_plot_streq(cic_plot_jstr(r, "engine"), "f32-openblas"))
-                c.engine = "f32-openblas";
-        }
-    }
+    read_case(&c);
 
     snprintf(plots, sizeof plots, "%s/plots", dir);
     if (cic_mkdir_p(plots, d) != 0)
@@ -384,23 +419,8 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
     c.work = work;
     c.gnuplot = find_gnuplot(gnuplot, sizeof gnuplot) == 0 ? gnuplot : NULL;
 
-    int k;
-    k = cic_plot_error_vs(&c, "error_vs_d", "d_model", "hidden width d_model (channels)", d);
-    if (k < 0)
+    if (draw_all(&c, &made, d) != 0)
         goto cleanup;
-    made += k;
-    k = cic_plot_error_vs(&c, "error_vs_depth", "layers", "depth (layers)", d);
-    if (k < 0)
-        goto cleanup;
-    made += k;
-    int (*const single[])(const cic_plot_ctx *, cic_diag *) = {
-        cic_plot_ulp_cdf, cic_plot_flops, cic_plot_ce_prec, cic_plot_drift_hist};
-    for (size_t s = 0; s < sizeof single / sizeof single[0]; s++) {
-        k = single[s](&c, d);
-        if (k < 0)
-            goto cleanup;
-        made += k;
-    }
     if (made == 0) {
         cic_diag_set(d, path, 0, 0,
                      "nothing to plot: no row of engine %s has 'metrics.ulp_row_quantiles' or "

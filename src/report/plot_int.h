@@ -13,10 +13,18 @@
 #define CIC_PLOT_INT_H
 
 #include "plot.h"
+#include "report.h"
 
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdio.h>
+
+/* The engines the figures read by name (report.json's "engine"), spelled
+ * by the modules that name them: the f32 engines (engine.h) and the MPFR
+ * verdict engine (case.h). */
+#define CIC_PLOT_F32_BLAS (CIC_ENGINE_F32_NAME[CIC_MATMUL_OPENBLAS])
+#define CIC_PLOT_F32_FIXED (CIC_ENGINE_F32_NAME[CIC_MATMUL_FIXED])
+#define CIC_PLOT_MPFR (CIC_VERDICT_ENGINE_NAME[CIC_VERDICT_ENGINE_MPFR])
 
 #define CIC_PLOT_MAXTR 64     /* transforms given their own style; more share */
 #define CIC_PLOT_MAXROWS 1024 /* points per data set */

@@ -11,6 +11,7 @@
  * The f32 engine plotted is f32-openblas when the run has it, else
  * f32-fixed-order (chosen in plot.c). */
 #include "plot_int.h"
+#include "text.h"
 
 #include <math.h>
 #include <string.h>
@@ -265,29 +266,28 @@ int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d)
 
 /* ---- extra FLOPs against tokens per sample ---- */
 
-/* The analytical adaLN strategies (flops_analytical.extra_pct keys). */
-#define NSTRAT 6
-static const char *const STRAT[NSTRAT] = {
-    "online-dense", "online-fast", "per-sample-fold", "branch-dense", "branch-fast",
-    "static-fold",
-};
+/* The analytical adaLN strategies: CIC_DIT_STRATEGIES (flops.h), whose
+ * labels are the keys of flops_analytical.extra_pct. */
+#define NSTRAT CIC_DIT_STRATEGY_COUNT
+#define STRAT(s) (CIC_DIT_STRATEGIES[(s)].label)
 /* dash types of the strategies that no transform of the run measures */
 static const int STRAT_DT[NSTRAT] = {2, 4, 5, 2, 4, 5};
 
-/* The strategy a transform measures, or -1. */
+/* The strategy a transform measures (its kind and, for a kind with a fast
+ * variant, whether it is fast), or -1. */
 static int strategy_of(const cic_plot_ctx *c, int i)
 {
-    const char *k = c->kind[i];
-    bool fast = c->fast[i];
-    if (cic_plot_streq(k, "online-unrotate"))
-        return fast ? 1 : 0;
-    if (cic_plot_streq(k, "per-sample-fold"))
-        return 2;
-    if (cic_plot_streq(k, "branch-rotate"))
-        return fast ? 4 : 3;
-    if (cic_plot_streq(k, "static-fold"))
-        return 5;
-    return -1;
+    int any = -1;
+    for (int s = 0; s < NSTRAT; s++) {
+        const cic_dit_strategy *t = &CIC_DIT_STRATEGIES[s];
+        if (!cic_plot_streq(c->kind[i], CIC_NAME_OF(CIC_XFORM_NAME, CIC_XFORM_COUNT, t->kind)))
+            continue;
+        if (t->fast == c->fast[i])
+            return s;
+        if (any < 0)
+            any = s;
+    }
+    return any;
 }
 
 /* Symmetric log axis for percentages: linear within +-SYMLOG_C, log
@@ -305,101 +305,116 @@ static double symlog_inv(double u)
     return (u < 0 ? -1 : 1) * SYMLOG_C * (pow(10, fabs(u)) - 1);
 }
 
-int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
-{
-    cic_plot_figure fg;
-    json_t *fa = json_object_get(c->first, "flops_analytical");
-    json_t *tok = json_object_get(fa, "tokens");
-    json_t *pct = json_object_get(fa, "extra_pct");
-    json_t *kase = json_object_get(c->root, "case");
-    cic_plot_row *rows = NULL;
-    int nstrat = 0, nmeas = 0, maxlen = 12;
-    int scol[NSTRAT];
-    int mtr[CIC_PLOT_MAXTR];       /* transform of each measured block */
-    int line_tr[NSTRAT];           /* transform whose colour a strategy takes */
-    double umin = 0, umax = 0, xmin = INFINITY, xmax = -INFINITY;
-    bool bars = false;
+/* What flops_vs_tokens draws, gathered from the report before the script
+ * is written: the analytical columns, the measured blocks, the extents on
+ * the symlog axis, the crossovers, the legend and the y tics. */
+typedef struct {
+    json_t *fa, *tok, *pct, *kase;
+    int nstrat, nmeas;
+    int scol[NSTRAT];          /* data column of each strategy's curve, 0: none */
+    int line_tr[NSTRAT];       /* transform whose colour a strategy takes, -1: none */
+    int mtr[CIC_PLOT_MAXTR];   /* transform of each measured block */
+    double umin, umax, xmin, xmax;
+    double nstar, nstar_fast;
+    bool bars;                 /* some seed spread to show */
+    /* the legend */
+    char labels[NSTRAT + CIC_PLOT_MAXTR][160];
+    const char *brief[NSTRAT + CIC_PLOT_MAXTR]; /* when the label does not fit */
+    int lstyle[NSTRAT + CIC_PLOT_MAXTR];
+    bool lpoints[NSTRAT + CIC_PLOT_MAXTR];
+    int nkey;
+    /* the y axis */
+    double ulo, uhi;
+    char tics[512];
+    char ktitle[160];
+} flops_fig;
 
-    if (!json_is_object(kase))
-        kase = json_object_get(c->first, "case");
-    if (!cic_plot_streq(cic_plot_jstr(json_object_get(kase, "model"), "block"), "dit") ||
-        !json_is_array(tok) || json_array_size(tok) == 0 || !json_is_object(pct))
-        return 0;
-    rows = cic_calloc(CIC_PLOT_MAXROWS, sizeof *rows);
-    if (!rows) {
-        cic_diag_set(d, c->plots, 0, 0, "out of memory");
-        return -1;
+static void extend_u(flops_fig *ff, double v)
+{
+    if (isfinite(v)) {
+        ff->umin = fmin(ff->umin, symlog(v));
+        ff->umax = fmax(ff->umax, symlog(v));
     }
-    if (cic_plot_figure_open(&fg, "flops_vs_tokens", c, d) != 0) {
-        free(rows);
-        return -1;
+}
+
+static void extend_x(flops_fig *ff, double x)
+{
+    if (x > 0) {
+        ff->xmin = fmin(ff->xmin, x);
+        ff->xmax = fmax(ff->xmax, x);
     }
-    FILE *f = fg.dat.f;
-    double nstar = cic_plot_jget(fa, "crossover_tokens", "per_sample_fold_vs_online_dense", NULL);
-    double nstar_fast =
-        cic_plot_jget(fa, "crossover_tokens", "per_sample_fold_vs_online_fast", NULL);
+}
+
+/* The header of flops_vs_tokens.dat and index 0: the closed-form curves of
+ * flops_analytical, one column per strategy present. */
+static void flops_analytical_dat(FILE *f, flops_fig *ff)
+{
     fprintf(f,
             "# flops_vs_tokens: extra FLOPs of each adaLN strategy as %% of the untransformed "
             "block, against tokens per sample N\n"
             "# plotted on a symmetric log axis: linear within +-%g %%, logarithmic beyond\n"
             "# crossover N* per_sample_fold_vs_online_dense =",
             SYMLOG_C);
-    cic_plot_dat_num(f, nstar);
+    cic_plot_dat_num(f, ff->nstar);
     fputs("\n# crossover N* per_sample_fold_vs_online_fast =", f);
-    cic_plot_dat_num(f, nstar_fast);
+    cic_plot_dat_num(f, ff->nstar_fast);
     fputs("\n# index 0: analytical (closed-form, from the first point's flops_analytical)\n"
           "# columns: tokens[per sample]",
           f);
     for (int s = 0; s < NSTRAT; s++) {
-        json_t *a = json_object_get(pct, STRAT[s]);
-        scol[s] = json_is_array(a) ? 2 + nstrat++ : 0;
-        line_tr[s] = -1;
-        if (scol[s])
-            fprintf(f, "  %s[%%]", STRAT[s]);
+        json_t *a = json_object_get(ff->pct, STRAT(s));
+        ff->scol[s] = json_is_array(a) ? 2 + ff->nstrat++ : 0;
+        ff->line_tr[s] = -1;
+        if (ff->scol[s])
+            fprintf(f, "  %s[%%]", STRAT(s));
     }
     fputs("\n# transform: analytical\n", f);
-    for (size_t i = 0; i < json_array_size(tok); i++) {
-        double x = cic_plot_jnum(json_array_get(tok, i));
+    for (size_t i = 0; i < json_array_size(ff->tok); i++) {
+        double x = cic_plot_jnum(json_array_get(ff->tok, i));
         fprintf(f, "%.17g", x);
-        if (x > 0) {
-            xmin = fmin(xmin, x);
-            xmax = fmax(xmax, x);
-        }
+        extend_x(ff, x);
         for (int s = 0; s < NSTRAT; s++) {
-            if (!scol[s])
+            if (!ff->scol[s])
                 continue;
-            double v = cic_plot_jnum(json_array_get(json_object_get(pct, STRAT[s]), i));
+            double v = cic_plot_jnum(json_array_get(json_object_get(ff->pct, STRAT(s)), i));
             cic_plot_dat_num(f, v);
-            if (isfinite(v)) {
-                umin = fmin(umin, symlog(v));
-                umax = fmax(umax, symlog(v));
-            }
+            extend_u(ff, v);
         }
         fputc('\n', f);
     }
-    /* measured: mpfr rows of every dit transform; over the tokens axis when
-     * it is swept, else the first report's own N */
+}
+
+/* The measured extra FLOPs of transform i: aggregate mpfr rows over the
+ * tokens axis when it is swept, else the first report's own row at its N.
+ * Returns the row count. */
+static int measured_rows(const cic_plot_ctx *c, const flops_fig *ff, int i, bool swept,
+                         cic_plot_row *rows)
+{
+    double n_first = cic_plot_jnum(json_object_get(json_object_get(ff->kase, "model"), "tokens"));
+    json_t *r;
+    double v;
+    if (swept)
+        return cic_plot_agg_rows(c, c->tr[i], CIC_PLOT_MPFR, "tokens", "extra_pct", NULL, rows);
+    r = cic_plot_first_row(c, c->tr[i], CIC_PLOT_MPFR);
+    v = cic_plot_jget(r, "flops", "extra_pct", NULL);
+    if (!isfinite(v) || !(n_first > 0))
+        return 0;
+    rows[0].x = n_first;
+    rows[0].v[0] = rows[0].v[1] = rows[0].v[2] = v;
+    rows[0].n = 1;
+    return 1;
+}
+
+/* Index 1..: one block per dit transform with measured rows. */
+static void flops_measured_dat(FILE *f, const cic_plot_ctx *c, flops_fig *ff,
+                               cic_plot_row *rows)
+{
     bool swept = cic_plot_axis_count(c, "tokens") >= 2 && c->aggregate;
-    double n_first = cic_plot_jnum(json_object_get(json_object_get(kase, "model"), "tokens"));
-    for (int i = 0; i < c->ntr && nmeas < CIC_PLOT_MAXTR; i++) {
-        int n = 0;
-        if (strategy_of(c, i) < 0)
+    for (int i = 0; i < c->ntr && ff->nmeas < CIC_PLOT_MAXTR; i++) {
+        int s = strategy_of(c, i), n;
+        if (s < 0 || (n = measured_rows(c, ff, i, swept, rows)) == 0)
             continue;
-        if (swept) {
-            n = cic_plot_agg_rows(c, c->tr[i], "mpfr", "tokens", "extra_pct", NULL, rows);
-        } else {
-            json_t *r = cic_plot_first_row(c, c->tr[i], "mpfr");
-            double v = cic_plot_jget(r, "flops", "extra_pct", NULL);
-            if (isfinite(v) && n_first > 0) {
-                rows[0].x = n_first;
-                rows[0].v[0] = rows[0].v[1] = rows[0].v[2] = v;
-                rows[0].n = 1;
-                n = 1;
-            }
-        }
-        if (n == 0)
-            continue;
-        if (nmeas == 0) {
+        if (ff->nmeas == 0) {
             fprintf(f, "\n\n# index 1..: measured (counted in the engine), %s; median, min, max "
                        "over seeds\n",
                     swept ? "aggregate mpfr rows" : "mpfr rows of the first report");
@@ -412,150 +427,202 @@ int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
         }
         fputs("# transform: ", f);
         cic_plot_dat_name(f, c->tr[i]);
-        fprintf(f, " (%s)\n", STRAT[strategy_of(c, i)]);
+        fprintf(f, " (%s)\n", STRAT(s));
         for (int r = 0; r < n; r++) {
             fprintf(f, "%.17g", rows[r].x);
             for (int j = 0; j < 3; j++) {
                 cic_plot_dat_num(f, rows[r].v[j]);
-                if (isfinite(rows[r].v[j])) {
-                    umin = fmin(umin, symlog(rows[r].v[j]));
-                    umax = fmax(umax, symlog(rows[r].v[j]));
-                }
+                extend_u(ff, rows[r].v[j]);
             }
             fputc('\n', f);
             if (rows[r].v[1] != rows[r].v[2])
-                bars = true;
-            if (rows[r].x > 0) {
-                xmin = fmin(xmin, rows[r].x);
-                xmax = fmax(xmax, rows[r].x);
-            }
+                ff->bars = true;
+            extend_x(ff, rows[r].x);
         }
-        int s = strategy_of(c, i);
-        if (line_tr[s] < 0)
-            line_tr[s] = i;
-        mtr[nmeas++] = i;
+        if (ff->line_tr[s] < 0)
+            ff->line_tr[s] = i;
+        ff->mtr[ff->nmeas++] = i;
     }
-    free(rows);
+}
 
-    /* the legend: one entry per strategy (its curve and, when a transform
-     * measures it, that transform's points in the same colour), then any
-     * further transform measuring a strategy already listed */
-    char labels[NSTRAT + CIC_PLOT_MAXTR][160];
-    const char *brief[NSTRAT + CIC_PLOT_MAXTR]; /* when the label does not fit */
-    int lstyle[NSTRAT + CIC_PLOT_MAXTR];
-    bool lpoints[NSTRAT + CIC_PLOT_MAXTR];
-    int nkey = 0;
+/* The legend: one entry per strategy (its curve and, when a transform
+ * measures it, that transform's points in the same colour), then any
+ * further transform measuring a strategy already listed. */
+static void flops_legend(const cic_plot_ctx *c, flops_fig *ff)
+{
     for (int s = 0; s < NSTRAT; s++) {
-        if (!scol[s] && line_tr[s] < 0)
+        int i = ff->line_tr[s], k = ff->nkey;
+        if (!ff->scol[s] && i < 0)
             continue;
-        int i = line_tr[s];
-        if (i < 0 || cic_plot_streq(c->tr[i], STRAT[s]))
-            snprintf(labels[nkey], sizeof labels[nkey], "%s", STRAT[s]);
+        if (i < 0 || cic_plot_streq(c->tr[i], STRAT(s)))
+            snprintf(ff->labels[k], sizeof ff->labels[k], "%s", STRAT(s));
         else
-            snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT[s], c->tr[i]);
-        brief[nkey] = i < 0 ? STRAT[s] : c->tr[i];
-        lstyle[nkey] = i < 0 ? 80 + s : cic_plot_style(1 + i);
-        lpoints[nkey] = i >= 0;
-        nkey++;
+            snprintf(ff->labels[k], sizeof ff->labels[k], "%s (%s)", STRAT(s), c->tr[i]);
+        ff->brief[k] = i < 0 ? STRAT(s) : c->tr[i];
+        ff->lstyle[k] = i < 0 ? 80 + s : cic_plot_style(1 + i);
+        ff->lpoints[k] = i >= 0;
+        ff->nkey++;
     }
-    for (int m = 0; m < nmeas; m++) {
-        int i = mtr[m], s = strategy_of(c, i);
-        if (line_tr[s] == i)
+    for (int m = 0; m < ff->nmeas; m++) {
+        int i = ff->mtr[m], s = strategy_of(c, i), k = ff->nkey;
+        if (ff->line_tr[s] == i)
             continue;
-        snprintf(labels[nkey], sizeof labels[nkey], "%s (%s)", STRAT[s], c->tr[i]);
-        brief[nkey] = c->tr[i];
-        lstyle[nkey] = cic_plot_style(1 + i);
-        lpoints[nkey] = true;
-        nkey++;
+        snprintf(ff->labels[k], sizeof ff->labels[k], "%s (%s)", STRAT(s), c->tr[i]);
+        ff->brief[k] = c->tr[i];
+        ff->lstyle[k] = cic_plot_style(1 + i);
+        ff->lpoints[k] = true;
+        ff->nkey++;
     }
+}
 
-    /* y: symmetric log over the data with 6 % of room; tics at 0 and the
-     * powers of ten that fall inside (0.1 only when nothing is bigger) */
-    double span = umax - umin > 0.5 ? umax - umin : 0.5;
-    double ulo = umin - 0.06 * span, uhi = umax + 0.06 * span;
-    char tics[512];
-    size_t tl = (size_t)snprintf(tics, sizeof tics, "'0' 0");
+/* y: symmetric log over the data with 6 % of room; tics at 0 and the
+ * powers of ten that fall inside (0.1 only when nothing is bigger). */
+static void flops_yaxis(flops_fig *ff)
+{
+    double span = ff->umax - ff->umin > 0.5 ? ff->umax - ff->umin : 0.5;
+    size_t tl;
+    ff->ulo = ff->umin - 0.06 * span;
+    ff->uhi = ff->umax + 0.06 * span;
+    tl = (size_t)snprintf(ff->tics, sizeof ff->tics, "'0' 0");
     for (int k = -1; k <= 6; k++) {
-        if (k < 0 && fmax(fabs(ulo), fabs(uhi)) > symlog(3))
+        if (k < 0 && fmax(fabs(ff->ulo), fabs(ff->uhi)) > symlog(3))
             continue;
         for (int sg = -1; sg <= 1; sg += 2) {
             double t = sg * pow(10, k);
             double u = symlog(t);
-            if (u < ulo || u > uhi || tl + 40 > sizeof tics)
+            if (u < ff->ulo || u > ff->uhi || tl + 40 > sizeof ff->tics)
                 continue;
-            tl += (size_t)snprintf(tics + tl, sizeof tics - tl, ", '%g' %g", t, t);
+            tl += (size_t)snprintf(ff->tics + tl, sizeof ff->tics - tl, ", '%g' %g", t, t);
         }
     }
-    char ktitle[160];
-    snprintf(ktitle, sizeof ktitle, "lines: closed form; points: counted in the engine%s",
-             bars ? "; bars: min \xe2\x80\x93 max over seeds" : "");
+    snprintf(ff->ktitle, sizeof ff->ktitle, "lines: closed form; points: counted in the engine%s",
+             ff->bars ? "; bars: min \xe2\x80\x93 max over seeds" : "");
+}
 
-    for (int sz_i = 0; sz_i < CIC_PLOT_NSIZE; sz_i++) {
-        const cic_plot_size *sz = &cic_plot_sizes[sz_i];
-        FILE *g = fg.body[sz_i].f;
-        /* an entry whose "strategy (transform)" does not fit on a line of
-         * the legend keeps the transform's name alone */
-        const char *lab[NSTRAT + CIC_PLOT_MAXTR];
-        int fit = (int)((sz->width_in - 0.6) / cic_plot_char_in(sz));
-        maxlen = 12;
-        for (int k = 0; k < nkey; k++) {
-            lab[k] = (int)strlen(labels[k]) <= fit ? labels[k] : brief[k];
-            if ((int)strlen(lab[k]) > maxlen)
-                maxlen = (int)strlen(lab[k]);
-        }
-        int krows = cic_plot_key_rows(sz, nkey, maxlen, true);
-        cic_plot_gp_begin(g, c);
-        for (int s = 0; s < NSTRAT; s++)
-            fprintf(g, "set style line %d lc rgb '#8c8c8c' lw LW dt %d\n", 80 + s, STRAT_DT[s]);
-        int tlines = cic_plot_gp_title(g, c, sz, "mpfr (FLOP counts)", false);
-        fg.height_in[sz_i] = cic_plot_gp_panel(g, sz, 0, 1, tlines, krows);
+/* The axes of one paper size: the symlog y, log2 x, the zero line and the
+ * crossovers that fall inside the x range. */
+static void flops_axes(FILE *g, const flops_fig *ff)
+{
+    const double ns[2] = {ff->nstar, ff->nstar_fast};
+    static const char *const nl[2] = {"N* = %.0f", "N*_{fast} = %.0f"};
+    fprintf(g,
+            "C = %g\nsymlog(y) = sgn(y) * log10(1 + abs(y) / C)\n"
+            "symlog_inv(u) = sgn(u) * C * (10**abs(u) - 1)\n"
+            "set nonlinear y via symlog(y) inverse symlog_inv(y)\n"
+            "set yrange [%.6g:%.6g]\nset ytics (%s)\nset mytics 1\n"
+            "set logscale x 2\nset format x '2^{%%L}'\nset xrange [%g:%g]\n"
+            "set xlabel 'tokens per sample N'\n"
+            "set arrow 5 from graph 0, first 0 to graph 1, first 0 nohead lw 0.6 "
+            "lc rgb '#888888' back\n",
+            SYMLOG_C, symlog_inv(ff->ulo), symlog_inv(ff->uhi), ff->tics, ff->xmin / 1.4,
+            ff->xmax * 1.4);
+    cic_plot_gp_ylabel(g, "extra FLOPs, % of block (symlog)");
+    for (int k = 0; k < 2; k++) {
+        if (!(isfinite(ns[k]) && ns[k] >= ff->xmin && ns[k] <= ff->xmax))
+            continue;
         fprintf(g,
-                "C = %g\nsymlog(y) = sgn(y) * log10(1 + abs(y) / C)\n"
-                "symlog_inv(u) = sgn(u) * C * (10**abs(u) - 1)\n"
-                "set nonlinear y via symlog(y) inverse symlog_inv(y)\n"
-                "set yrange [%.6g:%.6g]\nset ytics (%s)\nset mytics 1\n"
-                "set logscale x 2\nset format x '2^{%%L}'\nset xrange [%g:%g]\n"
-                "set xlabel 'tokens per sample N'\n"
-                "set arrow 5 from graph 0, first 0 to graph 1, first 0 nohead lw 0.6 "
-                "lc rgb '#888888' back\n",
-                SYMLOG_C, symlog_inv(ulo), symlog_inv(uhi), tics, xmin / 1.4, xmax * 1.4);
-        cic_plot_gp_ylabel(g, "extra FLOPs, % of block (symlog)");
-        const double ns[2] = {nstar, nstar_fast};
-        static const char *const nl[2] = {"N* = %.0f", "N*_{fast} = %.0f"};
-        for (int k = 0; k < 2; k++) {
-            if (!(isfinite(ns[k]) && ns[k] >= xmin && ns[k] <= xmax))
-                continue;
-            fprintf(g,
-                    "set arrow %d from %.17g, graph 0 to %.17g, graph 1 nohead dt 3 lw 0.8 "
-                    "lc rgb '%s' back\n"
-                    "set label %d sprintf('%s', %.17g) at %.17g, graph %.2f left "
-                    "offset 0.4,0 front\n",
-                    1 + k, ns[k], ns[k], k ? "#8c8c8c" : "#000000", 1 + k, nl[k], ns[k], ns[k],
-                    k ? 0.84 : 0.93);
-        }
-        cic_plot_gp_key(g, sz, nkey, maxlen, ktitle);
-        fputs("plot ", g);
-        int b = 0;
-        for (int s = 0; s < NSTRAT; s++) {
-            if (!scol[s])
-                continue;
-            fprintf(g, "%s'flops_vs_tokens.dat' index 0 using 1:%d with lines ls %d notitle",
-                    b++ ? ", \\\n     " : "", scol[s],
-                    line_tr[s] < 0 ? 80 + s : cic_plot_style(1 + line_tr[s]));
-        }
-        for (int m = 0; m < nmeas; m++)
-            fprintf(g, "%s'flops_vs_tokens.dat' index %d using 1:2:3:4 with yerrorbars ls %d "
-                       "notitle",
-                    b++ ? ", \\\n     " : "", 1 + m, cic_plot_style(1 + mtr[m]));
-        for (int k = 0; k < nkey; k++) {
-            fprintf(g, "%sNaN with %s ls %d title ", b++ ? ", \\\n     " : "",
-                    lpoints[k] ? "linespoints" : "lines", lstyle[k]);
-            cic_plot_gp_quote(g, lab[k]);
-            fputs(" noenhanced", g);
-        }
-        fputs("\nunset multiplot\n", g);
+                "set arrow %d from %.17g, graph 0 to %.17g, graph 1 nohead dt 3 lw 0.8 "
+                "lc rgb '%s' back\n"
+                "set label %d sprintf('%s', %.17g) at %.17g, graph %.2f left "
+                "offset 0.4,0 front\n",
+                1 + k, ns[k], ns[k], k ? "#8c8c8c" : "#000000", 1 + k, nl[k], ns[k], ns[k],
+                k ? 0.84 : 0.93);
     }
-    int rc = cic_plot_figure_finish(c, &fg, d) == 0 ? 1 : -1;
+}
+
+/* The script body at one paper size: the curves, the measured points and
+ * the legend (an entry whose "strategy (transform)" does not fit on a line
+ * keeps the transform's name alone). Returns the canvas height. */
+static double flops_body(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                         const flops_fig *ff)
+{
+    const char *lab[NSTRAT + CIC_PLOT_MAXTR];
+    int fit = (int)((sz->width_in - 0.6) / cic_plot_char_in(sz)), maxlen = 12, b = 0;
+    char title[64];
+    double height;
+
+    for (int k = 0; k < ff->nkey; k++) {
+        lab[k] = (int)strlen(ff->labels[k]) <= fit ? ff->labels[k] : ff->brief[k];
+        if ((int)strlen(lab[k]) > maxlen)
+            maxlen = (int)strlen(lab[k]);
+    }
+    int krows = cic_plot_key_rows(sz, ff->nkey, maxlen, true);
+    cic_plot_gp_begin(g, c);
+    for (int s = 0; s < NSTRAT; s++)
+        fprintf(g, "set style line %d lc rgb '#8c8c8c' lw LW dt %d\n", 80 + s, STRAT_DT[s]);
+    snprintf(title, sizeof title, "%s (FLOP counts)", CIC_PLOT_MPFR);
+    int tlines = cic_plot_gp_title(g, c, sz, title, false);
+    height = cic_plot_gp_panel(g, sz, 0, 1, tlines, krows);
+    flops_axes(g, ff);
+    cic_plot_gp_key(g, sz, ff->nkey, maxlen, ff->ktitle);
+    fputs("plot ", g);
+    for (int s = 0; s < NSTRAT; s++) {
+        if (!ff->scol[s])
+            continue;
+        fprintf(g, "%s'flops_vs_tokens.dat' index 0 using 1:%d with lines ls %d notitle",
+                b++ ? ", \\\n     " : "", ff->scol[s],
+                ff->line_tr[s] < 0 ? 80 + s : cic_plot_style(1 + ff->line_tr[s]));
+    }
+    for (int m = 0; m < ff->nmeas; m++)
+        fprintf(g, "%s'flops_vs_tokens.dat' index %d using 1:2:3:4 with yerrorbars ls %d "
+                   "notitle",
+                b++ ? ", \\\n     " : "", 1 + m, cic_plot_style(1 + ff->mtr[m]));
+    for (int k = 0; k < ff->nkey; k++) {
+        fprintf(g, "%sNaN with %s ls %d title ", b++ ? ", \\\n     " : "",
+                ff->lpoints[k] ? "linespoints" : "lines", ff->lstyle[k]);
+        cic_plot_gp_quote(g, lab[k]);
+        fputs(" noenhanced", g);
+    }
+    fputs("\nunset multiplot\n", g);
+    return height;
+}
+
+int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d)
+{
+    json_t *fa = json_object_get(c->first, "flops_analytical");
+    json_t *kase = json_object_get(c->root, "case");
+    cic_plot_figure fg;
+    cic_plot_row *rows = NULL;
+    flops_fig *ff = NULL;
+    int rc;
+
+    if (!json_is_object(kase))
+        kase = json_object_get(c->first, "case");
+    if (!cic_plot_streq(cic_plot_jstr(json_object_get(kase, "model"), "block"), "dit") ||
+        !json_is_array(json_object_get(fa, "tokens")) ||
+        json_array_size(json_object_get(fa, "tokens")) == 0 ||
+        !json_is_object(json_object_get(fa, "extra_pct")))
+        return 0;
+    rows = cic_calloc(CIC_PLOT_MAXROWS, sizeof *rows);
+    ff = cic_calloc(1, sizeof *ff);
+    if (!rows || !ff) {
+        cic_diag_set(d, c->plots, 0, 0, "out of memory");
+        free(rows);
+        free(ff);
+        return -1;
+    }
+    if (cic_plot_figure_open(&fg, "flops_vs_tokens", c, d) != 0) {
+        free(rows);
+        free(ff);
+        return -1;
+    }
+    ff->fa = fa;
+    ff->tok = json_object_get(fa, "tokens");
+    ff->pct = json_object_get(fa, "extra_pct");
+    ff->kase = kase;
+    ff->xmin = INFINITY;
+    ff->xmax = -INFINITY;
+    ff->nstar = cic_plot_jget(fa, "crossover_tokens", "per_sample_fold_vs_online_dense", NULL);
+    ff->nstar_fast = cic_plot_jget(fa, "crossover_tokens", "per_sample_fold_vs_online_fast", NULL);
+    flops_analytical_dat(fg.dat.f, ff);
+    flops_measured_dat(fg.dat.f, c, ff, rows);
+    free(rows);
+    flops_legend(c, ff);
+    flops_yaxis(ff);
+    for (int s = 0; s < CIC_PLOT_NSIZE; s++)
+        fg.height_in[s] = flops_body(fg.body[s].f, c, &cic_plot_sizes[s], ff);
+    rc = cic_plot_figure_finish(c, &fg, d) == 0 ? 1 : -1;
     cic_plot_figure_free(&fg);
+    free(ff);
     return rc;
 }

@@ -164,29 +164,46 @@ static void sort_doubles(double *x, int n)
 
 /* ---- error against d_model or layers ---- */
 
-int cic_plot_error_vs(const cic_plot_ctx *c, const char *name, const char *xaxis,
-                      const char *xlabel, cic_diag *d)
-{
-    cic_plot_figure fg;
-    cic_plot_row *rows = NULL;
-    int nblocks = 0, maxlen = 4, nseed = 0;
+/* What the data of error_vs_* found: the blocks written (plotting order of
+ * their transforms), the longest name, the most seeds of a point, each
+ * panel's positive range and the x values. */
+typedef struct {
     int order[CIC_PLOT_MAXTR + 1];
-    double lo[2] = {INFINITY, INFINITY}, hi[2] = {0, 0};
+    int nblocks, maxlen, nseed, nx;
+    double lo[2], hi[2]; /* rel_norm2, ulp_row.p99 */
     double xs[CIC_PLOT_MAXROWS];
-    int nx = 0;
+} evs_data;
 
-    if (cic_plot_axis_count(c, xaxis) < 2 || !c->aggregate)
-        return 0;
-    rows = cic_calloc(CIC_PLOT_MAXROWS, sizeof *rows);
-    if (!rows) {
-        cic_diag_set(d, c->plots, 0, 0, "out of memory");
-        return -1;
+/* One data row: x, median/min/max of both metrics, seeds; and what it adds
+ * to the extents. */
+static void evs_row(FILE *f, const cic_plot_row *r, evs_data *e)
+{
+    bool seen = false;
+    fprintf(f, "%.17g", r->x);
+    for (int j = 0; j < 6; j++)
+        cic_plot_dat_num(f, r->v[j]);
+    cic_plot_dat_num(f, r->n);
+    fputc('\n', f);
+    for (int j = 0; j < 6; j++) {
+        double v = r->v[j];
+        if (v > 0 && isfinite(v)) {
+            e->lo[j / 3] = fmin(e->lo[j / 3], v);
+            e->hi[j / 3] = fmax(e->hi[j / 3], v);
+        }
     }
-    if (cic_plot_figure_open(&fg, name, c, d) != 0) {
-        free(rows);
-        return -1;
-    }
-    FILE *f = fg.dat.f;
+    if (isfinite(r->n) && r->n > e->nseed)
+        e->nseed = (int)r->n;
+    for (int j = 0; j < e->nx; j++)
+        seen |= e->xs[j] == r->x;
+    if (!seen && e->nx < CIC_PLOT_MAXROWS)
+        e->xs[e->nx++] = r->x;
+}
+
+/* NAME.dat: a header, then one block per transform with aggregate rows of
+ * the plotted engine against xaxis. */
+static void evs_dat(FILE *f, const cic_plot_ctx *c, const char *name, const char *xaxis,
+                    cic_plot_row *rows, evs_data *e)
+{
     fprintf(f, "# %s: f32 error against %s, engine %s, against the MPFR truth; median, min and "
                "max over seeds\n",
             name, xaxis, c->engine);
@@ -202,86 +219,106 @@ int cic_plot_error_vs(const cic_plot_ctx *c, const char *name, const char *xaxis
         int n = cic_plot_agg_rows(c, tr, c->engine, xaxis, "rel_norm2", "ulp_row.p99", rows);
         if (n == 0)
             continue;
-        if (nblocks)
+        if (e->nblocks)
             fputs("\n\n", f);
         fputs("# transform: ", f);
         cic_plot_dat_name(f, tr);
         fputc('\n', f);
-        for (int i = 0; i < n; i++) {
-            fprintf(f, "%.17g", rows[i].x);
-            for (int j = 0; j < 6; j++)
-                cic_plot_dat_num(f, rows[i].v[j]);
-            cic_plot_dat_num(f, rows[i].n);
-            fputc('\n', f);
-            for (int j = 0; j < 6; j++) {
-                double v = rows[i].v[j];
-                if (v > 0 && isfinite(v)) {
-                    lo[j / 3] = fmin(lo[j / 3], v);
-                    hi[j / 3] = fmax(hi[j / 3], v);
-                }
-            }
-            if (isfinite(rows[i].n) && rows[i].n > nseed)
-                nseed = (int)rows[i].n;
-            bool seen = false;
-            for (int j = 0; j < nx; j++)
-                seen |= xs[j] == rows[i].x;
-            if (!seen && nx < CIC_PLOT_MAXROWS)
-                xs[nx++] = rows[i].x;
-        }
-        order[nblocks++] = k;
-        if ((int)strlen(tr) > maxlen)
-            maxlen = (int)strlen(tr);
+        for (int i = 0; i < n; i++)
+            evs_row(f, &rows[i], e);
+        e->order[e->nblocks++] = k;
+        if ((int)strlen(tr) > e->maxlen)
+            e->maxlen = (int)strlen(tr);
     }
-    free(rows);
-    if (nblocks == 0) {
-        cic_plot_figure_free(&fg);
-        return 0;
-    }
-    sort_doubles(xs, nx);
-    char kt[96];
-    const char *ktitle = seed_key(kt, sizeof kt, nseed);
-    bool logx = nx > 0 && xs[0] > 0 && xs[nx - 1] / xs[0] >= 4;
+}
+
+/* The script body at one paper size: two panels (relative error, p99 ULP)
+ * sharing the x axis, the key under the second. */
+static double evs_body(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                       const char *name, const char *xlabel, const evs_data *e,
+                       const char *ktitle)
+{
     static const char *const ylab[2] = {"relative error (2-norm)", "p99 error (ULP, row-scaled)"};
     /* with a power of ten appended (fits a 1.6 in panel at 7 pt) */
     static const char *const ylab_short[2] = {"rel. error (2-norm)", "p99 error (ULP)"};
-    for (int s = 0; s < CIC_PLOT_NSIZE; s++) {
-        const cic_plot_size *sz = &cic_plot_sizes[s];
-        FILE *g = fg.body[s].f;
-        int krows = cic_plot_key_rows(sz, nblocks, maxlen, ktitle != NULL);
-        cic_plot_gp_begin(g, c);
-        int tl = cic_plot_gp_title(g, c, sz, c->engine, false);
-        if (logx)
-            fputs("set logscale x 2\n", g);
-        fputs("set offsets graph 0.05, graph 0.05, 0, 0\nset key off\n", g);
-        for (int p = 0; p < 2; p++) {
-            fg.height_in[s] = cic_plot_gp_panel(g, sz, p, 2, tl, krows);
-            int e = cic_plot_gp_log(g, 'y', lo[p], hi[p], true);
-            char yl[128];
-            if (e)
-                snprintf(yl, sizeof yl, "%s, \xc3\x97" "10^{%d}", ylab_short[p], e);
-            else
-                snprintf(yl, sizeof yl, "%s", ylab[p]);
-            cic_plot_gp_ylabel(g, yl);
-            bool xlab = p == 1 || sz->wide;
-            cic_plot_gp_xtics(g, sz, cic_plot_panel_width(sz, 2), xs, nx, xlab);
-            if (xlab)
-                fprintf(g, "set xlabel '%s' noenhanced\n", xlabel);
-            else
-                fputs("unset xlabel\n", g);
-            if (p == 1)
-                cic_plot_gp_key(g, sz, nblocks, maxlen, ktitle);
-            fputs("plot ", g);
-            for (int b = 0; b < nblocks; b++) {
-                fprintf(g, "%s'%s.dat' index %d using 1:%d:%d:%d with yerrorlines ls %d title ",
-                        b ? ", \\\n     " : "", name, b, p ? 5 : 2, p ? 6 : 3, p ? 7 : 4,
-                        cic_plot_style(order[b]));
-                cic_plot_gp_quote(g, cic_plot_order_name(c, order[b]));
-                fputs(" noenhanced", g);
-            }
-            fputc('\n', g);
+    bool logx = e->nx > 0 && e->xs[0] > 0 && e->xs[e->nx - 1] / e->xs[0] >= 4;
+    int krows = cic_plot_key_rows(sz, e->nblocks, e->maxlen, ktitle != NULL);
+    double height = 0;
+
+    cic_plot_gp_begin(g, c);
+    int tl = cic_plot_gp_title(g, c, sz, c->engine, false);
+    if (logx)
+        fputs("set logscale x 2\n", g);
+    fputs("set offsets graph 0.05, graph 0.05, 0, 0\nset key off\n", g);
+    for (int p = 0; p < 2; p++) {
+        height = cic_plot_gp_panel(g, sz, p, 2, tl, krows);
+        int ex = cic_plot_gp_log(g, 'y', e->lo[p], e->hi[p], true);
+        char yl[128];
+        if (ex)
+            snprintf(yl, sizeof yl, "%s, \xc3\x97" "10^{%d}", ylab_short[p], ex);
+        else
+            snprintf(yl, sizeof yl, "%s", ylab[p]);
+        cic_plot_gp_ylabel(g, yl);
+        bool xlab = p == 1 || sz->wide;
+        cic_plot_gp_xtics(g, sz, cic_plot_panel_width(sz, 2), e->xs, e->nx, xlab);
+        if (xlab)
+            fprintf(g, "set xlabel '%s' noenhanced\n", xlabel);
+        else
+            fputs("unset xlabel\n", g);
+        if (p == 1)
+            cic_plot_gp_key(g, sz, e->nblocks, e->maxlen, ktitle);
+        fputs("plot ", g);
+        for (int b = 0; b < e->nblocks; b++) {
+            fprintf(g, "%s'%s.dat' index %d using 1:%d:%d:%d with yerrorlines ls %d title ",
+                    b ? ", \\\n     " : "", name, b, p ? 5 : 2, p ? 6 : 3, p ? 7 : 4,
+                    cic_plot_style(e->order[b]));
+            cic_plot_gp_quote(g, cic_plot_order_name(c, e->order[b]));
+            fputs(" noenhanced", g);
         }
-        fputs("unset multiplot\n", g);
+        fputc('\n', g);
     }
+    fputs("unset multiplot\n", g);
+    return height;
+}
+
+int cic_plot_error_vs(const cic_plot_ctx *c, const char *name, const char *xaxis,
+                      const char *xlabel, cic_diag *d)
+{
+    cic_plot_figure fg;
+    cic_plot_row *rows = NULL;
+    evs_data *e = NULL;
+    char kt[96];
+    const char *ktitle;
+
+    if (cic_plot_axis_count(c, xaxis) < 2 || !c->aggregate)
+        return 0;
+    rows = cic_calloc(CIC_PLOT_MAXROWS, sizeof *rows);
+    e = cic_calloc(1, sizeof *e);
+    if (!rows || !e) {
+        free(rows);
+        free(e);
+        cic_diag_set(d, c->plots, 0, 0, "out of memory");
+        return -1;
+    }
+    if (cic_plot_figure_open(&fg, name, c, d) != 0) {
+        free(rows);
+        free(e);
+        return -1;
+    }
+    e->maxlen = 4;
+    e->lo[0] = e->lo[1] = INFINITY;
+    evs_dat(fg.dat.f, c, name, xaxis, rows, e);
+    free(rows);
+    if (e->nblocks == 0) {
+        cic_plot_figure_free(&fg);
+        free(e);
+        return 0;
+    }
+    sort_doubles(e->xs, e->nx);
+    ktitle = seed_key(kt, sizeof kt, e->nseed);
+    for (int s = 0; s < CIC_PLOT_NSIZE; s++)
+        fg.height_in[s] = evs_body(fg.body[s].f, c, &cic_plot_sizes[s], name, xlabel, e, ktitle);
+    free(e);
     int rc = cic_plot_figure_finish(c, &fg, d) == 0 ? 1 : -1;
     cic_plot_figure_free(&fg);
     return rc;
@@ -320,7 +357,7 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d)
           "ce_residual_max[-]\n",
           f);
     for (int i = 0; i < c->ntr; i++) {
-        int n = cic_plot_agg_rows(c, c->tr[i], "mpfr", "mpfr_prec", "ce_residual", NULL, rows);
+        int n = cic_plot_agg_rows(c, c->tr[i], CIC_PLOT_MPFR, "mpfr_prec", "ce_residual", NULL, rows);
         if (n == 0)
             continue;
         if (nblocks)
@@ -373,7 +410,7 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d)
         FILE *g = fg.body[s].f;
         int krows = cic_plot_key_rows(sz, nblocks + 1, maxlen, ktitle != NULL);
         cic_plot_gp_begin(g, c);
-        int tl = cic_plot_gp_title(g, c, sz, "mpfr", false);
+        int tl = cic_plot_gp_title(g, c, sz, CIC_PLOT_MPFR, false);
         fg.height_in[s] = cic_plot_gp_panel(g, sz, 0, 1, tl, krows);
         fputs("set logscale y\n", g);
         cic_plot_gp_decades(g, 'y', klo, khi, 8);

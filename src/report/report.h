@@ -3,17 +3,18 @@
  * terminal table, report.json (DESIGN.md section 7; written atomically), and
  * the --dump folder of safetensors files.
  *
- * The CLI fills a cic_report; this module only formats and writes it. */
+ * The pipeline fills a cic_report (its figures, verdicts and the analytical
+ * FLOP table of a dit case); this module only formats and writes it. */
 #ifndef CIC_REPORT_H
 #define CIC_REPORT_H
 
 #include "../case/case.h"
+#include "../metric/flops.h"
 #include "../metric/metric.h"
 
 #include <stdbool.h>
 #include <stdio.h>
 
-#define CIC_MAX_SAMPLES 64
 #define CIC_MAX_SITES 12
 
 typedef struct {
@@ -58,7 +59,7 @@ typedef struct {
     char mpfr_sha256[65];      /* mpfr rows: hash of the transformed model's MPFR output */
     cic_metrics metrics;
     cic_flops flops;
-    cic_sample_ce per_sample[CIC_MAX_SAMPLES];
+    cic_sample_ce per_sample[CIC_MAX_SAMPLES]; /* case.h: the loader's limit on B */
     int n_samples;
     bool pass;                 /* expectation and every gate on this row */
 } cic_result;
@@ -122,6 +123,11 @@ typedef struct {
     cic_regress_result *regress;
     int n_regress;
     int exit_code;             /* 0, 1, 2 or 3 as the CLI returns it */
+    /* dit cases: the analytical extra-FLOP table of the adaLN strategies
+     * (cic_dit_flops_table_fill, by the pipeline); false: none (no
+     * "flops_analytical" in report.json, no formula lines in the conclusion) */
+    bool has_dit_flops;
+    cic_dit_flops_table dit_flops;
 } cic_report;
 
 /* The value of a metric on a result row by the names gates and report.json
@@ -139,6 +145,13 @@ void cic_report_env_fill(cic_env *env);
  * gate PASS/FAIL; then failed gates with transform, engine, metric, value,
  * limit. color: ANSI colours (callers pass isatty(fileno(f))). */
 void cic_report_table(FILE *f, const cic_report *r, bool color);
+
+/* The analytical table of a dit case as text: a title line with its sizes
+ * ("dit extra FLOPs vs the original block, % (B = 1; d = 64, ...)"), a
+ * line of strategy labels, one line per tokens[k] with each strategy's
+ * extra FLOPs ("n/a" where it does not apply), then the two crossovers N*.
+ * Returns 0, or -1 when f reports an error. */
+int cic_report_dit_flops_table(FILE *f, const cic_dit_flops_table *t);
 
 /* report.json into dir (created if missing, with parents): written to a
  * temporary file in dir, fsync'ed, then renamed over report.json, so a

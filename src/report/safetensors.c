@@ -55,132 +55,156 @@ static int write_le(FILE *f, const void *data, size_t bytes, size_t esize)
     return 0;
 }
 
-int cic_safetensors_write(const char *path, const cic_st_tensor *t, int n,
-                          const char *const *meta, cic_diag *d)
+static int oom(const char *where, cic_diag *d)
 {
-    json_t *hdr = NULL, *md = NULL;
-    char *text = NULL;
-    size_t *nbytes = NULL;
-    size_t hlen, padded, off = 0;
-    unsigned char lenbuf[8];
-    cic_atomic a = {0};
-    bool opened = false;
-    int rc = -1;
-    const char *where = path ? path : "";
+    cic_diag_set(d, where, 0, 0, "safetensors: out of memory");
+    return -1;
+}
 
-    if (!path || !path[0]) {
-        cic_diag_set(d, "", 0, 0, "safetensors: empty file name");
-        goto cleanup;
-    }
-    if (n < 0 || (n > 0 && !t)) {
-        cic_diag_set(d, where, 0, 0, "safetensors: invalid tensor list (n = %d)", n);
-        goto cleanup;
-    }
-    nbytes = cic_calloc((size_t)n, sizeof *nbytes);
-    hdr = json_object();
-    md = json_object();
-    if (!nbytes || !hdr || !md)
-        goto oom;
-
+/* The "__metadata__" object from the key, value list meta (may be NULL). */
+static int metadata(json_t *hdr, const char *const *meta, const char *where, cic_diag *d)
+{
+    json_t *md = json_object();
+    if (!md)
+        return oom(where, d);
     for (int i = 0; meta && meta[i] && meta[i + 1]; i += 2) {
         json_t *v = json_string(meta[i + 1]);
         if (!v || json_object_set_new(md, meta[i], v) != 0) {
             cic_diag_set(d, where, 0, 0,
                          "safetensors: metadata '%s' is not a valid UTF-8 string pair",
                          meta[i]);
-            goto cleanup;
+            json_decref(md);
+            return -1;
         }
     }
-    if (json_object_set(hdr, "__metadata__", md) != 0)
-        goto oom;
+    if (json_object_set_new(hdr, "__metadata__", md) != 0)
+        return oom(where, d);
+    return 0;
+}
 
-    /* Shapes and sizes are checked before a byte is written. */
-    for (int i = 0; i < n; i++) {
-        const cic_st_tensor *x = &t[i];
-        json_t *o, *shape;
-        bool bad;
-        size_t count = 1;
-
-        if (!x->name || !x->name[0]) {
-            cic_diag_set(d, where, 0, 0, "safetensors: tensor %d has no name", i);
-            goto cleanup;
-        }
-        if (strcmp(x->name, "__metadata__") == 0) {
-            cic_diag_set(d, where, 0, 0, "safetensors: tensor %d: name '__metadata__' is reserved", i);
-            goto cleanup;
-        }
-        if (json_object_get(hdr, x->name)) {
-            cic_diag_set(d, where, 0, 0, "safetensors: duplicate tensor name '%s'", x->name);
-            goto cleanup;
-        }
-        if ((int)x->dtype < 0 || x->dtype >= CIC_DT_COUNT) {
-            cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': unknown dtype %d",
-                         x->name, (int)x->dtype);
-            goto cleanup;
-        }
-        if (x->ndim < 1 || x->ndim > 4) {
+/* Tensor i checked before a byte is written: a name that is neither empty,
+ * reserved nor taken (hdr holds the earlier ones), a known dtype, 1..4
+ * dimensions, none negative, a byte size *nbytes that fits beside the off
+ * bytes before it, and data when there are bytes. */
+static int tensor_check(const cic_st_tensor *x, int i, const json_t *hdr, size_t off,
+                        size_t *nbytes, const char *where, cic_diag *d)
+{
+    size_t count = 1;
+    if (!x->name || !x->name[0]) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor %d has no name", i);
+        return -1;
+    }
+    if (strcmp(x->name, "__metadata__") == 0) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor %d: name '__metadata__' is reserved", i);
+        return -1;
+    }
+    if (json_object_get(hdr, x->name)) {
+        cic_diag_set(d, where, 0, 0, "safetensors: duplicate tensor name '%s'", x->name);
+        return -1;
+    }
+    if ((int)x->dtype < 0 || x->dtype >= CIC_DT_COUNT) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': unknown dtype %d", x->name,
+                     (int)x->dtype);
+        return -1;
+    }
+    if (x->ndim < 1 || x->ndim > 4) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': ndim %d outside 1..4", x->name,
+                     x->ndim);
+        return -1;
+    }
+    for (int k = 0; k < x->ndim; k++) {
+        if (x->shape[k] < 0) {
             cic_diag_set(d, where, 0, 0,
-                         "safetensors: tensor '%s': ndim %d outside 1..4", x->name, x->ndim);
-            goto cleanup;
+                         "safetensors: tensor '%s': negative dimension %lld at axis %d",
+                         x->name, (long long)x->shape[k], k);
+            return -1;
         }
-        for (int k = 0; k < x->ndim; k++) {
-            if (x->shape[k] < 0) {
-                cic_diag_set(d, where, 0, 0,
-                             "safetensors: tensor '%s': negative dimension %lld at axis %d",
-                             x->name, (long long)x->shape[k], k);
-                goto cleanup;
-            }
-            if ((uint64_t)x->shape[k] > SIZE_MAX ||
-                (count = cic_mul_size(count, (size_t)x->shape[k])) == SIZE_MAX) {
-                cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': size overflows",
-                             x->name);
-                goto cleanup;
-            }
-        }
-        nbytes[i] = cic_mul_size(count, CIC_DTYPE_SIZE[x->dtype]);
-        if (nbytes[i] == SIZE_MAX || off > SIZE_MAX - nbytes[i] ||
-            off + nbytes[i] > (size_t)INT64_MAX) {
+        if ((uint64_t)x->shape[k] > SIZE_MAX ||
+            (count = cic_mul_size(count, (size_t)x->shape[k])) == SIZE_MAX) {
             cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': size overflows", x->name);
-            goto cleanup;
+            return -1;
         }
-        if (nbytes[i] > 0 && !x->data) {
-            cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s' has no data", x->name);
-            goto cleanup;
-        }
+    }
+    *nbytes = cic_mul_size(count, CIC_DTYPE_SIZE[x->dtype]);
+    if (*nbytes == SIZE_MAX || off > SIZE_MAX - *nbytes || off + *nbytes > (size_t)INT64_MAX) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s': size overflows", x->name);
+        return -1;
+    }
+    if (*nbytes > 0 && !x->data) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor '%s' has no data", x->name);
+        return -1;
+    }
+    return 0;
+}
 
-        shape = json_array();
-        bad = shape == NULL;
-        for (int k = 0; !bad && k < x->ndim; k++)
-            bad = json_array_append_new(shape, json_integer((json_int_t)x->shape[k])) != 0;
-        if (bad) {
-            json_decref(shape);
-            goto oom;
-        }
-        /* "o" steals shape, also when json_pack fails */
-        o = json_pack("{s:s, s:o, s:[I, I]}", "dtype", CIC_DTYPE_NAME[x->dtype],
-                      "shape", shape, "data_offsets", (json_int_t)off,
-                      (json_int_t)(off + nbytes[i]));
-        if (!o)
-            goto oom;
-        if (json_object_set_new(hdr, x->name, o) != 0) {
-            cic_diag_set(d, where, 0, 0,
-                         "safetensors: tensor name '%s' is not valid UTF-8", x->name);
+/* The header entry of a checked tensor: dtype, shape, data_offsets [off,
+ * off + nbytes]. */
+static int tensor_entry(json_t *hdr, const cic_st_tensor *x, size_t off, size_t nbytes,
+                        const char *where, cic_diag *d)
+{
+    json_t *o, *shape = json_array();
+    bool bad = shape == NULL;
+    for (int k = 0; !bad && k < x->ndim; k++)
+        bad = json_array_append_new(shape, json_integer((json_int_t)x->shape[k])) != 0;
+    if (bad) {
+        json_decref(shape);
+        return oom(where, d);
+    }
+    /* "o" steals shape, also when json_pack fails */
+    o = json_pack("{s:s, s:o, s:[I, I]}", "dtype", CIC_DTYPE_NAME[x->dtype], "shape", shape,
+                  "data_offsets", (json_int_t)off, (json_int_t)(off + nbytes));
+    if (!o)
+        return oom(where, d);
+    if (json_object_set_new(hdr, x->name, o) != 0) {
+        cic_diag_set(d, where, 0, 0, "safetensors: tensor name '%s' is not valid UTF-8",
+                     x->name);
+        return -1;
+    }
+    return 0;
+}
+
+/* The JSON header of the n tensors (compact, in the order given), with the
+ * byte size of each in nbytes; NULL with d set when one is refused. */
+static char *header_text(const cic_st_tensor *t, int n, const char *const *meta,
+                         size_t *nbytes, const char *where, cic_diag *d)
+{
+    json_t *hdr = json_object();
+    char *text = NULL;
+    size_t off = 0;
+
+    if (!hdr) {
+        oom(where, d);
+        return NULL;
+    }
+    if (metadata(hdr, meta, where, d) != 0)
+        goto cleanup;
+    for (int i = 0; i < n; i++) {
+        if (tensor_check(&t[i], i, hdr, off, &nbytes[i], where, d) != 0 ||
+            tensor_entry(hdr, &t[i], off, nbytes[i], where, d) != 0)
             goto cleanup;
-        }
         off += nbytes[i];
     }
-
     text = json_dumps(hdr, JSON_COMPACT | JSON_PRESERVE_ORDER);
     if (!text)
-        goto oom;
-    hlen = strlen(text);
-    padded = (hlen + 7) / 8 * 8;
+        oom(where, d);
+cleanup:
+    json_decref(hdr);
+    return text;
+}
+
+/* The file: header length, header padded with spaces to a multiple of 8,
+ * then every tensor's bytes, atomically. */
+static int write_file(const char *path, const char *text, const cic_st_tensor *t, int n,
+                      const size_t *nbytes, const char *where, cic_diag *d)
+{
+    size_t hlen = strlen(text), padded = (hlen + 7) / 8 * 8;
+    unsigned char lenbuf[8];
+    cic_atomic a = {0};
+
     for (int k = 0; k < 8; k++)
         lenbuf[k] = (unsigned char)((uint64_t)padded >> (8 * k));
-
     if (cic_atomic_open(&a, path, d) != 0)
-        goto cleanup;
-    opened = true;
+        return -1;
     if (fwrite(lenbuf, 1, 8, a.f) != 8 || fwrite(text, 1, hlen, a.f) != hlen)
         goto write_error;
     for (size_t k = hlen; k < padded; k++)
@@ -189,22 +213,37 @@ int cic_safetensors_write(const char *path, const cic_st_tensor *t, int n,
     for (int i = 0; i < n; i++)
         if (write_le(a.f, t[i].data, nbytes[i], CIC_DTYPE_SIZE[t[i].dtype]) != 0)
             goto write_error;
-    opened = false;
-    rc = cic_atomic_commit(&a, d);
-    goto cleanup;
+    return cic_atomic_commit(&a, d);
 
 write_error:
     cic_diag_set(d, where, 0, 0, "safetensors: write to %s failed: %s", a.tmp,
                  strerror(errno));
-    goto cleanup;
-oom:
-    cic_diag_set(d, where, 0, 0, "safetensors: out of memory");
-cleanup:
-    if (opened)
-        cic_atomic_abort(&a);
+    cic_atomic_abort(&a);
+    return -1;
+}
+
+int cic_safetensors_write(const char *path, const cic_st_tensor *t, int n,
+                          const char *const *meta, cic_diag *d)
+{
+    const char *where = path ? path : "";
+    size_t *nbytes;
+    char *text;
+    int rc;
+
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "safetensors: empty file name");
+        return -1;
+    }
+    if (n < 0 || (n > 0 && !t)) {
+        cic_diag_set(d, where, 0, 0, "safetensors: invalid tensor list (n = %d)", n);
+        return -1;
+    }
+    nbytes = cic_calloc((size_t)n, sizeof *nbytes);
+    if (!nbytes)
+        return oom(where, d);
+    text = header_text(t, n, meta, nbytes, where, d);
+    rc = text ? write_file(path, text, t, n, nbytes, where, d) : -1;
     free(text);
     free(nbytes);
-    json_decref(md);
-    json_decref(hdr);
     return rc;
 }

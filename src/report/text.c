@@ -1,10 +1,13 @@
 /* SPDX-License-Identifier: MIT */
-/* text.c: UTF-8 validation and exact number formatting (text.h). */
+/* text.c: the text helpers of the report writers (text.h): one escaping
+ * loop with a substitution per output language (XML for JUnit, Markdown for
+ * the CI summary), UTF-8 validation, exact numbers, bounded name lookup. */
 #include "text.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 size_t cic_utf8_len(const unsigned char *s, size_t n)
 {
@@ -58,4 +61,92 @@ void cic_fmt_num(char *buf, size_t cap, double v)
         if (strtod(buf, NULL) == v)
             return;
     }
+}
+
+/* ---- escaping ---- */
+
+/* What a language writes for the byte c < 0x80 instead of itself; NULL:
+ * c itself. */
+typedef const char *(*esc_sub)(unsigned c);
+
+/* s (at most n bytes, may lack a NUL): ASCII through sub, valid UTF-8
+ * sequences as they are, any other byte as '?'. */
+static void esc(FILE *f, const char *s, size_t n, esc_sub sub)
+{
+    const unsigned char *u = (const unsigned char *)s;
+    size_t i = 0;
+
+    if (!s)
+        return;
+    n = strnlen(s, n);
+    while (i < n) {
+        const char *r = u[i] < 0x80 ? sub(u[i]) : NULL;
+        size_t len;
+        if (r) {
+            fputs(r, f);
+            i++;
+            continue;
+        }
+        len = cic_utf8_len(u + i, n - i);
+        if (len == 0) {
+            fputc('?', f);
+            i++;
+            continue;
+        }
+        fwrite(u + i, 1, len, f);
+        i += len;
+    }
+}
+
+static const char *xml_sub(unsigned c)
+{
+    switch (c) {
+    case '&': return "&amp;";
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '"': return "&quot;";
+    case '\'': return "&apos;";
+    case '\t': return "&#9;";
+    case '\n': return "&#10;";
+    case '\r': return "&#13;";
+    default: return c < 0x20 ? "?" : NULL;
+    }
+}
+
+static const char *md_sub(unsigned c)
+{
+    switch (c) {
+    case '\\': return "\\\\";
+    case '`': return "\\`";
+    case '*': return "\\*";
+    case '_': return "\\_";
+    case '[': return "\\[";
+    case ']': return "\\]";
+    case '|': return "\\|";
+    case '~': return "\\~";
+    case '&': return "&amp;";
+    case '<': return "&lt;";
+    case '>': return "&gt;";
+    case '\t':
+    case '\n':
+    case '\r': return " ";
+    default: return c < 0x20 || c == 0x7F ? "" : NULL;
+    }
+}
+
+void cic_xml_esc(FILE *f, const char *s, size_t n)
+{
+    esc(f, s, n, xml_sub);
+}
+
+void cic_md_esc(FILE *f, const char *s, size_t n)
+{
+    esc(f, s, n, md_sub);
+}
+
+const char *cic_name_of(const char *const *names, int count, int i)
+{
+    if (!names || i < 0 || i >= count || !names[i])
+        return "?";
+    return names[i];
 }
