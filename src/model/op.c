@@ -231,8 +231,10 @@ int cic_model_check(const cic_model *m, char *msg, size_t cap)
         c.index = i;
         c.msg = msg;
         c.cap = cap;
-        if ((unsigned)o->kind >= CIC_OP_COUNT || (unsigned)o->site >= CIC_SITE_COUNT)
-            rc = graph_refuse(msg, cap, "op %d: kind %d, site %d unknown", i, (int)o->kind,
+        if ((unsigned)o->kind >= CIC_OP_COUNT)
+            rc = graph_refuse(msg, cap, "op %d: unknown op kind %d", i, (int)o->kind);
+        else if ((unsigned)o->site >= CIC_SITE_COUNT)
+            rc = graph_refuse(msg, cap, "op %d (%s): unknown site %d", i, CIC_OP_NAME[o->kind],
                               (int)o->site);
         else if (check_ids(&c, written) || CIC_OP_DESC[o->kind].check(&c))
             rc = CIC_GRAPH_REFUSED;
