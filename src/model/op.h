@@ -221,7 +221,7 @@ static inline double cic_op_flops_center(double R, double d)
 }
 
 /* log2 P, exact for powers of two (a real number otherwise). */
-static inline double cic_op_lg2(double P)
+static inline double _cic_op_lg2(double P)
 {
     int k = 0;
     if (P < 1 || P != floor(P) || ((long long)P & ((long long)P - 1)) != 0)
@@ -239,7 +239,7 @@ static inline double cic_op_lg2(double P)
 static inline double cic_op_flops_fwht(double R, int w, int K)
 {
     double ww = w, k = K > 0 ? K : 1, P = ww / k;
-    return R * (k * P * cic_op_lg2(P) + P * k * (k - 1) + 2 * ww);
+    return R * (k * P * _cic_op_lg2(P) + P * k * (k - 1) + 2 * ww);
 }
 
 /* Per-sample folds over B samples (model/fold.h gives the operations).
@@ -267,7 +267,7 @@ static inline double cic_op_flops_fold_out_b(double B, double d, bool center)
 /* ---- per op: shape check and cost on the graph ----
  * cost_<op>(m, o, ns): the FLOPs of o in a run over ns samples. */
 
-static inline int cic_op_rows_(const cic_model *m, int id, int ns)
+static inline int _cic_op_rows(const cic_model *m, int id, int ns)
 {
     return cic_model_run_rows(m, id, ns);
 }
@@ -288,16 +288,12 @@ static inline int cic_op_check_linear(const cic_op_check *c)
     if (o->w < 0)
         return cic_op_refuse(c, "weight missing");
     w = &m->t[o->w];
-    if (w->role == CIC_T_ACT) {
-        if (w->rows_kind != CIC_ROWS_SAMPLE_MATRIX)
-            return cic_op_refuse(c, "weight '%s' is an activation but not one matrix per "
-                                 "sample", w->name);
-        n = w->block_rows;
-    } else if (cic_op_need_weight(c, o->w, "weight", -1, -1)) {
+    if (w->role == CIC_T_ACT && w->rows_kind != CIC_ROWS_SAMPLE_MATRIX)
+        return cic_op_refuse(c, "weight '%s' is an activation but not one matrix per sample",
+                             w->name);
+    if (w->role != CIC_T_ACT && cic_op_need_weight(c, o->w, "weight", -1, -1))
         return -1;
-    } else {
-        n = w->rows;
-    }
+    n = w->role == CIC_T_ACT ? w->block_rows : w->rows;
     if (w->cols != m->t[o->in[0]].cols)
         return cic_op_refuse(c, "weight '%s' has %d columns, the input '%s' %d", w->name,
                              w->cols, m->t[o->in[0]].name, m->t[o->in[0]].cols);
@@ -315,7 +311,7 @@ static inline double cic_op_cost_linear(const cic_model *m, const cic_op *o, int
 {
     const cic_tensor *w = &m->t[o->w];
     int n = w->role == CIC_T_ACT ? w->block_rows : w->rows;
-    return cic_op_flops_linear(cic_op_rows_(m, o->in[0], ns), w->cols, n, o->b >= 0);
+    return cic_op_flops_linear(_cic_op_rows(m, o->in[0], ns), w->cols, n, o->b >= 0);
 }
 
 /* NORM: in[0] [R, d] -> out like it; gain and bias optional weights [1, d]. */
@@ -334,7 +330,7 @@ static inline int cic_op_check_norm(const cic_op_check *c)
 
 static inline double cic_op_cost_norm(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_norm(cic_op_rows_(m, o->in[0], ns), m->t[o->in[0]].cols, o->center,
+    return cic_op_flops_norm(_cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols, o->center,
                              o->g >= 0, o->b >= 0);
 }
 
@@ -365,7 +361,7 @@ static inline double cic_op_cost_attn(const cic_model *m, const cic_op *o, int n
 }
 
 /* ACT, GLU, ADD: elementwise over inputs shaped like the output. */
-static inline int cic_op_check_act_kind(const cic_op_check *c)
+static inline int _cic_op_check_act_kind(const cic_op_check *c)
 {
     if ((unsigned)c->o->act >= CIC_ACT_COUNT)
         return cic_op_refuse(c, "activation kind %d unknown", (int)c->o->act);
@@ -376,20 +372,20 @@ static inline int cic_op_check_act(const cic_op_check *c)
 {
     const cic_op *o = c->o;
     return cic_op_slots(c, CIC_SLOT_IN0) || cic_op_need_act(c, o->in[0], "input", -1, -1) ||
-           cic_op_need_like(c, o->out, "output", o->in[0]) || cic_op_check_act_kind(c) ? -1 : 0;
+           cic_op_need_like(c, o->out, "output", o->in[0]) || _cic_op_check_act_kind(c) ? -1 : 0;
 }
 
-static inline double cic_op_count_out_(const cic_model *m, const cic_op *o, int ns)
+static inline double _cic_op_count_out(const cic_model *m, const cic_op *o, int ns)
 {
-    return (double)cic_op_rows_(m, o->out, ns) * m->t[o->out].cols;
+    return (double)_cic_op_rows(m, o->out, ns) * m->t[o->out].cols;
 }
 
 static inline double cic_op_cost_act(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_elementwise_act(o->act, cic_op_count_out_(m, o, ns));
+    return cic_op_flops_elementwise_act(o->act, _cic_op_count_out(m, o, ns));
 }
 
-static inline int cic_op_check_binary_(const cic_op_check *c)
+static inline int _cic_op_check_binary(const cic_op_check *c)
 {
     const cic_op *o = c->o;
     return cic_op_slots(c, CIC_SLOT_IN0 | CIC_SLOT_IN1) ||
@@ -401,27 +397,27 @@ static inline int cic_op_check_binary_(const cic_op_check *c)
 
 static inline int cic_op_check_glu(const cic_op_check *c)
 {
-    return cic_op_check_binary_(c) || cic_op_check_act_kind(c) ? -1 : 0;
+    return _cic_op_check_binary(c) || _cic_op_check_act_kind(c) ? -1 : 0;
 }
 
 static inline double cic_op_cost_glu(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_glu(o->act, cic_op_count_out_(m, o, ns));
+    return cic_op_flops_glu(o->act, _cic_op_count_out(m, o, ns));
 }
 
 static inline int cic_op_check_add(const cic_op_check *c)
 {
-    return cic_op_check_binary_(c);
+    return _cic_op_check_binary(c);
 }
 
 static inline double cic_op_cost_add(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_add(cic_op_count_out_(m, o, ns));
+    return cic_op_flops_add(_cic_op_count_out(m, o, ns));
 }
 
 /* MODULATE, GATE: x [R, d] with token rows, in[1] the per-sample mod
  * tensor; out like x. */
-static inline int cic_op_check_mod_(const cic_op_check *c, int n_chunks)
+static inline int _cic_op_check_mod(const cic_op_check *c, int n_chunks)
 {
     const cic_op *o = c->o;
     static const char *const chunk[2] = {"mod input (in_col[0])", "mod input (in_col[1])"};
@@ -440,22 +436,22 @@ static inline int cic_op_check_mod_(const cic_op_check *c, int n_chunks)
 
 static inline int cic_op_check_modulate(const cic_op_check *c)
 {
-    return cic_op_check_mod_(c, 2);
+    return _cic_op_check_mod(c, 2);
 }
 
 static inline double cic_op_cost_modulate(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_modulate(ns, cic_op_rows_(m, o->in[0], ns), m->t[o->in[0]].cols);
+    return cic_op_flops_modulate(ns, _cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols);
 }
 
 static inline int cic_op_check_gate(const cic_op_check *c)
 {
-    return cic_op_check_mod_(c, 1);
+    return _cic_op_check_mod(c, 1);
 }
 
 static inline double cic_op_cost_gate(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_gate(cic_op_rows_(m, o->in[0], ns), m->t[o->in[0]].cols);
+    return cic_op_flops_gate(_cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols);
 }
 
 static inline int cic_op_check_center(const cic_op_check *c)
@@ -467,7 +463,7 @@ static inline int cic_op_check_center(const cic_op_check *c)
 
 static inline double cic_op_cost_center(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_center(cic_op_rows_(m, o->in[0], ns), m->t[o->in[0]].cols);
+    return cic_op_flops_center(_cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols);
 }
 
 /* FWHT: in[0] [R, w] with a Hadamard construction for w, signs g [1, w]. */
@@ -488,12 +484,12 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
 static inline double cic_op_cost_fwht(const cic_model *m, const cic_op *o, int ns)
 {
     int w = m->t[o->in[0]].cols;
-    return cic_op_flops_fwht(cic_op_rows_(m, o->in[0], ns), w, cic_hadamard_base_order(w));
+    return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns), w, cic_hadamard_base_order(w));
 }
 
 /* FOLD_*: in[0] the per-sample mod tensor, its chunk in_col[0] of d =
  * d_model columns; Q = g [d, d]. */
-static inline int cic_op_check_fold_(const cic_op_check *c, unsigned slots)
+static inline int _cic_op_check_fold(const cic_op_check *c, unsigned slots)
 {
     const cic_op *o = c->o;
     int d = c->m->cfg.d_model;
@@ -506,7 +502,7 @@ static inline int cic_op_check_fold_(const cic_op_check *c, unsigned slots)
 
 /* The output: one matrix of rows x cols per sample, or one row per sample
  * (rows 0). */
-static inline int cic_op_check_fold_out_(const cic_op_check *c, int rows, int cols)
+static inline int _cic_op_check_fold_out(const cic_op_check *c, int rows, int cols)
 {
     const cic_tensor *t;
     if (cic_op_need_act(c, c->o->out, "output",
@@ -523,10 +519,10 @@ static inline int cic_op_check_fold_out_(const cic_op_check *c, int rows, int co
 static inline int cic_op_check_fold_in_w(const cic_op_check *c)
 {
     int d = c->m->cfg.d_model;
-    if (cic_op_check_fold_(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_G) ||
+    if (_cic_op_check_fold(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_G) ||
         cic_op_need_weight(c, c->o->w, "weight", -1, d))
         return -1;
-    return cic_op_check_fold_out_(c, c->m->t[c->o->w].rows, d);
+    return _cic_op_check_fold_out(c, c->m->t[c->o->w].rows, d);
 }
 
 static inline double cic_op_cost_fold_in_w(const cic_model *m, const cic_op *o, int ns)
@@ -538,13 +534,13 @@ static inline double cic_op_cost_fold_in_w(const cic_model *m, const cic_op *o, 
 static inline int cic_op_check_fold_in_b(const cic_op_check *c)
 {
     int d = c->m->cfg.d_model, n;
-    if (cic_op_check_fold_(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_B) ||
+    if (_cic_op_check_fold(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_B) ||
         cic_op_need_weight(c, c->o->w, "weight", -1, d))
         return -1;
     n = c->m->t[c->o->w].rows;
     if (c->o->b >= 0 && cic_op_need_weight(c, c->o->b, "bias", 1, n))
         return -1;
-    return cic_op_check_fold_out_(c, 0, n);
+    return _cic_op_check_fold_out(c, 0, n);
 }
 
 static inline double cic_op_cost_fold_in_b(const cic_model *m, const cic_op *o, int ns)
@@ -556,10 +552,10 @@ static inline double cic_op_cost_fold_in_b(const cic_model *m, const cic_op *o, 
 static inline int cic_op_check_fold_out_w(const cic_op_check *c)
 {
     int d = c->m->cfg.d_model;
-    if (cic_op_check_fold_(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_G) ||
+    if (_cic_op_check_fold(c, CIC_SLOT_IN0 | CIC_SLOT_W | CIC_SLOT_G) ||
         cic_op_need_weight(c, c->o->w, "weight", d, -1))
         return -1;
-    return cic_op_check_fold_out_(c, d, c->m->t[c->o->w].cols);
+    return _cic_op_check_fold_out(c, d, c->m->t[c->o->w].cols);
 }
 
 static inline double cic_op_cost_fold_out_w(const cic_model *m, const cic_op *o, int ns)
@@ -571,10 +567,10 @@ static inline double cic_op_cost_fold_out_w(const cic_model *m, const cic_op *o,
 static inline int cic_op_check_fold_out_b(const cic_op_check *c)
 {
     int d = c->m->cfg.d_model;
-    if (cic_op_check_fold_(c, CIC_SLOT_IN0 | CIC_SLOT_B | CIC_SLOT_G) ||
+    if (_cic_op_check_fold(c, CIC_SLOT_IN0 | CIC_SLOT_B | CIC_SLOT_G) ||
         cic_op_need_weight(c, c->o->b, "bias", 1, d))
         return -1;
-    return cic_op_check_fold_out_(c, 0, d);
+    return _cic_op_check_fold_out(c, 0, d);
 }
 
 static inline double cic_op_cost_fold_out_b(const cic_model *m, const cic_op *o, int ns)
