@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* test_engine.c: src/engine: the float32 engine (OpenBLAS and fixed-order
  * matmuls) against the MPFR reference engine on small random blocks, the
- * reproducibility and sample independence both engines promise, and the
- * per-site FLOP counts they book.
+ * reproducibility and sample independence both engines promise, the
+ * per-site FLOP counts they book, the check of a graph every engine runs on
+ * entry (cic_model_check refuses a malformed graph with a message naming
+ * the op and the tensor, and no engine walks it), and the engine table.
  *
  * Models are built by hand from a cic_model_cfg drawn from a test seed (the
  * seed and the whole shape are printed on failure). Relative norms are
@@ -1026,6 +1028,292 @@ static void test_f64_rounded_weights(void **state)
     }
 }
 
+/* ---- the graph check and the engine table ---- */
+
+/* The index of the op writing the tensor named out. */
+static int op_writing(const cic_model *m, const char *out)
+{
+    int i, id = cic_model_tensor_find(m, out);
+    assert_true(id >= 0);
+    for (i = 0; i < m->n_ops; i++)
+        if (m->ops[i].out == id)
+            return i;
+    fail_msg("no op writes '%s'", out);
+    return -1;
+}
+
+/* Every engine refuses m (-2, CIC_GRAPH_REFUSED) without walking it, and
+ * cic_model_check's message holds each of want[] (NULL-ended); n: the
+ * output size of the well-formed graph. */
+static void expect_refused(const cic_model *m, size_t n, const char *what,
+                           const char *const *want)
+{
+    char msg[512];
+    size_t k;
+    float *y = cic_calloc(n, sizeof *y);
+    double *yd = cic_calloc(n, sizeof *yd);
+    mpfr_t *x = cic_mpvec_create(n, 64);
+    int rc = cic_model_check(m, msg, sizeof msg);
+    assert_non_null(y);
+    assert_non_null(yd);
+    assert_non_null(x);
+    printf("%s: %s\n", what, msg);
+    if (rc != CIC_GRAPH_REFUSED)
+        fail_msg("%s: cic_model_check returned %d, not refused (%s)", what, rc, msg);
+    for (k = 0; want[k]; k++)
+        if (!strstr(msg, want[k]))
+            fail_msg("%s: message '%s' does not say '%s'", what, msg, want[k]);
+    assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_FIXED, NULL), CIC_GRAPH_REFUSED);
+    assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_OPENBLAS, NULL), CIC_GRAPH_REFUSED);
+    assert_int_equal(cic_engine_f64_run(yd, m, CIC_MATMUL_FIXED, false, NULL),
+                     CIC_GRAPH_REFUSED);
+    assert_int_equal(cic_engine_mpfr_run(x, m, 64, false, NULL), CIC_GRAPH_REFUSED);
+    free(y);
+    free(yd);
+    cic_mpvec_destroy(x, n);
+}
+
+static shape check_shape(enum cic_block_kind block)
+{
+    shape sh = shape_draw(4242);
+    sh.cfg.block = block;
+    sh.cfg.d_model = 16;
+    sh.cfg.heads = 2;
+    sh.cfg.d_mlp = 64;
+    sh.cfg.tokens = 3;
+    sh.cfg.samples = 2;
+    sh.cfg.layers = 1;
+    sh.readout = CIC_READOUT_HEAD;
+    return sh;
+}
+
+/* Malformed graphs, one fault each planted in a well-formed preln graph
+ * (which the check passes, as every graph the other tests run): a weight
+ * of the wrong width, missing tensors, an id out of range, an activation
+ * read before it is written or written twice, a slot the op has no use
+ * for, an attention view past its tensor, a gain of the wrong shape, an
+ * unknown op kind, a readout nobody writes. */
+static void test_graph_check(void **state)
+{
+    shape sh = check_shape(CIC_BLOCK_PRELN);
+    built b = build(&sh);
+    cic_model *m;
+    int qkv = op_writing(b.m, "act.0.qkv"), nrm = op_writing(b.m, "act.0.norm2");
+    int att = op_writing(b.m, "act.0.attn"), fc2 = op_writing(b.m, "act.0.fc2");
+    char msg[512];
+    (void)state;
+    assert_int_equal(cic_model_check(b.m, msg, sizeof msg), 0);
+    assert_string_equal(msg, "");
+    assert_int_equal(cic_model_check(b.m, NULL, 0), 0);
+#define FAULT(what, change, ...)                                              \
+    do {                                                                      \
+        static const char *const want_[] = {__VA_ARGS__, NULL};               \
+        m = cic_model_clone(b.m);                                             \
+        assert_non_null(m);                                                   \
+        change;                                                               \
+        expect_refused(m, b.n, what, want_);                                  \
+        cic_model_destroy(m);                                                 \
+    } while (0)
+    FAULT("qkv weight d x d", m->ops[qkv].w = cic_model_tensor_find(m, "blocks.0.attn.proj.weight"),
+          "op 1 (linear, layer 0, site attn, output 'act.0.qkv'): ", "48 columns",
+          "'blocks.0.attn.proj.weight' 16 rows");
+    FAULT("fc2 weight reads the wrong width",
+          m->ops[fc2].w = cic_model_tensor_find(m, "blocks.0.mlp.fc1.weight"),
+          "(linear, layer 0, site mlp, output 'act.0.fc2')", "has 16 columns",
+          "the input 'act.0.act' 64");
+    FAULT("norm input missing", m->ops[nrm].in[0] = -1, "(norm,", "input missing");
+    FAULT("linear weight missing", m->ops[qkv].w = -1, "weight missing");
+    FAULT("id out of range", m->ops[att].in[1] = m->n_t + 5, "in[1] = ", "no such tensor");
+    FAULT("read before written", m->ops[qkv].in[0] = m->ops[fc2].out,
+          "reads 'act.0.fc2' (in[0]) before any op writes it");
+    FAULT("written twice", m->ops[nrm].out = m->ops[qkv].out,
+          "'act.0.qkv' was written by an earlier op");
+    FAULT("stray slot", m->ops[nrm].w = m->ops[qkv].w, "w is set", "a norm op has no such input");
+    FAULT("attention view past the tensor", m->ops[att].in_col[2] = 3 * 16 - 8,
+          "(attn,", "v input 'act.0.qkv': columns 40 .. 55 of 48");
+    FAULT("gain of the wrong shape",
+          m->ops[nrm].g = cic_model_tensor_find(m, "blocks.0.attn.proj.weight"),
+          "gain 'blocks.0.attn.proj.weight' is 16 x 16, expected 1 x 16");
+    FAULT("heads", m->ops[att].heads = 3, "3 heads do not divide the width 16");
+    FAULT("unknown op kind", m->ops[att].kind = CIC_OP_COUNT, "op 2: unknown op kind ");
+    FAULT("unknown site", m->ops[att].site = CIC_SITE_COUNT, "op 2 (attn): unknown site 9");
+    FAULT("no readout", m->output = -1, "no readout tensor");
+    FAULT("readout never written", m->output = m->n_t - 1; m->n_ops--, "is never written");
+#undef FAULT
+    cic_model_destroy(b.m);
+}
+
+/* A graph of one FWHT op over an input of width w (2 samples of 3 tokens). */
+static cic_model *fwht_model(int w)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_op o;
+    assert_non_null(m);
+    m->cfg = check_shape(CIC_BLOCK_PRELN).cfg;
+    m->rows = m->cfg.tokens * m->cfg.samples;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, w);
+    memset(&o, 0, sizeof o);
+    o.kind = CIC_OP_FWHT;
+    o.site = CIC_SITE_INPUT;
+    o.layer = -1;
+    o.in[0] = m->input;
+    o.in[1] = o.in[2] = o.w = o.b = -1;
+    o.g = cic_model_tensor_add(m, "signs", CIC_T_WEIGHT, 1, w);
+    o.out = cic_model_tensor_add(m, "out", CIC_T_ACT, m->rows, w);
+    assert_true(m->input >= 0 && o.g >= 0 && o.out >= 0);
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = o.out;
+    return m;
+}
+
+/* The shipped block kinds and the adaLN strategy graphs pass the check:
+ * rmsnorm and dit graphs (preln: test_graph_check), and a dit graph with
+ * FWHT and fold ops; an FWHT of a width with no Hadamard construction is
+ * refused. */
+static void test_graph_check_kinds(void **state)
+{
+    shape sh = check_shape(CIC_BLOCK_RMSNORM);
+    built b = build(&sh);
+    cic_model *t;
+    cic_xform_spec x = spec64(CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, true);
+    cic_diag d;
+    int i, fw = -1;
+    char msg[512];
+    (void)state;
+    assert_int_equal(cic_model_check(b.m, msg, sizeof msg), 0);
+    cic_model_destroy(b.m);
+    sh = shape_draw_dit(77);
+    sh.cfg.d_model = 16;
+    sh.cfg.d_mlp = 64;
+    b = build(&sh);
+    assert_int_equal(cic_model_check(b.m, msg, sizeof msg), 0);
+    memset(&d, 0, sizeof d);
+    t = cic_xform_apply(b.m, &x, 128, &d);
+    assert_non_null(t);
+    assert_int_equal(cic_model_check(t, msg, sizeof msg), 0);
+    for (i = 0; i < t->n_ops && fw < 0; i++)
+        if (t->ops[i].kind == CIC_OP_FWHT)
+            fw = i;
+    assert_true(fw >= 0);
+    cic_model_destroy(t);
+    /* widths 12 (a Paley base) and 16 run; 14 has no Hadamard matrix */
+    for (i = 12; i <= 16; i += 2) {
+        cic_model *f = fwht_model(i);
+        float *y = cic_calloc((size_t)f->rows * i, sizeof *y);
+        assert_non_null(y);
+        if (i != 14) {
+            assert_int_equal(cic_model_check(f, msg, sizeof msg), 0);
+            assert_int_equal(cic_engine_f32_run(y, f, CIC_MATMUL_FIXED, NULL), 0);
+        } else {
+            assert_int_equal(cic_model_check(f, msg, sizeof msg), CIC_GRAPH_REFUSED);
+            printf("fwht of width 14: %s\n", msg);
+            assert_non_null(strstr(msg, "(fwht, layer -1, site input, output 'out'): "
+                                        "no Hadamard matrix of order 14"));
+            assert_int_equal(cic_engine_f32_run(y, f, CIC_MATMUL_FIXED, NULL),
+                             CIC_GRAPH_REFUSED);
+        }
+        free(y);
+        cic_model_destroy(f);
+    }
+    x = spec64(CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, false);
+    t = cic_xform_apply(b.m, &x, 128, &d);
+    assert_non_null(t);
+    assert_int_equal(cic_model_check(t, msg, sizeof msg), 0);
+    for (i = 0; i < t->n_ops; i++)
+        if (t->ops[i].kind == CIC_OP_FOLD_OUT_B)
+            t->ops[i].b = -1; /* the bias the fold needs */
+    assert_int_equal(cic_model_check(t, msg, sizeof msg), CIC_GRAPH_REFUSED);
+    assert_non_null(strstr(msg, "(fold-out-b,"));
+    assert_non_null(strstr(msg, "bias missing"));
+    cic_model_destroy(t);
+    cic_model_destroy(b.m);
+}
+
+/* The FLOPs booked per op are the op table's cost of each op, summed by
+ * site, on a dit strategy graph with every dit op kind but FWHT (and on
+ * preln and rmsnorm graphs). */
+static void test_engine_books_op_costs(void **state)
+{
+    int j;
+    (void)state;
+    for (j = 0; j < 3; j++) {
+        shape sh = j == 2 ? shape_draw_dit(91) : check_shape(j ? CIC_BLOCK_RMSNORM
+                                                              : CIC_BLOCK_PRELN);
+        built b = build(&sh);
+        cic_model *t = b.m;
+        cic_flop_count fc, want;
+        cic_run_opts o;
+        float *y;
+        int i;
+        if (j == 2) {
+            cic_xform_spec x = spec64(CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, false);
+            cic_diag d;
+            memset(&d, 0, sizeof d);
+            t = cic_xform_apply(b.m, &x, 128, &d);
+            assert_non_null(t);
+        }
+        memset(&fc, 0, sizeof fc);
+        memset(&want, 0, sizeof want);
+        memset(&o, 0, sizeof o);
+        o.flops = &fc;
+        for (i = 0; i < t->n_ops; i++)
+            want.site[t->ops[i].site] += cic_op_cost(t, &t->ops[i], t->cfg.samples);
+        y = cic_calloc(b.n, sizeof *y);
+        assert_non_null(y);
+        assert_int_equal(cic_engine_f32_run(y, t, CIC_MATMUL_FIXED, &o), 0);
+        free(y);
+        for (i = 0; i < CIC_SITE_COUNT; i++)
+            if (fc.site[i] != want.site[i])
+                fail_msg("site %s: booked %.17g, op table %.17g", CIC_SITE_NAME[i], fc.site[i],
+                         want.site[i]);
+        assert_true(cic_flop_total(&fc) > 0);
+        if (t != b.m)
+            cic_model_destroy(t);
+        cic_model_destroy(b.m);
+    }
+}
+
+/* One engine table: names as in reports, found back by name, real engines
+ * indexed by arithmetic and matmul, the matmul views of the names. */
+static void test_engine_table(void **state)
+{
+    int e;
+    (void)state;
+    assert_string_equal(CIC_ENGINE_DESC[CIC_ENGINE_F32_OPENBLAS].name, "f32-openblas");
+    assert_string_equal(CIC_ENGINE_DESC[CIC_ENGINE_F32_FIXED].name, "f32-fixed-order");
+    assert_string_equal(CIC_ENGINE_DESC[CIC_ENGINE_F64_OPENBLAS].name, "f64-openblas");
+    assert_string_equal(CIC_ENGINE_DESC[CIC_ENGINE_F64_FIXED].name, "f64-fixed-order");
+    assert_string_equal(CIC_ENGINE_DESC[CIC_ENGINE_MPFR].name, "mpfr");
+    assert_int_equal(CIC_ENGINE_DESC[CIC_ENGINE_MPFR].arith, CIC_ARITH_MPFR);
+    for (e = 0; e < CIC_ENGINE_COUNT; e++) {
+        const cic_engine_desc *x = &CIC_ENGINE_DESC[e];
+        assert_non_null(x->name);
+        assert_ptr_equal(CIC_ENGINE_NAME[e], x->name);
+        assert_int_equal(cic_engine_find(x->name), e);
+        if (x->arith != CIC_ARITH_MPFR)
+            assert_int_equal(cic_engine_real(x->arith, x->mm), e);
+    }
+    for (e = 0; e < CIC_MATMUL_COUNT; e++) {
+        assert_int_equal(CIC_ENGINE_DESC[cic_engine_real(CIC_ARITH_F32, e)].mm, e);
+        assert_string_equal(CIC_ENGINE_F32_NAME[e],
+                            CIC_ENGINE_DESC[cic_engine_real(CIC_ARITH_F32, e)].name);
+        assert_string_equal(CIC_ENGINE_F64_NAME[e],
+                            CIC_ENGINE_DESC[cic_engine_real(CIC_ARITH_F64, e)].name);
+    }
+    assert_int_equal(cic_engine_find("f32"), -1);
+    assert_int_equal(cic_engine_find(""), -1);
+    /* the op table: a name and a check for every kind */
+    for (e = 0; e < CIC_OP_COUNT; e++) {
+        assert_non_null(CIC_OP_NAME[e]);
+        assert_ptr_equal(CIC_OP_DESC[e].name, CIC_OP_NAME[e]);
+        assert_non_null(CIC_OP_DESC[e].check);
+        assert_non_null(CIC_OP_DESC[e].cost);
+    }
+    for (e = 0; e < CIC_SITE_COUNT; e++)
+        assert_non_null(CIC_SITE_NAME[e]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1037,6 +1325,10 @@ int main(void)
         cmocka_unit_test(test_f64_bound_catches_fault),
         cmocka_unit_test(test_f64_flops),
         cmocka_unit_test(test_f64_rounded_weights),
+        cmocka_unit_test(test_graph_check),
+        cmocka_unit_test(test_graph_check_kinds),
+        cmocka_unit_test(test_engine_books_op_costs),
+        cmocka_unit_test(test_engine_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

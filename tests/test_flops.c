@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* test_flops.c: closed-form FLOP formulas of the dit (adaLN) block and its
- * strategies (src/metric/flops_dit.c).
+/* test_flops.c: the op table's FLOP formulas (src/model/op.h) against hand
+ * counts for small sizes; the per-block dispatch of the closed forms
+ * (src/metric/flops.c: an unknown block kind stops, it never gets another
+ * block's formula); and the closed-form FLOP formulas of the dit (adaLN)
+ * block and its strategies (src/metric/flops_dit.c).
  *
  * Per-site counts of a tiny configuration are written out by hand from the
  * adaLN spec's op list (arithmetic in the comments) and compared exactly
@@ -13,7 +16,10 @@
 #include "metric/flops.h"
 #include "report/report.h"
 
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 /* d = 4, heads = 2 (dh = 2), N = 2, B = 1 (R = 2), L = 1, m = 16,
  * d_cond = 4, d_out = 3, non-causal (V = N^2 = 4), gelu-tanh, final layer. */
@@ -438,6 +444,152 @@ static void test_na_and_table(void **state)
     assert_non_null(strstr(buf, "online-dense"));
 }
 
+/* ---- the op table's formulas ---- */
+
+/* Each formula on small sizes, the arithmetic in the comments (engine.h
+ * convention: multiply-add 2, anything else 1). */
+static void test_op_formulas(void **state)
+{
+    (void)state;
+    /* linear R 3, k 4, n 5: 2*3*5*4 = 120, bias 3*5 = 15 */
+    cic_assert_close(cic_op_flops_linear(3, 4, 5, false), 120, 0, 0);
+    cic_assert_close(cic_op_flops_linear(3, 4, 5, true), 135, 0, 0);
+    /* norm R 3, d 4: center 2*4+1 = 9, squares + rstd 3*4+4 = 16, gain 4,
+     * bias 4: LayerNorm 3*33 = 99, RMSNorm with gain 3*20 = 60, RMS0 48 */
+    cic_assert_close(cic_op_flops_norm(3, 4, true, true, true), 99, 0, 0);
+    cic_assert_close(cic_op_flops_norm(3, 4, false, true, false), 60, 0, 0);
+    cic_assert_close(cic_op_flops_norm(3, 4, false, false, false), 48, 0, 0);
+    cic_assert_close(cic_op_flops_norm(3, 4, true, false, false), 75, 0, 0);
+    /* attention B 2, H 2, N 3, dh 2: per head 4*9*2 = 72 (q k^T, P V),
+     * 9 scalings, 5 per visible key: 9 keys 45, causal 6 keys 30 */
+    cic_assert_close(cic_op_flops_attn(2, 2, 3, 2, false), 4 * (72 + 9 + 45), 0, 0);
+    cic_assert_close(cic_op_flops_attn(2, 2, 3, 2, true), 4 * (72 + 9 + 30), 0, 0);
+    /* activations, per call and over 10 values; GLU adds the mul */
+    cic_assert_close(cic_op_flops_act(CIC_ACT_GELU), 5, 0, 0);
+    cic_assert_close(cic_op_flops_act(CIC_ACT_GELU_TANH), 9, 0, 0);
+    cic_assert_close(cic_op_flops_act(CIC_ACT_RELU), 1, 0, 0);
+    cic_assert_close(cic_op_flops_act(CIC_ACT_SILU), 3, 0, 0);
+    cic_assert_close(cic_op_flops_elementwise_act(CIC_ACT_GELU, 10), 50, 0, 0);
+    cic_assert_close(cic_op_flops_glu(CIC_ACT_SILU, 10), 40, 0, 0);
+    cic_assert_close(cic_op_flops_add(10), 10, 0, 0);
+    /* modulate B 2, R 6, d 4: 1 + scale 2*4 = 8, mul and add 2*6*4 = 48;
+     * gate 6*4; center 6*(2*4+1) */
+    cic_assert_close(cic_op_flops_modulate(2, 6, 4), 56, 0, 0);
+    cic_assert_close(cic_op_flops_gate(6, 4), 24, 0, 0);
+    cic_assert_close(cic_op_flops_center(6, 4), 54, 0, 0);
+    /* FWHT per row: K P log2 P + P K (K - 1) + 2w.
+     * w 8 (K 1, P 8): 24 + 0 + 16 = 40, R 2: 80;
+     * w 12 (K 12, P 1): 0 + 132 + 24 = 156;
+     * w 24 (K 12, P 2): 24 + 264 + 48 = 336;
+     * w 6, no construction (K 0 counts as 1): 6 log2 6 + 12 */
+    cic_assert_close(cic_op_flops_fwht(2, 8, 1), 80, 0, 0);
+    cic_assert_close(cic_op_flops_fwht(1, 12, 12), 156, 0, 0);
+    cic_assert_close(cic_op_flops_fwht(1, 24, 12), 336, 0, 0);
+    cic_assert_close(cic_op_flops_fwht(1, 6, 0), 6 * log2(6.0) + 12, 0, 0);
+    /* folds, B 2, d 4:
+     * in_w n 3: 1 + scale 4, W diag 12, times Q 2*3*16 = 96: 2*112;
+     * in_b n 3: 3 dots of 4 + bias, 3*9: 2*27;
+     * out_w k 3: diag(gate) W 12, center 3*9 = 27, Q^T 2*16*3 = 96:
+     *   2*135, without center 2*108;
+     * out_b: gate * b 4, center 9, Q^T 32: 2*45, without center 2*36 */
+    cic_assert_close(cic_op_flops_fold_in_w(2, 3, 4), 224, 0, 0);
+    cic_assert_close(cic_op_flops_fold_in_b(2, 3, 4), 54, 0, 0);
+    cic_assert_close(cic_op_flops_fold_out_w(2, 4, 3, true), 270, 0, 0);
+    cic_assert_close(cic_op_flops_fold_out_w(2, 4, 3, false), 216, 0, 0);
+    cic_assert_close(cic_op_flops_fold_out_b(2, 4, true), 90, 0, 0);
+    cic_assert_close(cic_op_flops_fold_out_b(2, 4, false), 72, 0, 0);
+}
+
+/* ---- per-block dispatch ---- */
+
+/* A case of the tiny sizes and the given block kind, head readout, one
+ * transform (fuse-layernorm; dit: online-unrotate). */
+static void tiny_case(cic_case *c, enum cic_block_kind block)
+{
+    memset(c, 0, sizeof *c);
+    c->model = tiny();
+    c->model.block = block;
+    c->readout = CIC_READOUT_HEAD;
+    c->n_xf = 1;
+    c->xf[0] = spec(block == CIC_BLOCK_DIT ? CIC_XFORM_ONLINE_UNROTATE
+                                           : CIC_XFORM_FUSE_LAYERNORM,
+                    CIC_STREAM_CENTERED, false);
+}
+
+/* Does fn(arg) stop on an assertion (SIGABRT) in a child process? */
+static bool aborts(void (*fn)(int), int arg)
+{
+    int st = 0;
+    pid_t p;
+    fflush(NULL);
+    p = fork();
+    assert_true(p >= 0);
+    if (p == 0) {
+        /* the assertion's message is expected: keep the log clean */
+        if (!freopen("/dev/null", "w", stderr))
+            _exit(3);
+        fn(arg);
+        _exit(0);
+    }
+    assert_true(waitpid(p, &st, 0) == p);
+    return WIFSIGNALED(st) && WTERMSIG(st) == SIGABRT;
+}
+
+static void call_analytical(int block)
+{
+    cic_model_cfg c = tiny();
+    cic_flop_count fc;
+    cic_norm_state ns = {true, true, true};
+    c.block = (enum cic_block_kind)block;
+    cic_flops_analytical(&fc, &c, CIC_READOUT_HEAD, ns);
+}
+
+static void call_case(int block)
+{
+    cic_case c;
+    cic_flop_count fc;
+    tiny_case(&c, CIC_BLOCK_PRELN);
+    c.model.block = (enum cic_block_kind)block;
+    cic_flops_case(&fc, &c, -1);
+}
+
+/* cic_flops_case gives each block kind its own closed form; a block kind
+ * without one (dit in cic_flops_analytical, an unknown kind anywhere)
+ * stops instead of getting another block's formula. */
+static void test_block_dispatch(void **state)
+{
+    cic_case c;
+    cic_flop_count a, b;
+    int s;
+    (void)state;
+    tiny_case(&c, CIC_BLOCK_DIT);
+    cic_flops_case(&a, &c, -1);
+    cic_flops_dit(&b, &c.model, NULL);
+    for (s = 0; s < CIC_SITE_COUNT; s++)
+        cic_assert_close(a.site[s], b.site[s], 0, 0);
+    cic_flops_case(&a, &c, 0);
+    cic_flops_dit(&b, &c.model, &c.xf[0]);
+    for (s = 0; s < CIC_SITE_COUNT; s++)
+        cic_assert_close(a.site[s], b.site[s], 0, 0);
+    /* preln: LayerNorm with gain and bias (7d + 5 per row, R = 2), RMS0
+     * after fuse-layernorm (3d + 4); rmsnorm's linears have no bias, so
+     * its attention site differs from preln's */
+    tiny_case(&c, CIC_BLOCK_PRELN);
+    cic_flops_case(&a, &c, 0);
+    cic_assert_close(a.site[CIC_SITE_NORM1], 2.0 * (3 * 4 + 4), 0, 0);
+    cic_flops_case(&b, &c, -1);
+    cic_assert_close(b.site[CIC_SITE_NORM1], 2.0 * (7 * 4 + 5), 0, 0);
+    tiny_case(&c, CIC_BLOCK_RMSNORM);
+    cic_flops_case(&b, &c, -1);
+    assert_true(a.site[CIC_SITE_ATTN] != b.site[CIC_SITE_ATTN]);
+    assert_false(aborts(call_analytical, CIC_BLOCK_PRELN));
+    assert_false(aborts(call_analytical, CIC_BLOCK_RMSNORM));
+    assert_true(aborts(call_analytical, CIC_BLOCK_DIT));
+    assert_true(aborts(call_analytical, CIC_BLOCK_COUNT));
+    assert_false(aborts(call_case, CIC_BLOCK_DIT));
+    assert_true(aborts(call_case, CIC_BLOCK_COUNT));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +610,8 @@ int main(void)
         cmocka_unit_test(test_crossover),
         cmocka_unit_test(test_crossover_tiny),
         cmocka_unit_test(test_na_and_table),
+        cmocka_unit_test(test_op_formulas),
+        cmocka_unit_test(test_block_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

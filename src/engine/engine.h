@@ -2,12 +2,18 @@
 /* engine.h: the engines that run a cic_model graph (DESIGN.md section 4).
  *
  * The f32 engine is the fast kernel: OpenBLAS sgemm (or a fixed-order loop
- * that gives the same bits on every CPU) and float elementwise code. The MPFR
- * engine is the reference kernel: every op at prec bits, dot products
- * correctly rounded. Both implement the same ops with the same formulas in
- * the same order of operations, and both count the FLOPs they perform, per
- * site, as they run (convention: a multiply-add is 2 FLOPs; add, sub, mul,
- * div, sqrt, compare and each exp/erf/tanh call 1). */
+ * that gives the same bits on every CPU) and float elementwise code; the
+ * f64 engine the same in double. The MPFR engine is the reference kernel:
+ * every op at prec bits, dot products correctly rounded. Each engine is a
+ * short walker over the graph with one kernel per op kind (op.h), the same
+ * formulas in the same order of operations in every engine; each checks the
+ * graph once on entry (cic_model_check) and books, per site, the FLOPs the
+ * op table gives for every op it runs (convention: a multiply-add is 2
+ * FLOPs; add, sub, mul, div, sqrt, compare and each exp/erf/tanh call 1).
+ *
+ * Every run function returns 0, -1 (CIC_GRAPH_NOMEM) when memory runs out,
+ * or -2 (CIC_GRAPH_REFUSED) when cic_model_check refuses the graph (call it
+ * for the message). */
 #ifndef CIC_ENGINE_H
 #define CIC_ENGINE_H
 
@@ -22,11 +28,55 @@ typedef struct {
 
 double cic_flop_total(const cic_flop_count *fc);
 
-/* FLOPs the engines book for one activation call. */
-double cic_engine_act_flops(enum cic_act a);
+/* ---- the engines ---- */
 
 enum cic_matmul { CIC_MATMUL_OPENBLAS, CIC_MATMUL_FIXED, CIC_MATMUL_COUNT };
-extern const char *const CIC_ENGINE_F32_NAME[CIC_MATMUL_COUNT]; /* "f32-openblas", ... */
+
+/* An engine's arithmetic. */
+enum cic_engine_arith { CIC_ARITH_F32, CIC_ARITH_F64, CIC_ARITH_MPFR, CIC_ARITH_COUNT };
+
+/* X(ENUM, name, arith, matmul): engine CIC_ENGINE_ENUM, its name in
+ * reports, its arithmetic and (real engines) its matmul. The real engines
+ * come in matmul order per arithmetic (cic_engine_real). */
+#define CIC_ENGINES(X)                                                     \
+    X(F32_OPENBLAS, "f32-openblas", CIC_ARITH_F32, CIC_MATMUL_OPENBLAS)    \
+    X(F32_FIXED, "f32-fixed-order", CIC_ARITH_F32, CIC_MATMUL_FIXED)       \
+    X(F64_OPENBLAS, "f64-openblas", CIC_ARITH_F64, CIC_MATMUL_OPENBLAS)    \
+    X(F64_FIXED, "f64-fixed-order", CIC_ARITH_F64, CIC_MATMUL_FIXED)       \
+    X(MPFR, "mpfr", CIC_ARITH_MPFR, CIC_MATMUL_COUNT)
+
+enum cic_engine_id {
+#define CIC_ENGINE_ENUM_(E, name, arith, mm) CIC_ENGINE_##E,
+    CIC_ENGINES(CIC_ENGINE_ENUM_)
+#undef CIC_ENGINE_ENUM_
+    CIC_ENGINE_COUNT
+};
+
+typedef struct {
+    const char *name;            /* as in reports: "f32-openblas", "mpfr" */
+    enum cic_engine_arith arith;
+    enum cic_matmul mm;          /* CIC_MATMUL_COUNT for the MPFR engine */
+} cic_engine_desc;
+
+/* By enum cic_engine_id; CIC_ENGINE_NAME[e] is CIC_ENGINE_DESC[e].name. */
+extern const cic_engine_desc CIC_ENGINE_DESC[];
+extern const char *const CIC_ENGINE_NAME[];
+
+/* The engine of arithmetic arith (CIC_ARITH_F32 or _F64) with matmul mm. */
+static inline enum cic_engine_id cic_engine_real(enum cic_engine_arith arith,
+                                                 enum cic_matmul mm)
+{
+    return (enum cic_engine_id)((arith == CIC_ARITH_F32 ? CIC_ENGINE_F32_OPENBLAS
+                                                        : CIC_ENGINE_F64_OPENBLAS) + mm);
+}
+
+/* The engine named name (as in reports), or -1. */
+int cic_engine_find(const char *name);
+
+/* The f32 and f64 engines' names indexed by enum cic_matmul
+ * (CIC_ENGINE_F32_NAME[mm]): views of CIC_ENGINE_NAME. */
+#define CIC_ENGINE_F32_NAME (CIC_ENGINE_NAME + CIC_ENGINE_F32_OPENBLAS)
+#define CIC_ENGINE_F64_NAME (CIC_ENGINE_NAME + CIC_ENGINE_F64_OPENBLAS)
 
 typedef struct {
     int sample0;    /* run samples sample0 .. sample0+n_samples-1 */
@@ -39,8 +89,7 @@ typedef struct {
 } cic_run_opts;
 
 /* Run the graph in float32. out receives the readout rows (n_samples *
- * tokens) x cic_model_out_cols(m), row-major. Returns 0, or -1 when memory
- * runs out. */
+ * tokens) x cic_model_out_cols(m), row-major. Returns 0, -1 or -2 (above). */
 int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
                        const cic_run_opts *o);
 
@@ -48,8 +97,7 @@ int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
  * operations and FLOP bookings in double (dgemm or the fixed-order loop).
  * Weights and inputs are the unrounded hp values rounded to double when
  * present (and not rounded_weights), else their float32 values. out as for
- * the f32 engine. Returns 0, or -1 when memory runs out. */
-extern const char *const CIC_ENGINE_F64_NAME[CIC_MATMUL_COUNT]; /* "f64-openblas", ... */
+ * the f32 engine. Returns 0, -1 or -2. */
 int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
                        bool rounded_weights, const cic_run_opts *o);
 
@@ -57,7 +105,7 @@ int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
  * values (tensor hp) unless rounded_weights, then their float32 roundings.
  * prec must be >= every hp_prec. out: rows x cols values, initialised by the
  * caller (any precision; each is rounded once from a prec-bit result).
- * Returns 0, or -1 when memory runs out. */
+ * Returns 0, -1 or -2. */
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o);
 

@@ -41,9 +41,6 @@ static double *f64_vals_create(const cic_tensor *t, bool rounded)
 
 #include "engine_real.h"
 
-const char *const CIC_ENGINE_F64_NAME[CIC_MATMUL_COUNT] = {"f64-openblas",
-                                                           "f64-fixed-order"};
-
 int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
                        bool rounded_weights, const cic_run_opts *o)
 {

@@ -2,16 +2,23 @@
 /* engine_mpfr.c: the reference engine. Every op of the graph at prec bits
  * with MPFR, each elementary operation correctly rounded and every dot
  * product (matmuls, attention scores, P V, the variance) correctly rounded as
- * a whole through cic_mp_dot. Formulas and their order mirror engine_f32.c
- * op for op, so the f32 engine differs from this one by rounding alone.
+ * a whole through cic_mp_dot. Formulas and their order mirror the real
+ * engines' kernels (engine_real.h) op for op, so the f32 engine differs from
+ * this one by rounding alone. One kernel per op kind (op.h), with one
+ * prototype,
+ *     static int mp_<op>(mprun *r, const cic_op *o, mpfr_t *y)
+ * (0, or -1 when memory runs out), in the table MP_KERNEL indexed by op
+ * kind; cic_engine_mpfr_run checks the graph once (cic_model_check), walks
+ * it and books each op's FLOPs from the op table, as the real engines do.
  * Workload: the truth of small to mid-size blocks (about 28 ns per
- * multiply-add at 128 bits); FLOPs are booked as in the f32 engine. */
+ * multiply-add at 128 bits). */
 #include "engine.h"
 
 #include "../base/mpvec.h"
 #include "../xform/fold.h"
 #include "../xform/qmat.h"
 
+#include <assert.h>
 #include <pthread.h>
 #include <string.h>
 #include <unistd.h>
@@ -60,6 +67,7 @@ typedef struct {
     bool has_fold;
     mpws ws[CIC_MAX_THREADS];
     int nt;
+    bool inited;      /* t0 .. c_scale initialised */
 } mprun;
 
 static int mpws_init(mpws *w, size_t cap, size_t tokens, mpfr_prec_t prec)
@@ -190,7 +198,7 @@ static void linear_rows(void *c, int lo, int hi, mpws *ws)
     }
 }
 
-static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_tensor *wt = &r->m->t[o->w];
     lin_job L;
@@ -217,11 +225,10 @@ static int op_linear(mprun *r, const cic_op *o, mpfr_t *y)
         free(views);
         cic_mp_pack_clear(&all);
     }
-    r->fc.site[o->site] += 2.0 * R * L.n * L.k + (L.b ? (double)R * L.n : 0);
     return 0;
 }
 
-static int op_modulate(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_modulate(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *mod = wsrc(r, o->in[1]);
     int d = r->m->t[o->in[0]].cols, mc = r->m->t[o->in[1]].cols, R = rows_of(r, o->in[0]);
@@ -244,11 +251,10 @@ static int op_modulate(mprun *r, const cic_op *o, mpfr_t *y)
         }
     }
     cic_mpvec_destroy(t, (size_t)r->ns * d);
-    r->fc.site[o->site] += (double)r->ns * d + 2.0 * R * d;
     return 0;
 }
 
-static int op_gate(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_gate(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *mod = wsrc(r, o->in[1]);
     int d = r->m->t[o->in[0]].cols, mc = r->m->t[o->in[1]].cols, R = rows_of(r, o->in[0]);
@@ -260,11 +266,10 @@ static int op_gate(mprun *r, const cic_op *o, mpfr_t *y)
         for (j = 0; j < d; j++)
             mpfr_mul(y[(size_t)i * d + j], g[j], x[(size_t)i * d + j], MPFR_RNDN);
     }
-    r->fc.site[o->site] += (double)R * d;
     return 0;
 }
 
-static int op_center(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_center(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]);
     int d = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j;
@@ -278,14 +283,13 @@ static int op_center(mprun *r, const cic_op *o, mpfr_t *y)
         for (j = 0; j < d; j++)
             mpfr_sub(y[(size_t)i * d + j], x[(size_t)i * d + j], r->t0, MPFR_RNDN);
     }
-    r->fc.site[o->site] += (double)R * (2.0 * d + 1);
     return 0;
 }
 
 /* Fast randomized Hadamard, w = K * P: the same butterflies, block mixing
- * and order of operations as the f32 engine (engine_f32.c), each operation
- * correctly rounded. */
-static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
+ * and order of operations as the real engines (engine_real.h), each
+ * operation correctly rounded. */
+static int mp_fwht(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
     int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, k, len, lg = 0;
@@ -343,8 +347,6 @@ static int op_fwht(mprun *r, const cic_op *o, mpfr_t *y)
     }
     cic_mpvec_destroy(acc, (size_t)K);
     free(hk);
-    r->fc.site[o->site] +=
-        (double)R * ((double)K * P * lg + (double)P * K * (K - 1) + 2.0 * w);
     return 0;
 }
 
@@ -384,12 +386,11 @@ static void fold_samples(void *c, int lo, int hi, mpws *w)
     }
 }
 
-static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_fold(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_model *m = r->m;
     fold_job F;
-    int d = m->cfg.d_model, n, kk;
-    double per;
+    int d = m->cfg.d_model;
     F.r = r;
     F.o = o;
     F.y = y;
@@ -399,8 +400,8 @@ static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
     F.q = o->g >= 0 ? wsrc(r, o->g) : NULL;
     F.mc = m->t[o->in[0]].cols;
     F.d = d;
-    F.n = n = o->w >= 0 ? m->t[o->w].rows : d;
-    F.kk = kk = o->w >= 0 ? m->t[o->w].cols : 1;
+    F.n = o->w >= 0 ? m->t[o->w].rows : d;
+    F.kk = o->w >= 0 ? m->t[o->w].cols : 1;
     if (!F.mod || (o->w >= 0 && !F.w) || (o->b >= 0 && !F.b) || (o->g >= 0 && !F.q))
         return -1;
     if (!r->has_fold) {
@@ -422,25 +423,30 @@ static int op_fold(mprun *r, const cic_op *o, mpfr_t *y)
         r->has_fold = true;
     }
     parallel(r, r->ns, fold_samples, &F);
-    switch (o->kind) {
-    case CIC_OP_FOLD_IN_W:
-        per = d + (double)n * d + 2.0 * n * d * d;
-        break;
-    case CIC_OP_FOLD_IN_B:
-        per = (double)n * (2.0 * d + 1);
-        break;
-    case CIC_OP_FOLD_OUT_W:
-        per = (double)d * kk + (o->center ? (2.0 * d + 1) * kk : 0) + 2.0 * d * d * kk;
-        break;
-    default:
-        per = (double)d + (o->center ? 2.0 * d + 1 : 0) + 2.0 * d * d;
-        break;
-    }
-    r->fc.site[o->site] += per * r->ns;
     return 0;
 }
 
-static int op_norm(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_fold_in_w(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return mp_fold(r, o, y);
+}
+
+static int mp_fold_in_b(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return mp_fold(r, o, y);
+}
+
+static int mp_fold_out_w(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return mp_fold(r, o, y);
+}
+
+static int mp_fold_out_b(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return mp_fold(r, o, y);
+}
+
+static int mp_norm(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]);
     const mpfr_t *g = o->g >= 0 ? wsrc(r, o->g) : NULL;
@@ -476,8 +482,6 @@ static int op_norm(mprun *r, const cic_op *o, mpfr_t *y)
                 mpfr_add(yr[j], yr[j], b[j], MPFR_RNDN);
         }
     }
-    r->fc.site[o->site] += (double)R *
-        ((o->center ? 2.0 * d + 1 : 0) + 3.0 * d + 4 + (g ? d : 0) + (b ? d : 0));
     return 0;
 }
 
@@ -527,12 +531,11 @@ static void attn_heads(void *c, int lo, int hi, mpws *w)
     }
 }
 
-static int op_attn(mprun *r, const cic_op *o, mpfr_t *y)
+static int mp_attn(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_model *m = r->m;
     attn_job A;
     int N = m->cfg.tokens, S = r->rows / N;
-    double visible;
     A.q = wsrc(r, o->in[0]);
     A.k = wsrc(r, o->in[1]);
     A.v = wsrc(r, o->in[2]);
@@ -554,16 +557,10 @@ static int op_attn(mprun *r, const cic_op *o, mpfr_t *y)
     mpfr_rec_sqrt(r->c_scale, r->c_scale, MPFR_RNDN);
     A.scale = r->c_scale;
     parallel(r, S * A.H, attn_heads, &A);
-    /* as the f32 engine books it: full N x N score and P V products (masked
-     * entries are zeros there), the scaling of all scores, and compare,
-     * sub, exp, add, div per visible key */
-    visible = o->causal ? (double)N * (N + 1) / 2 : (double)N * N;
-    r->fc.site[o->site] += (double)S * A.H *
-        (4.0 * N * N * A.dh + (double)N * N + 5.0 * visible);
     return 0;
 }
 
-/* y = act(x) at prec, the same formula as the f32 engine. */
+/* y = act(x) at prec, the same formula as the real engines. */
 static void act1(mpws *r, mpfr_prec_t prec, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
 {
     mpfr_ptr t = r->t2;
@@ -630,6 +627,54 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
     }
 }
 
+/* ACT and GLU: y = act(a) (* b), elementwise, split over the threads. */
+static int act_run(mprun *r, const cic_op *o, mpfr_t *y, bool glu)
+{
+    act_job J;
+    size_t cnt = (size_t)rows_of(r, o->out) * r->m->t[o->out].cols;
+    J.a = wsrc(r, o->in[0]);
+    J.b = glu ? wsrc(r, o->in[1]) : NULL;
+    if (!J.a || (glu && !J.b))
+        return -1;
+    J.y = y;
+    J.act = o->act;
+    J.prec = r->prec;
+    parallel(r, (int)cnt, act_elems, &J);
+    return 0;
+}
+
+static int mp_act(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return act_run(r, o, y, false);
+}
+
+static int mp_glu(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    return act_run(r, o, y, true);
+}
+
+static int mp_add(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const mpfr_t *a = wsrc(r, o->in[0]), *b = wsrc(r, o->in[1]);
+    size_t j, cnt = (size_t)rows_of(r, o->out) * r->m->t[o->out].cols;
+    if (!a || !b)
+        return -1;
+    for (j = 0; j < cnt; j++)
+        mpfr_add(y[j], a[j], b[j], MPFR_RNDN);
+    return 0;
+}
+
+/* ---- the kernel table and the walker ---- */
+
+typedef int (*mp_kernel)(mprun *r, const cic_op *o, mpfr_t *y);
+
+static const mp_kernel MP_KERNEL[] = {
+#define MP_KERNEL_(E, fn, name, alias) mp_##fn,
+    CIC_OPS(MP_KERNEL_)
+#undef MP_KERNEL_
+};
+static_assert(sizeof MP_KERNEL / sizeof MP_KERNEL[0] == CIC_OP_COUNT, "mpfr kernel table");
+
 static size_t max_inner(const cic_model *m)
 {
     size_t k = (size_t)m->cfg.tokens;
@@ -640,158 +685,125 @@ static size_t max_inner(const cic_model *m)
     return k;
 }
 
+/* The run's state and scratch (r zeroed by the caller); r->inited when
+ * the scalars are set. 0, or -1 when memory runs out (mprun_clear frees
+ * what was made either way). */
+static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool rounded, int s0,
+                      int ns)
+{
+    size_t cap = max_inner(m);
+    int i;
+    r->m = m;
+    r->prec = prec;
+    r->rounded = rounded;
+    r->rows = ns * m->cfg.tokens;
+    r->ns = ns;
+    r->s0 = s0;
+    r->buf = cic_calloc((size_t)m->n_t, sizeof *r->buf);
+    r->wt = cic_calloc((size_t)m->n_t, sizeof *r->wt);
+    r->ptr = cic_calloc(cap + 1, sizeof *r->ptr);
+    if (!r->buf || !r->wt || !r->ptr)
+        return -1;
+    for (i = 0; i < m->n_t; i++)
+        CIC_ASSERT(!m->t[i].hp || m->t[i].hp_prec <= prec);
+    if (cic_dot_scratch_init(&r->dot, cap, prec) < 0)
+        return -1;
+    r->nt = cic_engine_mpfr_threads();
+    for (i = 0; i < r->nt; i++)
+        if (mpws_init(&r->ws[i], cap, (size_t)m->cfg.tokens, prec) < 0)
+            return -1;
+    mpfr_inits2(prec, r->t0, r->t1, r->t2, r->c_scale, (mpfr_ptr)0);
+    r->inited = true;
+    return 0;
+}
+
+static void mprun_clear(mprun *r)
+{
+    const cic_model *m = r->m;
+    int i;
+    if (r->inited)
+        mpfr_clears(r->t0, r->t1, r->t2, r->c_scale, (mpfr_ptr)0);
+    cic_dot_scratch_clear(&r->dot);
+    for (i = 0; i < CIC_MAX_THREADS; i++)
+        mpws_clear(&r->ws[i], (size_t)m->cfg.tokens);
+    if (r->has_fold)
+        for (i = 0; i < r->nt; i++)
+            cic_fold_ws_clear(&r->fold[i]);
+    if (r->buf)
+        for (i = 0; i < m->n_t; i++)
+            cic_mpvec_destroy(r->buf[i], (size_t)rows_of(r, i) * m->t[i].cols);
+    if (r->wt)
+        for (i = 0; i < m->n_t; i++)
+            cic_mpvec_destroy(r->wt[i], (size_t)m->t[i].rows * m->t[i].cols);
+    free(r->buf);
+    free(r->wt);
+    free(r->ptr);
+}
+
+/* Op i of the walk: its output's storage, the kernel, the FLOPs, then the
+ * activations that die here are freed (last[t]: the last op reading t). */
+static int mprun_op(mprun *r, int i, const int *last)
+{
+    const cic_model *m = r->m;
+    const cic_op *op = &m->ops[i];
+    int k;
+    if (!r->buf[op->out]) {
+        r->buf[op->out] =
+            cic_mpvec_create((size_t)rows_of(r, op->out) * m->t[op->out].cols, r->prec);
+        if (!r->buf[op->out])
+            return -1;
+    }
+    if (MP_KERNEL[op->kind](r, op, r->buf[op->out]) < 0)
+        return -1;
+    r->fc.site[op->site] += cic_op_cost(m, op, r->ns);
+    for (k = 0; k < 3; k++) {
+        int t = op->in[k];
+        if (t >= 0 && last[t] == i && t != m->output && m->t[t].role == CIC_T_ACT) {
+            cic_mpvec_destroy(r->buf[t], (size_t)rows_of(r, t) * m->t[t].cols);
+            r->buf[t] = NULL;
+        }
+    }
+    return 0;
+}
+
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o)
 {
     mprun r;
-    int *last = NULL, i, rc = -1, s0 = o ? o->sample0 : 0;
+    int *last = NULL, i, k, rc = cic_model_check(m, NULL, 0), s0 = o ? o->sample0 : 0;
     int ns = (o && o->n_samples > 0) ? o->n_samples : m->cfg.samples;
-    size_t n, cap = max_inner(m), j;
-    bool inited = false;
+    size_t n, j;
+    const mpfr_t *res;
+    if (rc != CIC_GRAPH_OK)
+        return rc;
+    rc = -1;
     memset(&r, 0, sizeof r);
     CIC_ASSERT(s0 >= 0 && s0 + ns <= m->cfg.samples);
-    r.m = m;
-    r.prec = prec;
-    r.rounded = rounded_weights;
-    r.rows = ns * m->cfg.tokens;
-    r.ns = ns;
-    r.s0 = s0;
-    r.buf = cic_calloc((size_t)m->n_t, sizeof *r.buf);
-    r.wt = cic_calloc((size_t)m->n_t, sizeof *r.wt);
-    r.ptr = cic_calloc(cap + 1, sizeof *r.ptr);
     last = cic_calloc((size_t)m->n_t, sizeof *last);
-    if (!r.buf || !r.wt || !r.ptr || !last)
+    if (mprun_init(&r, m, prec, rounded_weights, s0, ns) < 0 || !last)
         goto cleanup;
-    for (i = 0; i < m->n_t; i++)
-        CIC_ASSERT(!m->t[i].hp || m->t[i].hp_prec <= prec);
-    if (cic_dot_scratch_init(&r.dot, cap, prec) < 0)
-        goto cleanup;
-    r.nt = cic_engine_mpfr_threads();
-    for (i = 0; i < r.nt; i++)
-        if (mpws_init(&r.ws[i], cap, (size_t)m->cfg.tokens, prec) < 0)
-            goto cleanup;
-    mpfr_inits2(prec, r.t0, r.t1, r.t2, r.c_scale, (mpfr_ptr)0);
-    inited = true;
-    for (i = 0; i < m->n_ops; i++) {
-        const cic_op *op = &m->ops[i];
-        int k;
+    for (i = 0; i < m->n_ops; i++)
         for (k = 0; k < 3; k++)
-            if (op->in[k] >= 0)
-                last[op->in[k]] = i;
-    }
+            if (m->ops[i].in[k] >= 0)
+                last[m->ops[i].in[k]] = i;
     for (i = 0; i < m->n_ops; i++) {
-        const cic_op *op = &m->ops[i];
-        size_t cnt = (size_t)rows_of(&r, op->out) * m->t[op->out].cols;
-        mpfr_t *y;
-        int k;
-        if (!r.buf[op->out]) {
-            r.buf[op->out] = cic_mpvec_create(cnt, prec);
-            if (!r.buf[op->out])
-                goto cleanup;
-        }
-        y = r.buf[op->out];
-        switch (op->kind) {
-        case CIC_OP_LINEAR:
-            if (op_linear(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_NORM:
-            if (op_norm(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_ATTN:
-            if (op_attn(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_ACT:
-        case CIC_OP_GLU: {
-            act_job J;
-            J.a = wsrc(&r, op->in[0]);
-            J.b = op->kind == CIC_OP_GLU ? wsrc(&r, op->in[1]) : NULL;
-            if (!J.a || (op->kind == CIC_OP_GLU && !J.b))
-                goto cleanup;
-            J.y = y;
-            J.act = op->act;
-            J.prec = prec;
-            parallel(&r, (int)cnt, act_elems, &J);
-            r.fc.site[op->site] += (cic_engine_act_flops(op->act) + (J.b ? 1 : 0)) * (double)cnt;
-            break;
-        }
-        case CIC_OP_MODULATE:
-            if (op_modulate(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_GATE:
-            if (op_gate(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_CENTER:
-            if (op_center(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_FWHT:
-            if (op_fwht(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_FOLD_IN_W:
-        case CIC_OP_FOLD_IN_B:
-        case CIC_OP_FOLD_OUT_W:
-        case CIC_OP_FOLD_OUT_B:
-            if (op_fold(&r, op, y) < 0)
-                goto cleanup;
-            break;
-        case CIC_OP_ADD: {
-            const mpfr_t *a = wsrc(&r, op->in[0]), *b = wsrc(&r, op->in[1]);
-            if (!a || !b)
-                goto cleanup;
-            for (j = 0; j < cnt; j++)
-                mpfr_add(y[j], a[j], b[j], MPFR_RNDN);
-            r.fc.site[op->site] += (double)cnt;
-            break;
-        }
-        default:
-            CIC_ASSERT(0 && "op kind");
-        }
+        if (mprun_op(&r, i, last) < 0)
+            goto cleanup;
         if (o && o->progress)
             o->progress(o->progress_ctx, cic_flop_total(&r.fc));
-        for (k = 0; k < 3; k++) {
-            int t = op->in[k];
-            if (t >= 0 && last[t] == i && t != m->output && m->t[t].role == CIC_T_ACT) {
-                cic_mpvec_destroy(r.buf[t], (size_t)rows_of(&r, t) * m->t[t].cols);
-                r.buf[t] = NULL;
-            }
-        }
     }
-    {
-        const mpfr_t *res = wsrc(&r, m->output);
-        if (!res)
-            goto cleanup;
-        n = (size_t)rows_of(&r, m->output) * m->t[m->output].cols;
-        for (j = 0; j < n; j++)
-            mpfr_set(out[j], res[j], MPFR_RNDN);
-    }
+    res = wsrc(&r, m->output);
+    if (!res)
+        goto cleanup;
+    n = (size_t)rows_of(&r, m->output) * m->t[m->output].cols;
+    for (j = 0; j < n; j++)
+        mpfr_set(out[j], res[j], MPFR_RNDN);
     if (o && o->flops)
         for (i = 0; i < CIC_SITE_COUNT; i++)
             o->flops->site[i] += r.fc.site[i];
     rc = 0;
 cleanup:
-    if (inited)
-        mpfr_clears(r.t0, r.t1, r.t2, r.c_scale, (mpfr_ptr)0);
-    cic_dot_scratch_clear(&r.dot);
-    for (i = 0; i < CIC_MAX_THREADS; i++)
-        mpws_clear(&r.ws[i], (size_t)m->cfg.tokens);
-    if (r.has_fold)
-        for (i = 0; i < r.nt; i++)
-            cic_fold_ws_clear(&r.fold[i]);
-    if (r.buf)
-        for (i = 0; i < m->n_t; i++)
-            cic_mpvec_destroy(r.buf[i], (size_t)rows_of(&r, i) * m->t[i].cols);
-    if (r.wt)
-        for (i = 0; i < m->n_t; i++)
-            cic_mpvec_destroy(r.wt[i], (size_t)m->t[i].rows * m->t[i].cols);
-    free(r.buf);
-    free(r.wt);
-    free(r.ptr);
+    mprun_clear(&r);
     free(last);
     return rc;
 }

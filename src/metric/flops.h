@@ -1,7 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /* flops.h: closed-form FLOP counts of a block, per site, derived from the
- * case alone (DESIGN.md section 3). The engines count the same work as they
- * run it; the report shows both and whether they agree exactly. */
+ * case alone (DESIGN.md section 3): the block equations written as the ops
+ * they take (which ops, how many, of which sizes), each op costed by the op
+ * table's formula (model/op.h: cic_op_flops_*). The engines book the same
+ * formulas for the ops of the graph they run, so the report's agreement of
+ * the two checks the graph's structure against the block equations. Every
+ * block kind has its own closed form (an unknown kind is a programmer
+ * error: it asserts). */
 #ifndef CIC_FLOPS_H
 #define CIC_FLOPS_H
 
@@ -14,10 +19,6 @@ typedef struct {
     bool bias;   /* adds b */
 } cic_norm_state;
 
-/* Closed-form cost of one activation call (written apart from the engines'
- * counters on purpose: agreement checks both). */
-double cic_flops_act_cost(enum cic_act a);
-
 /* The norms of the original block of cfg. */
 cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg);
 
@@ -25,13 +26,20 @@ cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg);
  * (i = -1: the original). */
 cic_norm_state cic_flops_norm_after(const cic_case *c, int i);
 
-/* Analytical FLOPs of the whole case (all samples), per site. */
+/* Analytical FLOPs of the whole case (all samples), per site, of a preln
+ * or rmsnorm block whose norms do ns (a dit block: cic_flops_dit). */
 void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
                           enum cic_readout readout, cic_norm_state ns);
 
+/* The closed form of case c's original model (i = -1) or of its transform
+ * i, for every block kind: cic_flops_analytical with the norms after the
+ * transform chain, or cic_flops_dit. */
+void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i);
+
 /* ---- dit (adaLN) block and its rotation strategies (DESIGN.md section 3,
  * op costs and sites as in the adaLN implementer spec). Written from the
- * block equations alone, independently of the graph and the engines. */
+ * block equations alone, independently of the graph, with the op table's
+ * per-op formulas. */
 
 /* Per-site FLOPs of the whole case (all B samples) for the original dit
  * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses

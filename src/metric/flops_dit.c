@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* flops_dit.c: closed-form FLOP formulas of the dit (adaLN) block and its
  * rotation strategies (flops.h, DESIGN.md section 3). Derived from the
- * adaLN spec's op list and op costs only, never from the graph builder or
- * the engines, so that agreement with the engines' counters checks both.
+ * adaLN spec's op list only, never from the graph builder, each op costed
+ * by the op table's formula (model/op.h), so that agreement with the
+ * engines' counters checks which ops the graph has and how many.
  *
  * Notation: d = d_model, m = d_mlp, dc = d_cond, N tokens per sample, B
  * samples, R = B N rows, H heads, dh = d / H, L layers, dout head width.
@@ -25,69 +26,38 @@ const cic_dit_strategy CIC_DIT_STRATEGIES[CIC_DIT_STRATEGY_COUNT] = {
     {"static-fold", CIC_XFORM_STATIC_FOLD, CIC_STREAM_CENTERED, false},
 };
 
-static bool is_pow2(int w)
-{
-    return w > 0 && (w & (w - 1)) == 0;
-}
-
-/* log2 w, exact for powers of two. */
-static double lg2(int w)
-{
-    int k = 0;
-    if (!is_pow2(w))
-        return log2((double)w);
-    while ((1 << k) < w)
-        k++;
-    return k;
-}
-
 /* LINEAR: R rows, in k, out n, optional bias. */
 static double lin(double R, double k, double n, bool bias)
 {
-    return 2 * R * n * k + (bias ? R * n : 0);
+    return cic_op_flops_linear(R, k, n, bias);
 }
 
 /* NORM over R rows of width d, no gain, no bias: LN0 (center) or RMS0. */
 static double norm0(double R, double d, bool center)
 {
-    return R * ((center ? 2 * d + 1 : 0) + 3 * d + 4);
+    return cic_op_flops_norm(R, d, center, false, false);
 }
 
-/* MODULATE: (1 + scale) once per sample, then h * (1 + scale) + shift. */
-static double modulate(double B, double R, double d)
-{
-    return B * d + 2 * R * d;
-}
-
-/* Online rotation of R rows of width w: the fast randomized Hadamard or a
- * dense LINEAR without bias. Fast, w = K * P with H_K the Hadamard base
- * (xform/qmat.h; K = 1 for powers of two): K butterfly passes of length P
- * (P log2 P each), K - 1 adds/subs for each of the w block-mixing outputs,
- * then signs and scale (2w). A width with no Hadamard construction counts
- * as K = 1 with log2 w a real number (no such transform runs). */
+/* Online rotation of R rows of width w: the fast randomized Hadamard
+ * (FWHT; a width with no Hadamard construction counts as K = 1, see
+ * cic_op_flops_fwht) or a dense LINEAR without bias. */
 static double rot(double R, int w, bool fast)
 {
-    double ww = w, K, P;
-    int k;
-    if (!fast)
-        return 2 * R * ww * ww;
-    k = cic_hadamard_base_order(w);
-    K = k > 0 ? k : 1;
-    P = ww / K;
-    return R * (K * P * lg2((int)P) + P * K * (K - 1) + 2 * ww);
+    if (fast)
+        return cic_op_flops_fwht(R, w, cic_hadamard_base_order(w));
+    return lin(R, w, w, false);
 }
 
-/* Per-sample fold of a reader W [n out, d in]: FOLD_IN_W + FOLD_IN_B. */
-static double fold_in(double d, double n)
+/* Per-sample folds of a reader W [n out, d in] (FOLD_IN_W + FOLD_IN_B) and
+ * of a writer W [d out, k in] (FOLD_OUT_W + FOLD_OUT_B), over B samples. */
+static double fold_in(double B, double d, double n)
 {
-    return (d + n * d + 2 * n * d * d) + n * (2 * d + 1);
+    return cic_op_flops_fold_in_w(B, n, d) + cic_op_flops_fold_in_b(B, n, d);
 }
 
-/* Per-sample fold of a writer W [d out, k in]: FOLD_OUT_W + FOLD_OUT_B. */
-static double fold_out(double d, double k, bool centered)
+static double fold_out(double B, double d, double k, bool centered)
 {
-    double c = centered ? 2 * d + 1 : 0;
-    return (d * k + c * k + 2 * d * d * k) + (d + c + 2 * d * d);
+    return cic_op_flops_fold_out_w(B, d, k, centered) + cic_op_flops_fold_out_b(B, d, centered);
 }
 
 void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform_spec *x)
@@ -95,23 +65,24 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     double d = cfg->d_model, m = cfg->d_mlp, dc = cfg->d_cond, dout = cfg->d_out;
     double N = cfg->tokens, B = cfg->samples, R = N * B, H = cfg->heads;
     double dh = d / H, L = cfg->layers;
-    double V = cfg->causal ? N * (N + 1) / 2 : N * N;
     bool fin = cfg->final_layer;
     enum cic_xform_kind k = x ? x->kind : CIC_XFORM_COUNT; /* COUNT: original */
     bool centered = x && x->stream == CIC_STREAM_CENTERED;
     bool fast = x && x->fast;
     /* per layer, original graph */
     double mod_layer = lin(B, dc, 6 * d, true);
-    double mod_once = 3 * B * dc + (fin ? lin(B, dc, 2 * d, true) : 0);
-    double ln0 = norm0(R, d, true);
-    double attn = lin(R, d, 3 * d, true) + B * H * (4 * N * N * dh + N * N + 5 * V) +
+    double mod_once = cic_op_flops_elementwise_act(CIC_ACT_SILU, B * dc) /* SiLU(c) */ +
+                      (fin ? lin(B, dc, 2 * d, true) : 0);
+    double ln0 = norm0(R, d, true), mdl = cic_op_flops_modulate(B, R, d);
+    double attn = lin(R, d, 3 * d, true) + cic_op_flops_attn(B, H, N, dh, cfg->causal) +
                   lin(R, d, d, true);
-    double mlp = lin(R, d, m, true) + cic_flops_act_cost(cfg->act) * R * m + lin(R, m, d, true);
-    double gate = R * d + R * d; /* GATE + ADD */
+    double mlp = lin(R, d, m, true) + cic_op_flops_elementwise_act(cfg->act, R * m) +
+                 lin(R, m, d, true);
+    double add = cic_op_flops_add(R * d), gate = cic_op_flops_gate(R, d) + add;
     double head = lin(R, d, dout, true);
-    double n1 = ln0 + modulate(B, R, d), n2 = n1;
+    double n1 = ln0 + mdl, n2 = n1;
     double g1 = gate, g2 = gate;
-    double final = ln0 + modulate(B, R, d) + head;
+    double final = ln0 + mdl + head;
     double mod = L * mod_layer + mod_once;
     /* the norm of a rotated stream: RMS0 when centered, LN0 when the Q is
      * mean-preserving */
@@ -120,23 +91,23 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     memset(fc, 0, sizeof *fc);
     switch (k) {
     case CIC_XFORM_ONLINE_UNROTATE:
-        n1 = n2 = nrm + rot(R, cfg->d_model, fast) + modulate(B, R, d);
-        final = nrm + rot(R, cfg->d_model, fast) + modulate(B, R, d) + head;
-        g1 = g2 = R * d /* GATE */ + (centered ? R * (2 * d + 1) : 0) /* CENTER */ +
-                  rot(R, cfg->d_model, fast) + R * d /* ADD */;
+        n1 = n2 = nrm + rot(R, cfg->d_model, fast) + mdl;
+        final = nrm + rot(R, cfg->d_model, fast) + mdl + head;
+        g1 = g2 = cic_op_flops_gate(R, d) + (centered ? cic_op_flops_center(R, d) : 0) +
+                  rot(R, cfg->d_model, fast) + add;
         break;
     case CIC_XFORM_PER_SAMPLE_FOLD:
-        n1 = nrm + B * fold_in(d, 3 * d);
-        n2 = nrm + B * fold_in(d, m);
-        final = nrm + B * fold_in(d, dout) + head;
-        g1 = B * fold_out(d, d, centered) + R * d;
-        g2 = B * fold_out(d, m, centered) + R * d;
+        n1 = nrm + fold_in(B, d, 3 * d);
+        n2 = nrm + fold_in(B, d, m);
+        final = nrm + fold_in(B, d, dout) + head;
+        g1 = fold_out(B, d, d, centered) + add;
+        g2 = fold_out(B, d, m, centered) + add;
         break;
     case CIC_XFORM_STATIC_FOLD:
         mod = 0;
         n1 = n2 = nrm;
         final = nrm + head;
-        g1 = g2 = R * d;
+        g1 = g2 = add;
         break;
     case CIC_XFORM_BRANCH_ROTATE:
         attn += rot(R, cfg->d_model, fast) /* before qkv */ +

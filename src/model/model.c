@@ -13,18 +13,9 @@
 #include "../base/mpvec.h"
 #include "../base/rng.h"
 
-#include <assert.h>
 #include <string.h>
 
-const char *const CIC_OP_NAME[CIC_OP_COUNT] = {
-    "linear", "norm", "attn", "act", "glu", "add", "modulate", "gate", "center",
-    "fwht", "fold-in-w", "fold-in-b", "fold-out-w", "fold-out-b"};
-static_assert(sizeof CIC_OP_NAME / sizeof CIC_OP_NAME[0] == CIC_OP_COUNT,
-              "op name table");
-const char *const CIC_SITE_NAME[CIC_SITE_COUNT] = {
-    "input", "modulation", "norm1", "attn", "gate1", "norm2", "mlp", "gate2", "final"};
-static_assert(sizeof CIC_SITE_NAME / sizeof CIC_SITE_NAME[0] == CIC_SITE_COUNT,
-              "site name table");
+/* The op and site names are in op.c, with the op table. */
 
 /* ---- container ---- */
 

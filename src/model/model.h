@@ -21,44 +21,9 @@
 #include <mpfr.h>
 #include <stdbool.h>
 
-enum cic_op_kind {
-    CIC_OP_LINEAR,   /* out[R,n] = in[R,k] W^T (+ b); W [n,k], b [n] */
-    CIC_OP_NORM,     /* LayerNorm (center) or RMSNorm, optional g and b */
-    CIC_OP_ATTN,     /* multi-head attention from q, k, v column views */
-    CIC_OP_ACT,      /* out = act(in), elementwise */
-    CIC_OP_GLU,      /* out = act(in[0]) * in[1] (SwiGLU with act silu) */
-    CIC_OP_ADD,      /* out = in[0] + in[1] (the residual add) */
-    /* dit (adaLN) ops; in[1] or in[0] "mod" is a per-sample tensor [B, k] and
-     * in_col[] pick the chunk (shift, scale or gate) out of it */
-    CIC_OP_MODULATE, /* out = in[0] * (1 + mod[s, in_col[1]..]) + mod[s, in_col[0]..] */
-    CIC_OP_GATE,     /* out = mod[s, in_col[0]..] * in[0] */
-    CIC_OP_CENTER,   /* out = in[0] - rowmean(in[0]) */
-    CIC_OP_FWHT,     /* out = in[0] Q (or Q^T when transpose), Q = H diag(g) / sqrt(w):
-                      * fast Walsh-Hadamard, w a power of two, g the +-1 signs */
-    CIC_OP_FOLD_IN_W,  /* per sample: out_s = W diag(1 + scale_s) Q   ([n, d], PyTorch layout) */
-    CIC_OP_FOLD_IN_B,  /* per sample: out_s = b + W shift_s            ([n]) */
-    CIC_OP_FOLD_OUT_W, /* per sample: out_s = Q^T C diag(gate_s) W     ([d, k]) */
-    CIC_OP_FOLD_OUT_B, /* per sample: out_s = Q^T C (gate_s * b)       ([d]) */
-    CIC_OP_COUNT
-};
-extern const char *const CIC_OP_NAME[CIC_OP_COUNT];
-
-/* Where an op's FLOPs are booked. */
-enum cic_site {
-    CIC_SITE_INPUT,  /* work on the block input (online transforms) */
-    CIC_SITE_MOD,    /* dit: SiLU(c) and the adaLN modulation linears */
-    CIC_SITE_NORM1,  /* norm before attention (+ dit modulate, unrotate, fold-in) */
-    CIC_SITE_ATTN,   /* qkv, attention, output projection */
-    CIC_SITE_GATE1,  /* dit: gate, rotate back, fold-out, residual add */
-    CIC_SITE_NORM2,
-    CIC_SITE_MLP,
-    CIC_SITE_GATE2,
-    CIC_SITE_FINAL,  /* final norm (+ modulate) and head */
-    CIC_SITE_COUNT
-};
-extern const char *const CIC_SITE_NAME[CIC_SITE_COUNT];
-
-enum cic_lin_role { CIC_ROLE_OTHER, CIC_ROLE_READER, CIC_ROLE_WRITER };
+/* The ops of a graph (their kinds, sites, shape checks and FLOP formulas)
+ * are in op.h, included at the end of this header. */
+typedef struct cic_op cic_op;
 
 enum cic_tensor_role { CIC_T_WEIGHT, CIC_T_INPUT, CIC_T_ACT };
 
@@ -86,23 +51,6 @@ typedef struct {
 } cic_tensor;
 
 enum { CIC_FILL_NONE, CIC_FILL_DRAW, CIC_FILL_GAIN };
-
-typedef struct {
-    enum cic_op_kind kind;
-    enum cic_site site;
-    int out;         /* tensor ids; -1 when absent */
-    int in[3];
-    int in_col[3];   /* ATTN: first column of q, k, v inside in[i] */
-    int w, b, g;     /* LINEAR: w, b; NORM: g (weight), b (bias) */
-    enum cic_lin_role role;
-    int layer;       /* block index, -1 outside blocks */
-    bool center;     /* NORM: subtract the mean (LayerNorm) */
-    float eps;       /* NORM: the binary32 eps both engines use */
-    enum cic_act act;
-    int heads;       /* ATTN */
-    bool causal;     /* ATTN */
-    bool transpose;  /* FWHT: Q^T */
-} cic_op;
 
 typedef struct {
     cic_model_cfg cfg;
@@ -179,3 +127,5 @@ void cic_sha256_update(cic_sha256 *s, const void *data, size_t len);
 void cic_sha256_final(cic_sha256 *s, unsigned char out[32]);
 
 #endif
+
+#include "op.h"
