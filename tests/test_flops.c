@@ -553,9 +553,11 @@ static void call_case(int block)
     cic_flops_case(&fc, &c, -1);
 }
 
-/* cic_flops_case gives each block kind its own closed form; a block kind
+/* cic_flops_case gives each block kind its own closed form (its
+ * descriptor's, or flops_dit.c's for the adaLN blocks); a block kind
  * without one (dit in cic_flops_analytical, an unknown kind anywhere)
- * stops instead of getting another block's formula. */
+ * stops instead of getting another block's formula. Every descriptor has
+ * a closed form or is an adaLN block. */
 static void test_block_dispatch(void **state)
 {
     cic_case c;
@@ -588,6 +590,12 @@ static void test_block_dispatch(void **state)
     assert_true(aborts(call_analytical, CIC_BLOCK_COUNT));
     assert_false(aborts(call_case, CIC_BLOCK_DIT));
     assert_true(aborts(call_case, CIC_BLOCK_COUNT));
+    for (s = 0; s < CIC_BLOCK_COUNT; s++) {
+        const cic_block_desc *d = cic_block((enum cic_block_kind)s);
+        if (!d->flops && d->norm != CIC_NORM_ADALN)
+            fail_msg("block kind %s has no closed-form FLOPs", d->name);
+        assert_false(aborts(call_case, s));
+    }
 }
 
 int main(void)

@@ -3,7 +3,7 @@
  * (src/model/block_<name>.c): its name in case files, what its norms are
  * (which decides the transforms that apply to it), its defaults, whether it
  * reads a conditioning vector per sample, its weight count for the memory
- * estimate, and its graph builder. The case loader, the model module and
+ * estimate, its graph builder and its closed-form FLOPs. The case loader, the model module and
  * the FLOP formulas read the descriptor; nothing else names a block kind.
  *
  * Adding a block kind: a line in CIC_BLOCK_LIST below (enum constant,
@@ -39,6 +39,28 @@ enum cic_norm_kind {
 struct cic_bld;
 struct cic_model_cfg_s;
 
+/* What the norms of a graph do: the original block's (from its norm kind,
+ * cic_norm_of) or what is left after a chain of transforms. */
+typedef struct {
+    bool center; /* subtracts the mean (LayerNorm) */
+    bool gain;   /* multiplies by g */
+    bool bias;   /* adds b */
+} cic_norm_state;
+
+/* The original norms of a block with norms of kind k: LayerNorm with gain
+ * and bias, RMSNorm with gain, or the affine-free LayerNorm of adaLN. */
+static inline cic_norm_state cic_norm_of(enum cic_norm_kind k)
+{
+    cic_norm_state s = {k != CIC_NORM_RMSNORM, k != CIC_NORM_ADALN, k == CIC_NORM_LAYERNORM};
+    return s;
+}
+
+/* Closed-form FLOPs of one layer, per site, and of the readout, for the
+ * whole case (all samples). */
+typedef struct {
+    double norm1, attn, norm2, mlp, final;
+} cic_block_flops;
+
 typedef struct {
     const char *name;      /* as in case files: "preln" */
     enum cic_norm_kind norm;
@@ -52,6 +74,14 @@ typedef struct {
     /* The block's graph on b's model, whose input X0 exists (readout: the
      * case's [readout] kind, for blocks that have a choice). */
     void (*build)(struct cic_bld *b, int readout);
+    /* The closed-form FLOPs of the block whose norms do ns (readout as in
+     * build), written from the block equations, not from the graph, with
+     * the op table's formulas (model/op.h: cic_op_flops_*), so that their
+     * agreement with the engines' counters checks the graph. NULL for the
+     * adaLN blocks (norm CIC_NORM_ADALN), whose original and strategies are
+     * costed together by metric/flops_dit.c. */
+    void (*flops)(cic_block_flops *f, const struct cic_model_cfg_s *m, int readout,
+                  cic_norm_state ns);
 } cic_block_desc;
 
 /* The descriptor of kind k. */

@@ -295,7 +295,7 @@ extern const char *const CIC_GATE_METRICS[];
 /* Limits the loader enforces (beyond the memory estimate), so every size
  * product downstream fits comfortably in int64 and no size is cast from an
  * out-of-range TOML integer. */
-#define CIC_MAX_SAMPLES 64                 /* samples (B); same as report.h */
+#define CIC_MAX_SAMPLES 64                 /* samples (B) */
 #define CIC_CASE_MAX_DIM 65536             /* d_model, d_out, d_cond */
 #define CIC_CASE_MAX_MLP_RATIO 64          /* so d_mlp <= 2^22 */
 #define CIC_CASE_MAX_TOKENS (1 << 20)      /* tokens per sample (N) */

@@ -4,14 +4,13 @@
  * (what the model's output is). */
 #include "case_int.h"
 
+#include "../engine/engine_id.h"
+
 #include <string.h>
 
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_engines_keys[] = {"f32", "mpfr_prec", "verdict"};
 static const char *const _cic_readout_keys[] = {"kind"};
-
-/* Engine spellings in [engines] f32 (and in gates: load_gates.c). */
-static const char *const _cic_f32_names[] = {"openblas", "fixed-order"};
 
 /* 'f32' in [engines]: a non-empty list of distinct engine names. */
 static int _cic_load_f32(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
@@ -23,14 +22,14 @@ static int _cic_load_f32(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
 
     if (cic_toml_node_type(f32) != CIC_TOML_ARRAY)
         return _cic_wrong_type(x, t, "f32", f32,
-                               "an array of strings (\"openblas\", "
-                               "\"fixed-order\")");
+                               "an array of strings (\"" CIC_MATMUL_OPENBLAS_NAME
+                               "\", \"" CIC_MATMUL_FIXED_NAME "\")");
     n = cic_toml_array_size(f32);
     if (n == 0) {
         _cic_pos(f32, &l, &col);
         return _cic_fail(x, l, col,
                          "'f32' in [engines] is empty; list at least one "
-                         "of: openblas, fixed-order");
+                         "of: " CIC_MATMUL_OPENBLAS_NAME ", " CIC_MATMUL_FIXED_NAME);
     }
     c->f32_openblas = false;
     c->f32_fixed = false;
@@ -38,6 +37,7 @@ static int _cic_load_f32(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
         const cic_toml_node *e = cic_toml_array_at(f32, i);
         const char *s;
         size_t len;
+        int mm;
         bool *slot;
         _cic_pos(e, &l, &col);
         if (cic_toml_get_string(e, &s, &len) != CIC_TOML_OK)
@@ -45,18 +45,16 @@ static int _cic_load_f32(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
                              "wrong type in 'f32' in [engines]: expected "
                              "a string, got %s",
                              cic_toml_type_name(cic_toml_node_type(e)));
-        if (len == 8 && memcmp(s, "openblas", 8) == 0)
-            slot = &c->f32_openblas;
-        else if (len == 11 && memcmp(s, "fixed-order", 11) == 0)
-            slot = &c->f32_fixed;
-        else
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++)
+            if (strlen(CIC_MATMUL_NAME[mm]) == len && memcmp(s, CIC_MATMUL_NAME[mm], len) == 0)
+                break;
+        slot = mm == CIC_MATMUL_OPENBLAS ? &c->f32_openblas : &c->f32_fixed;
+        if (mm == CIC_MATMUL_COUNT)
             return _cic_fail(
                 x, l, col, "bad value '%s' in 'f32' in [engines]; allowed: %s%s",
                 _cic_quote(qb, sizeof qb, s, len),
-                _cic_join(all, sizeof all, _cic_f32_names,
-                          CIC_CASE_LEN(_cic_f32_names)),
-                _cic_hint(hint, sizeof hint, s, len, _cic_f32_names,
-                          CIC_CASE_LEN(_cic_f32_names)));
+                _cic_join(all, sizeof all, CIC_MATMUL_NAME, CIC_MATMUL_COUNT),
+                _cic_hint(hint, sizeof hint, s, len, CIC_MATMUL_NAME, CIC_MATMUL_COUNT));
         if (*slot)
             return _cic_fail(x, l, col, "'%s' is listed twice in 'f32' in [engines]",
                              _cic_quote(qb, sizeof qb, s, len));

@@ -5,6 +5,8 @@
  * the limit a number >= 0. Every key of every entry is checked. */
 #include "case_int.h"
 
+#include "../engine/engine_id.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -20,9 +22,22 @@ const char *const CIC_GATE_METRICS[] = {
     "nonfinite",    NULL};
 #define CIC_CASE_N_GATE_METRICS (CIC_CASE_LEN(CIC_GATE_METRICS) - 1)
 
-/* Engine spellings in gates (and in [engines] f32: load_engines.c). */
-static const char *const _cic_gate_engines[] = {"f32-openblas",
-                                                "f32-fixed-order", "mpfr", "*"};
+/* The engines a gate can name (those with result rows: the f32 engines and
+ * mpfr, in the engine table's order), then "*"; returns how many. eng[k]
+ * is engine id[k] (id -1 for "*"). */
+static size_t _cic_gate_engines(const char **eng, int *id)
+{
+    size_t n = 0;
+    int e;
+    for (e = 0; e < CIC_ENGINE_COUNT; e++)
+        if (CIC_ENGINE_DESC[e].arith != CIC_ARITH_F64) {
+            id[n] = e;
+            eng[n++] = CIC_ENGINE_NAME[e];
+        }
+    id[n] = -1;
+    eng[n++] = "*";
+    return n;
+}
 
 /* The transform a gate names: "none", "*" or a loaded transform's name. */
 static void _cic_gate_transform(cic_case_ctx *x, const cic_case_tab *t, cic_gate_spec *g,
@@ -58,23 +73,25 @@ static void _cic_load_gate(cic_case_ctx *x, const cic_case *c, const cic_case_ta
 {
     const cic_toml_node *node;
     bool have;
-    int l, col, v;
+    int l, col, v, id[CIC_ENGINE_COUNT + 1];
+    const char *eng[CIC_ENGINE_COUNT + 1];
+    size_t n_eng = _cic_gate_engines(eng, id);
 
     _cic_check_keys(x, t, _cic_gate_keys, CIC_CASE_LEN(_cic_gate_keys));
     _cic_gate_transform(x, t, g, known, n_known);
 
-    v = 3; /* "*" */
-    if (_cic_get_enum(x, t, "engine", _cic_gate_engines,
-                      CIC_CASE_LEN(_cic_gate_engines), &v, NULL, &node) == CIC_OK &&
-        x->engines_ok &&
-        ((v == 0 && !c->f32_openblas) || (v == 1 && !c->f32_fixed))) {
+    v = (int)n_eng - 1; /* "*" */
+    if (_cic_get_enum(x, t, "engine", eng, n_eng, &v, NULL, &node) == CIC_OK &&
+        x->engines_ok && id[v] >= 0 && CIC_ENGINE_DESC[id[v]].arith == CIC_ARITH_F32 &&
+        !(CIC_ENGINE_DESC[id[v]].mm == CIC_MATMUL_OPENBLAS ? c->f32_openblas
+                                                           : c->f32_fixed)) {
         _cic_pos(node, &l, &col);
         _cic_fail(x, l, col,
                   "gate names engine \"%s\", which is not enabled; "
                   "add \"%s\" to f32 in [engines]",
-                  _cic_gate_engines[v], v == 0 ? "openblas" : "fixed-order");
+                  eng[v], CIC_MATMUL_NAME[CIC_ENGINE_DESC[id[v]].mm]);
     }
-    cic_strlcpy(g->engine, _cic_gate_engines[v], sizeof g->engine);
+    cic_strlcpy(g->engine, eng[v], sizeof g->engine);
 
     v = 0;
     if (_cic_get_enum(x, t, "metric", CIC_GATE_METRICS, CIC_CASE_N_GATE_METRICS, &v,

@@ -6,6 +6,10 @@
 #include <assert.h>
 #include <string.h>
 
+const char *const CIC_MATMUL_NAME[] = {CIC_MATMUL_OPENBLAS_NAME, CIC_MATMUL_FIXED_NAME};
+static_assert(sizeof CIC_MATMUL_NAME / sizeof CIC_MATMUL_NAME[0] == CIC_MATMUL_COUNT,
+              "one name per matmul");
+
 const cic_engine_desc CIC_ENGINE_DESC[] = {
 #define CIC_ENGINE_DESC_(E, name, arith, mm) {name, arith, mm},
     CIC_ENGINES(CIC_ENGINE_DESC_)

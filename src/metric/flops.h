@@ -5,19 +5,12 @@
  * table's formula (model/op.h: cic_op_flops_*). The engines book the same
  * formulas for the ops of the graph they run, so the report's agreement of
  * the two checks the graph's structure against the block equations. Every
- * block kind has its own closed form (an unknown kind is a programmer
- * error: it asserts). */
+ * block kind has its own closed form, in its descriptor (case/block.h) or,
+ * for the adaLN blocks, here (a kind without one asserts). */
 #ifndef CIC_FLOPS_H
 #define CIC_FLOPS_H
 
 #include "../engine/engine.h"
-
-/* What the norms of the graph still do after a chain of transforms. */
-typedef struct {
-    bool center; /* subtracts the mean (LayerNorm) */
-    bool gain;   /* multiplies by g */
-    bool bias;   /* adds b */
-} cic_norm_state;
 
 /* The norms of the original block of cfg. */
 cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg);

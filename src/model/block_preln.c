@@ -74,5 +74,25 @@ static void build(cic_bld *b, int readout)
     }
 }
 
+/* Pre-LN (GPT-2 / ViT): x += proj(attn(qkv(LN1(x)))); x += fc2(act(fc1(LN2(x))));
+ * the head readout LN(x) W^T + b. Every linear has a bias. */
+static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic_norm_state ns)
+{
+    double R = (double)cfg->tokens * cfg->samples, d = cfg->d_model, m = cfg->d_mlp;
+    double N = cfg->tokens, B = cfg->samples, H = cfg->heads;
+    f->norm1 = f->norm2 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
+    f->attn = cic_op_flops_linear(R, d, 3 * d, true) +           /* qkv */
+              cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
+              cic_op_flops_linear(R, d, d, true) +               /* proj */
+              cic_op_flops_add(R * d);                           /* residual */
+    f->mlp = cic_op_flops_linear(R, d, m, true) +                /* fc1 */
+             cic_op_flops_elementwise_act(cfg->act, R * m) +
+             cic_op_flops_linear(R, m, d, true) +                /* fc2 */
+             cic_op_flops_add(R * d);
+    f->final = readout == CIC_READOUT_HEAD
+                   ? f->norm1 + cic_op_flops_linear(R, d, cfg->d_out, true)
+                   : 0;
+}
+
 const cic_block_desc cic_block_preln = {"preln", CIC_NORM_LAYERNORM, 1e-5, CIC_ACT_GELU, false,
-                                        weights, build};
+                                        weights, build, flops};

@@ -74,5 +74,25 @@ static void build(cic_bld *b, int readout)
     }
 }
 
+/* RMSNorm (Llama): x += o(attn(q, k, v of RMS1(x))); x += down(act(gate(h)) *
+ * up(h)), h = RMS2(x); the head readout lm_head(RMS(x)). No bias anywhere. */
+static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic_norm_state ns)
+{
+    double R = (double)cfg->tokens * cfg->samples, d = cfg->d_model, m = cfg->d_mlp;
+    double N = cfg->tokens, B = cfg->samples, H = cfg->heads;
+    f->norm1 = f->norm2 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
+    f->attn = 3 * cic_op_flops_linear(R, d, d, false) +          /* q, k, v */
+              cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
+              cic_op_flops_linear(R, d, d, false) +              /* o */
+              cic_op_flops_add(R * d);
+    f->mlp = 2 * cic_op_flops_linear(R, d, m, false) +           /* gate, up */
+             cic_op_flops_glu(cfg->act, R * m) +
+             cic_op_flops_linear(R, m, d, false) +               /* down */
+             cic_op_flops_add(R * d);
+    f->final = readout == CIC_READOUT_HEAD
+                   ? f->norm1 + cic_op_flops_linear(R, d, cfg->d_out, false)
+                   : 0;
+}
+
 const cic_block_desc cic_block_rmsnorm = {"rmsnorm", CIC_NORM_RMSNORM, 1e-5, CIC_ACT_SILU, false,
-                                          weights, build};
+                                          weights, build, flops};

@@ -40,12 +40,7 @@ cic_model *_cic_pl_build_original(cic_pipeline *r)
 
 void _cic_pl_flops_formula(const cic_pipeline *r, cic_flop_count *fc, int i)
 {
-    if (r->c->model.block == CIC_BLOCK_DIT)
-        cic_flops_dit(fc, &r->c->model, i >= 0 ? &r->c->xf[i] : NULL);
-    else
-        cic_flops_analytical(fc, &r->c->model, r->c->readout,
-                             i >= 0 ? cic_flops_norm_after(r->c, i)
-                                    : cic_flops_norm_original(&r->c->model));
+    cic_flops_case(fc, r->c, i);
 }
 
 int _cic_pl_truth(cic_pipeline *r)

@@ -379,9 +379,9 @@ static json_t *case_json(const cic_case *c, int *err)
     jset(o, "model", m, err);
 
     if (c->f32_openblas)
-        jpush(f32, json_string("openblas"), err);
+        jpush(f32, json_string(CIC_MATMUL_NAME[CIC_MATMUL_OPENBLAS]), err);
     if (c->f32_fixed)
-        jpush(f32, json_string("fixed-order"), err);
+        jpush(f32, json_string(CIC_MATMUL_NAME[CIC_MATMUL_FIXED]), err);
     jset(eng, "f32", f32, err);
     jset(eng, "mpfr_prec", json_integer(c->mpfr_prec), err);
     jset(o, "engines", eng, err);
