@@ -220,7 +220,7 @@ bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c)
     int j, k;
 
     memset(t, 0, sizeof *t);
-    if (m->block != CIC_BLOCK_DIT)
+    if (cic_block(m->block)->norm != CIC_NORM_ADALN)
         return false;
     t->cfg = *m;
     memcpy(t->tokens, CIC_DIT_TABLE_TOKENS, sizeof t->tokens);

@@ -508,7 +508,8 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
     const cic_model_cfg *m;
     int lines = 2;
 
-    if (!f || !r || !r->kase || !r->results || r->kase->model.block != CIC_BLOCK_DIT)
+    if (!f || !r || !r->kase || !r->results ||
+        cic_block(r->kase->model.block)->norm != CIC_NORM_ADALN)
         return 0;
     m = &r->kase->model;
     gather(&sm, r);
