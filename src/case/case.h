@@ -93,6 +93,7 @@
 #define CIC_CASE_H
 
 #include "../base/base.h"
+#include "act.h"
 #include "block.h"
 
 #include <stdbool.h>
@@ -102,7 +103,6 @@
 #define CIC_MAX_XFORMS 32
 #define CIC_MAX_GATES 128
 
-enum cic_act { CIC_ACT_GELU, CIC_ACT_GELU_TANH, CIC_ACT_RELU, CIC_ACT_SILU, CIC_ACT_COUNT };
 enum cic_dist { CIC_DIST_NORMAL, CIC_DIST_UNIFORM, CIC_DIST_COUNT };
 enum cic_xform_kind {
     CIC_XFORM_FUSE_LAYERNORM,

@@ -12,8 +12,11 @@ const char *const CIC_BLOCK_NAME[] = {
     CIC_BLOCK_LIST(CIC_BLOCK_NAME_)
 #undef CIC_BLOCK_NAME_
 };
-const char *const CIC_ACT_NAME[] = {"gelu", "gelu-tanh", "relu",
-                                    "silu"};
+const char *const CIC_ACT_NAME[] = {
+#define CIC_ACT_NAME_(e, name, flops) name,
+    CIC_ACT_LIST(CIC_ACT_NAME_)
+#undef CIC_ACT_NAME_
+};
 const char *const CIC_DIST_NAME[] = {"normal", "uniform"};
 const char *const CIC_XFORM_NAME[] = {
     "fuse-layernorm", "fold-rmsnorm-gamma", "rotate",

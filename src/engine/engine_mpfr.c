@@ -599,13 +599,14 @@ static void act1(mpws *r, mpfr_prec_t prec, enum cic_act a, mpfr_ptr y, mpfr_src
         else
             mpfr_set_zero(y, 1);
         break;
-    case CIC_ACT_SILU:
-    default: /* x / (1 + exp(-x)) */
+    case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
         mpfr_neg(t, x, MPFR_RNDN);
         mpfr_exp(t, t, MPFR_RNDN);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);
         break;
+    default:
+        CIC_ASSERT(0 && "activation without a formula in engine_mpfr.c");
     }
 }
 

@@ -55,8 +55,10 @@ static REAL act1(enum cic_act a, REAL x)
     case CIC_ACT_RELU:
         return x > RC(0.0) ? x : RC(0.0);
     case CIC_ACT_SILU:
-    default:
         return x / (RC(1.0) + R_EXP(-x));
+    default:
+        CIC_ASSERT(0 && "activation without a formula in engine_real.h");
+        return x;
     }
 }
 
@@ -105,11 +107,15 @@ static void act_vec(enum cic_act act, REAL *y, const REAL *a, size_t n)
             for (k = 0; k < m; k++)
                 z[k] = RC(0.5) * x[k] * (RC(1.0) + t[k]);
             break;
-        default: /* CIC_ACT_SILU */
+        case CIC_ACT_SILU:
             for (k = 0; k < m; k++)
                 t[k] = R_EXP(-x[k]);
             for (k = 0; k < m; k++)
                 z[k] = x[k] / (RC(1.0) + t[k]);
+            break;
+        default: /* an activation without a vector form: act1 per value */
+            for (k = 0; k < m; k++)
+                z[k] = act1(act, x[k]);
             break;
         }
     }

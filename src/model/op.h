@@ -171,22 +171,16 @@ static inline double cic_op_flops_attn(double B, double H, double N, double dh, 
     return B * H * (4 * N * N * dh + N * N + 5 * visible);
 }
 
-/* One activation call. */
+/* One activation call (case/act.h). */
 static inline double cic_op_flops_act(enum cic_act a)
 {
-    switch (a) {
-    case CIC_ACT_GELU:
-        return 5;      /* mul, erf, add, mul, mul */
-    case CIC_ACT_GELU_TANH:
-        return 9;      /* x*x*x (2), mul, add, mul, tanh, add, mul, mul */
-    case CIC_ACT_RELU:
-        return 1;      /* compare */
-    case CIC_ACT_SILU:
-        return 3;      /* exp, add, div */
-    default:
-        CIC_ASSERT(0 && "activation kind");
-        return 0;
-    }
+    static const double flops[] = {
+#define CIC_ACT_FLOPS_(e, name, f) f,
+        CIC_ACT_LIST(CIC_ACT_FLOPS_)
+#undef CIC_ACT_FLOPS_
+    };
+    CIC_ASSERT((unsigned)a < CIC_ACT_COUNT && "activation kind");
+    return flops[a];
 }
 
 /* n values: act, or act and a mul (GLU), or an add. */
