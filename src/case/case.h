@@ -17,7 +17,7 @@
  *   layers = 2                      # L
  *   eps = 1e-5
  *   causal = true
- *   activation = "gelu"             # gelu | gelu-tanh | relu | silu (rmsnorm: the SwiGLU gate; default silu)
+ *   activation = "gelu"             # a name in act.h (rmsnorm: the SwiGLU gate; default silu)
  *   d_out = 32                      # width of the head readout; default d_model
  *   d_cond = 64                     # dit only: width of the conditioning vector c
  *   final_layer = true              # dit only
