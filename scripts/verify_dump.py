@@ -212,7 +212,14 @@ def silu(x):        # x sigmoid(x), written to avoid overflow of exp(-x)
                         np.exp(-np.abs(x)) / (1.0 + np.exp(-np.abs(x))))
 
 
-ACTS = {"gelu": gelu, "gelu-tanh": gelu_tanh, "relu": relu, "silu": silu}
+def quick_gelu(x):  # x sigmoid(1.702 x), as silu
+    z = 1.702 * x
+    return x * np.where(z >= 0, 1.0 / (1.0 + np.exp(-np.abs(z))),
+                        np.exp(-np.abs(z)) / (1.0 + np.exp(-np.abs(z))))
+
+
+ACTS = {"gelu": gelu, "gelu-tanh": gelu_tanh, "relu": relu, "silu": silu,
+        "quick-gelu": quick_gelu}
 
 DIT_KINDS = ("none", "static-fold", "online-unrotate", "per-sample-fold",
              "branch-rotate")

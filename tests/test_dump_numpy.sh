@@ -25,6 +25,13 @@ expect_rc 0 "run --dump (dit)" "$bin" run --quiet --out "$tmp/rep-dit" --dump "$
     cases/known-breaks/adaln-static-fold.toml
 expect_rc 0 "NumPy re-run of a dit dump reproduces the truth" "$py" scripts/verify_dump.py \
     "$tmp/dump-dit"
+# an activation set in the case: quick-gelu, x sigmoid(1.702 x)
+sed 's/^activation = .*/activation = "quick-gelu"/' cases/layernorm.toml >"$tmp/quick-gelu.toml"
+expect_rc 0 "the case sets quick-gelu" grep -q '^activation = "quick-gelu"' "$tmp/quick-gelu.toml"
+expect_rc 0 "run --dump (pre-LN, quick-gelu)" "$bin" run --quiet --no-baseline --out "$tmp/rep-qg" \
+    --dump "$tmp/dump-qg" "$tmp/quick-gelu.toml"
+expect_rc 0 "NumPy re-run of a quick-gelu dump reproduces the truth" "$py" \
+    scripts/verify_dump.py "$tmp/dump-qg"
 # the re-check can fail: a truth edited by one part in 10^6 is caught
 "$py" - "$tmp/dump/outputs.safetensors" <<'PY'
 import json, struct, sys

@@ -538,7 +538,7 @@ static void test_flops(void **state)
         }
         /* hand counts (engine.h convention) */
         af = c->act == CIC_ACT_GELU ? 5 : c->act == CIC_ACT_GELU_TANH ? 9
-           : c->act == CIC_ACT_RELU ? 1 : 3;
+           : c->act == CIC_ACT_RELU ? 1 : c->act == CIC_ACT_QUICK_GELU ? 4 : 3;
         if (c->block == CIC_BLOCK_PRELN) {
             /* LayerNorm with g and b: 2d+1 (mean, center) + 3d + 4 + d + d */
             want_norm = L * R * (7 * d + 5);

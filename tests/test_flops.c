@@ -469,6 +469,7 @@ static void test_op_formulas(void **state)
     cic_assert_close(cic_op_flops_act(CIC_ACT_GELU_TANH), 9, 0, 0);
     cic_assert_close(cic_op_flops_act(CIC_ACT_RELU), 1, 0, 0);
     cic_assert_close(cic_op_flops_act(CIC_ACT_SILU), 3, 0, 0);
+    cic_assert_close(cic_op_flops_act(CIC_ACT_QUICK_GELU), 4, 0, 0);
     cic_assert_close(cic_op_flops_elementwise_act(CIC_ACT_GELU, 10), 50, 0, 0);
     cic_assert_close(cic_op_flops_glu(CIC_ACT_SILU, 10), 40, 0, 0);
     cic_assert_close(cic_op_flops_add(10), 10, 0, 0);

@@ -14,7 +14,8 @@
     X(GELU, "gelu", 5)           /* mul, erf, add, mul, mul */                  \
     X(GELU_TANH, "gelu-tanh", 9) /* x*x*x (2), mul, add, mul, tanh, add, mul, mul */ \
     X(RELU, "relu", 1)           /* compare */                                  \
-    X(SILU, "silu", 3)           /* exp, add, div */
+    X(SILU, "silu", 3)           /* exp, add, div */                            \
+    X(QUICK_GELU, "quick-gelu", 4) /* mul, exp, add, div */
 
 enum cic_act {
 #define CIC_ACT_ENUM_(e, name, flops) CIC_ACT_##e,

@@ -605,6 +605,13 @@ static void act1(mpws *r, mpfr_prec_t prec, enum cic_act a, mpfr_ptr y, mpfr_src
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);
         break;
+    case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)), 1.702 at prec */
+        mpfr_set_str(t, "-1.702", 10, MPFR_RNDN);
+        mpfr_mul(t, t, x, MPFR_RNDN);
+        mpfr_exp(t, t, MPFR_RNDN);
+        mpfr_add_ui(t, t, 1, MPFR_RNDN);
+        mpfr_div(y, x, t, MPFR_RNDN);
+        break;
     default:
         CIC_ASSERT(0 && "activation without a formula in engine_mpfr.c");
     }

@@ -56,6 +56,8 @@ static REAL act1(enum cic_act a, REAL x)
         return x > RC(0.0) ? x : RC(0.0);
     case CIC_ACT_SILU:
         return x / (RC(1.0) + R_EXP(-x));
+    case CIC_ACT_QUICK_GELU: /* x sigmoid(1.702 x), the constant in REAL */
+        return x / (RC(1.0) + R_EXP(-(RC(1.702) * x)));
     default:
         CIC_ASSERT(0 && "activation without a formula in engine_real.h");
         return x;
