@@ -8,7 +8,7 @@
  *
  *   name = "layernorm"              # optional; default: file name stem
  *   [model]
- *   block = "preln"                 # preln | rmsnorm | dit
+ *   block = "preln"                 # a name in CIC_BLOCK_LIST (block.h)
  *   d_model = 64
  *   heads = 4                       # d_model % heads == 0
  *   mlp_ratio = 4                   # MLP width = mlp_ratio * d_model (integer result)

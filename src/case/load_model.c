@@ -10,6 +10,7 @@
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_model_keys[] = {
@@ -108,16 +109,21 @@ static void _cic_load_sizes(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
     cic_model_cfg *m = &c->model;
     const cic_toml_node *n = NULL, *nh = NULL;
     bool have, ok_d, ok_h, ok_t, ok_s;
-    int l, col, v = 0;
-    char hint[160];
+    int l, col, v = 0, k;
+    char hint[160], kinds[160] = " (";
 
     x->block_ok = false;
     if (_cic_get_enum(x, t, "block", CIC_BLOCK_NAME, CIC_BLOCK_COUNT, &v, &have,
                       NULL) == CIC_OK) {
         if (have)
             x->block_ok = true;
-        else
-            _cic_missing(x, t, "block", " (preln, rmsnorm or dit)");
+        else {
+            for (k = 0; k < CIC_BLOCK_COUNT; k++)
+                snprintf(kinds + strlen(kinds), sizeof kinds - strlen(kinds), "%s%s%s",
+                         k == 0 ? "" : k + 1 < CIC_BLOCK_COUNT ? ", " : " or ",
+                         CIC_BLOCK_NAME[k], k + 1 < CIC_BLOCK_COUNT ? "" : ")");
+            _cic_missing(x, t, "block", kinds);
+        }
     }
     m->block = (enum cic_block_kind)v;
 
