@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """verify_dump.py: independent float64 re-run of a `cicheck run --dump DIR`.
 
-Rebuilds each dumped transformer block (preln, rmsnorm, dit) in NumPy float64
+Rebuilds each dumped transformer block (preln, rmsnorm, dit, parallel) in NumPy float64
 from the math in DESIGN.md sections 1 and 3 (not from the C engines) and
 compares it with the MPFR truth that cicheck wrote to DIR/outputs.safetensors.
 
@@ -125,9 +125,9 @@ class Cfg:
             return v == "true"
 
         self.block = need("block")
-        if self.block not in ("preln", "rmsnorm", "dit"):
+        if self.block not in ("preln", "rmsnorm", "dit", "parallel"):
             raise InputError(f"{path}: block '{self.block}' not supported "
-                             "(preln, rmsnorm or dit)")
+                             "(preln, rmsnorm, dit or parallel)")
         self.d = integer("d_model")
         self.heads = integer("heads")
         self.tokens = integer("tokens")
@@ -155,7 +155,8 @@ class Cfg:
             raise InputError(f"{path}: readout '{self.readout}' not supported")
         self.center = boolean("norm.center")
         self.readout_center = (meta.get("readout.center", "true" if self.block in
-                                        ("preln", "dit") else "false") == "true")
+                                        ("preln", "dit", "parallel") else "false")
+                               == "true")
         # dit: the transform kind and how its stream is kept (DESIGN.md 3).
         # The original model has no kind; transformed dumps must say which.
         self.kind = meta.get("kind", "none")
@@ -480,7 +481,21 @@ class Model:
         x = self.get("input")
         if c.block == "dit":
             return self.forward_dit()
-        if c.block == "preln":
+        if c.block == "parallel":     # GPT-J: one LN, attention and MLP side by side
+            for i in range(c.layers):
+                p = f"transformer.h.{i}."
+                h = self.norm(x, p + "ln_1", True)
+                a = self.attention(self.linear(h, p + "attn.q_proj", d, d),
+                                   self.linear(h, p + "attn.k_proj", d, d),
+                                   self.linear(h, p + "attn.v_proj", d, d))
+                u = act(self.linear(h, p + "mlp.fc_in", f, d))
+                x = (self.linear(a, p + "attn.out_proj", d, d) +
+                     self.linear(u, p + "mlp.fc_out", d, f)) + x
+            if c.readout == "head":
+                h = self.norm(x, "transformer.ln_f", True)
+                w = self.get("lm_head.weight")
+                return self.linear(h, "lm_head", w.shape[0], d)
+        elif c.block == "preln":
             for i in range(c.layers):
                 p = f"blocks.{i}."
                 h = self.norm(x, p + "norm1", True)

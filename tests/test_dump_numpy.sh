@@ -32,6 +32,12 @@ expect_rc 0 "run --dump (pre-LN, quick-gelu)" "$bin" run --quiet --no-baseline -
     --dump "$tmp/dump-qg" "$tmp/quick-gelu.toml"
 expect_rc 0 "NumPy re-run of a quick-gelu dump reproduces the truth" "$py" \
     scripts/verify_dump.py "$tmp/dump-qg"
+# the parallel block (GPT-J): one LayerNorm feeding attention and MLP
+sed -e 's/^block = "preln"/block = "parallel"/' cases/layernorm.toml >"$tmp/parallel.toml"
+expect_rc 0 "run --dump (parallel)" "$bin" run --quiet --no-baseline --out "$tmp/rep-par" \
+    --dump "$tmp/dump-par" "$tmp/parallel.toml"
+expect_rc 0 "NumPy re-run of a parallel dump reproduces the truth" "$py" \
+    scripts/verify_dump.py "$tmp/dump-par"
 # the re-check can fail: a truth edited by one part in 10^6 is caught
 "$py" - "$tmp/dump/outputs.safetensors" <<'PY'
 import json, struct, sys

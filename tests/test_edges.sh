@@ -16,7 +16,7 @@ n=0
 # base BLOCK: a tiny case of that block with one exact transform
 base() {
     case $1 in
-    preln) kind=fuse-layernorm; extra='' ;;
+    preln | parallel) kind=fuse-layernorm; extra='' ;;
     rmsnorm) kind=fold-rmsnorm-gamma; extra='' ;;
     dit) kind=online-unrotate; extra='q = "hadamard"' ;;
     esac
@@ -65,7 +65,7 @@ edge() {
     fi
 }
 
-for b in preln rmsnorm dit; do
+for b in preln rmsnorm dit parallel; do
     edge $b 0 "d_model = 1" 's/^d_model = 8$/d_model = 1/' 's/^heads = 2$/heads = 1/'
     edge $b 2 "d_model = 65536 (memory)" 's/^d_model = 8$/d_model = 65536/' 's/^heads = 2$/heads = 1/'
     edge $b 0 "heads = 1" 's/^heads = 2$/heads = 1/'
@@ -95,7 +95,7 @@ for b in preln rmsnorm dit; do
     edge $b 0 "causal, residual readout" 's/^layers = 1$/layers = 1\ncausal = true\n[readout]\nkind = "residual"/'
     edge $b 0 "both f32 engines" 's/^f32 = .*$/f32 = ["openblas", "fixed-order"]/'
 done
-for b in preln rmsnorm; do
+for b in preln rmsnorm parallel; do
     edge $b 0 "d_out = 1" 's/^layers = 1$/layers = 1\nd_out = 1/'
     # 65536 head outputs at 64 bits: some cancel so deeply that the 128-bit
     # recheck differs by more than 2^(16 - prec) relatively ("not certified",

@@ -18,7 +18,8 @@
 #define CIC_BLOCK_LIST(X) \
     X(PRELN, preln)       \
     X(RMSNORM, rmsnorm)   \
-    X(DIT, dit)
+    X(DIT, dit)           \
+    X(PARALLEL, parallel)
 
 enum cic_block_kind {
 #define CIC_BLOCK_ENUM_(e, n) CIC_BLOCK_##e,

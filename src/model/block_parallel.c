@@ -1,0 +1,111 @@
+/* SPDX-License-Identifier: MIT */
+/* block_parallel.c: the parallel block (GPT-J; Hugging Face names
+ * transformer.h.{i}.ln_1, attn.q_proj, k_proj, v_proj, out_proj, mlp.fc_in,
+ * mlp.fc_out, transformer.ln_f, lm_head): one LayerNorm feeds attention and
+ * the MLP side by side,
+ *   h = LN(X; g, b); X = (Attn(h) W_o + (act(h W_1 + c_1) W_2 + c_2)) + X,
+ * the attention projections without bias, the MLP with; then the readout,
+ * final LayerNorm and a linear head with bias, or the residual stream
+ * compared without its row mean. No rotary embedding here. LayerNorm with
+ * gain and bias: fuse-layernorm (the norm's bias becomes a bias of q, k and
+ * v) and rotate apply. */
+#include "build.h"
+
+#include <stdio.h>
+
+/* q, k, v, out 4d^2, fc_in + fc_out 2dm, their biases m + d and one LN
+ * (g, b) 2d per layer; the final LN and the head 2d + (d + 1) d_out. */
+static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
+{
+    uint64_t d = cic_count(m->d_model), f = cic_count(m->d_mlp), dout = cic_count(m->d_out);
+    *layer = cic_sat_add(cic_sat_add(cic_sat_mul(4, cic_sat_mul(d, d)),
+                                     cic_sat_mul(2, cic_sat_mul(d, f))),
+                         cic_sat_add(cic_sat_mul(3, d), f));
+    *readout = cic_sat_add(cic_sat_mul(2, d), cic_sat_mul(d + 1, dout));
+}
+
+/* One layer on the stream x; returns the new stream. */
+static int layer(cic_bld *b, int l, int x)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp;
+    double sd = m->cfg.std;
+    int g, bn, wq, wk, wv, wo, w1, c1, w2, c2, h, q, k, v, a, ao, u, y, mo, s;
+    cic_op act;
+    char n[96], o[96];
+#define NM(s) (snprintf(n, sizeof n, "transformer.h.%d.%s", l, s), n)
+#define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
+    g = _cic_bld_gain(b, NM("ln_1.weight"), d);
+    bn = _cic_bld_weight(b, NM("ln_1.bias"), 1, d, 0.1);
+    wq = _cic_bld_weight(b, NM("attn.q_proj.weight"), d, d, sd);
+    wk = _cic_bld_weight(b, NM("attn.k_proj.weight"), d, d, sd);
+    wv = _cic_bld_weight(b, NM("attn.v_proj.weight"), d, d, sd);
+    wo = _cic_bld_weight(b, NM("attn.out_proj.weight"), d, d, sd);
+    w1 = _cic_bld_weight(b, NM("mlp.fc_in.weight"), f, d, sd);
+    c1 = _cic_bld_weight(b, NM("mlp.fc_in.bias"), 1, f, sd);
+    w2 = _cic_bld_weight(b, NM("mlp.fc_out.weight"), d, f, sd);
+    c2 = _cic_bld_weight(b, NM("mlp.fc_out.bias"), 1, d, sd);
+    h = _cic_bld_norm(b, CIC_SITE_NORM1, l, x, g, bn, true, AN("ln_1"));
+    q = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h, wq, -1, AN("q"));
+    k = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h, wk, -1, AN("k"));
+    v = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h, wv, -1, AN("v"));
+    a = _cic_bld_attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
+    ao = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("out_proj"));
+    u = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h, w1, c1, AN("fc_in"));
+    act = _cic_op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
+    act.in[0] = u;
+    act.act = m->cfg.act;
+    y = act.out = _cic_bld_act(b, AN("act"), f);
+    _cic_bld_op(b, &act);
+    mo = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_WRITER, y, w2, c2, AN("fc_out"));
+    s = _cic_bld_add(b, CIC_SITE_MLP, l, ao, mo, AN("branches"));
+    return _cic_bld_add(b, CIC_SITE_MLP, l, s, x, AN("resid"));
+#undef NM
+#undef AN
+}
+
+static void build(cic_bld *b, int readout)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, l, x = m->input;
+    double sd = m->cfg.std;
+    for (l = 0; l < m->cfg.layers; l++)
+        x = layer(b, l, x);
+    m->residual = x;
+    if (readout == CIC_READOUT_HEAD) {
+        int gf = _cic_bld_gain(b, "transformer.ln_f.weight", d);
+        int bf = _cic_bld_weight(b, "transformer.ln_f.bias", 1, d, 0.1);
+        int wh = _cic_bld_weight(b, "lm_head.weight", m->cfg.d_out, d, sd);
+        int bh = _cic_bld_weight(b, "lm_head.bias", 1, m->cfg.d_out, sd);
+        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.ln_f");
+        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh,
+                                    "act.lm_head");
+    } else {
+        m->output = x;
+        m->center_out = true;
+    }
+}
+
+/* Per layer: LN; q, k, v, attention, out_proj; fc_in, act, fc_out and the
+ * two adds; the head readout ln_f(x) W^T + b. The norm's bias, once fused,
+ * is a bias of q, k and v (ns.bias false). */
+static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic_norm_state ns)
+{
+    double R = (double)cfg->tokens * cfg->samples, d = cfg->d_model, m = cfg->d_mlp;
+    double N = cfg->tokens, B = cfg->samples, H = cfg->heads;
+    f->norm1 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
+    f->norm2 = 0;
+    f->attn = 3 * cic_op_flops_linear(R, d, d, !ns.bias) +       /* q, k, v */
+              cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
+              cic_op_flops_linear(R, d, d, false);               /* out_proj */
+    f->mlp = cic_op_flops_linear(R, d, m, true) +                /* fc_in */
+             cic_op_flops_elementwise_act(cfg->act, R * m) +
+             cic_op_flops_linear(R, m, d, true) +                /* fc_out */
+             2 * cic_op_flops_add(R * d);                        /* branches, residual */
+    f->final = readout == CIC_READOUT_HEAD
+                   ? f->norm1 + cic_op_flops_linear(R, d, cfg->d_out, true)
+                   : 0;
+}
+
+const cic_block_desc cic_block_parallel = {"parallel", CIC_NORM_LAYERNORM, 1e-5, CIC_ACT_GELU_TANH,
+                                           false, weights, build, flops};
