@@ -19,55 +19,10 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static char g_tmp[512];
-
-static int setup(void **state)
-{
-    const char *t = getenv("TMPDIR");
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "%s/cic-st.XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    struct dirent *de;
-    char p[1024];
-    struct stat st;
-    if (!dp)
-        return;
-    while ((de = readdir(dp))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(dp);
-    rmdir(dir);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    /* only our own mkdtemp folder */
-    if (strstr(g_tmp, "/cic-st."))
-        rm_rf(g_tmp);
-    return 0;
-}
 
 static uint64_t rnd(uint64_t *s)
 {
@@ -94,11 +49,6 @@ static void write_raw(const char *path, const char *hdr, const void *data, size_
     assert_int_equal(fclose(f), 0);
 }
 
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", g_tmp, name);
-}
-
 /* ---- files of the project's writer ---- */
 
 static void test_writer_roundtrip(void **state)
@@ -107,7 +57,7 @@ static void test_writer_roundtrip(void **state)
     int iter, iters = 20 * cic_test_multiplier();
     char path[1024];
     (void)state;
-    path_of(path, sizeof path, "rt.safetensors");
+    cic_test_tmp_path(path, sizeof path, "rt.safetensors");
     for (iter = 0; iter < iters; iter++) {
         cic_st_tensor t[5];
         void *buf[5] = {0};
@@ -194,16 +144,12 @@ static void test_dump_of_a_run(void **state)
     cic_diag d;
     cic_stfile *f;
     const cic_stfile_tensor *x;
-    FILE *fp;
     double v[32];
     (void)state;
-    path_of(cpath, sizeof cpath, "st-dump.toml");
-    path_of(dump, sizeof dump, "dump");
-    path_of(out, sizeof out, "out");
-    fp = fopen(cpath, "w");
-    assert_non_null(fp);
-    fputs(toml, fp);
-    fclose(fp);
+    cic_test_tmp_path(cpath, sizeof cpath, "st-dump.toml");
+    cic_test_tmp_path(dump, sizeof dump, "dump");
+    cic_test_tmp_path(out, sizeof out, "out");
+    cic_test_write_text(cpath, toml);
     memset(&a, 0, sizeof a);
     a.out_dir = out;
     a.dump_dir = dump;
@@ -300,7 +246,7 @@ static void test_dtypes(void **state)
     (void)state;
     assert_int_equal(sizeof data, 66);
     assert_true(strlen(hdr) % 2 == 1); /* data not aligned */
-    path_of(path, sizeof path, "dtypes.safetensors");
+    cic_test_tmp_path(path, sizeof path, "dtypes.safetensors");
     write_raw(path, hdr, data, sizeof data);
     f = cic_stfile_create(path, &d);
     if (!f)
@@ -383,7 +329,7 @@ static cic_stfile *load_planted(const char *from, const char *to, size_t data_le
                  at + strlen(from));
     else
         snprintf(hdr, sizeof hdr, "%s", VALID_HDR);
-    path_of(path, cap, "hostile.safetensors");
+    cic_test_tmp_path(path, cap, "hostile.safetensors");
     write_raw(path, hdr, data, data_len);
     memset(d, 0, sizeof *d);
     return cic_stfile_create(path, d);
@@ -493,9 +439,8 @@ static void test_hostile_length_and_nesting(void **state)
     static const char hdr[] = "{}";
     char *deep;
     size_t i, n = 100000;
-    FILE *fp;
     (void)state;
-    path_of(path, sizeof path, "len.safetensors");
+    cic_test_tmp_path(path, sizeof path, "len.safetensors");
 
     /* the valid minimum: an empty header object, no data */
     write_len_and(path, 2, hdr, 2);
@@ -514,9 +459,7 @@ static void test_hostile_length_and_nesting(void **state)
     write_len_and(path, 0, hdr, 2);
     expect_file_refused(path, "empty");
     write_len_and(path, 0, NULL, 0);
-    fp = fopen(path, "wb");
-    fputs("\x02\0\0", fp);
-    fclose(fp);
+    cic_test_write_text(path, "\x02\0\0");
     expect_file_refused(path, "too short");
     /* over the 100 MiB cap: a sparse file of 101 MiB */
     write_len_and(path, CIC_STFILE_MAX_HEADER + 1, hdr, 2);
@@ -552,13 +495,13 @@ static void test_not_regular_files(void **state)
 {
     char path[1024];
     (void)state;
-    path_of(path, sizeof path, "fifo.safetensors");
+    cic_test_tmp_path(path, sizeof path, "fifo.safetensors");
     assert_int_equal(mkfifo(path, 0600), 0);
     /* must return at once, not wait for a writer */
     expect_file_refused(path, "FIFO");
-    expect_file_refused(g_tmp, "folder");
+    expect_file_refused(cic_test_tmp, "folder");
     expect_file_refused("/dev/null", "device");
-    path_of(path, sizeof path, "does-not-exist.safetensors");
+    cic_test_tmp_path(path, sizeof path, "does-not-exist.safetensors");
     expect_file_refused(path, "cannot open");
     {
         cic_diag d;
@@ -616,5 +559,5 @@ int main(void)
         cmocka_unit_test(test_not_regular_files),
         cmocka_unit_test(test_fuzz_regressions),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* testutil.h: helpers shared by the cmocka tests. cmocka 1.1.5 has no
- * assert_double_equal (assert_float_equal casts to float), so closeness is
- * checked here with every input printed on failure. */
+/* testutil.h: helpers shared by the cmocka tests (the small ones inline
+ * here, the rest in testutil.c, linked into every test). cmocka 1.1.5 has
+ * no assert_double_equal (assert_float_equal casts to float), so closeness
+ * is checked here with every input printed on failure. */
 #ifndef CIC_TESTUTIL_H
 #define CIC_TESTUTIL_H
 
@@ -12,8 +13,10 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <cmocka.h>
+#include <jansson.h>
 
 /* |a - b| <= atol + rtol * |b|, else fail with both values. */
 #define cic_assert_close(a, b, rtol, atol)                                    \
@@ -40,5 +43,30 @@ static inline const char *cic_test_path(char *buf, size_t cap, const char *rel)
     snprintf(buf, cap, "%s/%s", root ? root : ".", rel);
     return buf;
 }
+
+/* ---- a private temporary folder (testutil.c) ----
+ * cic_test_tmp_setup makes $TMPDIR/cic-PROGRAM.XXXXXX (or under /tmp) and
+ * names it in cic_test_tmp; cic_test_tmp_teardown removes it with all it
+ * holds. Both are cmocka setup/teardown functions, for a group or for one
+ * test. */
+extern char cic_test_tmp[512];
+int cic_test_tmp_setup(void **state);
+int cic_test_tmp_teardown(void **state);
+/* cic_test_tmp/name into buf. */
+const char *cic_test_tmp_path(char *buf, size_t cap, const char *name);
+/* A fresh empty folder inside cic_test_tmp, into buf (fails the test). */
+const char *cic_test_tmp_subdir(char *buf, size_t cap);
+/* Remove path and, for a folder, everything below it (links not followed,
+ * folders made writable first). */
+void cic_test_rm_rf(const char *path);
+
+/* ---- files (testutil.c; each fails the test when it cannot) ---- */
+
+/* The whole file, NUL-terminated, malloc'ed; its length into *len if len. */
+char *cic_test_slurp(const char *path, size_t *len);
+/* text as the whole content of path. */
+void cic_test_write_text(const char *path, const char *text);
+/* j as JSON (indented, reals to 17 digits) into path. */
+void cic_test_write_json(const char *path, json_t *j);
 
 #endif
