@@ -24,14 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
 /* header text (not padded) + data into a file: the raw format by hand */
 static void write_raw(const char *path, const char *hdr, const void *data, size_t n)
 {
@@ -67,21 +59,21 @@ static void test_writer_roundtrip(void **state)
         cic_diag d;
         cic_stfile *f;
         s = seed + (uint64_t)iter;
-        n = (int)(rnd(&s) % 6);
+        n = (int)(cic_test_rand(&s) % 6);
         for (i = 0; i < n; i++) {
             size_t count = 1, esz;
-            snprintf(names[i], sizeof names[i], "blocks.%d.w%d", i, (int)(rnd(&s) % 100));
+            snprintf(names[i], sizeof names[i], "blocks.%d.w%d", i, (int)(cic_test_rand(&s) % 100));
             t[i].name = names[i];
-            t[i].dtype = rnd(&s) % 2 ? CIC_DT_F32 : CIC_DT_F64;
-            t[i].ndim = 1 + (int)(rnd(&s) % 4);
+            t[i].dtype = cic_test_rand(&s) % 2 ? CIC_DT_F32 : CIC_DT_F64;
+            t[i].ndim = 1 + (int)(cic_test_rand(&s) % 4);
             for (k = 0; k < t[i].ndim; k++) {
-                t[i].shape[k] = (int64_t)(rnd(&s) % 5); /* zero sizes too */
+                t[i].shape[k] = (int64_t)(cic_test_rand(&s) % 5); /* zero sizes too */
                 count *= (size_t)t[i].shape[k];
             }
             esz = t[i].dtype == CIC_DT_F32 ? 4 : 8;
             buf[i] = malloc(count * esz + 1);
             for (k = 0; k < (int)(count * esz); k++)
-                ((unsigned char *)buf[i])[k] = (unsigned char)rnd(&s);
+                ((unsigned char *)buf[i])[k] = (unsigned char)cic_test_rand(&s);
             t[i].data = buf[i];
         }
         if (cic_safetensors_write(path, t, n, meta, &d) != 0)

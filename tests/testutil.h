@@ -17,6 +17,7 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <mpfr.h>
 
 /* |a - b| <= atol + rtol * |b|, else fail with both values. */
 #define cic_assert_close(a, b, rtol, atol)                                    \
@@ -42,6 +43,43 @@ static inline const char *cic_test_path(char *buf, size_t cap, const char *rel)
     const char *root = getenv("CIC_SOURCE_ROOT");
     snprintf(buf, cap, "%s/%s", root ? root : ".", rel);
     return buf;
+}
+
+/* ---- test-local random bits and exact comparisons ---- */
+
+/* The next 64 bits of the stream *s (splitmix64): independent of the RNG
+ * and the code under test. */
+static inline uint64_t cic_test_rand(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* Uniform in [0, n). */
+static inline int cic_test_pick(uint64_t *s, int n)
+{
+    return (int)(cic_test_rand(s) % (uint64_t)n);
+}
+
+/* The bits of a float (exact comparisons: -0 differs from +0). */
+static inline uint32_t cic_test_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+/* Index of the first entry where a and b differ in value or in sign (a NaN
+ * differs from everything), or -1. */
+static inline long cic_test_first_diff_mp(const mpfr_t *a, const mpfr_t *b, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!mpfr_equal_p(a[i], b[i]) || mpfr_signbit(a[i]) != mpfr_signbit(b[i]))
+            return (long)i;
+    return -1;
 }
 
 /* ---- a private temporary folder (testutil.c) ----
