@@ -471,30 +471,21 @@ static void test_not_regular_files(void **state)
 
 /* Inputs the fuzzer (scripts/fuzz.sh baseline) once broke on, compared as
  * tests/fuzz/fuzz_baseline.c does: against the layernorm run. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_report r;
+    cic_diag d;
+    (void)name;
+    (void)ctx;
+    if (compare(path, &r, &d) != 0 && (!d.msg[0] || strcmp(d.file, path) != 0))
+        fail_msg("%s: refused without a message naming it (%s: %s)", path, d.file, d.msg);
+    free(r.regress);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/baseline");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_report r;
-        cic_diag d;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (compare(p, &r, &d) != 0 && (!d.msg[0] || strcmp(d.file, p) != 0))
-            fail_msg("%s: refused without a message naming it (%s: %s)", p, d.file, d.msg);
-        free(r.regress);
-        n++;
-    }
-    closedir(dp);
-    printf("# %d fuzz regression input(s)\n", n);
+    cic_test_each_file("tests/fuzz-regressions/baseline", check_fuzz_input, NULL);
 }
 
 int main(void)

@@ -15,7 +15,6 @@
 
 #include "testutil.h"
 
-#include <dirent.h>
 #include <jansson.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -113,39 +112,31 @@ static void test_usage_errors(void **state)
     assert_non_null(strstr(d.file, "sweep.json"));
 }
 
+/* Inputs the fuzzer (scripts/fuzz.sh merge) once broke on, merged in the
+ * folder *ctx. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_diag d;
+    bool wrote = false;
+    size_t len;
+    char *buf = cic_test_slurp(path, &len);
+    int rc;
+    (void)name;
+    memset(&d, 0, sizeof d);
+    rc = cic_fuzz_merge((const uint8_t *)buf, len, ctx, &wrote, &d);
+    free(buf);
+    if (rc < 0 || rc > CIC_EINTERNAL || (!wrote && !d.msg[0]))
+        fail_msg("%s: exit %d, wrote %d, message '%s'", path, rc, wrote, d.msg);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048], work[1100];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
+    char work[1100];
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/merge");
     cic_test_tmp_path(work, sizeof work, "replay");
     assert_int_equal(mkdir(work, 0700), 0);
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_diag d;
-        bool wrote = false;
-        char *buf;
-        size_t len;
-        int rc;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        buf = cic_test_slurp(p, &len);
-        memset(&d, 0, sizeof d);
-        rc = cic_fuzz_merge((const uint8_t *)buf, len, work, &wrote, &d);
-        free(buf);
-        if (rc < 0 || rc > CIC_EINTERNAL || (!wrote && !d.msg[0]))
-            fail_msg("%s: exit %d, wrote %d, message '%s'", p, rc, wrote, d.msg);
-        n++;
-    }
-    closedir(dp);
+    cic_test_each_file("tests/fuzz-regressions/merge", check_fuzz_input, work);
     rmdir(work);
-    printf("# %d fuzz regression input(s)\n", n);
 }
 
 int main(void)

@@ -18,7 +18,6 @@
 
 #include "testutil.h"
 
-#include <dirent.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -503,41 +502,32 @@ static void test_not_regular_files(void **state)
 }
 
 /* Inputs the fuzzer (scripts/fuzz.sh safetensors) once broke on. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_diag d;
+    cic_stfile *f;
+    (void)name;
+    (void)ctx;
+    memset(&d, 0, sizeof d);
+    f = cic_stfile_create(path, &d);
+    if (!f && (!d.msg[0] || strcmp(d.file, path) != 0))
+        fail_msg("%s: refused without a message naming it (%s: %s)", path, d.file, d.msg);
+    if (f) {
+        int i;
+        for (i = 0; i < cic_stfile_count(f); i++) {
+            const cic_stfile_tensor *x = cic_stfile_tensor_at(f, i);
+            double v;
+            if (x->count && x->dtype != CIC_STFILE_BOOL)
+                assert_int_equal(cic_stfile_tensor_read_f64(&v, x, x->count - 1, 1, &d), 0);
+        }
+    }
+    cic_stfile_destroy(f);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/safetensors");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_diag d;
-        cic_stfile *f;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        memset(&d, 0, sizeof d);
-        f = cic_stfile_create(p, &d);
-        if (!f && (!d.msg[0] || strcmp(d.file, p) != 0))
-            fail_msg("%s: refused without a message naming it (%s: %s)", p, d.file, d.msg);
-        if (f) {
-            int i;
-            for (i = 0; i < cic_stfile_count(f); i++) {
-                const cic_stfile_tensor *x = cic_stfile_tensor_at(f, i);
-                double v;
-                if (x->count && x->dtype != CIC_STFILE_BOOL)
-                    assert_int_equal(cic_stfile_tensor_read_f64(&v, x, x->count - 1, 1, &d), 0);
-            }
-        }
-        cic_stfile_destroy(f);
-        n++;
-    }
-    closedir(dp);
-    printf("# %d fuzz regression input(s)\n", n);
+    cic_test_each_file("tests/fuzz-regressions/safetensors", check_fuzz_input, NULL);
 }
 
 int main(void)

@@ -110,3 +110,52 @@ void cic_test_write_json(const char *path, json_t *j)
 {
     assert_int_equal(json_dump_file(j, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
 }
+
+/* ---- the files of a folder of test inputs ---- */
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int cic_test_each_file(const char *rel, void (*check)(const char *path, const char *name, void *ctx),
+                       void *ctx)
+{
+    char dir[1024], path[2048];
+    char **names = NULL;
+    size_t n = 0, cap = 0, i;
+    DIR *dp;
+    struct dirent *de;
+    cic_test_path(dir, sizeof dir, rel);
+    dp = opendir(dir);
+    if (!dp)
+        fail_msg("cannot open %s", dir);
+    while ((de = readdir(dp))) {
+        struct stat st;
+        if (de->d_name[0] == '.' || strncmp(de->d_name, "README", 6) == 0)
+            continue;
+        /* (tests/fuzz-regressions: subfolders hold the other targets' inputs) */
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 64;
+            names = realloc(names, cap * sizeof *names);
+            assert_non_null(names);
+        }
+        names[n] = strdup(de->d_name);
+        assert_non_null(names[n]);
+        n++;
+    }
+    closedir(dp);
+    if (n)
+        qsort(names, n, sizeof *names, cmp_name);
+    for (i = 0; i < n; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        check(path, names[i], ctx);
+        free(names[i]);
+    }
+    free(names);
+    printf("# %zu file(s) in %s\n", n, rel);
+    return (int)n;
+}

@@ -107,4 +107,12 @@ void cic_test_write_text(const char *path, const char *text);
 /* j as JSON (indented, reals to 17 digits) into path. */
 void cic_test_write_json(const char *path, json_t *j);
 
+/* ---- the files of a folder of test inputs (testutil.c) ----
+ * check(path, name, ctx) on every file of the folder rel under the source
+ * tree (tests/malformed, tests/fuzz-regressions/...), in name order, but
+ * hidden files, README* and subfolders; fails the test when the folder
+ * cannot be read. Returns how many files were checked (and prints it). */
+int cic_test_each_file(const char *rel, void (*check)(const char *path, const char *name, void *ctx),
+                       void *ctx);
+
 #endif
