@@ -12,8 +12,6 @@
 
 #include <limits.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- the malformed-file checker ---------------------------------------- */
 
@@ -879,39 +877,21 @@ static void test_name_from_file(void **state)
 {
     static cic_case c;
     cic_diag d;
-    char dir[] = "/tmp/cicheck-name.XXXXXX", path[256];
+    char path[1024];
     static const char body[] = "[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
                                "tokens = 2\nsamples = 1\nlayers = 1\n";
-    FILE *f;
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/a\nb.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, "a\nb.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
     assert_int_equal(d.line, 1);
     assert_non_null(strstr(d.msg, "'a\\x0ab'"));
     assert_non_null(strstr(d.msg, "add name = "));
-    remove(path);
-    snprintf(path, sizeof path, "%s/.hidden.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, ".hidden.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
     assert_non_null(strstr(d.msg, "'.hidden'"));
-    remove(path);
-    snprintf(path, sizeof path, "%s/good-1.2.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, "good-1.2.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_OK);
     assert_string_equal(c.name, "good-1.2");
-    remove(path);
-    rmdir(dir);
 }
 
 /* Diagnostics are complete sentences with the allowed values. */
@@ -1401,7 +1381,8 @@ int main(void)
         cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_all_errors),
-        cmocka_unit_test(test_name_from_file),
+        cmocka_unit_test_setup_teardown(test_name_from_file, cic_test_tmp_setup,
+                                        cic_test_tmp_teardown),
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_fuzz_regressions),
