@@ -24,11 +24,6 @@
 static const char *const PLOTS[6] = {"error_vs_d", "ulp_cdf", "error_vs_depth",
                                      "flops_vs_tokens", "ce_vs_prec", "drift_hist"};
 
-static bool have_gnuplot(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
 /* ---- synthetic values: a closed form, so expectations are computed ---- */
 
 static double v_rel(int t, double d, int seed) { return 1e-7 * (1 + t) * sqrt(d / 16) * (1 + 0.1 * seed); }
@@ -263,10 +258,7 @@ static void check_files(const char *dir, unsigned expected, bool rendered)
 /* Rendering tests need gnuplot: skipped, visibly, without it. */
 static void need_gnuplot(void)
 {
-    if (!have_gnuplot()) {
-        print_message("gnuplot not installed: skipping this rendering test\n");
-        skip();
-    }
+    cic_test_need("gnuplot", "Debian's gnuplot-nox renders the plots");
 }
 
 /* Column col of the row whose first column is x, in the block opened by

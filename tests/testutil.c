@@ -159,3 +159,20 @@ int cic_test_each_file(const char *rel, void (*check)(const char *path, const ch
     printf("# %zu file(s) in %s\n", n, rel);
     return (int)n;
 }
+
+/* ---- external tools ---- */
+
+bool cic_test_have(const char *tool)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "command -v '%s' >/dev/null 2>&1", tool);
+    return system(cmd) == 0;
+}
+
+void cic_test_need(const char *tool, const char *why)
+{
+    if (cic_test_have(tool))
+        return;
+    print_message("%s not found on PATH (%s): skipped\n", tool, why);
+    skip();
+}

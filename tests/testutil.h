@@ -9,6 +9,7 @@
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -114,5 +115,13 @@ void cic_test_write_json(const char *path, json_t *j);
  * cannot be read. Returns how many files were checked (and prints it). */
 int cic_test_each_file(const char *rel, void (*check)(const char *path, const char *name, void *ctx),
                        void *ctx);
+
+/* ---- external tools ---- */
+
+/* tool is on PATH. */
+bool cic_test_have(const char *tool);
+/* Skip the running test, with a message saying which tool (and why it is
+ * needed), when tool is not on PATH. */
+void cic_test_need(const char *tool, const char *why);
 
 #endif
