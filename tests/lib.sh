@@ -1,13 +1,20 @@
 # SPDX-License-Identifier: MIT
 # lib.sh: what the shell tests share (sourced, not run). A test sources it,
-# calls cic_test_init NAME, reports checks with ok / bad / expect_rc / has,
-# and ends with cic_test_done, which prints the count and exits 1 when a
-# check failed. A test that cannot run without a tool calls cic_need TOOL
-# first: it exits 77, which meson reports as a skip (visibly).
+# calls cic_test_init NAME, reports checks with ok / bad / expect_rc / has /
+# expect_err, and ends with cic_test_done, which prints the counts and exits
+# 1 when a check failed. A tool is never assumed: a test that cannot run
+# without one calls cic_need TOOL first, which exits 77 (meson reports the
+# test as skipped); a single check that needs one asks cic_have TOOL and,
+# without it, reports skip WHAT WHY instead of passing.
 #
 #   tmp        a private temporary folder, removed on exit
+#   py         Debian's /usr/bin/python3 (CIC_TEST_PYTHON: another one, or
+#              a missing one to see the skips)
 #   CIC_TEST_TIMEOUT  seconds a command under expect_rc may take (default
 #              600; 0: no limit), so a hang fails instead of stalling CI
+
+# shellcheck disable=SC2034 # used by the tests that source this file
+py=${CIC_TEST_PYTHON:-/usr/bin/python3}
 
 # cic_test_init NAME
 cic_test_init() {
@@ -16,17 +23,23 @@ cic_test_init() {
     trap 'rm -rf "$tmp"' EXIT
     pass=0
     fail=0
+    skipped=0
 }
+
+# cic_have TOOL: TOOL (a name on PATH or a path) can be run.
+cic_have() { command -v "$1" >/dev/null 2>&1; }
 
 # cic_need TOOL [WHY]: skip the whole test (exit 77) when TOOL is missing.
 cic_need() {
-    command -v "$1" >/dev/null 2>&1 && return 0
+    cic_have "$1" && return 0
     echo "SKIP: $1 not found${2:+ ($2)}"
     exit 77
 }
 
 ok() { pass=$((pass + 1)); echo "ok - $1"; }
 bad() { fail=$((fail + 1)); echo "FAIL - $1"; }
+# skip WHAT WHY: the check WHAT did not run (WHY: the missing tool).
+skip() { skipped=$((skipped + 1)); echo "SKIP - $1 ($2)"; }
 
 # expect_rc WANT DESCRIPTION CMD...: CMD's stdout and stderr go to $tmp/out
 # and $tmp/err; the check passes when it exits with WANT.
@@ -48,8 +61,14 @@ has() {
         bad "$3: no '$2' in $1"; sed 's/^/    /' "$1" | head -5; fi
 }
 
+# expect_err TEXT DESCRIPTION: the stderr of the last expect_rc holds TEXT.
+expect_err() {
+    if grep -qF -- "$1" "$tmp/err"; then ok "$2"; else
+        bad "$2: stderr lacks '$1'"; sed 's/^/    /' "$tmp/err" | head -5; fi
+}
+
 cic_test_done() {
-    echo "$cic_test_name: $pass passed, $fail failed"
+    echo "$cic_test_name: $pass passed, $fail failed, $skipped skipped"
     [ "$fail" -eq 0 ]
     exit $?
 }

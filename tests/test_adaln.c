@@ -39,16 +39,6 @@
 
 /* ---- shapes ---- */
 
-static uint64_t tr_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static int tr_pick(uint64_t *s, int n) { return (int)(tr_next(s) % (uint64_t)n); }
-
 typedef struct {
     uint64_t seed;
     cic_model_cfg cfg;
@@ -65,25 +55,25 @@ static shape shape_draw_d(uint64_t seed, const int *ds, int nd, const int *hs, i
     memset(&sh, 0, sizeof sh);
     sh.seed = seed;
     c->block = CIC_BLOCK_DIT;
-    c->d_model = ds[tr_pick(&s, nd)];
+    c->d_model = ds[cic_test_pick(&s, nd)];
     do
-        c->heads = hs[tr_pick(&s, nh)];
+        c->heads = hs[cic_test_pick(&s, nh)];
     while (c->d_model % c->heads);
     c->mlp_ratio = 4;
     c->d_mlp = 4 * c->d_model;
-    c->tokens = 1 + tr_pick(&s, 5);
-    c->samples = 1 + tr_pick(&s, 3);
-    c->layers = 1 + tr_pick(&s, 2);
+    c->tokens = 1 + cic_test_pick(&s, 5);
+    c->samples = 1 + cic_test_pick(&s, 3);
+    c->layers = 1 + cic_test_pick(&s, 2);
     c->eps = 1e-6;
-    c->causal = tr_pick(&s, 2);
+    c->causal = cic_test_pick(&s, 2);
     c->act = CIC_ACT_GELU_TANH;
-    c->d_out = 1 + tr_pick(&s, 6);
-    c->d_cond = 4 + tr_pick(&s, 13);
-    c->final_layer = tr_pick(&s, 2);
+    c->d_out = 1 + cic_test_pick(&s, 6);
+    c->d_cond = 4 + cic_test_pick(&s, 13);
+    c->final_layer = cic_test_pick(&s, 2);
     c->seed = seed;
     c->dist = CIC_DIST_NORMAL;
     c->std = 0.1;
-    if (tr_pick(&s, 3) == 0) {
+    if (cic_test_pick(&s, 3) == 0) {
         c->outlier_channels = 2;
         c->outlier_scale = 4.0;
     }
@@ -291,15 +281,6 @@ static double rel_mpmp(const mpfr_t *y, const mpfr_t *x, size_t n)
     }
     mpfr_clears(d, num, den, (mpfr_ptr)0);
     return r;
-}
-
-static long first_diff_mp(const mpfr_t *a, const mpfr_t *b, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (!mpfr_equal_p(a[i], b[i]) || mpfr_signbit(a[i]) != mpfr_signbit(b[i]))
-            return (long)i;
-    return -1;
 }
 
 /* ce of a transformed model against the original's mapped truth y0:
@@ -863,7 +844,7 @@ static void test_mpfr_threads(void **state)
         assert_int_equal(cic_engine_mpfr_threads(), 2);
         assert_int_equal(cic_engine_mpfr_run(y2, ms[j], PREC, false, NULL), 0);
         cic_engine_mpfr_set_threads(0);
-        diff = first_diff_mp((const mpfr_t *)y1, (const mpfr_t *)y2, n);
+        diff = cic_test_first_diff_mp((const mpfr_t *)y1, (const mpfr_t *)y2, n);
         if (diff >= 0)
             fail_msg("mpfr 1 vs 2 threads differ at %ld on model %d (%s)", diff, j,
                      shape_str(buf, sizeof buf, &sh));

@@ -23,13 +23,6 @@
 
 /* ---- helpers ---- */
 
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
 /* Exact equality claims compare bits: same value, and for zeros the same
  * sign (mpfr_equal_p says +0 == -0); NaN equals NaN here. */
 static int mp_same_bits(mpfr_srcptr a, mpfr_srcptr b)
@@ -45,18 +38,10 @@ static const char *mp_str(char *buf, size_t cap, mpfr_srcptr x)
     return buf;
 }
 
-/* Test-local bits (splitmix64), independent of the RNG under test. */
-static uint64_t tr_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
+/* Test-local bits (testutil.h), independent of the RNG under test. */
 static int tr_int(uint64_t *s, int lo, int hi) /* in [lo, hi] */
 {
-    return lo + (int)(tr_next(s) % (uint64_t)(hi - lo + 1));
+    return lo + cic_test_pick(s, hi - lo + 1);
 }
 
 /* A random value with at most prec significant bits: full random mantissa,
@@ -66,7 +51,7 @@ static void rand_mp(mpfr_ptr x, uint64_t *s, gmp_randstate_t g, int elo,
 {
     int r = tr_int(s, 0, 19);
     if (r == 0) {
-        mpfr_set_zero(x, (tr_next(s) & 1) ? 1 : -1);
+        mpfr_set_zero(x, (cic_test_rand(s) & 1) ? 1 : -1);
         return;
     }
     mpfr_urandomb(x, g); /* [0,1), prec bits */
@@ -81,7 +66,7 @@ static void rand_mp(mpfr_ptr x, uint64_t *s, gmp_randstate_t g, int elo,
         mpfr_clear(t3);
     }
     mpfr_mul_2si(x, x, tr_int(s, elo, ehi), MPFR_RNDN);
-    if (tr_next(s) & 1)
+    if (cic_test_rand(s) & 1)
         mpfr_neg(x, x, MPFR_RNDN);
 }
 
@@ -180,13 +165,13 @@ static void test_dot_random(void **state)
                 }
                 break;
             default: /* signed zeros only: the sign of the zero result */
-                mpfr_set_zero(xi, (tr_next(&s) & 1) ? 1 : -1);
-                mpfr_set_zero(yi, (tr_next(&s) & 1) ? 1 : -1);
+                mpfr_set_zero(xi, (cic_test_rand(&s) & 1) ? 1 : -1);
+                mpfr_set_zero(yi, (cic_test_rand(&s) & 1) ? 1 : -1);
                 break;
             }
         }
         if (gen == GEN_ZEROS)
-            mpfr_set_zero(bias, (tr_next(&s) & 1) ? 1 : -1);
+            mpfr_set_zero(bias, (cic_test_rand(&s) & 1) ? 1 : -1);
         else
             rand_mp(bias, &s, g, gen == GEN_CANCEL ? -100 : -30, 30);
         assert_int_equal(cic_dot_scratch_init(&sc, n, prec), 0);
@@ -205,7 +190,7 @@ static void test_dot_random(void **state)
         for (i = 0; i < n; i++)
             perm[i] = i;
         for (i = n; i > 1; i--) {
-            size_t j = (size_t)(tr_next(&s) % i), t = perm[i - 1];
+            size_t j = (size_t)(cic_test_rand(&s) % i), t = perm[i - 1];
             perm[i - 1] = perm[j];
             perm[j] = t;
         }
@@ -378,10 +363,10 @@ static void check_f32(mpfr_srcptr x, float want, const char *what)
     mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
     float got = cic_mp_get_f32(x);
     char b1[128];
-    if (f32_bits(got) != f32_bits(want))
+    if (cic_test_f32_bits(got) != cic_test_f32_bits(want))
         fail_msg("%s: x = %s: got %a (0x%08x), want %a (0x%08x)", what,
-                 mp_str(b1, sizeof b1, x), (double)got, f32_bits(got),
-                 (double)want, f32_bits(want));
+                 mp_str(b1, sizeof b1, x), (double)got, cic_test_f32_bits(got),
+                 (double)want, cic_test_f32_bits(want));
     if (mpfr_get_emin() != emin || mpfr_get_emax() != emax)
         fail_msg("%s: exponent range changed: emin %ld -> %ld, emax %ld -> %ld",
                  what, (long)emin, (long)mpfr_get_emin(), (long)emax,
@@ -493,12 +478,12 @@ static void test_get_f32_random(void **state)
             mpfr_prec_round(x, 25, MPFR_RNDN), mpfr_prec_round(x, 120, MPFR_RNDN);
         if (kind == 2) { /* nudge off the tie by far less than an ulp */
             mpfr_set_ui_2exp(t, 1, -90, MPFR_RNDN);
-            if (tr_next(&s) & 1)
+            if (cic_test_rand(&s) & 1)
                 mpfr_neg(t, t, MPFR_RNDN);
             mpfr_add(x, x, t, MPFR_RNDN);
         }
         mpfr_mul_2si(x, x, e, MPFR_RNDN);
-        if (tr_next(&s) & 1)
+        if (cic_test_rand(&s) & 1)
             mpfr_neg(x, x, MPFR_RNDN);
         {
             char what[64];
@@ -531,7 +516,7 @@ static void test_mpvec_roundtrip(void **state)
     cic_mpvec_set_f32(v, in, n);
     cic_mpvec_get_f32(out, (const mpfr_t *)v, n);
     for (i = 0; i < n; i++)
-        if (f32_bits(out[i]) != f32_bits(in[i]))
+        if (cic_test_f32_bits(out[i]) != cic_test_f32_bits(in[i]))
             fail_msg("roundtrip %zu: %a -> %a", i, (double)in[i], (double)out[i]);
     {
         float nan_in = NAN, nan_out;
@@ -559,7 +544,7 @@ static void test_rng_determinism(void **state)
         float a = cic_rng_normal_f32(k1, i), b = cic_rng_normal_f32(k2, i);
         assert_true(cic_rng_u64(k1, i) == cic_rng_u64(k2, i));
         assert_true(cic_rng_u64(k1, i) != cic_rng_u64(k1, i + 1));
-        assert_int_equal(f32_bits(a), f32_bits(b));
+        assert_int_equal(cic_test_f32_bits(a), cic_test_f32_bits(b));
         if (i < 100) {
             double u = cic_rng_uniform(k1, i);
             assert_true(u > 0.0 && u < 1.0);
@@ -622,8 +607,8 @@ static void test_rng_fill(void **state)
         cic_rng_fill_f32(c, 2 * N, key, dist, 0.1);
         for (i = 0; i < N; i++) {
             /* reproducible, and counter based: a prefix of a longer fill */
-            assert_int_equal(f32_bits(a[i]), f32_bits(b[i]));
-            assert_int_equal(f32_bits(a[i]), f32_bits(c[i]));
+            assert_int_equal(cic_test_f32_bits(a[i]), cic_test_f32_bits(b[i]));
+            assert_int_equal(cic_test_f32_bits(a[i]), cic_test_f32_bits(c[i]));
             sum2 += (double)a[i] * a[i];
             mx = fabs(a[i]) > mx ? fabs(a[i]) : mx;
         }
@@ -671,7 +656,7 @@ static void test_rng_golden(void **state)
     for (i = 0; i < sizeof pin / sizeof pin[0]; i++) {
         uint64_t key = cic_rng_key(pin[i].seed, pin[i].name);
         uint64_t u = cic_rng_u64(key, pin[i].index);
-        uint32_t f = f32_bits(cic_rng_normal_f32(key, pin[i].index));
+        uint32_t f = cic_test_f32_bits(cic_rng_normal_f32(key, pin[i].index));
         if (u != pin[i].u64 || f != pin[i].normal_f32)
             fail_msg("pin (seed %llu, '%s', %llu): u64 0x%016llx normal 0x%08x, "
                      "pinned 0x%016llx 0x%08x",
@@ -684,11 +669,11 @@ static void test_rng_golden(void **state)
         cic_rng_fill_f32(x, 4, cic_rng_key(fill_pin[i].seed, fill_pin[i].name),
                          fill_pin[i].dist, fill_pin[i].std);
         for (j = 0; j < 4; j++)
-            if (f32_bits(x[j]) != fill_pin[i].bits[j])
+            if (cic_test_f32_bits(x[j]) != fill_pin[i].bits[j])
                 fail_msg("fill pin (seed %llu, '%s', dist %d, std %g)[%d]: "
                          "0x%08x (%a), pinned 0x%08x",
                          (unsigned long long)fill_pin[i].seed, fill_pin[i].name,
-                         fill_pin[i].dist, fill_pin[i].std, j, f32_bits(x[j]),
+                         fill_pin[i].dist, fill_pin[i].std, j, cic_test_f32_bits(x[j]),
                          (double)x[j], fill_pin[i].bits[j]);
     }
 }
@@ -723,7 +708,7 @@ static uint64_t fill_mismatches(const float *got, const float *want, uint64_t n,
 {
     uint64_t i, bad = 0;
     for (i = 0; i < n; i++)
-        if (f32_bits(got[i]) != f32_bits(want[i]) && bad++ == 0)
+        if (cic_test_f32_bits(got[i]) != cic_test_f32_bits(want[i]) && bad++ == 0)
             *first = i;
     return bad;
 }
@@ -763,15 +748,15 @@ static void test_rng_fill_fast_vs_mp(void **state)
                          "[%llu] %a (0x%08x), MPFR %a (0x%08x)",
                          (unsigned long long)seed, dist, stds[k], (unsigned long long)m,
                          (unsigned long long)bad, (unsigned long long)first,
-                         (double)a[first], f32_bits(a[first]), (double)b[first],
-                         f32_bits(b[first]));
+                         (double)a[first], cic_test_f32_bits(a[first]), (double)b[first],
+                         cic_test_f32_bits(b[first]));
             total_fb[dist] += fb;
             total_n[dist] += m;
             if (dist == 0 && k == 0) {
                 /* planted faults: one flipped bit; rounding toward zero */
                 uint64_t j = cic_rng_u64(seed, 1) % m;
                 float keep = a[j];
-                uint32_t u = f32_bits(a[j]) ^ 1u;
+                uint32_t u = cic_test_f32_bits(a[j]) ^ 1u;
                 memcpy(&a[j], &u, sizeof u);
                 assert_int_equal(fill_mismatches(a, b, m, &first), 1);
                 assert_int_equal(first, j);
@@ -796,7 +781,8 @@ static void test_rng_fill_fast_vs_mp(void **state)
                 fail_msg("seed %llu dist %d std %a: %llu values differ, first [%llu] "
                          "0x%08x, MPFR 0x%08x",
                          (unsigned long long)seed, dist, odd[k], (unsigned long long)bad,
-                         (unsigned long long)first, f32_bits(a[first]), f32_bits(b[first]));
+                         (unsigned long long)first, cic_test_f32_bits(a[first]),
+                         cic_test_f32_bits(b[first]));
             if (k < 2) /* |y| around 2^-100 or 2^100: some values each way */
                 assert_true(fb > 0 && fb < m);
             else if (k == 2)

@@ -18,14 +18,12 @@
 #include "testutil.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-static char g_tmp[512];
 static json_t *g_ref;      /* reference/layernorm.json */
 static cic_report g_run;   /* the run it records */
 
@@ -33,13 +31,8 @@ static int setup(void **state)
 {
     char p[1024];
     json_error_t je;
-    const char *t = getenv("TMPDIR");
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "%s/cic-bl.XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
+    if (cic_test_tmp_setup(state) != 0)
         return -1;
-    }
     g_ref = json_load_file(cic_test_path(p, sizeof p, "reference/layernorm.json"), 0, &je);
     if (!g_ref || cic_test_report_from_json(&g_run, g_ref) != 0) {
         fprintf(stderr, "%s: %s\n", p, je.text);
@@ -50,17 +43,9 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    char cmd[1100];
-    (void)state;
     json_decref(g_ref);
     free(g_run.results);
-    /* only our own mkdtemp folder */
-    if (strstr(g_tmp, "/cic-bl.")) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-    return 0;
+    return cic_test_tmp_teardown(state);
 }
 
 /* Compare a fresh copy of the run with the baseline at path. */
@@ -84,16 +69,6 @@ static int n_failed(const cic_report *r)
     for (k = 0; k < r->n_regress; k++)
         n += !r->regress[k].pass;
     return n;
-}
-
-static void write_json(const char *path, json_t *root)
-{
-    assert_int_equal(json_dump_file(root, path, JSON_INDENT(1) | JSON_REAL_PRECISION(17)), 0);
-}
-
-static void tmp_path(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", g_tmp, name);
 }
 
 /* ---- the shipped references ---- */
@@ -191,8 +166,8 @@ static int compare_with(int row, const char *k1, const char *k2, const char *k3,
         json_object_set_new(o, last, v);
     else
         json_object_del(o, last);
-    tmp_path(path, cap, "mutated.json");
-    write_json(path, root);
+    cic_test_tmp_path(path, cap, "mutated.json");
+    cic_test_write_json(path, root);
     json_decref(root);
     rc = compare(path, r, d);
     return rc;
@@ -269,12 +244,11 @@ static void test_wrong_structure_refused(void **state)
     cic_report r;
     cic_diag d;
     json_t *root;
-    FILE *f;
     (void)state;
-    tmp_path(path, sizeof path, "structure.json");
+    cic_test_tmp_path(path, sizeof path, "structure.json");
 #define REFUSED(want)                                                                     \
     do {                                                                                  \
-        write_json(path, root);                                                           \
+        cic_test_write_json(path, root);                                                  \
         json_decref(root);                                                                \
         if (compare(path, &r, &d) == 0)                                                   \
             fail_msg("accepted, expected '%s'", want);                                    \
@@ -300,16 +274,12 @@ static void test_wrong_structure_refused(void **state)
     REFUSED("the document is an array");
 
     /* duplicate keys: jansson would keep one silently */
-    f = fopen(path, "w");
-    fputs("{\"weights_sha256\":\"a\",\"weights_sha256\":\"b\",\"truth_sha256\":\"\","
-          "\"results\":[]}", f);
-    fclose(f);
+    cic_test_write_text(path, "{\"weights_sha256\":\"a\",\"weights_sha256\":\"b\","
+                              "\"truth_sha256\":\"\",\"results\":[]}");
     assert_int_not_equal(compare(path, &r, &d), 0);
     assert_non_null(strstr(d.msg, "duplicate"));
     /* truncated: the position is given */
-    f = fopen(path, "w");
-    fputs("{\"weights_sha256\": \"a\",\n \"results\": [", f);
-    fclose(f);
+    cic_test_write_text(path, "{\"weights_sha256\": \"a\",\n \"results\": [");
     assert_int_not_equal(compare(path, &r, &d), 0);
     assert_non_null(strstr(d.msg, "cannot read baseline"));
     assert_true(d.line == 2);
@@ -320,9 +290,7 @@ static void test_wrong_structure_refused(void **state)
         for (i = 0; i < n; i++)
             deep[i] = '[';
         deep[n] = '\0';
-        f = fopen(path, "w");
-        fputs(deep, f);
-        fclose(f);
+        cic_test_write_text(path, deep);
         free(deep);
     }
     assert_int_not_equal(compare(path, &r, &d), 0);
@@ -358,8 +326,8 @@ static void test_nulls_and_gaps_fail(void **state)
             }
         }
     }
-    tmp_path(path, sizeof path, "nulls.json");
-    write_json(path, root);
+    cic_test_tmp_path(path, sizeof path, "nulls.json");
+    cic_test_write_json(path, root);
     json_decref(root);
     assert_int_equal(compare(path, &r, &d), 0);
     assert_false(r.pass);
@@ -422,14 +390,14 @@ static void test_nulls_and_gaps_fail(void **state)
     /* a row less, and no rows at all */
     root = json_deep_copy(g_ref);
     json_array_remove(json_object_get(root, "results"), 6);
-    write_json(path, root);
+    cic_test_write_json(path, root);
     json_decref(root);
     assert_int_equal(compare(path, &r, &d), 0);
     assert_int_equal(n_failed(&r), 1);
     free(r.regress);
     root = json_deep_copy(g_ref);
     json_object_set_new(root, "results", json_array());
-    write_json(path, root);
+    cic_test_write_json(path, root);
     json_decref(root);
     assert_int_equal(compare(path, &r, &d), 0);
     assert_int_equal(n_failed(&r), g_run.n_results);
@@ -452,14 +420,14 @@ static void test_not_regular_files(void **state)
     cic_diag d;
     json_t *j;
     (void)state;
-    tmp_path(fifo, sizeof fifo, "fifo.json");
-    tmp_path(dir, sizeof dir, "dir.json");
-    tmp_path(link, sizeof link, "dangling.json");
-    tmp_path(file, sizeof file, "plain.json");
+    cic_test_tmp_path(fifo, sizeof fifo, "fifo.json");
+    cic_test_tmp_path(dir, sizeof dir, "dir.json");
+    cic_test_tmp_path(link, sizeof link, "dangling.json");
+    cic_test_tmp_path(file, sizeof file, "plain.json");
     assert_int_equal(mkfifo(fifo, 0600), 0);
     assert_int_equal(mkdir(dir, 0700), 0);
     assert_int_equal(symlink("nowhere.json", link), 0);
-    write_json(file, g_ref);
+    cic_test_write_json(file, g_ref);
 
     /* opening a FIFO for reading waits for a writer: it must not be opened
      * that way (the alarm turns a hang into a failure) */
@@ -482,10 +450,10 @@ static void test_not_regular_files(void **state)
     assert_string_equal(d.file, fifo);
     assert_int_equal(cic_baseline_probe(link, &d), -1);
     assert_non_null(strstr(d.msg, "dangling"));
-    tmp_path(link, sizeof link, "absent.json");
+    cic_test_tmp_path(link, sizeof link, "absent.json");
     assert_int_equal(cic_baseline_probe(link, &d), 0);
 
-    assert_int_equal(cic_baseline_dir_check(g_tmp, &d), 0);
+    assert_int_equal(cic_baseline_dir_check(cic_test_tmp, &d), 0);
     assert_int_equal(cic_baseline_dir_check(link, &d), -1);
     assert_string_equal(d.file, link);
     assert_int_equal(cic_baseline_dir_check(file, &d), -1);
@@ -503,30 +471,21 @@ static void test_not_regular_files(void **state)
 
 /* Inputs the fuzzer (scripts/fuzz.sh baseline) once broke on, compared as
  * tests/fuzz/fuzz_baseline.c does: against the layernorm run. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_report r;
+    cic_diag d;
+    (void)name;
+    (void)ctx;
+    if (compare(path, &r, &d) != 0 && (!d.msg[0] || strcmp(d.file, path) != 0))
+        fail_msg("%s: refused without a message naming it (%s: %s)", path, d.file, d.msg);
+    free(r.regress);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/baseline");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_report r;
-        cic_diag d;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (compare(p, &r, &d) != 0 && (!d.msg[0] || strcmp(d.file, p) != 0))
-            fail_msg("%s: refused without a message naming it (%s: %s)", p, d.file, d.msg);
-        free(r.regress);
-        n++;
-    }
-    closedir(dp);
-    printf("# %d fuzz regression input(s)\n", n);
+    cic_test_each_file("tests/fuzz-regressions/baseline", check_fuzz_input, NULL);
 }
 
 int main(void)

@@ -13,17 +13,11 @@
 # Usage: test_baseline_cli.sh PATH/TO/cicheck
 set -u
 bin=$1
-py=/usr/bin/python3
-[ -x "$py" ] || { echo "SKIP: $py (Debian's python3) is needed to edit the JSON"; exit 77; }
-command -v timeout >/dev/null 2>&1 || { echo "SKIP: timeout(1) missing"; exit 77; }
 . "$(dirname "$0")/lib.sh"
+cic_need "$py" "Debian's python3 edits the JSON"
+cic_need timeout "it turns a blocked read into a failure"
 cic_test_init baseline_cli
 CIC_TEST_TIMEOUT=20
-# expect_err TEXT DESCRIPTION: the last stderr holds TEXT
-expect_err() {
-    if grep -qF -- "$1" "$tmp/err"; then ok "$2"; else
-        bad "$2: stderr lacks '$1'"; sed 's/^/    /' "$tmp/err" | head -5; fi
-}
 
 cat >"$tmp/bl.toml" <<'TOML'
 name = "bl"

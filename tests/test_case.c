@@ -10,11 +10,8 @@
 #include "case/case.h"
 #include "case/toml_capi.h"
 
-#include <dirent.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 /* ---- the malformed-file checker ---------------------------------------- */
 
@@ -79,44 +76,36 @@ static bool check_fails_as(const char *path, const expect_t *e, char *why,
     return true;
 }
 
-static int cmp_str(const void *a, const void *b)
+/* One file of tests/malformed (the *.toml ones): it fails as its first
+ * line says. */
+typedef struct {
+    int n, failures;
+} malformed_count;
+
+static void check_malformed(const char *path, const char *name, void *ctx)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    malformed_count *mc = ctx;
+    char why[1400];
+    expect_t e;
+    size_t l = strlen(name);
+    if (l <= 5 || strcmp(name + l - 5, ".toml") != 0)
+        return;
+    mc->n++;
+    if (!read_expect(path, &e, why, sizeof why) || !check_fails_as(path, &e, why, sizeof why)) {
+        print_error("FAIL %s: %s\n", name, why);
+        mc->failures++;
+    }
 }
 
 static void test_malformed_files(void **state)
 {
-    char dir[1024], path[2048], why[1400];
-    char *names[512];
-    int n = 0, failures = 0, i;
-    DIR *dp;
-    struct dirent *de;
+    malformed_count mc = {0, 0};
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/malformed");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp)) && n < 512) {
-        size_t l = strlen(de->d_name);
-        if (l > 5 && strcmp(de->d_name + l - 5, ".toml") == 0)
-            names[n++] = strdup(de->d_name);
-    }
-    closedir(dp);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
-    for (i = 0; i < n; i++) {
-        expect_t e;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        if (!read_expect(path, &e, why, sizeof why) ||
-            !check_fails_as(path, &e, why, sizeof why)) {
-            print_error("FAIL %s: %s\n", names[i], why);
-            failures++;
-        }
-        free(names[i]);
-    }
-    if (n < 25)
-        fail_msg("only %d malformed cases in %s (want >= 25)", n, dir);
-    if (failures)
-        fail_msg("%d of %d malformed cases failed", failures, n);
+    cic_test_each_file("tests/malformed", check_malformed, &mc);
+    if (mc.n < 25)
+        fail_msg("only %d malformed cases in tests/malformed (want >= 25)", mc.n);
+    if (mc.failures)
+        fail_msg("%d of %d malformed cases failed", mc.failures, mc.n);
 }
 
 /* Planted faults: the checker must reject a valid file, a wrong column, a
@@ -888,39 +877,21 @@ static void test_name_from_file(void **state)
 {
     static cic_case c;
     cic_diag d;
-    char dir[] = "/tmp/cicheck-name.XXXXXX", path[256];
+    char path[1024];
     static const char body[] = "[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
                                "tokens = 2\nsamples = 1\nlayers = 1\n";
-    FILE *f;
     (void)state;
-    assert_non_null(mkdtemp(dir));
-    snprintf(path, sizeof path, "%s/a\nb.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, "a\nb.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
     assert_int_equal(d.line, 1);
     assert_non_null(strstr(d.msg, "'a\\x0ab'"));
     assert_non_null(strstr(d.msg, "add name = "));
-    remove(path);
-    snprintf(path, sizeof path, "%s/.hidden.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, ".hidden.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_EINPUT);
     assert_non_null(strstr(d.msg, "'.hidden'"));
-    remove(path);
-    snprintf(path, sizeof path, "%s/good-1.2.toml", dir);
-    f = fopen(path, "w");
-    assert_non_null(f);
-    fputs(body, f);
-    fclose(f);
+    cic_test_write_text(cic_test_tmp_path(path, sizeof path, "good-1.2.toml"), body);
     assert_int_equal(cic_case_load(&c, path, &d), CIC_OK);
     assert_string_equal(c.name, "good-1.2");
-    remove(path);
-    rmdir(dir);
 }
 
 /* Diagnostics are complete sentences with the allowed values. */
@@ -1137,70 +1108,40 @@ static void test_mutations(void **state)
  * (full length, embedded NULs included) and as a string (up to the first
  * NUL, as the fuzz target sees it), to CIC_OK or CIC_EINPUT with a message;
  * under scripts/sanitize.sh any memory error or UB there stops the test. */
-static void test_fuzz_regressions(void **state)
+/* One input the fuzzer once broke on, loaded from the file and from its
+ * text: either loads or is refused with a message. *ctx counts failures. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
 {
     static cic_case c; /* large: keep it off the stack */
-    char dir[1024], path[2048];
-    char *names[1024];
-    int n = 0, failures = 0, i;
-    DIR *dp;
-    struct dirent *de;
+    int *failures = ctx;
+    cic_diag d;
+    char *buf;
+    int rc;
+    memset(&d, 0, sizeof d);
+    rc = cic_case_load(&c, path, &d);
+    if ((rc != CIC_OK && rc != CIC_EINPUT) || (rc == CIC_EINPUT && d.msg[0] == '\0')) {
+        print_error("FAIL %s (file): rc %d, diag %d:%d: %s\n", name, rc, d.line, d.column,
+                    d.msg);
+        (*failures)++;
+    }
+    buf = cic_test_slurp(path, NULL);
+    memset(&d, 0, sizeof d);
+    rc = cic_case_load_string(&c, buf, name, &d);
+    if ((rc != CIC_OK && rc != CIC_EINPUT) || (rc == CIC_EINPUT && d.msg[0] == '\0')) {
+        print_error("FAIL %s (string): rc %d, diag %d:%d: %s\n", name, rc, d.line, d.column,
+                    d.msg);
+        (*failures)++;
+    }
+    free(buf);
+}
+
+static void test_fuzz_regressions(void **state)
+{
+    int failures = 0;
+    int n = cic_test_each_file("tests/fuzz-regressions", check_fuzz_input, &failures);
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp)) && n < 1024) {
-        struct stat st;
-        if (de->d_name[0] == '.' || strncmp(de->d_name, "README", 6) == 0)
-            continue;
-        /* subfolders hold the other fuzz targets' inputs */
-        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            continue;
-        names[n++] = strdup(de->d_name);
-    }
-    closedir(dp);
-    qsort(names, (size_t)n, sizeof names[0], cmp_str);
-    for (i = 0; i < n; i++) {
-        cic_diag d;
-        FILE *f;
-        char *buf = NULL;
-        long sz;
-        int rc;
-        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-        memset(&d, 0, sizeof d);
-        rc = cic_case_load(&c, path, &d);
-        if ((rc != CIC_OK && rc != CIC_EINPUT) ||
-            (rc == CIC_EINPUT && d.msg[0] == '\0')) {
-            print_error("FAIL %s (file): rc %d, diag %d:%d: %s\n", names[i], rc,
-                        d.line, d.column, d.msg);
-            failures++;
-        }
-        f = fopen(path, "rb");
-        if (!f || fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 ||
-            fseek(f, 0, SEEK_SET) != 0 || !(buf = malloc((size_t)sz + 1)) ||
-            fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-            print_error("FAIL %s: cannot read\n", names[i]);
-            failures++;
-        } else {
-            buf[sz] = '\0';
-            memset(&d, 0, sizeof d);
-            rc = cic_case_load_string(&c, buf, names[i], &d);
-            if ((rc != CIC_OK && rc != CIC_EINPUT) ||
-                (rc == CIC_EINPUT && d.msg[0] == '\0')) {
-                print_error("FAIL %s (string): rc %d, diag %d:%d: %s\n",
-                            names[i], rc, d.line, d.column, d.msg);
-                failures++;
-            }
-        }
-        free(buf);
-        if (f)
-            fclose(f);
-        free(names[i]);
-    }
     if (n < 1)
-        fail_msg("no input in %s (the fuzzer's first finds live there)", dir);
+        fail_msg("no input in tests/fuzz-regressions (the fuzzer's first finds live there)");
     if (failures)
         fail_msg("%d of %d fuzz regressions failed", failures, n);
 }
@@ -1440,7 +1381,8 @@ int main(void)
         cmocka_unit_test(test_memory_estimate),
         cmocka_unit_test(test_messages),
         cmocka_unit_test(test_all_errors),
-        cmocka_unit_test(test_name_from_file),
+        cmocka_unit_test_setup_teardown(test_name_from_file, cic_test_tmp_setup,
+                                        cic_test_tmp_teardown),
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_fuzz_regressions),

@@ -16,70 +16,7 @@
 #include "report/report.h"
 #include "report/text.h"
 
-#include <errno.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#define XMLLINT "/usr/bin/xmllint"
-
-static char g_tmp[1024];
-
-static int setup_tmp(void **state)
-{
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/test-ciout-XXXXXX");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown_tmp(void **state)
-{
-    char cmd[1200];
-    (void)state;
-    /* Only our own mkdtemp folder. */
-    if (strncmp(g_tmp, "/tmp/test-ciout-", 16) == 0) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "cannot remove %s\n", g_tmp);
-    }
-    return 0;
-}
-
-static const char *tmp_path(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", g_tmp, name);
-    return buf;
-}
-
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    assert_non_null(f);
-    assert_int_equal(fseek(f, 0, SEEK_END), 0);
-    n = ftell(f);
-    assert_true(n >= 0);
-    rewind(f);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    return buf;
-}
-
-static void spit(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    assert_int_equal(fclose(f), 0);
-}
 
 static int count_of(const char *hay, const char *needle)
 {
@@ -103,25 +40,20 @@ static int attr_int(const char *tag, const char *attr)
     return atoi(p + strlen(key));
 }
 
-static bool have_xmllint(void)
-{
-    return access(XMLLINT, X_OK) == 0;
-}
-
 /* 0 when xmllint accepts the file (well-formed; and valid if xsd). */
 static int xmllint(const char *file, const char *xsd)
 {
     char cmd[4096];
     int rc;
     if (xsd)
-        snprintf(cmd, sizeof cmd, XMLLINT " --noout --schema '%s' '%s' 2>'%s/xmllint.err'", xsd,
-                 file, g_tmp);
+        snprintf(cmd, sizeof cmd, "xmllint --noout --schema '%s' '%s' 2>'%s/xmllint.err'", xsd,
+                 file, cic_test_tmp);
     else
-        snprintf(cmd, sizeof cmd, XMLLINT " --noout '%s' 2>'%s/xmllint.err'", file, g_tmp);
+        snprintf(cmd, sizeof cmd, "xmllint --noout '%s' 2>'%s/xmllint.err'", file, cic_test_tmp);
     rc = system(cmd);
     if (rc != 0) {
         char err[1100];
-        char *t = slurp(tmp_path(err, sizeof err, "xmllint.err"));
+        char *t = cic_test_slurp(cic_test_tmp_path(err, sizeof err, "xmllint.err"), NULL);
         fprintf(stderr, "xmllint (%d): %.2000s\n", rc, t);
         free(t);
     }
@@ -319,10 +251,10 @@ static void test_junit(void **state)
     (void)state;
 
     build_all();
-    tmp_path(path, sizeof path, "junit.xml");
+    cic_test_tmp_path(path, sizeof path, "junit.xml");
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), 0);
-    x = slurp(path);
+    x = cic_test_slurp(path, NULL);
 
     /* totals on <testsuites>, then each <testsuite> */
     p = strstr(x, "<testsuites ");
@@ -377,7 +309,7 @@ static void test_junit(void **state)
 
     /* no cases at all: still a document (validated in test_junit_xmllint) */
     assert_int_equal(cic_junit_write(path, NULL, NULL, 0, &d), 0);
-    x = slurp(path);
+    x = cic_test_slurp(path, NULL);
     p = strstr(x, "<testsuites ");
     assert_non_null(p);
     assert_int_equal(attr_int(p, "tests"), 0);
@@ -386,7 +318,7 @@ static void test_junit(void **state)
 
     /* a folder that does not exist: -1 and a message */
     memset(&d, 0, sizeof d);
-    tmp_path(path, sizeof path, "no/such/dir/junit.xml");
+    cic_test_tmp_path(path, sizeof path, "no/such/dir/junit.xml");
     assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), -1);
     assert_true(d.msg[0] != '\0');
 }
@@ -398,15 +330,11 @@ static void test_junit_xmllint(void **state)
     char path[1100], xsd[1100];
     cic_diag d;
     (void)state;
-    if (!have_xmllint()) {
-        print_message("xmllint (%s) not found: skipped\n", XMLLINT);
-        skip();
-        return;
-    }
+    cic_test_need("xmllint", "Debian's libxml2-utils validates the JUnit files");
     build_all();
-    tmp_path(path, sizeof path, "junit-lint.xml");
-    tmp_path(xsd, sizeof xsd, "junit.xsd");
-    spit(xsd, JUNIT_XSD);
+    cic_test_tmp_path(path, sizeof path, "junit-lint.xml");
+    cic_test_tmp_path(xsd, sizeof xsd, "junit.xsd");
+    cic_test_write_text(xsd, JUNIT_XSD);
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), 0);
     assert_int_equal(xmllint(path, NULL), 0);
@@ -421,21 +349,18 @@ static void test_xmllint_catches_faults(void **state)
 {
     char bad[1100], xsd[1100];
     (void)state;
-    if (!have_xmllint()) {
-        skip();
-        return;
-    }
-    tmp_path(bad, sizeof bad, "bad.xml");
-    spit(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" failures=\"0\" "
-              "errors=\"0\"><testsuite name=\"a&b\" tests=\"1\" failures=\"0\" errors=\"0\" "
-              "time=\"0\"/></testsuites>\n");
+    cic_test_need("xmllint", "Debian's libxml2-utils, the checker shown able to fail");
+    cic_test_tmp_path(bad, sizeof bad, "bad.xml");
+    cic_test_write_text(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" "
+                             "failures=\"0\" errors=\"0\"><testsuite name=\"a&b\" tests=\"1\" "
+                             "failures=\"0\" errors=\"0\" time=\"0\"/></testsuites>\n");
     assert_int_not_equal(xmllint(bad, NULL), 0);
 
-    tmp_path(xsd, sizeof xsd, "junit.xsd");
-    spit(xsd, JUNIT_XSD);
-    spit(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" failures=\"0\" "
-              "errors=\"0\"><testsuite name=\"a\" tests=\"1\" failures=\"0\" errors=\"0\" "
-              "time=\"nan\"/></testsuites>\n");
+    cic_test_tmp_path(xsd, sizeof xsd, "junit.xsd");
+    cic_test_write_text(xsd, JUNIT_XSD);
+    cic_test_write_text(bad, "<?xml version=\"1.0\"?>\n<testsuites name=\"cicheck\" tests=\"1\" "
+                             "failures=\"0\" errors=\"0\"><testsuite name=\"a\" tests=\"1\" "
+                             "failures=\"0\" errors=\"0\" time=\"nan\"/></testsuites>\n");
     assert_int_equal(xmllint(bad, NULL), 0);
     assert_int_not_equal(xmllint(bad, xsd), 0);
 }
@@ -460,10 +385,10 @@ static void test_markdown(void **state)
     (void)state;
 
     build_all();
-    tmp_path(path, sizeof path, "summary.md");
+    cic_test_tmp_path(path, sizeof path, "summary.md");
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_markdown_write(path, g_reps, g_errs, 3, false, &d), 0);
-    m = slurp(path);
+    m = cic_test_slurp(path, NULL);
     assert_true(strncmp(m, "## cicheck\n", 11) == 0);
     /* case lines */
     assert_non_null(strstr(m, "- ❌ **la&lt;&amp;\"'&gt;yer \xc3\xbcn\xc3\xaf**: 3 rows, 3 gates "
@@ -490,7 +415,7 @@ static void test_markdown(void **state)
 
     /* replace: written again, still one summary */
     assert_int_equal(cic_markdown_write(path, g_reps, g_errs, 3, false, &d), 0);
-    m = slurp(path);
+    m = cic_test_slurp(path, NULL);
     assert_int_equal(count_of(m, "## cicheck"), 1);
     free(m);
 }
@@ -504,13 +429,13 @@ static void test_markdown_append(void **state)
     (void)state;
 
     build_all();
-    tmp_path(path, sizeof path, "step_summary.md");
+    cic_test_tmp_path(path, sizeof path, "step_summary.md");
     /* created when missing */
     one[0] = &g_rep_b;
     assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
     one[0] = &g_rep_a;
     assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
-    m = slurp(path);
+    m = cic_test_slurp(path, NULL);
     assert_int_equal(count_of(m, "## cicheck"), 2);
     assert_non_null(strstr(m, "**rotate**"));
     assert_non_null(strstr(m, "**la&lt;"));
@@ -518,16 +443,16 @@ static void test_markdown_append(void **state)
     free(m);
 
     /* earlier text without a final newline stays apart from the heading */
-    spit(path, "earlier step");
+    cic_test_write_text(path, "earlier step");
     assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), 0);
-    m = slurp(path);
+    m = cic_test_slurp(path, NULL);
     assert_true(strncmp(m, "earlier step\n", 13) == 0);
     assert_non_null(strstr(m, "\n## cicheck\n"));
     free(m);
 
     /* an unwritable place: -1 with a message */
     memset(&d, 0, sizeof d);
-    tmp_path(path, sizeof path, "no/such/dir/summary.md");
+    cic_test_tmp_path(path, sizeof path, "no/such/dir/summary.md");
     assert_int_equal(cic_markdown_write(path, one, NULL, 1, true, &d), -1);
     assert_true(d.msg[0] != '\0');
 }
@@ -613,11 +538,11 @@ int main(void)
         cmocka_unit_test(test_rule_names),
         cmocka_unit_test(test_escape),
         cmocka_unit_test(test_name_of),
-        cmocka_unit_test_setup_teardown(test_junit, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_junit_xmllint, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_xmllint_catches_faults, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_markdown, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_markdown_append, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_junit, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_junit_xmllint, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_xmllint_catches_faults, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_markdown, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_markdown_append, cic_test_tmp_setup, cic_test_tmp_teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 #   - --dump writes the safetensors files (test_dump_numpy.sh re-runs them
 #     in NumPy; test_sweep_plots.sh checks the plots of a sweep; test_ciout
 #     validates JUnit with xmllint)
+# The checks that edit or read JSON need Debian's python3 (lib.sh's $py):
+# reported as SKIP without it.
 # Usage: test_cli.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
 bin=$1
@@ -139,7 +141,8 @@ expect_rc 0 "bless --force" "$bin" bless --force --quiet --baseline "$tmp/base" 
 expect_rc 0 "unchanged run against its baseline" "$bin" run --quiet --no-color \
     --baseline "$tmp/base" --out "$tmp/rep7" --junit "$tmp/junit.xml" "$kb"
 cp "$tmp/base/skip-mean-bake.json" "$tmp/base/orig.json"
-/usr/bin/env python3 - "$tmp/base/skip-mean-bake.json" <<'PY'
+if cic_have "$py"; then
+    "$py" - "$tmp/base/skip-mean-bake.json" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
 for x in r["results"]:
@@ -147,12 +150,15 @@ for x in r["results"]:
         x["metrics"]["rel_norm2"] = x["metrics"]["rel_norm2"] / 4
 json.dump(r, open(sys.argv[1], "w"), indent=1)
 PY
-expect_rc 1 "planted regression" "$bin" run --quiet --no-color --baseline "$tmp/base" \
-    --out "$tmp/rep8" --junit "$tmp/junit2.xml" "$kb"
-grep "FAIL regression" "$tmp/out" | grep "skip-mean-bake / fuse-no-mean-bake / f32-openblas / rel_norm2: old .*, new " >/dev/null &&
-    ok "regression names case, transform, engine, metric, old and new" ||
-    bad "regression names case, transform, engine, metric, old and new"
-grep -q "<failure" "$tmp/junit2.xml" && ok "junit records the regression" || bad "junit records the regression"
+    expect_rc 1 "planted regression" "$bin" run --quiet --no-color --baseline "$tmp/base" \
+        --out "$tmp/rep8" --junit "$tmp/junit2.xml" "$kb"
+    grep "FAIL regression" "$tmp/out" | grep "skip-mean-bake / fuse-no-mean-bake / f32-openblas / rel_norm2: old .*, new " >/dev/null &&
+        ok "regression names case, transform, engine, metric, old and new" ||
+        bad "regression names case, transform, engine, metric, old and new"
+    grep -q "<failure" "$tmp/junit2.xml" && ok "junit records the regression" || bad "junit records the regression"
+else
+    skip "planted regression, named and in the JUnit file" "no $py to edit the baseline"
+fi
 sed 's/"truth_sha256": "\(.\)/"truth_sha256": "0\1/' "$tmp/base/orig.json" >"$tmp/base/skip-mean-bake.json"
 expect_rc 1 "planted truth change" "$bin" run --quiet --no-color --baseline "$tmp/base" --out "$tmp/rep9" "$kb"
 grep -q "FAIL regression skip-mean-bake / - / - / truth_sha256" "$tmp/out" && ok "truth change named" ||
@@ -197,7 +203,8 @@ for k in 1 2 3; do
         --out "$tmp/sw-$k" "$tmp/sweep.toml"
 done
 expect_rc 0 "merge 3 shards" "$bin" merge --out "$tmp/sw-merged" "$tmp/sw-1" "$tmp/sw-2" "$tmp/sw-3"
-/usr/bin/env python3 - "$tmp" <<'PY' && ok "shards disjoint, covering, merged = unsharded" || bad "shards disjoint, covering, merged = unsharded"
+if cic_have "$py"; then
+    "$py" - "$tmp" <<'PY' && ok "shards disjoint, covering, merged = unsharded" || bad "shards disjoint, covering, merged = unsharded"
 import json, sys
 t = sys.argv[1]
 def load(d): return json.load(open(f"{t}/{d}/sweep.json"))
@@ -216,6 +223,9 @@ assert a == b, "merged sweep.json differs from the unsharded one"
 agg = [e for e in a["aggregate"] if e["transform"] == "fuse" and e["engine"] == "f32-openblas"]
 assert len(agg) == 2 and all(e["n"] == 3 for e in agg), agg   # over 3 seeds
 PY
+else
+    skip "shards disjoint, covering, merged = unsharded" "no $py to read the sweep.json files"
+fi
 expect_rc 2 "merge refuses a missing shard" "$bin" merge --out "$tmp/sw-bad" "$tmp/sw-1" "$tmp/sw-2"
 grep -q "missing" "$tmp/err" && ok "missing shard named" || bad "missing shard named"
 expect_rc 2 "merge refuses a duplicate shard" "$bin" merge --out "$tmp/sw-bad" "$tmp/sw-1" "$tmp/sw-1" "$tmp/sw-3"

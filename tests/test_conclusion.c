@@ -21,7 +21,6 @@
 
 #include <string.h>
 #include <time.h>
-#include <unistd.h>
 
 typedef struct {
     cic_case c;
@@ -593,9 +592,6 @@ static void test_markdown(void **state)
     fixture fx;
     const cic_report *rp[1];
     char path[1100], *buf, *p;
-    const char *root = getenv("CIC_BUILD_ROOT");
-    FILE *f;
-    long len;
     cic_diag d;
     (void)state;
     fx_init(&fx, 64, 4, 32);
@@ -604,18 +600,9 @@ static void test_markdown(void **state)
     fx.r.pass = true;
     fx_table(&fx);
     rp[0] = &fx.r;
-    snprintf(path, sizeof path, "%s/test-conclusion-%ld.md", root ? root : "/tmp", (long)getpid());
+    cic_test_tmp_path(path, sizeof path, "conclusion.md");
     assert_int_equal(cic_markdown_write(path, rp, NULL, 1, false, &d), 0);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    fseek(f, 0, SEEK_END);
-    len = ftell(f);
-    rewind(f);
-    buf = calloc((size_t)len + 1, 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)len, f), (size_t)len);
-    fclose(f);
-    unlink(path);
+    buf = cic_test_slurp(path, NULL);
     HAS(buf, "\n**dit\\_case**: Conclusion: can this adaLN block be rotated exactly");
     HAS(buf, "\n- exact on every sample (verdict equivalent in mpfr, B = 4): online-unrotate "
              "'on\\_fast'\n");
@@ -639,10 +626,8 @@ static void test_from_table(void **state)
     fixture fx;
     cic_dit_flops_table *t = &fx.r.dit_flops;
     const cic_report *rp[1] = {&fx.r};
-    char path[1100], *buf = NULL;
-    const char *root = getenv("CIC_BUILD_ROOT");
-    size_t blen = 0;
-    FILE *f;
+    char path[1100], *buf;
+    size_t blen;
     cic_diag d;
     int n;
     (void)state;
@@ -667,14 +652,10 @@ static void test_from_table(void **state)
     HAS(LINE(&fx, "crossover N*"), ": 12.5 with a dense Q, never with the fast Hadamard; this "
                                    "case's N = 20 is above the dense N*");
     /* the Markdown summary, which repeats the conclusion */
-    snprintf(path, sizeof path, "%s/test-conclusion-table-%ld.md", root ? root : "/tmp",
-             (long)getpid());
+    cic_test_tmp_path(path, sizeof path, "table.md");
     assert_int_equal(cic_markdown_write(path, rp, NULL, 1, false, &d), 0);
-    f = fopen(path, "r");
-    assert_non_null(f);
-    assert_int_equal(getdelim(&buf, &blen, '\0', f) > 0, 1);
-    fclose(f);
-    unlink(path);
+    buf = cic_test_slurp(path, &blen);
+    assert_true(blen > 0);
     HAS(buf, "\n- its extra FLOPs by the formulas at B = 1 and N = 16 / 64 / 256 / 1024 / 4096 "
              "/ 16384 / 77777: ");
     HAS(buf, "\n- crossover N\\* (tokens per sample above which per-sample-fold costs fewer "
@@ -705,5 +686,5 @@ int main(void)
         cmocka_unit_test(test_markdown),
         cmocka_unit_test(test_from_table),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

@@ -25,17 +25,6 @@
 
 #define U32 0x1p-24 /* unit roundoff of binary32 */
 
-/* Test-local bits (splitmix64), independent of the code under test. */
-static uint64_t tr_next(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
-
-static int tr_pick(uint64_t *s, int n) { return (int)(tr_next(s) % (uint64_t)n); }
-
 typedef struct {
     uint64_t seed;
     cic_model_cfg cfg;
@@ -54,26 +43,26 @@ static shape shape_draw(uint64_t seed)
     cic_model_cfg *c = &sh.cfg;
     memset(&sh, 0, sizeof sh);
     sh.seed = seed;
-    c->block = tr_pick(&s, 2) ? CIC_BLOCK_RMSNORM : CIC_BLOCK_PRELN;
-    c->d_model = ds[tr_pick(&s, 3)];
-    c->heads = hs[tr_pick(&s, 3)];
-    c->mlp_ratio = ratios[tr_pick(&s, 2)];
+    c->block = cic_test_pick(&s, 2) ? CIC_BLOCK_RMSNORM : CIC_BLOCK_PRELN;
+    c->d_model = ds[cic_test_pick(&s, 3)];
+    c->heads = hs[cic_test_pick(&s, 3)];
+    c->mlp_ratio = ratios[cic_test_pick(&s, 2)];
     c->d_mlp = (int)(c->mlp_ratio * c->d_model);
-    c->tokens = ns[tr_pick(&s, 3)];
-    c->samples = 1 + tr_pick(&s, 2);
-    c->layers = 1 + tr_pick(&s, 2);
+    c->tokens = ns[cic_test_pick(&s, 3)];
+    c->samples = 1 + cic_test_pick(&s, 2);
+    c->layers = 1 + cic_test_pick(&s, 2);
     c->eps = 1e-5;
-    c->causal = tr_pick(&s, 2);
-    c->act = (enum cic_act)tr_pick(&s, CIC_ACT_COUNT);
-    c->d_out = tr_pick(&s, 2) ? c->d_model : 5;
+    c->causal = cic_test_pick(&s, 2);
+    c->act = (enum cic_act)cic_test_pick(&s, CIC_ACT_COUNT);
+    c->d_out = cic_test_pick(&s, 2) ? c->d_model : 5;
     c->seed = seed;
-    c->dist = tr_pick(&s, 4) ? CIC_DIST_NORMAL : CIC_DIST_UNIFORM;
+    c->dist = cic_test_pick(&s, 4) ? CIC_DIST_NORMAL : CIC_DIST_UNIFORM;
     c->std = 0.1;
-    if (tr_pick(&s, 4) == 0) {
+    if (cic_test_pick(&s, 4) == 0) {
         c->outlier_channels = 2;
         c->outlier_scale = 4.0;
     }
-    sh.readout = tr_pick(&s, 2) ? CIC_READOUT_HEAD : CIC_READOUT_RESIDUAL;
+    sh.readout = cic_test_pick(&s, 2) ? CIC_READOUT_HEAD : CIC_READOUT_RESIDUAL;
     return sh;
 }
 
@@ -88,13 +77,6 @@ static const char *shape_str(char *buf, size_t cap, const shape *sh)
              CIC_ACT_NAME[c->act], c->d_out, CIC_DIST_NAME[c->dist],
              c->outlier_channels, c->outlier_scale, CIC_READOUT_NAME[sh->readout]);
     return buf;
-}
-
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
 }
 
 /* ||y - x||_2 / ||x||_2 in MPFR: y - x exact at prec(x) + 160 bits (y is
@@ -161,16 +143,7 @@ static long first_diff_f32(const float *a, const float *b, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (f32_bits(a[i]) != f32_bits(b[i]))
-            return (long)i;
-    return -1;
-}
-
-static long first_diff_mp(const mpfr_t *a, const mpfr_t *b, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++)
-        if (!mpfr_equal_p(a[i], b[i]) || mpfr_signbit(a[i]) != mpfr_signbit(b[i]))
+        if (cic_test_f32_bits(a[i]) != cic_test_f32_bits(b[i]))
             return (long)i;
     return -1;
 }
@@ -429,7 +402,7 @@ static void test_mpfr_engine(void **state)
         b = build(&sh);
         x = run_mp(&b, 128, NULL);
         x2 = run_mp(&b, 128, NULL);
-        diff = first_diff_mp((const mpfr_t *)x, (const mpfr_t *)x2, b.n);
+        diff = cic_test_first_diff_mp((const mpfr_t *)x, (const mpfr_t *)x2, b.n);
         if (diff >= 0)
             fail_msg("mpfr rerun differs at %ld (%s)", diff,
                      shape_str(buf, sizeof buf, &sh));
@@ -445,7 +418,7 @@ static void test_mpfr_engine(void **state)
             o.n_samples = 1;
             assert_non_null(xs);
             assert_int_equal(cic_engine_mpfr_run(xs, b.m, 128, false, &o), 0);
-            diff = first_diff_mp((const mpfr_t *)xs, (const mpfr_t *)x + per * s, per);
+            diff = cic_test_first_diff_mp((const mpfr_t *)xs, (const mpfr_t *)x + per * s, per);
             if (diff >= 0)
                 fail_msg("mpfr sample %d alone differs at %ld (%s)", s, diff,
                          shape_str(buf, sizeof buf, &sh));
@@ -613,19 +586,19 @@ static shape shape_draw_dit(uint64_t seed)
     memset(&sh, 0, sizeof sh);
     sh.seed = seed;
     c->block = CIC_BLOCK_DIT;
-    c->d_model = ds[tr_pick(&s, 2)];
-    c->heads = hs[tr_pick(&s, 3)];
+    c->d_model = ds[cic_test_pick(&s, 2)];
+    c->heads = hs[cic_test_pick(&s, 3)];
     c->mlp_ratio = 4;
     c->d_mlp = 4 * c->d_model;
-    c->tokens = 1 + tr_pick(&s, 4);
-    c->samples = 1 + tr_pick(&s, 2);
-    c->layers = 1 + tr_pick(&s, 2);
+    c->tokens = 1 + cic_test_pick(&s, 4);
+    c->samples = 1 + cic_test_pick(&s, 2);
+    c->layers = 1 + cic_test_pick(&s, 2);
     c->eps = 1e-6;
-    c->causal = tr_pick(&s, 2);
+    c->causal = cic_test_pick(&s, 2);
     c->act = CIC_ACT_GELU_TANH;
-    c->d_out = 1 + tr_pick(&s, 6);
-    c->d_cond = 4 + tr_pick(&s, 9);
-    c->final_layer = tr_pick(&s, 2);
+    c->d_out = 1 + cic_test_pick(&s, 6);
+    c->d_cond = 4 + cic_test_pick(&s, 9);
+    c->final_layer = cic_test_pick(&s, 2);
     c->seed = seed;
     c->dist = CIC_DIST_NORMAL;
     c->std = 0.1;

@@ -15,6 +15,8 @@
 #   - a missing --baseline folder, empty values, repeated or contradicting
 #     options, non-decimal numbers are usage errors (exit 2);
 #   - dump file names cannot collide.
+# A check that needs python3, timeout(1) or a writable /dev/full is reported
+# as SKIP without it.
 # Usage: test_hostile.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
 bin=$1
@@ -53,7 +55,8 @@ run="$bin run --quiet --no-color --no-baseline"
 sed 's/^seed = 5$/seed = 5\n[model.weights]\nstd = 1e30/' tiny.toml >nan.toml
 expect_rc 1 "every f32 output NaN/Inf fails without a nonfinite gate" $run --out rep-nan nan.toml
 has out "every output is NaN or Inf: the row fails" "the table says why the row fails"
-/usr/bin/env python3 - rep-nan/report.json <<'PY' && ok "report.json: rows fail, figures not 0" || bad "report.json: rows fail, figures not 0"
+if cic_have "$py"; then
+    "$py" - rep-nan/report.json <<'PY' && ok "report.json: rows fail, figures not 0" || bad "report.json: rows fail, figures not 0"
 import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["pass"] is False
@@ -65,6 +68,9 @@ for x in rows:
     assert m["max_abs"] is None and m["rel_norm2"] is None, m
     assert m["ulp_row"]["p99"] is None and m["ulp_row"]["max"] is None, m
 PY
+else
+    skip "report.json: rows fail, figures not 0" "no $py to read it"
+fi
 cat >>nan.toml <<'TOML'
 [[gates]]
 metric = "rel_norm2"
@@ -103,14 +109,18 @@ b.toml"
 has err "'a\\x0ab'" "the bad name is shown escaped"
 
 # ---- --junit / --markdown on special files ----
-mkfifo fifo
-# the reader gives up after 20 s, should cicheck not write through the FIFO
-timeout 20 cat fifo >fifo.out &
-reader=$!
-expect_rc 0 "--junit into a FIFO" $run --out rep-fifo --junit fifo tiny.toml
-wait "$reader"
-[ -p fifo ] && ok "the FIFO is still a FIFO" || bad "the FIFO was replaced"
-has fifo.out '<testsuites' "the JUnit XML went through the FIFO"
+if cic_have timeout; then
+    mkfifo fifo
+    # the reader gives up after 20 s, should cicheck not write through the FIFO
+    timeout 20 cat fifo >fifo.out &
+    reader=$!
+    expect_rc 0 "--junit into a FIFO" $run --out rep-fifo --junit fifo tiny.toml
+    wait "$reader"
+    [ -p fifo ] && ok "the FIFO is still a FIFO" || bad "the FIFO was replaced"
+    has fifo.out '<testsuites' "the JUnit XML went through the FIFO"
+else
+    skip "--junit into a FIFO" "no timeout(1) to bound the reader"
+fi
 # a character device: a private null device when root can make one (so a
 # regression cannot replace the machine's /dev/null), else /dev/null itself
 # as an unprivileged user (who cannot replace it)
@@ -139,7 +149,7 @@ if [ -w /dev/full ]; then
     GITHUB_STEP_SUMMARY=/dev/full expect_rc 3 "\$GITHUB_STEP_SUMMARY that cannot be appended" \
         $run --out rep-gh tiny.toml
 else
-    echo "skip - /dev/full is not writable here"
+    skip "stdout, --version and \$GITHUB_STEP_SUMMARY on a full device" "/dev/full is not writable here"
 fi
 GITHUB_STEP_SUMMARY="$tmp/adir" expect_rc 3 "\$GITHUB_STEP_SUMMARY that is a directory" \
     $run --out rep-gh2 tiny.toml

@@ -14,9 +14,10 @@
 #     equivalent, equivalent and broken, every row and the run passing, the
 #     report.json it was asked for, nothing printed on stdout by the library;
 #     that report as a baseline passes, edited to other weights it fails
-#   - the man page renders (man -l, groff, mandoc: whichever are installed;
-#     a visible SKIP line when none is)
-# Skips (exit 77) without pkg-config or a C compiler. Reuses the build tree
+#   - the man page renders (man -l, groff, mandoc: whichever are installed)
+# Skips (exit 77) without pkg-config or a C compiler; a check that needs
+# another tool (nm, readelf, man, groff, mandoc) is reported as SKIP without
+# it. Reuses the build tree
 # (meson install --no-rebuild: meson test has just built it).
 # Usage: test_install.sh MESON [SANITIZE]   (CIC_BUILD_ROOT: the build tree;
 #   SANITIZE: the build's b_sanitize, so a sanitized library gets a program
@@ -87,7 +88,7 @@ pkg-config --static --libs cicheck | grep -q -- '-lstdc++' &&
     ok "cicheck.pc: --static carries the C++ runtime" || bad "cicheck.pc: no -lstdc++ for --static"
 
 # ---- exported symbols: exactly the header's functions ----
-if command -v nm >/dev/null 2>&1; then
+if cic_have nm; then
     sed -n 's/^CIC_API [^(]*[ *]\(cic_[a-z0-9_]*\)(.*/\1/p' "$incdir/cicheck/cicheck.h" |
         sort >"$tmp/declared"
     nm -D --defined-only "$libdir/libcicheck.so.$version" | awk '$2 ~ /^[TDBRVW]$/ { print $3 }' |
@@ -99,7 +100,7 @@ if command -v nm >/dev/null 2>&1; then
         diff "$tmp/declared" "$tmp/exported" | grep '^[<>]' | head -20 | sed 's/^/    /'
     fi
 else
-    echo "SKIP exported-symbol check: nm not found"
+    skip "libcicheck.so exports the API functions and nothing else" "nm not found"
 fi
 
 # ---- a C program against the installed tree ----
@@ -244,8 +245,12 @@ libs=$(pkg-config --libs cicheck)
 if "$cc" -std=c11 -Wall -Wextra -Werror $san -o "$tmp/prog-shared" "$tmp/prog.c" $cflags $libs \
     2>"$tmp/cc.err"; then
     ok "built against libcicheck.so with pkg-config --cflags --libs cicheck"
-    readelf -d "$tmp/prog-shared" 2>/dev/null | grep -q "NEEDED.*\[libcicheck\.so\.$major\]" &&
-        ok "shared: needs libcicheck.so.$major" || bad "shared: not linked to libcicheck.so.$major"
+    if cic_have readelf; then
+        readelf -d "$tmp/prog-shared" | grep -q "NEEDED.*\[libcicheck\.so\.$major\]" &&
+            ok "shared: needs libcicheck.so.$major" || bad "shared: not linked to libcicheck.so.$major"
+    else
+        skip "shared: needs libcicheck.so.$major" "readelf not found"
+    fi
     LD_LIBRARY_PATH="$libdir" "$tmp/prog-shared" "$tmp/tiny.toml" "$tmp/bad.toml" "$tmp/shared.rep" \
         >"$tmp/shared.out" 2>"$tmp/shared.err"
     rc=$?
@@ -278,8 +283,13 @@ done
 if "$cc" -std=c11 -Wall -Wextra -Werror $san -o "$tmp/prog-static" "$tmp/prog.c" $cflags $slibs \
     2>"$tmp/cc.err"; then
     ok "built against libcicheck.a with pkg-config --cflags --libs --static cicheck"
-    readelf -d "$tmp/prog-static" 2>/dev/null | grep -q 'NEEDED.*libcicheck' &&
-        bad "static: still needs libcicheck.so" || ok "static: no libcicheck.so needed"
+    if cic_have readelf; then
+        readelf -d "$tmp/prog-static" >"$tmp/static.dyn" &&
+            ! grep -q 'NEEDED.*libcicheck' "$tmp/static.dyn" &&
+            ok "static: no libcicheck.so needed" || bad "static: still needs libcicheck.so"
+    else
+        skip "static: no libcicheck.so needed" "readelf not found"
+    fi
     "$tmp/prog-static" "$tmp/tiny.toml" "$tmp/bad.toml" "$tmp/static.rep" \
         >"$tmp/static.out" 2>"$tmp/static.err"
     rc=$?
@@ -290,9 +300,7 @@ else
 fi
 
 # ---- the man page ----
-rendered=0
-if command -v man >/dev/null 2>&1; then
-    rendered=1
+if cic_have man; then
     if MANWIDTH=80 MANPAGER=cat PAGER=cat man -l "$man" >"$tmp/man.txt" 2>"$tmp/man.err" &&
        [ ! -s "$tmp/man.err" ] && grep -q 'cicheck run' "$tmp/man.txt" &&
        grep -q 'EXIT STATUS' "$tmp/man.txt"; then
@@ -300,20 +308,23 @@ if command -v man >/dev/null 2>&1; then
     else
         bad "man -l cicheck.1"; sed 's/^/    /' "$tmp/man.err" | head -10
     fi
+else
+    skip "man -l renders cicheck(1) without warnings" "man not found"
 fi
-if command -v groff >/dev/null 2>&1; then
-    rendered=1
+if cic_have groff; then
     groff -man -ww -z "$man" 2>"$tmp/groff.err"
     [ ! -s "$tmp/groff.err" ] && ok "groff -man -ww: no warnings" ||
         { bad "groff -man -ww warns"; sed 's/^/    /' "$tmp/groff.err" | head -10; }
+else
+    skip "groff -man -ww: no warnings" "groff not found"
 fi
-if command -v mandoc >/dev/null 2>&1; then
-    rendered=1
+if cic_have mandoc; then
     mandoc -Tlint -Wwarning "$man" >"$tmp/mandoc.err" 2>&1
     [ ! -s "$tmp/mandoc.err" ] && ok "mandoc -Tlint: clean" ||
         { bad "mandoc -Tlint warns"; sed 's/^/    /' "$tmp/mandoc.err" | head -10; }
+else
+    skip "mandoc -Tlint: clean" "mandoc not found"
 fi
-[ $rendered -eq 1 ] || echo "SKIP man page rendering: neither man, groff nor mandoc is installed"
 
 echo "# install test: $(awk -v a="$t0" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }') s"
 cic_test_done

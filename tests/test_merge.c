@@ -15,54 +15,10 @@
 
 #include "testutil.h"
 
-#include <dirent.h>
 #include <jansson.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-static char g_tmp[512];
-
-static int setup(void **state)
-{
-    const char *t = getenv("TMPDIR");
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "%s/cic-merge.XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    char cmd[1100];
-    (void)state;
-    /* only our own mkdtemp folder */
-    if (strstr(g_tmp, "/cic-merge.")) {
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_tmp);
-        if (system(cmd) != 0)
-            fprintf(stderr, "could not remove %s\n", g_tmp);
-    }
-    return 0;
-}
-
-static char *slurp(const char *path, size_t *n)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long sz = 0;
-    if (!f || fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || fseek(f, 0, SEEK_SET))
-        fail_msg("cannot read %s", path);
-    buf = malloc((size_t)sz + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)sz, f), (size_t)sz);
-    fclose(f);
-    *n = (size_t)sz;
-    return buf;
-}
 
 static void test_real_shards(void **state)
 {
@@ -73,16 +29,12 @@ static void test_real_shards(void **state)
     char *t1, *t2, *in;
     size_t n1, n2;
     bool wrote;
-    FILE *f;
     (void)state;
-    snprintf(cpath, sizeof cpath, "%s/sw.toml", g_tmp);
-    f = fopen(cpath, "w");
-    assert_non_null(f);
-    fputs("name = \"merge-unit\"\n[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\n"
-          "tokens = 2\nsamples = 1\nlayers = 1\nd_out = 2\n[engines]\nf32 = [\"openblas\"]\n"
-          "[sweep]\nseed = [1, 2, 3]\n[[transforms]]\nname = \"fuse\"\n"
-          "kind = \"fuse-layernorm\"\n", f);
-    fclose(f);
+    cic_test_tmp_path(cpath, sizeof cpath, "sw.toml");
+    cic_test_write_text(cpath, "name = \"merge-unit\"\n[model]\nblock = \"preln\"\nd_model = 8\n"
+                               "heads = 2\ntokens = 2\nsamples = 1\nlayers = 1\nd_out = 2\n"
+                               "[engines]\nf32 = [\"openblas\"]\n[sweep]\nseed = [1, 2, 3]\n"
+                               "[[transforms]]\nname = \"fuse\"\nkind = \"fuse-layernorm\"\n");
     assert_non_null(c);
     assert_int_equal(cic_case_load(c, cpath, &d), CIC_OK);
     memset(&a, 0, sizeof a);
@@ -91,22 +43,22 @@ static void test_real_shards(void **state)
     a.no_plots = true;
     a.no_baseline = true;
     a.tol = CIC_TOLERANCE_DEFAULT;
-    snprintf(s1, sizeof s1, "%s/r1", g_tmp);
-    snprintf(s2, sizeof s2, "%s/r2", g_tmp);
+    cic_test_tmp_path(s1, sizeof s1, "r1");
+    cic_test_tmp_path(s2, sizeof s2, "r2");
     a.shard = "1/2";
     assert_int_equal(cic_run_sweep(c, &a, s1), CIC_OK);
     a.shard = "2/2";
     assert_int_equal(cic_run_sweep(c, &a, s2), CIC_OK);
     free(c);
-    snprintf(s1, sizeof s1, "%s/r1/sweep.json", g_tmp);
-    snprintf(s2, sizeof s2, "%s/r2/sweep.json", g_tmp);
-    t1 = slurp(s1, &n1);
-    t2 = slurp(s2, &n2);
+    cic_test_tmp_path(s1, sizeof s1, "r1/sweep.json");
+    cic_test_tmp_path(s2, sizeof s2, "r2/sweep.json");
+    t1 = cic_test_slurp(s1, &n1);
+    t2 = cic_test_slurp(s2, &n2);
     in = malloc(n1 + n2 + 1);
     memcpy(in, t1, n1);
     in[n1] = '\0';
     memcpy(in + n1 + 1, t2, n2);
-    snprintf(work, sizeof work, "%s/work", g_tmp);
+    cic_test_tmp_path(work, sizeof work, "work");
     assert_int_equal(mkdir(work, 0700), 0);
 
     assert_int_equal(cic_fuzz_merge((const uint8_t *)in, n1 + n2 + 1, work, &wrote, &d), 0);
@@ -148,7 +100,7 @@ static void test_real_shards(void **state)
 
 static void test_usage_errors(void **state)
 {
-    const char *dirs[1] = {g_tmp};
+    const char *dirs[1] = {cic_test_tmp};
     cic_diag d;
     (void)state;
     assert_int_equal(cic_sweep_merge(dirs, 0, "x", true, &d), CIC_EINPUT);
@@ -160,39 +112,31 @@ static void test_usage_errors(void **state)
     assert_non_null(strstr(d.file, "sweep.json"));
 }
 
+/* Inputs the fuzzer (scripts/fuzz.sh merge) once broke on, merged in the
+ * folder *ctx. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_diag d;
+    bool wrote = false;
+    size_t len;
+    char *buf = cic_test_slurp(path, &len);
+    int rc;
+    (void)name;
+    memset(&d, 0, sizeof d);
+    rc = cic_fuzz_merge((const uint8_t *)buf, len, ctx, &wrote, &d);
+    free(buf);
+    if (rc < 0 || rc > CIC_EINTERNAL || (!wrote && !d.msg[0]))
+        fail_msg("%s: exit %d, wrote %d, message '%s'", path, rc, wrote, d.msg);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048], work[1100];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
+    char work[1100];
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/merge");
-    snprintf(work, sizeof work, "%s/replay", g_tmp);
+    cic_test_tmp_path(work, sizeof work, "replay");
     assert_int_equal(mkdir(work, 0700), 0);
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_diag d;
-        bool wrote = false;
-        char *buf;
-        size_t len;
-        int rc;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        buf = slurp(p, &len);
-        memset(&d, 0, sizeof d);
-        rc = cic_fuzz_merge((const uint8_t *)buf, len, work, &wrote, &d);
-        free(buf);
-        if (rc < 0 || rc > CIC_EINTERNAL || (!wrote && !d.msg[0]))
-            fail_msg("%s: exit %d, wrote %d, message '%s'", p, rc, wrote, d.msg);
-        n++;
-    }
-    closedir(dp);
+    cic_test_each_file("tests/fuzz-regressions/merge", check_fuzz_input, work);
     rmdir(work);
-    printf("# %d fuzz regression input(s)\n", n);
 }
 
 int main(void)
@@ -202,5 +146,5 @@ int main(void)
         cmocka_unit_test(test_usage_errors),
         cmocka_unit_test(test_fuzz_regressions),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

@@ -617,12 +617,9 @@ static void test_percentile_random(void **state)
 
 /* ---- randomized error metric ---- */
 
-static uint64_t rnd_u64(void) /* splitmix64 */
+static uint64_t rnd_u64(void)
 {
-    uint64_t z = (rnd_state += UINT64_C(0x9e3779b97f4a7c15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94d049bb133111eb);
-    return z ^ (z >> 31);
+    return cic_test_rand(&rnd_state);
 }
 static long rnd_range(long lo, long hi) /* [lo, hi] */
 {

@@ -24,11 +24,6 @@
 static const char *const PLOTS[6] = {"error_vs_d", "ulp_cdf", "error_vs_depth",
                                      "flops_vs_tokens", "ce_vs_prec", "drift_hist"};
 
-static bool have_gnuplot(void)
-{
-    return system("command -v gnuplot >/dev/null 2>&1") == 0;
-}
-
 /* ---- synthetic values: a closed form, so expectations are computed ---- */
 
 static double v_rel(int t, double d, int seed) { return 1e-7 * (1 + t) * sqrt(d / 16) * (1 + 0.1 * seed); }
@@ -168,18 +163,19 @@ static json_t *make_sweep(const char *block, const trdef *tr, int ntr, const cha
 
 /* ---- checks ---- */
 
-static void tmpdir(char *buf, size_t cap)
-{
-    const char *t = getenv("TMPDIR");
-    snprintf(buf, cap, "%s/cic-plot-XXXXXX", t && *t ? t : "/tmp");
-    assert_non_null(mkdtemp(buf));
-}
-
+/* dir/file, as JSON or as text */
 static void write_json(const char *dir, const char *file, json_t *j)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/%s", dir, file);
-    assert_int_equal(json_dump_file(j, p, JSON_INDENT(1)), 0);
+    cic_test_write_json(p, j);
+}
+
+static void write_text(const char *dir, const char *file, const char *text)
+{
+    char p[4200];
+    snprintf(p, sizeof p, "%s/%s", dir, file);
+    cic_test_write_text(p, text);
 }
 
 static bool file_starts(const char *dir, const char *name, const char *ext, const char *magic,
@@ -262,10 +258,7 @@ static void check_files(const char *dir, unsigned expected, bool rendered)
 /* Rendering tests need gnuplot: skipped, visibly, without it. */
 static void need_gnuplot(void)
 {
-    if (!have_gnuplot()) {
-        print_message("gnuplot not installed: skipping this rendering test\n");
-        skip();
-    }
+    cic_test_need("gnuplot", "Debian's gnuplot-nox renders the plots");
 }
 
 /* Column col of the row whose first column is x, in the block opened by
@@ -319,22 +312,6 @@ static int plot(const char *dir, int *n)
 
 /* ---- what every script must say ---- */
 
-static char *read_text(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        fail_msg("cannot open %s", path);
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    assert_non_null(b);
-    assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-    b[n] = '\0';
-    fclose(f);
-    return b;
-}
-
 /* The quoted text after key in s ("set xlabel '" -> its contents), or an
  * empty string; into out. */
 static void quoted_after(const char *s, const char *key, char *out, size_t cap)
@@ -372,7 +349,7 @@ static void check_scripts(const char *dir, unsigned expected)
             continue;
         char p[4200];
         snprintf(p, sizeof p, "%s/plots/%s.gp", dir, PLOTS[i]);
-        char *text = read_text(p);
+        char *text = cic_test_slurp(p, NULL);
         if (!strstr(text, "pdfcairo") || !strstr(text, "size 3.500in,") ||
             !strstr(text, "size 7.000in,") || !strstr(text, "fontscale 1 "))
             fail_msg("%s: no 3.5 in and 7 in PDF at full font size", p);
@@ -438,9 +415,9 @@ static void check_flops_script(const char *dir, double ymax)
 {
     char p[4200];
     snprintf(p, sizeof p, "%s/plots/flops_vs_tokens.dat", dir);
-    char *dat = read_text(p);
+    char *dat = cic_test_slurp(p, NULL);
     snprintf(p, sizeof p, "%s/plots/flops_vs_tokens.gp", dir);
-    char *gp = read_text(p);
+    char *gp = cic_test_slurp(p, NULL);
     char *end = strstr(strstr(gp, "set output '") + 1, "set output '");
     assert_non_null(end);
     *end = '\0'; /* the first rendering only */
@@ -530,7 +507,7 @@ static void test_sweep_d_model(void **state)
     const double ds[3] = {16, 32, 64};
     const int seeds[2] = {1, 2};
     need_gnuplot();
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     json_t *j = make_sweep("preln", PRELN, 2, "d_model", ds, 3, seeds, 2);
     write_json(dir, "sweep.json", j);
     assert_int_equal(plot(dir, &n), 0);
@@ -585,7 +562,7 @@ static void test_sweep_prec(void **state)
     const double ps[2] = {64, 128};
     const int seeds[1] = {5};
     need_gnuplot();
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     json_t *j = make_sweep("preln", PRELN, 2, "mpfr_prec", ps, 2, seeds, 1);
     write_json(dir, "sweep.json", j);
     assert_int_equal(plot(dir, &n), 0);
@@ -611,7 +588,7 @@ static void test_sweep_dit_tokens(void **state)
                           {"per-sample", "per-sample-fold", false},
                           {"static", "static-fold", false}};
     need_gnuplot();
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     json_t *j = make_sweep("dit", dit, 4, "tokens", ts, 3, seeds, 2);
     write_json(dir, "sweep.json", j);
     assert_int_equal(plot(dir, &n), 0);
@@ -644,7 +621,7 @@ static void test_single_report(void **state)
     int n = -1;
     const trdef tr[2] = {{"it's_\"odd\"", "rotate", false}, {"fuse", "fuse-layernorm", false}};
     need_gnuplot();
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     json_t *kase = make_case("preln", tr, 2);
     json_t *r = make_report(kase, tr, 2, 16, 1, 16, false);
     json_decref(kase);
@@ -672,7 +649,7 @@ static void test_errors(void **state)
     int n = -1;
     cic_diag d;
     memset(&d, 0, sizeof d);
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     assert_int_equal(cic_plot_dir(dir, &n, &d), -1);
     assert_non_null(strstr(d.msg, "sweep.json"));
     assert_non_null(strstr(d.msg, "report.json"));
@@ -696,12 +673,7 @@ static void test_errors(void **state)
     check_files(dir, 1u << 1 | 1u << 5, false);
 
     /* unreadable JSON */
-    char p[4200];
-    snprintf(p, sizeof p, "%s/sweep.json", dir);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs("{\"kind\": \"sweep\", ", f);
-    fclose(f);
+    write_text(dir, "sweep.json", "{\"kind\": \"sweep\", ");
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_plot_dir(dir, &n, &d), -1);
     assert_non_null(strstr(d.msg, "JSON"));
@@ -739,16 +711,6 @@ static void expect_refused(const char *dir, const char *file, const char *key)
                  WIFEXITED(st) ? WEXITSTATUS(st) : -1);
 }
 
-static void write_text(const char *dir, const char *file, const char *text)
-{
-    char p[4200];
-    snprintf(p, sizeof p, "%s/%s", dir, file);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
-}
-
 static void test_malformed(void **state)
 {
     (void)state;
@@ -756,7 +718,7 @@ static void test_malformed(void **state)
     json_t *kase = make_case("preln", PRELN, 2);
 
     /* not an object */
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     write_text(dir, "report.json", "[1,2]\n");
     expect_refused(dir, "report.json", "top level");
 
@@ -823,20 +785,16 @@ static void test_race_private_folder(void **state)
     pclose(w);
     real[strcspn(real, "\n")] = '\0';
 
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     snprintf(bin, sizeof bin, "%s/bin", dir);
     assert_int_equal(mkdir(bin, 0755), 0);
     snprintf(log, sizeof log, "%s/gnuplot.log", dir);
     snprintf(plots, sizeof plots, "%s/plots", dir);
     snprintf(p, sizeof p, "%s/gnuplot", bin);
-    FILE *f = fopen(p, "w");
-    assert_non_null(f);
-    fputs("#!/bin/sh\npwd -P >> \"$CIC_TEST_GP_LOG\"\n\"$CIC_TEST_GP_REAL\" \"$@\"\nrc=$?\n"
-          "n=\"$CIC_TEST_GP_STEAL/${1%.gp}\"\n"
-          "rm -f \"$n.png\" \"$n.svg\" \"$n.pdf\" \"$n-wide.png\" \"$n-wide.svg\" \"$n-wide.pdf\"\n"
-          "exit $rc\n",
-          f);
-    fclose(f);
+    cic_test_write_text(p, "#!/bin/sh\npwd -P >> \"$CIC_TEST_GP_LOG\"\n"
+                           "\"$CIC_TEST_GP_REAL\" \"$@\"\nrc=$?\nn=\"$CIC_TEST_GP_STEAL/${1%.gp}\"\n"
+                           "rm -f \"$n.png\" \"$n.svg\" \"$n.pdf\" \"$n-wide.png\" \"$n-wide.svg\" "
+                           "\"$n-wide.pdf\"\nexit $rc\n");
     assert_int_equal(chmod(p, 0755), 0);
 
     json_t *kase = make_case("preln", PRELN, 2);
@@ -867,7 +825,7 @@ static void test_race_private_folder(void **state)
      * inside it, which is gone afterwards */
     char real_plots[4096], line[4200];
     assert_non_null(realpath(plots, real_plots));
-    f = fopen(log, "r");
+    FILE *f = fopen(log, "r");
     assert_non_null(f);
     int runs = 0;
     while (fgets(line, sizeof line, f)) {
@@ -896,7 +854,7 @@ static void test_race_concurrent(void **state)
     (void)state;
     char dir[512];
     need_gnuplot();
-    tmpdir(dir, sizeof dir);
+    cic_test_tmp_subdir(dir, sizeof dir);
     json_t *kase = make_case("preln", PRELN, 2);
     json_t *r = make_report(kase, PRELN, 2, 16, 1, 16, false);
     write_json(dir, "report.json", r);
@@ -936,5 +894,5 @@ int main(void)
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_malformed),
         cmocka_unit_test(test_race_private_folder), cmocka_unit_test(test_race_concurrent),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

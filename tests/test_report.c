@@ -13,7 +13,6 @@
 #include "report/report.h"
 
 #include <dirent.h>
-#include <errno.h>
 #include <jansson.h>
 #include <signal.h>
 #include <string.h>
@@ -22,51 +21,6 @@
 #include <unistd.h>
 
 /* ---- helpers ---- */
-
-static char g_tmp[1024];
-
-/* A fresh folder under the build dir (CIC_BUILD_ROOT) or /tmp. */
-static int setup_tmp(void **state)
-{
-    const char *root = getenv("CIC_BUILD_ROOT");
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "%s/test-report-XXXXXX", root ? root : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static int rm_rf(const char *path)
-{
-    struct stat st;
-    if (lstat(path, &st) != 0)
-        return 0;
-    if (S_ISDIR(st.st_mode)) {
-        DIR *dir = opendir(path);
-        struct dirent *e;
-        chmod(path, 0755);
-        while (dir && (e = readdir(dir)) != NULL) {
-            char sub[2048];
-            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-                continue;
-            snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
-            rm_rf(sub);
-        }
-        if (dir)
-            closedir(dir);
-        return rmdir(path);
-    }
-    return unlink(path);
-}
-
-static int teardown_tmp(void **state)
-{
-    (void)state;
-    rm_rf(g_tmp);
-    return 0;
-}
 
 /* Entries of dir other than . and .., and how many are hidden (temporaries
  * of the atomic writer start with a dot). */
@@ -88,35 +42,6 @@ static int count_entries(const char *path, int *hidden)
     }
     closedir(dir);
     return n;
-}
-
-/* Whole file into a malloc'ed buffer (NUL-terminated); NULL if missing. */
-static char *slurp(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long n;
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    buf = malloc((size_t)n + 1);
-    assert_non_null(buf);
-    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
-    buf[n] = '\0';
-    fclose(f);
-    if (len)
-        *len = (size_t)n;
-    return buf;
-}
-
-static void put_file(const char *path, const char *text)
-{
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    fputs(text, f);
-    fclose(f);
 }
 
 /* ---- a small report built by hand ---- */
@@ -309,7 +234,7 @@ static void test_json_round_trip(void **state)
     (void)state;
 
     make_report(&r);
-    snprintf(dir, sizeof dir, "%s/nested/out", g_tmp); /* created with parents */
+    cic_test_tmp_path(dir, sizeof dir, "nested/out"); /* created with parents */
     if (cic_report_json_write(&r, dir, &d) != 0)
         fail_msg("json write failed: %s", d.msg);
     snprintf(path, sizeof path, "%s/report.json", dir);
@@ -443,21 +368,21 @@ static void test_atomic_replace(void **state)
     size_t len;
     (void)state;
 
-    snprintf(path, sizeof path, "%s/out.txt", g_tmp);
-    put_file(path, "old contents, longer than the new ones\n");
+    cic_test_tmp_path(path, sizeof path, "out.txt");
+    cic_test_write_text(path, "old contents, longer than the new ones\n");
     if (cic_write_atomic(path, "new\n", 4, &d) != 0)
         fail_msg("atomic write failed: %s", d.msg);
-    got = slurp(path, &len);
+    got = cic_test_slurp(path, &len);
     assert_non_null(got);
     assert_int_equal(len, 4);
     assert_string_equal(got, "new\n");
     free(got);
-    assert_int_equal(count_entries(g_tmp, &hidden), 1);
+    assert_int_equal(count_entries(cic_test_tmp, &hidden), 1);
     assert_int_equal(hidden, 0);
 
     /* empty content is a valid file */
     assert_int_equal(cic_write_atomic(path, NULL, 0, &d), 0);
-    got = slurp(path, &len);
+    got = cic_test_slurp(path, &len);
     assert_int_equal(len, 0);
     free(got);
 
@@ -465,10 +390,10 @@ static void test_atomic_replace(void **state)
     {
         char cwd[1024];
         assert_non_null(getcwd(cwd, sizeof cwd));
-        assert_int_equal(chdir(g_tmp), 0);
+        assert_int_equal(chdir(cic_test_tmp), 0);
         assert_int_equal(cic_write_atomic("plain.txt", "x", 1, &d), 0);
         assert_int_equal(chdir(cwd), 0);
-        assert_int_equal(count_entries(g_tmp, &hidden), 2);
+        assert_int_equal(count_entries(cic_test_tmp, &hidden), 2);
         assert_int_equal(hidden, 0);
     }
 }
@@ -486,8 +411,8 @@ static void test_write_failures(void **state)
     make_report(&r);
 
     /* parent is a regular file */
-    snprintf(file, sizeof file, "%s/plainfile", g_tmp);
-    put_file(file, "x");
+    cic_test_tmp_path(file, sizeof file, "plainfile");
+    cic_test_write_text(file, "x");
     snprintf(path, sizeof path, "%s/report.json", file);
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_write_atomic(path, "abc", 3, &d), -1);
@@ -499,20 +424,20 @@ static void test_write_failures(void **state)
     assert_non_null(strstr(d.msg, "directory"));
 
     /* The target is a directory: rename fails, the temporary goes. */
-    snprintf(dir, sizeof dir, "%s/isdir", g_tmp);
+    cic_test_tmp_path(dir, sizeof dir, "isdir");
     assert_int_equal(mkdir(dir, 0755), 0);
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_write_atomic(dir, "abc", 3, &d), -1);
     assert_true(strlen(d.msg) > 0);
-    assert_int_equal(count_entries(g_tmp, &hidden), 2);
+    assert_int_equal(count_entries(cic_test_tmp, &hidden), 2);
     assert_int_equal(hidden, 0);
 
     /* An old report, then a write that fails midway (file size limit, which
      * holds for root too): -1, a message, old report intact, no temporary. */
-    snprintf(dir, sizeof dir, "%s/rep", g_tmp);
+    cic_test_tmp_path(dir, sizeof dir, "rep");
     assert_int_equal(mkdir(dir, 0755), 0);
     snprintf(path, sizeof path, "%s/report.json", dir);
-    put_file(path, "{\"old\": true}\n");
+    cic_test_write_text(path, "{\"old\": true}\n");
     assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
     lim = old;
     lim.rlim_cur = 1024;
@@ -531,7 +456,7 @@ static void test_write_failures(void **state)
         assert_int_equal(rc2, -1);
         assert_true(strlen(d2.msg) > 0);
     }
-    got = slurp(path, NULL);
+    got = cic_test_slurp(path, NULL);
     assert_non_null(got);
     assert_string_equal(got, "{\"old\": true}\n");
     free(got);
@@ -546,7 +471,7 @@ static void test_write_failures(void **state)
         assert_int_equal(cic_report_json_write(&r, dir, &d), -1);
         assert_true(strlen(d.msg) > 0);
         chmod(dir, 0755);
-        got = slurp(path, NULL);
+        got = cic_test_slurp(path, NULL);
         assert_string_equal(got, "{\"old\": true}\n");
         free(got);
     }
@@ -585,14 +510,14 @@ static void test_safetensors_round_trip(void **state)
     int hidden;
     (void)state;
 
-    snprintf(path, sizeof path, "%s/w.safetensors", g_tmp);
-    put_file(path, "old"); /* replaced */
+    cic_test_tmp_path(path, sizeof path, "w.safetensors");
+    cic_test_write_text(path, "old"); /* replaced */
     if (cic_safetensors_write(path, t, 3, meta, &d) != 0)
         fail_msg("safetensors write failed: %s", d.msg);
-    assert_int_equal(count_entries(g_tmp, &hidden), 1);
+    assert_int_equal(count_entries(cic_test_tmp, &hidden), 1);
     assert_int_equal(hidden, 0);
 
-    buf = (unsigned char *)slurp(path, &len);
+    buf = (unsigned char *)cic_test_slurp(path, &len);
     assert_non_null(buf);
     assert_true(len >= 8);
     n = rd_u64le(buf);
@@ -630,7 +555,7 @@ static void test_safetensors_round_trip(void **state)
     {
         const cic_st_tensor z = {"empty", CIC_DT_F64, 2, {0, 5, 0, 0}, NULL};
         assert_int_equal(cic_safetensors_write(path, &z, 1, NULL, &d), 0);
-        buf = (unsigned char *)slurp(path, &len);
+        buf = (unsigned char *)cic_test_slurp(path, &len);
         n = rd_u64le(buf);
         assert_int_equal(n % 8, 0);
         assert_int_equal(len, 8 + n);
@@ -655,8 +580,8 @@ static void test_safetensors_rejects(void **state)
     };
     (void)state;
 
-    snprintf(path, sizeof path, "%s/bad.safetensors", g_tmp);
-    put_file(path, "old");
+    cic_test_tmp_path(path, sizeof path, "bad.safetensors");
+    cic_test_write_text(path, "old");
 
     memset(&d, 0, sizeof d);
     assert_int_equal(cic_safetensors_write(path, t, 2, NULL, &d), -1);
@@ -702,10 +627,10 @@ static void test_safetensors_rejects(void **state)
     assert_int_equal(cic_safetensors_write(path, t, -1, NULL, &d), -1);
 
     /* every rejection left the old file and no temporary */
-    got = slurp(path, NULL);
+    got = cic_test_slurp(path, NULL);
     assert_string_equal(got, "old");
     free(got);
-    assert_int_equal(count_entries(g_tmp, &hidden), 1);
+    assert_int_equal(count_entries(cic_test_tmp, &hidden), 1);
     assert_int_equal(hidden, 0);
 
     /* the fixed list is then accepted: the checks are not always-fail */
@@ -1002,11 +927,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_env_fill),
-        cmocka_unit_test_setup_teardown(test_json_round_trip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_atomic_replace, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_write_failures, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_safetensors_round_trip, setup_tmp, teardown_tmp),
-        cmocka_unit_test_setup_teardown(test_safetensors_rejects, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_json_round_trip, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_atomic_replace, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_write_failures, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_round_trip, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_safetensors_rejects, cic_test_tmp_setup, cic_test_tmp_teardown),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_dit_table_values),
         cmocka_unit_test(test_dit_table_writers),

@@ -18,64 +18,10 @@
 
 #include "testutil.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
-
-static char g_tmp[512];
-
-static int setup(void **state)
-{
-    const char *t = getenv("TMPDIR");
-    (void)state;
-    snprintf(g_tmp, sizeof g_tmp, "%s/cic-st.XXXXXX", t && t[0] ? t : "/tmp");
-    if (!mkdtemp(g_tmp)) {
-        fprintf(stderr, "mkdtemp %s: %s\n", g_tmp, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-static void rm_rf(const char *dir)
-{
-    DIR *dp = opendir(dir);
-    struct dirent *de;
-    char p[1024];
-    struct stat st;
-    if (!dp)
-        return;
-    while ((de = readdir(dp))) {
-        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        if (lstat(p, &st) == 0 && S_ISDIR(st.st_mode))
-            rm_rf(p);
-        else
-            unlink(p);
-    }
-    closedir(dp);
-    rmdir(dir);
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    /* only our own mkdtemp folder */
-    if (strstr(g_tmp, "/cic-st."))
-        rm_rf(g_tmp);
-    return 0;
-}
-
-static uint64_t rnd(uint64_t *s)
-{
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-}
 
 /* header text (not padded) + data into a file: the raw format by hand */
 static void write_raw(const char *path, const char *hdr, const void *data, size_t n)
@@ -94,11 +40,6 @@ static void write_raw(const char *path, const char *hdr, const void *data, size_
     assert_int_equal(fclose(f), 0);
 }
 
-static void path_of(char *buf, size_t cap, const char *name)
-{
-    snprintf(buf, cap, "%s/%s", g_tmp, name);
-}
-
 /* ---- files of the project's writer ---- */
 
 static void test_writer_roundtrip(void **state)
@@ -107,7 +48,7 @@ static void test_writer_roundtrip(void **state)
     int iter, iters = 20 * cic_test_multiplier();
     char path[1024];
     (void)state;
-    path_of(path, sizeof path, "rt.safetensors");
+    cic_test_tmp_path(path, sizeof path, "rt.safetensors");
     for (iter = 0; iter < iters; iter++) {
         cic_st_tensor t[5];
         void *buf[5] = {0};
@@ -117,21 +58,21 @@ static void test_writer_roundtrip(void **state)
         cic_diag d;
         cic_stfile *f;
         s = seed + (uint64_t)iter;
-        n = (int)(rnd(&s) % 6);
+        n = (int)(cic_test_rand(&s) % 6);
         for (i = 0; i < n; i++) {
             size_t count = 1, esz;
-            snprintf(names[i], sizeof names[i], "blocks.%d.w%d", i, (int)(rnd(&s) % 100));
+            snprintf(names[i], sizeof names[i], "blocks.%d.w%d", i, (int)(cic_test_rand(&s) % 100));
             t[i].name = names[i];
-            t[i].dtype = rnd(&s) % 2 ? CIC_DT_F32 : CIC_DT_F64;
-            t[i].ndim = 1 + (int)(rnd(&s) % 4);
+            t[i].dtype = cic_test_rand(&s) % 2 ? CIC_DT_F32 : CIC_DT_F64;
+            t[i].ndim = 1 + (int)(cic_test_rand(&s) % 4);
             for (k = 0; k < t[i].ndim; k++) {
-                t[i].shape[k] = (int64_t)(rnd(&s) % 5); /* zero sizes too */
+                t[i].shape[k] = (int64_t)(cic_test_rand(&s) % 5); /* zero sizes too */
                 count *= (size_t)t[i].shape[k];
             }
             esz = t[i].dtype == CIC_DT_F32 ? 4 : 8;
             buf[i] = malloc(count * esz + 1);
             for (k = 0; k < (int)(count * esz); k++)
-                ((unsigned char *)buf[i])[k] = (unsigned char)rnd(&s);
+                ((unsigned char *)buf[i])[k] = (unsigned char)cic_test_rand(&s);
             t[i].data = buf[i];
         }
         if (cic_safetensors_write(path, t, n, meta, &d) != 0)
@@ -194,16 +135,12 @@ static void test_dump_of_a_run(void **state)
     cic_diag d;
     cic_stfile *f;
     const cic_stfile_tensor *x;
-    FILE *fp;
     double v[32];
     (void)state;
-    path_of(cpath, sizeof cpath, "st-dump.toml");
-    path_of(dump, sizeof dump, "dump");
-    path_of(out, sizeof out, "out");
-    fp = fopen(cpath, "w");
-    assert_non_null(fp);
-    fputs(toml, fp);
-    fclose(fp);
+    cic_test_tmp_path(cpath, sizeof cpath, "st-dump.toml");
+    cic_test_tmp_path(dump, sizeof dump, "dump");
+    cic_test_tmp_path(out, sizeof out, "out");
+    cic_test_write_text(cpath, toml);
     memset(&a, 0, sizeof a);
     a.out_dir = out;
     a.dump_dir = dump;
@@ -300,7 +237,7 @@ static void test_dtypes(void **state)
     (void)state;
     assert_int_equal(sizeof data, 66);
     assert_true(strlen(hdr) % 2 == 1); /* data not aligned */
-    path_of(path, sizeof path, "dtypes.safetensors");
+    cic_test_tmp_path(path, sizeof path, "dtypes.safetensors");
     write_raw(path, hdr, data, sizeof data);
     f = cic_stfile_create(path, &d);
     if (!f)
@@ -383,7 +320,7 @@ static cic_stfile *load_planted(const char *from, const char *to, size_t data_le
                  at + strlen(from));
     else
         snprintf(hdr, sizeof hdr, "%s", VALID_HDR);
-    path_of(path, cap, "hostile.safetensors");
+    cic_test_tmp_path(path, cap, "hostile.safetensors");
     write_raw(path, hdr, data, data_len);
     memset(d, 0, sizeof *d);
     return cic_stfile_create(path, d);
@@ -493,9 +430,8 @@ static void test_hostile_length_and_nesting(void **state)
     static const char hdr[] = "{}";
     char *deep;
     size_t i, n = 100000;
-    FILE *fp;
     (void)state;
-    path_of(path, sizeof path, "len.safetensors");
+    cic_test_tmp_path(path, sizeof path, "len.safetensors");
 
     /* the valid minimum: an empty header object, no data */
     write_len_and(path, 2, hdr, 2);
@@ -514,9 +450,7 @@ static void test_hostile_length_and_nesting(void **state)
     write_len_and(path, 0, hdr, 2);
     expect_file_refused(path, "empty");
     write_len_and(path, 0, NULL, 0);
-    fp = fopen(path, "wb");
-    fputs("\x02\0\0", fp);
-    fclose(fp);
+    cic_test_write_text(path, "\x02\0\0");
     expect_file_refused(path, "too short");
     /* over the 100 MiB cap: a sparse file of 101 MiB */
     write_len_and(path, CIC_STFILE_MAX_HEADER + 1, hdr, 2);
@@ -552,13 +486,13 @@ static void test_not_regular_files(void **state)
 {
     char path[1024];
     (void)state;
-    path_of(path, sizeof path, "fifo.safetensors");
+    cic_test_tmp_path(path, sizeof path, "fifo.safetensors");
     assert_int_equal(mkfifo(path, 0600), 0);
     /* must return at once, not wait for a writer */
     expect_file_refused(path, "FIFO");
-    expect_file_refused(g_tmp, "folder");
+    expect_file_refused(cic_test_tmp, "folder");
     expect_file_refused("/dev/null", "device");
-    path_of(path, sizeof path, "does-not-exist.safetensors");
+    cic_test_tmp_path(path, sizeof path, "does-not-exist.safetensors");
     expect_file_refused(path, "cannot open");
     {
         cic_diag d;
@@ -568,41 +502,32 @@ static void test_not_regular_files(void **state)
 }
 
 /* Inputs the fuzzer (scripts/fuzz.sh safetensors) once broke on. */
+static void check_fuzz_input(const char *path, const char *name, void *ctx)
+{
+    cic_diag d;
+    cic_stfile *f;
+    (void)name;
+    (void)ctx;
+    memset(&d, 0, sizeof d);
+    f = cic_stfile_create(path, &d);
+    if (!f && (!d.msg[0] || strcmp(d.file, path) != 0))
+        fail_msg("%s: refused without a message naming it (%s: %s)", path, d.file, d.msg);
+    if (f) {
+        int i;
+        for (i = 0; i < cic_stfile_count(f); i++) {
+            const cic_stfile_tensor *x = cic_stfile_tensor_at(f, i);
+            double v;
+            if (x->count && x->dtype != CIC_STFILE_BOOL)
+                assert_int_equal(cic_stfile_tensor_read_f64(&v, x, x->count - 1, 1, &d), 0);
+        }
+    }
+    cic_stfile_destroy(f);
+}
+
 static void test_fuzz_regressions(void **state)
 {
-    char dir[1024], p[2048];
-    DIR *dp;
-    struct dirent *de;
-    int n = 0;
     (void)state;
-    cic_test_path(dir, sizeof dir, "tests/fuzz-regressions/safetensors");
-    dp = opendir(dir);
-    if (!dp)
-        fail_msg("cannot open %s", dir);
-    while ((de = readdir(dp))) {
-        cic_diag d;
-        cic_stfile *f;
-        if (de->d_name[0] == '.' || !strncmp(de->d_name, "README", 6))
-            continue;
-        snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
-        memset(&d, 0, sizeof d);
-        f = cic_stfile_create(p, &d);
-        if (!f && (!d.msg[0] || strcmp(d.file, p) != 0))
-            fail_msg("%s: refused without a message naming it (%s: %s)", p, d.file, d.msg);
-        if (f) {
-            int i;
-            for (i = 0; i < cic_stfile_count(f); i++) {
-                const cic_stfile_tensor *x = cic_stfile_tensor_at(f, i);
-                double v;
-                if (x->count && x->dtype != CIC_STFILE_BOOL)
-                    assert_int_equal(cic_stfile_tensor_read_f64(&v, x, x->count - 1, 1, &d), 0);
-            }
-        }
-        cic_stfile_destroy(f);
-        n++;
-    }
-    closedir(dp);
-    printf("# %d fuzz regression input(s)\n", n);
+    cic_test_each_file("tests/fuzz-regressions/safetensors", check_fuzz_input, NULL);
 }
 
 int main(void)
@@ -616,5 +541,5 @@ int main(void)
         cmocka_unit_test(test_not_regular_files),
         cmocka_unit_test(test_fuzz_regressions),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }
