@@ -17,6 +17,7 @@
 #include "base/mpvec.h"
 #include "engine/engine.h"
 #include "model/model.h"
+#include "xform/qmat.h"
 
 #include <mpfr.h>
 #include <string.h>
@@ -1133,6 +1134,7 @@ static cic_model *fwht_model(int w)
     o.in[0] = m->input;
     o.in[1] = o.in[2] = o.w = o.b = -1;
     o.g = cic_model_tensor_add(m, "signs", CIC_T_WEIGHT, 1, w);
+    o.hbase = cic_hadamard_base_order(w); /* as the transform sets it */
     o.out = cic_model_tensor_add(m, "out", CIC_T_ACT, m->rows, w);
     assert_true(m->input >= 0 && o.g >= 0 && o.out >= 0);
     assert_true(cic_model_op_add(m, &o) >= 0);
@@ -1178,6 +1180,10 @@ static void test_graph_check_kinds(void **state)
         if (i != 14) {
             assert_int_equal(cic_model_check(f, msg, sizeof msg), 0);
             assert_int_equal(cic_engine_f32_run(y, f, CIC_MATMUL_FIXED, NULL), 0);
+            /* a base order that does not divide the width into 2^k */
+            f->ops[0].hbase = 5;
+            assert_int_equal(cic_model_check(f, msg, sizeof msg), CIC_GRAPH_REFUSED);
+            assert_non_null(strstr(msg, "is not K 2^k for the Hadamard base order K = 5"));
         } else {
             assert_int_equal(cic_model_check(f, msg, sizeof msg), CIC_GRAPH_REFUSED);
             printf("fwht of width 14: %s\n", msg);

@@ -30,7 +30,6 @@
 #include "model.h"
 
 #include "../base/base.h"
-#include "../xform/qmat.h" /* the FWHT op's Hadamard base: its widths and cost */
 
 #include <math.h>
 #include <stdbool.h>
@@ -102,6 +101,9 @@ struct cic_op {
     int heads;       /* ATTN */
     bool causal;     /* ATTN */
     bool transpose;  /* FWHT: Q^T */
+    int hbase;       /* FWHT: the order K of the Hadamard base, width K 2^k
+                      * (set by the transform that builds the op, from
+                      * xform/qmat.h; K = 1 for powers of two) */
 };
 
 /* ---- the check of a graph ---- */
@@ -470,15 +472,18 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
         cic_op_need_like(c, o->out, "output", o->in[0]))
         return -1;
     w = c->m->t[o->in[0]].cols;
-    if (cic_hadamard_base_order(w) <= 0)
-        return cic_op_refuse(c, "no Hadamard matrix of order %d", w);
+    if (o->hbase <= 0)
+        return cic_op_refuse(c, "no Hadamard matrix of order %d (no base order)", w);
+    if (w % o->hbase != 0 || ((w / o->hbase) & (w / o->hbase - 1)) != 0)
+        return cic_op_refuse(c, "width %d is not K 2^k for the Hadamard base order K = %d", w,
+                             o->hbase);
     return cic_op_need_weight(c, o->g, "signs", 1, w);
 }
 
 static inline double cic_op_cost_fwht(const cic_model *m, const cic_op *o, int ns)
 {
     int w = m->t[o->in[0]].cols;
-    return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns), w, cic_hadamard_base_order(w));
+    return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns), w, o->hbase);
 }
 
 /* FOLD_*: in[0] the per-sample mod tensor, its chunk in_col[0] of d =

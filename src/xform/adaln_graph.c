@@ -21,6 +21,7 @@
  * them. The rotation tensors (rot.q, rot.qT, rot.signs, branch.*) are made
  * zeroed; adaln.c fills them and rewrites the weights. */
 #include "adaln_graph.h"
+#include "qmat.h"
 
 #include <string.h>
 
@@ -105,6 +106,7 @@ static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int 
         o = op_new(CIC_OP_FWHT, site, layer);
         o.g = signs;
         o.transpose = transpose;
+        o.hbase = cic_hadamard_base_order(r->m->t[x].cols);
     } else {
         o = op_new(CIC_OP_LINEAR, site, layer);
         o.w = dense;
