@@ -6,9 +6,9 @@
  *   h = LN(X; g, b); X = (Attn(h) W_o + (act(h W_1 + c_1) W_2 + c_2)) + X,
  * the attention projections without bias, the MLP with; then the readout,
  * final LayerNorm and a linear head with bias, or the residual stream
- * compared without its row mean. No rotary embedding here. LayerNorm with
- * gain and bias: fuse-layernorm (the norm's bias becomes a bias of q, k and
- * v) and rotate apply. */
+ * compared without its row mean. No rotary embedding here. Norm kind
+ * LayerNorm with gain and bias (the transforms that apply follow from it;
+ * once the norm is fused, its bias is a bias of q, k and v). */
 #include "build.h"
 
 #include <stdio.h>

@@ -4,7 +4,8 @@
  * h1 = LN(X; g1, b1); X += Attn(h1); h2 = LN(X; g2, b2);
  * X += act(h2 W1 + c1) W2 + c2; then the readout, final LayerNorm and a
  * linear head (norm, head), or the residual stream compared without its
- * row mean. LayerNorm with gain and bias: fuse-layernorm and rotate apply. */
+ * row mean. Norm kind LayerNorm with gain and bias (the transforms that
+ * apply follow from it). */
 #include "build.h"
 
 #include <stdio.h>

@@ -3,8 +3,8 @@
  * layers.{i}.input_layernorm, self_attn.{q,k,v,o}_proj,
  * post_attention_layernorm, mlp.{gate,up,down}_proj): RMSNorm(x; g) =
  * g x / sqrt(mean(x^2) + eps), no biases, a SwiGLU MLP; then the final
- * RMSNorm and lm_head, or the residual stream. RMSNorm with a gain:
- * fold-rmsnorm-gamma and rotate apply. */
+ * RMSNorm and lm_head, or the residual stream. Norm kind RMSNorm with a
+ * gain (the transforms that apply follow from it). */
 #include "build.h"
 
 #include <stdio.h>
