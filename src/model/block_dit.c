@@ -34,7 +34,7 @@ static int A_samples(cic_bld *b, const char *name, int block_rows, int cols)
 static int modulate(cic_bld *b, enum cic_site site, int layer, int x, int mod,
                     int shift_col, int scale_col, const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_MODULATE, site, layer);
+    cic_op o = cic_op_blank(CIC_OP_MODULATE, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = x;
@@ -49,7 +49,7 @@ static int modulate(cic_bld *b, enum cic_site site, int layer, int x, int mod,
 static int gate(cic_bld *b, enum cic_site site, int layer, int x, int mod, int col,
                 const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_GATE, site, layer);
+    cic_op o = cic_op_blank(CIC_OP_GATE, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = x;
@@ -88,7 +88,7 @@ static int gate_site(cic_bld *b, enum cic_site site, int layer, int x, int o, in
 /* The adaLN linear of a modulation: [B, k] = SiLU(c) W^T + b. */
 static int modulation(cic_bld *b, int layer, int silu_c, int w, int bias, const char *name)
 {
-    cic_op lo = _cic_op_base(CIC_OP_LINEAR, CIC_SITE_MOD, layer);
+    cic_op lo = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_MOD, layer);
     if (!b->ok)
         return -1;
     lo.in[0] = silu_c;
@@ -102,7 +102,7 @@ static int modulation(cic_bld *b, int layer, int silu_c, int w, int bias, const 
 static int act_op(cic_bld *b, enum cic_site site, int layer, enum cic_act act, int in,
                   int out)
 {
-    cic_op ac = _cic_op_base(CIC_OP_ACT, site, layer);
+    cic_op ac = cic_op_blank(CIC_OP_ACT, site, layer);
     if (!b->ok)
         return -1;
     ac.in[0] = in;

@@ -52,7 +52,7 @@ static int layer(cic_bld *b, int l, int x)
     a = _cic_bld_attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
     ao = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("out_proj"));
     u = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h, w1, c1, AN("fc_in"));
-    act = _cic_op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
+    act = cic_op_blank(CIC_OP_ACT, CIC_SITE_MLP, l);
     act.in[0] = u;
     act.act = m->cfg.act;
     y = act.out = _cic_bld_act(b, AN("act"), f);

@@ -52,7 +52,7 @@ static void build(cic_bld *b, int readout)
         x = _cic_bld_add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
         h2 = _cic_bld_norm(b, CIC_SITE_NORM2, l, x, g2, b2, true, AN("norm2"));
         u = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, w1, c1, AN("fc1"));
-        act = _cic_op_base(CIC_OP_ACT, CIC_SITE_MLP, l);
+        act = cic_op_blank(CIC_OP_ACT, CIC_SITE_MLP, l);
         act.in[0] = u;
         act.act = m->cfg.act;
         v = act.out = _cic_bld_act(b, AN("act"), f);

@@ -51,7 +51,7 @@ static void build(cic_bld *b, int readout)
         h2 = _cic_bld_norm(b, CIC_SITE_NORM2, l, x, g2, -1, false, AN("post_attention_layernorm"));
         gt = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wg, -1, AN("gate"));
         up = _cic_bld_linear(b, CIC_SITE_MLP, l, CIC_ROLE_READER, h2, wu, -1, AN("up"));
-        glu = _cic_op_base(CIC_OP_GLU, CIC_SITE_MLP, l);
+        glu = cic_op_blank(CIC_OP_GLU, CIC_SITE_MLP, l);
         glu.in[0] = gt;
         glu.in[1] = up;
         glu.act = m->cfg.act;

@@ -19,7 +19,6 @@ int _cic_bld_gain(cic_bld *b, const char *name, int cols);
 /* An activation [R, cols] (rows: tokens). */
 int _cic_bld_act(cic_bld *b, const char *name, int cols);
 void _cic_bld_op(cic_bld *b, const cic_op *op);
-cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer);
 int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role role,
                     int in, int w, int bias, const char *out_name);
 int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int bias,

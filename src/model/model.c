@@ -240,7 +240,7 @@ void _cic_bld_op(cic_bld *b, const cic_op *op)
         b->ok = 0;
 }
 
-cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer)
+cic_op cic_op_blank(enum cic_op_kind kind, enum cic_site site, int layer)
 {
     cic_op o;
     memset(&o, 0, sizeof o);
@@ -255,7 +255,7 @@ cic_op _cic_op_base(enum cic_op_kind kind, enum cic_site site, int layer)
 int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role role,
                   int in, int w, int bias, const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_LINEAR, site, layer);
+    cic_op o = cic_op_blank(CIC_OP_LINEAR, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = in;
@@ -270,7 +270,7 @@ int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role
 int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int bias,
                 bool center, const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_NORM, site, layer);
+    cic_op o = cic_op_blank(CIC_OP_NORM, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = in;
@@ -286,7 +286,7 @@ int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int 
 int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
                const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_ADD, site, layer);
+    cic_op o = cic_op_blank(CIC_OP_ADD, site, layer);
     if (!b->ok)
         return -1;
     o.in[0] = x;
@@ -299,7 +299,7 @@ int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
 int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                 const char *out_name)
 {
-    cic_op o = _cic_op_base(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
+    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, layer);
     if (!b->ok)
         return -1;
     o.in[0] = q;

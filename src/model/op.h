@@ -106,6 +106,10 @@ struct cic_op {
                       * xform/qmat.h; K = 1 for powers of two) */
 };
 
+/* An op of kind at site and layer with no tensors yet (every id -1, every
+ * flag off): what builders and rewrites fill in. */
+cic_op cic_op_blank(enum cic_op_kind kind, enum cic_site site, int layer);
+
 /* ---- the check of a graph ---- */
 
 /* cic_model_check: 0 when every tensor and op of m is what the engines

@@ -82,18 +82,6 @@ static void emit(rw *r, const cic_op *o)
         r->ok = 0;
 }
 
-static cic_op op_new(enum cic_op_kind kind, enum cic_site site, int layer)
-{
-    cic_op o;
-    memset(&o, 0, sizeof o);
-    o.kind = kind;
-    o.site = site;
-    o.layer = layer;
-    o.out = o.w = o.b = o.g = -1;
-    o.in[0] = o.in[1] = o.in[2] = -1;
-    return o;
-}
-
 /* y = x Q (rotate, q = rot.qT or branch.qT.*) or x Q^T (unrotate, rot.q):
  * a fast Hadamard with the signs tensor, or a dense linear. */
 static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int signs,
@@ -103,12 +91,12 @@ static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int 
     if (!r->ok)
         return -1;
     if (r->fast) {
-        o = op_new(CIC_OP_FWHT, site, layer);
+        o = cic_op_blank(CIC_OP_FWHT, site, layer);
         o.g = signs;
         o.transpose = transpose;
         o.hbase = cic_hadamard_base_order(r->m->t[x].cols);
     } else {
-        o = op_new(CIC_OP_LINEAR, site, layer);
+        o = cic_op_blank(CIC_OP_LINEAR, site, layer);
         o.w = dense;
         o.role = CIC_ROLE_OTHER;
     }
@@ -140,7 +128,7 @@ static void fold_reader(rw *r, int i, const cic_op *mo)
     CIC_ASSERT(j >= 0 && r->src->ops[j].kind == CIC_OP_LINEAR &&
                r->src->ops[j].role == CIC_ROLE_READER);
     lin = &r->src->ops[j];
-    o = op_new(CIC_OP_FOLD_IN_W, mo->site, mo->layer);
+    o = cic_op_blank(CIC_OP_FOLD_IN_W, mo->site, mo->layer);
     o.in[0] = r->remap[mo->in[1]];
     o.in_col[0] = mo->in_col[1]; /* scale */
     o.w = lin->w;
@@ -149,7 +137,7 @@ static void fold_reader(rw *r, int i, const cic_op *mo)
     o.out = new_per_sample(r, n, r->m->t[lin->w].rows, r->m->t[lin->w].cols);
     emit(r, &o);
     r->fold_w[j] = o.out;
-    o = op_new(CIC_OP_FOLD_IN_B, mo->site, mo->layer);
+    o = cic_op_blank(CIC_OP_FOLD_IN_B, mo->site, mo->layer);
     o.in[0] = r->remap[mo->in[1]];
     o.in_col[0] = mo->in_col[0]; /* shift */
     o.w = lin->w;
@@ -167,7 +155,7 @@ static void fold_writer(rw *r, int i, int gi)
     const cic_op *lin = &r->src->ops[i], *go = &r->src->ops[gi];
     cic_op o;
     char n[160];
-    o = op_new(CIC_OP_FOLD_OUT_W, go->site, go->layer);
+    o = cic_op_blank(CIC_OP_FOLD_OUT_W, go->site, go->layer);
     o.in[0] = r->remap[go->in[1]];
     o.in_col[0] = go->in_col[0];
     o.w = lin->w;
@@ -177,7 +165,7 @@ static void fold_writer(rw *r, int i, int gi)
     o.out = new_per_sample(r, n, r->m->t[lin->w].rows, r->m->t[lin->w].cols);
     emit(r, &o);
     r->fold_w[i] = o.out;
-    o = op_new(CIC_OP_FOLD_OUT_B, go->site, go->layer);
+    o = cic_op_blank(CIC_OP_FOLD_OUT_B, go->site, go->layer);
     o.in[0] = r->remap[go->in[1]];
     o.in_col[0] = go->in_col[0];
     o.b = lin->b;
@@ -255,7 +243,7 @@ static void do_gate(rw *r, int i, cic_op o)
         return;
     g = o.out;
     if (r->centered) {
-        c = op_new(CIC_OP_CENTER, so->site, so->layer);
+        c = cic_op_blank(CIC_OP_CENTER, so->site, so->layer);
         c.in[0] = g;
         c.out = g = new_act(r, g, ".center", r->m->t[g].cols);
         emit(r, &c);
