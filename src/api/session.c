@@ -14,7 +14,6 @@
 #include "case/case.h"
 #include "pipeline/pipeline.h"
 #include "report/report.h"
-#include "xform/xform.h"
 
 #include <math.h>
 #include <string.h>
@@ -126,7 +125,7 @@ static int load(cic_session *s, const char *text, const char *path)
     }
     memset(&d, 0, sizeof d);
     if ((text ? cic_case_load_string(c, text, path, &d) : cic_case_load(c, path, &d)) != CIC_OK ||
-        cic_xform_check(c, &d) != CIC_OK) {
+        cic_pipeline_check(c, false, &d) != CIC_OK) {
         error_from_diag(s, &d);
         goto cleanup;
     }

@@ -11,9 +11,7 @@
 #include "../metric/flops.h"
 #include "../pipeline/pipeline.h"
 #include "../report/conclusion.h"
-#include "../report/dump.h"
 #include "../report/report.h"
-#include "../xform/xform.h"
 
 #include <stdarg.h>
 #include <string.h>
@@ -266,8 +264,7 @@ static int prepare(const cic_run_args *a, cic_case_run *cr, const char *path, ci
         cr->kase = *a->preloaded;
     else if (cic_case_load(&cr->kase, path, d) != CIC_OK)
         return CIC_EINPUT;
-    if (cic_xform_check(&cr->kase, d) != CIC_OK ||
-        (a->dump_dir && cic_dump_names_check(&cr->kase, d) != CIC_OK))
+    if (cic_pipeline_check(&cr->kase, a->dump_dir != NULL, d) != CIC_OK)
         return CIC_EINPUT;
     if (a->shard && !a->preloaded && !cr->kase.sweep.on) {
         cic_diag_set(d, cr->kase.path, 0, 0,

@@ -6,6 +6,7 @@
 
 #include "../base/mpvec.h"
 #include "../metric/flops.h"
+#include "../report/dump.h"
 #include "../xform/xform.h"
 
 #include <stdarg.h>
@@ -139,6 +140,13 @@ static void assemble(cic_pipeline *p)
         rep->pass = rep->pass && p->res[i].pass;
     for (i = 0; i < p->n_gates; i++)
         rep->pass = rep->pass && p->gates[i].pass;
+}
+
+int cic_pipeline_check(const cic_case *c, bool dump, cic_diag *d)
+{
+    if (cic_xform_check(c, d) != CIC_OK || (dump && cic_dump_names_check(c, d) != CIC_OK))
+        return CIC_EINPUT;
+    return CIC_OK;
 }
 
 int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_opts *o,

@@ -59,6 +59,11 @@ typedef struct cic_pipeline cic_pipeline;
 int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_opts *o,
                      cic_diag *d);
 
+/* What can be refused before a run: a transform that does not apply to
+ * the block, and (dump) the file names of a --dump folder. CIC_OK, or
+ * CIC_EINPUT with d set. cic_pipeline_run checks the transforms again. */
+int cic_pipeline_check(const cic_case *c, bool dump, cic_diag *d);
+
 /* The report of a finished run (owned by p; its kase is the c given). */
 const cic_report *cic_pipeline_report(const cic_pipeline *p);
 
