@@ -193,6 +193,189 @@ static void test_float64(void **state)
     assert_true(cic_format_ordered(f, INFINITY) == INT64_C(0x7ff0000000000000));
 }
 
+/* ---- the 16- and 8-bit formats against their bit-level specifications ----
+ * Each format's positive finite values are decoded from every bit pattern
+ * as the specification defines them (sign, exponent field, significand
+ * field, bias; IEEE specials for bf16, fp16 and E5M2; for OCP E4M3 only the
+ * all-ones pattern is special, NaN, and there is no infinity). The
+ * reference rounding picks the nearest decoded value, ties to the even
+ * pattern, overflow to Inf for formats with infinities (when x is at or
+ * beyond half-way to 2^(emax + 1)), to the largest finite value otherwise
+ * (saturation). */
+enum special { IEEE, TOP_NAN, NONE };
+
+typedef struct {
+    const char *name;
+    int ebits, mbits, bias;
+    enum special sp; /* IEEE: all-ones exponent = Inf/NaN; TOP_NAN (E4M3):
+                      * only S.1111.111 is NaN; NONE (E2M1): every pattern
+                      * is a finite value */
+} spec;
+
+static const spec SPECS[] = {
+    {"bf16", 8, 7, 127, IEEE},
+    {"fp16", 5, 10, 15, IEEE},
+    {"fp8-e4m3", 4, 3, 7, TOP_NAN},
+    {"fp8-e5m2", 5, 2, 15, IEEE},
+    {"fp4-e2m1", 2, 1, 1, NONE},
+};
+
+/* The positive finite values in pattern order (ascending); returns n. */
+static int decode_all(const spec *sp, double *v, int cap)
+{
+    int e, m, n = 0, emax_field = (1 << sp->ebits) - 1, mmax = (1 << sp->mbits) - 1;
+    for (e = 0; e <= emax_field; e++)
+        for (m = 0; m <= mmax; m++) {
+            if (sp->sp == IEEE && e == emax_field)
+                return n;
+            if (sp->sp == TOP_NAN && e == emax_field && m == mmax)
+                return n;
+            assert_true(n < cap);
+            v[n++] = e == 0 ? ldexp(m, 1 - sp->bias - sp->mbits)
+                            : ldexp(1.0 + ldexp(m, -sp->mbits), e - sp->bias);
+        }
+    return n;
+}
+
+/* The reference rounding of x to the decoded values v[0 .. n-1]. */
+static double ref_round(const spec *sp, const double *v, int n, double x)
+{
+    double a = fabs(x), r;
+    int lo = 0, hi = n - 1;
+    if (a >= v[n - 1]) {
+        double next = 2 * ldexp(1.0, (int)floor(log2(v[n - 1]))); /* 2^(emax + 1) */
+        if (sp->sp != IEEE || a - v[n - 1] < next - a)
+            r = v[n - 1];
+        else
+            r = INFINITY; /* at or beyond half-way: ties go to the even 2^(emax+1) */
+        return copysign(r, x);
+    }
+    while (hi - lo > 1) { /* v[lo] <= a < v[hi] */
+        int mid = (lo + hi) / 2;
+        if (v[mid] <= a)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    if (a - v[lo] < v[hi] - a)
+        r = v[lo];
+    else if (a - v[lo] > v[hi] - a)
+        r = v[hi];
+    else
+        r = lo % 2 == 0 ? v[lo] : v[hi];
+    return copysign(r, x);
+}
+
+static double round_d(const cic_format *f, double x)
+{
+    mpfr_t a, y;
+    double r;
+    mpfr_init2(a, 64);
+    mpfr_init2(y, 64);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    cic_format_round(y, a, f);
+    r = mpfr_get_d(y, MPFR_RNDN); /* exact */
+    mpfr_clear(a);
+    mpfr_clear(y);
+    return r;
+}
+
+static void check_one(const cic_format *f, const spec *sp, const double *v, int n, double x)
+{
+    double got = round_d(f, x), want = ref_round(sp, v, n, x);
+    if (!(got == want && signbit(got) == signbit(want)))
+        fail_msg("%s: round(%a) = %a, the specification gives %a", sp->name, x, got, want);
+}
+
+static void test_small_formats(void **state)
+{
+    static double v[1 << 16];
+    size_t k;
+    (void)state;
+    for (k = 0; k < sizeof SPECS / sizeof SPECS[0]; k++) {
+        const spec *sp = &SPECS[k];
+        const cic_format *f = cic_format_find(sp->name);
+        int n, i, j;
+        uint64_t s = 0x5eed0000u + k;
+        assert_non_null(f);
+        n = decode_all(sp, v, (int)(sizeof v / sizeof v[0]));
+        /* the descriptor's fields against the decoded values */
+        assert_int_equal(f->bits, 1 + sp->ebits + sp->mbits);
+        assert_int_equal(f->precision, sp->mbits + 1);
+        assert_true(v[1] == ldexp(1.0, f->emin - f->precision + 1));
+        assert_true(v[n - 1] < ldexp(1.0, f->emax + 1) && v[n - 1] >= ldexp(1.0, f->emax));
+        assert_int_equal(f->infinities, sp->sp == IEEE);
+        for (i = 0; i < n; i++) {
+            /* every value is kept, its ordered integer is its pattern, its
+             * ULP the gap to the next value */
+            check_one(f, sp, v, n, v[i]);
+            check_one(f, sp, v, n, -v[i]);
+            assert_int_equal(cic_format_ordered(f, v[i]), i);
+            assert_int_equal(cic_format_ordered(f, -v[i]), -i);
+            if (i + 1 < n) {
+                /* at a power of two the gap below, elsewhere the gap above */
+                int m;
+                bool pow2 = i > 0 && frexp(v[i], &m) == 0.5;
+                double gap = pow2 ? v[i] - v[i - 1] : v[i + 1] - v[i];
+                if (cic_format_ulp(f, v[i]) != gap)
+                    fail_msg("%s: ulp(%a) = %a, the gap is %a", sp->name, v[i],
+                             cic_format_ulp(f, v[i]), gap);
+            }
+            if (i + 1 < n) {
+                /* the midpoint (ties to even) and its neighbours */
+                double mid = (v[i] + v[i + 1]) / 2;
+                check_one(f, sp, v, n, mid);
+                check_one(f, sp, v, n, -mid);
+                check_one(f, sp, v, n, nextafter(mid, 0));
+                check_one(f, sp, v, n, nextafter(mid, INFINITY));
+            }
+        }
+        if (f->infinities)
+            assert_int_equal(cic_format_ordered(f, INFINITY), n);
+        /* beyond the largest finite: half-way to 2^(emax+1), and far */
+        for (j = 0; j < 4; j++) {
+            double top = v[n - 1], next = ldexp(1.0, f->emax + 1), x = top + (next - top) * j / 2;
+            check_one(f, sp, v, n, x);
+            check_one(f, sp, v, n, nextafter(x, 0));
+            check_one(f, sp, v, n, -x);
+        }
+        check_one(f, sp, v, n, 1e300);
+        check_one(f, sp, v, n, -1e300);
+        check_one(f, sp, v, n, 1e-300);
+        check_one(f, sp, v, n, -1e-300);
+        /* random values, log-uniform over the whole range and beyond */
+        for (i = 0; i < 20000 * cic_test_multiplier(); i++) {
+            double u = (double)(cic_test_rand(&s) >> 11) * 0x1p-53;
+            double e = f->emin - f->precision - 2 + u * (f->emax - f->emin + f->precision + 5);
+            double x = exp2(e) * (1 + (double)(cic_test_rand(&s) >> 11) * 0x1p-53);
+            check_one(f, sp, v, n, (cic_test_rand(&s) & 1) ? -x : x);
+        }
+    }
+}
+
+/* A planted fault: E4M3 read as if it had IEEE specials (largest 240, Inf)
+ * disagrees with the format, so the comparison above can fail. */
+static void test_small_formats_fault(void **state)
+{
+    static double v[256];
+    spec wrong = {"fp8-e4m3", 4, 3, 7, IEEE};
+    const cic_format *f = cic_format_find("fp8-e4m3");
+    int n = decode_all(&wrong, v, 256);
+    (void)state;
+    assert_true(v[n - 1] == 240);
+    assert_true(round_d(f, 300.0) == 288.0);
+    assert_true(isinf(ref_round(&wrong, v, n, 300.0)));
+    assert_true(round_d(f, 240.0 + 8.0) == 256.0); /* 248: a tie, to the even 256 */
+    assert_true(round_d(f, 1000.0) == 448.0);     /* saturates */
+    assert_true(round_d(f, -1e9) == -448.0);
+    assert_true(round_d(cic_format_find("fp8-e5m2"), 1e9) == INFINITY);
+    assert_true(round_d(cic_format_find("fp4-e2m1"), 5.0) == 4.0); /* tie to even */
+    assert_true(round_d(cic_format_find("fp4-e2m1"), 5.5) == 6.0);
+    assert_true(round_d(cic_format_find("fp4-e2m1"), 100.0) == 6.0);
+    assert_true(round_d(cic_format_find("fp4-e2m1"), 0.25) == 0.0);
+    assert_true(round_d(cic_format_find("fp4-e2m1"), 0.26) == 0.5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +384,8 @@ int main(void)
         cmocka_unit_test(test_round_vs_mpfr),
         cmocka_unit_test(test_ordered_and_ulp),
         cmocka_unit_test(test_float64),
+        cmocka_unit_test(test_small_formats),
+        cmocka_unit_test(test_small_formats_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

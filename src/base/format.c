@@ -13,8 +13,20 @@
 #include <string.h>
 
 const cic_format CIC_FORMATS[] = {
-    {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN},
-    {"float64", 64, 53, -1022, 1023, true, true, CIC_ROUND_NEAREST_EVEN},
+    {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    {"float64", 64, 53, -1022, 1023, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    /* bfloat16: float32's exponent range, 8 significand bits */
+    {"bf16", 16, 8, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    /* IEEE 754 binary16 */
+    {"fp16", 16, 11, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    /* OCP 8-bit floating point (OFP8): E4M3 has no infinities and one NaN
+     * pattern at the top (largest finite 448; overflow saturates to it),
+     * E5M2 follows IEEE (infinities, largest finite 57344) */
+    {"fp8-e4m3", 8, 4, -6, 8, true, false, CIC_ROUND_NEAREST_EVEN, 1},
+    {"fp8-e5m2", 8, 3, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    /* OCP MX FP4 E2M1, the element of mxfp4 and nvfp4: 0, 0.5, 1, 1.5, 2,
+     * 3, 4, 6; no infinities or NaN, overflow saturates to 6 */
+    {"fp4-e2m1", 4, 2, 0, 2, true, false, CIC_ROUND_NEAREST_EVEN, 0},
 };
 
 #define CIC_FORMATS_LEN (sizeof CIC_FORMATS / sizeof CIC_FORMATS[0])
@@ -38,12 +50,25 @@ const cic_format *cic_format_find(const char *name)
 /* The largest finite value of f, into y (precision >= f->precision). */
 static void _cic_format_max(mpfr_ptr y, const cic_format *f, int neg)
 {
-    /* (2 - 2^(1-p)) 2^emax = (2^p - 1) 2^(emax - p + 1) */
+    /* (2 - (1 + r) 2^(1-p)) 2^emax = (2^p - 1 - r) 2^(emax - p + 1), r the
+     * reserved top codes */
     mpfr_set_ui_2exp(y, 1, (mpfr_exp_t)f->precision, MPFR_RNDN);
-    mpfr_sub_ui(y, y, 1, MPFR_RNDN);
+    mpfr_sub_ui(y, y, 1 + (unsigned long)f->top_reserved, MPFR_RNDN);
     mpfr_mul_2si(y, y, (long)f->emax - f->precision + 1, MPFR_RNDN);
     if (neg)
         mpfr_neg(y, y, MPFR_RNDN);
+}
+
+/* |t| is above f's largest finite value (t a finite p-bit number). */
+static int above_max(mpfr_srcptr t, const cic_format *f)
+{
+    mpfr_t m;
+    int r;
+    mpfr_init2(m, f->precision);
+    _cic_format_max(m, f, 0);
+    r = mpfr_cmpabs(t, m) > 0;
+    mpfr_clear(m);
+    return r;
 }
 
 int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f)
@@ -61,7 +86,8 @@ int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f)
     mpfr_exp_t emin = mpfr_get_emin(), emax = mpfr_get_emax();
     mpfr_flags_t flags;
     int inex;
-    CIC_ASSERT(mpfr_get_prec(y) >= f->precision && f->subnormals);
+    CIC_ASSERT(mpfr_get_prec(y) >= f->precision && f->subnormals &&
+               (f->top_reserved == 0 || !f->infinities));
     if (!mpfr_number_p(x) || mpfr_zero_p(x))
         return mpfr_set(y, x, MPFR_RNDN);
     e = mpfr_get_exp(x);
@@ -91,8 +117,8 @@ int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f)
         inex = mpfr_subnormalize(t, inex, MPFR_RNDN);
         mpfr_set_emin(emin);
         mpfr_set_emax(emax);
-        if (mpfr_inf_p(t) && !f->infinities) {
-            _cic_format_max(y, f, mpfr_signbit(t));
+        if (!f->infinities && (mpfr_inf_p(t) || (f->top_reserved > 0 && above_max(t, f)))) {
+            _cic_format_max(y, f, mpfr_signbit(t)); /* saturate */
             inex = mpfr_signbit(t) ? 1 : -1;
         } else {
             mpfr_set(y, t, MPFR_RNDN); /* exact: y is at least as precise */
@@ -143,13 +169,14 @@ int64_t cic_format_ordered(const cic_format *f, double v)
      * k < 2^(p-1), then each binade E >= emin holds 2^(p-1) values
      * (1 + j 2^(1-p)) 2^E. So |v| in binade E has the code
      * (E - emin + 1) 2^(p-1) + j, and Inf the code after the largest
-     * finite value. Exact in int64 for p <= 53 and |E| < 2^10. */
+     * finite value (a format with reserved top codes has no infinities).
+     * Exact in int64 for p <= 53 and |E| < 2^10. */
     double a = fabs(v);
     int64_t half = (int64_t)1 << (f->precision - 1), code;
     int e;
     CIC_ASSERT(!isnan(v));
     if (isinf(a)) {
-        code = (int64_t)(f->emax - f->emin + 2) * half;
+        code = (int64_t)(f->emax - f->emin + 2) * half - f->top_reserved;
     } else if (a < ldexp(1.0, f->emin)) {
         code = (int64_t)ldexp(a, f->precision - 1 - f->emin);
     } else {

@@ -10,8 +10,10 @@
  * numbers (2^emin is the smallest normal, every finite value is below
  * 2^(emax + 1)), whether it has subnormals (gradual underflow below 2^emin,
  * evenly spaced at 2^(emin - p + 1)) and infinities (else overflow
- * saturates to the largest finite value), and its rounding (to nearest, ties
- * to even). Adding a format is a line in the enum below and an entry in
+ * saturates to the largest finite value), how many of the top binade's last
+ * significands are not finite values (OCP FP8 E4M3: the all-ones pattern is
+ * NaN, so its largest finite value is 448, not 480), and its rounding (to
+ * nearest, ties to even). Adding a format is a line in the enum below and an entry in
  * format.c. */
 #ifndef CIC_FORMAT_H
 #define CIC_FORMAT_H
@@ -20,7 +22,16 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-enum cic_format_id { CIC_FORMAT_FLOAT32, CIC_FORMAT_FLOAT64, CIC_FORMAT_COUNT };
+enum cic_format_id {
+    CIC_FORMAT_FLOAT32,
+    CIC_FORMAT_FLOAT64,
+    CIC_FORMAT_BF16,
+    CIC_FORMAT_FP16,
+    CIC_FORMAT_FP8_E4M3,
+    CIC_FORMAT_FP8_E5M2,
+    CIC_FORMAT_FP4_E2M1,
+    CIC_FORMAT_COUNT
+};
 
 enum cic_rounding { CIC_ROUND_NEAREST_EVEN };
 
@@ -32,6 +43,8 @@ typedef struct {
     bool subnormals;       /* gradual underflow below 2^emin */
     bool infinities;       /* overflow to Inf (else to the largest finite) */
     enum cic_rounding rnd;
+    int top_reserved;      /* codes missing at the top of binade emax (a
+                            * format without infinities only) */
 } cic_format;
 
 extern const cic_format CIC_FORMATS[];
