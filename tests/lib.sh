@@ -26,6 +26,21 @@ cic_test_init() {
     skipped=0
 }
 
+# cic_tiny_case NAME [SEEDS]: a tiny pre-LN case (d_model 8, 4 tokens, one
+# layer; f32-openblas) with fuse-layernorm and a random rotation after it,
+# on stdout; with SEEDS ("1, 2, 3"), a sweep over d_model 8 and 16 and those
+# seeds instead of d_model 8.
+cic_tiny_case() {
+    printf 'name = "%s"\n[model]\nblock = "preln"\n' "$1"
+    [ $# -ge 2 ] || echo 'd_model = 8'
+    printf 'heads = 2\ntokens = 4\nsamples = 1\nlayers = 1\nd_out = 4\n'
+    printf '[engines]\nf32 = ["openblas"]\n'
+    [ $# -lt 2 ] || printf '[sweep]\nd_model = [8, 16]\nseed = [%s]\n' "$2"
+    printf '[[transforms]]\nname = "fuse"\nkind = "fuse-layernorm"\n'
+    printf '[[transforms]]\nname = "rotate"\nkind = "rotate"\nafter = "fuse"\n'
+    printf 'q = "random"\nseed = 3\n'
+}
+
 # cic_have TOOL: TOOL (a name on PATH or a path) can be run.
 cic_have() { command -v "$1" >/dev/null 2>&1; }
 

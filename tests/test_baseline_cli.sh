@@ -19,28 +19,7 @@ cic_need timeout "it turns a blocked read into a failure"
 cic_test_init baseline_cli
 CIC_TEST_TIMEOUT=20
 
-cat >"$tmp/bl.toml" <<'TOML'
-name = "bl"
-[model]
-block = "preln"
-d_model = 8
-heads = 2
-tokens = 4
-samples = 1
-layers = 1
-d_out = 4
-[engines]
-f32 = ["openblas"]
-[[transforms]]
-name = "fuse"
-kind = "fuse-layernorm"
-[[transforms]]
-name = "rotate"
-kind = "rotate"
-after = "fuse"
-q = "random"
-seed = 3
-TOML
+cic_tiny_case bl >"$tmp/bl.toml"
 # run DIR: the case against DIR/bl.json (a script, so timeout(1) can run it)
 cat >"$tmp/run" <<EOF
 #!/bin/sh

@@ -173,30 +173,7 @@ grep -q "^cicheck: [0-9]* cases, [0-9]* passed, 0 failed" "$tmp/out" && ok "one 
 [ -s "$tmp/summary.md" ] && ok "markdown summary written" || bad "markdown summary written"
 
 # sweeps: shards are disjoint, cover the sweep, and merge to the same report
-cat >"$tmp/sweep.toml" <<'TOML'
-name = "tiny-sweep"
-[model]
-block = "preln"
-heads = 2
-tokens = 4
-samples = 1
-layers = 1
-d_out = 4
-[engines]
-f32 = ["openblas"]
-[sweep]
-d_model = [8, 16]
-seed = [1, 2, 3]
-[[transforms]]
-name = "fuse"
-kind = "fuse-layernorm"
-[[transforms]]
-name = "rotate"
-kind = "rotate"
-after = "fuse"
-q = "random"
-seed = 3
-TOML
+cic_tiny_case tiny-sweep "1, 2, 3" >"$tmp/sweep.toml"
 expect_rc 0 "sweep" "$bin" run --quiet --no-color --out "$tmp/sw-all" "$tmp/sweep.toml"
 for k in 1 2 3; do
     expect_rc 0 "sweep shard $k/3" "$bin" run --quiet --no-color --no-plots --shard $k/3 \

@@ -26,30 +26,7 @@ cic_need timeout "it turns a blocked read into a failure"
 cic_test_init merge_cli
 CIC_TEST_TIMEOUT=60
 
-cat >"$tmp/sw.toml" <<'TOML'
-name = "merge-sweep"
-[model]
-block = "preln"
-heads = 2
-tokens = 4
-samples = 1
-layers = 1
-d_out = 4
-[engines]
-f32 = ["openblas"]
-[sweep]
-d_model = [8, 16]
-seed = [1, 2, 3]
-[[transforms]]
-name = "fuse"
-kind = "fuse-layernorm"
-[[transforms]]
-name = "rotate"
-kind = "rotate"
-after = "fuse"
-q = "random"
-seed = 3
-TOML
+cic_tiny_case merge-sweep "1, 2, 3" >"$tmp/sw.toml"
 for k in 1 2 3; do
     expect_rc 0 "shard $k/3" "$bin" run --quiet --no-color --no-plots --shard $k/3 \
         --out "$tmp/s$k" "$tmp/sw.toml"

@@ -10,30 +10,7 @@ bin=$1
 cic_need gnuplot "Debian's gnuplot-nox draws the plots"
 cic_test_init sweep_plots
 
-cat >"$tmp/sweep.toml" <<'TOML'
-name = "tiny-sweep"
-[model]
-block = "preln"
-heads = 2
-tokens = 4
-samples = 1
-layers = 1
-d_out = 4
-[engines]
-f32 = ["openblas"]
-[sweep]
-d_model = [8, 16]
-seed = [1, 2]
-[[transforms]]
-name = "fuse"
-kind = "fuse-layernorm"
-[[transforms]]
-name = "rotate"
-kind = "rotate"
-after = "fuse"
-q = "random"
-seed = 3
-TOML
+cic_tiny_case tiny-sweep "1, 2" >"$tmp/sweep.toml"
 expect_rc 0 "sweep" "$bin" run --quiet --no-color --out "$tmp/sw" "$tmp/sweep.toml"
 for f in ulp_cdf error_vs_d drift_hist; do
     for e in dat gp png svg pdf; do
