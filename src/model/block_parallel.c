@@ -67,23 +67,10 @@ static int layer(cic_bld *b, int l, int x)
 static void build(cic_bld *b, int readout)
 {
     cic_model *m = b->m;
-    int d = m->cfg.d_model, l, x = m->input;
-    double sd = m->cfg.std;
+    int l, x = m->input;
     for (l = 0; l < m->cfg.layers; l++)
         x = layer(b, l, x);
-    m->residual = x;
-    if (readout == CIC_READOUT_HEAD) {
-        int gf = _cic_bld_gain(b, "transformer.ln_f.weight", d);
-        int bf = _cic_bld_weight(b, "transformer.ln_f.bias", 1, d, 0.1);
-        int wh = _cic_bld_weight(b, "lm_head.weight", m->cfg.d_out, d, sd);
-        int bh = _cic_bld_weight(b, "lm_head.bias", 1, m->cfg.d_out, sd);
-        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.ln_f");
-        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh,
-                                    "act.lm_head");
-    } else {
-        m->output = x;
-        m->center_out = true;
-    }
+    _cic_bld_readout(b, readout, x, "transformer.ln_f", "lm_head", true);
 }
 
 /* Per layer: LN; q, k, v, attention, out_proj; fc_in, act, fc_out and the

@@ -62,17 +62,7 @@ static void build(cic_bld *b, int readout)
 #undef NM
 #undef AN
     }
-    m->residual = x;
-    if (readout == CIC_READOUT_HEAD) {
-        int gf = _cic_bld_gain(b, "norm.weight", d), bf = _cic_bld_weight(b, "norm.bias", 1, d, 0.1);
-        int wh = _cic_bld_weight(b, "head.weight", m->cfg.d_out, d, sd);
-        int bh = _cic_bld_weight(b, "head.bias", 1, m->cfg.d_out, sd);
-        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, bf, true, "act.norm");
-        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh, "act.head");
-    } else {
-        m->output = x;
-        m->center_out = true;
-    }
+    _cic_bld_readout(b, readout, x, "norm", "head", true);
 }
 
 /* Pre-LN (GPT-2 / ViT): x += proj(attn(qkv(LN1(x)))); x += fc2(act(fc1(LN2(x))));

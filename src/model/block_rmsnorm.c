@@ -62,16 +62,7 @@ static void build(cic_bld *b, int readout)
 #undef NM
 #undef AN
     }
-    m->residual = x;
-    if (readout == CIC_READOUT_HEAD) {
-        int gf = _cic_bld_gain(b, "norm.weight", d);
-        int wh = _cic_bld_weight(b, "lm_head.weight", m->cfg.d_out, d, sd);
-        int hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, -1, false, "act.norm");
-        m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, -1, "act.lm_head");
-    } else {
-        m->output = x;
-        m->center_out = false;
-    }
+    _cic_bld_readout(b, readout, x, "norm", "lm_head", false);
 }
 
 /* RMSNorm (Llama): x += o(attn(q, k, v of RMS1(x))); x += down(act(gate(h)) *

@@ -25,6 +25,14 @@ int _cic_bld_norm(cic_bld *b, enum cic_site site, int layer, int in, int g, int 
                   bool center, const char *out_name);
 int _cic_bld_add(cic_bld *b, enum cic_site site, int layer, int x, int y,
                  const char *out_name);
+/* The readout after the last layer's stream x (the model's residual): for
+ * the head readout, a final norm (tensors NORM.weight, and NORM.bias when
+ * layernorm: a LayerNorm with bias, else an RMSNorm) and a reader linear
+ * HEAD.weight [d_out, d] (and HEAD.bias when layernorm), activations
+ * act.<last part of the name>; else the stream itself, compared without
+ * its row mean when layernorm. Returns the output tensor. */
+int _cic_bld_readout(cic_bld *b, int readout, int x, const char *norm, const char *head,
+                     bool layernorm);
 int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                   const char *out_name);
 /* Mark tensor id to be drawn with std (the weight source gives the values,

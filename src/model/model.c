@@ -252,6 +252,38 @@ cic_op cic_op_blank(enum cic_op_kind kind, enum cic_site site, int layer)
     return o;
 }
 
+int _cic_bld_readout(cic_bld *b, int readout, int x, const char *norm, const char *head,
+                     bool layernorm)
+{
+    cic_model *m = b->m;
+    int d = m->cfg.d_model, dout = m->cfg.d_out, gf, bf = -1, wh, bh = -1, hf;
+    char n[96], o[96];
+    const char *nb = strrchr(norm, '.'), *hb = strrchr(head, '.');
+    m->residual = x;
+    if (readout != CIC_READOUT_HEAD) {
+        m->output = x;
+        m->center_out = layernorm;
+        return x;
+    }
+    snprintf(n, sizeof n, "%s.weight", norm);
+    gf = _cic_bld_gain(b, n, d);
+    if (layernorm) {
+        snprintf(n, sizeof n, "%s.bias", norm);
+        bf = _cic_bld_weight(b, n, 1, d, 0.1);
+    }
+    snprintf(n, sizeof n, "%s.weight", head);
+    wh = _cic_bld_weight(b, n, dout, d, m->cfg.std);
+    if (layernorm) {
+        snprintf(n, sizeof n, "%s.bias", head);
+        bh = _cic_bld_weight(b, n, 1, dout, m->cfg.std);
+    }
+    snprintf(o, sizeof o, "act.%s", nb ? nb + 1 : norm);
+    hf = _cic_bld_norm(b, CIC_SITE_FINAL, -1, x, gf, bf, layernorm, o);
+    snprintf(o, sizeof o, "act.%s", hb ? hb + 1 : head);
+    m->output = _cic_bld_linear(b, CIC_SITE_FINAL, -1, CIC_ROLE_READER, hf, wh, bh, o);
+    return m->output;
+}
+
 int _cic_bld_linear(cic_bld *b, enum cic_site site, int layer, enum cic_lin_role role,
                   int in, int w, int bias, const char *out_name)
 {
