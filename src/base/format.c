@@ -129,6 +129,18 @@ int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f)
     return inex;
 }
 
+double cic_format_round_d(const cic_format *f, double x)
+{
+    mpfr_t a;
+    double r;
+    mpfr_init2(a, 53);
+    mpfr_set_d(a, x, MPFR_RNDN);
+    cic_format_round(a, a, f);
+    r = mpfr_get_d(a, MPFR_RNDN); /* exact: a is a value of f */
+    mpfr_clear(a);
+    return r;
+}
+
 /* log2 of f's ULP for a value with floor(log2 |x|) = e that is (pow2) or is
  * not an exact power of two. */
 static long _cic_format_ulp_log2(const cic_format *f, long e, int pow2)

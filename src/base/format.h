@@ -60,6 +60,10 @@ const cic_format *cic_format_find(const char *name);
  * is restored on return. */
 int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f);
 
+/* x rounded once to f, as cic_format_round does, for a double x (every
+ * value of a format up to float64 is a double). */
+double cic_format_round_d(const cic_format *f, double x);
+
 /* The unit in the last place of f at an exact finite value x:
  * 2^(max(E, emin) - p + 1) with E = floor(log2 |x|); at an exact power of
  * two the gap below (the finer binade), so |round(x) - x| <= ulp(x) / 2

@@ -6,6 +6,7 @@
 #include "format.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,10 +14,16 @@
 #define CIC_QUANT_G_DEFAULT 128
 #define CIC_QUANT_G_MAX (1 << 20)
 
-static int qfail(char *msg, size_t cap, const char *fmt, const char *a, const char *b)
+static int qfail(char *msg, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int qfail(char *msg, size_t cap, const char *fmt, ...)
 {
-    if (msg && cap)
-        snprintf(msg, cap, fmt, a, b);
+    va_list ap;
+    if (msg && cap) {
+        va_start(ap, fmt);
+        vsnprintf(msg, cap, fmt, ap);
+        va_end(ap);
+    }
     return -1;
 }
 
@@ -38,7 +45,7 @@ static int parse_option(cic_quant *q, const char *o, char *msg, size_t cap)
             g = strtol(o + 5, &end, 10);
             if (*end || o[5] < '0' || o[5] > '9' || g < 1 || g > CIC_QUANT_G_MAX)
                 return qfail(msg, cap, "bad group size in '%s': expected group or groupN with "
-                             "N in 1..1048576%s", o, "");
+                             "N in 1..1048576", o);
         }
         q->gran = CIC_QG_GROUP;
         q->group = (int)g;
@@ -46,11 +53,11 @@ static int parse_option(cic_quant *q, const char *o, char *msg, size_t cap)
         double c = strtod(o + 4, &end);
         if (!o[4] || *end || !(c > 0 && c <= 1) || o[4] == ' ')
             return qfail(msg, cap, "bad clipping ratio in '%s': expected clipR with R in "
-                         "(0, 1]%s", o, "");
+                         "(0, 1]", o);
         q->clip = (float)c;
     } else {
         return qfail(msg, cap, "unknown option '%s'; allowed: tensor, channel, token, group, "
-                     "groupN, sym, asym, clipR%s", o, "");
+                     "groupN, sym, asym, clipR", o);
     }
     return 0;
 }
@@ -64,7 +71,7 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap)
     q->group = CIC_QUANT_G_DEFAULT;
     q->clip = 1.0f;
     if (!text || strlen(text) >= sizeof buf)
-        return qfail(msg, cap, "bad scale rule '%.60s'%s", text ? text : "(null)", "");
+        return qfail(msg, cap, "bad scale rule '%.60s'", text ? text : "(null)");
     if (!strcmp(text, "mxfp4") || !strcmp(text, "nvfp4")) {
         q->scheme = text[0] == 'm' ? CIC_QS_MXFP4 : CIC_QS_NVFP4;
         q->bits = 4;
@@ -76,14 +83,14 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap)
     part = strtok_r(buf, ":", &save);
     if (!part || (strcmp(part, "int4") && strcmp(part, "int8")))
         return qfail(msg, cap, "unknown scale rule '%s'; allowed: int4, int8 (with options "
-                     "after ':'), mxfp4, nvfp4%s", part ? part : "", "");
+                     "after ':'), mxfp4, nvfp4", part ? part : "");
     q->scheme = CIC_QS_INT;
     q->bits = part[3] - '0';
     while ((part = strtok_r(NULL, ":", &save)))
         if (parse_option(q, part, msg, cap) < 0)
             return -1;
     if (text[strlen(text) - 1] == ':' || strstr(text, "::"))
-        return qfail(msg, cap, "empty option in '%s'%s", text, "");
+        return qfail(msg, cap, "empty option in '%s'", text);
     return 0;
 }
 
@@ -110,25 +117,16 @@ long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t 
 /* x rounded to format f (saturating where f has no infinities). */
 static float round_to(const cic_format *f, float x)
 {
-    mpfr_t a;
-    float r;
-    mpfr_init2(a, 24);
-    mpfr_set_flt(a, x, MPFR_RNDN);
-    cic_format_round(a, a, f);
-    r = mpfr_get_flt(a, MPFR_RNDN);
-    mpfr_clear(a);
-    return r;
+    return (float)cic_format_round_d(f, x); /* exact: f's values are floats */
 }
 
-/* The E2M1 pattern of an fp4-e2m1 value v: sign in bit 3. */
+/* The E2M1 pattern of an fp4-e2m1 value v: its ordered integer (the
+ * magnitude's pattern), sign in bit 3. */
 static int16_t e2m1_code(float v)
 {
-    static const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-    int k;
-    for (k = 0; k < 8 && mag[k] != fabsf(v); k++)
-        ;
-    CIC_ASSERT(k < 8);
-    return (int16_t)((signbit(v) ? 8 : 0) | k);
+    const cic_format *fp4 = cic_format_get(CIC_FORMAT_FP4_E2M1);
+    int64_t k = cic_format_ordered(fp4, v);
+    return (int16_t)((signbit(v) ? 8 : 0) | (k < 0 ? -k : k));
 }
 
 typedef struct {

@@ -164,7 +164,7 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     p->t0 = _cic_pl_now();
     if (o->threads > 0)
         cic_engine_mpfr_set_threads(o->threads);
-    if (cic_xform_check(c, d) != CIC_OK)
+    if (cic_pipeline_check(c, false, d) != CIC_OK)
         return CIC_EINPUT;
     if ((rc = memory_guard(p, d)) != CIC_OK || (rc = allocate(p, d)) != CIC_OK ||
         (rc = stages(p, d)) != CIC_OK)
