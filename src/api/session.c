@@ -55,6 +55,7 @@ static void results_clear(cic_session *s)
     free(s->rep.results);
     free(s->rep.gates);
     free(s->rep.regress);
+    cic_lowp_report_free(&s->rep.lowp);
     memset(&s->rep, 0, sizeof s->rep);
     s->ran = false;
     free(s->rows);

@@ -93,6 +93,8 @@
 #define CIC_CASE_H
 
 #include "../base/base.h"
+#include "../base/format.h"
+#include "../base/quant.h"
 #include "act.h"
 #include "block.h"
 
@@ -187,6 +189,12 @@ typedef struct cic_model_cfg_s {
     double std;
     int outlier_channels;
     double outlier_scale;
+    /* massive activations in the block input: the first massive_tokens
+     * tokens of every sample carry massive_scale (times the input's std of
+     * 1) in massive_channels seeded channels; 0 channels: none */
+    int massive_channels;
+    int massive_tokens;
+    double massive_scale;
 } cic_model_cfg;
 
 typedef struct {
@@ -256,6 +264,30 @@ typedef struct {
  * the loader validates every point). */
 #define CIC_SWEEP_MAX_POINTS_LIMIT 100000
 
+/* A low-precision engine ([[engines.lowp]]): what its weights are stored
+ * in, what its activations are rounded or quantized to, and the element
+ * format of every other op's output. */
+#define CIC_MAX_LOWP 8
+#define CIC_LOWP_NAME_MAX 32
+enum cic_lowp_from { CIC_LOWP_FROM_UNROUNDED, CIC_LOWP_FROM_FLOAT32, CIC_LOWP_FROM_COUNT };
+extern const char *const CIC_LOWP_FROM_NAME[];
+typedef struct {
+    char name[CIC_LOWP_NAME_MAX];
+    int line;
+    char weights[64], activations[64]; /* as written */
+    /* weights: a scale rule (wq_on) or a plain format (wfmt) */
+    bool wq_on;
+    cic_quant wq;
+    const cic_format *wfmt;
+    /* activations at linear inputs: a scale rule (aq_on), else none */
+    bool aq_on;
+    cic_quant aq;
+    /* the element format: every op's output is rounded to it (float32:
+     * untouched) */
+    const cic_format *elem;
+    enum cic_lowp_from from;
+} cic_lowp_spec;
+
 typedef struct {
     char name[CIC_NAME_MAX];
     char path[1024];
@@ -265,6 +297,8 @@ typedef struct {
     int mpfr_prec;
     enum cic_verdict_engine verdict_engine; /* [engines] verdict, default mpfr */
     enum cic_readout readout;
+    cic_lowp_spec lowp[CIC_MAX_LOWP];
+    int n_lowp;
     cic_xform_spec xf[CIC_MAX_XFORMS];
     int n_xf;
     cic_gate_spec gates[CIC_MAX_GATES];
@@ -317,6 +351,9 @@ uint64_t cic_case_memory_estimate(const cic_case *c);
 
 /* Weight values of the case's original model (the estimate's count). */
 uint64_t cic_case_weight_count(const cic_case *c);
+
+/* Index of the low-precision engine named name, or -1. */
+int cic_case_lowp_find(const cic_case *c, const char *name);
 
 /* Index of the transform named name, or -1. */
 int cic_case_xform_find(const cic_case *c, const char *name);

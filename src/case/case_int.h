@@ -133,6 +133,8 @@ bool _cic_name_ok(const char *s);
 int _cic_load_model(cic_case_ctx *x, cic_case *c, const cic_toml_node *mt);
 int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et);
 int _cic_load_readout(cic_case_ctx *x, cic_case *c, const cic_toml_node *rt);
+/* [[engines.lowp]] inside [engines] (load_lowp.c). */
+int _cic_load_lowp(cic_case_ctx *x, cic_case *c, const cic_case_tab *et);
 int _cic_load_xforms(cic_case_ctx *x, cic_case *c, const cic_toml_node *arr);
 int _cic_load_gates(cic_case_ctx *x, cic_case *c, const cic_toml_node *arr);
 /* [sweep] (before [model], whose required keys a list may stand in for). */

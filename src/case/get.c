@@ -300,11 +300,18 @@ int _cic_get_aot(cic_case_ctx *x, const cic_case_tab *root, const char *key,
                  size_t max, const cic_toml_node **out)
 {
     const cic_toml_node *n = _cic_find(root, key, NULL, NULL);
-    size_t i, cnt;
+    size_t i, cnt, w = strlen(root->where);
     int l, col;
+    char full[96];
     *out = NULL;
     if (!n)
         return CIC_OK;
+    /* under a table: its dotted name ([engines] -> engines.lowp) */
+    if (w > 2 && root->where[0] == '[' && root->where[w - 1] == ']')
+        snprintf(full, sizeof full, "%.*s.%s", (int)(w - 2), root->where + 1, key);
+    else
+        snprintf(full, sizeof full, "%s", key);
+    key = full;
     _cic_pos(n, &l, &col);
     if (cic_toml_node_type(n) != CIC_TOML_ARRAY)
         return _cic_fail(x, l, col,

@@ -9,7 +9,7 @@
 #include <string.h>
 
 /* Allowed keys, in the order they are documented. */
-static const char *const _cic_engines_keys[] = {"f32", "mpfr_prec", "verdict"};
+static const char *const _cic_engines_keys[] = {"f32", "mpfr_prec", "verdict", "lowp"};
 static const char *const _cic_readout_keys[] = {"kind"};
 
 /* 'f32' in [engines]: a non-empty list of distinct engine names. */
@@ -73,6 +73,7 @@ int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et)
     c->f32_fixed = true;
     c->mpfr_prec = 128;
     c->verdict_engine = CIC_VERDICT_ENGINE_MPFR;
+    c->n_lowp = 0;
     x->engines_ok = true;
     if (!et)
         return CIC_OK;
@@ -84,6 +85,8 @@ int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et)
     _cic_get_enum(x, &t, "verdict", CIC_VERDICT_ENGINE_NAME, CIC_VERDICT_ENGINE_COUNT,
                   &v, NULL, NULL);
     c->verdict_engine = (enum cic_verdict_engine)v;
+    if (_cic_load_lowp(x, c, &t) != CIC_OK)
+        x->engines_ok = false;
     return _cic_status(x, err0);
 }
 

@@ -23,9 +23,10 @@ const char *const CIC_GATE_METRICS[] = {
 #define CIC_CASE_N_GATE_METRICS (CIC_CASE_LEN(CIC_GATE_METRICS) - 1)
 
 /* The engines a gate can name (those with result rows: the f32 engines and
- * mpfr, in the engine table's order), then "*"; returns how many. eng[k]
- * is engine id[k] (id -1 for "*"). */
-static size_t _cic_gate_engines(const char **eng, int *id)
+ * mpfr, in the engine table's order, then the case's low-precision
+ * engines), then "*"; returns how many. eng[k] is engine id[k] (id -1 for a
+ * low-precision engine and for "*"). */
+static size_t _cic_gate_engines(const cic_case *c, const char **eng, int *id)
 {
     size_t n = 0;
     int e;
@@ -34,6 +35,10 @@ static size_t _cic_gate_engines(const char **eng, int *id)
             id[n] = e;
             eng[n++] = CIC_ENGINE_NAME[e];
         }
+    for (e = 0; e < c->n_lowp; e++) {
+        id[n] = -1;
+        eng[n++] = c->lowp[e].name;
+    }
     id[n] = -1;
     eng[n++] = "*";
     return n;
@@ -73,9 +78,9 @@ static void _cic_load_gate(cic_case_ctx *x, const cic_case *c, const cic_case_ta
 {
     const cic_toml_node *node;
     bool have;
-    int l, col, v, id[CIC_ENGINE_COUNT + 1];
-    const char *eng[CIC_ENGINE_COUNT + 1];
-    size_t n_eng = _cic_gate_engines(eng, id);
+    int l, col, v, id[CIC_ENGINE_COUNT + CIC_MAX_LOWP + 1];
+    const char *eng[CIC_ENGINE_COUNT + CIC_MAX_LOWP + 1];
+    size_t n_eng = _cic_gate_engines(c, eng, id);
 
     _cic_check_keys(x, t, _cic_gate_keys, CIC_CASE_LEN(_cic_gate_keys));
     _cic_gate_transform(x, t, g, known, n_known);

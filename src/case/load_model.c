@@ -19,7 +19,10 @@ static const char *const _cic_model_keys[] = {
     "final_layer", "seed",  "weights"};
 static const char *const _cic_weights_keys[] = {"dist", "std",
                                                 "outlier_channels",
-                                                "outlier_scale"};
+                                                "outlier_scale",
+                                                "massive_channels",
+                                                "massive_tokens",
+                                                "massive_scale"};
 
 /* A key with a list in [sweep] (parsed before the sections): the list
  * overrides the scalar, whose first value stands in for it; the checks that
@@ -239,7 +242,21 @@ static void _cic_load_misc(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
         m->seed = (uint64_t)c->sweep.v[CIC_AXIS_SEED][0];
 }
 
-/* [model.weights]: dist, std, outlier_channels, outlier_scale. */
+/* [model.weights] massive_channels (0 .. d_model), massive_tokens
+ * (1 .. tokens, default 1), massive_scale (> 0, at most 1e6, default 100):
+ * massive activations in the block input. */
+static void _cic_load_massive(cic_case_ctx *x, cic_case *c, const cic_case_tab *wt, bool ok_d)
+{
+    cic_model_cfg *m = &c->model;
+    int dmax = _cic_swept(c, CIC_AXIS_D_MODEL) || !ok_d ? CIC_CASE_MAX_DIM : m->d_model;
+    int tmax = _cic_swept(c, CIC_AXIS_TOKENS) || m->tokens <= 0 ? CIC_CASE_MAX_TOKENS
+                                                                : m->tokens;
+    _cic_get_intf(x, wt, "massive_channels", 0, dmax, &m->massive_channels, NULL, NULL);
+    _cic_get_intf(x, wt, "massive_tokens", 1, tmax, &m->massive_tokens, NULL, NULL);
+    _cic_get_num(x, wt, "massive_scale", true, 1e6, &m->massive_scale, NULL, NULL);
+}
+
+/* [model.weights]: dist, std, outlier_channels, outlier_scale, massive_*. */
 static void _cic_load_weights(cic_case_ctx *x, cic_case *c, const cic_case_tab *t, bool ok_d)
 {
     cic_case_tab wt = {NULL, "[model.weights]"};
@@ -252,10 +269,14 @@ static void _cic_load_weights(cic_case_ctx *x, cic_case *c, const cic_case_tab *
     m->std = 0.02;
     m->outlier_channels = 0;
     m->outlier_scale = 1;
+    m->massive_channels = 0;
+    m->massive_tokens = 1;
+    m->massive_scale = 100;
     if (_cic_get_table(x, t, "weights", "[model.weights]", &wtab) != CIC_OK || !wtab)
         return;
     wt.tbl = wtab;
     _cic_check_keys(x, &wt, _cic_weights_keys, CIC_CASE_LEN(_cic_weights_keys));
+    _cic_load_massive(x, c, &wt, ok_d);
     v = CIC_DIST_NORMAL;
     _cic_get_enum(x, &wt, "dist", CIC_DIST_NAME, CIC_DIST_COUNT, &v, NULL, NULL);
     m->dist = (enum cic_dist)v;

@@ -31,6 +31,7 @@ const char *const CIC_READOUT_NAME[] = {"head", "residual"};
 const char *const CIC_STREAM_NAME[] = {"centered", "mean-preserving"};
 const char *const CIC_VERDICT_ENGINE_NAME[] = {"mpfr", "f64",
                                                "f64-openblas"};
+const char *const CIC_LOWP_FROM_NAME[] = {"unrounded", "float32"};
 const char *const CIC_AXIS_NAME[] = {
     "d_model", "tokens",  "layers", "seed",   "mpfr_prec", "outlier_scale",
     "heads",   "samples", "d_cond", "std"};
@@ -46,6 +47,7 @@ static_assert(CIC_CASE_LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC_CASE_LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
 static_assert(CIC_CASE_LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
 static_assert(CIC_CASE_LEN(CIC_STREAM_NAME) == CIC_STREAM_COUNT, "streams");
+static_assert(CIC_CASE_LEN(CIC_LOWP_FROM_NAME) == CIC_LOWP_FROM_COUNT, "lowp from names");
 static_assert(CIC_CASE_LEN(CIC_VERDICT_ENGINE_NAME) == CIC_VERDICT_ENGINE_COUNT,
               "verdict engine names");
 static_assert(CIC_CASE_LEN(CIC_AXIS_NAME) == CIC_AXIS_COUNT, "sweep axis names");

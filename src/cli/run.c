@@ -154,6 +154,8 @@ static void print_run(const cic_run_args *a, const cic_report *rep, const cic_ca
     if (rep->has_baseline)
         print_regressions(rep, c);
     print_expectations(rep, c);
+    if (!a->quiet_tables)
+        cic_report_lowp_table(stdout, rep);
     if (adaln && !a->quiet_tables && rep->has_dit_flops) {
         printf("\nAnalytical ");
         cic_report_dit_flops_table(stdout, &rep->dit_flops);
@@ -201,6 +203,7 @@ void cic_case_run_free(cic_case_run *cr)
     free(cr->rep.results);
     free(cr->rep.gates);
     free(cr->rep.regress);
+    cic_lowp_report_free(&cr->rep.lowp);
     free(cr);
 }
 

@@ -40,6 +40,14 @@ typedef struct {
      * run (for progress bars); may be NULL */
     void (*progress)(void *ctx, double done);
     void *progress_ctx;
+    /* Taps on the linears that read or write the residual stream (role
+     * reader or writer), called after each has run with its op index: the
+     * f32 and low-precision engines give its input x [rows, k] and output
+     * y [rows, n] (rounded as the engine stores it), the MPFR engine its
+     * output. May be NULL; a tap changes no bit of the run. */
+    void (*lin_tap)(void *ctx, int op, const float *x, const float *y, int rows);
+    void (*lin_tap_mp)(void *ctx, int op, const mpfr_t *y, int rows);
+    void *tap_ctx;
 } cic_run_opts;
 
 /* Run the graph in float32. out receives the readout rows (n_samples *
@@ -62,6 +70,13 @@ int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
  * Returns 0, -1 or -2. */
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o);
+
+/* Run the graph in the low-precision engine lp (case.h, [[engines.lowp]];
+ * DESIGN in engine_lowp.c): the f32 engine's graph and order of operations
+ * with lp's weights, activation quantization and element rounding. out as
+ * for the f32 engine. Returns 0, -1 or -2. */
+int cic_engine_lowp_run(float *out, const cic_model *m, const cic_lowp_spec *lp,
+                        enum cic_matmul mm, const cic_run_opts *o);
 
 /* Threads of the MPFR engine (n <= 0: one per online core, at most 16).
  * Results are bit-identical for every thread count. */

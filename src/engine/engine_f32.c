@@ -17,10 +17,11 @@
 #define R_TANH tanhf
 #define R_SQRT sqrtf
 #define R_VALS_OWNED 0
+#define R_TAP 1
 #include "engine_real.h"
 
 int cic_engine_f32_run(float *out, const cic_model *m, enum cic_matmul mm,
                        const cic_run_opts *o)
 {
-    return real_run(out, m, mm, false, o);
+    return real_run(out, m, mm, false, o, NULL);
 }

@@ -16,7 +16,7 @@
 #define R_TANH tanh
 #define R_SQRT sqrt
 #define R_VALS_OWNED 1
-#define R_VALS_CREATE f64_vals_create
+#define R_VALS_CREATE(r, id, rounded) f64_vals_create(&(r)->m->t[id], rounded)
 
 #include "../model/model.h"
 
@@ -44,5 +44,5 @@ static double *f64_vals_create(const cic_tensor *t, bool rounded)
 int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
                        bool rounded_weights, const cic_run_opts *o)
 {
-    return real_run(out, m, mm, rounded_weights, o);
+    return real_run(out, m, mm, rounded_weights, o, NULL);
 }

@@ -795,8 +795,12 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
             if (m->ops[i].in[k] >= 0)
                 last[m->ops[i].in[k]] = i;
     for (i = 0; i < m->n_ops; i++) {
+        const cic_op *op = &m->ops[i];
         if (mprun_op(&r, i, last) < 0)
             goto cleanup;
+        if (o && o->lin_tap_mp && op->kind == CIC_OP_LINEAR &&
+            (op->role == CIC_ROLE_READER || op->role == CIC_ROLE_WRITER))
+            o->lin_tap_mp(o->tap_ctx, i, (const mpfr_t *)r.buf[op->out], rows_of(&r, op->out));
         if (o && o->progress)
             o->progress(o->progress_ctx, cic_flop_total(&r.fc));
     }

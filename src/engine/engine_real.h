@@ -36,8 +36,25 @@
     !defined(R_ERF) || !defined(R_TANH) || !defined(R_SQRT) || !defined(R_VALS_OWNED)
 #error "engine_real.h: define REAL, RC, R_GEMM, R_EXP, R_ERF, R_TANH, R_SQRT, R_VALS_OWNED"
 #endif
+/* R_TAP 1: the run calls the options' lin_tap (float engines only);
+ * R_LOWP 1: the low-precision engine's hooks (engine_lowp.c defines them
+ * after including this file): lowp_linear replaces the linear kernel,
+ * lowp_round rounds an op's output (and the attention scores and
+ * probabilities) to the element format. */
+#ifndef R_TAP
+#define R_TAP 0
+#endif
+#ifndef R_LOWP
+#define R_LOWP 0
+#endif
 
 #include "engine_real_core.h"
+
+#if R_LOWP
+static int lowp_linear(realrun *r, const cic_op *o, REAL *y);
+static void lowp_round(const realrun *r, REAL *y, size_t n);
+static REAL *lowp_vals(realrun *r, int id);
+#endif
 
 #include "../xform/qmat.h"
 
@@ -206,11 +223,11 @@ static void bias_rows(void *ctx, int lo, int hi, int t)
 }
 
 /* y = x W^T + b. W and b are static, or folded per sample (one [n, k]
- * block and one bias row per sample). */
-static int real_linear(realrun *r, const cic_op *o, REAL *y)
+ * block and one bias row per sample); x and w are the values of o's input
+ * and weight (the low-precision engine passes its quantized ones). */
+static int real_linear_xw(realrun *r, const cic_op *o, REAL *y, const REAL *x, const REAL *w)
 {
     const cic_tensor *wt = &r->m->t[o->w];
-    const REAL *x = src(r, o->in[0]), *w = src(r, o->w);
     const REAL *b = o->b >= 0 ? src(r, o->b) : NULL;
     bool per = wt->role == CIC_T_ACT;
     int n = per ? wt->block_rows : wt->rows, k = wt->cols, s;
@@ -229,6 +246,15 @@ static int real_linear(realrun *r, const cic_op *o, REAL *y)
         par_range(r, R, (double)R * n, bias_rows, &jb);
     }
     return 0;
+}
+
+static int real_linear(realrun *r, const cic_op *o, REAL *y)
+{
+#if R_LOWP
+    return lowp_linear(r, o, y);
+#else
+    return real_linear_xw(r, o, y, src(r, o->in[0]), src(r, o->w));
+#endif
 }
 
 /* ---- adaLN: modulate, gate ---- */
@@ -711,7 +737,13 @@ static int real_attn(realrun *r, const cic_op *o, REAL *y)
             mm_real(r, r->scores + (size_t)(idx - g0) * N * N, N, qs, lq, ks, lk, N, N, dh,
                     true);
         }
+#if R_LOWP
+        lowp_round(r, r->scores, (size_t)(g1 - g0) * N * N); /* q k^T, as a matmul output */
+#endif
         par_range(r, (g1 - g0) * N, 15.0 * (g1 - g0) * N * N, softmax_rows, &jb);
+#if R_LOWP
+        lowp_round(r, r->scores, (size_t)(g1 - g0) * N * N); /* the probabilities */
+#endif
         for (idx = g0; idx < g1; idx++) {
             int s = idx / H, h = idx % H;
             const REAL *vs = v + (size_t)s * N * lv + o->in_col[2] + h * dh;

@@ -53,6 +53,8 @@ typedef struct {
     const REAL **val; /* per tensor: weight and input values (whole tensor) */
     REAL *scores;    /* attention scores of a group of heads (in the arena) */
     cic_flop_count fc;
+    const cic_run_opts *o; /* the caller's options (taps), or NULL */
+    void *lx;        /* the low-precision engine's state (R_LOWP), else NULL */
 } realrun;
 
 /* ---- threads: row ranges ---- */

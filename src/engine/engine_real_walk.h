@@ -20,7 +20,7 @@ static int load_vals(realrun *r, bool rounded)
             if (id < 0 || m->t[id].role == CIC_T_ACT || r->val[id])
                 continue;
 #if R_VALS_OWNED
-            r->val[id] = R_VALS_CREATE(&m->t[id], rounded);
+            r->val[id] = R_VALS_CREATE(r, id, rounded);
             if (!r->val[id])
                 return -1;
 #else
@@ -189,8 +189,24 @@ cleanup:
     return rc;
 }
 
+/* After op i: the element rounding (R_LOWP) and the linear tap (R_TAP). */
+static void real_after_op(realrun *r, int i)
+{
+    const cic_op *op = &r->m->ops[i];
+    (void)op;
+#if R_LOWP
+    lowp_round(r, r->buf[op->out], (size_t)rows_of(r, op->out) * r->m->t[op->out].cols);
+#endif
+#if R_TAP
+    if (r->o && r->o->lin_tap && op->kind == CIC_OP_LINEAR &&
+        (op->role == CIC_ROLE_READER || op->role == CIC_ROLE_WRITER))
+        r->o->lin_tap(r->o->tap_ctx, i, src(r, op->in[0]), r->buf[op->out],
+                      rows_of(r, op->in[0]));
+#endif
+}
+
 static int real_run(REAL *out, const cic_model *m, enum cic_matmul mm, bool rounded,
-                    const cic_run_opts *o)
+                    const cic_run_opts *o, void *lx)
 {
     realrun r;
     int i, rc = cic_model_check(m, NULL, 0), s0 = o ? o->sample0 : 0;
@@ -207,12 +223,15 @@ static int real_run(REAL *out, const cic_model *m, enum cic_matmul mm, bool roun
     r.ns = ns;
     r.s0 = s0;
     r.nt = real_threads();
+    r.o = o;
+    r.lx = lx;
     if (real_setup(&r, rounded, &arena) < 0)
         goto cleanup;
     for (i = 0; i < m->n_ops; i++) {
         const cic_op *op = &m->ops[i];
         if (REAL_KERNEL[op->kind](&r, op, r.buf[op->out]) < 0)
             goto cleanup;
+        real_after_op(&r, i);
         r.fc.site[op->site] += cic_op_cost(m, op, r.ns);
     }
     memcpy(out, src(&r, m->output),

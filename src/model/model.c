@@ -388,6 +388,39 @@ void _cic_apply_outliers(cic_model *m)
 }
 
 
+/* Massive activations: the first massive_tokens tokens of every sample
+ * hold massive_scale in massive_channels channels, the first of a seeded
+ * Fisher-Yates shuffle of 0..d-1 (its own key: the outlier channels do not
+ * move). A fixed large value, as trained LLMs and DiTs show in a few
+ * channels of their first tokens. Returns 0, or -1 when memory runs out. */
+static int _cic_apply_massive(cic_model *m)
+{
+    const cic_model_cfg *cfg = &m->cfg;
+    int d = cfg->d_model, k = cfg->massive_channels < d ? cfg->massive_channels : d;
+    int T = cfg->massive_tokens < cfg->tokens ? cfg->massive_tokens : cfg->tokens;
+    int i, s, t, *perm;
+    uint64_t key = cic_rng_key(cfg->seed, "massive");
+    cic_tensor *x = &m->t[m->input];
+    if (k <= 0)
+        return 0;
+    perm = cic_calloc((size_t)d, sizeof *perm);
+    if (!perm)
+        return -1;
+    for (i = 0; i < d; i++)
+        perm[i] = i;
+    for (i = 0; i < k; i++) {
+        int tmp, p = i + (int)(cic_rng_u64(key, (uint64_t)i) % (uint64_t)(d - i));
+        tmp = perm[i];
+        perm[i] = perm[p];
+        perm[p] = tmp;
+    }
+    for (s = 0; s < cfg->samples; s++)
+        for (t = 0; t < T; t++)
+            for (i = 0; i < k; i++)
+                x->f32[((size_t)s * cfg->tokens + t) * d + perm[i]] = (float)cfg->massive_scale;
+    free(perm);
+    return 0;
+}
 
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 {
@@ -424,6 +457,8 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
     if (!b.ok || src->fill(m, p) < 0)
         goto fail;
     _cic_apply_outliers(m);
+    if (_cic_apply_massive(m) < 0)
+        goto fail;
     return m;
 fail:
     cic_model_destroy(m);

@@ -78,7 +78,8 @@ static int memory_guard(const cic_pipeline *p, cic_diag *d)
 
 static int allocate(cic_pipeline *p, cic_diag *d)
 {
-    size_t rows_max = (size_t)(CIC_MATMUL_COUNT + p->c->n_xf * (CIC_MATMUL_COUNT + 1));
+    size_t rows_max = (size_t)(CIC_MATMUL_COUNT + p->c->n_xf * (CIC_MATMUL_COUNT + 1) +
+                               (p->c->n_xf + 1) * p->c->n_lowp);
     p->prec = p->c->mpfr_prec;
     p->orig = _cic_pl_build_original(p);
     if (!p->orig) {
@@ -103,6 +104,8 @@ static int allocate(cic_pipeline *p, cic_diag *d)
 static int stages(cic_pipeline *p, cic_diag *d)
 {
     int i;
+    if (_cic_pl_lowp_check(p, d) != CIC_OK)
+        return CIC_EINPUT;
     if (_cic_pl_truth(p) < 0) {
         cic_diag_set(d, p->c->path, 0, 0, "out of memory computing the truth");
         return CIC_EINTERNAL;
@@ -191,6 +194,7 @@ void cic_pipeline_take_report(cic_pipeline *p, cic_report *out)
     out->n_gates = p->gates ? p->n_gates : 0;
     p->res = NULL;
     p->gates = NULL;
+    memset(&p->rep.lowp, 0, sizeof p->rep.lowp);
     p->rep.results = NULL;
     p->rep.gates = NULL;
     p->rep.regress = NULL;
@@ -215,5 +219,7 @@ void cic_pipeline_destroy(cic_pipeline *p)
     free(p->res);
     free(p->gates);
     free(p->rep.regress);
+    cic_lowp_report_free(&p->rep.lowp);
+    _cic_pl_lin_ref_free(p);
     free(p);
 }

@@ -36,7 +36,15 @@ struct cic_pipeline {
     int n_res;
     cic_gate_result *gates;
     int n_gates;
-    cic_pl_saved saved[2 + CIC_MAX_XFORMS * (CIC_MATMUL_COUNT + 1)];
+    cic_pl_saved saved[2 + CIC_MAX_XFORMS * (CIC_MATMUL_COUNT + 1) +
+                       (CIC_MAX_XFORMS + 1) * CIC_MAX_LOWP];
+    /* low-precision engines: the verdict engine's output of every
+     * quantized linear of the model being scored (by op index, rows * n
+     * doubles, or NULL), for the per-linear errors */
+    double **lin_ref;
+    int n_lin_ref;
+    const cic_model *lin_ref_model;
+    int lin_ref_nomem;
     int n_saved;
     cic_report rep;
     double t0;
@@ -79,6 +87,29 @@ bool _cic_pl_engine_on(const cic_case *c, int e);
 int _cic_pl_before(cic_pipeline *p);
 int _cic_pl_verdict_ref(cic_pipeline *p);
 int _cic_pl_xform(cic_pipeline *p, int i, cic_diag *d);
+
+/* lowp_run.c: the low-precision engines' rows, the outlier statistics */
+bool _cic_pl_lowp_on(const cic_pipeline *p);
+int _cic_pl_lowp_check(cic_pipeline *p, cic_diag *d);
+/* Hook the reference tap into o (the verdict run of model m); then
+ * _cic_pl_lowp_rows scores every engine on m under transform xf, and
+ * _cic_pl_lin_ref_free drops the reference. */
+int _cic_pl_lin_ref_begin(cic_pipeline *p, const cic_model *m, cic_run_opts *o);
+void _cic_pl_lin_ref_free(cic_pipeline *p);
+int _cic_pl_lowp_rows(cic_pipeline *p, const char *xf, const cic_model *m,
+                      const cic_result *mx, const cic_flop_count *analytical);
+/* Hook the outlier tap into o (an f32 run of model m under transform xf)
+ * and add the weights' statistics; _cic_pl_outlier_end after the run. */
+typedef struct {
+    cic_pipeline *p;
+    const cic_model *m;
+    const char *xf;
+    const char *engine;
+    int failed;
+} cic_pl_tap;
+int _cic_pl_outlier_begin(cic_pl_tap *t, cic_pipeline *p, const cic_model *m, const char *xf,
+                          cic_run_opts *o);
+int _cic_pl_outlier_end(cic_pl_tap *t);
 
 /* judge.c */
 const char *_cic_pl_verdict_label(const cic_pipeline *p);

@@ -84,6 +84,13 @@ bool _cic_pl_engine_on(const cic_case *c, int e)
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
 }
 
+/* The f32 engine whose run gives the outlier statistics: the first
+ * enabled. */
+static bool tap_engine(const cic_case *c, int e)
+{
+    return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : !c->f32_openblas;
+}
+
 int _cic_pl_before(cic_pipeline *r)
 {
     int e;
@@ -91,6 +98,7 @@ int _cic_pl_before(cic_pipeline *r)
         cic_result *x;
         cic_run_opts o;
         cic_flop_count fc;
+        cic_pl_tap t;
         char nm[128];
         if (!_cic_pl_engine_on(r->c, e))
             continue;
@@ -100,9 +108,11 @@ int _cic_pl_before(cic_pipeline *r)
             return -1;
         memset(&o, 0, sizeof o);
         memset(&fc, 0, sizeof fc);
+        memset(&t, 0, sizeof t);
         o.flops = &fc;
-        if (cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
-            _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0)
+        if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, r->orig, "none", &o) < 0) ||
+            cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
+            _cic_pl_outlier_end(&t) < 0 || _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0)
             return -1;
         x = _cic_pl_new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
         x->has_metrics = true;
@@ -112,6 +122,9 @@ int _cic_pl_before(cic_pipeline *r)
         snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
         _cic_pl_save_out(r, nm, r->before[e], NULL, -1);
     }
+    if (_cic_pl_lowp_rows(r, "none", r->orig, NULL, &r->base_analytical) < 0)
+        return -1;
+    _cic_pl_lin_ref_free(r);
     return 0;
 }
 
@@ -165,7 +178,7 @@ static int verdict_runs(cic_pipeline *r, const cic_xform_spec *xs, const cic_mod
     }
     _cic_pl_stage(r, "transform %s: MPFR, unrounded weights", xs->name);
     _cic_pl_work_begin(&b, r, xs->name, total, &o);
-    if (cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
+    if (_cic_pl_lin_ref_begin(r, m, &o) < 0 || cic_engine_mpfr_run(yhp, m, r->prec, false, &o) < 0 ||
         _cic_pl_map_out(r, yhp, (const mpfr_t *)yhp, m) < 0)
         return -1;
     _cic_pl_work_end(&b);
@@ -228,6 +241,7 @@ static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m
     cic_result *x;
     cic_flop_count fc;
     cic_run_opts o;
+    cic_pl_tap t;
     char nm[128];
     float *y;
     int k;
@@ -239,8 +253,11 @@ static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m
     _cic_pl_save_out(r, nm, y, NULL, -1);
     memset(&o, 0, sizeof o);
     memset(&fc, 0, sizeof fc);
+    memset(&t, 0, sizeof t);
     o.flops = &fc;
-    if (cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_map_out_f32(r, y, m) < 0)
+    if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, m, xs->name, &o) < 0) ||
+        cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_outlier_end(&t) < 0 ||
+        _cic_pl_map_out_f32(r, y, m) < 0)
         return -1;
     x = _cic_pl_new_result(r, xs->name, CIC_ENGINE_F32_NAME[e]);
     x->has_verdict = true;
@@ -319,6 +336,9 @@ int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
         if (_cic_pl_engine_on(r->c, e) &&
             f32_row(r, xs, m, e, mx, w_err, (const mpfr_t *)yrw, &counted, &analytical) < 0)
             goto cleanup;
+    if (_cic_pl_lowp_rows(r, xs->name, m, mx, &analytical) < 0)
+        goto cleanup;
+    _cic_pl_lin_ref_free(r);
     snprintf(nm, sizeof nm, "%s:%s", _cic_pl_verdict_label(r), xs->name);
     _cic_pl_save_out(r, nm, NULL, yhp, mx_index);
     yhp = NULL;

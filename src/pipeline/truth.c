@@ -57,7 +57,8 @@ int _cic_pl_truth(cic_pipeline *r)
     _cic_pl_stage(r, "truth: original model in MPFR at %ld bits", (long)r->prec);
     _cic_pl_flops_formula(r, &r->base_analytical, -1);
     _cic_pl_work_begin(&b, r, "truth", cic_flop_total(&r->base_analytical), &o);
-    if (cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
+    if (_cic_pl_lin_ref_begin(r, r->orig, &o) < 0 ||
+        cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
         return -1;
     _cic_pl_work_end(&b);
     if (_cic_pl_map_out(r, r->truth, (const mpfr_t *)r->truth, r->orig) < 0)

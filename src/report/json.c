@@ -552,7 +552,69 @@ static json_t *result_json(const cic_result *r, int *err)
         jpush(ps, t, err);
     }
     jset(o, "per_sample", ps, err);
+    if (r->lowp)
+        jset(o, "sqnr_db", jreal(r->sqnr_db), err);
     jset(o, "pass", json_boolean(r->pass), err);
+    return o;
+}
+
+/* "lowp": the engines of [[engines.lowp]], the outlier statistics and the
+ * per-linear errors. */
+static json_t *lowp_engines_json(const cic_case *c, int *err)
+{
+    json_t *a = json_array();
+    int i;
+    for (i = 0; i < c->n_lowp; i++) {
+        const cic_lowp_spec *e = &c->lowp[i];
+        json_t *o = json_object();
+        jset(o, "name", JSTR(e->name), err);
+        jset(o, "weights", JSTR(e->weights), err);
+        jset(o, "activations", JSTR(e->activations), err);
+        jset(o, "compute", json_string(e->elem->name), err);
+        jset(o, "weights_from", jname(CIC_LOWP_FROM_NAME, CIC_LOWP_FROM_COUNT, (int)e->from), err);
+        jset(o, "line", json_integer(e->line), err);
+        jpush(a, o, err);
+    }
+    return a;
+}
+
+static json_t *outlier_json(const cic_outlier_row *r, int *err)
+{
+    json_t *o = json_object(), *cm = json_array();
+    int j;
+    jset(o, "transform", JSTR(r->transform), err);
+    jset(o, "tensor", JSTR(r->tensor), err);
+    jset(o, "of", json_string(r->weight ? "weight" : "input"), err);
+    jset(o, "kurtosis", jreal(r->o.kurtosis), err);
+    jset(o, "max_over_rms", jreal(r->o.max_over_rms), err);
+    jset(o, "top_share", jreal(r->o.top_share), err);
+    jset(o, "top_channels", json_integer(r->o.top_channels), err);
+    for (j = 0; j < r->n_chan; j++)
+        jpush(cm, jreal(r->chan_max[j]), err);
+    jset(o, "chan_max", cm, err);
+    return o;
+}
+
+static json_t *lowp_json(const cic_report *r, int *err)
+{
+    const cic_lowp_report *l = &r->lowp;
+    json_t *o = json_object(), *out = json_array(), *lin = json_array();
+    int i;
+    jset(o, "engines", lowp_engines_json(r->kase, err), err);
+    for (i = 0; i < l->n_outliers; i++)
+        jpush(out, outlier_json(&l->outliers[i], err), err);
+    jset(o, "outliers", out, err);
+    for (i = 0; i < l->n_lin; i++) {
+        const cic_linear_err *e = &l->lin[i];
+        json_t *t = json_object();
+        jset(t, "transform", JSTR(e->transform), err);
+        jset(t, "engine", JSTR(e->engine), err);
+        jset(t, "tensor", JSTR(e->tensor), err);
+        jset(t, "rel_norm2", jreal(e->rel_norm2), err);
+        jset(t, "sqnr_db", jreal(e->sqnr_db), err);
+        jpush(lin, t, err);
+    }
+    jset(o, "linear_errors", lin, err);
     return o;
 }
 
@@ -633,6 +695,8 @@ static json_t *report_json(const cic_report *r)
     }
     if (r->has_dit_flops)
         jset(root, "flops_analytical", dit_flops_json(&r->dit_flops, &err), &err);
+    if (r->kase && r->kase->n_lowp > 0)
+        jset(root, "lowp", lowp_json(r, &err), &err);
     jset(root, "wall_seconds", jreal(r->wall_seconds), &err);
     jset(root, "pass", json_boolean(r->pass), &err);
     if (err) {

@@ -11,6 +11,7 @@
 #include "../case/case.h"
 #include "../metric/flops.h"
 #include "../metric/metric.h"
+#include "../metric/outlier.h"
 
 #include <stdbool.h>
 #include <stdio.h>
@@ -62,7 +63,41 @@ typedef struct {
     cic_sample_ce per_sample[CIC_MAX_SAMPLES]; /* case.h: the loader's limit on B */
     int n_samples;
     bool pass;                 /* expectation and every gate on this row */
+    bool lowp;                 /* a low-precision engine's row ([[engines.lowp]]) */
+    double sqnr_db;            /* lowp: 20 log10(||truth|| / ||truth - y||) */
 } cic_result;
+
+/* Outlier statistics (metric/outlier.h) of one quantized linear's input
+ * (from the f32 engine) or weight, in one model (transform "none": the
+ * original). Cases with [[engines.lowp]] only. */
+typedef struct {
+    char transform[CIC_NAME_MAX];
+    char tensor[96];     /* the linear's weight */
+    bool weight;         /* of the weight [out, in], else of the input [rows, in] */
+    cic_outlier o;
+    float *chan_max;     /* n_chan values: max |x| per input channel (owned) */
+    int n_chan;
+} cic_outlier_row;
+
+/* A low-precision engine's error at one linear's output, against the
+ * verdict engine's run of the same model with unrounded weights. */
+typedef struct {
+    char transform[CIC_NAME_MAX];
+    char engine[32];
+    char tensor[96];     /* the linear's weight */
+    double rel_norm2;    /* ||y - ref|| / ||ref|| */
+    double sqnr_db;      /* -20 log10(rel_norm2) */
+} cic_linear_err;
+
+typedef struct {
+    cic_outlier_row *outliers;
+    int n_outliers, cap_outliers;
+    cic_linear_err *lin;
+    int n_lin, cap_lin;
+} cic_lowp_report;
+
+/* Free what l owns (NULL-safe) and zero it. */
+void cic_lowp_report_free(cic_lowp_report *l);
 
 typedef struct {
     char transform[CIC_NAME_MAX];
@@ -128,6 +163,7 @@ typedef struct {
      * "flops_analytical" in report.json, no formula lines in the conclusion) */
     bool has_dit_flops;
     cic_dit_flops_table dit_flops;
+    cic_lowp_report lowp;      /* empty without [[engines.lowp]] */
 } cic_report;
 
 /* The value of a metric on a result row by the names gates and report.json
@@ -145,6 +181,12 @@ void cic_report_env_fill(cic_env *env);
  * gate PASS/FAIL; then failed gates with transform, engine, metric, value,
  * limit. color: ANSI colours (callers pass isatty(fileno(f))). */
 void cic_report_table(FILE *f, const cic_report *r, bool color);
+
+/* The low-precision headline of a case with [[engines.lowp]] (nothing
+ * otherwise): per engine the block output's SQNR under "none" and each
+ * transform, the worst linear output, the kurtosis of the quantized
+ * linears' inputs and weights. */
+void cic_report_lowp_table(FILE *f, const cic_report *r);
 
 /* The analytical table of a dit case as text: a title line with its sizes
  * ("dit extra FLOPs vs the original block, % (B = 1; d = 64, ...)"), a
