@@ -27,10 +27,19 @@
  *   std = 0.05
  *   outlier_channels = 2
  *   outlier_scale = 16.0
+ *   massive_channels = 4            # 0 .. d_model: massive activations in the input
+ *   massive_tokens = 1              # 1 .. tokens: the first tokens of each sample
+ *   massive_scale = 300.0           # > 0, at most 1e6 (default 100)
  *   [engines]
  *   f32 = ["openblas", "fixed-order"]   # at least one
  *   mpfr_prec = 128                 # 64 .. 1024
  *   verdict = "mpfr"                # mpfr | f64 | f64-openblas (default mpfr)
+ *   [[engines.lowp]]                # up to CIC_MAX_LOWP low-precision engines
+ *   name = "w4a4"                   # unique, [A-Za-z0-9_.-]+, not a built-in engine's
+ *   weights = "int4:channel"        # required: float32 | bf16 | fp16 | a scale rule (quant.h)
+ *   activations = "int4:token"      # float32 (default) | bf16 | fp16 | a scale rule
+ *   compute = "float32"             # with a rule for activations: float32 | bf16 | fp16
+ *   weights_from = "unrounded"      # unrounded (default) | float32
  *   [readout]
  *   kind = "head"                   # head | residual
  *   [[transforms]]
