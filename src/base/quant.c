@@ -114,10 +114,11 @@ long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t 
     return rows == 0 || cols == 0 ? 0 : (long)rows * cols / g;
 }
 
-/* x rounded to format f (saturating where f has no infinities). */
+/* x rounded to format f (saturating where f has no infinities): the
+ * float32 rounding, bit for bit the MPFR one (test_format checks it). */
 static float round_to(const cic_format *f, float x)
 {
-    return (float)cic_format_round_d(f, x); /* exact: f's values are floats */
+    return cic_format_round_f(f, x);
 }
 
 /* The E2M1 pattern of an fp4-e2m1 value v: its ordered integer (the
