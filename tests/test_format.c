@@ -44,6 +44,8 @@ static void test_table(void **state)
     assert_int_equal(F32->emin, -126);
     assert_int_equal(F32->emax, 127);
     assert_int_equal(F32->bits, 32);
+    assert_true(cic_format_max(F32) == FLT_MAX);
+    assert_true(cic_format_max(cic_format_get(CIC_FORMAT_FLOAT64)) == DBL_MAX);
 }
 
 static void test_round_hand(void **state)
@@ -308,6 +310,7 @@ static void test_small_formats(void **state)
         assert_true(v[1] == ldexp(1.0, f->emin - f->precision + 1));
         assert_true(v[n - 1] < ldexp(1.0, f->emax + 1) && v[n - 1] >= ldexp(1.0, f->emax));
         assert_int_equal(f->infinities, sp->sp == IEEE);
+        assert_true(cic_format_max(f) == v[n - 1]);
         for (i = 0; i < n; i++) {
             /* every value is kept, its ordered integer is its pattern, its
              * ULP the gap to the next value */

@@ -59,6 +59,12 @@ static void _cic_format_max(mpfr_ptr y, const cic_format *f, int neg)
         mpfr_neg(y, y, MPFR_RNDN);
 }
 
+double cic_format_max(const cic_format *f)
+{
+    return ldexp((double)(((int64_t)1 << f->precision) - 1 - f->top_reserved),
+                 f->emax - f->precision + 1);
+}
+
 /* |t| is above f's largest finite value (t a finite p-bit number). */
 static int above_max(mpfr_srcptr t, const cic_format *f)
 {

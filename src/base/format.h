@@ -53,6 +53,10 @@ extern const cic_format CIC_FORMATS[];
 const cic_format *cic_format_get(enum cic_format_id id);
 const cic_format *cic_format_find(const char *name);
 
+/* f's largest finite value, (2^p - 1 - top_reserved) 2^(emax - p + 1):
+ * 448 for fp8-e4m3, 57344 for fp8-e5m2, 6 for fp4-e2m1 (an exact double). */
+double cic_format_max(const cic_format *f);
+
 /* y = x rounded once to f (its precision, exponent range and subnormals;
  * y's precision must be at least f->precision). NaN stays NaN, a signed
  * zero keeps its sign; overflow gives Inf or the largest finite value, as
