@@ -293,9 +293,11 @@ static void test_parse(void **state)
     assert_true(q.clip == 0.9f);
     q = rule("int4:group64");
     assert_int_equal(q.group, 64);
+    assert_true(cic_quant_is_int(&q) && q.fmt == NULL);
     q = rule("fp8-e4m3");
     assert_true(q.scheme == CIC_QS_FLOAT && q.bits == 8 && q.symmetric && q.gran == CIC_QG_ROW);
     assert_true(q.fmt == cic_format_get(CIC_FORMAT_FP8_E4M3) && q.clip == 1.0f);
+    assert_false(cic_quant_is_int(&q));
     q = rule("fp8-e4m3:tensor");
     assert_true(q.gran == CIC_QG_TENSOR);
     q = rule("fp8-e5m2:group32:clip0.9");
@@ -303,6 +305,8 @@ static void test_parse(void **state)
     assert_true(q.group == 32 && q.clip == 0.9f);
     q = rule("fp8-e5m2:group:sym");
     assert_true(q.group == 128 && q.symmetric);
+    q = rule("mxfp4");
+    assert_false(cic_quant_is_int(&q));
     /* the messages name what is allowed */
     assert_int_equal(cic_quant_parse(&q, "fp8-e3m4", msg, sizeof msg), -1);
     assert_non_null(strstr(msg, "fp8-e4m3"));

@@ -110,6 +110,11 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap)
     return 0;
 }
 
+bool cic_quant_is_int(const cic_quant *q)
+{
+    return q->scheme == CIC_QS_INT;
+}
+
 /* Values per group for a row of cols values. */
 static long group_len(const cic_quant *q, int rows, int cols)
 {

@@ -64,6 +64,10 @@ typedef struct {
  * naming the part and what is allowed. */
 int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap);
 
+/* q is an integer rule (int4, int8: codes q with a zero point when
+ * asymmetric), not a floating-point one. */
+bool cic_quant_is_int(const cic_quant *q);
+
 /* The scale groups of a [rows, cols] matrix (row-major over the groups),
  * or -1 (msg) when the group does not divide cols. */
 long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t cap);
