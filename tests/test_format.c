@@ -6,7 +6,10 @@
  * cases (ties to even, the largest finite, overflow, below the smallest
  * subnormal, signed zero, NaN); the ordered integer against the float's
  * bits; the ULP against the spacing of neighbouring floats. A planted fault
- * (the wrong precision) shows the rounding check can fail. */
+ * (the wrong precision) shows the rounding check can fail. The small
+ * formats are checked against their bit-level specifications, and the fast
+ * float32 rounding cic_format_round_f against cic_format_round_d, bit for
+ * bit, on a sweep of every exponent and on random float bit patterns. */
 #include "testutil.h"
 
 #include "base/format.h"
@@ -41,6 +44,8 @@ static void test_table(void **state)
     assert_int_equal(F32->emin, -126);
     assert_int_equal(F32->emax, 127);
     assert_int_equal(F32->bits, 32);
+    assert_true(cic_format_max(F32) == FLT_MAX);
+    assert_true(cic_format_max(cic_format_get(CIC_FORMAT_FLOAT64)) == DBL_MAX);
 }
 
 static void test_round_hand(void **state)
@@ -305,6 +310,7 @@ static void test_small_formats(void **state)
         assert_true(v[1] == ldexp(1.0, f->emin - f->precision + 1));
         assert_true(v[n - 1] < ldexp(1.0, f->emax + 1) && v[n - 1] >= ldexp(1.0, f->emax));
         assert_int_equal(f->infinities, sp->sp == IEEE);
+        assert_true(cic_format_max(f) == v[n - 1]);
         for (i = 0; i < n; i++) {
             /* every value is kept, its ordered integer is its pattern, its
              * ULP the gap to the next value */
@@ -376,6 +382,196 @@ static void test_small_formats_fault(void **state)
     assert_true(round_d(cic_format_find("fp4-e2m1"), 0.26) == 0.5);
 }
 
+/* ---- cic_format_round_f: the float32 rounding against cic_format_round_d ----
+ * The fast rounding must give the bits of the MPFR one for every float, so
+ * it is compared on float bit patterns: a sweep of every exponent field
+ * with both signs, whose significands concentrate where f rounds (the
+ * bits below f's quantum at 0, 1, half the quantum and its float
+ * neighbours, all ones), and random patterns from the project's RNG. */
+
+/* The rounding of x both ways agrees (same bits; any NaN for a NaN). */
+static bool same_f(const cic_format *fast, const cic_format *ref, float x, bool report)
+{
+    float got = cic_format_round_f(fast, x), want = (float)cic_format_round_d(ref, x);
+    if (isnan(got) && isnan(want))
+        return true;
+    if (cic_test_f32_bits(got) == cic_test_f32_bits(want))
+        return true;
+    if (report)
+        print_message("%s: round_f(%a) = %a, round_d gives %a (bits 0x%08x)\n", ref->name,
+                      (double)x, (double)got, (double)want, cic_test_f32_bits(x));
+    return false;
+}
+
+static float f32_of(uint32_t u)
+{
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+/* Float bits below f's quantum in the binade of exponent field b (b = 0:
+ * float32's subnormals, below every emin): f's quantum is 2^(max(b - 127,
+ * emin) - p + 1), a float's 2^(max(b, 1) - 150). */
+static int dropped_bits(const cic_format *f, int b)
+{
+    int e = b - 127 > f->emin ? b - 127 : f->emin;
+    return e - f->precision + 1 - ((b ? b : 1) - 150);
+}
+
+/* The significand fields tried in binade b (returns how many, <= cap).
+ * Where the rounding is not constant (binades emin - p - 1, all of whose
+ * values round to 0, to emax + 1, all of whose overflow: one each side of
+ * the binades that matter), the kept bits (every pattern, or NH of them:
+ * the 4 smallest, the 4 largest, random ones) times the dropped bits (every
+ * pattern, or NL of them: 0, 1, 2, half - 1, half, half + 1 (the tie and
+ * its float neighbours), all ones - 1, all ones, random ones). Elsewhere
+ * NFLAT fields: 0 (a power of two; Inf at b = 255), all ones, random. */
+enum { NH = 64, NL = 16, NFLAT = 64 };
+
+static int sweep_fields(const cic_format *f, int b, uint64_t key, uint32_t *out, int cap)
+{
+    int d = dropped_bits(f, b), dd = d < 23 ? d : 23, c = 23 - dd, n = 0, i, j;
+    uint32_t lowmask = ((uint32_t)1 << dd) - 1, half = dd ? (uint32_t)1 << (dd - 1) : 0;
+    uint32_t hmax = ((uint32_t)1 << c) - 1;
+    int nh = c <= 5 ? 1 << c : NH, nl = dd <= 4 ? 1 << dd : NL;
+    uint64_t r = (uint64_t)b << 32;
+    if (b - 127 < f->emin - f->precision - 1 || b - 127 > f->emax + 1) {
+        for (i = 0; i < NFLAT && n < cap; i++)
+            out[n++] = i == 0   ? 0
+                       : i == 1 ? 0x7fffffu
+                                : (uint32_t)cic_rng_u64(key, r + (uint64_t)i) & 0x7fffffu;
+        return n;
+    }
+    for (i = 0; i < nh; i++) {
+        /* the kept part: all of them, or the smallest 4, the largest 4
+         * and random ones */
+        uint32_t h = nh == (1 << c) ? (uint32_t)i
+                     : i < 4       ? (uint32_t)i
+                     : i < 8       ? hmax - (uint32_t)(i - 4)
+                                   : (uint32_t)cic_rng_u64(key, r + 1000 + (uint64_t)i) & hmax;
+        /* the dropped part: all of them when there are few, else the
+         * boundaries and random ones */
+        uint32_t lows[NL] = {0, 1, 2, half - 1, half, half + 1, lowmask - 1, lowmask};
+        for (j = 8; j < NL; j++)
+            lows[j] = (uint32_t)cic_rng_u64(key, r + 100000 + (uint64_t)(NL * i + j));
+        for (j = 0; j < nl && n < cap; j++)
+            out[n++] = (h << dd) | (nl == NL ? lows[j] & lowmask : (uint32_t)j);
+    }
+    return n;
+}
+
+/* Mismatches of round_f (fast) against round_d (ref) over the sweep;
+ * the first few are printed when report. */
+static long sweep_mismatches(const cic_format *fast, const cic_format *ref, bool report)
+{
+    static uint32_t fields[NH * NL];
+    uint64_t key = cic_rng_key(20260407, "format.round_f.sweep");
+    long bad = 0;
+    int b, i, n, sg;
+    for (b = 0; b < 256; b++) {
+        n = sweep_fields(ref, b, key, fields, (int)(sizeof fields / sizeof fields[0]));
+        for (sg = 0; sg < 2; sg++)
+            for (i = 0; i < n; i++) {
+                uint32_t u = ((uint32_t)sg << 31) | ((uint32_t)b << 23) | fields[i];
+                if (!same_f(fast, ref, f32_of(u), report && bad < 5))
+                    bad++;
+            }
+    }
+    return bad;
+}
+
+static const enum cic_format_id SMALL[] = {CIC_FORMAT_FLOAT32, CIC_FORMAT_BF16, CIC_FORMAT_FP16,
+                                           CIC_FORMAT_FP8_E4M3, CIC_FORMAT_FP8_E5M2,
+                                           CIC_FORMAT_FP4_E2M1};
+
+static void test_round_f_sweep(void **state)
+{
+    size_t k;
+    (void)state;
+    for (k = 0; k < sizeof SMALL / sizeof SMALL[0]; k++) {
+        const cic_format *f = cic_format_get(SMALL[k]);
+        long bad = sweep_mismatches(f, f, true);
+        if (bad)
+            fail_msg("%s: %ld values of the sweep round differently in round_f", f->name, bad);
+    }
+}
+
+static void test_round_f_random(void **state)
+{
+    uint64_t key = cic_rng_key(20260407, "format.round_f.random");
+    uint64_t i, n = 160000 * (uint64_t)cic_test_multiplier();
+    size_t k;
+    (void)state;
+    for (k = 0; k < sizeof SMALL / sizeof SMALL[0]; k++) {
+        const cic_format *f = cic_format_get(SMALL[k]);
+        long bad = 0;
+        for (i = 0; i < n; i++) {
+            /* two float patterns from each 64 random bits */
+            uint64_t r = cic_rng_u64(key, k * n + i);
+            bad += !same_f(f, f, f32_of((uint32_t)r), bad < 5);
+            bad += !same_f(f, f, f32_of((uint32_t)(r >> 32)), bad < 5);
+        }
+        if (bad)
+            fail_msg("%s: %ld of %llu random floats round differently in round_f", f->name, bad,
+                     (unsigned long long)(2 * n));
+    }
+}
+
+/* Planted faults: the sweep finds the values where E4M3 and E5M2 differ,
+ * and the one range (464, 480] where E4M3 without its reserved NaN code
+ * (480 finite) would not saturate to 448. */
+static void test_round_f_fault(void **state)
+{
+    cic_format no_nan = *cic_format_get(CIC_FORMAT_FP8_E4M3);
+    (void)state;
+    no_nan.top_reserved = 0;
+    assert_true(sweep_mismatches(cic_format_get(CIC_FORMAT_FP8_E5M2),
+                                 cic_format_get(CIC_FORMAT_FP8_E4M3), false) > 1000);
+    assert_true(sweep_mismatches(&no_nan, cic_format_get(CIC_FORMAT_FP8_E4M3), false) > 0);
+    assert_true(cic_format_round_f(&no_nan, 470.0f) == 480.0f);
+}
+
+static void test_round_f_hand(void **state)
+{
+    const cic_format *bf16 = cic_format_get(CIC_FORMAT_BF16);
+    const cic_format *e4m3 = cic_format_get(CIC_FORMAT_FP8_E4M3);
+    const cic_format *e5m2 = cic_format_get(CIC_FORMAT_FP8_E5M2);
+    const cic_format *fp4 = cic_format_get(CIC_FORMAT_FP4_E2M1);
+    (void)state;
+    /* bf16 ties to even: 1 + 2^-8 is halfway between 1 and 1 + 2^-7 */
+    assert_true(cic_format_round_f(bf16, 1.0f + 0x1p-8f) == 1.0f);
+    assert_true(cic_format_round_f(bf16, 1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);
+    /* E4M3: 464 is halfway between 448 and 480 (the NaN code): even 448;
+     * 470 would round to 480 and saturates to 448, as 1e9 does */
+    assert_true(cic_format_round_f(e4m3, 464.0f) == 448.0f);
+    assert_true(cic_format_round_f(e4m3, 470.0f) == 448.0f);
+    assert_true(cic_format_round_f(e4m3, 1e9f) == 448.0f);
+    assert_true(cic_format_round_f(e4m3, -1e9f) == -448.0f);
+    /* E4M3 subnormals: 2^-9 the smallest, 2^-10 a tie to 0, 1.5 2^-10 up */
+    assert_true(cic_format_round_f(e4m3, 0x1p-9f) == 0x1p-9f);
+    assert_true(cic_test_f32_bits(cic_format_round_f(e4m3, -0x1p-10f)) == 0x80000000u);
+    assert_true(cic_format_round_f(e4m3, 0x1.8p-10f) == 0x1p-9f);
+    assert_true(cic_format_round_f(e4m3, 3 * 0x1p-10f) == 0x1p-8f); /* 1.5 2^-9: even 2 */
+    /* E5M2: 61440 is halfway between 57344 and 2^16: overflow, Inf */
+    assert_true(cic_format_round_f(e5m2, 61440.0f) == INFINITY);
+    assert_true(cic_format_round_f(e5m2, 61439.0f) == 57344.0f);
+    /* E2M1: 5 ties to 4 (even), 7 to 6 (saturation beyond), 0.25 to 0 */
+    assert_true(cic_format_round_f(fp4, 5.0f) == 4.0f);
+    assert_true(cic_format_round_f(fp4, 7.0f) == 6.0f);
+    assert_true(cic_format_round_f(fp4, -100.0f) == -6.0f);
+    assert_true(cic_format_round_f(fp4, 0.25f) == 0.0f);
+    /* specials: signed zero, NaN, and Inf stays Inf even without infinities */
+    assert_true(cic_test_f32_bits(cic_format_round_f(e4m3, -0.0f)) == 0x80000000u);
+    assert_true(isnan(cic_format_round_f(e4m3, NAN)));
+    assert_true(cic_format_round_f(e4m3, -INFINITY) == -INFINITY);
+    assert_true(cic_format_round_f(fp4, INFINITY) == INFINITY);
+    /* float32 itself: x, the extremes included */
+    assert_true(cic_format_round_f(F32, FLT_MAX) == FLT_MAX);
+    assert_true(cic_format_round_f(F32, 0x1p-149f) == 0x1p-149f);
+    assert_true(cic_format_round_f(bf16, FLT_MAX) == INFINITY); /* rounds up to 2^128 */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -386,6 +582,10 @@ int main(void)
         cmocka_unit_test(test_float64),
         cmocka_unit_test(test_small_formats),
         cmocka_unit_test(test_small_formats_fault),
+        cmocka_unit_test(test_round_f_hand),
+        cmocka_unit_test(test_round_f_sweep),
+        cmocka_unit_test(test_round_f_random),
+        cmocka_unit_test(test_round_f_fault),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -59,6 +59,12 @@ static void _cic_format_max(mpfr_ptr y, const cic_format *f, int neg)
         mpfr_neg(y, y, MPFR_RNDN);
 }
 
+double cic_format_max(const cic_format *f)
+{
+    return ldexp((double)(((int64_t)1 << f->precision) - 1 - f->top_reserved),
+                 f->emax - f->precision + 1);
+}
+
 /* |t| is above f's largest finite value (t a finite p-bit number). */
 static int above_max(mpfr_srcptr t, const cic_format *f)
 {
@@ -139,6 +145,58 @@ double cic_format_round_d(const cic_format *f, double x)
     r = mpfr_get_d(a, MPFR_RNDN); /* exact: a is a value of f */
     mpfr_clear(a);
     return r;
+}
+
+float cic_format_round_f(const cic_format *f, float x)
+{
+    /* Two cases, by where |x| lies in f (emin >= -126: float32's
+     * subnormals are all below 2^emin):
+     * - |x| >= 2^emin: f keeps the top p of float32's 24 significand bits,
+     *   so the rounding drops d = 24 - p bits of the encoding, as an
+     *   integer: adding half a quantum less one, plus the last kept bit
+     *   (ties to even; d <= 22 keeps that bit in the significand field
+     *   for p >= 2), carries into the exponent field when the significand
+     *   rounds up to the next binade, and into 0x7f800000 (Inf) past
+     *   FLT_MAX. Overflow is then a magnitude above f's largest finite
+     *   value (2^p - 1 - r) 2^(emax - p + 1), compared as encodings
+     *   (ordered like the values, Inf above every finite).
+     * - |x| < 2^emin: f's spacing there is the fixed 2^(emin - p + 1), and
+     *   with C = 2^(emin - p + 24), |x| + C lies in [C, 2C) where float32's
+     *   spacing is exactly that: the addition rounds |x| once, ties to
+     *   even (C / spacing = 2^23 is even), and subtracting C is exact.
+     *   (Needs the sum to be rounded to float32, no reassociation: C11,
+     *   SSE arithmetic, no -ffast-math.) */
+    const int p = f->precision, d = 24 - p;
+    uint32_t u, sign, c, top;
+    float a, cf;
+    /* float64 and other wide formats are refused; the rest is what every
+     * descriptor holds (the largest finite value in binade emax) */
+    CIC_ASSERT(p >= 2 && p <= 24 && f->emin >= -126 && f->emax <= 127 && f->subnormals &&
+               (f->top_reserved == 0 || !f->infinities) && f->top_reserved < 1 << (p - 1));
+    memcpy(&u, &x, sizeof u);
+    sign = u & 0x80000000u;
+    u ^= sign;
+    if (u >= 0x7f800000u)
+        return x; /* Inf stays Inf (in every format), NaN stays NaN */
+    if ((int)(u >> 23) - 127 >= f->emin) {
+        if (d > 0) {
+            u += ((uint32_t)1 << (d - 1)) - 1 + ((u >> d) & 1);
+            u &= ~(((uint32_t)1 << d) - 1);
+        }
+        top = (uint32_t)(f->emax + 127) << 23 |
+              (((((uint32_t)1 << p) - 1 - (uint32_t)f->top_reserved) << d) & 0x7fffffu);
+        if (u > top)
+            u = f->infinities ? 0x7f800000u : top;
+    } else {
+        c = (uint32_t)(f->emin - p + 24 + 127) << 23; /* a normal float */
+        memcpy(&a, &u, sizeof a);
+        memcpy(&cf, &c, sizeof cf);
+        a = (a + cf) - cf;
+        memcpy(&u, &a, sizeof u);
+    }
+    u |= sign; /* the sign of x, zeros included */
+    memcpy(&x, &u, sizeof x);
+    return x;
 }
 
 /* log2 of f's ULP for a value with floor(log2 |x|) = e that is (pow2) or is

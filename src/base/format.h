@@ -53,6 +53,10 @@ extern const cic_format CIC_FORMATS[];
 const cic_format *cic_format_get(enum cic_format_id id);
 const cic_format *cic_format_find(const char *name);
 
+/* f's largest finite value, (2^p - 1 - top_reserved) 2^(emax - p + 1):
+ * 448 for fp8-e4m3, 57344 for fp8-e5m2, 6 for fp4-e2m1 (an exact double). */
+double cic_format_max(const cic_format *f);
+
 /* y = x rounded once to f (its precision, exponent range and subnormals;
  * y's precision must be at least f->precision). NaN stays NaN, a signed
  * zero keeps its sign; overflow gives Inf or the largest finite value, as
@@ -63,6 +67,16 @@ int cic_format_round(mpfr_ptr y, mpfr_srcptr x, const cic_format *f);
 /* x rounded once to f, as cic_format_round does, for a double x (every
  * value of a format up to float64 is a double). */
 double cic_format_round_d(const cic_format *f, double x);
+
+/* x rounded once to f, as cic_format_round_d(f, x) gives it for every
+ * float x (bit for bit, NaN aside: x itself is returned), in integer and
+ * float32 arithmetic without MPFR, for the inner loops of the low-precision
+ * engines (a few ns a value). Requires f->precision <= 24 and f's exponent
+ * range inside float32's (every format but float64; float32 gives x).
+ * Ties to even, f's subnormals, overflow to Inf or saturation to the
+ * largest finite value as f says; a signed zero keeps its sign, an
+ * infinite x stays infinite (in every format). */
+float cic_format_round_f(const cic_format *f, float x);
 
 /* The unit in the last place of f at an exact finite value x:
  * 2^(max(E, emin) - p + 1) with E = floor(log2 |x|); at an exact power of

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* quant.c: the scale rules of quant.h. */
+/* quant.c: the scale rules of quant.h, in float32 arithmetic; the
+ * roundings to fp8 and fp4 through cic_format_round_f. */
 #include "quant.h"
 
 #include "base.h"
@@ -27,10 +28,15 @@ static int qfail(char *msg, size_t cap, const char *fmt, ...)
     return -1;
 }
 
-/* One ":"-separated option of an int rule. */
+/* One ":"-separated option of an int or fp8 rule (q->scheme set). */
 static int parse_option(cic_quant *q, const char *o, char *msg, size_t cap)
 {
+    const bool fp = q->scheme == CIC_QS_FLOAT;
     char *end;
+    if (fp && !strcmp(o, "asym"))
+        return qfail(msg, cap, "'asym' with %s: the fp8 rules are symmetric only (an fp8 "
+                     "value carries its sign, its scale no zero point); allowed: tensor, "
+                     "channel, token, group, groupN, sym, clipR", q->fmt->name);
     if (!strcmp(o, "tensor"))
         q->gran = CIC_QG_TENSOR;
     else if (!strcmp(o, "channel") || !strcmp(o, "token"))
@@ -57,7 +63,7 @@ static int parse_option(cic_quant *q, const char *o, char *msg, size_t cap)
         q->clip = (float)c;
     } else {
         return qfail(msg, cap, "unknown option '%s'; allowed: tensor, channel, token, group, "
-                     "groupN, sym, asym, clipR", o);
+                     "groupN, sym, %sclipR", o, fp ? "" : "asym, ");
     }
     return 0;
 }
@@ -70,6 +76,7 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap)
     q->gran = CIC_QG_ROW;
     q->group = CIC_QUANT_G_DEFAULT;
     q->clip = 1.0f;
+    q->fmt = NULL;
     if (!text || strlen(text) >= sizeof buf)
         return qfail(msg, cap, "bad scale rule '%.60s'", text ? text : "(null)");
     if (!strcmp(text, "mxfp4") || !strcmp(text, "nvfp4")) {
@@ -79,19 +86,33 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap)
         q->group = text[0] == 'm' ? 32 : 16;
         return 0;
     }
+    if (!strncmp(text, "mxfp4:", 6) || !strncmp(text, "nvfp4:", 6))
+        return qfail(msg, cap, "'%s': mxfp4 and nvfp4 take no options (their blocks and scales "
+                     "are fixed)", text);
     strcpy(buf, text);
     part = strtok_r(buf, ":", &save);
-    if (!part || (strcmp(part, "int4") && strcmp(part, "int8")))
-        return qfail(msg, cap, "unknown scale rule '%s'; allowed: int4, int8 (with options "
-                     "after ':'), mxfp4, nvfp4", part ? part : "");
-    q->scheme = CIC_QS_INT;
-    q->bits = part[3] - '0';
+    if (part && (!strcmp(part, "int4") || !strcmp(part, "int8"))) {
+        q->scheme = CIC_QS_INT;
+        q->bits = part[3] - '0';
+    } else if (part && (!strcmp(part, "fp8-e4m3") || !strcmp(part, "fp8-e5m2"))) {
+        q->scheme = CIC_QS_FLOAT;
+        q->bits = 8;
+        q->fmt = cic_format_find(part);
+    } else {
+        return qfail(msg, cap, "unknown scale rule '%s'; allowed: int4, int8, fp8-e4m3, "
+                     "fp8-e5m2 (with options after ':'), mxfp4, nvfp4", part ? part : "");
+    }
     while ((part = strtok_r(NULL, ":", &save)))
         if (parse_option(q, part, msg, cap) < 0)
             return -1;
     if (text[strlen(text) - 1] == ':' || strstr(text, "::"))
         return qfail(msg, cap, "empty option in '%s'", text);
     return 0;
+}
+
+bool cic_quant_is_int(const cic_quant *q)
+{
+    return q->scheme == CIC_QS_INT;
 }
 
 /* Values per group for a row of cols values. */
@@ -114,19 +135,21 @@ long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t 
     return rows == 0 || cols == 0 ? 0 : (long)rows * cols / g;
 }
 
-/* x rounded to format f (saturating where f has no infinities). */
+/* x rounded to format f (saturating where f has no infinities): the
+ * float32 rounding, bit for bit the MPFR one (test_format checks it). */
 static float round_to(const cic_format *f, float x)
 {
-    return (float)cic_format_round_d(f, x); /* exact: f's values are floats */
+    return cic_format_round_f(f, x);
 }
 
-/* The E2M1 pattern of an fp4-e2m1 value v: its ordered integer (the
- * magnitude's pattern), sign in bit 3. */
-static int16_t e2m1_code(float v)
+/* The bit pattern of a value v of f (E2M1, OCP FP8): the ordered integer
+ * of |v| is the pattern of the exponent and significand fields (the field
+ * of binade E is E - emin + 1, 0 for the subnormals), the sign in the top
+ * bit, -0 included. */
+static int16_t float_code(const cic_format *f, float v)
 {
-    const cic_format *fp4 = cic_format_get(CIC_FORMAT_FP4_E2M1);
-    int64_t k = cic_format_ordered(fp4, v);
-    return (int16_t)((signbit(v) ? 8 : 0) | (k < 0 ? -k : k));
+    int64_t k = cic_format_ordered(f, v);
+    return (int16_t)((signbit(v) ? 1 << (f->bits - 1) : 0) | (k < 0 ? -k : k));
 }
 
 typedef struct {
@@ -177,6 +200,34 @@ static void int_group(const cic_quant *q, const float *x, size_t n, size_t i0, c
     }
 }
 
+/* One fp8 group of n values at x, first index i0 of the outputs. */
+static void fp8_group(const cic_quant *q, const float *x, size_t n, size_t i0, const qout *o,
+                      float *scale)
+{
+    const cic_format *f = q->fmt;
+    const float fmax = (float)cic_format_max(f); /* exact: 448 or 57344 */
+    float amax = 0.0f, s;
+    size_t i;
+    for (i = 0; i < n; i++)
+        amax = fmaxf(amax, fabsf(x[i])); /* NaN ignored */
+    s = q->clip * amax / fmax;
+    *scale = s;
+    for (i = 0; i < n; i++) {
+        float v = 0.0f;
+        int16_t c;
+        if (s > 0) {
+            v = round_to(f, x[i] / s);
+            /* comparisons, not fminf/fmaxf: a NaN stays NaN */
+            if (v > fmax)
+                v = fmax;
+            else if (v < -fmax)
+                v = -fmax;
+        }
+        c = isnan(v) ? (int16_t)((signbit(v) ? 0x80 : 0) | 0x7f) : float_code(f, v);
+        put(o, i0 + i, c, v * s);
+    }
+}
+
 /* One mxfp4 block. */
 static void mx_block(const float *x, size_t n, size_t i0, const qout *o, float *scale)
 {
@@ -194,7 +245,7 @@ static void mx_block(const float *x, size_t n, size_t i0, const qout *o, float *
     *scale = ldexpf(1.0f, e);
     for (i = 0; i < n; i++) {
         float v = round_to(fp4, ldexpf(x[i], -e)); /* exact scaling by 2^-e */
-        put(o, i0 + i, e2m1_code(v), ldexpf(v, e));
+        put(o, i0 + i, float_code(fp4, v), ldexpf(v, e));
     }
 }
 
@@ -212,7 +263,7 @@ static void nv_block(const float *x, size_t n, size_t i0, const qout *o, float t
     d = s * t;
     for (i = 0; i < n; i++) {
         float v = s > 0 ? round_to(fp4, x[i] / d) : 0.0f;
-        put(o, i0 + i, e2m1_code(v), v * s * t);
+        put(o, i0 + i, float_code(fp4, v), v * s * t);
     }
 }
 
@@ -238,6 +289,8 @@ int cic_quant_matrix(const cic_quant *q, const float *x, int rows, int cols, int
         size_t i0 = (size_t)g * n;
         if (q->scheme == CIC_QS_INT)
             int_group(q, x + i0, n, i0, &o, &sc, &zp);
+        else if (q->scheme == CIC_QS_FLOAT)
+            fp8_group(q, x + i0, n, i0, &o, &sc);
         else if (q->scheme == CIC_QS_MXFP4)
             mx_block(x + i0, n, i0, &o, &sc);
         else
