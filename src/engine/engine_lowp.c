@@ -50,7 +50,7 @@ typedef struct {
 
 static float round_f(const cic_format *f, float x)
 {
-    return (float)cic_format_round_d(f, x);
+    return cic_format_round_f(f, x);
 }
 
 bool cic_lowp_quantized(const cic_op *o)
@@ -297,8 +297,7 @@ int cic_engine_lowp_run(float *out, const cic_model *m, const cic_lowp_spec *lp,
     int i, rc = -1;
     memset(&st, 0, sizeof st);
     st.lp = lp;
-    st.ints = lp->wq_on && lp->aq_on && lp->wq.scheme == CIC_QS_INT &&
-               lp->aq.scheme == CIC_QS_INT;
+    st.ints = lp->wq_on && lp->aq_on && cic_quant_is_int(&lp->wq) && cic_quant_is_int(&lp->aq);
     st.q = cic_calloc((size_t)m->n_t, sizeof *st.q);
     st.s = cic_calloc((size_t)m->n_t, sizeof *st.s);
     st.z = cic_calloc((size_t)m->n_t, sizeof *st.z);

@@ -272,8 +272,7 @@ int _cic_pl_lowp_check(cic_pipeline *p, cic_diag *d)
                 (lp->aq_on && check_rule(p, lp, &lp->aq, "activations", lp->activations, w,
                                          m->rows, d) != CIC_OK))
                 return CIC_EINPUT;
-            if (lp->wq_on && lp->aq_on && lp->wq.scheme == CIC_QS_INT &&
-                lp->aq.scheme == CIC_QS_INT &&
+            if (lp->wq_on && lp->aq_on && cic_quant_is_int(&lp->wq) && cic_quant_is_int(&lp->aq) &&
                 cic_lowp_acc_bound(&lp->aq, &lp->wq, w->cols) > 2147483647.0) {
                 cic_diag_set(d, p->c->path, lp->line, 1,
                              "engine '%s': int32 sums over %d values of the linear '%s' "
