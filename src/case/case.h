@@ -196,6 +196,7 @@ typedef struct {
     enum cic_tprec prec;
     enum cic_qkind q;
     uint64_t q_seed;
+    int hadamard_base;       /* q = hadamard: base order K forced, 0 automatic */
     enum cic_mistake mistake;
     enum cic_verdict expect; /* EQUIVALENT or BROKEN */
     int line;                /* where the entry starts, for messages */
