@@ -13,6 +13,10 @@
  *     exact everywhere when every sample shares the calibration c.
  *  4. FLOPs counted by both engines equal cic_flops_dit exactly, per site.
  *  5. MPFR bit-identical with 1 and 2 threads on a strategy graph.
+ *  6. A forced Hadamard base order (hadamard_base): refused by
+ *     cic_xform_check where it does not fit d_model or (branch-rotate)
+ *     d_mlp; every Hadamard strategy with a forced base equivalent, its
+ *     fast ops of that base, fast = dense, FLOPs = cic_flops_dit.
  *  A planted fault (one entry of rot.q perturbed) is caught by the ce check.
  *
  * Models are built by hand from a cic_model_cfg drawn from a test seed (the
@@ -583,6 +587,161 @@ static void test_fast_vs_dense_paley(void **state)
         }
 }
 
+/* cic_xform_check with a forced base order (hadamard_base): it must fit
+ * d_model (and, for branch-rotate, d_mlp, which it rotates with the same
+ * base); a mean-preserving Hadamard with a fitting base is accepted at a d
+ * that is not a power of two; the message names the transform, the width,
+ * K and the orders allowed. */
+static void test_check_hadamard_base(void **state)
+{
+    static const struct {
+        enum cic_xform_kind kind;
+        enum cic_stream stream;
+        bool fast;
+        int d, m, K;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 256, 1024, 32, NULL},
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 256, 1024, 128, NULL},
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 256, 1024, 1, NULL},
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 256, 1024, 16,
+         "transform 'h': hadamard_base = 16 does not fit d_model = 256: 16 has no Hadamard "
+         "construction here (1, a Paley order or a Williamson order); the base orders of 256 "
+         "are 1, 4, 8, 32, 128 (or 0: automatic)"},
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 256, 1024, 12,
+         "hadamard_base = 12 does not fit d_model = 256: 256 is not 12 * 2^k"},
+        {CIC_XFORM_ROTATE, CIC_STREAM_CENTERED, false, 40, 160, 1,
+         "hadamard_base = 1 does not fit d_model = 40: 40 is not 1 * 2^k; the base orders of "
+         "40 are 20 (or 0: automatic)"},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_CENTERED, true, 64, 256, 32, NULL},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, true, 64, 256, 32, NULL},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, false, 64, 192, 32,
+         "hadamard_base = 32 does not fit the MLP width d_mlp = 192: 192 is not 32 * 2^k; the "
+         "base orders of 192 are 12, 24, 48, 192 (or 0: automatic)"},
+        /* online-unrotate has no Q of the MLP width: 192 is not checked */
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_CENTERED, true, 64, 192, 32, NULL},
+        {CIC_XFORM_PER_SAMPLE_FOLD, CIC_STREAM_MEAN_PRESERVING, false, 40, 160, 20, NULL},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_STREAM_MEAN_PRESERVING, false, 40, 160, 0,
+         "a mean-preserving Hadamard Q needs d_model a power of two"},
+        {CIC_XFORM_STATIC_FOLD, CIC_STREAM_MEAN_PRESERVING, false, 64, 256, 8, NULL},
+        {CIC_XFORM_STATIC_FOLD, CIC_STREAM_CENTERED, false, 64, 256, 64,
+         "hadamard_base = 64 does not fit d_model = 64: 64 has no Hadamard construction"},
+    };
+    cic_case *c = calloc(1, sizeof *c);
+    size_t a;
+    (void)state;
+    assert_non_null(c);
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        cic_diag dg;
+        int rc;
+        memset(&dg, 0, sizeof dg);
+        c->model.d_model = cases[a].d;
+        c->model.d_mlp = cases[a].m;
+        c->n_xf = 1;
+        c->xf[0] = spec_of("h", cases[a].kind, CIC_Q_HADAMARD, cases[a].stream, cases[a].fast, 1);
+        c->xf[0].hadamard_base = cases[a].K;
+        rc = cic_xform_check(c, &dg);
+        if (!cases[a].want) {
+            if (rc != CIC_OK)
+                fail_msg("%s d %d m %d K %d refused: %s", CIC_XFORM_NAME[cases[a].kind],
+                         cases[a].d, cases[a].m, cases[a].K, dg.msg);
+        } else {
+            assert_int_equal(rc, CIC_EINPUT);
+            if (!strstr(dg.msg, cases[a].want))
+                fail_msg("%s d %d m %d K %d: \"%s\" lacks \"%s\"",
+                         CIC_XFORM_NAME[cases[a].kind], cases[a].d, cases[a].m, cases[a].K,
+                         dg.msg, cases[a].want);
+            print_message("%s\n", dg.msg);
+        }
+    }
+    free(c);
+}
+
+/* The Hadamard strategies with a forced base order (16 = 4 x 4 and 8 x 2,
+ * m = 64; 24 = 24 x 1 where the automatic base is 12, m = 96): every one
+ * is equivalent, the fast graph's FWHT ops carry hbase = K at both widths,
+ * the fast and the dense variants agree to the precision (the same
+ * matrix), the engines' FLOPs equal cic_flops_dit's (which cost the fast
+ * ops with K), and a dense Q with the forced base is not the automatic one
+ * (other weights). The mean-preserving Hadamard runs at d = 24, which has
+ * none without a forced base. */
+static void test_strategies_forced_base(void **state)
+{
+    static const struct {
+        int d, K;
+    } cases[] = {{16, 4}, {16, 8}, {24, 24}};
+    static const int hs[] = {4};
+    size_t a;
+    int i;
+    char buf[512];
+    (void)state;
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        int ds[1] = {cases[a].d};
+        shape sh = shape_draw_d(480 + (uint64_t)a, ds, 1, hs, 1);
+        cic_model *orig;
+        size_t n;
+        mpfr_t *y0;
+        sh.cfg.layers = 1;
+        orig = make_orig(&sh);
+        n = n_out(orig);
+        y0 = run_mp_mapped(orig, false, NULL);
+        for (i = 0; i < N_STRATS; i++) {
+            const strat *st = &STRATS[i];
+            cic_xform_spec x = spec_strat(st, 13), xa = x, xd = x;
+            cic_model *m, *ma, *md;
+            double ce, eq, br;
+            int j, nfast = 0;
+            char h0[65], h1[65];
+            if (st->q != CIC_Q_HADAMARD)
+                continue;
+            x.hadamard_base = cases[a].K;
+            m = apply(orig, &x, &sh);
+            ce = ce_vs(m, (const mpfr_t *)y0, n);
+            cic_xform_thresholds(&eq, &br, &x, PREC);
+            if (!(ce <= eq))
+                fail_msg("%s K %d: ce %.3g above %.3g (%s)", st->label, cases[a].K, ce, eq,
+                         shape_str(buf, sizeof buf, &sh));
+            check_flops(m, &x, &sh, st->label);
+            for (j = 0; j < m->n_ops; j++)
+                if (m->ops[j].kind == CIC_OP_FWHT) {
+                    assert_int_equal(m->ops[j].hbase, cases[a].K);
+                    nfast++;
+                }
+            assert_true(st->fast ? nfast > 0 : nfast == 0);
+            if (st->fast) { /* the dense variant with the same Q */
+                mpfr_t *yf = run_mp_mapped(m, false, NULL), *yd;
+                double diff;
+                xd.fast = false;
+                xd.hadamard_base = cases[a].K;
+                md = apply(orig, &xd, &sh);
+                yd = run_mp_mapped(md, false, NULL);
+                diff = rel_mpmp((const mpfr_t *)yf, (const mpfr_t *)yd, n);
+                if (!(diff <= 0x1p-110))
+                    fail_msg("%s K %d: fast vs dense rel diff %.3g (%s)", st->label,
+                             cases[a].K, diff, shape_str(buf, sizeof buf, &sh));
+                cic_mpvec_destroy(yf, n);
+                cic_mpvec_destroy(yd, n);
+                cic_model_destroy(md);
+            } else if (st->stream != CIC_STREAM_MEAN_PRESERVING ||
+                       (cases[a].d & (cases[a].d - 1)) == 0) {
+                /* another Q than the automatic base's (which a mean-preserving
+                 * Q has only for powers of two) */
+                ma = apply(orig, &xa, &sh);
+                cic_model_weights_sha256(h0, ma);
+                cic_model_weights_sha256(h1, m);
+                if (!strcmp(h0, h1))
+                    fail_msg("%s K %d: the same weights as the automatic base", st->label,
+                             cases[a].K);
+                cic_model_destroy(ma);
+            }
+            print_message("%s d %d K %d: ce %.3g\n", st->label, cases[a].d, cases[a].K, ce);
+            cic_model_destroy(m);
+        }
+        cic_mpvec_destroy(y0, n);
+        cic_model_destroy(orig);
+    }
+}
+
 /* Planted fault: one entry of rot.q changed by a relative 2^-30 after the
  * transform; the ce check must flag it (it stays far below "broken", so
  * the verdict is inconclusive rather than equivalent). */
@@ -864,6 +1023,8 @@ int main(void)
         cmocka_unit_test(test_strategies_exact_paley),
         cmocka_unit_test(test_fast_vs_dense_paley),
         cmocka_unit_test(test_check_paley_widths),
+        cmocka_unit_test(test_check_hadamard_base),
+        cmocka_unit_test(test_strategies_forced_base),
         cmocka_unit_test(test_fault_caught),
         cmocka_unit_test(test_static_fold),
         cmocka_unit_test(test_flops),

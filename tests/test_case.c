@@ -504,6 +504,71 @@ static void test_dit_strategies(void **state)
                                   "per-sample-fold or branch-rotate"));
 }
 
+/* hadamard_base: loaded as given on rotate and the adaLN kinds with q =
+ * "hadamard", 0 (automatic) when absent; whether K fits the widths is
+ * cic_xform_check's, not the loader's (12 does not fit d_model = 256 but
+ * loads, and so does the upper bound 65536); refusals are in
+ * tests/malformed (xform-*hadamard-base*). */
+static void test_hadamard_base(void **state)
+{
+    static cic_case c;
+    cic_diag d;
+    int rc;
+    (void)state;
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"preln\"\nd_model = 256\nheads = 4\n"
+                              "tokens = 2\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"a\"\nkind = \"rotate\"\n"
+                              "q = \"hadamard\"\n"
+                              "[[transforms]]\nname = \"b\"\nkind = \"rotate\"\n"
+                              "q = \"hadamard\"\nhadamard_base = 32\n"
+                              "[[transforms]]\nname = \"c\"\nkind = \"rotate\"\n"
+                              "q = \"hadamard\"\nhadamard_base = 12\n"
+                              "[[transforms]]\nname = \"e\"\nkind = \"rotate\"\n"
+                              "q = \"hadamard\"\nhadamard_base = 65536\n"
+                              "[[transforms]]\nname = \"f\"\nkind = \"rotate\"\n"
+                              "q = \"random\"\n",
+                              "hb.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.n_xf, 5);
+    assert_int_equal(c.xf[0].hadamard_base, 0);
+    assert_int_equal(c.xf[1].hadamard_base, 32);
+    assert_int_equal(c.xf[2].hadamard_base, 12);
+    assert_int_equal(c.xf[3].hadamard_base, 65536);
+    assert_int_equal(c.xf[4].hadamard_base, 0);
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"dit\"\nd_model = 64\nheads = 4\n"
+                              "tokens = 2\nsamples = 2\nlayers = 1\n"
+                              "[[transforms]]\nname = \"br\"\nkind = \"branch-rotate\"\n"
+                              "q = \"hadamard\"\nfast = true\nhadamard_base = 32\n"
+                              "[[transforms]]\nname = \"mp\"\nkind = \"per-sample-fold\"\n"
+                              "q = \"hadamard\"\nstream = \"mean-preserving\"\n"
+                              "hadamard_base = 4\n"
+                              "[[transforms]]\nname = \"sf\"\nkind = \"static-fold\"\n"
+                              "q = \"random\"\n",
+                              "hb-dit.toml", &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %d:%d: %s", rc, d.line, d.column, d.msg);
+    assert_int_equal(c.xf[0].hadamard_base, 32);
+    assert_true(c.xf[0].fast);
+    assert_int_equal(c.xf[1].hadamard_base, 4);
+    assert_int_equal(c.xf[1].stream, CIC_STREAM_MEAN_PRESERVING);
+    assert_int_equal(c.xf[2].hadamard_base, 0);
+    /* 65537 is past the largest d_model */
+    rc = cic_case_load_string(&c,
+                              "[model]\nblock = \"preln\"\nd_model = 256\nheads = 4\n"
+                              "tokens = 2\nsamples = 1\nlayers = 1\n"
+                              "[[transforms]]\nname = \"a\"\nkind = \"rotate\"\n"
+                              "q = \"hadamard\"\nhadamard_base = 65537\n",
+                              "hb.toml", &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_int_equal(d.line, 12);
+    assert_int_equal(d.column, 17);
+    assert_non_null(strstr(d.msg, "'hadamard_base' in [[transforms]] entry 1 is 65537, out of "
+                                  "range: must be 0 .. 65536"));
+}
+
 /* Values exactly at the limits load. */
 static void test_boundaries(void **state)
 {
@@ -1374,6 +1439,7 @@ int main(void)
         cmocka_unit_test(test_defaults),
         cmocka_unit_test(test_dit_strategies),
         cmocka_unit_test(test_boundaries),
+        cmocka_unit_test(test_hadamard_base),
         cmocka_unit_test(test_fixtures),
         cmocka_unit_test(test_missing_file),
         cmocka_unit_test(test_name_tables),

@@ -4,7 +4,9 @@
  * reproducibility and sample independence both engines promise, the
  * per-site FLOP counts they book, the check of a graph every engine runs on
  * entry (cic_model_check refuses a malformed graph with a message naming
- * the op and the tensor, and no engine walks it), and the engine table.
+ * the op and the tensor, and no engine walks it), every engine's fast
+ * Hadamard op equal to the dense Q of its base order (automatic or forced),
+ * and the engine table.
  *
  * Models are built by hand from a cic_model_cfg drawn from a test seed (the
  * seed and the whole shape are printed on failure). Relative norms are
@@ -15,6 +17,7 @@
 
 #include "base/base.h"
 #include "base/mpvec.h"
+#include "base/rng.h"
 #include "engine/engine.h"
 #include "model/model.h"
 #include "xform/qmat.h"
@@ -1209,6 +1212,92 @@ static void test_graph_check_kinds(void **state)
     cic_model_destroy(b.m);
 }
 
+/* Mismatches between one engine's FWHT op (base order Kop as the op's
+ * hbase, 0: automatic) and the dense product by cic_q_hadamard_k's Q of
+ * base order Kq (x Q, or x Q^T for transpose) on fwht_model(w), signs taken
+ * from row 0 of that Q as the transform takes them. Inputs are integers in
+ * [-8, 8] and w a power of 4, so 1/sqrt(w), every partial sum and the
+ * expected values (formed in double) are exact: equality is bit for bit.
+ * eng: 0 f32 fixed-order, 1 f32 OpenBLAS, 2 f64 fixed-order, 3 MPFR. */
+static int fwht_vs_dense(int w, int Kop, int Kq, bool transpose, int eng, uint64_t seed)
+{
+    cic_model *m = fwht_model(w);
+    size_t R = (size_t)m->rows, n = (size_t)w, i, j, r;
+    mpfr_t *q = cic_mpvec_create(n * n, 24), *ym = NULL;
+    float *x = m->t[m->input].f32, *yf = NULL;
+    double *yd = NULL, *want = calloc(R * n, sizeof *want);
+    uint64_t key = cic_rng_key(seed, "test.fwht.forced");
+    int bad = 0;
+    assert_true(q && want);
+    assert_int_equal(cic_q_hadamard_k(q, w, Kq, seed, 24), 0);
+    m->ops[0].hbase = cic_hadamard_base_order_k(w, Kop);
+    m->ops[0].transpose = transpose;
+    for (j = 0; j < n; j++)
+        m->t[m->ops[0].g].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    for (i = 0; i < R * n; i++)
+        x[i] = (float)((int)(cic_rng_u64(key, i) % 17) - 8);
+    for (r = 0; r < R; r++)
+        for (j = 0; j < n; j++)
+            for (i = 0; i < n; i++)
+                want[r * n + j] += x[r * n + i] *
+                                   mpfr_get_d(transpose ? q[j * n + i] : q[i * n + j], MPFR_RNDN);
+    if (eng <= 1) {
+        yf = calloc(R * n, sizeof *yf);
+        assert_non_null(yf);
+        assert_int_equal(cic_engine_f32_run(yf, m, eng ? CIC_MATMUL_OPENBLAS : CIC_MATMUL_FIXED,
+                                            NULL), 0);
+    } else if (eng == 2) {
+        yd = calloc(R * n, sizeof *yd);
+        assert_non_null(yd);
+        assert_int_equal(cic_engine_f64_run(yd, m, CIC_MATMUL_FIXED, false, NULL), 0);
+    } else {
+        ym = cic_mpvec_create(R * n, 64);
+        assert_non_null(ym);
+        assert_int_equal(cic_engine_mpfr_run(ym, m, 64, false, NULL), 0);
+    }
+    for (i = 0; i < R * n; i++) {
+        double got = yf ? yf[i] : yd ? yd[i] : mpfr_get_d(ym[i], MPFR_RNDN);
+        if (got != want[i] && bad++ == 0 && Kop == Kq)
+            print_message("fwht w %d K %d engine %d %s: entry %zu fast %.17g dense %.17g\n", w,
+                          Kq, eng, transpose ? "transpose" : "forward", i, got, want[i]);
+    }
+    free(yf);
+    free(yd);
+    cic_mpvec_destroy(ym, R * n);
+    cic_mpvec_destroy(q, n * n);
+    free(want);
+    cic_model_destroy(m);
+    return bad;
+}
+
+/* The fast transform of every engine is the dense Q's matrix, for the
+ * automatic base (K = 0) and for forced bases, as a transform with
+ * hadamard_base builds them: 256 = 4 x 64, 32 x 8, 128 x 2 (Paley I), 64 =
+ * 32 x 2, 16 = 4 x 4. The check can fail: the op with the automatic
+ * (Sylvester) base against the dense K = 32 Q differs. */
+static void test_fwht_forced_base_matches_dense(void **state)
+{
+    static const struct {
+        int w, K;
+    } cases[] = {{256, 0}, {256, 4}, {256, 32}, {256, 128}, {64, 32}, {16, 4}};
+    size_t a;
+    int eng, t;
+    (void)state;
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++)
+        for (eng = 0; eng < 4; eng++)
+            for (t = 0; t < 2; t++) {
+                int bad = fwht_vs_dense(cases[a].w, cases[a].K, cases[a].K, t, eng,
+                                        7 + (uint64_t)a);
+                if (bad)
+                    fail_msg("fwht w %d K %d engine %d %s: %d entries differ from x Q",
+                             cases[a].w, cases[a].K, eng, t ? "transpose" : "forward", bad);
+            }
+    for (eng = 0; eng < 4; eng++)
+        if (fwht_vs_dense(256, 0, 32, false, eng, 7) == 0)
+            fail_msg("engine %d: the Sylvester fast op matches the dense K = 32 Q", eng);
+    print_message("fwht: every engine's fast op = dense Q for K = 0, 4, 32, 128\n");
+}
+
 /* The FLOPs booked per op are the op table's cost of each op, summed by
  * site, on a dit strategy graph with every dit op kind but FWHT (and on
  * preln and rmsnorm graphs). */
@@ -1306,6 +1395,7 @@ int main(void)
         cmocka_unit_test(test_f64_rounded_weights),
         cmocka_unit_test(test_graph_check),
         cmocka_unit_test(test_graph_check_kinds),
+        cmocka_unit_test(test_fwht_forced_base_matches_dense),
         cmocka_unit_test(test_engine_books_op_costs),
         cmocka_unit_test(test_engine_table),
     };

@@ -7,7 +7,8 @@
  *
  * Per-site counts of a tiny configuration are written out by hand from the
  * adaLN spec's op list (arithmetic in the comments) and compared exactly
- * with cic_flops_dit for the original graph and every strategy. Properties:
+ * with cic_flops_dit for the original graph and every strategy (and a fast
+ * one with a forced Hadamard base, in the analytical table too). Properties:
  * static-fold's modulation site is 0, online dense minus original at norm1
  * is L (2 R d^2 - (2d+1) R) for a centered stream, percentages do not depend
  * on B, and the crossover agrees with a brute-force search over integer N. */
@@ -245,6 +246,58 @@ static void test_tiny_branch_fast(void **state)
     const double want[CIC_SITE_COUNT] = {0, 300, 70, 464, 16, 70, 1064, 16, 156};
     (void)state;
     check_sites(&c, &x, want);
+}
+
+/* branch-rotate fast with hadamard_base = 4 (q = hadamard): FWHT R (K P
+ * log2 P + P K (K - 1) + 2w): w = 4 = 4 x 1: 2 (0 + 12 + 8) = 40; w = 16 =
+ * 4 x 4: 2 (32 + 48 + 32) = 224. attn 400 + 40 + 40 = 480; mlp 840 + 40 +
+ * 224 = 1104; final 124 + 40 = 164. The base only counts for q = hadamard
+ * (the loader refuses it otherwise): with q = identity the automatic
+ * counts of test_tiny_branch_fast. */
+static void test_tiny_branch_fast_forced_base(void **state)
+{
+    cic_model_cfg c = tiny();
+    cic_xform_spec x = spec(CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, true);
+    const double want[CIC_SITE_COUNT] = {0, 300, 70, 480, 16, 70, 1104, 16, 164};
+    const double automatic[CIC_SITE_COUNT] = {0, 300, 70, 464, 16, 70, 1064, 16, 156};
+    (void)state;
+    x.hadamard_base = 4;
+    check_sites(&c, &x, automatic);
+    x.q = CIC_Q_HADAMARD;
+    check_sites(&c, &x, want);
+}
+
+/* The analytical table's rows for the case's transforms use their own
+ * hadamard_base: a forced base costs more than the strategy row's
+ * automatic one (which stays as it was), a transform without one has the
+ * strategy's figures exactly, and a base that does not fit the MLP width
+ * (d 4 = 4 x 1 fits, m 24 = 4 x 6 does not) is n/a for branch-rotate
+ * fast. */
+static void test_table_forced_base(void **state)
+{
+    static cic_case kc;
+    cic_dit_flops_table t;
+    int k;
+    (void)state;
+    memset(&kc, 0, sizeof kc);
+    kc.model = tiny();
+    kc.n_xf = 2;
+    kc.xf[0] = spec(CIC_XFORM_BRANCH_ROTATE, CIC_STREAM_CENTERED, true);
+    kc.xf[0].q = CIC_Q_HADAMARD;
+    kc.xf[1] = kc.xf[0];
+    kc.xf[0].hadamard_base = 4;
+    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_string_equal(CIC_DIT_STRATEGIES[4].label, "branch-fast");
+    for (k = 0; k < CIC_DIT_TABLE_N; k++) {
+        if (!(t.xf_pct[0][k] > t.pct[4][k]))
+            fail_msg("N %d: forced base %.17g%% not above the automatic %.17g%%", t.tokens[k],
+                     t.xf_pct[0][k], t.pct[4][k]);
+        cic_assert_close(t.xf_pct[1][k], t.pct[4][k], 0, 0);
+    }
+    kc.model.d_mlp = 24;
+    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_true(isnan(t.xf_pct[0][0]));
+    assert_false(isnan(t.xf_pct[1][0]));
 }
 
 static const cic_model_cfg *prop_cfgs(int *n)
@@ -613,6 +666,8 @@ int main(void)
         cmocka_unit_test(test_tiny_static_fold),
         cmocka_unit_test(test_tiny_branch_dense),
         cmocka_unit_test(test_tiny_branch_fast),
+        cmocka_unit_test(test_tiny_branch_fast_forced_base),
+        cmocka_unit_test(test_table_forced_base),
         cmocka_unit_test(test_static_fold_modulation_zero),
         cmocka_unit_test(test_online_norm1_delta),
         cmocka_unit_test(test_pct_scale_invariant),

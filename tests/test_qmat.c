@@ -13,7 +13,13 @@
  * a planted fault caught; the K chosen for each d pinned, Paley before
  * Williamson; the engines' fast transform (butterflies, then the blocks
  * mixed by H_K) replayed in integers and equal to the dense Q's signs;
- * unsupported sizes refused with a suggestion. orth_error itself
+ * unsupported sizes refused with a suggestion. Forced base orders (a
+ * case's hadamard_base): which (w, K) are built, Q entry by entry for the
+ * Paley bases 4, 32, 128 of 256 (orthogonal, and not the Sylvester Q) and
+ * the Williamson base of 312, K = 0 and the automatic K giving the same
+ * bits, the fast transform equal to the dense Q, the refusal sentence; the
+ * mean-preserving Hadamard against the Sylvester formula and, with a
+ * forced base, Q 1 = 1 and orthogonal. orth_error itself
  * is checked on matrices whose answer is known exactly.
  * CIC_TEST_MULTIPLIER adds seeds. */
 #include "testutil.h"
@@ -291,7 +297,9 @@ static int is_pow4(int d)
     return d > 0 && (d & (d - 1)) == 0 && (__builtin_ctz((unsigned)d) % 2) == 0;
 }
 
-static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
+/* Q of cic_q_hadamard_k(d, Kreq) (Kreq = 0: automatic, as cic_q_hadamard)
+ * checked entry by entry against its definition. */
+static void check_hadamard_k(int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
 {
     size_t n = (size_t)d, i, j, k;
     mpfr_t *q = qnew(d, prec), r, t;
@@ -302,7 +310,7 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
     int K;
     size_t P;
     assert_non_null(sg);
-    assert_int_equal(cic_q_hadamard(q, d, seed, prec), 0);
+    assert_int_equal(cic_q_hadamard_k(q, d, Kreq, seed, prec), 0);
 
     /* |entries| all equal, bit for bit, and r^2 d = 1 within 2^-prec */
     mpfr_init2(r, prec);
@@ -347,11 +355,16 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
         free(col);
     }
     /* S = (H_K (x) Sylvester(P)) diag(s), s_j = -1 iff bit 0 of the
-     * stream's word j; H_K = (1) for powers of two */
-    assert_int_equal(cic_hadamard_base(&hk, &K, d), 0);
+     * stream's word j; H_K = (1) for powers of two unless K is forced */
+    if (Kreq == 0) {
+        assert_int_equal(cic_hadamard_base(&hk, &K, d), 0);
+        if ((d & (d - 1)) == 0)
+            assert_int_equal(K, 1);
+    } else {
+        assert_int_equal(cic_hadamard_base_k(&hk, Kreq, d), 0);
+        K = Kreq;
+    }
     P = n / (size_t)K;
-    if ((d & (d - 1)) == 0)
-        assert_int_equal(K, 1);
     for (j = 0; j < n; j++) {
         int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
         for (i = 0; i < n; i++) {
@@ -379,13 +392,18 @@ static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
     if (is_pow4(d) ? err != 0.0 : !(err <= ldexp(1.0, -(int)prec + 1)))
         fail_msg("hadamard d %d prec %ld: orth_error %.3g", d, (long)prec,
                  err);
-    print_message("hadamard d %3d prec %3ld: orth_error %.3g\n", d,
+    print_message("hadamard d %3d K %3d prec %3ld: orth_error %.3g\n", d, K,
                   (long)prec, err);
     mpfr_clear(r);
     mpfr_clear(t);
     free(sg);
     free(hk);
     qfree(q, d);
+}
+
+static void check_hadamard(int d, uint64_t seed, mpfr_prec_t prec)
+{
+    check_hadamard_k(d, 0, seed, prec);
 }
 
 static void test_hadamard(void **state)
@@ -524,10 +542,11 @@ static void test_hadamard_williamson(void **state)
  * P = w / K on each block of P, then out block c = sum_a H_K[a][c] block a
  * (transpose: H_K[c][a]), with the diagonal signs s after (forward) or
  * before (transpose). Compared with x S and x S^T for the sign matrix S of
- * cic_q_hadamard's Q = S / sqrt(w), exactly: entries |x| <= 8, so every sum
- * is far below 2^63. hk_flip >= 0 flips that entry of H_K (a planted
- * fault); returns the number of rows that differ. */
-static int fast_vs_dense(int w, uint64_t seed, int rows, long hk_flip)
+ * cic_q_hadamard_k's Q = S / sqrt(w) (base order Kreq, 0: automatic),
+ * exactly: entries |x| <= 8, so every sum is far below 2^63. hk_flip >= 0
+ * flips that entry of H_K (a planted fault); returns the number of rows
+ * that differ. */
+static int fast_vs_dense_k(int w, int Kreq, uint64_t seed, int rows, long hk_flip)
 {
     size_t n = (size_t)w, i, j, k;
     mpfr_t *q = qnew(w, 24);
@@ -539,12 +558,14 @@ static int fast_vs_dense(int w, uint64_t seed, int rows, long hk_flip)
     uint64_t key = cic_rng_key(seed, "test.fwht.x");
     uint64_t skey = cic_rng_key(seed, "q.hadamard.signs");
     assert_true(sg && s && x && v && dense);
-    assert_int_equal(cic_q_hadamard(q, w, seed, 24), 0);
+    assert_int_equal(cic_q_hadamard_k(q, w, Kreq, seed, 24), 0);
     for (i = 0; i < n * n; i++)
         sg[i] = mpfr_signbit(q[i]) ? -1 : 1;
     for (j = 0; j < n; j++)
         s[j] = (cic_rng_u64(skey, j) & 1) ? -1 : 1;
-    assert_int_equal(cic_hadamard_base(&hk, &K, w), 0);
+    /* the base the engines build from an op's hbase */
+    K = cic_hadamard_base_order_k(w, Kreq);
+    assert_int_equal(cic_hadamard_base_k(&hk, K, w), 0);
     if (hk_flip >= 0)
         hk[hk_flip] = (signed char)-hk[hk_flip];
     P = w / K;
@@ -609,6 +630,11 @@ static int fast_vs_dense(int w, uint64_t seed, int rows, long hk_flip)
     return bad;
 }
 
+static int fast_vs_dense(int w, uint64_t seed, int rows, long hk_flip)
+{
+    return fast_vs_dense_k(w, 0, seed, rows, hk_flip);
+}
+
 /* Fast transform = dense product for every kind of base: Sylvester (64),
  * Paley I (12, 28 * 2), Paley II (20 * 2, 36 * 4), Williamson (156, 172)
  * and the Paley I bases of 312 and 688; a flipped entry of H_K (row 1,
@@ -635,6 +661,232 @@ static void test_hadamard_fast_matches_dense(void **state)
         }
         print_message("fwht w %3d (K %3d): fast = dense\n", ws[a], K);
     }
+}
+
+/* A forced base order (a case's hadamard_base): which (w, K) have a matrix
+ * and which order is used. K = 0 is the automatic order; a forced K must be
+ * a base built here (1, Paley, Williamson: 2, 16, 40 are not) with w / K a
+ * power of two. 312 may be forced to the Williamson base 156 although the
+ * automatic choice is its Paley I base 312. */
+static void test_hadamard_forced_orders(void **state)
+{
+    static const struct {
+        int w, Kreq, K;
+    } cases[] = {
+        { 256, 0, 1 },     { 256, 1, 1 },   { 256, 4, 4 },     { 256, 8, 8 },
+        { 256, 32, 32 },   { 256, 128, 128 }, { 256, 2, 0 },   { 256, 16, 0 },
+        { 256, 12, 0 },    { 256, 256, 0 }, { 256, 512, 0 },   { 256, -1, 0 },
+        { 40, 0, 20 },     { 40, 20, 20 },  { 40, 40, 0 },     { 40, 1, 0 },
+        { 24, 12, 12 },    { 24, 24, 24 },  { 312, 0, 312 },   { 312, 156, 156 },
+        { 312, 312, 312 }, { 1, 1, 1 },     { 1, 0, 1 },       { 0, 0, 0 },
+        { 0, 1, 0 },       { -4, 4, 0 },    { 92, 0, 0 },      { 92, 92, 0 },
+    };
+    size_t c;
+    (void)state;
+    for (c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int w = cases[c].w, Kreq = cases[c].Kreq;
+        signed char *h = (signed char *)&c; /* must be reset to NULL on failure */
+        int rc = cic_hadamard_base_k(&h, Kreq, w);
+        if (cic_hadamard_base_order_k(w, Kreq) != cases[c].K)
+            fail_msg("base order of w %d, hadamard_base %d: %d, expected %d", w, Kreq,
+                     cic_hadamard_base_order_k(w, Kreq), cases[c].K);
+        assert_int_equal(cic_q_hadamard_k_supported(w, Kreq), cases[c].K != 0);
+        if (cases[c].K == 0) {
+            assert_int_equal(rc, -1);
+            assert_null(h);
+            continue;
+        }
+        assert_int_equal(rc, 0);
+        if (base_defects(h, cases[c].K, 1) != 0)
+            fail_msg("forced base %d (w %d): H H^T != K I", cases[c].K, w);
+        free(h);
+    }
+}
+
+/* The forced bases end to end: Q of the Paley I bases 32 and 128 and of
+ * the Paley I base 4 at d = 256, of the Williamson base at d = 312, of the
+ * Paley I base 24 at d = 24, each checked entry by entry (check_hadamard_k:
+ * S^T S = d I in integers, signs = H_K (x) Syl diag(s), orthogonal: exactly
+ * at d = 256, a power of 4). K = 32 at d = 256 is not the automatic
+ * (Sylvester) matrix: with the same signs more than a quarter of the
+ * entries differ. K = 0 and K = the automatic order give cic_q_hadamard's
+ * bits. */
+static void test_hadamard_forced_q(void **state)
+{
+    static const struct {
+        int d, K;
+    } cases[] = { { 256, 32 }, { 256, 128 }, { 256, 4 }, { 24, 24 } };
+    int d = 256;
+    size_t a, at, n = (size_t)d * d, ndiff = 0, i;
+    mpfr_t *q0 = qnew(d, 53), *q1 = qnew(d, 53);
+    double err;
+    (void)state;
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++)
+        check_hadamard_k(cases[a].d, cases[a].K, 5, 53);
+    check_hadamard_k(312, 156, 7, 53);
+
+    assert_int_equal(cic_q_hadamard(q0, d, 3, 53), 0);
+    assert_int_equal(cic_q_hadamard_k(q1, d, 0, 3, 53), 0);
+    assert_true(same_bits((const mpfr_t *)q0, (const mpfr_t *)q1, n, &at));
+    assert_int_equal(cic_q_hadamard_k(q1, d, 1, 3, 53), 0);
+    assert_true(same_bits((const mpfr_t *)q0, (const mpfr_t *)q1, n, &at));
+    assert_int_equal(cic_q_hadamard_k(q1, d, 32, 3, 53), 0);
+    err = cic_q_orth_error((const mpfr_t *)q1, d, 53);
+    if (err != 0.0)
+        fail_msg("hadamard d 256 K 32: orth_error %.3g, expected 0 (entries +-1/16)", err);
+    for (i = 0; i < n; i++)
+        ndiff += !mpfr_equal_p(q0[i], q1[i]);
+    print_message("hadamard d 256: K 32 differs from K 1 in %zu of %zu entries\n", ndiff, n);
+    if (ndiff < n / 4)
+        fail_msg("hadamard d 256: K 32 differs from the Sylvester Q in %zu of %zu entries only",
+                 ndiff, n);
+    qfree(q0, d);
+    qfree(q1, d);
+    d = 40;
+    n = (size_t)d * d;
+    q0 = qnew(d, 24);
+    q1 = qnew(d, 24);
+    assert_int_equal(cic_q_hadamard(q0, d, 3, 24), 0);
+    assert_int_equal(cic_q_hadamard_k(q1, d, 20, 3, 24), 0);
+    assert_true(same_bits((const mpfr_t *)q0, (const mpfr_t *)q1, n, &at));
+    assert_int_equal(cic_q_hadamard_k(q1, d, 40, 3, 24), -1);
+    assert_int_equal(cic_q_hadamard_k(q1, d, 1, 3, 24), -1);
+    qfree(q0, d);
+    qfree(q1, d);
+}
+
+/* The fast transform with a forced base equals the dense product of
+ * cic_q_hadamard_k with that base (d = 256 with K = 4, 32, 128; 312 with
+ * the Williamson 156; 24 with 24), and the check can fail: the fast
+ * transform with the automatic base against the dense K = 32 Q (a fault
+ * planted in the base order) differs. */
+static void test_hadamard_forced_fast_matches_dense(void **state)
+{
+    static const struct {
+        int w, K;
+    } cases[] = { { 256, 4 }, { 256, 32 }, { 256, 128 }, { 312, 156 }, { 24, 24 } };
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        int bad = fast_vs_dense_k(cases[a].w, cases[a].K, 100, 2, -1);
+        if (bad != 0)
+            fail_msg("fwht w %d forced K %d: %d of 4 rows differ from the dense product",
+                     cases[a].w, cases[a].K, bad);
+        bad = fast_vs_dense_k(cases[a].w, cases[a].K, 100, 2, (long)cases[a].K + 2);
+        if (bad == 0)
+            fail_msg("fwht w %d forced K %d: flipped H_K[1][2] not caught", cases[a].w,
+                     cases[a].K);
+        print_message("fwht w %3d (forced K %3d): fast = dense\n", cases[a].w, cases[a].K);
+    }
+}
+
+/* cic_q_hadamard_k_explain: why (d, K) is refused and which orders d has. */
+static void test_hadamard_forced_explain(void **state)
+{
+    char buf[256];
+    (void)state;
+    cic_q_hadamard_k_explain(buf, sizeof buf, 256, 16);
+    assert_string_equal(buf, "16 has no Hadamard construction here (1, a Paley order or a "
+                             "Williamson order); the base orders of 256 are 1, 4, 8, 32, "
+                             "128 (or 0: automatic)");
+    cic_q_hadamard_k_explain(buf, sizeof buf, 96, 32);
+    assert_string_equal(buf, "96 is not 32 * 2^k; the base orders of 96 are 12, 24, 48 (or "
+                             "0: automatic)");
+    cic_q_hadamard_k_explain(buf, sizeof buf, 92, 12);
+    assert_string_equal(buf, "92 is not 12 * 2^k; 92 has no Hadamard base order here");
+    cic_q_hadamard_k_explain(buf, sizeof buf, 0, -3);
+    assert_non_null(strstr(buf, "-3 has no Hadamard construction here"));
+    cic_q_hadamard_k_explain(buf, 10, 256, 16); /* truncated, never overrun */
+    assert_int_equal(strlen(buf), 9);
+}
+
+/* Mean-preserving Hadamard Q = H^T D H / d: the automatic one (K = 0)
+ * against the trivially correct Sylvester formula sum_k (-1)^{|i & k|} s_k
+ * (-1)^{|k & j|} / d, bit for bit, K = 1 the same bits; with a forced base
+ * (K = 32 and 4 at d = 64, K = 20 at d = 40 and 12 at d = 24, refused for
+ * K = 0 there since they are not powers of two) every row and column sums
+ * to 1 (exactly at d = 64, where the entries are integers over 64, exact
+ * at 53 bits; within d roundings of 1/d elsewhere; the sums formed at 128
+ * bits), the Q is orthogonal to the rounding of the entries, and K = 32
+ * differs from the Sylvester one. */
+static void test_mean_preserving_forced(void **state)
+{
+    static const struct {
+        int d, K;
+    } cases[] = { { 64, 32 }, { 64, 4 }, { 40, 20 }, { 24, 12 } };
+    int d = 64;
+    size_t n = (size_t)d, i, j, k, at, a, ndiff = 0;
+    mpfr_t *q0 = qnew(d, 53), *q1 = qnew(d, 53), ref;
+    uint64_t key = cic_rng_key(9, "q.mean_preserving.signs");
+    (void)state;
+    mpfr_init2(ref, 53);
+    assert_int_equal(cic_q_mean_preserving(q0, d, CIC_Q_HADAMARD, 9, 53), 0);
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            long acc = 0;
+            for (k = 0; k < n; k++) {
+                long sk = k == 0 ? 1 : ((cic_rng_u64(key, k) & 1) ? -1 : 1);
+                long hik = __builtin_parityll((unsigned long long)(i & k)) ? -1 : 1;
+                long hkj = __builtin_parityll((unsigned long long)(k & j)) ? -1 : 1;
+                acc += hik * sk * hkj;
+            }
+            mpfr_set_si(ref, acc, MPFR_RNDN);
+            mpfr_div_ui(ref, ref, (unsigned long)d, MPFR_RNDN);
+            if (!mpfr_equal_p(ref, q0[i * n + j]))
+                fail_msg("mean-preserving d %d: entry (%zu, %zu) = %.17g, expected %.17g", d,
+                         i, j, mpfr_get_d(q0[i * n + j], MPFR_RNDN),
+                         mpfr_get_d(ref, MPFR_RNDN));
+        }
+    mpfr_clear(ref);
+    assert_int_equal(cic_q_mean_preserving_k(q1, d, CIC_Q_HADAMARD, 1, 9, 53), 0);
+    assert_true(same_bits((const mpfr_t *)q0, (const mpfr_t *)q1, n * n, &at));
+    assert_int_equal(cic_q_mean_preserving_k(q1, d, CIC_Q_HADAMARD, 32, 9, 53), 0);
+    for (i = 0; i < n * n; i++)
+        ndiff += !mpfr_equal_p(q0[i], q1[i]);
+    if (ndiff < n * n / 4)
+        fail_msg("mean-preserving d 64: K 32 differs from K 0 in %zu entries only", ndiff);
+    qfree(q0, d);
+    qfree(q1, d);
+
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        int dd = cases[a].d;
+        size_t m = (size_t)dd;
+        mpfr_t *q = qnew(dd, 53), sum;
+        double err, tol = (dd & (dd - 1)) == 0 ? 0.0 : dd * 0x1p-53;
+        mpfr_init2(sum, 128);
+        assert_int_equal(cic_q_mean_preserving_k(q, dd, CIC_Q_HADAMARD, cases[a].K, 9, 53), 0);
+        for (i = 0; i < m; i++) {
+            mpfr_set_zero(sum, 1);
+            for (j = 0; j < m; j++)
+                mpfr_add(sum, sum, q[i * m + j], MPFR_RNDN); /* exact: 128 bits */
+            mpfr_sub_ui(sum, sum, 1, MPFR_RNDN);
+            if (!(fabs(mpfr_get_d(sum, MPFR_RNDN)) <= tol))
+                fail_msg("mean-preserving d %d K %d: row %zu sums to 1 %+.3g", dd, cases[a].K,
+                         i, mpfr_get_d(sum, MPFR_RNDN));
+            mpfr_set_zero(sum, 1);
+            for (j = 0; j < m; j++)
+                mpfr_add(sum, sum, q[j * m + i], MPFR_RNDN);
+            mpfr_sub_ui(sum, sum, 1, MPFR_RNDN);
+            if (!(fabs(mpfr_get_d(sum, MPFR_RNDN)) <= tol))
+                fail_msg("mean-preserving d %d K %d: column %zu sums to 1 %+.3g", dd,
+                         cases[a].K, i, mpfr_get_d(sum, MPFR_RNDN));
+        }
+        err = cic_q_orth_error((const mpfr_t *)q, dd, 53);
+        if (!(err <= 4 * dd * 0x1p-53))
+            fail_msg("mean-preserving d %d K %d: orth_error %.3g", dd, cases[a].K, err);
+        print_message("mean-preserving d %d K %d: Q 1 = 1, orth_error %.3g\n", dd, cases[a].K,
+                      err);
+        mpfr_clear(sum);
+        qfree(q, dd);
+    }
+    q0 = qnew(40, 53);
+    assert_int_equal(cic_q_mean_preserving_k(q0, 40, CIC_Q_HADAMARD, 0, 9, 53), -1);
+    assert_int_equal(cic_q_mean_preserving_k(q0, 40, CIC_Q_HADAMARD, 40, 9, 53), -1);
+    qfree(q0, 40);
+    q0 = qnew(1, 53);
+    assert_int_equal(cic_q_mean_preserving_k(q0, 1, CIC_Q_HADAMARD, 12, 9, 53), -1);
+    assert_int_equal(cic_q_mean_preserving_k(q0, 1, CIC_Q_HADAMARD, 1, 9, 53), 0);
+    qfree(q0, 1);
 }
 
 static void test_hadamard_seeds(void **state)
@@ -735,6 +987,11 @@ int main(void)
         cmocka_unit_test(test_hadamard_bases),
         cmocka_unit_test(test_hadamard_williamson),
         cmocka_unit_test(test_hadamard_fast_matches_dense),
+        cmocka_unit_test(test_hadamard_forced_orders),
+        cmocka_unit_test(test_hadamard_forced_q),
+        cmocka_unit_test(test_hadamard_forced_fast_matches_dense),
+        cmocka_unit_test(test_hadamard_forced_explain),
+        cmocka_unit_test(test_mean_preserving_forced),
         cmocka_unit_test(test_hadamard_seeds),
         cmocka_unit_test(test_hadamard_unsupported),
     };

@@ -49,6 +49,8 @@
  *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard
  *   seed = 7                        # rotate only (random, hadamard)
+ *   hadamard_base = 32              # q = "hadamard" only: the base order K of
+ *                                   # H = H_K (x) Sylvester(d / K); default 0 (automatic)
  *   mistake = "skip-mean-bake"      # optional known mistake, see below
  *   expect = "equivalent"           # equivalent | broken (default equivalent)
  *   [[gates]]
@@ -61,6 +63,13 @@
  * "skip-attn-out" (rotate: attn.proj / o_proj left unrotated),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
  * wrong on an RMSNorm model).
+ *
+ * hadamard_base (rotate and the adaLN kinds, only with q = "hadamard"; an
+ * integer 0 .. 65536, default 0: the smallest base, as always) forces the
+ * base order K of H = H_K (x) Sylvester(d / K): 1 (Sylvester), a Paley or a
+ * Williamson order, with d_model / K (branch-rotate: d_mlp / K too) a power
+ * of two, checked by cic_xform_check (xform.h); e.g. 32 or 128 at d_model =
+ * 256 for a non-Sylvester matrix of the order Sylvester's would have.
  *
  * Required: [model] block, d_model, heads, tokens, samples, layers. Defaults
  * (as loaded): name = file stem; mlp_ratio 4; eps 1e-5 (dit 1e-6); causal
@@ -86,6 +95,7 @@
  *   kind = "online-unrotate"        # static-fold | online-unrotate | per-sample-fold | branch-rotate
  *   q = "hadamard"                  # required: identity | random | hadamard
  *   seed = 3                        # as for rotate (default 0)
+ *   hadamard_base = 0               # as for rotate; branch-rotate: for d_mlp too
  *   precision = "mpfr"              # as for every kind
  *   stream = "centered"             # centered (default) | mean-preserving; not for branch-rotate
  *   fast = true                     # online-unrotate, branch-rotate only (default false);
@@ -213,6 +223,7 @@ typedef struct {
     enum cic_tprec prec;
     enum cic_qkind q;
     uint64_t q_seed;
+    int hadamard_base;       /* q = hadamard: base order K forced, 0 automatic */
     enum cic_mistake mistake;
     enum cic_verdict expect; /* EQUIVALENT or BROKEN */
     int line;                /* where the entry starts, for messages */

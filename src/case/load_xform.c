@@ -12,8 +12,8 @@
 
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_xform_keys[] = {
-    "name",    "kind",   "after", "precision", "q",          "seed",
-    "mistake", "expect", "stream", "fast",     "calibration"};
+    "name",    "kind",   "after",  "precision", "q",          "seed", "hadamard_base",
+    "mistake", "expect", "stream", "fast",      "calibration"};
 
 bool _cic_is_adaln(enum cic_xform_kind k)
 {
@@ -227,7 +227,34 @@ static int _cic_xform_kind(cic_case_ctx *x, const cic_case *c, const cic_case_ta
     return CIC_OK;
 }
 
-/* q and seed: rotate and the adaLN strategies; q required there. */
+/* hadamard_base: the base order K of a Hadamard Q (xf->q is loaded), only
+ * with q = "hadamard". Whether K fits d_model (and d_mlp) is checked by
+ * cic_xform_check, which knows the sizes of every sweep point. */
+static int _cic_xform_hadamard_base(cic_case_ctx *x, const cic_case_tab *t,
+                                    cic_xform_spec *xf)
+{
+    const cic_toml_node *node;
+    bool have;
+    int rc, l, col;
+
+    if ((rc = _cic_get_intf(x, t, "hadamard_base", 0, CIC_CASE_MAX_DIM,
+                            &xf->hadamard_base, &have, &node)))
+        return rc;
+    if (have && xf->q != CIC_Q_HADAMARD) {
+        xf->hadamard_base = 0;
+        _cic_pos(node, &l, &col);
+        return _cic_fail(x, l, col,
+                         "'hadamard_base' needs q = \"hadamard\" (it picks the "
+                         "base order of the Hadamard matrix); this transform "
+                         "has q = \"%s\": set q = \"hadamard\" or remove "
+                         "'hadamard_base'",
+                         CIC_Q_NAME[xf->q]);
+    }
+    return CIC_OK;
+}
+
+/* q, seed and hadamard_base: rotate and the adaLN strategies; q required
+ * there. */
 static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *xf)
 {
     bool have;
@@ -236,8 +263,9 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *
 
     xf->q = CIC_Q_IDENTITY;
     xf->q_seed = 0;
+    xf->hadamard_base = 0;
     if (xf->kind != CIC_XFORM_ROTATE && !_cic_is_adaln(xf->kind)) {
-        static const char *const rot_only[] = {"q", "seed"};
+        static const char *const rot_only[] = {"q", "seed", "hadamard_base"};
         size_t k;
         for (k = 0; k < CIC_CASE_LEN(rot_only); k++)
             if (_cic_find(t, rot_only[k], &l, &col))
@@ -263,7 +291,7 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *
     if ((rc = _cic_get_int(x, t, "seed", 0, INT64_MAX, &s, NULL, NULL)))
         return rc;
     xf->q_seed = (uint64_t)s;
-    return CIC_OK;
+    return _cic_xform_hadamard_base(x, t, xf);
 }
 
 /* mistake: a known mistake, only with the kind it belongs to. */
@@ -383,6 +411,7 @@ static int _cic_load_xform(cic_case_ctx *x, cic_case *c, const cic_toml_node *ar
     xf->stream = CIC_STREAM_CENTERED;
     xf->fast = false;
     xf->calibration = 0;
+    xf->hadamard_base = 0;
     xf->after = -1;
     _cic_check_keys(x, &t, _cic_xform_keys, CIC_CASE_LEN(_cic_xform_keys));
 

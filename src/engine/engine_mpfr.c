@@ -286,19 +286,19 @@ static int mp_center(mprun *r, const cic_op *o, mpfr_t *y)
     return 0;
 }
 
-/* Fast randomized Hadamard, w = K * P: the same butterflies, block mixing
- * and order of operations as the real engines (engine_real.h), each
- * operation correctly rounded. */
+/* Fast randomized Hadamard, w = K * P with K = o->hbase: the same base,
+ * butterflies, block mixing and order of operations as the real engines
+ * (engine_real.h), each operation correctly rounded. */
 static int mp_fwht(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
     int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, k, len, lg = 0;
-    int K, P, a, c, e;
+    int K = o->hbase, P, a, c, e;
     signed char *hk = NULL;
     mpfr_t *acc = NULL;
     if (!x || !sg)
         return -1;
-    if (cic_hadamard_base(&hk, &K, w) < 0)
+    if (cic_hadamard_base_k(&hk, K, w) < 0)
         return -1;
     P = w / K;
     while ((1 << lg) < P)

@@ -516,8 +516,10 @@ static void fwht_rows(void *ctx, int lo, int hi, int t)
 /* Fast randomized Hadamard on each row, w = K * P (xform/qmat.h): forward
  * y = (x H) s / sqrt(w), transpose y = ((x s) H^T) / sqrt(w), with
  * H = H_K (x) Syl(P), Syl(P) the Sylvester matrix in natural order
- * (Syl[i][j] = (-1)^popcount(i & j), symmetric) and H_K the base from
- * cic_hadamard_base (row 0 and column 0 all +1; K = 1 for powers of two).
+ * (Syl[i][j] = (-1)^popcount(i & j), symmetric) and H_K the base of order
+ * K = o->hbase from cic_hadamard_base_k (row 0 and column 0 all +1): the
+ * order the transform chose (automatic or the case's hadamard_base), never
+ * recomputed from w here, so the op applies the dense Q's matrix.
  * Row x as K blocks of P: butterflies of length P on each block, then the
  * blocks mixed, out block c = sum_a H_K[a][c] (transpose: H_K[c][a]) block a,
  * summed for a = 0 .. K-1 in order starting from block 0 (coefficient +1):
@@ -525,10 +527,10 @@ static void fwht_rows(void *ctx, int lo, int hi, int t)
 static int real_fwht(realrun *r, const cic_op *o, REAL *y)
 {
     int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), lg = 0;
-    int K, P;
+    int K = o->hbase, P;
     signed char *hk = NULL;
     fwht_job jb;
-    if (cic_hadamard_base(&hk, &K, w) < 0)
+    if (cic_hadamard_base_k(&hk, K, w) < 0)
         return -1;
     P = w / K;
     while ((1 << lg) < P)

@@ -36,11 +36,13 @@ void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i);
 
 /* Per-site FLOPs of the whole case (all B samples) for the original dit
  * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses
- * x->kind, x->stream and x->fast; the choice of Q does not change the work).
- * Final site: the final layer when cfg->final_layer, else 0. A fast
- * transform of width w = K 2^k costs K 2^k k + 2^k K (K - 1) + 2w per row
- * (K = 1 for powers of two); for a width with no Hadamard construction the
- * figure is meaningless (see cic_dit_strategy_applies). */
+ * x->kind, x->stream, x->fast and, for q = hadamard, x->hadamard_base; the
+ * choice of Q does not change the work otherwise). Final site: the final
+ * layer when cfg->final_layer, else 0. A fast transform of width w = K 2^k
+ * costs K 2^k k + 2^k K (K - 1) + 2w per row (K the base order: the
+ * automatic one, 1 for powers of two, or hadamard_base); for a width with
+ * no Hadamard construction the figure is meaningless (see
+ * cic_dit_strategy_applies). */
 void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg,
                    const cic_xform_spec *x);
 
@@ -92,8 +94,8 @@ typedef struct {
     int tokens[CIC_DIT_TABLE_N];               /* N of each column: CIC_DIT_TABLE_TOKENS */
     const char *label[CIC_DIT_STRATEGY_COUNT]; /* CIC_DIT_STRATEGIES[j].label */
     double pct[CIC_DIT_STRATEGY_COUNT][CIC_DIT_TABLE_N]; /* strategy j at tokens[k], % */
-    /* transform i of the case at tokens[k], % (its kind, stream and fast;
-     * every transform of a dit case is an adaLN strategy) */
+    /* transform i of the case at tokens[k], % (its kind, stream, fast and
+     * hadamard_base; every transform of a dit case is an adaLN strategy) */
     int n_xf;
     double xf_pct[CIC_MAX_XFORMS][CIC_DIT_TABLE_N];
     double nstar_dense, nstar_fast; /* N* of per-sample-fold vs online-unrotate dense, fast */

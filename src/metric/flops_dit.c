@@ -39,12 +39,13 @@ static double norm0(double R, double d, bool center)
 }
 
 /* Online rotation of R rows of width w: the fast randomized Hadamard
- * (FWHT; a width with no Hadamard construction counts as K = 1, see
- * cic_op_flops_fwht) or a dense LINEAR without bias. */
-static double rot(double R, int w, bool fast)
+ * (FWHT of base order K, hb the spec's hadamard_base, 0 automatic; a width
+ * with no Hadamard construction counts as K = 1, see cic_op_flops_fwht) or a
+ * dense LINEAR without bias. */
+static double rot(double R, int w, bool fast, int hb)
 {
     if (fast)
-        return cic_op_flops_fwht(R, w, cic_hadamard_base_order(w));
+        return cic_op_flops_fwht(R, w, cic_hadamard_base_order_k(w, hb));
     return lin(R, w, w, false);
 }
 
@@ -69,6 +70,7 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     enum cic_xform_kind k = x ? x->kind : CIC_XFORM_COUNT; /* COUNT: original */
     bool centered = x && x->stream == CIC_STREAM_CENTERED;
     bool fast = x && x->fast;
+    int hb = x && x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
     /* per layer, original graph */
     double mod_layer = lin(B, dc, 6 * d, true);
     double mod_once = cic_op_flops_elementwise_act(CIC_ACT_SILU, B * dc) /* SiLU(c) */ +
@@ -91,10 +93,10 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     memset(fc, 0, sizeof *fc);
     switch (k) {
     case CIC_XFORM_ONLINE_UNROTATE:
-        n1 = n2 = nrm + rot(R, cfg->d_model, fast) + mdl;
-        final = nrm + rot(R, cfg->d_model, fast) + mdl + head;
+        n1 = n2 = nrm + rot(R, cfg->d_model, fast, hb) + mdl;
+        final = nrm + rot(R, cfg->d_model, fast, hb) + mdl + head;
         g1 = g2 = cic_op_flops_gate(R, d) + (centered ? cic_op_flops_center(R, d) : 0) +
-                  rot(R, cfg->d_model, fast) + add;
+                  rot(R, cfg->d_model, fast, hb) + add;
         break;
     case CIC_XFORM_PER_SAMPLE_FOLD:
         n1 = nrm + fold_in(B, d, 3 * d);
@@ -110,11 +112,11 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
         g1 = g2 = add;
         break;
     case CIC_XFORM_BRANCH_ROTATE:
-        attn += rot(R, cfg->d_model, fast) /* before qkv */ +
-                rot(R, cfg->d_model, fast) /* before proj */;
-        mlp += rot(R, cfg->d_model, fast) /* before fc1 */ +
-               rot(R, cfg->d_mlp, fast) /* before fc2 */;
-        final += rot(R, cfg->d_model, fast); /* before the final linear */
+        attn += rot(R, cfg->d_model, fast, hb) /* before qkv */ +
+                rot(R, cfg->d_model, fast, hb) /* before proj */;
+        mlp += rot(R, cfg->d_model, fast, hb) /* before fc1 */ +
+               rot(R, cfg->d_mlp, fast, hb) /* before fc2 */;
+        final += rot(R, cfg->d_model, fast, hb); /* before the final linear */
         break;
     default: /* the original graph */
         break;
@@ -130,34 +132,45 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     fc->site[CIC_SITE_FINAL] = fin ? final : 0;
 }
 
-bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s)
+/* Whether a rotation of kind, fast or not, with base order hb (0:
+ * automatic) has its Hadamard matrices: d, and m for branch-rotate. */
+static bool fast_fits(const cic_model_cfg *cfg, enum cic_xform_kind kind, bool fast, int hb)
 {
-    if (!s->fast)
+    if (!fast)
         return true;
-    if (!cic_q_hadamard_supported(cfg->d_model))
+    if (!cic_q_hadamard_k_supported(cfg->d_model, hb))
         return false;
-    return s->kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_supported(cfg->d_mlp);
+    return kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_k_supported(cfg->d_mlp, hb);
 }
 
-static double total(const cic_model_cfg *cfg, const cic_dit_strategy *s)
+bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s)
+{
+    return fast_fits(cfg, s->kind, s->fast, 0);
+}
+
+/* The spec a strategy stands for (a Hadamard Q, automatic base). */
+static cic_xform_spec strategy_spec(const cic_dit_strategy *s)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    x.kind = s->kind;
+    x.stream = s->stream;
+    x.fast = s->fast;
+    x.q = CIC_Q_HADAMARD;
+    x.after = -1;
+    return x;
+}
+
+static double total(const cic_model_cfg *cfg, const cic_xform_spec *x)
 {
     cic_flop_count fc;
-    cic_xform_spec x;
-    if (s) {
-        memset(&x, 0, sizeof x);
-        x.kind = s->kind;
-        x.stream = s->stream;
-        x.fast = s->fast;
-        x.q = CIC_Q_HADAMARD;
-        x.after = -1;
-    }
-    cic_flops_dit(&fc, cfg, s ? &x : NULL);
+    cic_flops_dit(&fc, cfg, x);
     return cic_flop_total(&fc);
 }
 
-/* Extra FLOPs of s over the original graph, B = 1, N = tokens. */
-static double extra(const cic_model_cfg *cfg, const cic_dit_strategy *s, int tokens,
-                    double *base)
+/* Extra FLOPs of x over the original graph, B = 1, N = tokens. */
+static double extra_x(const cic_model_cfg *cfg, const cic_xform_spec *x, int tokens,
+                      double *base)
 {
     cic_model_cfg c = *cfg;
     double b;
@@ -166,7 +179,14 @@ static double extra(const cic_model_cfg *cfg, const cic_dit_strategy *s, int tok
     b = total(&c, NULL);
     if (base)
         *base = b;
-    return total(&c, s) - b;
+    return total(&c, x) - b;
+}
+
+static double extra(const cic_model_cfg *cfg, const cic_dit_strategy *s, int tokens,
+                    double *base)
+{
+    cic_xform_spec x = strategy_spec(s);
+    return extra_x(cfg, &x, tokens, base);
 }
 
 double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy *s,
@@ -176,6 +196,17 @@ double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy 
     if (!cic_dit_strategy_applies(cfg, s))
         return NAN;
     e = extra(cfg, s, tokens, &base);
+    return 100 * e / base;
+}
+
+/* The same for a transform x of the case, with its own hadamard_base (the
+ * strategies of the table have the automatic one). */
+static double xform_extra_pct(const cic_model_cfg *cfg, const cic_xform_spec *x, int tokens)
+{
+    double base, e;
+    if (!fast_fits(cfg, x->kind, x->fast, x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0))
+        return NAN;
+    e = extra_x(cfg, x, tokens, &base);
     return 100 * e / base;
 }
 
@@ -231,10 +262,8 @@ bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c)
     }
     t->n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
     for (j = 0; j < t->n_xf; j++) {
-        const cic_xform_spec *x = &c->xf[j];
-        cic_dit_strategy s = {x->name, x->kind, x->stream, x->fast};
         for (k = 0; k < CIC_DIT_TABLE_N; k++)
-            t->xf_pct[j][k] = cic_flops_dit_extra_pct(m, &s, t->tokens[k]);
+            t->xf_pct[j][k] = xform_extra_pct(m, &c->xf[j], t->tokens[k]);
     }
     cic_flops_dit_crossover(&t->nstar_dense, &t->nstar_fast, m);
     return true;

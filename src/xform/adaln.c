@@ -24,17 +24,18 @@
 
 #include <string.h>
 
-/* Q (d x d at p bits) for a strategy: mean-preserving or plain. */
+/* Q (d x d at p bits) for a strategy: mean-preserving or plain; a Hadamard
+ * Q with the spec's base order (0: automatic) at every width d it builds. */
 static int make_q(mpfr_t *q, int d, const cic_xform_spec *x, uint64_t seed, bool mp,
                   mpfr_prec_t p)
 {
     if (mp)
-        return cic_q_mean_preserving(q, d, x->q, seed, p);
+        return cic_q_mean_preserving_k(q, d, x->q, x->hadamard_base, seed, p);
     switch (x->q) {
     case CIC_Q_RANDOM:
         return cic_q_random(q, d, seed, p);
     case CIC_Q_HADAMARD:
-        return cic_q_hadamard(q, d, seed, p);
+        return cic_q_hadamard_k(q, d, x->hadamard_base, seed, p);
     default:
         cic_q_identity(q, d);
         return 0;

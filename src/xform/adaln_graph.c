@@ -31,6 +31,7 @@ typedef struct {
     cic_adaln_graph *g;
     enum cic_xform_kind kind;
     bool fast, rotated, centered;
+    int hbase;   /* the spec's hadamard_base: 0 automatic, else K at every width */
     int *remap;  /* src tensor id -> the tensor holding its value now */
     int *fold_w; /* src op index of a reader or writer -> folded weight, or -1 */
     int *fold_b;
@@ -83,7 +84,11 @@ static void emit(rw *r, const cic_op *o)
 }
 
 /* y = x Q (rotate, q = rot.qT or branch.qT.*) or x Q^T (unrotate, rot.q):
- * a fast Hadamard with the signs tensor, or a dense linear. */
+ * a fast Hadamard with the signs tensor, or a dense linear. The fast op's
+ * base order is the one adaln.c's dense Q of that width is built with
+ * (cic_hadamard_base_order_k: the case's hadamard_base, which
+ * cic_xform_check has found to fit d_model and, for branch-rotate, d_mlp;
+ * else the automatic order), so both are the same matrix. */
 static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int signs,
                     bool transpose, const char *suffix)
 {
@@ -94,7 +99,7 @@ static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int 
         o = cic_op_blank(CIC_OP_FWHT, site, layer);
         o.g = signs;
         o.transpose = transpose;
-        o.hbase = cic_hadamard_base_order(r->m->t[x].cols);
+        o.hbase = cic_hadamard_base_order_k(r->m->t[x].cols, r->hbase);
     } else {
         o = cic_op_blank(CIC_OP_LINEAR, site, layer);
         o.w = dense;
@@ -328,6 +333,7 @@ cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x
     r.g = g;
     r.kind = x->kind;
     r.fast = x->fast;
+    r.hbase = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
     r.rotated = x->kind != CIC_XFORM_BRANCH_ROTATE;
     r.centered = x->stream == CIC_STREAM_CENTERED;
     r.ok = 1;

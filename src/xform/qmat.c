@@ -562,12 +562,28 @@ static int _cic_hadamard_fill(signed char *h, int K)
     return 0;
 }
 
-int cic_hadamard_base(signed char **hk, int *K, int w)
+/* Whether w = K * 2^k for a base order K >= 1 built here. */
+static int _cic_hadamard_fits(int w, int K)
 {
-    int k = _cic_hadamard_order(w);
+    int P;
+    if (w < 1 || K < 1 || w % K != 0 || _cic_hadamard_kind(K) == CIC_HAD_NONE)
+        return 0;
+    P = w / K;
+    return (P & (P - 1)) == 0;
+}
+
+int cic_hadamard_base_order_k(int w, int K)
+{
+    if (K == 0)
+        return _cic_hadamard_order(w);
+    return _cic_hadamard_fits(w, K) ? K : 0;
+}
+
+int cic_hadamard_base_k(signed char **hk, int K, int w)
+{
+    int k = cic_hadamard_base_order_k(w, K);
     signed char *h;
     *hk = NULL;
-    *K = 0;
     if (k == 0)
         return -1;
     h = cic_calloc((size_t)k * k, 1);
@@ -578,8 +594,14 @@ int cic_hadamard_base(signed char **hk, int *K, int w)
         return -1;
     }
     *hk = h;
-    *K = k;
     return 0;
+}
+
+int cic_hadamard_base(signed char **hk, int *K, int w)
+{
+    int rc = cic_hadamard_base_k(hk, 0, w);
+    *K = rc == 0 ? _cic_hadamard_order(w) : 0;
+    return rc;
 }
 
 int cic_hadamard_base_order(int w)
@@ -596,6 +618,42 @@ static const char cic_hadamard_sizes_text[] =
 int cic_q_hadamard_supported(int d)
 {
     return _cic_hadamard_order(d) != 0;
+}
+
+int cic_q_hadamard_k_supported(int d, int K)
+{
+    return cic_hadamard_base_order_k(d, K) != 0;
+}
+
+void cic_q_hadamard_k_explain(char *buf, size_t cap, int d, int K)
+{
+    char allowed[160];
+    size_t n = 0;
+    long long k0 = d, k;
+    if (cap == 0)
+        return;
+    allowed[0] = '\0';
+    /* the orders d allows: odd part of d times 2^j, each with a base */
+    while (k0 > 0 && k0 % 2 == 0)
+        k0 /= 2;
+    for (k = k0; d >= 1 && k <= d; k *= 2)
+        if (_cic_hadamard_fits(d, (int)k) && n < sizeof allowed) {
+            int w = snprintf(allowed + n, sizeof allowed - n, "%s%lld", n ? ", " : "", k);
+            n += w > 0 ? (size_t)w : 0;
+        }
+    if (K < 1 || _cic_hadamard_kind(K) == CIC_HAD_NONE)
+        n = (size_t)snprintf(buf, cap,
+                             "%d has no Hadamard construction here (1, a Paley order or a "
+                             "Williamson order)", K);
+    else
+        n = (size_t)snprintf(buf, cap, "%d is not %d * 2^k", d, K);
+    if (n >= cap)
+        return;
+    if (allowed[0])
+        snprintf(buf + n, cap - n, "; the base orders of %d are %s (or 0: automatic)", d,
+                 allowed);
+    else
+        snprintf(buf + n, cap - n, "; %d has no Hadamard base order here", d);
 }
 
 void cic_q_hadamard_suggest(char *buf, size_t cap, int d)
@@ -626,23 +684,35 @@ void cic_q_hadamard_suggest(char *buf, size_t cap, int d)
                  cic_hadamard_sizes_text, below ? below : above);
 }
 
+/* Entry (i, j) of H = H_K (x) Sylvester(P), +-1: H_K[i/P][j/P] times
+ * Sylvester(P)[i%P][j%P] = (-1)^popcount((i%P) & (j%P)). */
+static int _cic_hadamard_entry(const signed char *hk, size_t K, size_t P, size_t i, size_t j)
+{
+    int h = hk[(i / P) * K + j / P];
+    return __builtin_parityll((unsigned long long)((i % P) & (j % P))) ? -h : h;
+}
+
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
 {
+    return cic_q_hadamard_k(q, d, 0, seed, prec);
+}
+
+int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
+{
     signed char *hk = NULL;
-    int Ki;
     mpfr_t r;
     size_t n, K, P, i, j;
     uint64_t key;
 
-    if (!cic_q_hadamard_supported(d))
+    if (!cic_q_hadamard_k_supported(d, Kreq))
         return -1;
     _cic_q_check(q, d, prec);
-    if (cic_hadamard_base(&hk, &Ki, d) < 0) {
+    if (cic_hadamard_base_k(&hk, Kreq, d) < 0) {
         cic_q_identity(q, d); /* a defined state */
         return -1;
     }
     n = (size_t)d;
-    K = (size_t)Ki;
+    K = (size_t)cic_hadamard_base_order_k(d, Kreq);
     P = n / K;
 
     /* 1/sqrt(d) correctly rounded; exact when d is a power of 4 */
@@ -650,16 +720,13 @@ int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
     mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
     mpfr_rec_sqrt(r, r, MPFR_RNDN);
 
-    /* Q[i][j] = H_K[i/P][j/P] * Syl[i%P][j%P] * s_j / sqrt(d), P = d / K;
-     * Sylvester(P)[i][j] = (-1)^popcount(i & j). s_j = -1 when bit 0 of the
-     * j-th word of the "q.hadamard.signs" stream is set. */
+    /* Q[i][j] = H[i][j] * s_j / sqrt(d). s_j = -1 when bit 0 of the j-th
+     * word of the "q.hadamard.signs" stream is set (whatever K). */
     key = cic_rng_key(seed, "q.hadamard.signs");
     for (j = 0; j < n; j++) {
         int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
         for (i = 0; i < n; i++) {
-            int h = hk[(i / P) * K + j / P] * sj;
-            if (__builtin_parityll((unsigned long long)((i % P) & (j % P))))
-                h = -h;
+            int h = _cic_hadamard_entry(hk, K, P, i, j) * sj;
             /* negation is exact: every entry is +-r bit for bit */
             mpfr_set(q[i * n + j], r, MPFR_RNDN);
             if (h < 0)
@@ -715,37 +782,72 @@ double cic_q_orth_error(const mpfr_t *q, int d, mpfr_prec_t prec)
 /* With Q 1 = 1 (and so 1^T Q = 1^T), x Q has the same mean as x and
  * (x - mean) Q = x Q - mean: LayerNorm commutes with Q without centering
  * the stream (DESIGN.md section 2).
- *   hadamard: Q = Hn D Hn with Hn = H / sqrt(d) (Sylvester, symmetric, first
- *     column constant) and D = diag(1, s_1, ..., s_{d-1}): every entry is an
- *     integer over d, exact at any precision for d a power of two.
+ *   hadamard: Q = H^T D H / d with H = H_K (x) Sylvester(d / K) and
+ *     D = diag(1, s_1, ..., s_{d-1}): H 1 = d e_0 (row 0 of H is all +1,
+ *     the other rows are orthogonal to it), so Q 1 = H^T e_0 = 1. For
+ *     K = 1 (the only base when hadamard_base is not given, d a power of
+ *     two) H is symmetric and Q = Hn D Hn, Hn = H / sqrt(d). Every entry
+ *     is an integer over d, exact at any precision for d a power of two.
  *   random: Q = P diag(1, R) P, R Haar-random of order d-1 and P the
  *     Householder reflection that swaps e_0 and 1/sqrt(d). */
+
+/* The hadamard case, K >= 1 with (d, K) supported: entry (i, j) =
+ * sum_k H[k][i] s_k H[k][j] in integers (|sum| <= d), divided by d with
+ * one rounding. s_0 = 1, s_k = -1 when bit 0 of word k of the
+ * "q.mean_preserving.signs" stream is set. 0, or -1 on allocation
+ * failure. */
+static int _cic_q_mean_preserving_hadamard(mpfr_t *q, int d, int K, uint64_t seed)
+{
+    size_t n = (size_t)d, Kz = (size_t)K, P = n / Kz, i, j, k;
+    uint64_t key = cic_rng_key(seed, "q.mean_preserving.signs");
+    signed char *hk = NULL, *s = cic_calloc(n, 1);
+    if (!s || cic_hadamard_base_k(&hk, K, d) < 0) {
+        free(s);
+        return -1;
+    }
+    for (k = 0; k < n; k++)
+        s[k] = (signed char)(k == 0 ? 1 : ((cic_rng_u64(key, k) & 1) ? -1 : 1));
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            long acc = 0;
+            for (k = 0; k < n; k++)
+                acc += (long)_cic_hadamard_entry(hk, Kz, P, k, i) * s[k] *
+                       _cic_hadamard_entry(hk, Kz, P, k, j);
+            mpfr_set_si(q[i * n + j], acc, MPFR_RNDN);
+            mpfr_div_ui(q[i * n + j], q[i * n + j], (unsigned long)d, MPFR_RNDN);
+        }
+    free(hk);
+    free(s);
+    return 0;
+}
+
 int cic_q_mean_preserving(mpfr_t *q, int d, enum cic_qkind kind, uint64_t seed,
                           mpfr_prec_t prec)
 {
-    size_t n = (size_t)d, i, j, k;
+    return cic_q_mean_preserving_k(q, d, kind, 0, seed, prec);
+}
+
+int cic_q_mean_preserving_k(mpfr_t *q, int d, enum cic_qkind kind, int K, uint64_t seed,
+                            mpfr_prec_t prec)
+{
+    size_t n = (size_t)d, i, j;
     int rc = -1;
     _cic_q_check(q, d, prec);
+    /* a forced base must fit even where Q is trivial (d = 1) */
+    if (kind == CIC_Q_HADAMARD && K != 0 && !cic_q_hadamard_k_supported(d, K))
+        return -1;
     if (kind == CIC_Q_IDENTITY || d == 1) {
         cic_q_identity(q, d);
         return 0;
     }
     if (kind == CIC_Q_HADAMARD) {
-        uint64_t key = cic_rng_key(seed, "q.mean_preserving.signs");
-        if ((d & (d - 1)) != 0)
+        /* automatic: d a power of two, the Sylvester matrix itself */
+        if (K == 0 && (d & (d - 1)) != 0)
             return -1;
-        for (i = 0; i < n; i++)
-            for (j = 0; j < n; j++) {
-                long acc = 0;
-                for (k = 0; k < n; k++) {
-                    int s = k == 0 ? 1 : ((cic_rng_u64(key, k) & 1) ? -1 : 1);
-                    int hik = __builtin_parityll((unsigned long long)(i & k)) ? -1 : 1;
-                    int hkj = __builtin_parityll((unsigned long long)(k & j)) ? -1 : 1;
-                    acc += (long)hik * s * hkj;
-                }
-                mpfr_set_si(q[i * n + j], acc, MPFR_RNDN);
-                mpfr_div_ui(q[i * n + j], q[i * n + j], (unsigned long)d, MPFR_RNDN);
-            }
+        if (_cic_q_mean_preserving_hadamard(q, d, K == 0 ? 1 : K, seed) < 0) {
+            cic_q_identity(q, d);
+            return -1;
+        }
         return 0;
     }
     {

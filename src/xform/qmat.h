@@ -25,12 +25,30 @@ int cic_q_random(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
  * (q + 1 for a prime power q = 3 mod 4, 2(q + 1) for q = 1 mod 4), the
  * smallest such K; failing that, K a Williamson order (156 or 172, which
  * serve d = 156 and 172 only: their multiples have Paley bases). Returns
- * 0, or -1 when d has no construction here (see cic_q_hadamard_supported). */
+ * 0, or -1 when d has no construction here (see cic_q_hadamard_supported).
+ * Same as cic_q_hadamard_k with K = 0. */
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
 int cic_q_hadamard_supported(int d);
 /* Writes into buf a sentence naming the nearest supported sizes below and
  * above d, for error messages. */
 void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
+
+/* The same with the base order K forced (a case's hadamard_base): K = 0 is
+ * the automatic choice above, bit for bit; K >= 1 must have a construction
+ * here (1: Sylvester, a Paley order, a Williamson order) with d % K == 0
+ * and d / K a power of two, so that d = 256 can be built as 1 x 256
+ * (Sylvester, the automatic choice) or as 32 x 8 or 128 x 2 (Paley I over
+ * GF(31), GF(127)): Hadamard matrices of the same order that are not
+ * Sylvester's. The signs s come from the same stream whatever K, so two
+ * bases with one seed differ in H only. -1 when (d, K) is not supported. */
+int cic_q_hadamard_k(mpfr_t *q, int d, int K, uint64_t seed, mpfr_prec_t prec);
+/* Whether (d, K) is supported as above (K = 0: cic_q_hadamard_supported). */
+int cic_q_hadamard_k_supported(int d, int K);
+/* Writes into buf why (d, K) is not supported, K != 0 (K has no
+ * construction here, or d is not K * 2^k), and the base orders d allows,
+ * for error messages: "16 has no Hadamard construction here (...); the
+ * base orders of 256 are 1, 4, 8, 32, 128 (or 0: automatic)". */
+void cic_q_hadamard_k_explain(char *buf, size_t cap, int d, int K);
 
 /* The base H_K of the Hadamard matrix of order w used by cic_q_hadamard (and
  * the engines' fast transform, which must apply the same matrix): *hk gets a
@@ -40,13 +58,31 @@ void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
 int cic_hadamard_base(signed char **hk, int *K, int w);
 /* Just the order K of that base, or 0 when w is unsupported. */
 int cic_hadamard_base_order(int w);
+/* The base of cic_q_hadamard_k(., w, K, ...): K = 0 the automatic one (as
+ * cic_hadamard_base), else the base of order K; the order is
+ * cic_hadamard_base_order_k(w, K). 0, or -1 ((w, K) unsupported,
+ * allocation failure; then *hk = NULL). */
+int cic_hadamard_base_k(signed char **hk, int K, int w);
+/* The base order cic_q_hadamard_k(., w, K, ...) uses: K when K >= 1 and
+ * (w, K) is supported, the automatic order when K = 0, 0 when unsupported.
+ * What a fast Hadamard op's hbase is set to. */
+int cic_hadamard_base_order_k(int w, int K);
 
 /* A mean-preserving orthogonal Q (Q 1 = 1): for kind hadamard
  * Hn diag(1, +-1...) Hn (d a power of two), for random P diag(1, R) P with
  * R Haar of order d - 1 and P the reflection swapping e_0 and 1/sqrt(d),
- * for identity I. 0, or -1 (unsupported size, allocation failure). */
+ * for identity I. 0, or -1 (unsupported size, allocation failure). Same as
+ * cic_q_mean_preserving_k with K = 0. */
 int cic_q_mean_preserving(mpfr_t *q, int d, enum cic_qkind kind, uint64_t seed,
                           mpfr_prec_t prec);
+/* The same with the Hadamard base order forced (kind hadamard; K is ignored
+ * for the other kinds): K = 0 as above (d a power of two, Sylvester), K >= 1
+ * with (d, K) supported as for cic_q_hadamard_k: Q = H^T D H / d with
+ * H = H_K (x) Sylvester(d / K), which has Q 1 = 1 because row 0 of every
+ * normalized H is all +1 (for K = 1, H is symmetric and this is the Q
+ * above, bit for bit). */
+int cic_q_mean_preserving_k(mpfr_t *q, int d, enum cic_qkind kind, int K, uint64_t seed,
+                            mpfr_prec_t prec);
 
 /* The identity (a control). */
 void cic_q_identity(mpfr_t *q, int d);

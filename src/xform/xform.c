@@ -80,6 +80,22 @@ enum cic_verdict cic_xform_verdict(double ce, double eq, double br)
     return CIC_VERDICT_INCONCLUSIVE;
 }
 
+/* A forced Hadamard base K = x->hadamard_base must fit width w (named what
+ * in the message). With it every Hadamard Q the transform builds of that
+ * width exists, mean-preserving ones included (cic_q_mean_preserving_k). */
+static int _cic_xform_check_base(const cic_case *c, const cic_xform_spec *x, const char *what,
+                                 int w, cic_diag *d)
+{
+    char why[256];
+    if (cic_q_hadamard_k_supported(w, x->hadamard_base))
+        return CIC_OK;
+    cic_q_hadamard_k_explain(why, sizeof why, w, x->hadamard_base);
+    cic_diag_set(d, c->path, x->line, 1,
+                 "transform '%s': hadamard_base = %d does not fit %s = %d: %s", x->name,
+                 x->hadamard_base, what, w, why);
+    return CIC_EINPUT;
+}
+
 int cic_xform_check(const cic_case *c, cic_diag *d)
 {
     int i;
@@ -87,6 +103,16 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
         const cic_xform_spec *x = &c->xf[i];
         bool adaln = x->kind >= CIC_XFORM_STATIC_FOLD;
         bool mp = adaln && x->stream == CIC_STREAM_MEAN_PRESERVING;
+        if ((x->kind == CIC_XFORM_ROTATE || adaln) && x->q == CIC_Q_HADAMARD &&
+            x->hadamard_base != 0) {
+            /* branch-rotate builds its Q of the MLP width with the same K */
+            if (_cic_xform_check_base(c, x, "d_model", c->model.d_model, d) != CIC_OK ||
+                (x->kind == CIC_XFORM_BRANCH_ROTATE &&
+                 _cic_xform_check_base(c, x, "the MLP width d_mlp", c->model.d_mlp, d) !=
+                     CIC_OK))
+                return CIC_EINPUT;
+            continue;
+        }
         if (x->kind == CIC_XFORM_BRANCH_ROTATE && x->q == CIC_Q_HADAMARD &&
             !cic_q_hadamard_supported(c->model.d_mlp)) {
             char hint[256];
@@ -366,7 +392,7 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
             goto cleanup;
         break;
     case CIC_Q_HADAMARD:
-        if (cic_q_hadamard(q, d, x->q_seed, c->p) < 0)
+        if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
             goto cleanup;
         break;
     default:
