@@ -131,6 +131,11 @@ void cic_plot_gp_begin(FILE *g, const cic_plot_ctx *c);
  * multiplot: the figure ends with "unset multiplot". */
 int cic_plot_gp_title(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
                       const char *engine, bool one_point);
+/* The same with a subject after case and engine (what the figure shows,
+ * NULL for none), broken at its spaces where the line would be too long
+ * (at most 4 lines). */
+int cic_plot_gp_title_what(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                           const char *engine, const char *what, bool one_point);
 /* Legend below the plot area: rows for n entries of at most maxlen
  * characters at this size; returns the row count (title line included).
  * cic_plot_gp_key goes after cic_plot_gp_panel (it uses the canvas height
@@ -154,6 +159,10 @@ void cic_plot_gp_xtics(FILE *g, const cic_plot_size *sz, double panel_in, const 
  * inches. */
 double cic_plot_gp_panel(FILE *g, const cic_plot_size *sz, int p, int npanel, int title_lines,
                          int key_rows);
+/* The same with xtic_in inches more below the plot area, for x tic labels
+ * taller than one line (names written upwards, several lines). */
+double cic_plot_gp_panel_ext(FILE *g, const cic_plot_size *sz, int p, int npanel,
+                             int title_lines, int key_rows, double xtic_in);
 /* The y label of the current panel, text a gnuplot single-quoted string's
  * contents (enhanced). */
 void cic_plot_gp_ylabel(FILE *g, const char *text);
