@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* plot_int.h: what the plot files share (plot.c: entry and input checks;
  * plot_gp.c: gnuplot scripts, sizes, styles, rendering; plot_sweep.c: the
- * figures over a swept axis; plot_point.c: the figures of one report).
- * Not a public header: only src/report/plot*.c include it.
+ * figures over a swept axis; plot_point.c: the figures of one report;
+ * plot_lowp.c: the figures of the low-precision engines). Not a public
+ * header: only src/report/plot*.c include it.
  *
  * A figure is built as text: its data (NAME.dat) once, and its gnuplot body
  * once per paper size, because the layout differs (one column stacks two
@@ -112,6 +113,19 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_ulp_cdf(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d);
+/* plot_lowp.c: cases with [[engines.lowp]] (report.json's "lowp") */
+int cic_plot_lowp_sqnr(const cic_plot_ctx *c, cic_diag *d);
+int cic_plot_lowp_kurtosis(const cic_plot_ctx *c, cic_diag *d);
+int cic_plot_lowp_chanmax(const cic_plot_ctx *c, cic_diag *d);
+
+/* ---- input checks ---- */
+/* a (key: its path in the file) an array of numbers or nulls; 0, or -1
+ * with d set (plot.c). */
+int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d);
+/* The "lowp" section of a report and the "sqnr_db" of its rows, when
+ * there (pre: the report's key path in the file, as in plot.c); 0, or -1
+ * with d set naming the key (plot_lowp.c). */
+int cic_plot_lowp_check(const char *file, const char *pre, const json_t *rep, cic_diag *d);
 
 /* ---- figure life cycle (plot_gp.c) ---- */
 int cic_plot_figure_open(cic_plot_figure *fg, const char *name, const cic_plot_ctx *c,
