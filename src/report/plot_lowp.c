@@ -161,9 +161,11 @@ static const char *what_run(const cic_plot_ctx *c)
 
 /* Category tics at 0..n-1 with the given labels: level when they fit
  * between neighbours, else written upwards and, when even that is too
- * tight, every step-th labelled. Returns the height the labels take
- * beyond one line (for cic_plot_gp_panel_ext), in inches; with write,
- * the tics go to g (no labels when labels is false). */
+ * tight, every step-th labelled (the others minor tics, without grid
+ * lines). Returns the height the labels take beyond one line (for
+ * cic_plot_gp_panel_ext), in inches; with write, the tics go to g (the
+ * same tics without labels when labels is false: the upper of two
+ * stacked panels). */
 static double gp_name_tics(FILE *g, const cic_plot_size *sz, double panel_in,
                            const char *const *lab, int n, bool labels, bool write)
 {
@@ -173,8 +175,9 @@ static double gp_name_tics(FILE *g, const cic_plot_size *sz, double panel_in,
             maxlen = (int)strlen(lab[i]);
     double space = panel_in / (n > 0 ? n : 1);
     bool level = (maxlen + 1.5) * cic_plot_char_in(sz) <= space;
-    double lh = cic_plot_line_in(sz);
-    int step = level || lh * 1.05 <= space ? 1 : (int)ceil(lh * 1.05 / space);
+    /* upright labels 1.25 lines apart, centre to centre */
+    double need = 1.25 * cic_plot_line_in(sz);
+    int step = level || need <= space ? 1 : (int)ceil(need / space);
     if (write) {
         if (!labels || level)
             fputs("set xtics noenhanced (", g);
@@ -186,11 +189,11 @@ static double gp_name_tics(FILE *g, const cic_plot_size *sz, double panel_in,
                 gp_dquote(g, lab[i]);
             else
                 fputs("''", g);
-            fprintf(g, " %d", i);
+            fprintf(g, " %d%s", i, i % step ? " 1" : "");
         }
         fputs(")\n", g);
     }
-    return level ? 0 : maxlen * cic_plot_char_in(sz) + 0.05 - lh;
+    return level ? 0 : maxlen * cic_plot_char_in(sz) + 0.05 - cic_plot_line_in(sz);
 }
 
 /* ---- SQNR of the block output ---- */
