@@ -7,7 +7,8 @@
  * numbers read back from the .dat equal the JSON they came from, and every
  * script gives each figure a title, axis labels, a legend outside the data,
  * the paper sizes and the palette. Malformed reports are refused with the
- * key at fault. Rendering checks are skipped (cmocka skip, with a message)
+ * key at fault. A report with low-precision engines (a "lowp" section)
+ * adds its three figures. Rendering checks are skipped (cmocka skip, with a message)
  * when gnuplot is not installed. */
 #include "testutil.h"
 
@@ -21,8 +22,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static const char *const PLOTS[6] = {"error_vs_d", "ulp_cdf", "error_vs_depth",
-                                     "flops_vs_tokens", "ce_vs_prec", "drift_hist"};
+#define NPLOTS 9
+static const char *const PLOTS[NPLOTS] = {"error_vs_d",      "ulp_cdf",    "error_vs_depth",
+                                          "flops_vs_tokens", "ce_vs_prec", "drift_hist",
+                                          "lowp_sqnr",       "lowp_kurtosis", "lowp_chanmax"};
+/* the bits of the low-precision figures */
+#define LOWP_PLOTS (1u << 6 | 1u << 7 | 1u << 8)
 
 /* ---- synthetic values: a closed form, so expectations are computed ---- */
 
@@ -226,7 +231,7 @@ static const long PNG_W[2] = {1050, 2100};
 /* expected: a bit per PLOTS entry */
 static void check_files(const char *dir, unsigned expected, bool rendered)
 {
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NPLOTS; i++) {
         bool want = expected & (1u << i);
         const char *nm = PLOTS[i];
         if (want != exists(dir, nm, "dat") || want != exists(dir, nm, "gp"))
@@ -344,7 +349,7 @@ static bool palette_colour(const char *hex)
  * legend placed below the plot area, only palette colours. */
 static void check_scripts(const char *dir, unsigned expected)
 {
-    for (int i = 0; i < 6; i++) {
+    for (int i = 0; i < NPLOTS; i++) {
         if (!(expected & (1u << i)))
             continue;
         char p[4200];
@@ -364,7 +369,8 @@ static void check_scripts(const char *dir, unsigned expected)
             char out[256], t[512], xl[512];
             quoted_after(b, "set output '", out, sizeof out);
             quoted_after(b, "set multiplot title '", t, sizeof t);
-            if (!strstr(t, "synthetic") || (!strstr(t, "f32-openblas") && !strstr(t, "mpfr")))
+            if (!strstr(t, "synthetic") || (!strstr(t, "f32-openblas") && !strstr(t, "mpfr") &&
+                                            !strstr(t, "low-precision engines")))
                 fail_msg("%s, %s: the title '%s' does not name the case and the engine", p, out,
                          t);
             quoted_after(b, "set xlabel '", xl, sizeof xl);
@@ -766,6 +772,275 @@ static void test_malformed(void **state)
     json_decref(kase);
 }
 
+/* ---- low-precision engines: the "lowp" section ---- */
+
+/* A hand-written report of a case with two low-precision engines: f32
+ * rows with no figure of their own (no quantiles, no drift), one row per
+ * engine and model with its SQNR (fold has no w4a4 row: NaN; rotate's bf16
+ * output is exact: sqnr_db null), and the outlier statistics of three
+ * linears' inputs and weights. The input with the highest kurtosis under
+ * none is the second linear's, neither the first nor the last. */
+static const trdef LOWP_TR[2] = {{"fold", "fold-rmsnorm-gamma", false},
+                                 {"rotate", "rotate", false}};
+static const char *const LOWP_ENG[2] = {"bf16", "w4a4"};
+static const char *const LOWP_SITE[3] = {"layers.0.self_attn.q_proj.weight",
+                                         "layers.0.mlp.down_proj.weight", "lm_head.weight"};
+static const int LOWP_CHAN[3] = {4, 8, 4};
+
+static const char *l_tr(int t) { return t ? LOWP_TR[t - 1].name : "none"; }
+static bool l_missing(int t, int e) { return t == 1 && e == 1; }
+static bool l_exact(int t, int e) { return t == 2 && e == 0; }
+static double l_sqnr(int t, int e) { return 40.0 - 25 * e + 3.5 * t; }
+static double l_kin(int t, int j)
+{
+    return t == 2 ? 2.5 + 0.1 * j : (j == 1 ? 40.0 : j == 2 ? 30.0 : 20.0) * (t ? 0.95 : 1);
+}
+static double l_kw(int t, int j) { return t == 2 && j == 2 ? NAN : 3 + j + 0.5 * t; }
+static double l_cmax(int t, int j, int ch)
+{
+    return t == 2 ? 2 + 0.01 * ch : (ch % 3 == 0 ? 50 : 1) + 0.001 * ch + j;
+}
+
+static json_t *make_lowp_report(void)
+{
+    json_t *kase = make_case("rmsnorm", LOWP_TR, 2);
+    json_t *res = json_array(), *outl = json_array();
+    for (int t = 0; t < 3; t++) {
+        json_array_append_new(res, json_pack("{s:s,s:s,s:{s:f}}", "transform", l_tr(t), "engine",
+                                             "f32-openblas", "metrics", "rel_norm2", 1e-7));
+        for (int e = 0; e < 2; e++) {
+            if (l_missing(t, e))
+                continue;
+            json_t *row = json_pack("{s:s,s:s,s:{s:f}}", "transform", l_tr(t), "engine",
+                                    LOWP_ENG[e], "metrics", "rel_norm2", 0.01);
+            json_object_set_new(row, "sqnr_db",
+                                l_exact(t, e) ? json_null() : json_real(l_sqnr(t, e)));
+            json_array_append_new(res, row);
+        }
+        /* weights first, then inputs, as cicheck lists them */
+        for (int w = 1; w >= 0; w--)
+            for (int j = 0; j < 3; j++) {
+                json_t *cm = json_array();
+                for (int ch = 0; ch < LOWP_CHAN[j]; ch++)
+                    json_array_append_new(cm, json_real(w ? 0.1 : l_cmax(t, j, ch)));
+                double k = w ? l_kw(t, j) : l_kin(t, j);
+                json_array_append_new(
+                    outl, json_pack("{s:s,s:s,s:s,s:o,s:f,s:f,s:i,s:o}", "transform", l_tr(t),
+                                    "tensor", LOWP_SITE[j], "of", w ? "weight" : "input",
+                                    "kurtosis", isnan(k) ? json_null() : json_real(k),
+                                    "max_over_rms", 3.0, "top_share", 0.1, "top_channels", 1,
+                                    "chan_max", cm));
+            }
+    }
+    json_t *eng = json_pack("[{s:s,s:s,s:s,s:s,s:s,s:i},{s:s,s:s,s:s,s:s,s:s,s:i}]", "name",
+                            "bf16", "weights", "bf16", "activations", "bf16", "compute", "bf16",
+                            "weights_from", "unrounded", "line", 20, "name", "w4a4", "weights",
+                            "int4:channel", "activations", "int4:token", "compute", "float32",
+                            "weights_from", "unrounded", "line", 24);
+    return json_pack("{s:s,s:o,s:o,s:{s:o,s:o,s:[]},s:b}", "cicheck_version", "0.1.0", "case",
+                     kase, "results", res, "lowp", "engines", eng, "outliers", outl,
+                     "linear_errors", "pass", 1);
+}
+
+/* The numbers of the three .dat files against the report, and the scripts
+ * (written without gnuplot: PATH hidden, so this runs everywhere). */
+static void test_lowp_data(void **state)
+{
+    (void)state;
+    char dir[512], p[4200];
+    int n = -1;
+    cic_diag d;
+    cic_test_tmp_subdir(dir, sizeof dir);
+    json_t *r = make_lowp_report();
+    write_json(dir, "report.json", r);
+    json_decref(r);
+    char *old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+    setenv("PATH", "/nonexistent-cic", 1);
+    memset(&d, 0, sizeof d);
+    int rc = cic_plot_dir(dir, &n, &d);
+    setenv("PATH", old, 1);
+    free(old);
+    assert_int_equal(rc, -1);
+    if (!strstr(d.msg, "gnuplot not found") || !strstr(d.msg, "3 plot(s)"))
+        fail_msg("without gnuplot: %s", d.msg);
+    check_files(dir, LOWP_PLOTS, false);
+    check_scripts(dir, LOWP_PLOTS);
+
+    /* lowp_sqnr: a block per transform, a row per engine: sqnr, exact */
+    for (int t = 0; t < 3; t++)
+        for (int e = 0; e < 2; e++) {
+            double v = dat_value(dir, "lowp_sqnr", l_tr(t), e, 1);
+            double x = dat_value(dir, "lowp_sqnr", l_tr(t), e, 2);
+            if (l_missing(t, e) || l_exact(t, e)) {
+                if (!isnan(v))
+                    fail_msg("lowp_sqnr %s/%s: %g, expected NaN", l_tr(t), LOWP_ENG[e], v);
+            } else if (v != l_sqnr(t, e)) {
+                fail_msg("lowp_sqnr %s/%s: %.17g, expected %.17g", l_tr(t), LOWP_ENG[e], v,
+                         l_sqnr(t, e));
+            }
+            if (x != (l_exact(t, e) ? 1 : 0))
+                fail_msg("lowp_sqnr %s/%s: exact %g", l_tr(t), LOWP_ENG[e], x);
+        }
+    snprintf(p, sizeof p, "%s/plots/lowp_sqnr.gp", dir);
+    char *gp = cic_test_slurp(p, NULL);
+    /* "none" black (style 1), then each transform in its colour */
+    for (int t = 0; t < 3; t++) {
+        char want[128];
+        snprintf(want, sizeof want, "index %d using ($1%s):2 with boxes ls %d title '%s'", t,
+                 t == 0 ? "-0.266667" : t == 1 ? "+0" : "+0.266667", 1 + t, l_tr(t));
+        if (!strstr(gp, want))
+            fail_msg("lowp_sqnr.gp: no bars \"%s\"", want);
+    }
+    if (!strstr(gp, "MPFR truth") || !strstr(gp, "with labels"))
+        fail_msg("lowp_sqnr.gp: the title does not say the truth is MPFR's, or no label for "
+                 "the exact output");
+    free(gp);
+
+    /* lowp_kurtosis: sites in the report's order, input and weight */
+    snprintf(p, sizeof p, "%s/plots/lowp_kurtosis.dat", dir);
+    char *dat = cic_test_slurp(p, NULL);
+    for (int j = 0; j < 3; j++) {
+        char want[128];
+        snprintf(want, sizeof want, "# site %d: %s (x label ", j, LOWP_SITE[j]);
+        if (!strstr(dat, want))
+            fail_msg("lowp_kurtosis.dat: no \"%s\"", want);
+    }
+    free(dat);
+    for (int t = 0; t < 3; t++)
+        for (int j = 0; j < 3; j++) {
+            double ki = dat_value(dir, "lowp_kurtosis", l_tr(t), j, 1);
+            double kw = dat_value(dir, "lowp_kurtosis", l_tr(t), j, 2);
+            if (ki != l_kin(t, j))
+                fail_msg("lowp_kurtosis %s site %d: input %.17g, expected %.17g", l_tr(t), j, ki,
+                         l_kin(t, j));
+            if (!(kw == l_kw(t, j) || (isnan(kw) && isnan(l_kw(t, j)))))
+                fail_msg("lowp_kurtosis %s site %d: weight %.17g, expected %.17g", l_tr(t), j,
+                         kw, l_kw(t, j));
+        }
+
+    /* lowp_chanmax: the second linear's input, named in .dat and title */
+    snprintf(p, sizeof p, "%s/plots/lowp_chanmax.dat", dir);
+    dat = cic_test_slurp(p, NULL);
+    if (!strstr(dat, "of the input of layers.0.mlp.down_proj.weight"))
+        fail_msg("lowp_chanmax.dat does not name the linear with the highest kurtosis");
+    free(dat);
+    snprintf(p, sizeof p, "%s/plots/lowp_chanmax.gp", dir);
+    gp = cic_test_slurp(p, NULL);
+    if (!strstr(gp, "down_proj.weight"))
+        fail_msg("lowp_chanmax.gp: the title does not name the linear");
+    free(gp);
+    for (int t = 0; t < 3; t++)
+        for (int ch = 0; ch < LOWP_CHAN[1]; ch++) {
+            double v = dat_value(dir, "lowp_chanmax", l_tr(t), ch, 1);
+            if (v != l_cmax(t, 1, ch))
+                fail_msg("lowp_chanmax %s channel %d: %.17g, expected %.17g", l_tr(t), ch, v,
+                         l_cmax(t, 1, ch));
+        }
+}
+
+/* The three figures rendered, and nothing else drawn from this report. */
+static void test_lowp_render(void **state)
+{
+    (void)state;
+    char dir[512];
+    int n = -1;
+    need_gnuplot();
+    cic_test_tmp_subdir(dir, sizeof dir);
+    json_t *r = make_lowp_report();
+    write_json(dir, "report.json", r);
+    json_decref(r);
+    assert_int_equal(plot(dir, &n), 0);
+    assert_int_equal(n, 3);
+    check_files(dir, LOWP_PLOTS, true);
+    check_scripts(dir, LOWP_PLOTS);
+}
+
+/* A malformed "lowp" section, or a row's sqnr_db, is refused naming the
+ * key, in a report and in a sweep point's report. */
+static void test_lowp_malformed(void **state)
+{
+    (void)state;
+    char dir[512], p[4200];
+    cic_test_tmp_subdir(dir, sizeof dir);
+    json_t *r = make_lowp_report();
+    /* each part replaced and put back: held by a reference of its own */
+    json_t *lowp = json_incref(json_object_get(r, "lowp"));
+    json_t *out = json_object_get(lowp, "outliers");
+
+    json_object_set_new(r, "lowp", json_string("yes"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp'");
+    json_object_set_new(r, "lowp", lowp);
+
+    json_t *eng = json_incref(json_object_get(lowp, "engines"));
+    json_object_set_new(lowp, "engines", json_object());
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.engines'");
+    json_object_set_new(lowp, "engines", eng);
+
+    json_t *e0 = json_array_get(eng, 0), *nm = json_incref(json_object_get(e0, "name"));
+    json_object_set_new(e0, "name", json_integer(5));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.engines[0].name'");
+    json_object_set_new(e0, "name", nm);
+
+    json_t *o1 = json_array_get(out, 1);
+    json_object_set_new(o1, "of", json_string("output"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.outliers[1].of'");
+    json_object_set_new(o1, "of", json_string("weight"));
+
+    json_t *o2 = json_array_get(out, 2), *cm = json_incref(json_object_get(o2, "chan_max"));
+    json_object_set_new(o2, "chan_max", json_string("wide"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.outliers[2].chan_max'");
+    json_array_set_new(cm, 1, json_string("x"));
+    json_object_set(o2, "chan_max", cm);
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.outliers[2].chan_max[1]'");
+    json_array_set_new(cm, 1, json_real(0.1));
+    json_decref(cm);
+
+    json_object_set_new(o2, "kurtosis", json_string("high"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'lowp.outliers[2].kurtosis'");
+    json_object_set_new(o2, "kurtosis", json_real(3));
+
+    json_t *row = json_array_get(json_object_get(r, "results"), 1);
+    json_object_set_new(row, "sqnr_db", json_string("40 dB"));
+    write_json(dir, "report.json", r);
+    expect_refused(dir, "report.json", "'results[1].sqnr_db'");
+    json_object_set_new(row, "sqnr_db", json_real(40));
+
+    /* the repaired report plots again (all but gnuplot) */
+    write_json(dir, "report.json", r);
+    {
+        cic_diag d;
+        int n = -1;
+        memset(&d, 0, sizeof d);
+        char *old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+        setenv("PATH", "/nonexistent-cic", 1);
+        int rc = cic_plot_dir(dir, &n, &d);
+        setenv("PATH", old, 1);
+        free(old);
+        if (rc != -1 || !strstr(d.msg, "gnuplot not found"))
+            fail_msg("the repaired report: %s", d.msg);
+    }
+
+    /* in a sweep: the key path through the point */
+    snprintf(p, sizeof p, "%s/report.json", dir);
+    unlink(p);
+    const double ds[2] = {16, 32};
+    const int seeds[1] = {1};
+    json_t *j = make_sweep("preln", PRELN, 2, "d_model", ds, 2, seeds, 1);
+    json_t *rep = json_object_get(json_array_get(json_object_get(j, "points"), 1), "report");
+    json_object_set_new(rep, "lowp", json_pack("{s:[],s:i}", "engines", "outliers", 7));
+    write_json(dir, "sweep.json", j);
+    expect_refused(dir, "sweep.json", "'points[1].report.lowp.outliers'");
+    json_decref(j);
+    json_decref(r);
+}
+
 /* ---- two runs drawing into one folder ---- */
 
 /* A gnuplot in front of the real one that records where it runs and, once
@@ -892,6 +1167,8 @@ int main(void)
         cmocka_unit_test(test_sweep_d_model),   cmocka_unit_test(test_sweep_prec),
         cmocka_unit_test(test_sweep_dit_tokens), cmocka_unit_test(test_single_report),
         cmocka_unit_test(test_errors),          cmocka_unit_test(test_malformed),
+        cmocka_unit_test(test_lowp_data),       cmocka_unit_test(test_lowp_render),
+        cmocka_unit_test(test_lowp_malformed),
         cmocka_unit_test(test_race_private_folder), cmocka_unit_test(test_race_concurrent),
     };
     return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);

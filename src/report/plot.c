@@ -28,7 +28,7 @@
 
 /* An array whose entries are numbers or null (non-finite values are
  * written as null). */
-static int check_num_array(const char *file, const char *key, const json_t *a, cic_diag *d)
+int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d)
 {
     size_t i;
     json_t *v;
@@ -122,7 +122,7 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
         for (int k = 0; k < 2; k++) {
             json_t *a = json_object_get(m, akeys[k]);
             snprintf(key, sizeof key, "%sresults[%zu].metrics.%s", pre, i, akeys[k]);
-            if (a && !json_is_null(a) && check_num_array(file, key, a, d) != 0)
+            if (a && !json_is_null(a) && cic_plot_check_nums(file, key, a, d) != 0)
                 return -1;
         }
         json_t *fl = json_object_get(r, "flops");
@@ -154,15 +154,15 @@ static int check_report(const char *file, const char *pre, const json_t *rep, ci
             return -1;
         }
         snprintf(key, sizeof key, "%sflops_analytical.tokens", pre);
-        if (check_num_array(file, key, json_object_get(fa, "tokens"), d) != 0)
+        if (cic_plot_check_nums(file, key, json_object_get(fa, "tokens"), d) != 0)
             return -1;
         json_object_foreach(pct, k, a) {
             snprintf(key, sizeof key, "%sflops_analytical.extra_pct.%s", pre, k);
-            if (check_num_array(file, key, a, d) != 0)
+            if (cic_plot_check_nums(file, key, a, d) != 0)
                 return -1;
         }
     }
-    return 0;
+    return cic_plot_lowp_check(file, pre, rep, d);
 }
 
 /* sweep.json: the sweep's own keys, then the first point's report, whose
@@ -367,7 +367,8 @@ static void read_case(cic_plot_ctx *c)
 static int draw_all(const cic_plot_ctx *c, int *made, cic_diag *d)
 {
     int (*const single[])(const cic_plot_ctx *, cic_diag *) = {
-        cic_plot_ulp_cdf, cic_plot_flops, cic_plot_ce_prec, cic_plot_drift_hist};
+        cic_plot_ulp_cdf,   cic_plot_flops,         cic_plot_ce_prec,     cic_plot_drift_hist,
+        cic_plot_lowp_sqnr, cic_plot_lowp_kurtosis, cic_plot_lowp_chanmax};
     int k;
     k = cic_plot_error_vs(c, "error_vs_d", "d_model", "hidden width d_model (channels)", d);
     if (k < 0)

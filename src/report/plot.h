@@ -21,9 +21,14 @@
  * error and p99 ULP, median and min-max over seeds), ulp_cdf (CDF of
  * ulp_row and its tail 1 - F on a log axis), drift_hist (first point),
  * flops_vs_tokens (dit blocks: closed-form curves, counted points, the
- * crossover N*), ce_vs_prec (sweeps over mpfr_prec). Each transform keeps
- * its colour (Okabe-Ito, colour-blind safe) and point type in every plot,
- * by its index in case.transforms; "none" is always black.
+ * crossover N*), ce_vs_prec (sweeps over mpfr_prec); for a report with a
+ * "lowp" section (low-precision engines; of a sweep, the first point's):
+ * lowp_sqnr (block output SQNR against the MPFR truth, a group of bars per
+ * engine), lowp_kurtosis (kurtosis of each quantized linear's input and
+ * weight), lowp_chanmax (per-channel max |x| of one linear's input, the
+ * one with the highest kurtosis under "none"). Each transform keeps its
+ * colour (Okabe-Ito, colour-blind safe) and point type in every plot, by
+ * its index in case.transforms; "none" is always black.
  *
  * Files are made in a private folder DIR/plots/.render-XXXXXX and renamed
  * into DIR/plots/ one by one when complete, so concurrent calls on one
@@ -37,8 +42,8 @@
  * (d->file the file and the message the key at fault where there is one):
  * no sweep.json or report.json, unreadable JSON, a file that is not shaped
  * as cicheck writes it (the top level not an object, `results` not an
- * array, a key of the wrong type, no row with metrics, no point with a
- * report), nothing in it to plot, a write failure, gnuplot not found in
+ * array, a key of the wrong type, `lowp`'s included, no row with metrics,
+ * no point with a report), nothing in it to plot, a write failure, gnuplot not found in
  * PATH (the .dat and .gp files are written first), or gnuplot failing (its
  * exit status and the tail of its stderr). *n_written counts the plots
  * finished before an error (0 when gnuplot is missing). n_written may be

@@ -168,11 +168,25 @@ void cic_plot_gp_begin(FILE *g, const cic_plot_ctx *c)
           g);
 }
 
-int cic_plot_gp_title(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
-                      const char *engine, bool one_point)
+/* The title's pieces, in order: the head (case and engine) and the point
+ * of a sweep, each kept whole, and between them the subject, which may
+ * break at its spaces. Pieces are joined by " · " while the line stays
+ * within `across` characters (bytes, as the width estimate counts them). */
+typedef struct {
+    const char *s;
+    size_t n;
+    bool piece; /* opens a piece: " · " before it, else " " */
+} title_tok;
+
+#define TITLE_MAXTOK 64
+#define TITLE_MAXLINES 4
+
+int cic_plot_gp_title_what(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                           const char *engine, const char *what, bool one_point)
 {
-    char head[512], pt[512], line[1100];
-    int lines = 1;
+    char head[512], pt[512], line[TITLE_MAXLINES][1100];
+    title_tok tok[TITLE_MAXTOK];
+    int ntok = 0, lines = 0;
 
     snprintf(head, sizeof head, "%s \xc2\xb7 %s", c->case_name ? c->case_name : "?",
              engine ? engine : "?");
@@ -182,31 +196,57 @@ int cic_plot_gp_title(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
         cic_plot_params_text(p, sizeof p, c->first_params);
         snprintf(pt, sizeof pt, "first point: %s", p[0] ? p : "?");
     }
+    tok[ntok++] = (title_tok){head, strlen(head), true};
+    bool first = true;
+    for (const char *w = what; w && *w && ntok < TITLE_MAXTOK - 1;) {
+        size_t n = strcspn(w, " ");
+        if (n) {
+            tok[ntok++] = (title_tok){w, n, first};
+            first = false;
+        }
+        w += n;
+        w += strspn(w, " ");
+    }
+    if (pt[0])
+        tok[ntok++] = (title_tok){pt, strlen(pt), true};
+
     int across = (int)(sz->width_in / cic_plot_char_in(sz) * 0.9);
-    if (!pt[0])
-        snprintf(line, sizeof line, "%s", head);
-    else if ((int)(strlen(head) + strlen(pt)) + 3 <= across)
-        snprintf(line, sizeof line, "%s \xc2\xb7 %s", head, pt);
-    else {
-        snprintf(line, sizeof line, "%s\n%s", head, pt);
-        lines = 2;
+    size_t len = 0;
+    for (int i = 0; i < ntok; i++) {
+        size_t sep = tok[i].piece ? 3 : 1;
+        bool fits = (int)(len + sep + tok[i].n) <= across;
+        if (lines == 0 || (!fits && lines < TITLE_MAXLINES)) {
+            line[lines][0] = '\0';
+            len = 0;
+            lines++;
+        }
+        char *l = line[lines - 1];
+        size_t bl = strlen(l);
+        if (bl)
+            bl += (size_t)snprintf(l + bl, sizeof line[0] - bl, "%s",
+                                   tok[i].piece ? " \xc2\xb7 " : " ");
+        if (bl < sizeof line[0])
+            snprintf(l + bl, sizeof line[0] - bl, "%.*s", (int)tok[i].n, tok[i].s);
+        len += (len ? sep : 0) + tok[i].n;
     }
     /* a multiplot title for every figure, one panel or two: placed the same
      * way in both (a plain title sits higher and leaves the canvas) */
     fputs("set multiplot title ", g);
-    /* a newline cannot go through gp_quote: put the two lines together
-     * with gnuplot's string concatenation */
-    char *nl = strchr(line, '\n');
-    if (nl) {
-        *nl = '\0';
-        cic_plot_gp_quote(g, line);
-        fputs(".\"\\n\".", g);
-        cic_plot_gp_quote(g, nl + 1);
-    } else {
-        cic_plot_gp_quote(g, line);
+    /* a newline cannot go through gp_quote: put the lines together with
+     * gnuplot's string concatenation */
+    for (int i = 0; i < lines; i++) {
+        if (i)
+            fputs(".\"\\n\".", g);
+        cic_plot_gp_quote(g, line[i]);
     }
     fputs(" noenhanced\n", g);
     return lines;
+}
+
+int cic_plot_gp_title(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                      const char *engine, bool one_point)
+{
+    return cic_plot_gp_title_what(g, c, sz, engine, NULL, one_point);
 }
 
 /* Legend geometry. gnuplot sizes a key column from its own estimate of the
@@ -268,12 +308,18 @@ double cic_plot_panel_width(const cic_plot_size *sz, int npanel)
 double cic_plot_gp_panel(FILE *g, const cic_plot_size *sz, int p, int npanel, int title_lines,
                          int key_rows)
 {
+    return cic_plot_gp_panel_ext(g, sz, p, npanel, title_lines, key_rows, 0);
+}
+
+double cic_plot_gp_panel_ext(FILE *g, const cic_plot_size *sz, int p, int npanel,
+                             int title_lines, int key_rows, double xtic_in)
+{
     double lh = cic_plot_line_in(sz);
     double left = 0.72, right = 0.14;
     double top = lh * (1.3 * title_lines + 1.2);
     /* x tic labels and the x label (about 4 lines in gnuplot's layout),
      * the legend rows (about 1.25 lines each), the bottom edge */
-    double bottom = lh * (4.0 + 1.28 * key_rows) + 0.05;
+    double bottom = lh * (4.0 + 1.28 * key_rows) + 0.05 + (xtic_in > 0 ? xtic_in : 0);
     double ph = sz->wide ? 2.1 : (npanel == 2 ? 1.6 : 2.0);
     bool stacked = npanel == 2 && !sz->wide;
     double gap = 0.12;

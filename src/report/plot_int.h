@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* plot_int.h: what the plot files share (plot.c: entry and input checks;
  * plot_gp.c: gnuplot scripts, sizes, styles, rendering; plot_sweep.c: the
- * figures over a swept axis; plot_point.c: the figures of one report).
- * Not a public header: only src/report/plot*.c include it.
+ * figures over a swept axis; plot_point.c: the figures of one report;
+ * plot_lowp.c: the figures of the low-precision engines). Not a public
+ * header: only src/report/plot*.c include it.
  *
  * A figure is built as text: its data (NAME.dat) once, and its gnuplot body
  * once per paper size, because the layout differs (one column stacks two
@@ -112,6 +113,19 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_ulp_cdf(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d);
+/* plot_lowp.c: cases with [[engines.lowp]] (report.json's "lowp") */
+int cic_plot_lowp_sqnr(const cic_plot_ctx *c, cic_diag *d);
+int cic_plot_lowp_kurtosis(const cic_plot_ctx *c, cic_diag *d);
+int cic_plot_lowp_chanmax(const cic_plot_ctx *c, cic_diag *d);
+
+/* ---- input checks ---- */
+/* a (key: its path in the file) an array of numbers or nulls; 0, or -1
+ * with d set (plot.c). */
+int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d);
+/* The "lowp" section of a report and the "sqnr_db" of its rows, when
+ * there (pre: the report's key path in the file, as in plot.c); 0, or -1
+ * with d set naming the key (plot_lowp.c). */
+int cic_plot_lowp_check(const char *file, const char *pre, const json_t *rep, cic_diag *d);
 
 /* ---- figure life cycle (plot_gp.c) ---- */
 int cic_plot_figure_open(cic_plot_figure *fg, const char *name, const cic_plot_ctx *c,
@@ -131,6 +145,11 @@ void cic_plot_gp_begin(FILE *g, const cic_plot_ctx *c);
  * multiplot: the figure ends with "unset multiplot". */
 int cic_plot_gp_title(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
                       const char *engine, bool one_point);
+/* The same with a subject after case and engine (what the figure shows,
+ * NULL for none), broken at its spaces where the line would be too long
+ * (at most 4 lines). */
+int cic_plot_gp_title_what(FILE *g, const cic_plot_ctx *c, const cic_plot_size *sz,
+                           const char *engine, const char *what, bool one_point);
 /* Legend below the plot area: rows for n entries of at most maxlen
  * characters at this size; returns the row count (title line included).
  * cic_plot_gp_key goes after cic_plot_gp_panel (it uses the canvas height
@@ -154,6 +173,10 @@ void cic_plot_gp_xtics(FILE *g, const cic_plot_size *sz, double panel_in, const 
  * inches. */
 double cic_plot_gp_panel(FILE *g, const cic_plot_size *sz, int p, int npanel, int title_lines,
                          int key_rows);
+/* The same with xtic_in inches more below the plot area, for x tic labels
+ * taller than one line (names written upwards, several lines). */
+double cic_plot_gp_panel_ext(FILE *g, const cic_plot_size *sz, int p, int npanel,
+                             int title_lines, int key_rows, double xtic_in);
 /* The y label of the current panel, text a gnuplot single-quoted string's
  * contents (enhanced). */
 void cic_plot_gp_ylabel(FILE *g, const char *text);
