@@ -402,6 +402,8 @@ static json_t *case_json(const cic_case *c, int *err)
         jset(t, "precision", jname(CIC_TPREC_NAME, CIC_TPREC_COUNT, (int)x->prec), err);
         jset(t, "q", jname(CIC_Q_NAME, CIC_Q_COUNT, (int)x->q), err);
         jset(t, "seed", jseed(x->q_seed), err);
+        if (x->q == CIC_Q_HADAMARD)
+            jset(t, "hadamard_base", json_integer(x->hadamard_base), err);
         jset(t, "mistake", jname(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, (int)x->mistake), err);
         if (x->kind >= CIC_XFORM_STATIC_FOLD) {
             jset(t, "stream", jname(CIC_STREAM_NAME, CIC_STREAM_COUNT, (int)x->stream), err);
