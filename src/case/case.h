@@ -46,7 +46,7 @@
  *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
  *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate
  *   after = "other-name"            # optional: applied on top of that earlier transform
- *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas (default mpfr)
+ *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas | bf16 (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard
  *   seed = 7                        # rotate only (random, hadamard)
  *   hadamard_base = 32              # q = "hadamard" only: the base order K of
@@ -142,7 +142,8 @@ enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_COUNT };
  * with the dense products by Q through OpenBLAS dgemm (large d: fast, but the
  * last bits depend on the BLAS kernel and threads, so the regression gate
  * does not pin its output hash). */
-enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_F64_BLAS, CIC_TPREC_COUNT };
+enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_F64_BLAS, CIC_TPREC_BF16,
+                  CIC_TPREC_COUNT };
 enum cic_mistake {
     CIC_MISTAKE_NONE,
     CIC_MISTAKE_SKIP_MEAN_BAKE,

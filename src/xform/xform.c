@@ -29,6 +29,8 @@
 mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
 {
     switch (x->prec) {
+    case CIC_TPREC_BF16:
+        return 8;
     case CIC_TPREC_F32:
         return 24;
     case CIC_TPREC_F64:
@@ -51,7 +53,10 @@ double cic_xform_unit_roundoff(const cic_xform_spec *x, mpfr_prec_t engine_prec)
  * unit roundoffs at the MPFR precisions (so at 128 bits ce <= 2^-96), up to
  * 2^20 roundoffs for f64 (about 1.2e-10) and 2^12 for f32 (about 2.4e-4, a
  * generous float error for these depths), and broken from 2^-7 (0.8 %) of
- * the output's norm; the known mistakes land near 1e-1 to 1. */
+ * the output's norm; the known mistakes land near 1e-1 to 1. A transform
+ * computed at bf16's 8 bits ("rotate in bf16": Q and every value rounded to
+ * 8 bits, dot products rounded once) is equivalent up to 2^-4 and broken
+ * from 2^-2. */
 void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
                           mpfr_prec_t engine_prec)
 {
@@ -64,6 +69,12 @@ void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
     case CIC_TPREC_F64_BLAS:
         *eq = ldexp(1.0, 20 - p);
         break;
+    case CIC_TPREC_BF16:
+        /* 8 bits: the weights' own rounding is already near 2^-9 of each
+         * value; the verdict can separate gross mistakes only */
+        *eq = ldexp(1.0, -4);
+        *br = ldexp(1.0, -2);
+        return;
     default:
         *eq = ldexp(1.0, 32 - p);
         break;
