@@ -7,6 +7,7 @@ from the math in DESIGN.md sections 1 and 3 (not from the C engines) and
 compares it with the MPFR truth that cicheck wrote to DIR/outputs.safetensors.
 
   verify_dump.py DIR [--rtol 1e-12] [--xf-equiv 1e-12] [--xf-differs 1e-3]
+                     [--report PATH] [--stat-rtol 1e-9]
 
 Checks:
   original  DIR/original.safetensors re-run in float64 must reproduce
@@ -24,9 +25,25 @@ Checks:
             sample: its calibration sample (metadata calibration, else 0, said
             so) must match truth, every other sample must differ.
             The final layer's output is compared as is (DESIGN.md 1, 4).
+  lowp      (cases with [[engines.lowp]]) every DIR/<transform>.<engine>.safetensors
+            is recomputed from the model's dumped weights (<transform>.safetensors,
+            original.safetensors for none; with weights_from = unrounded the
+            <transform>.f64.safetensors copy for the plain formats) by the
+            rules of src/base/quant.h in NumPy float32 arithmetic: int4/int8
+            symmetric or asymmetric with clipping per tensor, row or group,
+            fp8-e4m3/fp8-e5m2, mxfp4, nvfp4, and bf16/fp16 rounding (ties to
+            even); dequantized values, codes, scales, zero points and tensor
+            scales must agree bit for bit (a float64 copy exactly at a
+            midpoint of the format may round either way: counted, shown).
+  outliers  with report.json of the same run (--report, or DIR/report.json):
+            every row of lowp.outliers (kurtosis, max_over_rms, top_share
+            within --stat-rtol, top_channels and chan_max exactly) is
+            recomputed from DIR/activations.safetensors (inputs) and the
+            model's float32 weights, and every low-precision result row has
+            its engine file.
 
-Exit status: 0 the original reproduces truth, 1 it does not, 2 unreadable
-input (missing file, malformed safetensors, missing tensor or metadata).
+Exit status: 0 every check passes, 1 one fails, 2 unreadable input (missing
+file, malformed safetensors, missing tensor or metadata).
 
 Needs only NumPy (Debian python3-numpy); safetensors are parsed by hand.
 """
@@ -50,11 +67,31 @@ class InputError(Exception):
 
 # ---------------------------------------------------------------- safetensors
 
-_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8")}
+_DTYPES = {"F32": np.dtype("<f4"), "F64": np.dtype("<f8"), "I8": np.dtype("i1"),
+           "I32": np.dtype("<i4")}
 
 
-def read_safetensors(path):
-    """Return ({name: float64 ndarray}, {metadata key: str})."""
+def read_header(path):
+    """The __metadata__ of a safetensors file, reading only its header."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(8)
+            if len(head) < 8:
+                raise InputError(f"{path}: too short for a safetensors file")
+            (hlen,) = struct.unpack("<Q", head)
+            text = f.read(min(hlen, 1 << 30))
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}")
+    try:
+        meta = json.loads(text.decode("utf-8")).get("__metadata__", {}) or {}
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        raise InputError(f"{path}: malformed JSON header: {e}")
+    return meta if isinstance(meta, dict) else {}
+
+
+def read_safetensors(path, raw=False):
+    """Return ({name: ndarray}, {metadata key: str}): every tensor as float64,
+    or with raw as stored (float32, float64, int8, int32)."""
     try:
         with open(path, "rb") as f:
             blob = f.read()
@@ -86,14 +123,15 @@ def read_safetensors(path):
             raise InputError(f"{path}: tensor '{name}': malformed header entry")
         if dtype not in _DTYPES:
             raise InputError(f"{path}: tensor '{name}': dtype {dtype} "
-                             "not supported (F32 or F64 expected)")
+                             "not supported (F32, F64, I8 or I32 expected)")
         dt = _DTYPES[dtype]
         count = int(np.prod(shape)) if shape else 1
         if not (0 <= begin <= end <= len(data)) or end - begin != count * dt.itemsize:
             raise InputError(f"{path}: tensor '{name}': data_offsets [{begin}, {end}] "
                              f"do not fit shape {shape} {dtype} "
                              f"(data section is {len(data)} bytes)")
-        arr = np.frombuffer(data[begin:end], dtype=dt).astype(np.float64)
+        arr = np.frombuffer(data[begin:end], dtype=dt)
+        arr = arr.astype(dt.newbyteorder("=")) if raw else arr.astype(np.float64)
         tensors[name] = arr.reshape(shape)
     return tensors, meta
 
@@ -536,6 +574,549 @@ class Model:
         return x
 
 
+# ---------------------------------------------------------------- low precision
+#
+# Every <transform>.<engine>.safetensors (metadata "engine") is recomputed
+# from the dumped float32 weights of its model (<transform>.safetensors,
+# original.safetensors for "none") by src/base/quant.h's rules, in NumPy
+# float32 arithmetic (every operation on float32 arrays and float32
+# scalars, rounded to nearest even as C's float operations are), and the
+# dequantized values, codes, scales, zero points and tensor scales must
+# agree bit for bit. Roundings to a format are done on float64 values,
+# which hold every float32 and every value of the small formats exactly.
+
+class Fmt:
+    """A binary format as src/base/format.c describes it."""
+
+    def __init__(self, name, bits, p, emin, emax, infinities, top_reserved):
+        self.name, self.bits, self.p = name, bits, p
+        self.emin, self.emax = emin, emax
+        self.infinities, self.top_reserved = infinities, top_reserved
+        # (2^p - 1 - r) 2^(emax - p + 1): 448 for E4M3, 57344 for E5M2, 6 for E2M1
+        self.max = math.ldexp(2 ** p - 1 - top_reserved, emax - p + 1)
+
+
+FORMATS = {f.name: f for f in (
+    Fmt("float32", 32, 24, -126, 127, True, 0),
+    Fmt("bf16", 16, 8, -126, 127, True, 0),
+    Fmt("fp16", 16, 11, -14, 15, True, 0),
+    Fmt("fp8-e4m3", 8, 4, -6, 8, False, 1),
+    Fmt("fp8-e5m2", 8, 3, -14, 15, True, 0),
+    Fmt("fp4-e2m1", 4, 2, 0, 2, False, 0))}
+PLAIN = ("float32", "bf16", "fp16")
+
+
+def _grid(f, a):
+    """For |x| = a > 0 (float64): log2 of f's spacing at a (the binade's, or
+    the subnormals' below 2^emin)."""
+    _, k = np.frexp(a)           # a = m 2^k, m in [1/2, 1): floor(log2 a) = k - 1
+    return np.maximum(k - 1, f.emin) - (f.p - 1)
+
+
+def _settle(f, r):
+    """Magnitudes r on f's grid, past the largest finite value: Inf, or the
+    largest finite value where f has no infinities (format.c)."""
+    over = r > f.max
+    r[over] = np.inf if f.infinities else f.max
+    return r
+
+
+def round_to(f, x):
+    """x (float64) rounded once to f, ties to even, subnormals, overflow to
+    Inf or saturation; signed zeros, NaN and Inf kept (cic_format_round)."""
+    x = np.asarray(x, dtype=np.float64)
+    out = x.copy()
+    m = np.isfinite(x) & (x != 0)
+    a = np.abs(x[m])
+    e = _grid(f, a)
+    r = _settle(f, np.ldexp(np.rint(np.ldexp(a, -e)), e))   # exact scalings
+    out[m] = np.copysign(r, x[m])
+    return out
+
+
+def round_to_neighbours(f, x):
+    """(lo, hi, tie): x's two neighbours in f (as round_to gives them) and
+    whether x is exactly halfway between them. A float64 copy d of an
+    unrounded value u decides u's rounding except when d is such a midpoint:
+    then u may have been on either side of it."""
+    x = np.asarray(x, dtype=np.float64)
+    lo, hi = x.copy(), x.copy()
+    tie = np.zeros(x.shape, dtype=bool)
+    m = np.isfinite(x) & (x != 0)
+    a = np.abs(x[m])
+    e = _grid(f, a)
+    q = np.ldexp(a, -e)
+    fl = np.floor(q)
+    tie[m] = q - fl == 0.5
+    lo[m] = np.copysign(_settle(f, np.ldexp(fl, e)), x[m])
+    hi[m] = np.copysign(_settle(f, np.ldexp(fl + 1, e)), x[m])
+    return lo, hi, tie
+
+
+def pattern(f, v):
+    """The bit pattern of values v of f (float64): the ordered integer of
+    |v| (format.c: subnormals k 2^(emin-p+1) are k, binade E holds
+    (E - emin + 1) 2^(p-1) + j), sign in the top bit, Inf the code after the
+    largest finite value, NaN the all-ones S.1111111 (fp8)."""
+    v = np.asarray(v, dtype=np.float64)
+    a = np.abs(v)
+    code = np.zeros(v.shape, dtype=np.int64)
+    fin = np.isfinite(a) & (a > 0)
+    af = a[fin]
+    _, k = np.frexp(af)
+    E = k - 1
+    sub = E < f.emin
+    half = 2 ** (f.p - 1)
+    j = np.where(sub, np.ldexp(af, -(f.emin - f.p + 1)),
+                 (E - f.emin + 1) * half + (np.ldexp(af, -(E - f.p + 1)) - half))
+    code[fin] = j.astype(np.int64)
+    if np.isinf(a).any():
+        code[np.isinf(a)] = int(pattern(f, np.array([f.max]))[0]) + 1
+    code[np.isnan(a)] = 2 ** (f.bits - 1) - 1
+    return code | np.where(np.signbit(v), 2 ** (f.bits - 1), 0)
+
+
+class Rule:
+    """A scale rule (quant.h) parsed like cic_quant_parse."""
+
+    def __init__(self, text):
+        self.text = text
+        self.gran, self.group, self.sym = "row", 128, True
+        self.clip = np.float32(1.0)
+        self.fmt = None
+        if text in ("mxfp4", "nvfp4"):
+            self.scheme, self.bits = text, 4
+            self.gran, self.group = "group", 32 if text == "mxfp4" else 16
+            return
+        parts = text.split(":")
+        if parts[0] in ("int4", "int8"):
+            self.scheme, self.bits = "int", int(parts[0][3])
+        elif parts[0] in ("fp8-e4m3", "fp8-e5m2"):
+            self.scheme, self.bits, self.fmt = "fp8", 8, FORMATS[parts[0]]
+        else:
+            raise InputError(f"scale rule '{text}' not understood")
+        for o in parts[1:]:
+            if o == "tensor":
+                self.gran = "tensor"
+            elif o in ("channel", "token"):
+                self.gran = "row"
+            elif o in ("sym", "asym"):
+                self.sym = o == "sym"
+            elif o.startswith("group"):
+                self.gran, self.group = "group", int(o[5:]) if o[5:] else 128
+            elif o.startswith("clip"):
+                # strtod, then the cast to float: both round to nearest
+                self.clip = np.float32(float(o[4:]))
+            else:
+                raise InputError(f"scale rule '{text}': option '{o}' not understood")
+
+    def group_len(self, rows, cols):
+        return {"tensor": rows * cols, "row": cols}.get(self.gran, self.group)
+
+
+F32 = np.float32
+
+
+def c_fmax(a, b):
+    """C's fmaxf as glibc computes it: NaN ignored, a when a >= b (so
+    fmaxf(+0, -0) is +0 and fmaxf(-0, +0) is -0; NumPy's fmax returns b)."""
+    return np.where(np.isnan(b) | (a >= b), a, b).astype(np.float32)
+
+
+def group_lo(g):
+    """Per row of g, lo = fminf(lo, x) over the row from lo = +0: the least
+    value when it is negative, else +0 (never -0: an equal x leaves lo)."""
+    r = np.fmin.reduce(g, axis=1) if g.shape[1] else np.zeros(g.shape[0], np.float32)
+    return np.where(r < 0, r, F32(0)).astype(np.float32)
+
+
+def group_hi(g):
+    """The same with fmaxf: the largest value when positive, else +0."""
+    r = np.fmax.reduce(g, axis=1) if g.shape[1] else np.zeros(g.shape[0], np.float32)
+    return np.where(r > 0, r, F32(0)).astype(np.float32)
+
+
+def quantize(rule, x):
+    """cic_quant_matrix on x (float32 [rows, cols]): (deq float32 [rows, cols],
+    codes int64 [rows, cols], scale float32 [groups], zero int64 [groups] or
+    None, tensor scale float32 or None), groups in row-major order."""
+    rows, cols = x.shape
+    n = rule.group_len(rows, cols)
+    if cols % n and rule.gran == "group":
+        raise InputError(f"rule '{rule.text}': a group of {n} does not divide {cols}")
+    g = x.reshape(-1, n) if x.size else x.reshape(0, n)
+    zero = tscale = None
+    if rule.scheme == "int":
+        lo, hi = group_lo(g), group_hi(g)
+        if rule.sym:
+            qmax = 2 ** (rule.bits - 1) - 1
+            qmin = -qmax - 1
+            # an all-zero group: fmaxf(+0, -0) = +0, a scale of +0
+            s = rule.clip * c_fmax(hi, -lo) / F32(qmax)
+            z = np.zeros(s.shape, dtype=np.float32)
+        else:
+            qmin, qmax = 0, 2 ** rule.bits - 1
+            lo, hi = lo * rule.clip, hi * rule.clip
+            s = (hi - lo) / F32(qmax)
+            z = np.where(s > 0, np.fmin(np.fmax(np.rint(-lo / s), F32(0)), F32(qmax)),
+                         F32(0)).astype(np.float32)
+            zero = z.astype(np.int64)
+        c = np.fmin(np.fmax(np.rint(g / s[:, None]) + z[:, None], F32(qmin)), F32(qmax))
+        c = np.where(s[:, None] > 0, c, z[:, None]).astype(np.int64)
+        deq = np.where(s[:, None] > 0, (c - z[:, None].astype(np.int64)).astype(np.float32)
+                       * s[:, None], F32(0))
+    elif rule.scheme == "fp8":
+        f = rule.fmt
+        fmax = F32(f.max)
+        amax = group_hi(np.abs(g))
+        s = rule.clip * amax / fmax
+        v = round_to(f, (g / s[:, None]).astype(np.float64))
+        v = np.where(v > fmax, f.max, np.where(v < -fmax, -f.max, v))  # NaN stays NaN
+        v = np.where(s[:, None] > 0, v, 0.0)
+        c = pattern(f, v)
+        deq = v.astype(np.float32) * s[:, None]
+    elif rule.scheme == "mxfp4":
+        fp4 = FORMATS["fp4-e2m1"]
+        amax = group_hi(np.abs(g))
+        _, k = np.frexp(amax)
+        e = np.where(amax > 0, np.clip(k - 1 - 2, -127, 127), -127).astype(np.int32)
+        s = np.ldexp(F32(1), e)
+        v = round_to(fp4, np.ldexp(g, -e[:, None]).astype(np.float64))
+        c = pattern(fp4, v)
+        deq = np.ldexp(v.astype(np.float32), e[:, None])
+    else:  # nvfp4
+        fp4, e4m3 = FORMATS["fp4-e2m1"], FORMATS["fp8-e4m3"]
+        ta = group_hi(np.abs(x).reshape(1, -1))[0]
+        t = ta / (F32(448) * F32(6)) if ta > 0 else F32(1)
+        tscale = F32(t)
+        amax = group_hi(np.abs(g))
+        s = round_to(e4m3, (amax / F32(6) / t).astype(np.float64)).astype(np.float32)
+        d = s * t
+        v = np.where(s[:, None] > 0, round_to(fp4, (g / d[:, None]).astype(np.float64)), 0.0)
+        c = pattern(fp4, v)
+        deq = v.astype(np.float32) * s[:, None] * t
+    for a in (deq, s):
+        assert a.dtype == np.float32, a.dtype
+    return (deq.reshape(rows, cols), c.reshape(rows, cols), s.astype(np.float32), zero,
+            tscale)
+
+
+def bits_equal(a, b):
+    """Bit-pattern equality of two float32 arrays (+0 and -0 differ, NaN
+    equals itself)."""
+    return np.asarray(a, np.float32).view(np.uint32) == np.asarray(b, np.float32).view(np.uint32)
+
+
+def as_int8(codes):
+    """Codes as the dump stores them: their 8-bit pattern as int8."""
+    return ((codes & 0xFF) ^ 0x80).astype(np.int64) - 0x80
+
+
+class LowpCheck:
+    """The engine files of a dump, one at a time (file), with counts of what
+    was recomputed; the models' files they derive from are read once."""
+
+    def __init__(self, d):
+        self.dir = d
+        self.files = self.failed = self.tensors = self.rules = 0
+        self.values = self.codes = self.groups = self.ties = 0
+        self.cache = {}
+
+    def load(self, name):
+        if name not in self.cache:
+            self.cache[name] = read_safetensors(os.path.join(self.dir, name), raw=True)
+        return self.cache[name]
+
+    def fail(self, label, msg):
+        print(f"  FAIL {label}: {msg}")
+        self.failed += 1
+
+    def diff(self, label, name, got, want, what):
+        """Report the first differing entry of got vs want (same shape)."""
+        bad = ~(bits_equal(got, want) if got.dtype == np.float32 else got == want)
+        if not bad.any():
+            return True
+        at = tuple(int(i) for i in np.argwhere(bad)[0])
+        self.fail(label, f"{name}: {int(bad.sum())} of {bad.size} {what} differ, first at "
+                  f"{list(at)}: dumped {got[at]!r}, recomputed {want[at]!r}")
+        return False
+
+    def file(self, path):
+        """Check one <transform>.<engine>.safetensors: (ok, transform, engine,
+        the quantized linears' weights, case)."""
+        base = os.path.basename(path)
+        t, meta = read_safetensors(path, raw=True)
+        for k in ("engine", "transform", "weights", "compute", "weights_from",
+                  "linear_weights"):
+            if k not in meta:
+                raise InputError(f"{path}: metadata '{k}' missing")
+        xf, eng = meta["transform"], meta["engine"]
+        label = f"{xf}.{eng}"
+        if base != f"{label}.safetensors":
+            raise InputError(f"{path}: metadata says transform '{xf}', engine '{eng}'")
+        src_name = "original.safetensors" if xf == "none" else f"{xf}.safetensors"
+        src, _ = self.load(src_name)
+        hp = None
+        f64_name = f"{xf}.f64.safetensors"
+        if meta["weights_from"] == "unrounded" and os.path.exists(
+                os.path.join(self.dir, f64_name)):
+            hp, _ = self.load(f64_name)
+        if meta["compute"] not in PLAIN:
+            raise InputError(f"{path}: compute '{meta['compute']}' not supported")
+        elem = FORMATS[meta["compute"]]
+        wplain = FORMATS.get(meta["weights"]) if meta["weights"] in PLAIN else None
+        rule = None if wplain else Rule(meta["weights"])
+        lin = set(filter(None, meta["linear_weights"].split(",")))
+        want = set()
+        ok = True
+        for name, w in src.items():
+            if name == "readout.q":   # applied in MPFR to every output, not stored
+                continue
+            want.add(name)
+            if name not in t:
+                self.fail(label, f"tensor '{name}' missing")
+                ok = False
+                continue
+            got = t[name]
+            if got.dtype != np.float32 or got.shape != w.shape:
+                self.fail(label, f"{name}: {got.dtype} {list(got.shape)}, expected float32 "
+                          f"{list(w.shape)}")
+                ok = False
+                continue
+            self.tensors += 1
+            self.values += w.size
+            if name in lin and rule:
+                self.rules += 1
+                ok &= self.check_rule(label, name, t, w, rule, want)
+                continue
+            fmt = wplain if name in lin else elem
+            ok &= self.check_round(label, name, got, w, hp.get(name) if hp else None, fmt)
+        for name in lin - want:
+            self.fail(label, f"metadata linear_weights names '{name}', which "
+                      f"{src_name} does not hold")
+            ok = False
+        extra = sorted(set(t) - want)
+        if extra:
+            self.fail(label, f"tensors not expected: {', '.join(extra[:5])}")
+            ok = False
+        self.files += 1
+        return ok, xf, eng, lin, meta.get("case", "?")
+
+    def check_round(self, label, name, got, w32, w64, fmt):
+        """A tensor stored in a plain format: the float32 value as it is
+        (float32), else the unrounded value (the float64 copy) or the float32
+        one rounded once to fmt.
+
+        The float64 copy is the unrounded value rounded to double, which
+        decides its rounding to fmt except at an exact midpoint of fmt, where
+        the unrounded value may have been on either side: there either
+        neighbour is taken (and counted). A tensor whose float64 copy is its
+        float32 copy everywhere has no unrounded values of its own (the
+        transform left it alone; one computed in MPFR would land within
+        2^-53 of a float32 at every value with odds of 2^-29 each): its
+        midpoints are ties, rounded to even."""
+        if fmt.p >= 24:
+            return self.diff(label, name, got, w32, "values")
+        if w64 is None or np.array_equal(w64, w32.astype(np.float64)):
+            return self.diff(label, name, got, round_to(fmt, w32).astype(np.float32), "values")
+        lo, hi, tie = round_to_neighbours(fmt, w64)
+        want = round_to(fmt, w64).astype(np.float32)
+        alt = np.where(bits_equal(got, lo.astype(np.float32)), lo, hi).astype(np.float32)
+        want = np.where(tie, alt, want).astype(np.float32)
+        self.ties += int(tie.sum())
+        return self.diff(label, name, got, want, "values")
+
+    def check_rule(self, label, name, t, w, rule, want):
+        if w.ndim != 2:
+            self.fail(label, f"{name}: a quantized linear's weight of shape {list(w.shape)}")
+            return False
+        deq, codes, scale, zero, tscale = quantize(rule, w)
+        parts = [(".qcodes", np.int8, w.shape), (".qscale", np.float32, scale.shape)]
+        if zero is not None:
+            parts.append((".qzero", np.int32, zero.shape))
+        if tscale is not None:
+            parts.append((".qtensor_scale", np.float32, (1,)))
+        got = {}
+        for suffix, dt, shape in parts:
+            want.add(name + suffix)
+            a = t.get(name + suffix)
+            if a is None or a.dtype != dt or a.shape != tuple(shape):
+                self.fail(label, f"{name}{suffix}: " + ("missing" if a is None else
+                          f"{a.dtype} {list(a.shape)}, expected {np.dtype(dt)} {list(shape)}"))
+                return False
+            got[suffix] = a
+        ok = self.diff(label, name, t[name], deq.reshape(w.shape), "dequantized values")
+        ok &= self.diff(label, name + ".qcodes", got[".qcodes"].astype(np.int64),
+                        as_int8(codes).reshape(w.shape), "codes")
+        ok &= self.diff(label, name + ".qscale", got[".qscale"], scale, "scales")
+        if zero is not None:
+            ok &= self.diff(label, name + ".qzero", got[".qzero"].astype(np.int64), zero,
+                            "zero points")
+        if tscale is not None:
+            ok &= self.diff(label, name + ".qtensor_scale", got[".qtensor_scale"],
+                            np.array([tscale], np.float32), "tensor scales")
+        self.codes += codes.size
+        self.groups += scale.size
+        return ok
+
+
+def outlier_stats(x):
+    """metric/outlier.h from float32 x [rows, cols], sums in float64:
+    (kurtosis, max_over_rms, top_share, top_channels, chan_max)."""
+    rows, cols = x.shape
+    k = (cols + 99) // 100 if cols > 0 else 0
+    chan = np.max(np.abs(x), axis=0) if rows > 0 else np.zeros(cols, np.float32)
+    nan = float("nan")
+    if rows <= 0 or cols <= 0:
+        return nan, nan, nan, k, chan
+    v = x.astype(np.float64)
+    n = v.size
+    mean = v.sum() / n
+    d = v - mean
+    m2 = (d * d).sum() / n
+    m4 = (d * d * d * d).sum() / n
+    ms = (v * v).sum() / n
+    col = (v * v).sum(axis=0)
+    total = col.sum()
+    kurt = mor = share = nan
+    if math.isfinite(total) and math.isfinite(m4):
+        top = np.sort(col)[::-1][:k].sum()
+        if m2 > 0:
+            kurt = m4 / (m2 * m2)
+        if ms > 0:
+            mor = float(np.max(np.abs(v))) / math.sqrt(ms)
+        if total > 0:
+            share = top / total
+    return kurt, mor, share, k, chan
+
+
+def check_report(d, report_path, rtol, lin_by_xf, labels, case):
+    """The report of the same run: every low-precision result row has its
+    engine file, and every row of lowp.outliers is recomputed from the dump
+    (inputs from activations.safetensors, weights from the model's float32
+    file). Returns (rows checked, input rows, failures, activations'
+    metadata)."""
+    try:
+        with open(report_path, encoding="utf-8") as f:
+            rep = json.load(f)
+        rows = rep["lowp"]["outliers"]
+        engines = {e["name"] for e in rep["lowp"]["engines"]}
+        results = [(x["transform"], x["engine"]) for x in rep["results"]]
+        rcase = rep["case"]["name"]
+    except (OSError, ValueError) as e:
+        raise InputError(f"{report_path}: cannot read report.json: {e}")
+    except (KeyError, TypeError) as e:
+        raise InputError(f"{report_path}: no lowp section with outliers, engines and "
+                         f"results ({e!r} missing): not the report of a case with "
+                         "[[engines.lowp]]")
+    failed = 0
+    if rcase != case:
+        print(f"  FAIL {report_path} is the report of case '{rcase}', the dump of '{case}'")
+        return 0, 0, 1, {}
+    for xf, eng in results:
+        if eng in engines and f"{xf}.{eng}" not in labels:
+            print(f"  FAIL {xf}.{eng}.safetensors missing (the report has its row)")
+            failed += 1
+    acts, ameta = read_safetensors(os.path.join(d, "activations.safetensors"), raw=True)
+    files = {}
+    checked = n_in = 0
+    seen_in, seen_w = set(), {}
+    for r in rows:
+        xf, name, of = r["transform"], r["tensor"], r["of"]
+        label = f"outlier {of} {xf}:{name}"
+        if of == "input":
+            x = acts.get(f"{xf}:{name}")
+            seen_in.add(f"{xf}:{name}")
+            n_in += 1
+            where = "activations.safetensors"
+        else:
+            fn = "original.safetensors" if xf == "none" else f"{xf}.safetensors"
+            if fn not in files:
+                files[fn] = read_safetensors(os.path.join(d, fn), raw=True)[0]
+            x = files[fn].get(name)
+            seen_w.setdefault(xf, set()).add(name)
+            where = fn
+        if x is None or x.dtype != np.float32 or x.ndim != 2:
+            print(f"  FAIL {label}: no float32 matrix '{name}' in {where}")
+            failed += 1
+            continue
+        kurt, mor, share, k, chan = outlier_stats(x)
+        bad = []
+        for key, v in (("kurtosis", kurt), ("max_over_rms", mor), ("top_share", share)):
+            rv = r.get(key)
+            rv = float("nan") if rv is None else float(rv)
+            if math.isnan(v) or math.isnan(rv):
+                if math.isnan(v) != math.isnan(rv):
+                    bad.append(f"{key} {rv!r} in the report, recomputed {v!r}")
+            elif abs(rv - v) > rtol * abs(v):
+                bad.append(f"{key} {rv!r} in the report, recomputed {v!r} "
+                           f"(rel {abs(rv - v) / abs(v) if v else float('inf'):.2e})")
+        if r.get("top_channels") != k:
+            bad.append(f"top_channels {r.get('top_channels')} in the report, recomputed {k}")
+        cm = np.array([np.nan if v is None else v for v in r.get("chan_max", [])],
+                      dtype=np.float64).astype(np.float32)
+        if cm.shape != chan.shape or not bits_equal(cm, chan).all():
+            j = (int(np.argmax(~bits_equal(cm, chan))) if cm.shape == chan.shape else None)
+            bad.append("chan_max differs" + (f" at channel {j}: {cm[j]!r} in the report, "
+                                              f"recomputed {chan[j]!r}" if j is not None else
+                                              f" in length ({cm.size} vs {chan.size})"))
+        if bad:
+            print(f"  FAIL {label}: " + "; ".join(bad))
+            failed += 1
+        checked += 1
+    # every quantized linear's weight has its row, every kept input its row
+    # (no rows at all when no f32 engine ran: no tap)
+    for xf, lin in lin_by_xf.items():
+        if rows and seen_w.get(xf, set()) != lin:
+            print(f"  FAIL outliers of {xf}: weight rows {sorted(seen_w.get(xf, set()))} "
+                  f"!= the engines' linear_weights {sorted(lin)}")
+            failed += 1
+    extra = sorted(set(acts) - seen_in)
+    if extra:
+        print(f"  FAIL activations.safetensors: inputs without an outlier row: "
+              f"{', '.join(extra[:5])}")
+        failed += 1
+    return checked, n_in, failed, ameta
+
+
+def check_lowp(d, report, rtol):
+    """The low-precision files of dump d. Returns (passed, failed)."""
+    paths = []
+    for p in sorted(glob.glob(os.path.join(d, "*.safetensors"))):
+        b = os.path.basename(p)
+        if b in ("original.safetensors", "outputs.safetensors", "activations.safetensors") \
+                or b.endswith(".f64.safetensors"):
+            continue
+        if "engine" in read_header(p):
+            paths.append(p)
+    if not paths:
+        return 0, 0
+    c = LowpCheck(d)
+    passed = failed = 0
+    lin_by_xf, labels, cases = {}, set(), set()
+    for p in paths:
+        ok, xf, eng, lin, case = c.file(p)
+        labels.add(f"{xf}.{eng}")
+        cases.add(case)
+        if lin_by_xf.setdefault(xf, lin) != lin:
+            print(f"  FAIL {xf}.{eng}: linear_weights differ from another engine's")
+            ok = False
+        passed += ok
+        failed += not ok
+    print(f"  low precision: {c.files} engine files, {c.tensors} tensors ({c.values} values; "
+          f"{c.rules} by a scale rule: {c.codes} codes, {c.groups} scale groups) "
+          f"recomputed{'' if not c.ties else f'; {c.ties} values at a float64 tie (either neighbour taken)'}: "
+          f"{'PASS' if not failed else f'FAIL ({c.failed} mismatches)'}")
+    if report is None:
+        print("  outlier statistics: not checked (no report.json in the dump; give --report)")
+        return passed, failed
+    checked, n_in, bad, ameta = check_report(d, report, rtol, lin_by_xf, labels,
+                                             cases.pop() if len(cases) == 1 else "?")
+    print(f"  outlier statistics: {checked} rows of {report} ({n_in} inputs from "
+          f"activations.safetensors, {ameta.get('engine', '?')}; {checked - n_in} weights) "
+          f"recomputed (rtol {rtol:g}): {'PASS' if not bad else f'FAIL ({bad})'}")
+    return passed + (bad == 0), failed + (bad > 0)
+
 # ---------------------------------------------------------------- compare
 
 def errors(y, truth):
@@ -560,6 +1141,13 @@ def main(argv=None):
     ap.add_argument("--xf-differs", type=float, default=1e-3,
                     help="above this relative error it 'differs'; in between "
                          "'inconclusive' (default 1e-3)")
+    ap.add_argument("--report", metavar="PATH",
+                    help="report.json of the same run (or the --out folder holding "
+                         "it), whose lowp.outliers are recomputed; default "
+                         "DIR/report.json when there is one")
+    ap.add_argument("--stat-rtol", type=float, default=1e-9,
+                    help="relative tolerance of the recomputed outlier statistics "
+                         "(the C sums in index order; default 1e-9)")
     a = ap.parse_args(argv)
     if not (a.rtol > 0 and a.xf_equiv > 0 and a.xf_differs >= a.xf_equiv):
         print(f"{PROG}: need rtol > 0 and 0 < xf-equiv <= xf-differs",
@@ -666,6 +1254,19 @@ def main(argv=None):
                   f"{'PASS' if sok else 'FAIL'}")
         passed += ok
         failed += not ok
+
+    report = a.report
+    if report and os.path.isdir(report):
+        report = os.path.join(report, "report.json")
+    if report is None and os.path.exists(os.path.join(a.dir, "report.json")):
+        report = os.path.join(a.dir, "report.json")
+    try:
+        lp, lf = check_lowp(a.dir, report, a.stat_rtol)
+        passed += lp
+        failed += lf
+    except InputError as e:
+        print(f"{PROG}: error: {e}", file=sys.stderr)
+        unreadable = True
 
     print(f"{PROG}: {passed} passed, {failed} failed")
     if unreadable:

@@ -3,8 +3,12 @@
 # test_dump_numpy.sh: scripts/verify_dump.py re-implements the blocks in
 # NumPy (float64) from a --dump folder alone and must reproduce the truth:
 # a pre-LN case with a known mistake, and a dit case with its adaLN
-# strategies. Needs Debian's /usr/bin/python3 with numpy (skipped, exit
-# 77, without it).
+# strategies; and for a tiny case with low-precision engines of every kind
+# (bf16, int8 per channel, int4 per group asymmetric with clipping, mxfp4,
+# nvfp4) it recomputes every engine's stored weights bit for bit and the
+# outlier statistics of report.json. Planted faults (an edited truth, one
+# flipped code, an edited kurtosis) must be caught. Needs Debian's
+# /usr/bin/python3 with numpy (skipped, exit 77, without it).
 # Usage: test_dump_numpy.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
 bin=$1
@@ -51,5 +55,99 @@ b[o:o + 8] = struct.pack("<d", v * (1 + 1e-6) if v != 0 else 1e-6)
 open(p, "wb").write(b)
 PY
 expect_rc 1 "an edited truth is caught" "$py" scripts/verify_dump.py "$tmp/dump"
+
+# low-precision engines: a tiny rmsnorm case (widths 32 and 128, which
+# mxfp4's blocks of 32 divide) with fold and a Hadamard rotation
+cat >"$tmp/lowp.toml" <<'TOML'
+name = "lowp-tiny"
+[model]
+block = "rmsnorm"
+d_model = 32
+heads = 2
+mlp_ratio = 4
+tokens = 8
+samples = 1
+layers = 1
+seed = 7
+[model.weights]
+outlier_channels = 2
+outlier_scale = 8.0
+[engines]
+f32 = ["fixed-order"]
+[[engines.lowp]]
+name = "bf16"
+weights = "bf16"
+activations = "bf16"
+[[engines.lowp]]
+name = "w8"
+weights = "int8:channel"
+activations = "int8:token"
+[[engines.lowp]]
+name = "w4g"
+weights = "int4:group16:asym:clip0.9"
+activations = "int8:token"
+compute = "fp16"
+weights_from = "float32"
+[[engines.lowp]]
+name = "mx"
+weights = "mxfp4"
+activations = "mxfp4"
+[[engines.lowp]]
+name = "nv"
+weights = "nvfp4"
+activations = "nvfp4"
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "rot"
+kind = "rotate"
+after = "fold"
+q = "hadamard"
+TOML
+lp="$tmp/dump-lowp"
+expect_rc 0 "run --dump (low-precision engines)" "$bin" run --quiet --no-baseline \
+    --out "$tmp/rep-lowp" --dump "$lp" "$tmp/lowp.toml"
+for f in none.bf16 none.w4g fold.w8 rot.mx rot.nv activations; do
+    if [ -s "$lp/$f.safetensors" ]; then ok "the dump has $f.safetensors"; else
+        bad "no $f.safetensors in the dump"; fi
+done
+expect_rc 0 "NumPy recomputes every engine's weights and the outlier statistics" "$py" \
+    scripts/verify_dump.py "$lp" --report "$tmp/rep-lowp"
+cp "$tmp/out" "$tmp/out-lowp"
+# 3 models x 5 engines; 8 quantized linears x 3 models x 4 scale rules
+has "$tmp/out-lowp" "low precision: 15 engine files" "every engine file of every model is checked"
+has "$tmp/out-lowp" "96 by a scale rule" "every quantized linear under a rule is checked"
+# an input and a weight row per quantized linear and model
+has "$tmp/out-lowp" "outlier statistics: 48 rows" "every outlier row is recomputed"
+has "$tmp/out-lowp" "verify_dump: 19 passed, 0 failed" "the checks pass"
+# the re-check can fail: one code flipped in a copy of the dump, one
+# kurtosis edited by one part in 10^6 in a copy of the report
+cp -r "$lp" "$tmp/dump-lowp-bad"
+"$py" - "$tmp/dump-lowp-bad/none.w4g.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+s, e = h["layers.0.mlp.down_proj.weight.qcodes"]["data_offsets"]
+b[8 + n + s + 5] ^= 1  # int4 asymmetric codes are 0..15: still a code
+open(p, "wb").write(b)
+PY
+expect_rc 1 "a flipped code is caught" "$py" scripts/verify_dump.py "$tmp/dump-lowp-bad" \
+    --report "$tmp/rep-lowp"
+has "$tmp/out" "none.w4g: layers.0.mlp.down_proj.weight.qcodes: 1 of 4096 codes differ" \
+    "the flipped code is named"
+mkdir "$tmp/rep-lowp-bad"
+"$py" - "$tmp/rep-lowp/report.json" "$tmp/rep-lowp-bad/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+row = r["lowp"]["outliers"][-1]
+row["kurtosis"] *= 1 + 1e-6
+json.dump(r, open(sys.argv[2], "w"))
+PY
+expect_rc 1 "an edited kurtosis is caught" "$py" scripts/verify_dump.py "$lp" \
+    --report "$tmp/rep-lowp-bad"
+has "$tmp/out" "kurtosis" "the edited statistic is named"
 
 cic_test_done

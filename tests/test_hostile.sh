@@ -184,5 +184,21 @@ expect_rc 2 "dump names that collide" $run --out rep-coll --dump dump-coll coll.
 has err "would both write fold.f64.safetensors" "the collision is named"
 [ -e dump-coll ] && bad "the dump was written" || ok "nothing dumped"
 expect_rc 0 "the same case without --dump" $run --out rep-coll coll.toml
+# a low-precision engine's file <transform>.<engine>.safetensors against a
+# transform's float64 copy, and against another transform's file
+sed 's/^f32 = \["fixed-order"\]$/&\n[[engines.lowp]]\nname = "f64"\nweights = "bf16"/' \
+    tiny.toml >coll-lowp.toml
+expect_rc 2 "an engine named like the float64 copies" $run --out rep-cl --dump dump-cl \
+    coll-lowp.toml
+has err "engine 'f64' on transform 'fold' would both write fold.f64.safetensors" \
+    "the engine and the transform are named"
+sed -e 's/^f32 = \["fixed-order"\]$/&\n[[engines.lowp]]\nname = "b"\nweights = "bf16"/' \
+    -e 's/^name = "rot"$/name = "none.b"/' tiny.toml >coll-none.toml
+expect_rc 2 "a transform named like an engine's file of the original" $run --out rep-cn \
+    --dump dump-cn coll-none.toml
+has err "transform 'none.b' and engine 'b' on the original model would both write" \
+    "the transform and the engine on the original are named"
+[ -e dump-cl ] || [ -e dump-cn ] && bad "a dump was written" || ok "nothing dumped"
+expect_rc 0 "the engine named f64 without --dump" $run --out rep-cl coll-lowp.toml
 
 cic_test_done

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* test_safetensors.c: the safetensors reader (src/base/safetensors_read.c).
- *   - files written by cic_safetensors_write (random shapes and values,
- *     seed printed) read back bit for bit, metadata included;
+ *   - files written by cic_safetensors_write (random shapes, dtypes F32,
+ *     F64, I8 and I32, and bytes; seed printed) read back bit for bit,
+ *     metadata included;
  *   - a --dump of a small case, written by `cicheck run`, opens and holds
  *     the documented tensors;
  *   - every dtype is decoded exactly from hand-made bytes (F16 and BF16
@@ -42,6 +43,17 @@ static void write_raw(const char *path, const char *hdr, const void *data, size_
 
 /* ---- files of the project's writer ---- */
 
+/* Each dtype of the writer as the reader names it, and its element size. */
+static const struct {
+    enum cic_stfile_dtype read;
+    size_t size;
+} WRITER_DTYPE[CIC_DT_COUNT] = {
+    [CIC_DT_F32] = {CIC_STFILE_F32, 4},
+    [CIC_DT_F64] = {CIC_STFILE_F64, 8},
+    [CIC_DT_I8] = {CIC_STFILE_I8, 1},
+    [CIC_DT_I32] = {CIC_STFILE_I32, 4},
+};
+
 static void test_writer_roundtrip(void **state)
 {
     uint64_t seed = 0x5afe7e45u + (uint64_t)time(NULL), s;
@@ -63,13 +75,13 @@ static void test_writer_roundtrip(void **state)
             size_t count = 1, esz;
             snprintf(names[i], sizeof names[i], "blocks.%d.w%d", i, (int)(cic_test_rand(&s) % 100));
             t[i].name = names[i];
-            t[i].dtype = cic_test_rand(&s) % 2 ? CIC_DT_F32 : CIC_DT_F64;
+            t[i].dtype = (cic_dtype)(cic_test_rand(&s) % CIC_DT_COUNT);
             t[i].ndim = 1 + (int)(cic_test_rand(&s) % 4);
             for (k = 0; k < t[i].ndim; k++) {
                 t[i].shape[k] = (int64_t)(cic_test_rand(&s) % 5); /* zero sizes too */
                 count *= (size_t)t[i].shape[k];
             }
-            esz = t[i].dtype == CIC_DT_F32 ? 4 : 8;
+            esz = WRITER_DTYPE[t[i].dtype].size;
             buf[i] = malloc(count * esz + 1);
             for (k = 0; k < (int)(count * esz); k++)
                 ((unsigned char *)buf[i])[k] = (unsigned char)cic_test_rand(&s);
@@ -89,15 +101,14 @@ static void test_writer_roundtrip(void **state)
                 fail_msg("seed %llu: tensor %s not found", (unsigned long long)seed, names[i]);
             /* the writer puts them in the order given */
             assert_ptr_equal(x, cic_stfile_tensor_at(f, i));
-            assert_int_equal(x->dtype, t[i].dtype == CIC_DT_F32 ? CIC_STFILE_F32
-                                                                : CIC_STFILE_F64);
+            assert_int_equal(x->dtype, WRITER_DTYPE[t[i].dtype].read);
             assert_int_equal(x->ndim, t[i].ndim);
             for (k = 0; k < x->ndim; k++) {
                 assert_int_equal(x->shape[k], t[i].shape[k]);
                 count *= (size_t)t[i].shape[k];
             }
             assert_int_equal(x->count, count);
-            assert_int_equal(x->nbytes, count * (t[i].dtype == CIC_DT_F32 ? 4 : 8));
+            assert_int_equal(x->nbytes, count * WRITER_DTYPE[t[i].dtype].size);
             if (x->nbytes && memcmp(x->data, buf[i], x->nbytes) != 0)
                 fail_msg("seed %llu: tensor %s bytes differ", (unsigned long long)seed,
                          names[i]);

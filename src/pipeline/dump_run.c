@@ -3,12 +3,62 @@
  * "Dump layout"): the original model and every transformed one (float32,
  * and each transform's unrounded values as float64), and outputs.safetensors
  * with the truth and every MPFR output as float64 and the f32 outputs as
- * they are. */
+ * they are. With [[engines.lowp]] also each model as each low-precision
+ * engine stores it and activations.safetensors, the f32 engine's input of
+ * every quantized linear. */
 #include "pipeline_int.h"
 
 #include "../report/dump.h"
 
 #include <string.h>
+
+/* Every model (none, then each transform) as each low-precision engine
+ * stores it, then the inputs the outlier tap kept. */
+static int dump_lowp(const cic_pipeline *r, const char *dir, cic_diag *d)
+{
+    char path[2048], file[2 * CIC_NAME_MAX + 32];
+    cic_st_tensor *t;
+    int i, e, rc;
+    for (i = -1; i < r->c->n_xf; i++) {
+        const cic_model *m = i < 0 ? r->orig : r->xm[i];
+        const char *mt[] = {"case", r->c->name, "cicheck_version", CIC_VERSION,
+                            "transform", i < 0 ? "none" : r->c->xf[i].name, NULL};
+        if (!m)
+            continue;
+        for (e = 0; e < r->c->n_lowp; e++) {
+            cic_dump_lowp_file_name(file, sizeof file, r->c, i, e);
+            snprintf(path, sizeof path, "%s/%s", dir, file);
+            if (cic_dump_lowp_model(path, m, &r->c->lowp[e], mt, d) < 0)
+                return -1;
+        }
+    }
+    t = cic_calloc((size_t)r->n_acts + 1, sizeof *t);
+    if (!t) {
+        cic_diag_set(d, dir, 0, 0, "out of memory writing the dump");
+        return -1;
+    }
+    for (i = 0; i < r->n_acts; i++) {
+        t[i].name = r->acts[i].name;
+        t[i].dtype = CIC_DT_F32;
+        t[i].ndim = 2;
+        t[i].shape[0] = r->acts[i].rows;
+        t[i].shape[1] = r->acts[i].cols;
+        t[i].data = r->acts[i].x;
+    }
+    {
+        /* the f32 engine the tap ran in (stages.c: the first enabled) */
+        const char *eng = r->c->f32_openblas ? CIC_ENGINE_F32_NAME[CIC_MATMUL_OPENBLAS]
+                          : r->c->f32_fixed  ? CIC_ENGINE_F32_NAME[CIC_MATMUL_FIXED]
+                                             : "none";
+        const char *meta[] = {"case", r->c->name, "cicheck_version", CIC_VERSION, "engine", eng,
+                              NULL};
+        cic_dump_file_name(file, sizeof file, r->c, -3, false);
+        snprintf(path, sizeof path, "%s/%s", dir, file);
+        rc = cic_safetensors_write(path, t, r->n_acts, meta, d);
+    }
+    free(t);
+    return rc;
+}
 
 int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
 {
@@ -91,6 +141,8 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
     cic_dump_file_name(file, sizeof file, r->c, -2, false);
     snprintf(path, sizeof path, "%s/%s", dir, file);
     rc = cic_safetensors_write(path, t, n, meta, d);
+    if (rc == 0 && r->c->n_lowp > 0)
+        rc = dump_lowp(r, dir, d);
 cleanup:
     free(t);
     free(f64);

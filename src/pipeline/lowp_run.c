@@ -2,7 +2,8 @@
 /* lowp_run.c: what a case with [[engines.lowp]] adds to a run. Per model
  * (the original, then each transform):
  *   - the outlier statistics of every quantized linear's input (tapped
- *     from the first enabled f32 engine's run) and weight;
+ *     from the first enabled f32 engine's run) and weight, and for a dump
+ *     (keep_models) a copy of each input;
  *   - the output of every quantized linear in the verdict run (MPFR with
  *     unrounded weights; for "none" the truth run), the reference of the
  *     per-linear errors;
@@ -58,12 +59,45 @@ static int outlier_add(cic_pipeline *p, const char *xf, const char *tensor, bool
     return 0;
 }
 
+/* A copy of a linear's input x [rows, cols] for the dump. */
+static int act_keep(cic_pipeline *p, const char *xf, const char *tensor, const float *x,
+                    int rows, int cols)
+{
+    size_t n = (size_t)rows * (size_t)cols;
+    cic_pl_act *a = grow(p->acts, p->n_acts, &p->cap_acts, sizeof *a), *k;
+    if (!a)
+        return -1;
+    p->acts = a;
+    k = &a[p->n_acts];
+    snprintf(k->name, sizeof k->name, "%s:%s", xf, tensor);
+    k->rows = rows;
+    k->cols = cols;
+    k->x = malloc((n ? n : 1) * sizeof *k->x);
+    if (!k->x)
+        return -1;
+    memcpy(k->x, x, n * sizeof *x);
+    p->n_acts++;
+    return 0;
+}
+
+void _cic_pl_acts_free(cic_pipeline *p)
+{
+    int i;
+    for (i = 0; i < p->n_acts; i++)
+        free(p->acts[i].x);
+    free(p->acts);
+    p->acts = NULL;
+    p->n_acts = p->cap_acts = 0;
+}
+
 static void outlier_tap(void *ctx, int op, const float *x, const float *y, int rows)
 {
     cic_pl_tap *t = ctx;
     const cic_op *o = &t->m->ops[op];
+    const cic_tensor *w = &t->m->t[o->w];
     (void)y;
-    if (outlier_add(t->p, t->xf, t->m->t[o->w].name, false, x, rows, t->m->t[o->w].cols) < 0)
+    if (outlier_add(t->p, t->xf, w->name, false, x, rows, w->cols) < 0 ||
+        (t->p->o.keep_models && act_keep(t->p, t->xf, w->name, x, rows, w->cols) < 0))
         t->failed = 1;
 }
 

@@ -221,5 +221,6 @@ void cic_pipeline_destroy(cic_pipeline *p)
     free(p->rep.regress);
     cic_lowp_report_free(&p->rep.lowp);
     _cic_pl_lin_ref_free(p);
+    _cic_pl_acts_free(p);
     free(p);
 }

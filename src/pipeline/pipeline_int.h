@@ -20,6 +20,14 @@ typedef struct {
     int result;     /* mp: the index of its row in res[] (-1: none) */
 } cic_pl_saved;
 
+/* A quantized linear's input in the f32 engine's run of one model, kept
+ * for the dump's activations.safetensors (keep_models only). */
+typedef struct {
+    char name[CIC_NAME_MAX + 100]; /* "<transform>:<weight name>" */
+    int rows, cols;
+    float *x;                      /* rows x cols, owned */
+} cic_pl_act;
+
 struct cic_pipeline {
     cic_pipeline_opts o;
     const cic_case *c;
@@ -45,6 +53,8 @@ struct cic_pipeline {
     int n_lin_ref;
     const cic_model *lin_ref_model;
     int lin_ref_nomem;
+    cic_pl_act *acts;
+    int n_acts, cap_acts;
     int n_saved;
     cic_report rep;
     double t0;
@@ -99,7 +109,9 @@ void _cic_pl_lin_ref_free(cic_pipeline *p);
 int _cic_pl_lowp_rows(cic_pipeline *p, const char *xf, const cic_model *m,
                       const cic_result *mx, const cic_flop_count *analytical);
 /* Hook the outlier tap into o (an f32 run of model m under transform xf)
- * and add the weights' statistics; _cic_pl_outlier_end after the run. */
+ * and add the weights' statistics; _cic_pl_outlier_end after the run.
+ * With keep_models the tap also keeps each input in acts (freed by
+ * _cic_pl_acts_free). */
 typedef struct {
     cic_pipeline *p;
     const cic_model *m;
@@ -110,6 +122,7 @@ typedef struct {
 int _cic_pl_outlier_begin(cic_pl_tap *t, cic_pipeline *p, const cic_model *m, const char *xf,
                           cic_run_opts *o);
 int _cic_pl_outlier_end(cic_pl_tap *t);
+void _cic_pl_acts_free(cic_pipeline *p);
 
 /* judge.c */
 const char *_cic_pl_verdict_label(const cic_pipeline *p);

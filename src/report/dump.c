@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/* dump.c: model weights to safetensors for --dump (dump.h). */
+/* dump.c: model weights to safetensors for --dump (dump.h): as the f32 and
+ * MPFR engines read them, and as each low-precision engine stores them
+ * (dequantized values, codes and scales); the dump's file names. */
 #include "dump.h"
+
+#include "../engine/lowp.h"
 
 #include <string.h>
 
@@ -127,30 +131,232 @@ cleanup:
     return rc;
 }
 
+/* A low-precision engine's file: the tensors and the buffers they point
+ * into (every buffer and extra name is owned, freed by lowp_file_free). */
+typedef struct {
+    cic_st_tensor *t;
+    int n;
+    void **own;
+    int n_own;
+} lowp_file;
+
+static void *lowp_own(lowp_file *f, void *p)
+{
+    if (p)
+        f->own[f->n_own++] = p;
+    return p;
+}
+
+static void lowp_file_free(lowp_file *f)
+{
+    int i;
+    for (i = 0; f->own && i < f->n_own; i++)
+        free(f->own[i]);
+    free(f->own);
+    free(f->t);
+}
+
+/* Append tensor name (NULL: base + suffix, an owned copy) [s0] or [s0, s1]
+ * (s1 < 0: 1-D). 0, or -1 when memory runs out. */
+static int lowp_put(lowp_file *f, const char *name, const char *base, const char *suffix,
+                    cic_dtype dt, int64_t s0, int64_t s1, const void *data)
+{
+    cic_st_tensor *x = &f->t[f->n];
+    if (!name) {
+        size_t len = strlen(base) + strlen(suffix) + 1;
+        char *nm = lowp_own(f, malloc(len));
+        if (!nm)
+            return -1;
+        snprintf(nm, len, "%s%s", base, suffix);
+        name = nm;
+    }
+    x->name = name;
+    x->dtype = dt;
+    x->ndim = s1 < 0 ? 1 : 2;
+    x->shape[0] = s0;
+    x->shape[1] = s1 < 0 ? 0 : s1;
+    x->data = data;
+    f->n++;
+    return 0;
+}
+
+/* Tensor id of m as lp stores it: the dequantized values under its name;
+ * for a quantized linear's weight under a scale rule also its codes (one
+ * int8 per value: the code's 8-bit pattern, so 0..255 reads as -128..127
+ * past 127), scales, zero points (asymmetric int rules) and tensor scale
+ * (nvfp4). */
+static int lowp_tensor(lowp_file *f, const cic_model *m, int id, const cic_lowp_spec *lp,
+                       const char *path, cic_diag *d)
+{
+    const cic_tensor *s = &m->t[id];
+    size_t n = (size_t)s->rows * (size_t)s->cols, j;
+    bool rule = lp->wq_on && cic_lowp_is_linear_weight(m, id);
+    bool asym = rule && lp->wq.scheme == CIC_QS_INT && !lp->wq.symmetric;
+    bool nv = rule && lp->wq.scheme == CIC_QS_NVFP4;
+    long ng = 0;
+    float *deq, *scale = NULL, *tscale = NULL;
+    int16_t *codes = NULL;
+    int32_t *zero = NULL;
+    int8_t *c8 = NULL;
+    char msg[160];
+    bool vec = s->rows == 1 && s->role == CIC_T_WEIGHT;
+    if (rule && (ng = cic_quant_groups(&lp->wq, s->rows, s->cols, msg, sizeof msg)) < 0) {
+        cic_diag_set(d, path, 0, 0, "engine '%s': tensor '%s': %s", lp->name, s->name, msg);
+        return -1;
+    }
+    deq = lowp_own(f, malloc((n ? n : 1) * sizeof *deq));
+    if (rule) {
+        codes = malloc((n ? n : 1) * sizeof *codes); /* scratch: freed below */
+        c8 = lowp_own(f, malloc(n ? n : 1));
+        scale = lowp_own(f, malloc((size_t)(ng ? ng : 1) * sizeof *scale));
+        zero = asym ? lowp_own(f, malloc((size_t)(ng ? ng : 1) * sizeof *zero)) : NULL;
+        tscale = nv ? lowp_own(f, malloc(sizeof *tscale)) : NULL;
+    }
+    if (!deq || (rule && (!codes || !c8 || !scale || (asym && !zero) || (nv && !tscale)))) {
+        free(codes);
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        return -1;
+    }
+    if (cic_lowp_tensor(deq, codes, scale, zero, tscale, m, id, lp, msg, sizeof msg) < 0) {
+        free(codes);
+        cic_diag_set(d, path, 0, 0, "engine '%s': tensor '%s': %s", lp->name, s->name, msg);
+        return -1;
+    }
+    for (j = 0; rule && j < n; j++) {
+        int c = codes[j];
+        CIC_ASSERT(c >= -128 && c <= 255); /* int4/int8 codes, fp8 and fp4 patterns */
+        c &= 0xff;
+        c8[j] = (int8_t)(c >= 128 ? c - 256 : c);
+    }
+    free(codes);
+    if (lowp_put(f, s->name, NULL, NULL, CIC_DT_F32, vec ? s->cols : s->rows,
+                 vec ? -1 : s->cols, deq) < 0 ||
+        (rule && (lowp_put(f, NULL, s->name, ".qcodes", CIC_DT_I8, s->rows, s->cols, c8) < 0 ||
+                  lowp_put(f, NULL, s->name, ".qscale", CIC_DT_F32, ng, -1, scale) < 0)) ||
+        (asym && lowp_put(f, NULL, s->name, ".qzero", CIC_DT_I32, ng, -1, zero) < 0) ||
+        (nv && lowp_put(f, NULL, s->name, ".qtensor_scale", CIC_DT_F32, 1, -1, tscale) < 0)) {
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int cic_dump_lowp_model(const char *path, const cic_model *m, const cic_lowp_spec *lp,
+                        const char *const *meta, cic_diag *d)
+{
+    lowp_file f = {0};
+    const char **kv = NULL;
+    char *lin = NULL;
+    size_t len = 1, pos = 0;
+    int i, k = 0, n_meta = 0, rc = -1;
+    for (i = 0; meta && meta[2 * i] && meta[2 * i + 1]; i++)
+        n_meta++;
+    for (i = 0; i < m->n_t; i++)
+        if (cic_lowp_is_linear_weight(m, i))
+            len += strlen(m->t[i].name) + 1;
+    /* at most five tensors per tensor, a name for four of them */
+    f.t = cic_calloc((size_t)m->n_t + 1, 5 * sizeof *f.t);
+    f.own = cic_calloc((size_t)m->n_t + 1, 10 * sizeof *f.own);
+    kv = cic_calloc((size_t)n_meta + 8, 2 * sizeof *kv);
+    lin = cic_calloc(len, 1);
+    if (!f.t || !f.own || !kv || !lin) {
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        goto cleanup;
+    }
+    for (i = 0; i < m->n_t; i++) {
+        if (m->t[i].role == CIC_T_ACT || !referenced(m, i))
+            continue;
+        if (lowp_tensor(&f, m, i, lp, path, d) < 0)
+            goto cleanup;
+        if (cic_lowp_is_linear_weight(m, i))
+            pos += (size_t)snprintf(lin + pos, len - pos, "%s%s", pos ? "," : "", m->t[i].name);
+    }
+    for (i = 0; i < n_meta; i++) {
+        kv[k++] = meta[2 * i];
+        kv[k++] = meta[2 * i + 1];
+    }
+    kv[k++] = "engine";
+    kv[k++] = lp->name;
+    kv[k++] = "weights";
+    kv[k++] = lp->weights;
+    kv[k++] = "activations";
+    kv[k++] = lp->activations;
+    kv[k++] = "compute";
+    kv[k++] = lp->elem->name;
+    kv[k++] = "weights_from";
+    kv[k++] = CIC_LOWP_FROM_NAME[lp->from];
+    /* which tensors the weights rule or format applies to (the rest is
+     * stored in the compute format) */
+    kv[k++] = "linear_weights";
+    kv[k++] = lin;
+    kv[k] = NULL;
+    rc = cic_safetensors_write(path, f.t, f.n, kv, d);
+cleanup:
+    lowp_file_free(&f);
+    free(kv);
+    free(lin);
+    return rc;
+}
+
 void cic_dump_file_name(char *buf, size_t cap, const cic_case *c, int i, bool f64)
 {
-    const char *stem = i == -1 ? "original" : i == -2 ? "outputs" : c->xf[i].name;
+    const char *stem = i == -1 ? "original" : i == -2 ? "outputs" : i == -3 ? "activations"
+                                                                            : c->xf[i].name;
     snprintf(buf, cap, "%s%s.safetensors", stem, f64 ? ".f64" : "");
+}
+
+void cic_dump_lowp_file_name(char *buf, size_t cap, const cic_case *c, int i, int e)
+{
+    snprintf(buf, cap, "%s.%s.safetensors", i < 0 ? "none" : c->xf[i].name, c->lowp[e].name);
+}
+
+/* File k of c's dump (k < dump_files(c)) into buf, who writes it into who
+ * and the case file line that names it (0: none): the original, the
+ * outputs, the activations (with [[engines.lowp]]), each transform's two,
+ * then each model's (none, the transforms) file per low-precision engine. */
+static int dump_files(const cic_case *c)
+{
+    return 2 + (c->n_lowp > 0) + 2 * c->n_xf + (c->n_xf + 1) * c->n_lowp;
+}
+
+static int dump_file(char *buf, size_t cap, char *who, size_t wcap, const cic_case *c, int k)
+{
+    int fixed = 2 + (c->n_lowp > 0), i, e;
+    if (k < fixed) {
+        cic_dump_file_name(buf, cap, c, -1 - k, false);
+        snprintf(who, wcap, "the %s file", k == 0 ? "original model's" : k == 1 ? "outputs"
+                                                                                : "activations");
+        return 0;
+    }
+    k -= fixed;
+    if (k < 2 * c->n_xf) {
+        i = k / 2;
+        cic_dump_file_name(buf, cap, c, i, k % 2);
+        snprintf(who, wcap, "transform '%s'%s", c->xf[i].name, k % 2 ? " (float64 copy)" : "");
+        return c->xf[i].line;
+    }
+    k -= 2 * c->n_xf;
+    i = k / c->n_lowp - 1;
+    e = k % c->n_lowp;
+    cic_dump_lowp_file_name(buf, cap, c, i, e);
+    snprintf(who, wcap, "engine '%s' on %s%s%s", c->lowp[e].name, i < 0 ? "" : "transform '",
+             i < 0 ? "the original model" : c->xf[i].name, i < 0 ? "" : "'");
+    return c->lowp[e].line;
 }
 
 int cic_dump_names_check(const cic_case *c, cic_diag *d)
 {
-    /* every file: the original, the outputs, each transform's two */
-    char a[2 * CIC_NAME_MAX], b[2 * CIC_NAME_MAX];
-    int n = 2 + 2 * c->n_xf, i, j;
+    char a[2 * CIC_NAME_MAX + 32], b[sizeof a], wa[3 * CIC_NAME_MAX], wb[sizeof wa];
+    int n = dump_files(c), i, j;
     for (i = 0; i < n; i++) {
-        int ti = i < 2 ? -1 - i : (i - 2) / 2;
-        cic_dump_file_name(a, sizeof a, c, ti, i >= 2 && (i - 2) % 2);
+        int la = dump_file(a, sizeof a, wa, sizeof wa, c, i);
         for (j = i + 1; j < n; j++) {
-            int tj = j < 2 ? -1 - j : (j - 2) / 2;
-            cic_dump_file_name(b, sizeof b, c, tj, j >= 2 && (j - 2) % 2);
+            int lb = dump_file(b, sizeof b, wb, sizeof wb, c, j);
             if (strcmp(a, b) != 0)
                 continue;
-            cic_diag_set(d, c->path, ti >= 0 ? c->xf[ti].line : 0, 1,
-                         "--dump: %s%s%s and transform '%s' would both write %s; "
-                         "rename one of them",
-                         ti >= 0 ? "transform '" : "the ", ti >= 0 ? c->xf[ti].name : a,
-                         ti >= 0 ? "'" : " file", c->xf[tj].name, a);
+            cic_diag_set(d, c->path, la ? la : lb, 1,
+                         "--dump: %s and %s would both write %s; rename one of them", wa, wb,
+                         a);
             return CIC_EINPUT;
         }
     }

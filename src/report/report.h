@@ -225,7 +225,9 @@ int cic_markdown_write(const char *path, const cic_report *const *r,
 
 /* ---- safetensors (the --dump format) ---- */
 
-typedef enum { CIC_DT_F32, CIC_DT_F64, CIC_DT_COUNT } cic_dtype;
+/* F32, F64: the values; I8, I32: a low-precision engine's codes and zero
+ * points (dump.h). */
+typedef enum { CIC_DT_F32, CIC_DT_F64, CIC_DT_I8, CIC_DT_I32, CIC_DT_COUNT } cic_dtype;
 
 typedef struct {
     const char *name;
@@ -236,7 +238,7 @@ typedef struct {
 } cic_st_tensor;
 
 /* Write tensors as one safetensors file (8-byte little-endian header length,
- * JSON header with dtype "F32"/"F64", shape, data_offsets, plus a
+ * JSON header with dtype "F32"/"F64"/"I8"/"I32", shape, data_offsets, plus a
  * "__metadata__" object of string pairs, then the data, tensors in the order
  * given). meta is a NULL-terminated list of key, value strings (may be NULL).
  * Atomic like the report. Returns 0, or -1 with d set. */

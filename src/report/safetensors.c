@@ -5,7 +5,8 @@
  *
  * Layout: u64 little-endian N; N bytes of UTF-8 JSON
  *   {"__metadata__": {k: v, ...},
- *    "<name>": {"dtype": "F32"|"F64", "shape": [..], "data_offsets": [b, e]}, ...}
+ *    "<name>": {"dtype": "F32"|"F64"|"I8"|"I32", "shape": [..], "data_offsets": [b, e]},
+ *    ...}
  * padded with spaces so N is a multiple of 8 (the data then starts 8-byte
  * aligned, which safetensors readers expect for zero-copy); then the tensor
  * bytes, contiguous, in the order given, offsets relative to the data start.
@@ -17,8 +18,8 @@
 #include <jansson.h>
 #include <string.h>
 
-static const char *const CIC_DTYPE_NAME[CIC_DT_COUNT] = {"F32", "F64"};
-static const size_t CIC_DTYPE_SIZE[CIC_DT_COUNT] = {4, 8};
+static const char *const CIC_DTYPE_NAME[CIC_DT_COUNT] = {"F32", "F64", "I8", "I32"};
+static const size_t CIC_DTYPE_SIZE[CIC_DT_COUNT] = {4, 8, 1, 4};
 _Static_assert(sizeof CIC_DTYPE_NAME / sizeof CIC_DTYPE_NAME[0] == CIC_DT_COUNT,
                "dtype name table");
 
