@@ -20,7 +20,7 @@ dir=${CIC_QUANT_REPORTS:-}
 if [ -z "$dir" ]; then
     dir=$tmp/reports
     for c in quant-rmsnorm quant-dit; do
-        expect_rc 0 "run cases/$c.toml" "$cicheck" run --quiet --no-color --out "$dir" \
+        expect_rc 0 "run cases/$c.toml" "$cicheck" run --quiet --no-color --out "$dir/$c" \
             "$root/cases/$c.toml"
     done
 fi
