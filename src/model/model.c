@@ -347,6 +347,24 @@ int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, in
     return o.out;
 }
 
+/* 0..d-1 with its first k places a seeded Fisher-Yates draw (malloc'd; NULL
+ * when memory runs out). */
+static int *_cic_seeded_channels(int d, int k, uint64_t key)
+{
+    int i, *perm = cic_calloc((size_t)d, sizeof *perm);
+    if (!perm)
+        return NULL;
+    for (i = 0; i < d; i++)
+        perm[i] = i;
+    for (i = 0; i < k; i++) {
+        int t, p = i + (int)(cic_rng_u64(key, (uint64_t)i) % (uint64_t)(d - i));
+        t = perm[i];
+        perm[i] = perm[p];
+        perm[p] = t;
+    }
+    return perm;
+}
+
 /* Outlier channels: the first k of a seeded Fisher-Yates shuffle of 0..d-1.
  * The block input and every writer's rows for those channels are scaled. */
 void _cic_apply_outliers(cic_model *m)
@@ -357,17 +375,9 @@ void _cic_apply_outliers(cic_model *m)
     float s = (float)m->cfg.outlier_scale;
     if (k <= 0)
         return;
-    perm = cic_calloc((size_t)d, sizeof *perm);
+    perm = _cic_seeded_channels(d, k, key);
     if (!perm)
         return;
-    for (i = 0; i < d; i++)
-        perm[i] = i;
-    for (i = 0; i < k; i++) {
-        int t, p = i + (int)(cic_rng_u64(key, (uint64_t)i) % (uint64_t)(d - i));
-        t = perm[i];
-        perm[i] = perm[p];
-        perm[p] = t;
-    }
     for (i = 0; i < k; i++) {
         int c = perm[i];
         cic_tensor *x = &m->t[m->input];
@@ -403,17 +413,9 @@ static int _cic_apply_massive(cic_model *m)
     cic_tensor *x = &m->t[m->input];
     if (k <= 0)
         return 0;
-    perm = cic_calloc((size_t)d, sizeof *perm);
+    perm = _cic_seeded_channels(d, k, key);
     if (!perm)
         return -1;
-    for (i = 0; i < d; i++)
-        perm[i] = i;
-    for (i = 0; i < k; i++) {
-        int tmp, p = i + (int)(cic_rng_u64(key, (uint64_t)i) % (uint64_t)(d - i));
-        tmp = perm[i];
-        perm[i] = perm[p];
-        perm[p] = tmp;
-    }
     for (s = 0; s < cfg->samples; s++)
         for (t = 0; t < T; t++)
             for (i = 0; i < k; i++)

@@ -205,22 +205,6 @@ static void err_tap(void *ctx, int op, const float *x, const float *y, int rows)
     e->sqnr_db = -20.0 * log10(e->rel_norm2);
 }
 
-/* The row's verdict as the exactness row mx has it (NULL: "none"). */
-static void copy_verdict(cic_result *x, const cic_result *mx)
-{
-    if (!mx)
-        return;
-    x->has_verdict = true;
-    x->expect = mx->expect;
-    x->verdict = mx->verdict;
-    x->ce_residual = mx->ce_residual;
-    x->ce_threshold_equivalent = mx->ce_threshold_equivalent;
-    x->ce_threshold_broken = mx->ce_threshold_broken;
-    x->pass = mx->pass;
-    x->n_samples = mx->n_samples;
-    memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
-}
-
 static int lowp_row(cic_pipeline *p, const char *xf, const cic_model *m, const cic_result *mx,
                     const cic_lowp_spec *lp, const cic_flop_count *analytical)
 {
@@ -250,7 +234,8 @@ static int lowp_row(cic_pipeline *p, const char *xf, const cic_model *m, const c
         _cic_pl_map_out_f32(p, y, m) < 0)
         return -1;
     x = _cic_pl_new_result(p, xf, lp->name);
-    copy_verdict(x, mx);
+    if (mx) /* NULL: "none" */
+        _cic_pl_copy_verdict(x, mx);
     x->lowp = true;
     x->has_metrics = true;
     cic_metric_error(&x->metrics, lp->elem, (const mpfr_t *)p->truth, y, p->rows, p->cols,

@@ -94,6 +94,8 @@ void _cic_pl_fill_flops(cic_pipeline *p, cic_flops *f, const cic_flop_count *cou
                         const cic_flop_count *analytical, bool engines_agree);
 void _cic_pl_score_f32(cic_pipeline *p, cic_result *x, const float *y);
 bool _cic_pl_engine_on(const cic_case *c, int e);
+/* An engine's row takes the verdict of its transform's exactness row mx. */
+void _cic_pl_copy_verdict(cic_result *x, const cic_result *mx);
 int _cic_pl_before(cic_pipeline *p);
 int _cic_pl_verdict_ref(cic_pipeline *p);
 int _cic_pl_xform(cic_pipeline *p, int i, cic_diag *d);

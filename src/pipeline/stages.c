@@ -79,6 +79,19 @@ void _cic_pl_score_f32(cic_pipeline *r, cic_result *x, const float *y)
         x->pass = false;
 }
 
+void _cic_pl_copy_verdict(cic_result *x, const cic_result *mx)
+{
+    x->has_verdict = true;
+    x->expect = mx->expect;
+    x->verdict = mx->verdict;
+    x->ce_residual = mx->ce_residual;
+    x->ce_threshold_equivalent = mx->ce_threshold_equivalent;
+    x->ce_threshold_broken = mx->ce_threshold_broken;
+    x->pass = mx->pass;
+    x->n_samples = mx->n_samples;
+    memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
+}
+
 bool _cic_pl_engine_on(const cic_case *c, int e)
 {
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
@@ -260,15 +273,7 @@ static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m
         _cic_pl_map_out_f32(r, y, m) < 0)
         return -1;
     x = _cic_pl_new_result(r, xs->name, CIC_ENGINE_F32_NAME[e]);
-    x->has_verdict = true;
-    x->expect = mx->expect;
-    x->verdict = mx->verdict;
-    x->ce_residual = mx->ce_residual;
-    x->ce_threshold_equivalent = mx->ce_threshold_equivalent;
-    x->ce_threshold_broken = mx->ce_threshold_broken;
-    x->pass = mx->pass;
-    x->n_samples = mx->n_samples;
-    memcpy(x->per_sample, mx->per_sample, sizeof x->per_sample);
+    _cic_pl_copy_verdict(x, mx);
     x->has_metrics = true;
     _cic_pl_score_f32(r, x, y);
     cic_metric_drift(&x->metrics.drift, f32, r->before[e], y, r->n);
