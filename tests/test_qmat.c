@@ -26,6 +26,7 @@
 
 #include "base/mpvec.h"
 #include "base/rng.h"
+#include "model/model.h"
 #include "xform/qmat.h"
 
 #include <string.h>
@@ -471,8 +472,11 @@ static void test_hadamard_bases(void **state)
         { 20, 20 },   { 28, 28 },   { 36, 36 },   { 40, 20 },   { 52, 52 },
         { 60, 60 },   { 108, 108 }, { 140, 140 }, { 148, 148 }, { 44, 44 },
         { 100, 100 }, { 164, 164 }, { 244, 244 }, { 24, 12 },   { 1152, 36 },
-        { 156, 156 }, { 172, 172 }, { 312, 312 }, { 624, 312 }, { 1248, 312 },
-        { 344, 344 }, { 688, 344 }, { 92, 0 },    { 6, 0 },     { 3, 0 },
+        { 156, 156 }, { 172, 172 }, { 312, 156 }, { 624, 156 }, { 1248, 156 },
+        { 344, 172 }, { 688, 172 }, { 92, 0 },    { 6, 0 },     { 3, 0 },
+        /* the widths QuaRot rotates (test_hadamard_cheapest) */
+        { 4096, 1 },  { 5120, 20 }, { 11008, 172 }, { 13824, 108 }, { 14336, 28 },
+        { 2560, 20 },
         { 78, 0 },    { 86, 0 },    { 0, 0 },     { -4, 0 },
     };
     size_t c;
@@ -505,10 +509,58 @@ static void test_hadamard_bases(void **state)
     }
 }
 
+/* The automatic base of every width is the cheapest fast transform among
+ * the bases that build it (cic_op_flops_fwht per row over every K with a
+ * construction, K 2^k = w), for the widths QuaRot and the shipped cases
+ * rotate and for every multiple of 4 up to 4096; hadamard_base refuses a
+ * base that does not divide the width. */
+/* The cheapest base of width w among those that build it (0: none). */
+static int cheapest_base(int w)
+{
+    int P, best = 0;
+    for (P = 1; P <= w; P *= 2) {
+        int k0 = w / P;
+        double f;
+        if (w % P || !cic_q_hadamard_k_supported(w, k0))
+            continue;
+        f = cic_op_flops_fwht(1, w, k0);
+        if (!best || f < cic_op_flops_fwht(1, w, best) ||
+            (f == cic_op_flops_fwht(1, w, best) && k0 < best))
+            best = k0;
+    }
+    return best;
+}
+
+static void test_hadamard_cheapest(void **state)
+{
+    static const int quarot[] = { 4096, 5120, 11008, 13824, 14336, 2560, 1152, 4608, 688 };
+    size_t a;
+    int w, n = 0;
+    (void)state;
+    for (w = 4; w <= 4096; w += 4) {
+        int best = cheapest_base(w);
+        if (cic_hadamard_base_order(w) != best)
+            fail_msg("width %d: automatic base %d, the cheapest is %d", w,
+                     cic_hadamard_base_order(w), best);
+        n += best != 0;
+    }
+    for (a = 0; a < sizeof quarot / sizeof quarot[0]; a++) {
+        int best = cheapest_base(quarot[a]);
+        assert_true(best > 0);
+        assert_int_equal(cic_hadamard_base_order(quarot[a]), best);
+        print_message("width %5d: base %3d, fast transform %.0f FLOPs per row\n", quarot[a],
+                      best, cic_op_flops_fwht(1, quarot[a], best));
+    }
+    print_message("%d widths up to 4096: the automatic base is the cheapest\n", n);
+    assert_true(n > 500);
+    assert_false(cic_q_hadamard_k_supported(4096, 12));
+    assert_false(cic_q_hadamard_k_supported(11008, 20));
+}
+
 /* The Williamson orders end to end: Q for d = 156 and 172 (base = the
  * Williamson array, S^T S = d I in integers, signs = H_K (x) Syl diag(s))
- * and their multiples 312 = 156 * 2 and 688 = 172 * 4 (Paley bases, see
- * test_hadamard_bases). The base check can fail: one flipped sign of the
+ * and their multiples 312 = 156 * 2 and 688 = 172 * 4 (the same Williamson
+ * bases, the cheapest: test_hadamard_bases). The base check can fail: one flipped sign of the
  * 156 and 172 bases breaks H H^T = K I in 2 (K - 1) entries (row and column
  * of the flipped row, off the diagonal). */
 static void test_hadamard_williamson(void **state)
@@ -677,7 +729,7 @@ static void test_hadamard_forced_orders(void **state)
         { 256, 32, 32 },   { 256, 128, 128 }, { 256, 2, 0 },   { 256, 16, 0 },
         { 256, 12, 0 },    { 256, 256, 0 }, { 256, 512, 0 },   { 256, -1, 0 },
         { 40, 0, 20 },     { 40, 20, 20 },  { 40, 40, 0 },     { 40, 1, 0 },
-        { 24, 12, 12 },    { 24, 24, 24 },  { 312, 0, 312 },   { 312, 156, 156 },
+        { 24, 12, 12 },    { 24, 24, 24 },  { 312, 0, 156 },   { 312, 156, 156 },
         { 312, 312, 312 }, { 1, 1, 1 },     { 1, 0, 1 },       { 0, 0, 0 },
         { 0, 1, 0 },       { -4, 4, 0 },    { 92, 0, 0 },      { 92, 92, 0 },
     };
@@ -988,6 +1040,7 @@ int main(void)
         cmocka_unit_test(test_hadamard_williamson),
         cmocka_unit_test(test_hadamard_fast_matches_dense),
         cmocka_unit_test(test_hadamard_forced_orders),
+        cmocka_unit_test(test_hadamard_cheapest),
         cmocka_unit_test(test_hadamard_forced_q),
         cmocka_unit_test(test_hadamard_forced_fast_matches_dense),
         cmocka_unit_test(test_hadamard_forced_explain),

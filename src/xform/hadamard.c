@@ -267,29 +267,30 @@ static int _cic_hadamard_kind(int K)
     return CIC_HAD_NONE;
 }
 
-/* The base order K of d = K * 2^k, or 0 when there is none: the smallest K
- * with a Sylvester or Paley base, or failing that the smallest Williamson K.
- * Deterministic, and the same K as before the Williamson bases existed for
- * every d supported then (their bits are pinned by reference baselines):
- * 312 = 156 * 2 and 344 = 172 * 2 are Paley I orders (311 prime, 343 = 7^3),
- * so every proper multiple of 156 or 172 keeps its Paley base, and the
- * Williamson bases serve d = 156 and d = 172 alone. */
+/* The base order K of d = K * 2^k, or 0 when there is none: the K with a
+ * construction here (Sylvester, Paley, Williamson) whose fast transform
+ * costs the fewest FLOPs. Per value of a row that is log2(d / K) butterfly
+ * stages and K - 1 adds mixing the K blocks (cic_op_flops_fwht), and
+ * doubling K saves one stage but adds K, so the smallest K with any
+ * construction is the cheapest. d = 11008 = 172 * 64 thus gets the
+ * Williamson base 172 (as QuaRot uses), not the Paley base 344 (1.96x the
+ * FLOPs); 2560 = 20 * 128 keeps Paley II 20, cheaper
+ * than QuaRot's 40. Before, a Williamson base served only d = 156 and 172
+ * themselves; for every other supported d the choice is unchanged. */
 static int _cic_hadamard_order(int d)
 {
-    int K0, K, pass;
+    int K;
     if (d < 1)
         return 0;
-    K0 = d;
-    while (K0 % 2 == 0)
-        K0 /= 2;
-    for (pass = 0; pass < 2; pass++)
-        for (K = K0; K <= d; K *= 2) {
-            int kind = _cic_hadamard_kind(K);
-            if (kind != CIC_HAD_NONE && (kind == CIC_HAD_WILLIAMSON) == (pass == 1))
-                return K;
-            if (K > INT_MAX / 2)
-                break;
-        }
+    K = d;
+    while (K % 2 == 0)
+        K /= 2;
+    for (; K <= d; K *= 2) {
+        if (_cic_hadamard_kind(K) != CIC_HAD_NONE)
+            return K;
+        if (K > INT_MAX / 2)
+            break;
+    }
     return 0;
 }
 

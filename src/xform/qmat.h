@@ -22,9 +22,9 @@ int cic_q_random(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
 
 /* Randomized Hadamard H diag(s) / sqrt(d) with s_i = +-1 from the seed and
  * H = H_K (x) Sylvester(d / K): d = K * 2^k with K = 1 or a Paley order
- * (q + 1 for a prime power q = 3 mod 4, 2(q + 1) for q = 1 mod 4), the
- * smallest such K; failing that, K a Williamson order (156 or 172, which
- * serve d = 156 and 172 only: their multiples have Paley bases). Returns
+ * (q + 1 for a prime power q = 3 mod 4, 2(q + 1) for q = 1 mod 4) or a
+ * Williamson order (156 or 172), the smallest such K (the cheapest fast
+ * transform). Returns
  * 0, or -1 when d has no construction here (see cic_q_hadamard_supported).
  * Same as cic_q_hadamard_k with K = 0. */
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
