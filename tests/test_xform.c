@@ -3,6 +3,8 @@
  * For random shapes and seeds, every exact transform, run in MPFR with its
  * unrounded weights, stays under its verdict threshold against the original
  * model in MPFR; every known mistake lands far above the broken threshold.
+ * R2 (rotate-heads) on the preln block's fused qkv with biases and on the
+ * rmsnorm block after R1.
  * Seeds and shapes are printed on failure; CIC_TEST_MULTIPLIER runs more. */
 #include "testutil.h"
 
@@ -165,6 +167,12 @@ static void test_preln_exact_and_mistakes(void **state)
                                    CIC_MISTAKE_SKIP_MEAN_BAKE, CIC_TPREC_MPFR);
         cic_xform_spec bad2 = spec("skipo", CIC_XFORM_ROTATE, CIC_Q_RANDOM,
                                    CIC_MISTAKE_SKIP_ATTN_OUT, CIC_TPREC_MPFR);
+        cic_xform_spec r2r = spec("r2r", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
+                                  CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+        cic_xform_spec r2h = spec("r2h", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
+                                  CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+        cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
+                                    CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
         assert_non_null(orig);
         check_eq(ce_of(orig, NULL, &fuse, &fused), &fuse, &c, "fuse-layernorm");
         check_eq(ce_of(orig, fused, &rr, NULL), &rr, &c, "fuse + rotate random");
@@ -173,6 +181,10 @@ static void test_preln_exact_and_mistakes(void **state)
         check_broken(ce_of(orig, NULL, &rr, NULL), &rr, &c, "rotate without fusion");
         check_broken(ce_of(orig, NULL, &bad1, NULL), &bad1, &c, "skip mean bake");
         check_broken(ce_of(orig, fused, &bad2, NULL), &bad2, &c, "attn out not rotated");
+        /* R2 on the fused qkv (value rows and their bias) and the proj columns */
+        check_eq(ce_of(orig, NULL, &r2r, NULL), &r2r, &c, "rotate-heads random");
+        check_eq(ce_of(orig, fused, &r2h, NULL), &r2h, &c, "fuse + rotate-heads hadamard");
+        check_broken(ce_of(orig, NULL, &r2bad, NULL), &r2bad, &c, "R2 without the out proj");
         cic_model_destroy(fused);
         cic_model_destroy(orig);
     }
@@ -201,6 +213,19 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
         check_eq(ce_of(orig, folded, &rh, NULL), &rh, &c, "fold + rotate hadamard");
         check_broken(ce_of(orig, NULL, &rr, NULL), &rr, &c, "gamma left in the norm");
         check_broken(ce_of(orig, NULL, &bad, NULL), &bad, &c, "centered embeddings");
+        {
+            /* R1 then R2 (QuaRot's pair), and R2 with the values alone rotated */
+            cic_model *r1 = NULL;
+            cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
+                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+            cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
+                                        CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
+            r2.q_seed = seed;
+            check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1");
+            check_eq(ce_of(orig, r1, &r2, NULL), &r2, &c, "fold + R1 + R2 hadamard");
+            check_broken(ce_of(orig, r1, &r2bad, NULL), &r2bad, &c, "R2 without o_proj");
+            cic_model_destroy(r1);
+        }
         cic_model_destroy(folded);
         cic_model_destroy(orig);
     }

@@ -82,6 +82,7 @@ static bool applies(enum cic_xform_kind k, enum cic_norm_kind norm)
     case CIC_XFORM_FOLD_RMSNORM_GAMMA:
         return norm == CIC_NORM_RMSNORM;
     case CIC_XFORM_ROTATE:
+    case CIC_XFORM_ROTATE_HEADS:
         return norm != CIC_NORM_ADALN;
     default:
         return _cic_is_adaln(k) && norm == CIC_NORM_ADALN;
@@ -112,7 +113,7 @@ const char *_cic_block_kind_hint(enum cic_block_kind b)
         snprintf(buf, sizeof buf, " (on a %s block an adaLN strategy: %s)", cic_block(b)->name,
                  kinds_for(kinds, sizeof kinds, CIC_NORM_ADALN, " or "));
     else
-        snprintf(buf, sizeof buf, " (fuse-layernorm, fold-rmsnorm-gamma or rotate)");
+        snprintf(buf, sizeof buf, " (fuse-layernorm, fold-rmsnorm-gamma, rotate or rotate-heads)");
     return buf;
 }
 

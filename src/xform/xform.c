@@ -139,6 +139,16 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
                          "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
             return CIC_EINPUT;
         }
+        if (x->kind == CIC_XFORM_ROTATE_HEADS && x->q == CIC_Q_HADAMARD &&
+            !cic_q_hadamard_k_supported(c->model.d_model / c->model.heads, x->hadamard_base)) {
+            char hint[256];
+            cic_q_hadamard_k_explain(hint, sizeof hint, c->model.d_model / c->model.heads,
+                                     x->hadamard_base);
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': no Hadamard matrix of the head width %d; %s",
+                         x->name, c->model.d_model / c->model.heads, hint);
+            return CIC_EINPUT;
+        }
         if ((x->kind == CIC_XFORM_ROTATE || adaln) && x->q == CIC_Q_HADAMARD &&
             !cic_q_hadamard_supported(c->model.d_model)) {
             char hint[256];
@@ -472,6 +482,9 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
         break;
     case CIC_XFORM_ROTATE:
         rc = do_rotate(&c, x);
+        break;
+    case CIC_XFORM_ROTATE_HEADS:
+        rc = _cic_xf_rotate_heads(&c, x);
         break;
     case CIC_XFORM_STATIC_FOLD:
     case CIC_XFORM_ONLINE_UNROTATE:

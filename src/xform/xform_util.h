@@ -27,6 +27,10 @@ int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
 /* Tensor id [rows, d] times Q (d x d, row-major). */
 int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
 
+/* R2, kind rotate-heads (rotate_heads.c): the value heads and the output
+ * projection's columns. 0, or -1 when memory runs out. */
+int _cic_xf_rotate_heads(cic_xf_ctx *c, const cic_xform_spec *x);
+
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
