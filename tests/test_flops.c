@@ -16,6 +16,8 @@
 
 #include "metric/flops.h"
 #include "report/report.h"
+#include "xform/qmat.h"
+#include "xform/xform.h"
 
 #include <signal.h>
 #include <string.h>
@@ -501,6 +503,56 @@ static void test_na_and_table(void **state)
 
 /* Each formula on small sizes, the arithmetic in the comments (engine.h
  * convention: multiply-add 2, anything else 1). */
+/* R4 (online-down) after R1 on an rmsnorm block: the engine's counted
+ * FLOPs equal cic_flops_case site by site, and the extra over R1 is the
+ * fast Hadamard of the MLP width per layer (cic_op_flops_fwht), by hand:
+ * m = 48 = 12 x 4, R = 6 rows, L = 2: 6 (48 log2 4 + 4 * 12 * 11 + 96) per
+ * layer = 6 * 720 = 4320, 8640 in all. The skip-online mistake adds none. */
+static void test_online_down_counted(void **state)
+{
+    static const char text[] =
+        "[model]\nblock = \"rmsnorm\"\nd_model = 24\nheads = 2\nmlp_ratio = 2\n"
+        "tokens = 3\nsamples = 2\nlayers = 2\nseed = 4\n"
+        "[[transforms]]\nname = \"r1\"\nkind = \"rotate\"\nq = \"hadamard\"\n"
+        "[[transforms]]\nname = \"r4\"\nkind = \"online-down\"\nafter = \"r1\"\n"
+        "q = \"hadamard\"\n"
+        "[[transforms]]\nname = \"bad\"\nkind = \"online-down\"\nafter = \"r1\"\n"
+        "q = \"hadamard\"\nmistake = \"skip-online\"\nexpect = \"broken\"\n";
+    cic_case c;
+    cic_diag d;
+    cic_model *orig, *r1, *m;
+    cic_flop_count want, got, base;
+    int i, s;
+    (void)state;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(cic_case_load_string(&c, text, "r4.toml", &d), CIC_OK);
+    assert_int_equal(cic_hadamard_base_order(48), 12);
+    orig = cic_model_create(&c.model, c.readout);
+    r1 = cic_xform_apply(orig, &c.xf[0], 128, &d);
+    assert_non_null(r1);
+    cic_flops_case(&base, &c, 0);
+    for (i = 1; i < 3; i++) {
+        float *y = cic_calloc((size_t)orig->rows * cic_model_out_cols(orig), sizeof *y);
+        cic_run_opts o;
+        m = cic_xform_apply(r1, &c.xf[i], 128, &d);
+        assert_non_null(m);
+        memset(&o, 0, sizeof o);
+        memset(&got, 0, sizeof got);
+        o.flops = &got;
+        assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_FIXED, &o), 0);
+        cic_flops_case(&want, &c, i);
+        for (s = 0; s < CIC_SITE_COUNT; s++)
+            if (got.site[s] != want.site[s])
+                fail_msg("%s: site %s counted %.17g, formulas %.17g", c.xf[i].name,
+                         CIC_SITE_NAME[s], got.site[s], want.site[s]);
+        assert_true(want.site[CIC_SITE_MLP] - base.site[CIC_SITE_MLP] == (i == 1 ? 8640 : 0));
+        free(y);
+        cic_model_destroy(m);
+    }
+    cic_model_destroy(r1);
+    cic_model_destroy(orig);
+}
+
 static void test_op_formulas(void **state)
 {
     (void)state;
@@ -675,6 +727,7 @@ int main(void)
         cmocka_unit_test(test_crossover_tiny),
         cmocka_unit_test(test_na_and_table),
         cmocka_unit_test(test_op_formulas),
+        cmocka_unit_test(test_online_down_counted),
         cmocka_unit_test(test_block_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

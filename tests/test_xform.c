@@ -4,7 +4,8 @@
  * unrounded weights, stays under its verdict threshold against the original
  * model in MPFR; every known mistake lands far above the broken threshold.
  * R2 (rotate-heads) on the preln block's fused qkv with biases and on the
- * rmsnorm block after R1.
+ * rmsnorm block after R1; R4 (online-down) after R1, and its fusion
+ * without the online op (QuaRot #4) broken.
  * Seeds and shapes are printed on failure; CIC_TEST_MULTIPLIER runs more. */
 #include "testutil.h"
 
@@ -220,10 +221,19 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
                                      CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
             cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
                                         CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
+            cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
+                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+            cic_xform_spec r4bad = spec("r4bad", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
+                                        CIC_MISTAKE_SKIP_ONLINE, CIC_TPREC_MPFR);
             r2.q_seed = seed;
             check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1");
             check_eq(ce_of(orig, r1, &r2, NULL), &r2, &c, "fold + R1 + R2 hadamard");
             check_broken(ce_of(orig, r1, &r2bad, NULL), &r2bad, &c, "R2 without o_proj");
+            /* R4: the online Hadamard before down_proj, and its fusion alone */
+            r4.q_seed = seed;
+            r4bad.q_seed = seed;
+            check_eq(ce_of(orig, r1, &r4, NULL), &r4, &c, "fold + R1 + R4");
+            check_broken(ce_of(orig, r1, &r4bad, NULL), &r4bad, &c, "R4 without the online op");
             cic_model_destroy(r1);
         }
         cic_model_destroy(folded);

@@ -45,6 +45,7 @@
  *   [[transforms]]
  *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
  *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate | rotate-heads
+ *                                   # | online-down
  *   after = "other-name"            # optional: applied on top of that earlier transform
  *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas | bf16 (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard
@@ -62,6 +63,7 @@
  * Mistakes: "skip-mean-bake" (fuse-layernorm: no C baked into writers),
  * "skip-attn-out" (rotate: attn.proj / o_proj left unrotated),
  * "skip-out-proj" (rotate-heads: the values rotated, o_proj left as it was),
+ * "skip-online" (online-down: the Hadamard fused into down_proj, no online op),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
  * wrong on an RMSNorm model).
  *
@@ -84,7 +86,8 @@
  * "*"; max >= 0 (inf allowed), an f32 engine named must be enabled.
  * fuse-layernorm needs preln, fold-rmsnorm-gamma needs rmsnorm; mistakes:
  * skip-mean-bake with fuse-layernorm, skip-attn-out with rotate, skip-out-proj
- * with rotate-heads (q, seed and hadamard_base as for rotate),
+ * with rotate-heads, skip-online with online-down (q, seed and hadamard_base
+ * as for rotate; online-down needs q = "hadamard"),
  * center-embeddings with fold-rmsnorm-gamma. Example files:
  * tests/fixtures/valid-preln.toml, tests/fixtures/valid-rmsnorm.toml.
  *
@@ -132,6 +135,7 @@ enum cic_xform_kind {
     CIC_XFORM_FOLD_RMSNORM_GAMMA,
     CIC_XFORM_ROTATE,
     CIC_XFORM_ROTATE_HEADS, /* R2: per value head, fused into v and o */
+    CIC_XFORM_ONLINE_DOWN,  /* R4: an online Hadamard before the MLP writer */
     /* adaLN (dit) strategies, DESIGN.md section 3 */
     CIC_XFORM_STATIC_FOLD,
     CIC_XFORM_ONLINE_UNROTATE,
@@ -153,6 +157,7 @@ enum cic_mistake {
     CIC_MISTAKE_SKIP_ATTN_OUT,
     CIC_MISTAKE_CENTER_EMBEDDINGS,
     CIC_MISTAKE_SKIP_OUT_PROJ,
+    CIC_MISTAKE_SKIP_ONLINE,
     CIC_MISTAKE_COUNT
 };
 enum cic_verdict {

@@ -6,6 +6,8 @@
  * or transcendental call 1. */
 #include "flops.h"
 
+#include "../xform/qmat.h"
+
 #include <string.h>
 
 cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg)
@@ -49,12 +51,29 @@ void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
     fc->site[CIC_SITE_FINAL] = f.final;
 }
 
+/* The online transforms of a chain ending at transform i: R4's fast
+ * Hadamard before every MLP writer (online-down, unless skip-online). */
+static void online_ops(cic_flop_count *fc, const cic_case *c, int i)
+{
+    const cic_model_cfg *m = &c->model;
+    double R = (double)m->tokens * m->samples;
+    int n = 0;
+    for (; i >= 0 && n < CIC_MAX_XFORMS; i = c->xf[i].after, n++) {
+        const cic_xform_spec *x = &c->xf[i];
+        int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(m->d_mlp);
+        if (x->kind == CIC_XFORM_ONLINE_DOWN && x->mistake != CIC_MISTAKE_SKIP_ONLINE)
+            fc->site[CIC_SITE_MLP] += m->layers * cic_op_flops_fwht(R, m->d_mlp, K);
+    }
+}
+
 void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i)
 {
-    if (cic_block(c->model.block)->norm == CIC_NORM_ADALN)
+    if (cic_block(c->model.block)->norm == CIC_NORM_ADALN) {
         cic_flops_dit(fc, &c->model, i >= 0 ? &c->xf[i] : NULL);
-    else
-        cic_flops_analytical(fc, &c->model, c->readout,
-                             i >= 0 ? cic_flops_norm_after(c, i)
-                                    : cic_flops_norm_original(&c->model));
+        return;
+    }
+    cic_flops_analytical(fc, &c->model, c->readout,
+                         i >= 0 ? cic_flops_norm_after(c, i)
+                                : cic_flops_norm_original(&c->model));
+    online_ops(fc, c, i);
 }

@@ -139,6 +139,21 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
                          "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
             return CIC_EINPUT;
         }
+        if (x->kind == CIC_XFORM_ONLINE_DOWN && x->q != CIC_Q_HADAMARD) {
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': online-down needs q = \"hadamard\" (the online "
+                         "transform is a fast Hadamard; q = \"%s\")", x->name, CIC_Q_NAME[x->q]);
+            return CIC_EINPUT;
+        }
+        if (x->kind == CIC_XFORM_ONLINE_DOWN &&
+            !cic_q_hadamard_k_supported(c->model.d_mlp, x->hadamard_base)) {
+            char hint[256];
+            cic_q_hadamard_k_explain(hint, sizeof hint, c->model.d_mlp, x->hadamard_base);
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': no Hadamard matrix of the MLP width %d; %s",
+                         x->name, c->model.d_mlp, hint);
+            return CIC_EINPUT;
+        }
         if (x->kind == CIC_XFORM_ROTATE_HEADS && x->q == CIC_Q_HADAMARD &&
             !cic_q_hadamard_k_supported(c->model.d_model / c->model.heads, x->hadamard_base)) {
             char hint[256];
@@ -485,6 +500,9 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
         break;
     case CIC_XFORM_ROTATE_HEADS:
         rc = _cic_xf_rotate_heads(&c, x);
+        break;
+    case CIC_XFORM_ONLINE_DOWN:
+        rc = _cic_xf_online_down(&c, x);
         break;
     case CIC_XFORM_STATIC_FOLD:
     case CIC_XFORM_ONLINE_UNROTATE:

@@ -31,6 +31,10 @@ int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
  * projection's columns. 0, or -1 when memory runs out. */
 int _cic_xf_rotate_heads(cic_xf_ctx *c, const cic_xform_spec *x);
 
+/* R4, kind online-down (online_down.c): an FWHT op before every MLP writer,
+ * its transpose fused into the writer. 0, or -1 when memory runs out. */
+int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
+
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
