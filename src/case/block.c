@@ -84,6 +84,7 @@ static bool applies(enum cic_xform_kind k, enum cic_norm_kind norm)
     case CIC_XFORM_ROTATE:
     case CIC_XFORM_ROTATE_HEADS:
     case CIC_XFORM_ONLINE_DOWN:
+    case CIC_XFORM_ONLINE_QK:
         return norm != CIC_NORM_ADALN;
     default:
         return _cic_is_adaln(k) && norm == CIC_NORM_ADALN;
@@ -114,7 +115,8 @@ const char *_cic_block_kind_hint(enum cic_block_kind b)
         snprintf(buf, sizeof buf, " (on a %s block an adaLN strategy: %s)", cic_block(b)->name,
                  kinds_for(kinds, sizeof kinds, CIC_NORM_ADALN, " or "));
     else
-        snprintf(buf, sizeof buf, " (fuse-layernorm, fold-rmsnorm-gamma, rotate, rotate-heads or online-down)");
+        snprintf(buf, sizeof buf, " (fuse-layernorm, fold-rmsnorm-gamma, rotate, rotate-heads, online-down or "
+                 "online-qk)");
     return buf;
 }
 

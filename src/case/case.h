@@ -136,6 +136,7 @@ enum cic_xform_kind {
     CIC_XFORM_ROTATE,
     CIC_XFORM_ROTATE_HEADS, /* R2: per value head, fused into v and o */
     CIC_XFORM_ONLINE_DOWN,  /* R4: an online Hadamard before the MLP writer */
+    CIC_XFORM_ONLINE_QK,    /* R3: online per-head Hadamards of q and k */
     /* adaLN (dit) strategies, DESIGN.md section 3 */
     CIC_XFORM_STATIC_FOLD,
     CIC_XFORM_ONLINE_UNROTATE,
@@ -158,6 +159,7 @@ enum cic_mistake {
     CIC_MISTAKE_CENTER_EMBEDDINGS,
     CIC_MISTAKE_SKIP_OUT_PROJ,
     CIC_MISTAKE_SKIP_ONLINE,
+    CIC_MISTAKE_BEFORE_ROPE,
     CIC_MISTAKE_COUNT
 };
 enum cic_verdict {

@@ -265,14 +265,16 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *
     xf->q_seed = 0;
     xf->hadamard_base = 0;
     if (xf->kind != CIC_XFORM_ROTATE && xf->kind != CIC_XFORM_ROTATE_HEADS &&
-        xf->kind != CIC_XFORM_ONLINE_DOWN && !_cic_is_adaln(xf->kind)) {
+        xf->kind != CIC_XFORM_ONLINE_DOWN && xf->kind != CIC_XFORM_ONLINE_QK &&
+        !_cic_is_adaln(xf->kind)) {
         static const char *const rot_only[] = {"q", "seed", "hadamard_base"};
         size_t k;
         for (k = 0; k < CIC_CASE_LEN(rot_only); k++)
             if (_cic_find(t, rot_only[k], &l, &col))
                 return _cic_fail(x, l, col,
                                  "'%s' is only allowed for kind = "
-                                 "\"rotate\", \"rotate-heads\", \"online-down\" and the adaLN strategies "
+                                 "\"rotate\", \"rotate-heads\", \"online-down\", \"online-qk\" and the "
+                                 "adaLN strategies "
                                  "of a dit block (this transform is "
                                  "\"%s\")",
                                  rot_only[k], CIC_XFORM_NAME[xf->kind]);
@@ -313,6 +315,7 @@ static int _cic_xform_mistake(cic_case_ctx *x, const cic_case_tab *t,
            : xf->mistake == CIC_MISTAKE_SKIP_ATTN_OUT ? CIC_XFORM_ROTATE
            : xf->mistake == CIC_MISTAKE_SKIP_OUT_PROJ ? CIC_XFORM_ROTATE_HEADS
            : xf->mistake == CIC_MISTAKE_SKIP_ONLINE   ? CIC_XFORM_ONLINE_DOWN
+           : xf->mistake == CIC_MISTAKE_BEFORE_ROPE   ? CIC_XFORM_ONLINE_QK
                                                       : CIC_XFORM_FOLD_RMSNORM_GAMMA;
     if (xf->kind != need) {
         _cic_pos(node, &l, &col);

@@ -292,7 +292,10 @@ static int mp_center(mprun *r, const cic_op *o, mpfr_t *y)
 static int mp_fwht(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
-    int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), i, j, k, len, lg = 0;
+    /* a row of blocks (group) is that many rows of one block: rows are
+     * contiguous */
+    int w = o->group > 0 ? o->group : r->m->t[o->in[0]].cols, i, j, k, len, lg = 0;
+    int R = rows_of(r, o->in[0]) * (r->m->t[o->in[0]].cols / w);
     int K = o->hbase, P, a, c, e;
     signed char *hk = NULL;
     mpfr_t *acc = NULL;

@@ -526,7 +526,9 @@ static void fwht_rows(void *ctx, int lo, int hi, int t)
  * K - 1 adds/subs per output (FLOPs: cic_op_flops_fwht). */
 static int real_fwht(realrun *r, const cic_op *o, REAL *y)
 {
-    int w = r->m->t[o->in[0]].cols, R = rows_of(r, o->in[0]), lg = 0;
+    /* blocks of a row (group) are rows of one block: rows are contiguous */
+    int w = o->group > 0 ? o->group : r->m->t[o->in[0]].cols, lg = 0;
+    int R = rows_of(r, o->in[0]) * (r->m->t[o->in[0]].cols / w);
     int K = o->hbase, P;
     signed char *hk = NULL;
     fwht_job jb;

@@ -63,6 +63,13 @@ static void online_ops(cic_flop_count *fc, const cic_case *c, int i)
         int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(m->d_mlp);
         if (x->kind == CIC_XFORM_ONLINE_DOWN && x->mistake != CIC_MISTAKE_SKIP_ONLINE)
             fc->site[CIC_SITE_MLP] += m->layers * cic_op_flops_fwht(R, m->d_mlp, K);
+        if (x->kind == CIC_XFORM_ONLINE_QK && x->mistake != CIC_MISTAKE_BEFORE_ROPE) {
+            int dh = m->d_model / m->heads;
+            int Kh = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(dh);
+            /* q: heads blocks per row, k: one per key/value head */
+            fc->site[CIC_SITE_ATTN] += m->layers * (cic_op_flops_fwht(R * m->heads, dh, Kh) +
+                                                    cic_op_flops_fwht(R * m->heads, dh, Kh));
+        }
     }
 }
 

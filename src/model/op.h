@@ -101,6 +101,9 @@ struct cic_op {
     int heads;       /* ATTN */
     bool causal;     /* ATTN */
     bool transpose;  /* FWHT: Q^T */
+    int group;       /* FWHT: 0, or the width of the blocks of a row the
+                      * transform applies to one by one (a block-diagonal
+                      * rotation; per head, or group-wise) */
     int hbase;       /* FWHT: the order K of the Hadamard base, width K 2^k
                       * (set by the transform that builds the op, from
                       * xform/qmat.h; K = 1 for powers of two) */
@@ -476,6 +479,10 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
         cic_op_need_like(c, o->out, "output", o->in[0]))
         return -1;
     w = c->m->t[o->in[0]].cols;
+    if (o->group < 0 || (o->group > 0 && w % o->group != 0))
+        return cic_op_refuse(c, "blocks of %d values do not divide the width %d", o->group, w);
+    if (o->group > 0)
+        w = o->group;
     if (o->hbase <= 0)
         return cic_op_refuse(c, "no Hadamard matrix of order %d (no base order)", w);
     if (w % o->hbase != 0 || ((w / o->hbase) & (w / o->hbase - 1)) != 0)
@@ -486,8 +493,8 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
 
 static inline double cic_op_cost_fwht(const cic_model *m, const cic_op *o, int ns)
 {
-    int w = m->t[o->in[0]].cols;
-    return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns), w, o->hbase);
+    int w = m->t[o->in[0]].cols, g = o->group > 0 ? o->group : w;
+    return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns) * (double)(w / g), g, o->hbase);
 }
 
 /* FOLD_*: in[0] the per-sample mod tensor, its chunk in_col[0] of d =

@@ -1,5 +1,18 @@
 /* SPDX-License-Identifier: MIT */
-/* online_down.c: the online Hadamard before the MLP's down projection
+/* online_down.c: the online Hadamards of QuaRot / SpinQuant, ops in the
+ * graph (counted in FLOPs) with what they need fused into the weights.
+ *
+ * R3 (kind "online-qk"): per head, q and k (after RoPE, right before
+ * attention) through the same randomized Hadamard Q of the head width, an
+ * FWHT op on blocks of head_dim: (q_h Q)(k_h Q)^T = q_h k_h^T, so nothing is
+ * fused; it is there to make the KV cache quantizable. With grouped-query
+ * attention every head uses the same Q. Per layer l, Q from
+ * cic_rng_u64(cic_rng_key(seed, "online-qk"), l). Known mistake
+ * "before-rope": Q fused into the rows of the q and k projections, so it
+ * acts before RoPE, which does not commute with it (exact only without
+ * RoPE).
+ *
+ * R4: the online Hadamard before the MLP's down projection
  * (QuaRot / SpinQuant R4, kind "online-down"). The MLP's hidden activations
  * (the SwiGLU product, the GELU output) cannot be rotated offline: nothing
  * before them is linear in the stream. So the block computes y = x Q online,
@@ -94,5 +107,121 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
     rc = 0;
 cleanup:
     cic_mpvec_destroy(q, (size_t)f * f);
+    return rc;
+}
+
+/* ---- R3: online Hadamards of q and k (kind online-qk) ---- */
+
+/* The linear whose output reaches tensor t through single-input ops (RoPE),
+ * or -1. */
+static int origin_linear(const cic_model *m, int t)
+{
+    int i, hops;
+    for (hops = 0; hops < 8 && t >= 0; hops++) {
+        for (i = 0; i < m->n_ops && m->ops[i].out != t; i++)
+            ;
+        if (i == m->n_ops)
+            return -1;
+        if (m->ops[i].kind == CIC_OP_LINEAR)
+            return i;
+        t = m->ops[i].in[0];
+    }
+    return -1;
+}
+
+/* An FWHT op of blocks of dh on tensor t before op i; returns its output
+ * tensor (-1: out of memory). */
+static int add_block_fwht(cic_model *m, int i, int t, int signs, int dh, int K)
+{
+    cic_op o = cic_op_blank(CIC_OP_FWHT, CIC_SITE_ATTN, m->ops[i].layer);
+    char n[128];
+    int y;
+    snprintf(n, sizeof n, "%.100s.online_hadamard", m->t[t].name);
+    y = cic_model_tensor_add(m, n, CIC_T_ACT, m->t[t].rows, m->t[t].cols);
+    if (y < 0)
+        return -1;
+    m->t[y].rows_kind = m->t[t].rows_kind;
+    o.in[0] = t;
+    o.g = signs;
+    o.group = dh;
+    o.hbase = K;
+    o.out = y;
+    return insert_op(m, i, &o) < 0 ? -1 : y;
+}
+
+/* The mistake before-rope: Q per head fused into the rows of the q and k
+ * projections, so it acts before RoPE (which does not commute with it). */
+static int fuse_before_rope(ctx *c, int lin, const mpfr_t *q, int dh)
+{
+    cic_model *m = c->m;
+    int w = m->ops[lin].w, rows = m->t[w].rows, h;
+    size_t n = (size_t)rows * m->t[w].cols;
+    mpfr_t *dst = _cic_xf_values_copy(c, w), *src = _cic_xf_values_copy(c, w);
+    if (!dst || !src) {
+        cic_mpvec_destroy(dst, n);
+        cic_mpvec_destroy(src, n);
+        return -1;
+    }
+    for (h = 0; h < rows / dh; h++)
+        _cic_xf_rows_block(c, dst, src, m->t[w].cols, h * dh, q, dh);
+    _cic_xf_install(m, w, dst, c->p);
+    cic_mpvec_destroy(src, n);
+    return 0;
+}
+
+/* Attention op i: q and k (whole tensors, one per projection) through the
+ * same per-head Q, online after their last op (RoPE) or fused (mistake). */
+static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
+{
+    cic_model *m = c->m;
+    const cic_op *a = &m->ops[i];
+    int dh = m->t[a->out].cols / a->heads, l = a->layer, tq = a->in[0], tk = a->in[1];
+    int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(dh), s, yq, yk, j;
+    uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-qk"), (uint64_t)l);
+    char n[128];
+    *next = i + 1;
+    if (cic_q_hadamard_k(q, dh, x->hadamard_base, seed, c->p) < 0)
+        return -1;
+    if (x->mistake == CIC_MISTAKE_BEFORE_ROPE) {
+        int pq = origin_linear(m, tq), pk = origin_linear(m, tk);
+        CIC_ASSERT(pq >= 0 && pk >= 0);
+        return fuse_before_rope(c, pq, q, dh) < 0 || fuse_before_rope(c, pk, q, dh) < 0 ? -1 : 0;
+    }
+    snprintf(n, sizeof n, "layers.%d.online_qk.signs", l);
+    s = cic_model_tensor_add(m, n, CIC_T_WEIGHT, 1, dh);
+    if (s < 0)
+        return -1;
+    for (j = 0; j < dh; j++)
+        m->t[s].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    yq = add_block_fwht(m, i, tq, s, dh, K);
+    yk = yq < 0 ? -1 : add_block_fwht(m, i + 1, tk, s, dh, K);
+    if (yk < 0)
+        return -1;
+    m->ops[i + 2].in[0] = yq;
+    m->ops[i + 2].in[1] = yk;
+    *next = i + 3;
+    return 0;
+}
+
+int _cic_xf_online_qk(ctx *c, const cic_xform_spec *x)
+{
+    cic_model *m = c->m;
+    int i = 0, dh = 0, j, rc = 0;
+    mpfr_t *q;
+    for (j = 0; j < m->n_ops; j++)
+        if (m->ops[j].kind == CIC_OP_ATTN)
+            dh = m->t[m->ops[j].out].cols / m->ops[j].heads;
+    if (dh == 0)
+        return 0;
+    q = cic_mpvec_create((size_t)dh * dh, c->p);
+    if (!q)
+        return -1;
+    while (rc == 0 && i < m->n_ops) {
+        if (m->ops[i].kind == CIC_OP_ATTN)
+            rc = qk_one(c, x, i, q, &i);
+        else
+            i++;
+    }
+    cic_mpvec_destroy(q, (size_t)dh * dh);
     return rc;
 }

@@ -64,7 +64,7 @@ static int head_q(ctx *c, mpfr_t *q, const cic_xform_spec *x, int dh, int l, int
 
 /* The current values of tensor id as a fresh vector at c->p (to change
  * blocks of, then install). */
-static mpfr_t *values_copy(ctx *c, int id)
+mpfr_t *_cic_xf_values_copy(ctx *c, int id)
 {
     const cic_tensor *t = &c->m->t[id];
     size_t n = (size_t)t->rows * t->cols, k;
@@ -83,8 +83,8 @@ static mpfr_t *values_copy(ctx *c, int id)
 
 /* Rows r0 .. r0+dh-1 of w [rows, cols] (values src, written into dst):
  * dst[r0 + i][k] = sum_j Q[j][i] src[r0 + j][k]. */
-static void rows_block(ctx *c, mpfr_t *dst, const mpfr_t *src, int cols, int r0,
-                       const mpfr_t *q, int dh)
+void _cic_xf_rows_block(ctx *c, mpfr_t *dst, const mpfr_t *src, int cols, int r0,
+                        const mpfr_t *q, int dh)
 {
     int i, k;
     for (i = 0; i < dh; i++)
@@ -117,13 +117,13 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
     CIC_ASSERT(pv >= 0 && po >= 0 && m->ops[pv].kind == CIC_OP_LINEAR);
     lv = &m->ops[pv];
     lo = &m->ops[po];
-    wv = values_copy(c, lv->w);
-    sv = values_copy(c, lv->w);
-    wo = values_copy(c, lo->w);
-    so = values_copy(c, lo->w);
+    wv = _cic_xf_values_copy(c, lv->w);
+    sv = _cic_xf_values_copy(c, lv->w);
+    wo = _cic_xf_values_copy(c, lo->w);
+    so = _cic_xf_values_copy(c, lo->w);
     if (lv->b >= 0) {
-        bv = values_copy(c, lv->b);
-        sb = values_copy(c, lv->b);
+        bv = _cic_xf_values_copy(c, lv->b);
+        sb = _cic_xf_values_copy(c, lv->b);
     }
     if (!wv || !sv || !wo || !so || (lv->b >= 0 && (!bv || !sb)))
         goto cleanup;
@@ -131,7 +131,7 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
         int r0 = a->in_col[2] + g * dh;
         if (head_q(c, q, x, dh, a->layer, kv, g) < 0)
             goto cleanup;
-        rows_block(c, wv, sv, m->t[lv->w].cols, r0, q, dh);
+        _cic_xf_rows_block(c, wv, sv, m->t[lv->w].cols, r0, q, dh);
         if (bv)
             cols_block(c, bv, sb, 1, m->t[lv->b].cols, r0, q, dh);
         for (h = g * (H / kv); h < (g + 1) * (H / kv); h++)

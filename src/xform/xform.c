@@ -139,6 +139,19 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
                          "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
             return CIC_EINPUT;
         }
+        if (x->kind == CIC_XFORM_ONLINE_QK && (x->q != CIC_Q_HADAMARD ||
+                                               c->model.block == CIC_BLOCK_PRELN ||
+                                               !cic_q_hadamard_k_supported(
+                                                   c->model.d_model / c->model.heads,
+                                                   x->hadamard_base))) {
+            cic_diag_set(d, c->path, x->line, 1,
+                         "transform '%s': online-qk needs q = \"hadamard\", a Hadamard "
+                         "matrix of the head width %d (hadamard_base %d) and separate q and k "
+                         "projections (rmsnorm or parallel blocks; this one is %s)", x->name,
+                         c->model.d_model / c->model.heads, x->hadamard_base,
+                         CIC_BLOCK_NAME[c->model.block]);
+            return CIC_EINPUT;
+        }
         if (x->kind == CIC_XFORM_ONLINE_DOWN && x->q != CIC_Q_HADAMARD) {
             cic_diag_set(d, c->path, x->line, 1,
                          "transform '%s': online-down needs q = \"hadamard\" (the online "
@@ -503,6 +516,9 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
         break;
     case CIC_XFORM_ONLINE_DOWN:
         rc = _cic_xf_online_down(&c, x);
+        break;
+    case CIC_XFORM_ONLINE_QK:
+        rc = _cic_xf_online_qk(&c, x);
         break;
     case CIC_XFORM_STATIC_FOLD:
     case CIC_XFORM_ONLINE_UNROTATE:

@@ -31,6 +31,16 @@ int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
  * projection's columns. 0, or -1 when memory runs out. */
 int _cic_xf_rotate_heads(cic_xf_ctx *c, const cic_xform_spec *x);
 
+/* Rows r0 .. r0+dh-1 of a [rows, cols] tensor's values src into dst:
+ * Q^T times that block (rotate_heads.c). */
+void _cic_xf_rows_block(cic_xf_ctx *c, mpfr_t *dst, const mpfr_t *src, int cols, int r0,
+                        const mpfr_t *q, int dh);
+/* The values of tensor id as a fresh vector at c->p (NULL: out of memory). */
+mpfr_t *_cic_xf_values_copy(cic_xf_ctx *c, int id);
+/* R3, kind online-qk (online_down.c): per-head fast Hadamards of q and k
+ * before attention. 0, or -1 when memory runs out. */
+int _cic_xf_online_qk(cic_xf_ctx *c, const cic_xform_spec *x);
+
 /* R4, kind online-down (online_down.c): an FWHT op before every MLP writer,
  * its transpose fused into the writer. 0, or -1 when memory runs out. */
 int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
