@@ -2,7 +2,8 @@
 /* test_rope.c: the LLaMA attention of the rmsnorm block in every engine:
  * the RoPE op (both layouts) against values worked out by hand, the
  * float32 recipe against an independent float32 loop bit for bit, the
- * MPFR kernel against an MPFR computation at twice its precision; and
+ * MPFR kernel against an MPFR computation at twice its precision, the
+ * op's shape check; and
  * grouped-query attention: f32 against MPFR for kv_heads = 1, 2, heads,
  * kv_heads = heads the same bits as a graph built without the key, and a
  * GQA model the same bits as the full-head model whose k and v heads are
@@ -57,6 +58,49 @@ static cic_model *rope_model(int tokens, int samples, int heads, int hd, enum ci
 static size_t n_out(const cic_model *m)
 {
     return (size_t)m->rows * (size_t)cic_model_out_cols(m);
+}
+
+/* The ROPE op's shape check: a well-formed op passes; heads not splitting
+ * the width into even heads, an unknown layout, a base that is not a
+ * positive binary32 value, and a missing input are refused with the op
+ * named, before any engine runs. */
+static void test_rope_check(void **state)
+{
+    static const struct {
+        int heads, lay;
+        double theta;
+        const char *want;
+    } bad[] = {
+        {5, CIC_ROPE_HALF, 1e4, "5 heads do not split the width 12 into heads of an even size"},
+        {4, CIC_ROPE_HALF, 1e4, "4 heads do not split the width 12 into heads of an even size"},
+        {2, CIC_ROPE_NONE, 1e4, "rope layout 0 is neither half nor interleaved"},
+        {2, CIC_ROPE_HALF, 0.0, "rope base 0 is not a positive binary32 value"},
+        {2, CIC_ROPE_HALF, 1e-60, "rope base 1e-60 is not a positive binary32 value"},
+    };
+    char msg[512];
+    size_t i;
+    float y[36];
+    (void)state;
+    for (i = 0; i < sizeof bad / sizeof bad[0] + 1; i++) {
+        cic_model *m = rope_model(3, 1, 2, 6, CIC_ROPE_HALF, 1e4);
+        cic_op *o = &m->ops[0];
+        if (i == sizeof bad / sizeof bad[0]) { /* the well-formed op */
+            assert_int_equal(cic_model_check(m, msg, sizeof msg), 0);
+            o->in[0] = -1;
+            assert_int_equal(cic_model_check(m, msg, sizeof msg), CIC_GRAPH_REFUSED);
+            assert_non_null(strstr(msg, "op 0 (rope"));
+            cic_model_destroy(m);
+            continue;
+        }
+        o->heads = bad[i].heads;
+        o->rope = (enum cic_rope)bad[i].lay;
+        o->theta = bad[i].theta;
+        assert_int_equal(cic_model_check(m, msg, sizeof msg), CIC_GRAPH_REFUSED);
+        if (!strstr(msg, bad[i].want) || !strstr(msg, "op 0 (rope"))
+            fail_msg("fault %zu: message '%s', expected '%s'", i, msg, bad[i].want);
+        assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_FIXED, NULL), CIC_GRAPH_REFUSED);
+        cic_model_destroy(m);
+    }
 }
 
 /* head_dim 4, positions 0 .. 2, theta 10000: inv_freq = (1, 1/100), angles
@@ -368,6 +412,7 @@ static void test_gqa_flops(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rope_check),
         cmocka_unit_test(test_rope_by_hand),
         cmocka_unit_test(test_rope_recipes),
         cmocka_unit_test(test_gqa_engines),
