@@ -19,7 +19,8 @@
  * CIC_OPS, so a missing function is a compile error.
  *
  * FLOP convention (engine.h): a multiply-add is 2 FLOPs; add, sub, mul,
- * div, sqrt, compare and each exp/erf/tanh call 1. Every count is an
+ * div, sqrt, compare and each exp/erf/tanh call 1; the cos and sin of
+ * RoPE are a precomputed table (cic_op_flops_rope). Every count is an
  * integer, exact in a double for the sizes a case allows (below 2^53).
  *
  * Included at the end of model.h (the graph types come first); include
@@ -274,10 +275,10 @@ static inline double cic_op_flops_fold_out_b(double B, double d, bool center)
 /* RoPE on R rows of width w (pairs of a head rotated by the angle of the
  * row's position): per pair (a, b) -> (a c - b s, a s + b c) 4 muls and 2
  * adds/subs, 3 per value. cos and sin depend on the position and the
- * frequency only, not on the data: they count as a precomputed table (as
- * Hugging Face caches nothing but recomputes them per forward; a table of
- * N w / 2 pairs, not counted, like the constant 1 / sqrt(dh) of the
- * attention). */
+ * frequency only, not on the data: they count as a precomputed table of N
+ * head_dim / 2 pairs, not counted, like the constant 1 / sqrt(dh) of the
+ * attention (Hugging Face recomputes the table every forward; the engines
+ * once per op). */
 static inline double cic_op_flops_rope(double R, double w)
 {
     return 3 * R * w;
