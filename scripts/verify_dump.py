@@ -183,6 +183,26 @@ class Cfg:
         except ValueError:
             raise InputError(f"{path}: metadata 'eps' = '{meta['eps']}' "
                              "is not a number")
+        # rmsnorm (LLaMA attention): RoPE layout and base, key/value heads;
+        # absent (older dumps, other blocks): no RoPE, kv_heads = heads
+        self.rope = meta.get("rope", "none")
+        if self.rope not in ("none", "half", "interleaved"):
+            raise InputError(f"{path}: rope '{self.rope}' not supported "
+                             "(none, half or interleaved)")
+        try:
+            self.rope_theta = float(meta.get("rope_theta", "10000"))
+        except ValueError:
+            raise InputError(f"{path}: metadata 'rope_theta' = "
+                             f"'{meta['rope_theta']}' is not a number")
+        if not self.rope_theta > 0 or not math.isfinite(self.rope_theta):
+            raise InputError(f"{path}: rope_theta {self.rope_theta} must be > 0")
+        self.kv_heads = integer("kv_heads") if "kv_heads" in meta else self.heads
+        if self.heads % self.kv_heads:
+            raise InputError(f"{path}: kv_heads {self.kv_heads} does not divide "
+                             f"heads {self.heads}")
+        if self.rope != "none" and (self.d // self.heads) % 2:
+            raise InputError(f"{path}: rope needs an even head size, d_model / heads "
+                             f"= {self.d // self.heads}")
         self.causal = boolean("causal")
         self.act = need("activation")
         if self.act not in ACTS:
@@ -382,20 +402,46 @@ class Model:
             y = y + b
         return y
 
+    def rope(self, x, heads):
+        """RoPE of x [S*N, heads*dh] per head, position = token 0..N-1 of its
+        sample: inv_i = theta^(-2i/dh), angle p inv_i; each pair (a, b) ->
+        (a cos - b sin, b cos + a sin). Pairs: (x_i, x_{i+dh/2}) for "half"
+        (Hugging Face rotate_half), (x_2i, x_2i+1) for "interleaved" (Meta)."""
+        c = self.cfg
+        if c.rope == "none":
+            return x
+        S, N, dh = c.samples, c.tokens, c.d // c.heads
+        inv = c.rope_theta ** (-np.arange(0, dh, 2, dtype=np.float64) / dh)
+        ang = np.arange(N, dtype=np.float64)[:, None] * inv[None, :]   # [N, dh/2]
+        cos, sin = np.cos(ang)[None, :, None, :], np.sin(ang)[None, :, None, :]
+        t = x.reshape(S, N, heads, dh)
+        if c.rope == "half":
+            a, b = t[..., :dh // 2], t[..., dh // 2:]
+            y = np.concatenate((a * cos - b * sin, b * cos + a * sin), axis=-1)
+        else:
+            a, b = t[..., 0::2], t[..., 1::2]
+            y = np.empty_like(t)
+            y[..., 0::2] = a * cos - b * sin
+            y[..., 1::2] = b * cos + a * sin
+        return y.reshape(S * N, heads * dh)
+
     def attention(self, q, k, v):
-        """Per sample, per head softmax(q k^T / sqrt(d/h)) v; causal mask."""
+        """Per sample, per head softmax(q k^T / sqrt(d/h)) v; causal mask.
+        k and v have kv_heads heads; query head h reads kv head
+        h // (heads / kv_heads) (Hugging Face repeat_kv)."""
         c = self.cfg
         S, N, H, dh = c.samples, c.tokens, c.heads, c.d // c.heads
 
-        def split(a):  # [S*N, d] -> [S, H, N, dh]
-            return a.reshape(S, N, H, dh).transpose(0, 2, 1, 3)
+        def split(a, heads):  # [S*N, heads*dh] -> [S, H, N, dh]
+            a = a.reshape(S, N, heads, dh).transpose(0, 2, 1, 3)
+            return np.repeat(a, H // heads, axis=1)
 
-        s = split(q) @ split(k).transpose(0, 1, 3, 2) / math.sqrt(dh)
+        s = split(q, H) @ split(k, c.kv_heads).transpose(0, 1, 3, 2) / math.sqrt(dh)
         if c.causal:
             s = np.where(np.tril(np.ones((N, N), dtype=bool)), s, -np.inf)
         s = np.exp(s - s.max(axis=-1, keepdims=True))
         p = s / s.sum(axis=-1, keepdims=True)
-        return (p @ split(v)).transpose(0, 2, 1, 3).reshape(S * N, c.d)
+        return (p @ split(v, c.kv_heads)).transpose(0, 2, 1, 3).reshape(S * N, c.d)
 
     # ------------------------------------------------------------ dit
 
@@ -601,9 +647,10 @@ class Model:
             for i in range(c.layers):
                 p = f"layers.{i}."
                 h = self.norm(x, p + "input_layernorm", False)
-                q = self.linear(h, p + "self_attn.q_proj", d, d)
-                k = self.linear(h, p + "self_attn.k_proj", d, d)
-                v = self.linear(h, p + "self_attn.v_proj", d, d)
+                dkv = d // c.heads * c.kv_heads
+                q = self.rope(self.linear(h, p + "self_attn.q_proj", d, d), c.heads)
+                k = self.rope(self.linear(h, p + "self_attn.k_proj", dkv, d), c.kv_heads)
+                v = self.linear(h, p + "self_attn.v_proj", dkv, d)
                 x = x + self.linear(self.attention(q, k, v), p + "self_attn.o_proj", d, d)
                 h = self.norm(x, p + "post_attention_layernorm", False)
                 g = act(self.linear(h, p + "mlp.gate_proj", f, d))

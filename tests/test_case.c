@@ -983,7 +983,7 @@ static void test_messages(void **state)
                                    "t.toml:3:1: unknown key 'dmodel' in [model]; allowed: "
                                    "block, d_model, heads, mlp_ratio, tokens, samples, "
                                    "layers, eps, causal, activation, d_out, d_cond, "
-                                   "final_layer, seed, weights; did you mean 'd_model'?\n"));
+                                   "final_layer, rope, rope_theta, kv_heads, seed, weights; did you mean 'd_model'?\n"));
     assert_null(strstr(d.more, "'d_model'\n"));
     /* Memory: the estimate and what to shrink. */
     rc = cic_case_load_string(&c,
@@ -1223,6 +1223,52 @@ static int load_str(cic_case *c, const char *text, cic_diag *d)
     return cic_case_load_string(c, text, "sweep.toml", d);
 }
 
+/* The LLaMA attention keys: defaults (none, 10000, heads), the values as
+ * written, kv_heads following heads across a sweep unless given, and the
+ * per-point rules (kv_heads | heads, an even head size under RoPE). */
+static void test_rope_keys(void **state)
+{
+    static cic_case c, p;
+    cic_diag d;
+    int rc;
+    (void)state;
+#define LLAMA "[model]\nblock = \"rmsnorm\"\nd_model = 32\nheads = 8\ntokens = 4\n" \
+              "samples = 1\nlayers = 1\n"
+    rc = cic_case_load_string(&c, LLAMA, NULL, &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.model.rope, CIC_ROPE_NONE);
+    cic_assert_close(c.model.rope_theta, 10000.0, 0, 0);
+    assert_int_equal(c.model.kv_heads, 8);
+    rc = cic_case_load_string(&c,
+                              LLAMA "rope = \"interleaved\"\nrope_theta = 500000.0\n"
+                                    "kv_heads = 2\n",
+                              NULL, &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(c.model.rope, CIC_ROPE_INTERLEAVED);
+    cic_assert_close(c.model.rope_theta, 500000.0, 0, 0);
+    assert_int_equal(c.model.kv_heads, 2);
+    /* heads swept, kv_heads left out: it follows heads */
+    rc = cic_case_load_string(&c, LLAMA "rope = \"half\"\n[sweep]\nheads = [2, 4]\n", NULL,
+                              &d);
+    if (rc != CIC_OK)
+        fail_msg("rc %d: %s", rc, d.msg);
+    assert_int_equal(cic_case_sweep_point(&p, &c, 1, &d), CIC_OK);
+    assert_int_equal(p.model.heads, 4);
+    assert_int_equal(p.model.kv_heads, 4);
+    /* kv_heads = 4 with heads 2 .. 8: the point heads = 2 is refused */
+    rc = cic_case_load_string(&c, LLAMA "kv_heads = 4\n[sweep]\nheads = [8, 2]\n", NULL, &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "kv_heads = 4 does not divide heads = 2"));
+    /* RoPE with a head size of 32 / 16 = 2 is fine, of 24 / 8 = 3 not */
+    rc = cic_case_load_string(&c, LLAMA "rope = \"half\"\n[sweep]\nd_model = [32, 24]\n",
+                              NULL, &d);
+    assert_int_equal(rc, CIC_EINPUT);
+    assert_non_null(strstr(d.msg, "needs an even head size"));
+#undef LLAMA
+}
+
 static void test_sweep(void **state)
 {
     static cic_case c, p;
@@ -1452,6 +1498,7 @@ int main(void)
         cmocka_unit_test(test_toml_capi),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_fuzz_regressions),
+        cmocka_unit_test(test_rope_keys),
         cmocka_unit_test(test_sweep),
         cmocka_unit_test(test_sweep_fixture),
     };

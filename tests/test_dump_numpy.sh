@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # test_dump_numpy.sh: scripts/verify_dump.py re-implements the blocks in
 # NumPy (float64) from a --dump folder alone and must reproduce the truth:
-# a pre-LN case with a known mistake, and a dit case with its adaLN
-# strategies; and for a tiny case with low-precision engines of every kind
+# a pre-LN case with a known mistake, a dit case with its adaLN
+# strategies, rmsnorm cases with RoPE (both layouts) and grouped-query
+# attention; and for a tiny case with low-precision engines of every kind
 # (bf16, int8 per channel, int4 per group asymmetric with clipping, mxfp4,
 # nvfp4) it recomputes every engine's stored weights bit for bit and the
 # outlier statistics of report.json. Planted faults (an edited truth, one
@@ -55,6 +56,66 @@ b[o:o + 8] = struct.pack("<d", v * (1 + 1e-6) if v != 0 else 1e-6)
 open(p, "wb").write(b)
 PY
 expect_rc 1 "an edited truth is caught" "$py" scripts/verify_dump.py "$tmp/dump"
+
+# LLaMA attention: a tiny rmsnorm case (d 32, 4 heads of 8, 2 key/value
+# heads) with RoPE in each layout, fold and rotations; the dump says rope,
+# rope_theta and kv_heads, and NumPy re-runs RoPE and GQA from them
+for lay in half interleaved; do
+    cat >"$tmp/rope-$lay.toml" <<TOML
+name = "rope-$lay"
+[model]
+block = "rmsnorm"
+d_model = 32
+heads = 4
+kv_heads = 2
+rope = "$lay"
+rope_theta = 500000.0
+mlp_ratio = 2
+tokens = 6
+samples = 2
+layers = 2
+causal = true
+d_out = 8
+seed = 3
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "rot"
+kind = "rotate"
+after = "fold"
+q = "random"
+seed = 4
+[[transforms]]
+name = "had"
+kind = "rotate"
+after = "fold"
+q = "hadamard"
+TOML
+    expect_rc 0 "run --dump (rmsnorm, rope = $lay, kv_heads 2)" "$bin" run --quiet \
+        --no-baseline --out "$tmp/rep-rope-$lay" --dump "$tmp/dump-rope-$lay" \
+        "$tmp/rope-$lay.toml"
+    expect_rc 0 "NumPy re-run of RoPE ($lay) and GQA reproduces the truth" "$py" \
+        scripts/verify_dump.py "$tmp/dump-rope-$lay"
+    has "$tmp/out" "verify_dump: 4 passed, 0 failed" "every model of the rope-$lay dump passes"
+done
+# the re-check can fail: the half dump relabelled interleaved is caught
+"$py" - "$tmp/dump-rope-half/original.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = open(p, "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert h["__metadata__"]["rope"] == "half" and h["__metadata__"]["kv_heads"] == "2"
+h["__metadata__"]["rope"] = "interleaved"
+t = json.dumps(h).encode()
+t += b" " * (-len(t) % 8)
+open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
+PY
+expect_rc 1 "a RoPE layout swapped in the metadata is caught" "$py" scripts/verify_dump.py \
+    "$tmp/dump-rope-half"
 
 # low-precision engines: a tiny rmsnorm case (widths 32 and 128, which
 # mxfp4's blocks of 32 divide) with fold and a Hadamard rotation

@@ -1112,6 +1112,9 @@ static void test_graph_check(void **state)
           m->ops[nrm].g = cic_model_tensor_find(m, "blocks.0.attn.proj.weight"),
           "gain 'blocks.0.attn.proj.weight' is 16 x 16, expected 1 x 16");
     FAULT("heads", m->ops[att].heads = 3, "3 heads do not divide the width 16");
+    FAULT("kv heads", m->ops[att].kv_heads = 0, "0 key/value heads do not divide the 2 heads");
+    FAULT("kv heads not dividing", m->ops[att].kv_heads = 3,
+          "3 key/value heads do not divide the 2 heads");
     FAULT("unknown op kind", m->ops[att].kind = CIC_OP_COUNT, "op 2: unknown op kind ");
     FAULT("unknown site", m->ops[att].site = CIC_SITE_COUNT, "op 2 (attn): unknown site 9");
     FAULT("no readout", m->output = -1, "no readout tensor");

@@ -578,6 +578,8 @@ static void test_op_formulas(void **state)
     cic_assert_close(cic_op_flops_elementwise_act(CIC_ACT_GELU, 10), 50, 0, 0);
     cic_assert_close(cic_op_flops_glu(CIC_ACT_SILU, 10), 40, 0, 0);
     cic_assert_close(cic_op_flops_add(10), 10, 0, 0);
+    /* RoPE R 3, w 8: 4 pairs per row, 4 muls + 2 adds/subs each: 3*24 */
+    cic_assert_close(cic_op_flops_rope(3, 8), 72, 0, 0);
     /* modulate B 2, R 6, d 4: 1 + scale 2*4 = 8, mul and add 2*6*4 = 48;
      * gate 6*4; center 6*(2*4+1) */
     cic_assert_close(cic_op_flops_modulate(2, 6, 4), 56, 0, 0);

@@ -6,6 +6,8 @@
  * kind: the messages are made from the descriptors. */
 #include "case_int.h"
 
+#include <float.h>
+
 bool _cic_block_has_cond(enum cic_block_kind b)
 {
     return cic_block(b)->cond;
@@ -157,4 +159,71 @@ int _cic_check_kind_block(cic_case_ctx *x, const cic_case *c, const cic_xform_sp
 void _cic_block_weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
 {
     cic_block(m->block)->weights(m, layer, readout);
+}
+
+static bool has_llama(const cic_block_desc *b, int unused)
+{
+    (void)unused;
+    return b->llama;
+}
+
+/* kv_heads against heads, and an even head_dim under RoPE, when neither
+ * d_model nor heads is swept (then per point, sweep.c). */
+static void attn_key_rules(cic_case_ctx *x, const cic_case *c, const cic_toml_node *nkv,
+                           const cic_toml_node *nr)
+{
+    const cic_model_cfg *m = &c->model;
+    int l, col;
+    if (m->heads < 1 || m->d_model < 1 || m->d_model % m->heads != 0 ||
+        (c->sweep.on && (c->sweep.n[CIC_AXIS_HEADS] > 0 || c->sweep.n[CIC_AXIS_D_MODEL] > 0)))
+        return;
+    if (nkv && m->heads % m->kv_heads != 0) {
+        _cic_pos(nkv, &l, &col);
+        _cic_fail(x, l, col,
+                  "kv_heads = %d does not divide heads = %d (each key/value head serves "
+                  "heads / kv_heads query heads)",
+                  m->kv_heads, m->heads);
+    }
+    if (nr && m->rope != CIC_ROPE_NONE && (m->d_model / m->heads) % 2 != 0) {
+        _cic_pos(nr, &l, &col);
+        _cic_fail(x, l, col,
+                  "rope = \"%s\" needs an even head size, and d_model / heads = %d / %d = %d "
+                  "is odd (RoPE rotates pairs of a head's values)",
+                  CIC_ROPE_NAME[m->rope], m->d_model, m->heads, m->d_model / m->heads);
+    }
+}
+
+void _cic_block_attn_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
+{
+    static const char *const llama_only[] = {"rope", "rope_theta", "kv_heads"};
+    cic_model_cfg *m = &c->model;
+    const cic_toml_node *nkv = NULL, *nr = NULL, *n = NULL;
+    bool have = false;
+    int l, col, v = CIC_ROPE_NONE;
+    size_t i;
+    char names[128];
+
+    if (x->block_ok && !cic_block(m->block)->llama)
+        for (i = 0; i < CIC_CASE_LEN(llama_only); i++)
+            if (_cic_find(t, llama_only[i], &l, &col))
+                _cic_fail(x, l, col, "'%s' is only allowed for block = %s (this model is \"%s\")",
+                          llama_only[i], block_names(names, sizeof names, has_llama, 0),
+                          CIC_BLOCK_NAME[m->block]);
+    _cic_get_enum(x, t, "rope", CIC_ROPE_NAME, CIC_ROPE_COUNT, &v, NULL, &nr);
+    m->rope = (enum cic_rope)v;
+    m->rope_theta = 10000.0;
+    /* every engine takes theta at least as a binary32 value */
+    if (_cic_get_num(x, t, "rope_theta", true, FLT_MAX, &m->rope_theta, NULL, &n) == CIC_OK &&
+        n && (float)m->rope_theta < FLT_MIN) {
+        _cic_pos(n, &l, &col);
+        _cic_fail(x, l, col, "'rope_theta' = %g is below %g (FLT_MIN): the float32 engine "
+                  "takes it as a binary32 value", m->rope_theta, (double)FLT_MIN);
+    }
+    m->kv_heads = m->heads;
+    if (_cic_get_intf(x, t, "kv_heads", 1, CIC_CASE_MAX_DIM, &m->kv_heads, &have, &nkv) !=
+            CIC_OK ||
+        !have)
+        nkv = NULL;
+    c->sweep.kv_heads_default = !have;
+    attn_key_rules(x, c, nkv, nr);
 }

@@ -69,6 +69,8 @@ typedef struct {
     int act;               /* default activation (enum cic_act) */
     bool cond;             /* reads a conditioning vector per sample: the keys
                             * d_cond and final_layer, the d_cond sweep axis */
+    bool llama;            /* LLaMA attention: the keys rope, rope_theta and
+                            * kv_heads (RoPE of q and k, grouped-query heads) */
     /* Weight values per layer and of the readout, saturating (the memory
      * estimate). */
     void (*weights)(const struct cic_model_cfg_s *m, uint64_t *layer, uint64_t *readout);

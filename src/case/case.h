@@ -21,6 +21,11 @@
  *   d_out = 32                      # width of the head readout; default d_model
  *   d_cond = 64                     # dit only: width of the conditioning vector c
  *   final_layer = true              # dit only
+ *   rope = "half"                   # rmsnorm only: none (default) | half (Hugging Face
+ *                                   # rotate_half) | interleaved (Meta); d_model / heads even
+ *   rope_theta = 10000.0            # rmsnorm only: RoPE base, > 0 (default 10000)
+ *   kv_heads = 2                    # rmsnorm only: key/value heads (GQA), dividing heads;
+ *                                   # default heads
  *   seed = 1
  *   [model.weights]
  *   dist = "normal"                 # normal | uniform
@@ -169,6 +174,10 @@ enum cic_verdict {
     CIC_VERDICT_COUNT
 };
 enum cic_readout { CIC_READOUT_HEAD, CIC_READOUT_RESIDUAL, CIC_READOUT_COUNT };
+/* Rotary position embedding of q and k (rmsnorm): none, Hugging Face
+ * LLaMA's rotate_half layout (the two halves of a head paired), or the
+ * interleaved pairs (x[2i], x[2i+1]) of Meta's original LLaMA code. */
+enum cic_rope { CIC_ROPE_NONE, CIC_ROPE_HALF, CIC_ROPE_INTERLEAVED, CIC_ROPE_COUNT };
 /* Which engine decides the exactness verdict: MPFR at mpfr_prec (the
  * transformed model with unrounded weights against the original), or the
  * f64 engine (fixed-order matmul, for model sizes where MPFR runs of every
@@ -197,6 +206,7 @@ extern const char *const CIC_TPREC_NAME[];
 extern const char *const CIC_MISTAKE_NAME[];
 extern const char *const CIC_VERDICT_NAME[];
 extern const char *const CIC_READOUT_NAME[];
+extern const char *const CIC_ROPE_NAME[];
 extern const char *const CIC_STREAM_NAME[];
 extern const char *const CIC_VERDICT_ENGINE_NAME[];
 
@@ -226,7 +236,21 @@ typedef struct cic_model_cfg_s {
     int massive_channels;
     int massive_tokens;
     double massive_scale;
+    /* rmsnorm only (LLaMA attention): RoPE of q and k with base rope_theta
+     * (> 0; head_dim = d_model / heads even when rope is on), and kv_heads
+     * key/value heads (dividing heads; query head h reads kv head
+     * h / (heads / kv_heads)). Every other block: rope none, kv_heads =
+     * heads. A kv_heads of 0 (a cfg not from the loader) means heads. */
+    enum cic_rope rope;
+    double rope_theta;
+    int kv_heads;
 } cic_model_cfg;
+
+/* The key/value heads of m (heads when unset). */
+static inline int cic_cfg_kv_heads(const cic_model_cfg *m)
+{
+    return m->kv_heads > 0 ? m->kv_heads : m->heads;
+}
 
 typedef struct {
     char name[CIC_NAME_MAX];
@@ -290,6 +314,7 @@ typedef struct {
     int table_col;
     bool d_out_default;
     bool d_cond_default;
+    bool kv_heads_default; /* kv_heads left out: = heads at every point */
 } cic_sweep;
 
 /* Upper bound the loader accepts for max_points (each point is a full run;

@@ -167,6 +167,9 @@ bool _cic_block_has_cond(enum cic_block_kind b);
 void _cic_block_defaults(cic_model_cfg *m);
 /* The [model] keys only some blocks have (d_cond, final_layer), t [model]. */
 void _cic_block_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t);
+/* The LLaMA attention keys (rope, rope_theta, kv_heads), t [model]: refused
+ * on blocks without them, defaults into c either way. */
+void _cic_block_attn_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t);
 /* The transform kinds block b allows, for a missing 'kind': " (...)". */
 const char *_cic_block_kind_hint(enum cic_block_kind b);
 /* A transform kind against the block it is applied to (l:col of 'kind'). */

@@ -16,7 +16,7 @@
 static const char *const _cic_model_keys[] = {
     "block",  "d_model",    "heads", "mlp_ratio", "tokens", "samples",
     "layers", "eps",        "causal", "activation", "d_out", "d_cond",
-    "final_layer", "seed",  "weights"};
+    "final_layer", "rope",  "rope_theta", "kv_heads", "seed", "weights"};
 static const char *const _cic_weights_keys[] = {"dist", "std",
                                                 "outlier_channels",
                                                 "outlier_scale",
@@ -208,7 +208,8 @@ static void _cic_load_sizes(cic_case_ctx *x, cic_case *c, const cic_case_tab *t,
     }
 }
 
-/* eps, causal, activation, d_out, d_cond, final_layer, seed. */
+/* eps, causal, activation, d_out, d_cond, final_layer, rope, rope_theta,
+ * kv_heads, seed. */
 static void _cic_load_misc(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
 {
     cic_model_cfg *m = &c->model;
@@ -233,6 +234,7 @@ static void _cic_load_misc(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     c->sweep.d_out_default = !have;
 
     _cic_block_keys(x, c, t); /* d_cond, final_layer */
+    _cic_block_attn_keys(x, c, t); /* rope, rope_theta, kv_heads */
     if (_cic_block_has_cond(m->block))
         _cic_sweep_first_int(c, CIC_AXIS_D_COND, &m->d_cond, NULL);
 

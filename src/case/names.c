@@ -28,6 +28,7 @@ const char *const CIC_MISTAKE_NAME[] = {
 const char *const CIC_VERDICT_NAME[] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[] = {"head", "residual"};
+const char *const CIC_ROPE_NAME[] = {"none", "half", "interleaved"};
 const char *const CIC_STREAM_NAME[] = {"centered", "mean-preserving"};
 const char *const CIC_VERDICT_ENGINE_NAME[] = {"mpfr", "f64",
                                                "f64-openblas"};
@@ -40,6 +41,7 @@ const char *const CIC_AXIS_NAME[] = {
 static_assert(CIC_CASE_LEN(CIC_BLOCK_NAME) == CIC_BLOCK_COUNT, "block names");
 static_assert(CIC_CASE_LEN(CIC_ACT_NAME) == CIC_ACT_COUNT, "activation names");
 static_assert(CIC_CASE_LEN(CIC_DIST_NAME) == CIC_DIST_COUNT, "dist names");
+static_assert(CIC_CASE_LEN(CIC_ROPE_NAME) == CIC_ROPE_COUNT, "rope names");
 static_assert(CIC_CASE_LEN(CIC_XFORM_NAME) == CIC_XFORM_COUNT, "xform names");
 static_assert(CIC_CASE_LEN(CIC_Q_NAME) == CIC_Q_COUNT, "q names");
 static_assert(CIC_CASE_LEN(CIC_TPREC_NAME) == CIC_TPREC_COUNT, "tprec names");

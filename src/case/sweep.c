@@ -371,6 +371,8 @@ static int _cic_point_set(cic_case_ctx *x, const cic_case *c, const int *digit,
     /* Defaults that follow d_model. */
     if (s->d_out_default)
         m->d_out = m->d_model;
+    if (s->kv_heads_default)
+        m->kv_heads = m->heads;
     if (_cic_block_has_cond(m->block) && s->d_cond_default &&
         s->n[CIC_AXIS_D_COND] == 0)
         m->d_cond = m->d_model;
@@ -392,6 +394,18 @@ static int _cic_point_rules(cic_case_ctx *x, const cic_case *c, const char *pd,
                          "%sd_model = %d is not divisible by heads = %d (the "
                          "head size d_model / heads must be an integer)",
                          pd, m->d_model, m->heads);
+    }
+    if (m->kv_heads < 1 || m->heads % m->kv_heads != 0) {
+        CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_HEADS);
+        return _cic_fail(x, l, col, "%skv_heads = %d does not divide heads = %d", pd,
+                         m->kv_heads, m->heads);
+    }
+    if (m->rope != CIC_ROPE_NONE && (m->d_model / m->heads) % 2 != 0) {
+        CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_HEADS, CIC_AXIS_D_MODEL);
+        return _cic_fail(x, l, col,
+                         "%srope = \"%s\" needs an even head size, and d_model / heads = "
+                         "%d / %d is odd",
+                         pd, CIC_ROPE_NAME[m->rope], m->d_model, m->heads);
     }
     {
         double wd = m->mlp_ratio * (double)m->d_model;

@@ -9,7 +9,8 @@
  * formulas in the same order of operations in every engine; each checks the
  * graph once on entry (cic_model_check) and books, per site, the FLOPs the
  * op table gives for every op it runs (convention: a multiply-add is 2
- * FLOPs; add, sub, mul, div, sqrt, compare and each exp/erf/tanh call 1).
+ * FLOPs; add, sub, mul, div, sqrt, compare and each exp/erf/tanh call 1;
+ * RoPE's cos and sin form a precomputed table, not counted: op.h).
  *
  * Every run function returns 0, -1 (CIC_GRAPH_NOMEM) when memory runs out,
  * or -2 (CIC_GRAPH_REFUSED) when cic_model_check refuses the graph (call it

@@ -16,6 +16,9 @@
 #define R_ERF erff
 #define R_TANH tanhf
 #define R_SQRT sqrtf
+#define R_POW powf
+#define R_COS cosf
+#define R_SIN sinf
 #define R_VALS_OWNED 0
 #define R_TAP 1
 #include "engine_real.h"

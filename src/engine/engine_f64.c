@@ -15,6 +15,9 @@
 #define R_ERF erf
 #define R_TANH tanh
 #define R_SQRT sqrt
+#define R_POW pow
+#define R_COS cos
+#define R_SIN sin
 #define R_VALS_OWNED 1
 #define R_VALS_CREATE(r, id, rounded) f64_vals_create(&(r)->m->t[id], rounded)
 

@@ -26,6 +26,9 @@
 #define R_ERF erff
 #define R_TANH tanhf
 #define R_SQRT sqrtf
+#define R_POW powf
+#define R_COS cosf
+#define R_SIN sinf
 #define R_VALS_OWNED 1
 #define R_VALS_CREATE(r, id, rounded) ((void)(rounded), lowp_vals(r, id))
 #define R_TAP 1

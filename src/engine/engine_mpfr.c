@@ -492,11 +492,12 @@ typedef struct {
     const mpfr_t *q, *k, *v;
     mpfr_t *y;
     int N, d, H, dh, lq, lk, lv, qc, kc, vc;
+    int grp;  /* query heads per key/value head */
     bool causal;
     mpfr_srcptr scale;
 } attn_job;
 
-/* Jobs are (sample, head) pairs. */
+/* Jobs are (sample, head) pairs; head h reads key/value head h / grp. */
 static void attn_heads(void *c, int lo, int hi, mpws *w)
 {
     const attn_job *A = c;
@@ -504,8 +505,8 @@ static void attn_heads(void *c, int lo, int hi, mpws *w)
     for (job = lo; job < hi; job++) {
         int s = job / A->H, h = job % A->H;
         const mpfr_t *qs = A->q + (size_t)s * N * A->lq + A->qc + h * dh;
-        const mpfr_t *ks = A->k + (size_t)s * N * A->lk + A->kc + h * dh;
-        const mpfr_t *vs = A->v + (size_t)s * N * A->lv + A->vc + h * dh;
+        const mpfr_t *ks = A->k + (size_t)s * N * A->lk + A->kc + h / A->grp * dh;
+        const mpfr_t *vs = A->v + (size_t)s * N * A->lv + A->vc + h / A->grp * dh;
         mpfr_t *p = w->p;
         for (i = 0; i < N; i++) {
             int cnt = A->causal ? i + 1 : N;
@@ -549,6 +550,7 @@ static int mp_attn(mprun *r, const cic_op *o, mpfr_t *y)
     A.d = m->t[o->out].cols;
     A.H = o->heads;
     A.dh = A.d / A.H;
+    A.grp = A.H / o->kv_heads;
     A.lq = m->t[o->in[0]].cols;
     A.lk = m->t[o->in[1]].cols;
     A.lv = m->t[o->in[2]].cols;
@@ -672,6 +674,79 @@ static int mp_add(mprun *r, const cic_op *o, mpfr_t *y)
         return -1;
     for (j = 0; j < cnt; j++)
         mpfr_add(y[j], a[j], b[j], MPFR_RNDN);
+    return 0;
+}
+
+/* ---- rotary position embedding ---- */
+
+typedef struct {
+    const mpfr_t *x, *cs; /* cs: cos, sin of (position, frequency), as real_rope_table */
+    mpfr_t *y;
+    int N, w, hd, heads;
+    bool interleaved;
+} rope_job;
+
+/* Rows lo .. hi-1: each pair (a, b) -> (a c - b s, b c + a s), each
+ * correctly rounded as a whole (mpfr_fmms, mpfr_fmma); a, b copied first
+ * (y may be x). */
+static void rope_rows(void *c, int lo, int hi, mpws *w)
+{
+    const rope_job *J = c;
+    int i, h, j, half = J->hd / 2, step = J->interleaved ? 2 : 1;
+    int off = J->interleaved ? 1 : half;
+    for (i = lo; i < hi; i++) {
+        const mpfr_t *t = J->cs + (size_t)(i % J->N) * J->hd;
+        for (h = 0; h < J->heads; h++)
+            for (j = 0; j < half; j++) {
+                size_t ia = (size_t)i * J->w + h * J->hd + step * j, ib = ia + off;
+                mpfr_set(w->t0, J->x[ia], MPFR_RNDN);
+                mpfr_set(w->t1, J->x[ib], MPFR_RNDN);
+                mpfr_fmms(J->y[ia], w->t0, t[2 * j], w->t1, t[2 * j + 1], MPFR_RNDN);
+                mpfr_fmma(J->y[ib], w->t1, t[2 * j], w->t0, t[2 * j + 1], MPFR_RNDN);
+            }
+    }
+}
+
+/* RoPE at prec: inv_i = theta^(-2i / hd) (the exponent rounded once, then
+ * mpfr_pow of theta as the case gives it), angle = p inv_i, and its cos
+ * and sin, each step correctly rounded at prec; then the pairs as the real
+ * engines rotate them. */
+static int mp_rope(mprun *r, const cic_op *o, mpfr_t *y)
+{
+    const cic_model *m = r->m;
+    rope_job J;
+    mpfr_t e, inv, ang;
+    int p, i, half;
+    size_t n;
+    J.x = wsrc(r, o->in[0]);
+    if (!J.x)
+        return -1;
+    J.y = y;
+    J.N = m->cfg.tokens;
+    J.w = m->t[o->out].cols;
+    J.heads = o->heads;
+    J.hd = J.w / o->heads;
+    J.interleaved = o->rope == CIC_ROPE_INTERLEAVED;
+    half = J.hd / 2;
+    n = (size_t)J.N * J.hd;
+    J.cs = cic_mpvec_create(n, r->prec);
+    if (!J.cs)
+        return -1;
+    mpfr_inits2(r->prec, e, inv, ang, (mpfr_ptr)0);
+    for (i = 0; i < half; i++) {
+        mpfr_set_si(e, -2 * i, MPFR_RNDN);
+        mpfr_div_ui(e, e, (unsigned long)J.hd, MPFR_RNDN);
+        mpfr_set_d(inv, o->theta, MPFR_RNDN);
+        mpfr_pow(inv, inv, e, MPFR_RNDN);
+        for (p = 0; p < J.N; p++) {
+            mpfr_t *cs = (mpfr_t *)J.cs + 2 * ((size_t)p * half + i);
+            mpfr_mul_ui(ang, inv, (unsigned long)p, MPFR_RNDN);
+            mpfr_sin_cos(cs[1], cs[0], ang, MPFR_RNDN);
+        }
+    }
+    mpfr_clears(e, inv, ang, (mpfr_ptr)0);
+    parallel(r, r->rows, rope_rows, &J);
+    cic_mpvec_destroy((mpfr_t *)J.cs, n);
     return 0;
 }
 

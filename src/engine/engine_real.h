@@ -17,7 +17,8 @@
  *   REAL           the real type (float, double)
  *   RC(x)          a literal of that type (x##f, x)
  *   R_GEMM         cblas_sgemm, cblas_dgemm
- *   R_EXP, R_ERF, R_TANH, R_SQRT  the libm functions of that type
+ *   R_EXP, R_ERF, R_TANH, R_SQRT, R_POW, R_COS, R_SIN  the libm functions
+ *                  of that type
  *   R_VALS_OWNED   0: weights and inputs are read from the tensors' f32
  *                  storage; 1: R_VALS_CREATE(const cic_tensor *t, bool
  *                  rounded) returns a malloc'd copy of all rows*cols
@@ -33,8 +34,9 @@
  * one thread in the same order as on one thread, so the results are the
  * same bits for any thread count and any plan. */
 #if !defined(REAL) || !defined(RC) || !defined(R_GEMM) || !defined(R_EXP) || \
-    !defined(R_ERF) || !defined(R_TANH) || !defined(R_SQRT) || !defined(R_VALS_OWNED)
-#error "engine_real.h: define REAL, RC, R_GEMM, R_EXP, R_ERF, R_TANH, R_SQRT, R_VALS_OWNED"
+    !defined(R_ERF) || !defined(R_TANH) || !defined(R_SQRT) || !defined(R_VALS_OWNED) || \
+    !defined(R_POW) || !defined(R_COS) || !defined(R_SIN)
+#error "engine_real.h: define REAL, RC, R_GEMM, R_EXP, R_ERF, R_TANH, R_SQRT, R_POW, R_COS, R_SIN, R_VALS_OWNED"
 #endif
 /* R_TAP 1: the run calls the options' lin_tap (float engines only);
  * R_LOWP 1: the low-precision engine's hooks (engine_lowp.c defines them
@@ -719,12 +721,13 @@ static void softmax_rows(void *ctx, int lo, int hi, int t)
 /* Heads (sample s, head h) in order idx = s H + h, in groups: the q k^T
  * gemms of a group, the softmax rows of the group over the threads, the
  * p v gemms of the group. Each gemm call is the one the head-by-head loop
- * makes, with its scores in their own N x N block. */
+ * makes, with its scores in their own N x N block. Query head h reads key
+ * and value head h / (H / kv_heads) (Hugging Face's repeat_kv). */
 static int real_attn(realrun *r, const cic_op *o, REAL *y)
 {
     const cic_model *m = r->m;
     int N = m->cfg.tokens, d = m->t[o->out].cols, H = o->heads, dh = d / H;
-    int S = r->rows / N, nh = S * H, G = attn_group(nh, N), g0, idx;
+    int S = r->rows / N, nh = S * H, G = attn_group(nh, N), g0, idx, grp = H / o->kv_heads;
     const REAL *q = src(r, o->in[0]), *k = src(r, o->in[1]), *v = src(r, o->in[2]);
     int lq = m->t[o->in[0]].cols, lk = m->t[o->in[1]].cols, lv = m->t[o->in[2]].cols;
     softmax_job jb;
@@ -737,7 +740,7 @@ static int real_attn(realrun *r, const cic_op *o, REAL *y)
         for (idx = g0; idx < g1; idx++) {
             int s = idx / H, h = idx % H;
             const REAL *qs = q + (size_t)s * N * lq + o->in_col[0] + h * dh;
-            const REAL *ks = k + (size_t)s * N * lk + o->in_col[1] + h * dh;
+            const REAL *ks = k + (size_t)s * N * lk + o->in_col[1] + h / grp * dh;
             mm_real(r, r->scores + (size_t)(idx - g0) * N * N, N, qs, lq, ks, lk, N, N, dh,
                     true);
         }
@@ -750,11 +753,77 @@ static int real_attn(realrun *r, const cic_op *o, REAL *y)
 #endif
         for (idx = g0; idx < g1; idx++) {
             int s = idx / H, h = idx % H;
-            const REAL *vs = v + (size_t)s * N * lv + o->in_col[2] + h * dh;
+            const REAL *vs = v + (size_t)s * N * lv + o->in_col[2] + h / grp * dh;
             mm_real(r, y + (size_t)s * N * d + h * dh, d, r->scores + (size_t)(idx - g0) * N * N,
                     N, vs, lv, N, dh, N, false);
         }
     }
+    return 0;
+}
+
+/* ---- rotary position embedding ---- */
+
+/* The cos and sin of position p and frequency i at cs[2 (p half + i)] and
+ * cs[2 (p half + i) + 1], half = hd / 2, as PyTorch computes Hugging Face
+ * LLaMA's default RoPE (modeling_rope_utils._compute_default_rope_parameters
+ * and LlamaRotaryEmbedding.forward), every step rounded in REAL (float32
+ * for the f32 and low-precision engines, the same steps in double for f64):
+ *   e_i      = (REAL)(2i) / (REAL)hd      torch.arange(0, dim, 2).float() / dim
+ *   inv_i    = 1 / pow((REAL)theta, e_i)  1.0 / (base ** e), base a Python
+ *                                         float taken as the tensor's dtype
+ *   angle    = (REAL)p * inv_i            inv_freq @ position_ids: a matmul
+ *                                         with K = 1, one rounded product
+ *   c, s     = cos(angle), sin(angle)     emb.cos(), emb.sin() (times the
+ *                                         attention scaling 1.0: exact)
+ * with libm's powf/cosf/sinf (pow/cos/sin). PyTorch's CPU kernels may
+ * vectorize pow, cos and sin (SLEEF, within 1 ulp): where libm and they
+ * round differently a table entry differs in its last bit. Meta's
+ * interleaved code (precompute_freqs_cis: the same inv_freq, torch.outer,
+ * torch.polar) gives the same table. */
+static void real_rope_table(REAL *cs, int N, int hd, double theta)
+{
+    int half = hd / 2, p, i;
+    for (i = 0; i < half; i++) {
+        REAL e = (REAL)(2 * i) / (REAL)hd;
+        REAL inv = RC(1.0) / R_POW((REAL)theta, e);
+        for (p = 0; p < N; p++) {
+            REAL ang = (REAL)p * inv;
+            cs[2 * ((size_t)p * half + i)] = R_COS(ang);
+            cs[2 * ((size_t)p * half + i) + 1] = R_SIN(ang);
+        }
+    }
+}
+
+/* Per row (position p = row % N within its sample) and head, each pair
+ * (a, b) = (x[j], x[j + hd/2]) (half: rotate_half) or (x[2j], x[2j+1])
+ * (interleaved) becomes (a c - b s, b c + a s), products and sums each
+ * rounded: Hugging Face's q * cos + rotate_half(q) * sin term by term
+ * (a c + (-b) s is a c - b s bit for bit), and the complex product of
+ * Meta's code. y may be x (both values of a pair are read first). */
+static int real_rope(realrun *r, const cic_op *o, REAL *y)
+{
+    const cic_model *m = r->m;
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int i, h, j, step = o->rope == CIC_ROPE_INTERLEAVED ? 2 : 1;
+    int off = o->rope == CIC_ROPE_INTERLEAVED ? 1 : half;
+    const REAL *x = src(r, o->in[0]);
+    REAL *cs = malloc((size_t)N * hd * sizeof *cs);
+    if (!cs)
+        return -1;
+    real_rope_table(cs, N, hd, o->theta);
+    for (i = 0; i < r->rows; i++) {
+        const REAL *t = cs + (size_t)(i % N) * hd;
+        const REAL *xr = x + (size_t)i * w;
+        REAL *yr = y + (size_t)i * w;
+        for (h = 0; h < o->heads; h++)
+            for (j = 0; j < half; j++) {
+                int ia = h * hd + step * j, ib = ia + off;
+                REAL a = xr[ia], b = xr[ib], c = t[2 * j], s = t[2 * j + 1];
+                yr[ia] = a * c - b * s;
+                yr[ib] = b * c + a * s;
+            }
+    }
+    free(cs);
     return 0;
 }
 

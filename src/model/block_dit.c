@@ -206,4 +206,4 @@ static void build(cic_bld *b, int readout)
 }
 
 const cic_block_desc cic_block_dit = {"dit", CIC_NORM_ADALN, 1e-6, CIC_ACT_GELU_TANH, true,
-                                      weights, build, NULL};
+                                      false, weights, build, NULL};

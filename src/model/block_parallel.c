@@ -95,4 +95,4 @@ static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic
 }
 
 const cic_block_desc cic_block_parallel = {"parallel", CIC_NORM_LAYERNORM, 1e-5, CIC_ACT_GELU_TANH,
-                                           false, weights, build, flops};
+                                           false, false, weights, build, flops};

@@ -86,4 +86,4 @@ static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic
 }
 
 const cic_block_desc cic_block_preln = {"preln", CIC_NORM_LAYERNORM, 1e-5, CIC_ACT_GELU, false,
-                                        weights, build, flops};
+                                        false, weights, build, flops};

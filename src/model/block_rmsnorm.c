@@ -2,19 +2,29 @@
 /* block_rmsnorm.c: the RMSNorm block (LLaMA-like; Hugging Face names
  * layers.{i}.input_layernorm, self_attn.{q,k,v,o}_proj,
  * post_attention_layernorm, mlp.{gate,up,down}_proj): RMSNorm(x; g) =
- * g x / sqrt(mean(x^2) + eps), no biases, a SwiGLU MLP; then the final
+ * g x / sqrt(mean(x^2) + eps), no biases, a SwiGLU MLP, optionally RoPE on
+ * q and k (rope, rope_theta) and grouped-query attention (k_proj and v_proj
+ * [kv_heads head_dim, d]); then the final
  * RMSNorm and lm_head, or the residual stream. Norm kind RMSNorm with a
  * gain (the transforms that apply follow from it). */
 #include "build.h"
 
 #include <stdio.h>
 
-/* q, k, v, o 4d^2, gate/up/down 3dm, two gammas 2d per layer; the final
- * gamma and lm_head d + d d_out. */
+/* kv_heads head_dim: the width of k and v (d without grouped heads). */
+static int kv_width(const cic_model_cfg *m)
+{
+    return m->heads > 0 ? m->d_model / m->heads * cic_cfg_kv_heads(m) : m->d_model;
+}
+
+/* q, o 2d^2, k, v 2 d dkv, gate/up/down 3dm, two gammas 2d per layer; the
+ * final gamma and lm_head d + d d_out. */
 static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
 {
     uint64_t d = cic_count(m->d_model), f = cic_count(m->d_mlp), dout = cic_count(m->d_out);
-    *layer = cic_sat_add(cic_sat_add(cic_sat_mul(4, cic_sat_mul(d, d)),
+    uint64_t kv = cic_count(kv_width(m));
+    *layer = cic_sat_add(cic_sat_add(cic_sat_add(cic_sat_mul(2, cic_sat_mul(d, d)),
+                                                 cic_sat_mul(2, cic_sat_mul(d, kv))),
                                      cic_sat_mul(3, cic_sat_mul(d, f))),
                          cic_sat_mul(2, d));
     *readout = cic_sat_add(d, cic_sat_mul(d, dout));
@@ -23,7 +33,7 @@ static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
 static void build(cic_bld *b, int readout)
 {
     cic_model *m = b->m;
-    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input;
+    int d = m->cfg.d_model, f = m->cfg.d_mlp, l, x = m->input, dkv = kv_width(&m->cfg);
     double sd = m->cfg.std;
     char n[96], o[96];
     for (l = 0; l < m->cfg.layers; l++) {
@@ -34,8 +44,8 @@ static void build(cic_bld *b, int readout)
 #define AN(s) (snprintf(o, sizeof o, "act.%d.%s", l, s), o)
         g1 = _cic_bld_gain(b, NM("input_layernorm.weight"), d);
         wq = _cic_bld_weight(b, NM("self_attn.q_proj.weight"), d, d, sd);
-        wk = _cic_bld_weight(b, NM("self_attn.k_proj.weight"), d, d, sd);
-        wv = _cic_bld_weight(b, NM("self_attn.v_proj.weight"), d, d, sd);
+        wk = _cic_bld_weight(b, NM("self_attn.k_proj.weight"), dkv, d, sd);
+        wv = _cic_bld_weight(b, NM("self_attn.v_proj.weight"), dkv, d, sd);
         wo = _cic_bld_weight(b, NM("self_attn.o_proj.weight"), d, d, sd);
         g2 = _cic_bld_gain(b, NM("post_attention_layernorm.weight"), d);
         wg = _cic_bld_weight(b, NM("mlp.gate_proj.weight"), f, d, sd);
@@ -45,6 +55,10 @@ static void build(cic_bld *b, int readout)
         q = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, -1, AN("q"));
         k = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, -1, AN("k"));
         v = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, -1, AN("v"));
+        if (m->cfg.rope != CIC_ROPE_NONE) {
+            q = _cic_bld_rope(b, l, q, m->cfg.heads, AN("q_rope"));
+            k = _cic_bld_rope(b, l, k, cic_cfg_kv_heads(&m->cfg), AN("k_rope"));
+        }
         a = _cic_bld_attn(b, l, q, 0, k, 0, v, 0, AN("attn"));
         ao = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_WRITER, a, wo, -1, AN("o"));
         x = _cic_bld_add(b, CIC_SITE_ATTN, l, x, ao, AN("resid1"));
@@ -65,14 +79,18 @@ static void build(cic_bld *b, int readout)
     _cic_bld_readout(b, readout, x, "norm", "lm_head", false);
 }
 
-/* RMSNorm (Llama): x += o(attn(q, k, v of RMS1(x))); x += down(act(gate(h)) *
+/* RMSNorm (Llama): x += o(attn(q, k, v of RMS1(x))), q and k through RoPE
+ * when on, k and v of kv_heads heads; x += down(act(gate(h)) *
  * up(h)), h = RMS2(x); the head readout lm_head(RMS(x)). No bias anywhere. */
 static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic_norm_state ns)
 {
     double R = (double)cfg->tokens * cfg->samples, d = cfg->d_model, m = cfg->d_mlp;
-    double N = cfg->tokens, B = cfg->samples, H = cfg->heads;
+    double N = cfg->tokens, B = cfg->samples, H = cfg->heads, dkv = kv_width(cfg);
+    bool rope = cfg->rope != CIC_ROPE_NONE;
     f->norm1 = f->norm2 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
-    f->attn = 3 * cic_op_flops_linear(R, d, d, false) +          /* q, k, v */
+    f->attn = cic_op_flops_linear(R, d, d, false) +              /* q */
+              2 * cic_op_flops_linear(R, d, dkv, false) +        /* k, v */
+              (rope ? cic_op_flops_rope(R, d) + cic_op_flops_rope(R, dkv) : 0) +
               cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
               cic_op_flops_linear(R, d, d, false) +              /* o */
               cic_op_flops_add(R * d);
@@ -86,4 +104,4 @@ static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic
 }
 
 const cic_block_desc cic_block_rmsnorm = {"rmsnorm", CIC_NORM_RMSNORM, 1e-5, CIC_ACT_SILU, false,
-                                          weights, build, flops};
+                                          true, weights, build, flops};

@@ -35,6 +35,9 @@ int _cic_bld_readout(cic_bld *b, int readout, int x, const char *norm, const cha
                      bool layernorm);
 int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, int vc,
                   const char *out_name);
+/* RoPE (the case's layout and base) of activation x, whose columns are
+ * heads heads: the output tensor. */
+int _cic_bld_rope(cic_bld *b, int layer, int x, int heads, const char *out_name);
 /* Mark tensor id to be drawn with std (the weight source gives the values,
  * source.h). */
 void _cic_fill(cic_model *m, int id, double std);

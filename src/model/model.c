@@ -341,8 +341,24 @@ int _cic_bld_attn(cic_bld *b, int layer, int q, int qc, int k, int kc, int v, in
     o.in_col[1] = kc;
     o.in_col[2] = vc;
     o.heads = b->m->cfg.heads;
+    /* only a LLaMA block groups its key/value heads */
+    o.kv_heads = cic_block(b->m->cfg.block)->llama ? cic_cfg_kv_heads(&b->m->cfg) : o.heads;
     o.causal = b->m->cfg.causal;
     o.out = _cic_bld_act(b, out_name, b->m->cfg.d_model);
+    _cic_bld_op(b, &o);
+    return o.out;
+}
+
+int _cic_bld_rope(cic_bld *b, int layer, int x, int heads, const char *out_name)
+{
+    cic_op o = cic_op_blank(CIC_OP_ROPE, CIC_SITE_ATTN, layer);
+    if (!b->ok)
+        return -1;
+    o.in[0] = x;
+    o.heads = heads;
+    o.rope = b->m->cfg.rope;
+    o.theta = b->m->cfg.rope_theta;
+    o.out = _cic_bld_act(b, out_name, b->m->t[x].cols);
     _cic_bld_op(b, &o);
     return o.out;
 }

@@ -19,7 +19,8 @@
  * CIC_OPS, so a missing function is a compile error.
  *
  * FLOP convention (engine.h): a multiply-add is 2 FLOPs; add, sub, mul,
- * div, sqrt, compare and each exp/erf/tanh call 1. Every count is an
+ * div, sqrt, compare and each exp/erf/tanh call 1; the cos and sin of
+ * RoPE are a precomputed table (cic_op_flops_rope). Every count is an
  * integer, exact in a double for the sizes a case allows (below 2^53).
  *
  * Included at the end of model.h (the graph types come first); include
@@ -55,7 +56,8 @@
     X(FOLD_IN_W, fold_in_w, "fold-in-w", 0)    /* W diag(1 + scale) Q, per sample */ \
     X(FOLD_IN_B, fold_in_b, "fold-in-b", 0)    /* b + W shift, per sample         */ \
     X(FOLD_OUT_W, fold_out_w, "fold-out-w", 0) /* Q^T C diag(gate) W, per sample  */ \
-    X(FOLD_OUT_B, fold_out_b, "fold-out-b", 0) /* Q^T C (gate * b), per sample    */
+    X(FOLD_OUT_B, fold_out_b, "fold-out-b", 0) /* Q^T C (gate * b), per sample    */ \
+    X(ROPE, rope, "rope", 1)               /* rotary position embedding        */
 
 enum cic_op_kind {
 #define CIC_OP_ENUM_(E, fn, name, alias) CIC_OP_##E,
@@ -98,8 +100,14 @@ struct cic_op {
     bool center;     /* NORM: subtract the mean (LayerNorm); FOLD_OUT_*: C */
     float eps;       /* NORM: the binary32 eps both engines use */
     enum cic_act act;
-    int heads;       /* ATTN */
+    int heads;       /* ATTN: query heads; ROPE: heads in in[0] (head_dim =
+                      * its columns / heads) */
+    int kv_heads;    /* ATTN: key/value heads, dividing heads (query head h
+                      * reads kv head h / (heads / kv_heads)) */
     bool causal;     /* ATTN */
+    enum cic_rope rope;  /* ROPE: the layout (half or interleaved) */
+    double theta;    /* ROPE: the base; positions are tokens 0 .. N-1 of
+                      * each sample */
     bool transpose;  /* FWHT: Q^T */
     int group;       /* FWHT: 0, or the width of the blocks of a row the
                       * transform applies to one by one (a block-diagonal
@@ -267,6 +275,18 @@ static inline double cic_op_flops_fold_out_b(double B, double d, bool center)
     return B * (d + (center ? 2 * d + 1 : 0) + 2 * d * d);
 }
 
+/* RoPE on R rows of width w (pairs of a head rotated by the angle of the
+ * row's position): per pair (a, b) -> (a c - b s, a s + b c) 4 muls and 2
+ * adds/subs, 3 per value. cos and sin depend on the position and the
+ * frequency only, not on the data: they count as a precomputed table of N
+ * head_dim / 2 pairs, not counted, like the constant 1 / sqrt(dh) of the
+ * attention (Hugging Face recomputes the table every forward; the engines
+ * once per op). */
+static inline double cic_op_flops_rope(double R, double w)
+{
+    return 3 * R * w;
+}
+
 /* ---- per op: shape check and cost on the graph ----
  * cost_<op>(m, o, ns): the FLOPs of o in a run over ns samples. */
 
@@ -337,23 +357,30 @@ static inline double cic_op_cost_norm(const cic_model *m, const cic_op *o, int n
                              o->g >= 0, o->b >= 0);
 }
 
-/* ATTN: q, k, v as column views of width d (from in_col[]) of token-row
- * tensors; out [R, d], heads dividing d. */
+/* ATTN: q a column view of width d (from in_col[0]), k and v of width
+ * kv_heads d / heads (grouped-query attention; d when kv_heads = heads), of
+ * token-row tensors; out [R, d], heads dividing d, kv_heads dividing
+ * heads. */
 static inline int cic_op_check_attn(const cic_op_check *c)
 {
     const cic_op *o = c->o;
     static const char *const qkv[3] = {"q input", "k input", "v input"};
-    int k, d;
+    int k, d, w;
     if (cic_op_slots(c, CIC_SLOT_IN0 | CIC_SLOT_IN1 | CIC_SLOT_IN2) ||
         cic_op_need_act(c, o->out, "output", CIC_ROWS_TOKENS, -1))
         return -1;
     d = c->m->t[o->out].cols;
     if (o->heads < 1 || d % o->heads != 0)
         return cic_op_refuse(c, "%d heads do not divide the width %d", o->heads, d);
-    for (k = 0; k < 3; k++)
+    if (o->kv_heads < 1 || o->heads % o->kv_heads != 0)
+        return cic_op_refuse(c, "%d key/value heads do not divide the %d heads", o->kv_heads,
+                             o->heads);
+    for (k = 0; k < 3; k++) {
+        w = k == 0 ? d : d / o->heads * o->kv_heads;
         if (cic_op_need_act(c, o->in[k], qkv[k], CIC_ROWS_TOKENS, -1) ||
-            cic_op_need_view(c, o->in[k], qkv[k], o->in_col[k], d))
+            cic_op_need_view(c, o->in[k], qkv[k], o->in_col[k], w))
             return -1;
+    }
     return 0;
 }
 
@@ -586,6 +613,32 @@ static inline int cic_op_check_fold_out_b(const cic_op_check *c)
 static inline double cic_op_cost_fold_out_b(const cic_model *m, const cic_op *o, int ns)
 {
     return cic_op_flops_fold_out_b(ns, m->cfg.d_model, o->center);
+}
+
+/* ROPE: in[0] [R, w] with token rows, heads dividing w into heads of an
+ * even head_dim; out like in[0]. */
+static inline int cic_op_check_rope(const cic_op_check *c)
+{
+    const cic_op *o = c->o;
+    int w;
+    if (cic_op_slots(c, CIC_SLOT_IN0) ||
+        cic_op_need_act(c, o->in[0], "input", CIC_ROWS_TOKENS, -1) ||
+        cic_op_need_like(c, o->out, "output", o->in[0]))
+        return -1;
+    w = c->m->t[o->in[0]].cols;
+    if (o->heads < 1 || w % o->heads != 0 || (w / o->heads) % 2 != 0)
+        return cic_op_refuse(c, "%d heads do not split the width %d into heads of an even size",
+                             o->heads, w);
+    if (o->rope != CIC_ROPE_HALF && o->rope != CIC_ROPE_INTERLEAVED)
+        return cic_op_refuse(c, "rope layout %d is neither half nor interleaved", (int)o->rope);
+    if (!(o->theta > 0) || !isfinite(o->theta) || !((float)o->theta > 0))
+        return cic_op_refuse(c, "rope base %g is not a positive binary32 value", o->theta);
+    return 0;
+}
+
+static inline double cic_op_cost_rope(const cic_model *m, const cic_op *o, int ns)
+{
+    return cic_op_flops_rope(_cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols);
 }
 
 /* ---- the table ---- */

@@ -116,6 +116,11 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
     KV("readout.center", "%s", m->center_out ? "true" : "false");
     KV("d_out", "%d", m->t[m->output].cols);
     KV("dtype", "%s", unrounded ? "unrounded weights as float64" : "float32");
+    if (cic_block(m->cfg.block)->llama) { /* LLaMA attention: RoPE and GQA */
+        KV("rope", "%s", CIC_ROPE_NAME[m->cfg.rope]);
+        KV("rope_theta", "%.17g", m->cfg.rope_theta); /* round-trips the double */
+        KV("kv_heads", "%d", cic_cfg_kv_heads(&m->cfg));
+    }
 #undef KV
     for (i = 0; meta && meta[2 * i] && k < 46; i++, k++) {
         kv[2 * k] = meta[2 * i];

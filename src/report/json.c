@@ -370,6 +370,11 @@ static json_t *case_json(const cic_case *c, int *err)
     jset(m, "d_out", json_integer(mc->d_out), err);
     jset(m, "d_cond", json_integer(mc->d_cond), err);
     jset(m, "final_layer", json_boolean(mc->final_layer), err);
+    if (cic_block(mc->block)->llama) { /* LLaMA attention: RoPE and GQA */
+        jset(m, "rope", jname(CIC_ROPE_NAME, CIC_ROPE_COUNT, (int)mc->rope), err);
+        jset(m, "rope_theta", jreal(mc->rope_theta), err);
+        jset(m, "kv_heads", json_integer(cic_cfg_kv_heads(mc)), err);
+    }
     jset(m, "seed", jseed(mc->seed), err);
     jset(w, "dist", jname(CIC_DIST_NAME, CIC_DIST_COUNT, (int)mc->dist), err);
     jset(w, "std", jreal(mc->std), err);
