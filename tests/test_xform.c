@@ -223,6 +223,8 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
                                         CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
             cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
                                      CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+            cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD,
+                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
             cic_xform_spec r4bad = spec("r4bad", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
                                         CIC_MISTAKE_SKIP_ONLINE, CIC_TPREC_MPFR);
             r2.q_seed = seed;
@@ -234,8 +236,52 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
             r4bad.q_seed = seed;
             check_eq(ce_of(orig, r1, &r4, NULL), &r4, &c, "fold + R1 + R4");
             check_broken(ce_of(orig, r1, &r4bad, NULL), &r4bad, &c, "R4 without the online op");
+            r3.q_seed = seed;
+            check_eq(ce_of(orig, r1, &r3, NULL), &r3, &c, "fold + R1 + R3");
             cic_model_destroy(r1);
         }
+        cic_model_destroy(folded);
+        cic_model_destroy(orig);
+    }
+}
+
+/* LLaMA attention (RoPE, grouped-query): R1, R2 with one Q per key/value
+ * head, R3 after RoPE exact; R3 fused into the projections (before RoPE)
+ * broken. */
+static void test_llama_rotations(void **state)
+{
+    int it, n = 3 * cic_test_multiplier();
+    (void)state;
+    for (it = 0; it < n; it++) {
+        uint64_t seed = 3000 + (uint64_t)it;
+        cic_model_cfg c = random_cfg(seed, CIC_BLOCK_RMSNORM);
+        cic_model *orig, *folded = NULL, *r1 = NULL;
+        cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
+                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_MPFR);
+        cic_xform_spec r3bad = spec("r3bad", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD,
+                                    CIC_MISTAKE_BEFORE_ROPE, CIC_TPREC_MPFR);
+        c.d_model = 32;
+        c.heads = 4;
+        c.kv_heads = it % 2 ? 2 : 1;
+        c.d_mlp = 64;
+        c.tokens = 4 + it;
+        c.rope = it % 2 ? CIC_ROPE_INTERLEAVED : CIC_ROPE_HALF;
+        c.rope_theta = 10000.0;
+        orig = cic_model_create(&c, CIC_READOUT_HEAD);
+        assert_non_null(orig);
+        r2.q_seed = r3.q_seed = r3bad.q_seed = seed;
+        check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold (RoPE, GQA)");
+        check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1 (RoPE, GQA)");
+        check_eq(ce_of(orig, r1, &r2, NULL), &r2, &c, "R1 + R2 per kv head");
+        check_eq(ce_of(orig, r1, &r3, NULL), &r3, &c, "R1 + R3 after RoPE");
+        check_broken(ce_of(orig, r1, &r3bad, NULL), &r3bad, &c, "R3 before RoPE");
+        cic_model_destroy(r1);
         cic_model_destroy(folded);
         cic_model_destroy(orig);
     }
@@ -319,6 +365,7 @@ int main(void)
         cmocka_unit_test(test_transform_changes_weights),
         cmocka_unit_test(test_preln_exact_and_mistakes),
         cmocka_unit_test(test_rmsnorm_exact_and_mistakes),
+        cmocka_unit_test(test_llama_rotations),
         cmocka_unit_test(test_f32_transform_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -50,7 +50,7 @@
  *   [[transforms]]
  *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
  *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate | rotate-heads
- *                                   # | online-down
+ *                                   # | online-down | online-qk
  *   after = "other-name"            # optional: applied on top of that earlier transform
  *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas | bf16 (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard
@@ -69,6 +69,7 @@
  * "skip-attn-out" (rotate: attn.proj / o_proj left unrotated),
  * "skip-out-proj" (rotate-heads: the values rotated, o_proj left as it was),
  * "skip-online" (online-down: the Hadamard fused into down_proj, no online op),
+ * "before-rope" (online-qk: the Hadamard fused into q_proj and k_proj),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
  * wrong on an RMSNorm model).
  *
@@ -91,8 +92,9 @@
  * "*"; max >= 0 (inf allowed), an f32 engine named must be enabled.
  * fuse-layernorm needs preln, fold-rmsnorm-gamma needs rmsnorm; mistakes:
  * skip-mean-bake with fuse-layernorm, skip-attn-out with rotate, skip-out-proj
- * with rotate-heads, skip-online with online-down (q, seed and hadamard_base
- * as for rotate; online-down needs q = "hadamard"),
+ * with rotate-heads, skip-online with online-down, before-rope with online-qk
+ * (q, seed and hadamard_base as for rotate; online-down and online-qk need
+ * q = "hadamard"),
  * center-embeddings with fold-rmsnorm-gamma. Example files:
  * tests/fixtures/valid-preln.toml, tests/fixtures/valid-rmsnorm.toml.
  *

@@ -67,8 +67,9 @@ static void online_ops(cic_flop_count *fc, const cic_case *c, int i)
             int dh = m->d_model / m->heads;
             int Kh = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(dh);
             /* q: heads blocks per row, k: one per key/value head */
+            int kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
             fc->site[CIC_SITE_ATTN] += m->layers * (cic_op_flops_fwht(R * m->heads, dh, Kh) +
-                                                    cic_op_flops_fwht(R * m->heads, dh, Kh));
+                                                    cic_op_flops_fwht(R * kv, dh, Kh));
         }
     }
 }

@@ -110,7 +110,7 @@ static void cols_block(ctx *c, mpfr_t *dst, const mpfr_t *src, int rows, int col
 static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t *q)
 {
     cic_model *m = c->m;
-    int H = a->heads, kv = a->heads, d = m->t[a->out].cols; /* value heads */
+    int H = a->heads, kv = a->kv_heads > 0 ? a->kv_heads : a->heads, d = m->t[a->out].cols;
     int dh = d / H, pv = producer(m, a->in[2]), po = linear_reader(m, a->out), g, h, rc = -1;
     const cic_op *lv, *lo;
     mpfr_t *wv = NULL, *bv = NULL, *wo = NULL, *sv = NULL, *sb = NULL, *so = NULL;
