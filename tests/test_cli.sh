@@ -34,19 +34,21 @@ expect_rc 2 "unknown option" "$bin" run --bogus cases/layernorm.toml
 expect_rc 2 "missing case file" "$bin" run --quiet "$tmp/nope.toml"
 grep -q "nope.toml" "$tmp/err" && ok "missing file is named" || bad "missing file is named"
 
-# shipped cases. Four run only in the regression gate of .ci/run (against
+# shipped cases. Five run only in the regression gate of .ci/run (against
 # their baselines): cases/dit-xl2.toml is benchmark-sized (minutes),
 # cases/adaln.toml, the main job, takes a third of this suite's time on 2
 # cores (its block and strategies are covered by test_adaln and
 # test_conclusion.sh on smaller shapes), and the two quantization cases
 # (half a minute each) are checked by test_quant_cases.sh on the gate's
 # reports (the low-precision engines by test_lowp, test_dump_numpy and
-# test_sweep_plots on small shapes)
+# test_sweep_plots on small shapes), and cases/quarot-llama.toml (half a
+# minute; its rotations are covered by test_xform, test_flops and the
+# known breaks on small shapes)
 for c in cases/*.toml cases/known-breaks/*.toml; do
     grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
         bad "$c has no line in reference/weights.sha256 (cicheck hash $c)"
     case "$c" in
-    cases/dit-xl2.toml | cases/adaln.toml | cases/quant-*.toml) continue ;;
+    cases/dit-xl2.toml | cases/adaln.toml | cases/quant-*.toml | cases/quarot-llama.toml) continue ;;
     esac
     expect_rc 0 "run $c" "$bin" run --quiet --no-color --out "$tmp/rep" "$c"
     case "$c" in
