@@ -14,8 +14,10 @@
 #include "engine/engine.h"
 #include "metric/metric.h"
 #include "model/model.h"
+#include "xform/qmat.h"
 #include "xform/xform.h"
 
+#include <math.h>
 #include <string.h>
 
 #define PREC 128
@@ -287,6 +289,69 @@ static void test_llama_rotations(void **state)
     }
 }
 
+/* R1 from a file (q = "file:..."): a Hadamard matrix of order 32 stored
+ * as F64 (tests/fixtures) is exact to its dtype's precision after the
+ * gains are folded: the verdict threshold follows the file's 53 bits; the
+ * same matrix with one entry changed is refused as not orthogonal by
+ * cic_q_file_check's figure. */
+static void test_rotation_from_file(void **state)
+{
+    cic_model_cfg c = random_cfg(4000, CIC_BLOCK_RMSNORM);
+    cic_model *orig, *folded = NULL;
+    cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
+                               CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+    cic_xform_spec rf = spec("rf", CIC_XFORM_ROTATE, CIC_Q_FILE, CIC_MISTAKE_NONE,
+                             CIC_TPREC_MPFR);
+    cic_diag d;
+    double orth = -1, eq, br;
+    (void)state;
+    c.d_model = 32;
+    c.heads = 4;
+    c.d_mlp = 64;
+    cic_test_path(rf.q_file, sizeof rf.q_file, "tests/fixtures/q-hadamard-32.safetensors");
+    cic_strlcpy(rf.q_tensor, "R1", sizeof rf.q_tensor);
+    rf.q_file_bits = 53;
+    orig = cic_model_create(&c, CIC_READOUT_HEAD);
+    assert_non_null(orig);
+    memset(&d, 0, sizeof d);
+    assert_int_equal(cic_q_file_check(&orth, &rf, 32, &d), 0);
+    assert_true(orth >= 0 && orth < 1e-15);
+    assert_int_equal(cic_q_file_check(&orth, &rf, 16, &d), -1); /* the wrong order */
+    cic_xform_thresholds(&eq, &br, &rf, PREC);
+    assert_true(eq == ldexp(1.0, 20 - 53));
+    check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold");
+    check_eq(ce_of(orig, folded, &rf, NULL), &rf, &c, "fold + R1 from a file");
+    cic_test_path(rf.q_file, sizeof rf.q_file,
+                  "tests/fixtures/q-not-orthogonal-32.safetensors");
+    assert_int_equal(cic_q_file_check(&orth, &rf, 32, &d), 0);
+    assert_true(orth > CIC_Q_FILE_ORTH_MAX);
+    {
+        /* the check before a run refuses it, and a matrix of the wrong order */
+        static cic_case k;
+        char text[2048], path[1024];
+        const char *files[] = {"q-not-orthogonal-32", "q-hadamard-32"};
+        const char *want[] = {"is not orthogonal: max |Q^T Q - I| = 0.44", "is not a 8 x 8"};
+        int f;
+        for (f = 0; f < 2; f++) {
+            char rel[128];
+            snprintf(rel, sizeof rel, "tests/fixtures/%s.safetensors", files[f]);
+            cic_test_path(path, sizeof path, rel);
+            snprintf(text, sizeof text,
+                     "[model]\nblock = \"rmsnorm\"\nd_model = 32\nheads = 4\ntokens = 2\n"
+                     "samples = 1\nlayers = 1\n[[transforms]]\nname = \"r\"\n"
+                     "kind = \"%s\"\nq = \"file:%s\"\n",
+                     f ? "rotate-heads" : "rotate", path);
+            memset(&d, 0, sizeof d);
+            assert_int_equal(cic_case_load_string(&k, text, "q.toml", &d), CIC_OK);
+            assert_int_equal(cic_xform_check(&k, &d), CIC_EINPUT);
+            if (!strstr(d.msg, want[f]) || d.line != 8)
+                fail_msg("check message %d:%d: %s", d.line, d.column, d.msg);
+        }
+    }
+    cic_model_destroy(folded);
+    cic_model_destroy(orig);
+}
+
 /* A transform computed at 24 bits is an invariance only up to float
  * rounding: its ce sits near 2^-24, far above the MPFR threshold and far
  * below the broken one. */
@@ -366,6 +431,7 @@ int main(void)
         cmocka_unit_test(test_preln_exact_and_mistakes),
         cmocka_unit_test(test_rmsnorm_exact_and_mistakes),
         cmocka_unit_test(test_llama_rotations),
+        cmocka_unit_test(test_rotation_from_file),
         cmocka_unit_test(test_f32_transform_precision),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

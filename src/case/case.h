@@ -53,7 +53,8 @@
  *                                   # | online-down | online-qk
  *   after = "other-name"            # optional: applied on top of that earlier transform
  *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas | bf16 (default mpfr)
- *   q = "random"                    # rotate only: identity | random | hadamard
+ *   q = "random"                    # rotate only: identity | random | hadamard |
+ *                                   # "file:PATH" (rotate, rotate-heads; q_tensor = NAME)
  *   seed = 7                        # rotate only (random, hadamard)
  *   hadamard_base = 32              # q = "hadamard" only: the base order K of
  *                                   # H = H_K (x) Sylvester(d / K); default 0 (automatic)
@@ -151,7 +152,7 @@ enum cic_xform_kind {
     CIC_XFORM_BRANCH_ROTATE,
     CIC_XFORM_COUNT
 };
-enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_COUNT };
+enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_FILE, CIC_Q_COUNT };
 /* How a transform is computed: correctly rounded MPFR at the engine's
  * precision, at 53 or 24 bits (replaying double / float code), or in double
  * with the dense products by Q through OpenBLAS dgemm (large d: fast, but the
@@ -262,6 +263,13 @@ typedef struct {
     enum cic_qkind q;
     uint64_t q_seed;
     int hadamard_base;       /* q = hadamard: base order K forced, 0 automatic */
+    /* q = "file:PATH" (rotate, rotate-heads): the matrix's file (the path as
+     * resolved against the case file's folder), its tensor, and the
+     * significand bits of its dtype (F64 53, F32 24, F16 11, BF16 8), which
+     * bound the verdict's precision */
+    char q_file[1024];
+    char q_tensor[96];
+    int q_file_bits;
     enum cic_mistake mistake;
     enum cic_verdict expect; /* EQUIVALENT or BROKEN */
     int line;                /* where the entry starts, for messages */

@@ -133,6 +133,11 @@ bool _cic_name_ok(const char *s);
 int _cic_load_model(cic_case_ctx *x, cic_case *c, const cic_toml_node *mt);
 int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et);
 int _cic_load_readout(cic_case_ctx *x, cic_case *c, const cic_toml_node *rt);
+/* q = "file:PATH" (load_qfile.c): is s such a value, and load it into xf
+ * (the position l:col is the q key's). */
+bool _cic_q_is_file(const char *s, size_t len);
+int _cic_xform_q_file(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
+                      cic_xform_spec *xf, const char *s, size_t len, int l, int col);
 /* [[engines.lowp]] inside [engines] (load_lowp.c). */
 int _cic_load_lowp(cic_case_ctx *x, cic_case *c, const cic_case_tab *et);
 int _cic_load_xforms(cic_case_ctx *x, cic_case *c, const cic_toml_node *arr);

@@ -12,7 +12,7 @@
 
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_xform_keys[] = {
-    "name",    "kind",   "after",  "precision", "q",          "seed", "hadamard_base",
+    "name",    "kind",   "after",  "precision", "q",          "seed", "hadamard_base", "q_tensor",
     "mistake", "expect", "stream", "fast",      "calibration"};
 
 bool _cic_is_adaln(enum cic_xform_kind k)
@@ -255,7 +255,8 @@ static int _cic_xform_hadamard_base(cic_case_ctx *x, const cic_case_tab *t,
 
 /* q, seed and hadamard_base: rotate and the adaLN strategies; q required
  * there. */
-static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *xf)
+static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
+                        cic_xform_spec *xf)
 {
     bool have;
     int rc, l, col, v = 0;
@@ -280,13 +281,26 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *
                                  rot_only[k], CIC_XFORM_NAME[xf->kind]);
         return CIC_OK;
     }
-    if ((rc = _cic_get_enum(x, t, "q", CIC_Q_NAME, CIC_Q_COUNT, &v, &have,
+    {
+        const cic_toml_node *qn = _cic_find(t, "q", &l, &col);
+        const char *qs;
+        size_t qlen;
+        if (qn && cic_toml_get_string(qn, &qs, &qlen) == CIC_TOML_OK && _cic_q_is_file(qs, qlen)) {
+            _cic_pos(qn, &l, &col);
+            if ((rc = _cic_xform_q_file(x, c, t, xf, qs, qlen, l, col)))
+                return rc;
+            return CIC_OK; /* seed and hadamard_base mean nothing here */
+        }
+        if (_cic_find(t, "q_tensor", &l, &col))
+            return _cic_fail(x, l, col, "'q_tensor' needs q = \"file:PATH\"");
+    }
+    if ((rc = _cic_get_enum(x, t, "q", CIC_Q_NAME, CIC_Q_FILE, &v, &have,
                             NULL)))
         return rc;
     if (!have) {
         char extra[128];
         snprintf(extra, sizeof extra,
-                 " for kind = \"%s\" (identity, random or hadamard)",
+                 " for kind = \"%s\" (identity, random, hadamard or file:PATH)",
                  CIC_XFORM_NAME[xf->kind]);
         return _cic_missing(x, t, "q", extra);
     }
@@ -429,7 +443,7 @@ static int _cic_load_xform(cic_case_ctx *x, cic_case *c, const cic_toml_node *ar
                             &v, NULL, NULL)))
         return rc;
     xf->prec = (enum cic_tprec)v;
-    if ((rc = _cic_xform_q(x, &t, xf)) || (rc = _cic_load_adaln(x, c, &t, xf)) ||
+    if ((rc = _cic_xform_q(x, c, &t, xf)) || (rc = _cic_load_adaln(x, c, &t, xf)) ||
         (rc = _cic_xform_mistake(x, &t, xf)))
         return rc;
 

@@ -11,6 +11,7 @@
 #include "../base/mpvec.h"
 #include "../metric/flops.h"
 #include "../metric/metric.h"
+#include "../xform/qmat.h"
 #include "../xform/xform.h"
 
 #include <string.h>
@@ -336,6 +337,14 @@ int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
     w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->ref, r->n, r->prec);
     mx = verdict_row(r, xs, (const mpfr_t *)yhp);
     mx_index = (int)(mx - r->res);
+    if (xs->q == CIC_Q_FILE) {
+        int qn = xs->kind == CIC_XFORM_ROTATE ? r->c->model.d_model
+                                              : r->c->model.d_model / r->c->model.heads;
+        mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn, d) == 0;
+        if (mx->has_q_orth)
+            _cic_pl_stage(r, "transform %s: Q '%s' of %s, max |Q^T Q - I| = %.3g", xs->name,
+                          xs->q_tensor, xs->q_file, mx->q_orth_error);
+    }
     _cic_pl_fill_flops(r, &mx->flops, &counted, &analytical, true);
     for (e = 0; e < CIC_MATMUL_COUNT; e++)
         if (_cic_pl_engine_on(r->c, e) &&

@@ -561,6 +561,8 @@ static json_t *result_json(const cic_result *r, int *err)
     jset(o, "per_sample", ps, err);
     if (r->lowp)
         jset(o, "sqnr_db", jreal(r->sqnr_db), err);
+    if (r->has_q_orth)
+        jset(o, "q_orth_error", jreal(r->q_orth_error), err);
     jset(o, "pass", json_boolean(r->pass), err);
     return o;
 }

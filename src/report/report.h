@@ -63,6 +63,8 @@ typedef struct {
     cic_sample_ce per_sample[CIC_MAX_SAMPLES]; /* case.h: the loader's limit on B */
     int n_samples;
     bool pass;                 /* expectation and every gate on this row */
+    bool has_q_orth;           /* mpfr rows of a q = "file:..." transform: */
+    double q_orth_error;       /* max |Q^T Q - I| of the file's matrix */
     bool lowp;                 /* a low-precision engine's row ([[engines.lowp]]) */
     double sqnr_db;            /* lowp: 20 log10(||truth|| / ||truth - y||) */
 } cic_result;

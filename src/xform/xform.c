@@ -61,7 +61,13 @@ void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
                           mpfr_prec_t engine_prec)
 {
     int p = (int)cic_xform_prec(x, engine_prec);
-    switch (x->prec) {
+    enum cic_tprec tp = x->prec;
+    /* a rotation from a file is exact only to its dtype's precision */
+    if (x->q == CIC_Q_FILE && x->q_file_bits > 0 && x->q_file_bits < p) {
+        p = x->q_file_bits;
+        tp = p >= 53 ? CIC_TPREC_F64 : p >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
+    }
+    switch (tp) {
     case CIC_TPREC_F32:
         *eq = ldexp(1.0, 12 - p);
         break;
@@ -138,6 +144,26 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
                          "transform '%s': a mean-preserving Hadamard Q needs d_model a power "
                          "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
             return CIC_EINPUT;
+        }
+        if (x->q == CIC_Q_FILE) {
+            int n = x->kind == CIC_XFORM_ROTATE ? c->model.d_model
+                                                : c->model.d_model / c->model.heads;
+            double orth = 0;
+            if (cic_q_file_check(&orth, x, n, d) < 0) {
+                char why[sizeof d->msg];
+                cic_strlcpy(why, d->msg, sizeof why);
+                cic_diag_set(d, c->path, x->line, 1, "transform '%s': %s: %s", x->name,
+                             x->q_file, why);
+                return CIC_EINPUT;
+            }
+            if (!(orth <= CIC_Q_FILE_ORTH_MAX)) {
+                cic_diag_set(d, c->path, x->line, 1,
+                             "transform '%s': the matrix '%s' of '%s' is not orthogonal: max "
+                             "|Q^T Q - I| = %.3g, above %g", x->name, x->q_tensor, x->q_file,
+                             orth, CIC_Q_FILE_ORTH_MAX);
+                return CIC_EINPUT;
+            }
+            continue;
         }
         if (x->kind == CIC_XFORM_ONLINE_QK && (x->q != CIC_Q_HADAMARD ||
                                                c->model.block == CIC_BLOCK_PRELN ||
@@ -444,6 +470,12 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
         if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
             goto cleanup;
         break;
+    case CIC_Q_FILE: {
+        cic_diag dg;
+        if (cic_q_file(q, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
+            goto cleanup;
+        break;
+    }
     default:
         cic_q_identity(q, d);
         break;
