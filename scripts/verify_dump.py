@@ -342,13 +342,15 @@ def hadamard(w, K=0):
     return np.kron(paley_base(K), sylvester(w // K))
 
 
-def fast_q(signs, K=0):
+def fast_q(signs, K=0, base=None):
     """The orthogonal matrix of the randomized fast Hadamard with these signs,
     as the row-vector map of its forward direction: x -> (x H) * s / sqrt(w)
     is x Q with Q = H diag(s) / sqrt(w); the transpose direction
     x -> ((x * s) H^T) / sqrt(w) is x Q^T. K: the transform's hadamard_base
     (dump metadata; 0 automatic)."""
     w = signs.shape[0]
+    if base is not None:   # the dump's H_K ("hadamard.base.<w>"): any construction
+        return np.kron(base, sylvester(w // base.shape[0])) * signs[None, :] / math.sqrt(w)
     return hadamard(w, K) * signs[None, :] / math.sqrt(w)
 
 
@@ -377,6 +379,20 @@ class Model:
             raise InputError(f"{self.path}: tensor '{name}' has shape "
                              f"{list(a.shape)}, expected {list(shape)}")
         return a
+
+    def online(self, x, signs_name, block):
+        """An online fast Hadamard of the graph (R3 online-qk on blocks of
+        head_dim, R4 online-down on the whole MLP row) when the dump holds
+        its signs, else x: x -> x Q per block, Q = H diag(s) / sqrt(w) with
+        H from the dump's "hadamard.base.<w>" or Sylvester's."""
+        s = self.opt(signs_name)
+        if s is None:
+            return x
+        s = s.reshape(-1)
+        q = fast_q(s, int(self.meta.get("hadamard_base", "0")),
+                   self.opt(f"hadamard.base.{block}"))
+        r = x.reshape(x.shape[0], -1, block)
+        return (r @ q).reshape(x.shape)
 
     def linear(self, x, prefix, n_out, n_in):
         """y = x W^T + b, PyTorch layout W [out, in]; bias optional."""
@@ -623,6 +639,7 @@ class Model:
                                    self.linear(h, p + "attn.k_proj", d, d),
                                    self.linear(h, p + "attn.v_proj", d, d))
                 u = act(self.linear(h, p + "mlp.fc_in", f, d))
+                u = self.online(u, p + "mlp.fc_out.online_hadamard.signs", f)
                 x = (self.linear(a, p + "attn.out_proj", d, d) +
                      self.linear(u, p + "mlp.fc_out", d, f)) + x
             if c.readout == "head":
@@ -638,6 +655,7 @@ class Model:
                 x = x + self.linear(a, p + "attn.proj", d, d)
                 h = self.norm(x, p + "norm2", True)
                 u = act(self.linear(h, p + "mlp.fc1", f, d))
+                u = self.online(u, p + "mlp.fc2.online_hadamard.signs", f)
                 x = x + self.linear(u, p + "mlp.fc2", d, f)
             if c.readout == "head":
                 h = self.norm(x, "norm", True)
@@ -650,12 +668,15 @@ class Model:
                 dkv = d // c.heads * c.kv_heads
                 q = self.rope(self.linear(h, p + "self_attn.q_proj", d, d), c.heads)
                 k = self.rope(self.linear(h, p + "self_attn.k_proj", dkv, d), c.kv_heads)
+                q = self.online(q, p + "online_qk.signs", d // c.heads)
+                k = self.online(k, p + "online_qk.signs", d // c.heads)
                 v = self.linear(h, p + "self_attn.v_proj", dkv, d)
                 x = x + self.linear(self.attention(q, k, v), p + "self_attn.o_proj", d, d)
                 h = self.norm(x, p + "post_attention_layernorm", False)
                 g = act(self.linear(h, p + "mlp.gate_proj", f, d))
                 u = self.linear(h, p + "mlp.up_proj", f, d)
-                x = x + self.linear(g * u, p + "mlp.down_proj", d, f)
+                gu = self.online(g * u, p + "mlp.down_proj.online_hadamard.signs", f)
+                x = x + self.linear(gu, p + "mlp.down_proj", d, f)
             if c.readout == "head":
                 h = self.norm(x, "norm", False)
                 w = self.get("lm_head.weight")
@@ -967,8 +988,8 @@ class LowpCheck:
         want = set()
         ok = True
         for name, w in src.items():
-            if name == "readout.q":   # applied in MPFR to every output, not stored
-                continue
+            if name == "readout.q" or name.startswith("hadamard.base."):
+                continue   # the readout map, a fast Hadamard's base: not weights
             want.add(name)
             if name not in t:
                 self.fail(label, f"tensor '{name}' missing")
@@ -1319,6 +1340,12 @@ def main(argv=None):
         # cic_xform_thresholds (equivalent up to 2^-4, broken from 2^-2)
         eq, br = ((2.0 ** -4, 2.0 ** -2) if xm.meta.get("precision") == "bf16"
                   else (a.xf_equiv, a.xf_differs))
+        # a rotation from a file is exact only to its dtype's precision
+        # (cic_xform_thresholds): float32 2^(12-24), float64 2^(20-53)
+        qbits = int(xm.meta.get("q_file_bits", "0"))
+        if xm.meta.get("q") == "file" and 0 < qbits < 53:
+            eq = 2.0 ** (12 - 24) if qbits >= 24 else 2.0 ** -4
+            br = a.xf_differs if qbits >= 24 else 2.0 ** -2
         if not np.all(np.isfinite(yx)) or r > br:
             verdict = "broken"
         elif r <= eq:

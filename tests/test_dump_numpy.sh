@@ -58,8 +58,11 @@ PY
 expect_rc 1 "an edited truth is caught" "$py" scripts/verify_dump.py "$tmp/dump"
 
 # LLaMA attention: a tiny rmsnorm case (d 32, 4 heads of 8, 2 key/value
-# heads) with RoPE in each layout, fold and rotations; the dump says rope,
-# rope_theta and kv_heads, and NumPy re-runs RoPE and GQA from them
+# heads) with RoPE in each layout, fold and rotations, then R2 (per kv
+# head), R3 (online per-head Hadamards of q and k) and R4 (the online
+# Hadamard of the MLP width 48 = 12 x 4, a Paley base the dump carries as
+# hadamard.base.48); the dump says rope, rope_theta and kv_heads, and NumPy
+# re-runs RoPE, GQA and the online Hadamards from it
 for lay in half interleaved; do
     cat >"$tmp/rope-$lay.toml" <<TOML
 name = "rope-$lay"
@@ -70,7 +73,7 @@ heads = 4
 kv_heads = 2
 rope = "$lay"
 rope_theta = 500000.0
-mlp_ratio = 2
+mlp_ratio = 1.5
 tokens = 6
 samples = 2
 layers = 2
@@ -93,13 +96,28 @@ name = "had"
 kind = "rotate"
 after = "fold"
 q = "hadamard"
+[[transforms]]
+name = "r2"
+kind = "rotate-heads"
+after = "had"
+q = "random"
+[[transforms]]
+name = "r3"
+kind = "online-qk"
+after = "r2"
+q = "hadamard"
+[[transforms]]
+name = "r4"
+kind = "online-down"
+after = "r3"
+q = "hadamard"
 TOML
     expect_rc 0 "run --dump (rmsnorm, rope = $lay, kv_heads 2)" "$bin" run --quiet \
         --no-baseline --out "$tmp/rep-rope-$lay" --dump "$tmp/dump-rope-$lay" \
         "$tmp/rope-$lay.toml"
     expect_rc 0 "NumPy re-run of RoPE ($lay) and GQA reproduces the truth" "$py" \
         scripts/verify_dump.py "$tmp/dump-rope-$lay"
-    has "$tmp/out" "verify_dump: 4 passed, 0 failed" "every model of the rope-$lay dump passes"
+    has "$tmp/out" "verify_dump: 7 passed, 0 failed" "every model of the rope-$lay dump passes"
 done
 # the re-check can fail: the half dump relabelled interleaved is caught
 "$py" - "$tmp/dump-rope-half/original.safetensors" <<'PY'

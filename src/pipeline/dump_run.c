@@ -75,9 +75,9 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
         return -1;
     for (i = 0; i < r->c->n_xf; i++) {
         const cic_xform_spec *x = &r->c->xf[i];
-        char seed[32], prec[32], calib[32], hbase[32];
+        char seed[32], prec[32], calib[32], hbase[32], qbits[16];
         const char *mt[] = {"case", r->c->name, "transform", x->name,
-                            "hadamard_base", hbase,
+                            "hadamard_base", hbase, "q_file_bits", qbits,
                             "stream", CIC_STREAM_NAME[x->stream],
                             "fast", x->fast ? "true" : "false",
                             "calibration", calib,
@@ -91,6 +91,7 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->q_seed);
         snprintf(prec, sizeof prec, "%d", r->c->mpfr_prec);
         snprintf(hbase, sizeof hbase, "%d", x->hadamard_base);
+        snprintf(qbits, sizeof qbits, "%d", x->q == CIC_Q_FILE ? x->q_file_bits : 0);
         snprintf(calib, sizeof calib, "%d", x->calibration);
         if (!r->xm[i])
             continue;

@@ -4,6 +4,8 @@
  * (dequantized values, codes and scales); the dump's file names. */
 #include "dump.h"
 
+#include "../xform/qmat.h"
+
 #include "../engine/lowp.h"
 
 #include <string.h>
@@ -27,10 +29,56 @@ static bool referenced(const cic_model *m, int id)
     return false;
 }
 
+/* The bases of m's fast Hadamards that are not Sylvester's, as tensors
+ * "hadamard.base.<w>" [K, K] (+-1 as float32) for the block width w of the
+ * ops (the whole row, or the op's group), so a re-run can build H_K (x)
+ * Sylvester(w / K) whatever K's construction. Appends to t from *n (room
+ * for CIC_DUMP_MAX_BASES more); the values go to vals[] (freed by the
+ * caller). 0, or -1 when memory runs out. */
+#define CIC_DUMP_MAX_BASES 8
+static int hadamard_bases(cic_st_tensor *t, int *n, float **vals, char names[][32],
+                          const cic_model *m)
+{
+    int i, j, nb = 0, seen[CIC_DUMP_MAX_BASES];
+    for (i = 0; i < m->n_ops && nb < CIC_DUMP_MAX_BASES; i++) {
+        const cic_op *o = &m->ops[i];
+        int w = o->group > 0 ? o->group : (o->in[0] >= 0 ? m->t[o->in[0]].cols : 0), K = o->hbase;
+        signed char *hk = NULL;
+        bool dup = false;
+        if (o->kind != CIC_OP_FWHT || K <= 1)
+            continue;
+        for (j = 0; j < nb; j++)
+            dup = dup || seen[j] == w;
+        if (dup)
+            continue;
+        if (cic_hadamard_base_k(&hk, K, w) < 0)
+            return -1;
+        vals[nb] = malloc((size_t)K * K * sizeof **vals);
+        if (!vals[nb]) {
+            free(hk);
+            return -1;
+        }
+        for (j = 0; j < K * K; j++)
+            vals[nb][j] = hk[j];
+        free(hk);
+        snprintf(names[nb], sizeof names[nb], "hadamard.base.%d", w);
+        t[*n].name = names[nb];
+        t[*n].dtype = CIC_DT_F32;
+        t[*n].ndim = 2;
+        t[*n].shape[0] = t[*n].shape[1] = K;
+        t[*n].data = vals[nb];
+        (*n)++;
+        seen[nb++] = w;
+    }
+    return 0;
+}
+
 int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
                    bool unrounded, cic_diag *d)
 {
-    cic_st_tensor *t = cic_calloc((size_t)m->n_t + 1, sizeof *t);
+    cic_st_tensor *t = cic_calloc((size_t)m->n_t + 1 + CIC_DUMP_MAX_BASES, sizeof *t);
+    float *bases[CIC_DUMP_MAX_BASES] = {NULL};
+    char base_names[CIC_DUMP_MAX_BASES][32];
     double **f64 = cic_calloc((size_t)m->n_t + 1, sizeof *f64);
     const char *kv[96];
     char buf[20][64];
@@ -91,6 +139,11 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
         t[n].data = f64[m->n_t];
         n++;
     }
+    if (hadamard_bases(t, &n, bases, base_names, m) < 0) {
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        rc = -1;
+        goto cleanup;
+    }
     for (i = 0; i < m->n_ops; i++)
         if (m->ops[i].kind == CIC_OP_NORM && m->ops[i].center)
             any_center = true;
@@ -129,6 +182,8 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
     kv[2 * k] = NULL;
     rc = cic_safetensors_write(path, t, n, kv, d);
 cleanup:
+    for (i = 0; i < CIC_DUMP_MAX_BASES; i++)
+        free(bases[i]);
     for (i = 0; i <= m->n_t; i++)
         free(f64[i]);
     free(f64);
