@@ -268,6 +268,8 @@ static void test_llama_rotations(void **state)
                                  CIC_TPREC_MPFR);
         cic_xform_spec r3bad = spec("r3bad", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD,
                                     CIC_MISTAKE_BEFORE_ROPE, CIC_TPREC_MPFR);
+        cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
+                                    CIC_MISTAKE_PER_QUERY_HEAD, CIC_TPREC_MPFR);
         c.d_model = 32;
         c.heads = 4;
         c.kv_heads = it % 2 ? 2 : 1;
@@ -277,12 +279,13 @@ static void test_llama_rotations(void **state)
         c.rope_theta = 10000.0;
         orig = cic_model_create(&c, CIC_READOUT_HEAD);
         assert_non_null(orig);
-        r2.q_seed = r3.q_seed = r3bad.q_seed = seed;
+        r2.q_seed = r3.q_seed = r3bad.q_seed = r2bad.q_seed = seed;
         check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold (RoPE, GQA)");
         check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1 (RoPE, GQA)");
         check_eq(ce_of(orig, r1, &r2, NULL), &r2, &c, "R1 + R2 per kv head");
         check_eq(ce_of(orig, r1, &r3, NULL), &r3, &c, "R1 + R3 after RoPE");
         check_broken(ce_of(orig, r1, &r3bad, NULL), &r3bad, &c, "R3 before RoPE");
+        check_broken(ce_of(orig, r1, &r2bad, NULL), &r2bad, &c, "R2 per query head (GQA)");
         cic_model_destroy(r1);
         cic_model_destroy(folded);
         cic_model_destroy(orig);

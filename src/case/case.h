@@ -71,6 +71,7 @@
  * "skip-out-proj" (rotate-heads: the values rotated, o_proj left as it was),
  * "skip-online" (online-down: the Hadamard fused into down_proj, no online op),
  * "before-rope" (online-qk: the Hadamard fused into q_proj and k_proj),
+ * "per-query-head" (rotate-heads: a Q per query head, not per kv head),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
  * wrong on an RMSNorm model).
  *
@@ -168,6 +169,7 @@ enum cic_mistake {
     CIC_MISTAKE_SKIP_OUT_PROJ,
     CIC_MISTAKE_SKIP_ONLINE,
     CIC_MISTAKE_BEFORE_ROPE,
+    CIC_MISTAKE_PER_QUERY_HEAD,
     CIC_MISTAKE_COUNT
 };
 enum cic_verdict {

@@ -328,6 +328,7 @@ static int _cic_xform_mistake(cic_case_ctx *x, const cic_case_tab *t,
     need = xf->mistake == CIC_MISTAKE_SKIP_MEAN_BAKE ? CIC_XFORM_FUSE_LAYERNORM
            : xf->mistake == CIC_MISTAKE_SKIP_ATTN_OUT ? CIC_XFORM_ROTATE
            : xf->mistake == CIC_MISTAKE_SKIP_OUT_PROJ ? CIC_XFORM_ROTATE_HEADS
+           : xf->mistake == CIC_MISTAKE_PER_QUERY_HEAD ? CIC_XFORM_ROTATE_HEADS
            : xf->mistake == CIC_MISTAKE_SKIP_ONLINE   ? CIC_XFORM_ONLINE_DOWN
            : xf->mistake == CIC_MISTAKE_BEFORE_ROPE   ? CIC_XFORM_ONLINE_QK
                                                       : CIC_XFORM_FOLD_RMSNORM_GAMMA;

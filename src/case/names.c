@@ -24,7 +24,7 @@ const char *const CIC_XFORM_NAME[] = {
 const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard", "file"};
 const char *const CIC_TPREC_NAME[] = {"mpfr", "f64", "f32", "f64-openblas", "bf16"};
 const char *const CIC_MISTAKE_NAME[] = {
-    "none", "skip-mean-bake", "skip-attn-out", "center-embeddings", "skip-out-proj", "skip-online", "before-rope"};
+    "none", "skip-mean-bake", "skip-attn-out", "center-embeddings", "skip-out-proj", "skip-online", "before-rope", "per-query-head"};
 const char *const CIC_VERDICT_NAME[] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[] = {"head", "residual"};

@@ -13,9 +13,12 @@
  * heads, which must then share its Q. Q_g for value head g of layer l:
  * identity, Haar-random or a randomized Hadamard of order dh, seeded by
  * cic_rng_u64(cic_rng_key(seed, "rotate-heads"), l * kv_heads + g).
- * Only weights change: no op and no FLOP is added. Known mistake
+ * Only weights change: no op and no FLOP is added. Known mistakes
  * "skip-out-proj": the values rotated, the output projection left as it was
- * (broken). */
+ * (broken); "per-query-head": one Q per query head (seeded by l heads + h),
+ * the value head taking its first query head's, so with grouped-query
+ * attention the other heads of its group undo a Q that was not applied
+ * (broken; exact when kv_heads = heads). */
 #include "xform.h"
 
 #include "../base/mpvec.h"
@@ -133,14 +136,23 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
         goto cleanup;
     for (g = 0; g < kv; g++) {
         int r0 = a->in_col[2] + g * dh;
-        if (head_q(c, q, x, dh, a->layer, kv, g) < 0)
+        if ((x->mistake == CIC_MISTAKE_PER_QUERY_HEAD
+                 ? head_q(c, q, x, dh, a->layer, H, g * (H / kv))
+                 : head_q(c, q, x, dh, a->layer, kv, g)) < 0)
             goto cleanup;
         _cic_xf_rows_block(c, wv, sv, m->t[lv->w].cols, r0, q, dh);
         if (bv)
             cols_block(c, bv, sb, 1, m->t[lv->b].cols, r0, q, dh);
-        for (h = g * (H / kv); h < (g + 1) * (H / kv); h++)
-            if (x->mistake != CIC_MISTAKE_SKIP_OUT_PROJ)
-                cols_block(c, wo, so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, dh);
+        for (h = g * (H / kv); h < (g + 1) * (H / kv); h++) {
+            if (x->mistake == CIC_MISTAKE_SKIP_OUT_PROJ)
+                continue;
+            /* the mistake per-query-head: each query head's own Q on its
+             * o_proj columns (the value head took its first head's) */
+            if (x->mistake == CIC_MISTAKE_PER_QUERY_HEAD &&
+                head_q(c, q, x, dh, a->layer, H, h) < 0)
+                goto cleanup;
+            cols_block(c, wo, so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, dh);
+        }
     }
     _cic_xf_install(m, lv->w, wv, c->p);
     _cic_xf_install(m, lo->w, wo, c->p);
