@@ -535,8 +535,15 @@ class Model:
                 return lambda h: h
             tag = "d" if width == d else "m"
             if c.fast:
-                a = fast_q(self.get(f"branch.signs.{tag}", (width,)),
-                           int(self.meta.get("hadamard_base", "0")))
+                # group-wise (group = G): signs of one block, the same Q on
+                # every block of G channels
+                s = self.get(f"branch.signs.{tag}").reshape(-1)
+                if width % s.shape[0]:
+                    raise InputError(f"{self.path}: branch.signs.{tag} has {s.shape[0]} "
+                                     f"values, which do not divide the width {width}")
+                blk = fast_q(s, int(self.meta.get("hadamard_base", "0")),
+                             self.opt(f"hadamard.base.{s.shape[0]}"))
+                a = np.kron(np.eye(width // s.shape[0]), blk)
                 return lambda h: h @ a
             w = self.get(f"branch.qT.{tag}", (width, width))
             return lambda h: h @ w.T

@@ -115,6 +115,8 @@
  *   fast = true                     # online-unrotate, branch-rotate only (default false);
  *                                   # needs q = "hadamard"; online-unrotate: stream = "centered"
  *   calibration = 0                 # static-fold only: sample index, 0 <= calibration < samples
+ *   group = 256                     # branch-rotate with fast = true: the fast Hadamard on
+ *                                   # blocks of this width (group-wise, as ConvRot)
  *   expect = "equivalent"           # default broken for static-fold (exact only on its
  *                                   # calibration sample), equivalent for the others
  *
@@ -278,6 +280,7 @@ typedef struct {
     /* adaLN strategies */
     enum cic_stream stream;  /* static-fold, online-unrotate, per-sample-fold */
     bool fast;               /* online-unrotate, branch-rotate: fast Hadamard */
+    int group;               /* branch-rotate (fast): blocks of this width, 0 whole rows */
     int calibration;         /* static-fold: the sample whose c is folded */
 } cic_xform_spec;
 

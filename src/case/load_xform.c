@@ -13,7 +13,7 @@
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_xform_keys[] = {
     "name",    "kind",   "after",  "precision", "q",          "seed", "hadamard_base", "q_tensor",
-    "mistake", "expect", "stream", "fast",      "calibration"};
+    "mistake", "expect", "stream", "fast",      "calibration", "group"};
 
 bool _cic_is_adaln(enum cic_xform_kind k)
 {
@@ -96,6 +96,26 @@ static int _cic_adaln_calibration(cic_case_ctx *x, const cic_case *c,
 /* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
  * refuse (after, mistake). xf->kind, q and the block are already checked;
  * xf->stream, fast and calibration hold their defaults. */
+/* group: group-wise rotation (branch-rotate with fast = true): the fast
+ * Hadamard on blocks of this width at every linear input. Whether it fits
+ * d_model and d_mlp is cic_xform_check's. */
+static int _cic_adaln_group(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *xf)
+{
+    const cic_toml_node *node;
+    bool have;
+    int rc, l, col;
+    xf->group = 0;
+    if ((rc = _cic_get_intf(x, t, "group", 1, CIC_CASE_MAX_DIM, &xf->group, &have, &node)))
+        return rc;
+    if (have && (xf->kind != CIC_XFORM_BRANCH_ROTATE || !xf->fast)) {
+        _cic_pos(node, &l, &col);
+        xf->group = 0;
+        return _cic_fail(x, l, col, "'group' needs kind = \"branch-rotate\" with fast = true "
+                         "(a fast Hadamard on blocks of each linear's input)");
+    }
+    return CIC_OK;
+}
+
 static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
                            cic_xform_spec *xf)
 {
@@ -105,7 +125,7 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
     int rc, l, col, v;
 
     if (!adaln) {
-        static const char *const ada_only[] = {"stream", "fast", "calibration"};
+        static const char *const ada_only[] = {"stream", "fast", "calibration", "group"};
         size_t k;
         for (k = 0; k < CIC_CASE_LEN(ada_only); k++)
             if (_cic_find(t, ada_only[k], &l, &col))
@@ -117,6 +137,7 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
                                  k == 0 ? "static-fold, online-unrotate, "
                                           "per-sample-fold"
                                  : k == 1 ? "online-unrotate, branch-rotate"
+                                 : k == 3 ? "branch-rotate"
                                           : "static-fold",
                                  kn);
         return CIC_OK;
@@ -153,6 +174,8 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
     xf->stream = (enum cic_stream)v;
 
     if ((rc = _cic_adaln_fast(x, t, xf)))
+        return rc;
+    if ((rc = _cic_adaln_group(x, t, xf)))
         return rc;
     return _cic_adaln_calibration(x, c, t, xf);
 }

@@ -112,6 +112,14 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
         g1 = g2 = add;
         break;
     case CIC_XFORM_BRANCH_ROTATE:
+        if (x->group > 0) { /* group-wise: FWHTs on blocks of G of every row */
+            double G = x->group, rg = cic_op_flops_fwht(R, x->group,
+                                                         cic_hadamard_base_order_k(x->group, hb));
+            attn += 2 * rg * (cfg->d_model / G);
+            mlp += rg * (cfg->d_model / G) + rg * (cfg->d_mlp / G);
+            final += rg * (cfg->d_model / G);
+            break;
+        }
         attn += rot(R, cfg->d_model, fast, hb) /* before qkv */ +
                 rot(R, cfg->d_model, fast, hb) /* before proj */;
         mlp += rot(R, cfg->d_model, fast, hb) /* before fc1 */ +

@@ -216,20 +216,46 @@ done:
     return rc;
 }
 
+/* Q [w, w] block-diagonal: w / G copies of the Q of order G that make_q
+ * builds (group-wise rotation, as ConvRot rotates a DiT's linear inputs;
+ * the fast transform applies the same block to each group). */
+static int block_diag_q(mpfr_t *q, int w, int G, const cic_xform_spec *x, uint64_t seed,
+                        mpfr_prec_t p)
+{
+    mpfr_t *b = cic_mpvec_create((size_t)G * G, p);
+    int i, j;
+    if (!b || make_q(b, G, x, seed, false, p) < 0) {
+        cic_mpvec_destroy(b, (size_t)G * G);
+        return -1;
+    }
+    for (i = 0; i < w; i++)
+        for (j = 0; j < w; j++) {
+            mpfr_ptr e = q[(size_t)i * w + j];
+            if (i / G != j / G)
+                mpfr_set_zero(e, 1);
+            else
+                mpfr_set(e, b[(size_t)(i % G) * G + j % G], MPFR_RNDN);
+        }
+    cic_mpvec_destroy(b, (size_t)G * G);
+    return 0;
+}
+
 /* branch-rotate: each reader and writer reads x Q_in, so its weight becomes
  * W Q_in (Q of d_mlp for the MLP's writer, which reads the hidden layer). */
 static int branch(cic_model *m, const cic_model *orig, const cic_adaln_graph *g,
                   const cic_xform_spec *x, cic_xf_ctx *cx, mpfr_prec_t p)
 {
     const cic_model_cfg *c = &m->cfg;
-    int d = c->d_model, f = c->d_mlp, i, rc = -1;
+    int d = c->d_model, f = c->d_mlp, i, rc = -1, G = x->group;
     mpfr_t *qd = cic_mpvec_create((size_t)d * d, p), *qm = cic_mpvec_create((size_t)f * f, p);
-    if (!qd || !qm || make_q(qd, d, x, x->q_seed, false, p) < 0 ||
-        make_q(qm, f, x, x->q_seed + 1, false, p) < 0)
+    if (!qd || !qm || (G > 0 && (block_diag_q(qd, d, G, x, x->q_seed, p) < 0 ||
+                                 block_diag_q(qm, f, G, x, x->q_seed + 1, p) < 0)) ||
+        (G == 0 && (make_q(qd, d, x, x->q_seed, false, p) < 0 ||
+                    make_q(qm, f, x, x->q_seed + 1, false, p) < 0)))
         goto done;
-    if (x->fast) {
-        set_signs(m, g->bs_d, (const mpfr_t *)qd, d);
-        set_signs(m, g->bs_m, (const mpfr_t *)qm, f);
+    if (x->fast) { /* group-wise: the first block's signs serve every block */
+        set_signs(m, g->bs_d, (const mpfr_t *)qd, G ? G : d);
+        set_signs(m, g->bs_m, (const mpfr_t *)qm, G ? G : f);
     } else if (set_q(m, g->bq_d, (const mpfr_t *)qd, d, true, p) < 0 ||
                set_q(m, g->bq_m, (const mpfr_t *)qm, f, true, p) < 0) {
         goto done;

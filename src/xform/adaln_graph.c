@@ -32,6 +32,7 @@ typedef struct {
     enum cic_xform_kind kind;
     bool fast, rotated, centered;
     int hbase;   /* the spec's hadamard_base: 0 automatic, else K at every width */
+    int group;   /* branch-rotate: the blocks of the fast transforms, 0 whole rows */
     int *remap;  /* src tensor id -> the tensor holding its value now */
     int *fold_w; /* src op index of a reader or writer -> folded weight, or -1 */
     int *fold_b;
@@ -99,7 +100,8 @@ static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int 
         o = cic_op_blank(CIC_OP_FWHT, site, layer);
         o.g = signs;
         o.transpose = transpose;
-        o.hbase = cic_hadamard_base_order_k(r->m->t[x].cols, r->hbase);
+        o.group = r->group;
+        o.hbase = cic_hadamard_base_order_k(r->group ? r->group : r->m->t[x].cols, r->hbase);
     } else {
         o = cic_op_blank(CIC_OP_LINEAR, site, layer);
         o.w = dense;
@@ -276,9 +278,9 @@ static void make_rotation_tensors(rw *r)
         g->q = new_tensor(r, "rot.q", CIC_T_WEIGHT, d, d);
         break;
     case CIC_XFORM_BRANCH_ROTATE:
-        if (r->fast) {
-            g->bs_d = new_tensor(r, "branch.signs.d", CIC_T_WEIGHT, 1, d);
-            g->bs_m = new_tensor(r, "branch.signs.m", CIC_T_WEIGHT, 1, f);
+        if (r->fast) { /* group-wise: one block's signs, the same in every block */
+            g->bs_d = new_tensor(r, "branch.signs.d", CIC_T_WEIGHT, 1, r->group ? r->group : d);
+            g->bs_m = new_tensor(r, "branch.signs.m", CIC_T_WEIGHT, 1, r->group ? r->group : f);
         } else {
             g->bq_d = new_tensor(r, "branch.qT.d", CIC_T_WEIGHT, d, d);
             g->bq_m = new_tensor(r, "branch.qT.m", CIC_T_WEIGHT, f, f);
@@ -334,6 +336,7 @@ cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x
     r.kind = x->kind;
     r.fast = x->fast;
     r.hbase = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
+    r.group = x->kind == CIC_XFORM_BRANCH_ROTATE ? x->group : 0;
     r.rotated = x->kind != CIC_XFORM_BRANCH_ROTATE;
     r.centered = x->stream == CIC_STREAM_CENTERED;
     r.ok = 1;

@@ -145,6 +145,18 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
                          "of two (d_model = %d); use q = \"random\"", x->name, c->model.d_model);
             return CIC_EINPUT;
         }
+        if (x->group > 0) {
+            int G = x->group;
+            if (c->model.d_model % G || c->model.d_mlp % G ||
+                !cic_q_hadamard_k_supported(G, x->hadamard_base)) {
+                cic_diag_set(d, c->path, x->line, 1,
+                             "transform '%s': group = %d must divide d_model = %d and the MLP "
+                             "width %d and have a Hadamard matrix of its order", x->name, G,
+                             c->model.d_model, c->model.d_mlp);
+                return CIC_EINPUT;
+            }
+            continue;
+        }
         if (x->q == CIC_Q_FILE) {
             int n = x->kind == CIC_XFORM_ROTATE ? c->model.d_model
                                                 : c->model.d_model / c->model.heads;
