@@ -88,8 +88,8 @@ static void test_int_matmul_direct(void **state)
         int lo_x, hi_x, lo_w, hi_w;
         assert_int_equal(cic_quant_parse(&qa, pairs[p].xrule, NULL, 0), 0);
         assert_int_equal(cic_quant_parse(&qw, pairs[p].wrule, NULL, 0), 0);
-        gx = cic_lowp_group_len(&qa, R, K);
-        gw = cic_lowp_group_len(&qw, N, K);
+        gx = cic_quant_group_len(&qa, R, K);
+        gw = cic_quant_group_len(&qw, N, K);
         nb_x = (long)R * K / gx;
         nb_w = (long)N * K / gw;
         lo_x = qa.symmetric ? -(1 << (qa.bits - 1)) : 0;

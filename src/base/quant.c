@@ -115,8 +115,7 @@ bool cic_quant_is_int(const cic_quant *q)
     return q->scheme == CIC_QS_INT;
 }
 
-/* Values per group for a row of cols values. */
-static long group_len(const cic_quant *q, int rows, int cols)
+long cic_quant_group_len(const cic_quant *q, int rows, int cols)
 {
     if (q->gran == CIC_QG_TENSOR)
         return (long)rows * cols;
@@ -125,7 +124,7 @@ static long group_len(const cic_quant *q, int rows, int cols)
 
 long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t cap)
 {
-    long g = group_len(q, rows, cols);
+    long g = cic_quant_group_len(q, rows, cols);
     if (q->gran == CIC_QG_GROUP && cols % q->group != 0) {
         if (msg && cap)
             snprintf(msg, cap, "a group of %d values does not divide a row of %d", q->group,
@@ -272,7 +271,7 @@ int cic_quant_matrix(const cic_quant *q, const float *x, int rows, int cols, int
                      size_t cap)
 {
     long ng = cic_quant_groups(q, rows, cols, msg, cap), g;
-    size_t n = (size_t)group_len(q, rows, cols), i, total = (size_t)rows * cols;
+    size_t n = (size_t)cic_quant_group_len(q, rows, cols), i, total = (size_t)rows * cols;
     qout o = {codes, deq};
     float t = 1.0f, sc, amax = 0.0f;
     int32_t zp = 0;

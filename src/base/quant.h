@@ -68,6 +68,10 @@ int cic_quant_parse(cic_quant *q, const char *text, char *msg, size_t cap);
  * asymmetric), not a floating-point one. */
 bool cic_quant_is_int(const cic_quant *q);
 
+/* Values per scale group of a [rows, cols] matrix under q: rows * cols
+ * (tensor), cols (channel / token) or the group size. */
+long cic_quant_group_len(const cic_quant *q, int rows, int cols);
+
 /* The scale groups of a [rows, cols] matrix (row-major over the groups),
  * or -1 (msg) when the group does not divide cols. */
 long cic_quant_groups(const cic_quant *q, int rows, int cols, char *msg, size_t cap);

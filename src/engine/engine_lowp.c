@@ -51,11 +51,6 @@ typedef struct {
     int32_t **z;
 } lowp_state;
 
-static float round_f(const cic_format *f, float x)
-{
-    return cic_format_round_f(f, x);
-}
-
 bool cic_lowp_quantized(const cic_op *o)
 {
     return o->kind == CIC_OP_LINEAR &&
@@ -93,7 +88,7 @@ static void round_tensor(float *y, const cic_tensor *t, const cic_format *f, boo
         return;
     }
     for (i = 0; i < n; i++)
-        y[i] = round_f(f, t->f32[i]);
+        y[i] = cic_format_round_f(f, t->f32[i]);
 }
 
 int cic_lowp_tensor(float *deq, int16_t *codes, float *scale, int32_t *zero, float *tscale,
@@ -146,7 +141,7 @@ static void lowp_round(const realrun *r, REAL *y, size_t n)
     if (f->precision >= 24)
         return;
     for (i = 0; i < n; i++)
-        y[i] = round_f(f, y[i]);
+        y[i] = cic_format_round_f(f, y[i]);
 }
 
 /* Scratch of one quantized linear: its input quantized (and its per-sample
@@ -204,7 +199,7 @@ static int per_sample_weights(const cic_lowp_spec *lp, const float *w, int S, in
         return -1;
     if (!lp->wq_on) {
         for (i = 0; i < tot; i++)
-            sc->wq[i] = lp->wfmt->precision >= 24 ? w[i] : round_f(lp->wfmt, w[i]);
+            sc->wq[i] = cic_format_round_f(lp->wfmt, w[i]); /* float32: w itself */
         return 0;
     }
     CIC_ASSERT(ng >= 0);
@@ -244,7 +239,7 @@ static int int_linear(realrun *r, const cic_op *o, float *y, const lin_scratch *
 {
     const lowp_state *st = r->lx;
     const cic_quant *aq = &st->lp->aq, *wq = &st->lp->wq;
-    long gx = cic_lowp_group_len(aq, R, k), gw = cic_lowp_group_len(wq, n, k);
+    long gx = cic_quant_group_len(aq, R, k), gw = cic_quant_group_len(wq, n, k);
     long ngw = cic_quant_groups(wq, n, k, NULL, 0);
     int Rs = R / S, s;
     /* per-sample row blocks of x keep their scales: a row's groups are

@@ -41,8 +41,6 @@ typedef struct {
     long g;
 } cic_lowp_int_operand;
 
-/* Values per scale group of a [rows, cols] matrix under rule q. */
-long cic_lowp_group_len(const cic_quant *q, int rows, int cols);
 
 /* y [R, n] = x [R, k] times w [n, k]^T as an integer kernel computes it:
  * over blocks of L = gcd(min(gx, k), min(gw, k)) columns in order, the

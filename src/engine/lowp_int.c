@@ -13,13 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-long cic_lowp_group_len(const cic_quant *q, int rows, int cols)
-{
-    if (q->gran == CIC_QG_TENSOR)
-        return (long)rows * cols;
-    return q->gran == CIC_QG_ROW ? cols : q->group;
-}
-
 static long gcd_l(long a, long b)
 {
     while (b) {

@@ -60,12 +60,12 @@ static void online_ops(cic_flop_count *fc, const cic_case *c, int i)
     int n = 0;
     for (; i >= 0 && n < CIC_MAX_XFORMS; i = c->xf[i].after, n++) {
         const cic_xform_spec *x = &c->xf[i];
-        int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(m->d_mlp);
+        int K = cic_hadamard_base_order_k(m->d_mlp, x->hadamard_base);
         if (x->kind == CIC_XFORM_ONLINE_DOWN && x->mistake != CIC_MISTAKE_SKIP_ONLINE)
             fc->site[CIC_SITE_MLP] += m->layers * cic_op_flops_fwht(R, m->d_mlp, K);
         if (x->kind == CIC_XFORM_ONLINE_QK && x->mistake != CIC_MISTAKE_BEFORE_ROPE) {
             int dh = m->d_model / m->heads;
-            int Kh = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(dh);
+            int Kh = cic_hadamard_base_order_k(dh, x->hadamard_base);
             /* q: heads blocks per row, k: one per key/value head */
             int kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
             fc->site[CIC_SITE_ATTN] += m->layers * (cic_op_flops_fwht(R * m->heads, dh, Kh) +

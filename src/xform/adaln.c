@@ -133,16 +133,6 @@ done:
     return rc;
 }
 
-/* The op of the original graph that writes tensor t, or -1. */
-static int producer(const cic_model *g, int t)
-{
-    int i;
-    for (i = 0; i < g->n_ops; i++)
-        if (g->ops[i].out == t)
-            return i;
-    return -1;
-}
-
 /* The op of the original graph that reads tensor t, or -1. */
 static int reader_of(const cic_model *g, int t)
 {
@@ -159,7 +149,7 @@ static int reader_of(const cic_model *g, int t)
 static int calibration_mod(mpfr_t *cur, int *cur_id, const cic_model *orig, const cic_model *m,
                            int mod, int sample, cic_fold_ws *ws)
 {
-    int pi = producer(orig, mod);
+    int pi = _cic_xf_producer(orig, mod);
     if (mod == *cur_id)
         return 0;
     CIC_ASSERT(pi >= 0 && orig->ops[pi].kind == CIC_OP_LINEAR && orig->ops[pi].site == CIC_SITE_MOD);
@@ -202,7 +192,7 @@ static int static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec
                             mod + o->in_col[1], q, center, &ws) < 0)
                 goto done;
         } else { /* the writer it gates: gate */
-            li = producer(orig, o->in[0]);
+            li = _cic_xf_producer(orig, o->in[0]);
             CIC_ASSERT(li >= 0 && orig->ops[li].role == CIC_ROLE_WRITER);
             if (fold_static(m, orig->ops[li].w, orig->ops[li].b, false, mod + o->in_col[0],
                             NULL, q, center, &ws) < 0)

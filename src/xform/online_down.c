@@ -85,7 +85,7 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
 {
     cic_model *m = c->m;
     int f = m->cfg.d_mlp, i, rc = -1;
-    int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(f);
+    int K = cic_hadamard_base_order_k(f, x->hadamard_base);
     mpfr_t *q = cic_mpvec_create((size_t)f * f, c->p);
     if (!q)
         return -1;
@@ -118,9 +118,7 @@ static int origin_linear(const cic_model *m, int t)
 {
     int i, hops;
     for (hops = 0; hops < 8 && t >= 0; hops++) {
-        for (i = 0; i < m->n_ops && m->ops[i].out != t; i++)
-            ;
-        if (i == m->n_ops)
+        if ((i = _cic_xf_producer(m, t)) < 0)
             return -1;
         if (m->ops[i].kind == CIC_OP_LINEAR)
             return i;
@@ -176,7 +174,7 @@ static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
     cic_model *m = c->m;
     const cic_op *a = &m->ops[i];
     int dh = m->t[a->out].cols / a->heads, l = a->layer, tq = a->in[0], tk = a->in[1];
-    int K = x->hadamard_base ? x->hadamard_base : cic_hadamard_base_order(dh), s, yq, yk, j;
+    int K = cic_hadamard_base_order_k(dh, x->hadamard_base), s, yq, yk, j;
     uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-qk"), (uint64_t)l);
     char n[128];
     *next = i + 1;
@@ -206,11 +204,8 @@ static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
 int _cic_xf_online_qk(ctx *c, const cic_xform_spec *x)
 {
     cic_model *m = c->m;
-    int i = 0, dh = 0, j, rc = 0;
+    int i = 0, dh = _cic_xf_head_dim(m), rc = 0;
     mpfr_t *q;
-    for (j = 0; j < m->n_ops; j++)
-        if (m->ops[j].kind == CIC_OP_ATTN)
-            dh = m->t[m->ops[j].out].cols / m->ops[j].heads;
     if (dh == 0)
         return 0;
     q = cic_mpvec_create((size_t)dh * dh, c->p);

@@ -30,16 +30,6 @@
 
 typedef cic_xf_ctx ctx;
 
-/* The op of m that writes tensor t, or -1. */
-static int producer(const cic_model *m, int t)
-{
-    int i;
-    for (i = 0; i < m->n_ops; i++)
-        if (m->ops[i].out == t)
-            return i;
-    return -1;
-}
-
 /* The linear that reads tensor t, or -1. */
 static int linear_reader(const cic_model *m, int t)
 {
@@ -118,7 +108,7 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
 {
     cic_model *m = c->m;
     int H = a->heads, kv = a->kv_heads > 0 ? a->kv_heads : a->heads, d = m->t[a->out].cols;
-    int dh = d / H, pv = producer(m, a->in[2]), po = linear_reader(m, a->out), g, h, rc = -1;
+    int dh = d / H, pv = _cic_xf_producer(m, a->in[2]), po = linear_reader(m, a->out), g, h, rc = -1;
     const cic_op *lv, *lo;
     mpfr_t *wv = NULL, *bv = NULL, *wo = NULL, *sv = NULL, *sb = NULL, *so = NULL;
     CIC_ASSERT(pv >= 0 && po >= 0 && m->ops[pv].kind == CIC_OP_LINEAR);
@@ -179,11 +169,8 @@ cleanup:
 int _cic_xf_rotate_heads(ctx *c, const cic_xform_spec *x)
 {
     cic_model *m = c->m;
-    int i, dh = 0, rc = 0;
+    int i, dh = _cic_xf_head_dim(m), rc = 0;
     mpfr_t *q;
-    for (i = 0; i < m->n_ops; i++)
-        if (m->ops[i].kind == CIC_OP_ATTN)
-            dh = m->t[m->ops[i].out].cols / m->ops[i].heads;
     if (dh == 0)
         return 0;
     q = cic_mpvec_create((size_t)dh * dh, c->p);

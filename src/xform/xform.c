@@ -232,6 +232,24 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
 
 /* The current values of tensor id as MPFR: its hp values, or its f32 values
  * converted exactly into *tmp (24 bits; the caller destroys *tmp). */
+int _cic_xf_producer(const cic_model *m, int t)
+{
+    int i;
+    for (i = 0; i < m->n_ops; i++)
+        if (m->ops[i].out == t)
+            return i;
+    return -1;
+}
+
+int _cic_xf_head_dim(const cic_model *m)
+{
+    int i, dh = 0;
+    for (i = 0; i < m->n_ops; i++)
+        if (m->ops[i].kind == CIC_OP_ATTN)
+            dh = m->t[m->ops[i].out].cols / m->ops[i].heads;
+    return dh;
+}
+
 const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp)
 {
     const cic_tensor *t = &m->t[id];

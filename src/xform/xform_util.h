@@ -16,6 +16,10 @@ typedef struct {
     bool blas;          /* dense products by Q through dgemm (f64-openblas) */
 } cic_xf_ctx;
 
+/* The op of m that writes tensor t, or -1. */
+int _cic_xf_producer(const cic_model *m, int t);
+/* The head width of m's attention ops (one for every layer), 0 without any. */
+int _cic_xf_head_dim(const cic_model *m);
 /* Current values of tensor id (hp, or exact f32 copies in *tmp to destroy). */
 const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp);
 /* Install v (ownership taken, p bits) as tensor id's values (f32 rounded). */
