@@ -25,9 +25,6 @@ static const char *const _cic_lowp_keys[] = {"name", "weights", "activations", "
 /* The plain formats an engine's weights, activations or elements may be. */
 static const char *const _cic_lowp_plain[] = {"float32", "bf16", "fp16"};
 #define CIC_LOWP_PLAIN_ALLOWED "float32, bf16, fp16"
-#define CIC_LOWP_RULES_ALLOWED \
-    "int4, int8 (options: tensor, channel, token, groupN, sym, asym, clipR), fp8-e4m3, " \
-    "fp8-e5m2 (options: tensor, channel, token, groupN, clipR), mxfp4, nvfp4"
 
 static const cic_format *_cic_lowp_plain_find(const char *s)
 {
@@ -59,8 +56,7 @@ static int _cic_lowp_value(cic_case_ctx *x, const cic_case_tab *t, const char *k
     _cic_pos(node, &l, &col);
     if (cic_quant_parse(q, text, msg, sizeof msg) < 0)
         return _cic_fail(x, l, col,
-                         "bad '%s' in %s: %s; allowed: a format (" CIC_LOWP_PLAIN_ALLOWED
-                         ") or a scale rule (" CIC_LOWP_RULES_ALLOWED ")",
+                         "bad '%s' in %s: %s; or a format: " CIC_LOWP_PLAIN_ALLOWED,
                          key, t->where, msg);
     *is_rule = true;
     return CIC_OK;
