@@ -342,13 +342,27 @@ def hadamard(w, K=0):
     return np.kron(paley_base(K), sylvester(w // K))
 
 
-def fast_q(signs, K=0, base=None):
+def regular_hadamard(w):
+    """The regular Hadamard matrix (J - 2I)^(x)k of order w = 4^k: every row
+    and column sums to 2^k (q = "regular-hadamard")."""
+    r4 = np.ones((4, 4)) - 2 * np.eye(4)
+    h = np.ones((1, 1))
+    while h.shape[0] < w:
+        h = np.kron(h, r4)
+    if h.shape[0] != w:
+        raise ValueError(f"no regular Hadamard matrix of order {w} (4^k only)")
+    return h
+
+
+def fast_q(signs, K=0, base=None, regular=False):
     """The orthogonal matrix of the randomized fast Hadamard with these signs,
     as the row-vector map of its forward direction: x -> (x H) * s / sqrt(w)
     is x Q with Q = H diag(s) / sqrt(w); the transpose direction
     x -> ((x * s) H^T) / sqrt(w) is x Q^T. K: the transform's hadamard_base
-    (dump metadata; 0 automatic)."""
+    (dump metadata; 0 automatic); regular: H the regular Hadamard."""
     w = signs.shape[0]
+    if regular:
+        return regular_hadamard(w) * signs[None, :] / math.sqrt(w)
     if base is not None:   # the dump's H_K ("hadamard.base.<w>"): any construction
         return np.kron(base, sylvester(w // base.shape[0])) * signs[None, :] / math.sqrt(w)
     return hadamard(w, K) * signs[None, :] / math.sqrt(w)
@@ -514,9 +528,11 @@ class Model:
 
         # rotation of the stream (online-unrotate, per-sample-fold)
         unrot = rerot = q = None
+        regular = self.meta.get("q") == "regular-hadamard"
         if kind == "online-unrotate":
             if c.fast:
-                qf = fast_q(self.get("rot.signs", (d,)), int(self.meta.get("hadamard_base", "0")))
+                qf = fast_q(self.get("rot.signs", (d,)), int(self.meta.get("hadamard_base", "0")),
+                            regular=regular)
                 unrot = lambda h: h @ qf.T      # transpose FWHT: x diag(s) H / sqrt(d)
                 rerot = lambda g: g @ qf        # forward FWHT:  (x H) s / sqrt(d)
             else:
@@ -542,11 +558,17 @@ class Model:
                     raise InputError(f"{self.path}: branch.signs.{tag} has {s.shape[0]} "
                                      f"values, which do not divide the width {width}")
                 blk = fast_q(s, int(self.meta.get("hadamard_base", "0")),
-                             self.opt(f"hadamard.base.{s.shape[0]}"))
+                             self.opt(f"hadamard.base.{s.shape[0]}"), regular=regular)
                 a = np.kron(np.eye(width // s.shape[0]), blk)
                 return lambda h: h @ a
-            w = self.get(f"branch.qT.{tag}", (width, width))
-            return lambda h: h @ w.T
+            # group-wise (group = G): the linear's weight is the [G, G] block
+            w = self.get(f"branch.qT.{tag}")
+            g = w.shape[0]
+            if w.shape != (g, g) or width % g:
+                raise InputError(f"{self.path}: branch.qT.{tag} has shape {list(w.shape)}, "
+                                 f"not a square block dividing the width {width}")
+            a = np.kron(np.eye(width // g), w.T)
+            return lambda h: h @ a
         bd, bm = branch(d), branch(f)
 
         def read(h, prefix, n, mods):

@@ -471,6 +471,25 @@ static void test_strategies_exact_non_pow2(void **state)
 static void check_flops(const cic_model *m, const cic_xform_spec *x, const shape *sh,
                         const char *label);
 
+/* cic_xform_check on case c accepts it (want NULL) or refuses it with a
+ * message containing want. */
+static void xform_check_says(const cic_case *c, const char *want, const char *label)
+{
+    cic_diag dg;
+    int rc;
+    memset(&dg, 0, sizeof dg);
+    rc = cic_xform_check(c, &dg);
+    if (!want) {
+        if (rc != CIC_OK)
+            fail_msg("%s refused: %s", label, dg.msg);
+        return;
+    }
+    assert_int_equal(rc, CIC_EINPUT);
+    if (!strstr(dg.msg, want))
+        fail_msg("%s: \"%s\" lacks \"%s\"", label, dg.msg, want);
+    print_message("%s\n", dg.msg);
+}
+
 /* cic_xform_check: Paley widths accepted for the fast online-unrotate and
  * branch-rotate; unsupported widths refused with the nearest sizes. */
 static void test_check_paley_widths(void **state)
@@ -494,24 +513,13 @@ static void test_check_paley_widths(void **state)
     (void)state;
     assert_non_null(c);
     for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
-        cic_diag dg;
-        int rc;
-        memset(&dg, 0, sizeof dg);
+        char label[160];
         c->model.d_model = cases[a].d;
         c->model.d_mlp = cases[a].m;
         c->n_xf = 1;
         c->xf[0] = spec_of("h", cases[a].kind, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 1);
-        rc = cic_xform_check(c, &dg);
-        if (!cases[a].want) {
-            if (rc != CIC_OK)
-                fail_msg("d %d m %d refused: %s", cases[a].d, cases[a].m, dg.msg);
-        } else {
-            assert_int_equal(rc, CIC_EINPUT);
-            if (!strstr(dg.msg, cases[a].want))
-                fail_msg("d %d m %d: \"%s\" lacks \"%s\"", cases[a].d, cases[a].m, dg.msg,
-                         cases[a].want);
-            print_message("%s\n", dg.msg);
-        }
+        snprintf(label, sizeof label, "d %d m %d", cases[a].d, cases[a].m);
+        xform_check_says(c, cases[a].want, label);
     }
     free(c);
 }
@@ -632,27 +640,66 @@ static void test_check_hadamard_base(void **state)
     (void)state;
     assert_non_null(c);
     for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
-        cic_diag dg;
-        int rc;
-        memset(&dg, 0, sizeof dg);
+        char label[160];
         c->model.d_model = cases[a].d;
         c->model.d_mlp = cases[a].m;
         c->n_xf = 1;
         c->xf[0] = spec_of("h", cases[a].kind, CIC_Q_HADAMARD, cases[a].stream, cases[a].fast, 1);
         c->xf[0].hadamard_base = cases[a].K;
-        rc = cic_xform_check(c, &dg);
-        if (!cases[a].want) {
-            if (rc != CIC_OK)
-                fail_msg("%s d %d m %d K %d refused: %s", CIC_XFORM_NAME[cases[a].kind],
-                         cases[a].d, cases[a].m, cases[a].K, dg.msg);
-        } else {
-            assert_int_equal(rc, CIC_EINPUT);
-            if (!strstr(dg.msg, cases[a].want))
-                fail_msg("%s d %d m %d K %d: \"%s\" lacks \"%s\"",
-                         CIC_XFORM_NAME[cases[a].kind], cases[a].d, cases[a].m, cases[a].K,
-                         dg.msg, cases[a].want);
-            print_message("%s\n", dg.msg);
-        }
+        snprintf(label, sizeof label, "%s d %d m %d K %d", CIC_XFORM_NAME[cases[a].kind],
+                 cases[a].d, cases[a].m, cases[a].K);
+        xform_check_says(c, cases[a].want, label);
+    }
+    free(c);
+}
+
+/* cic_xform_check for regular Hadamards and groups: orders 4^k (d_model,
+ * and the MLP width for branch-rotate; only the blocks with a group), no
+ * mean-preserving stream; a group must divide both widths. */
+static void test_check_regular_and_group(void **state)
+{
+    static const struct {
+        enum cic_xform_kind kind;
+        enum cic_qkind q;
+        enum cic_stream stream;
+        int d, m, group;
+        const char *want; /* NULL: accepted */
+    } cases[] = {
+        {CIC_XFORM_ROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 256, 1024, 0, NULL},
+        {CIC_XFORM_ROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 128, 512, 0,
+         "transform 'h': q = \"regular-hadamard\" needs orders 4^k (4, 16, 64, 256, 1024, "
+         "4096, ...): d_model = 128; use q = \"hadamard\""},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 64, 128, 0,
+         "d_model = 64, the MLP width 128; set group = G (a 4^k dividing them)"},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 128, 512, 64, NULL},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 128, 512, 32,
+         "group = 32 must divide d_model = 128 and the MLP width 512 and be 4^k"},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, 96, 384, 48, NULL},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, 96, 384, 64,
+         "group = 64 must divide d_model = 96 and the MLP width 384"},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, 96, 384, 48, NULL},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, 96, 384, 6,
+         "group = 6 must divide d_model = 96 and the MLP width 384 and have a Hadamard matrix"},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, 96, 384, 6, NULL},
+        {CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_REGULAR, CIC_STREAM_MEAN_PRESERVING, 64, 256, 0,
+         "a mean-preserving Q is not a regular Hadamard"},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_Q_REGULAR, CIC_STREAM_CENTERED, 64, 96, 0, NULL},
+    };
+    cic_case *c = calloc(1, sizeof *c);
+    size_t a;
+    (void)state;
+    assert_non_null(c);
+    for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+        char label[160];
+        c->model.d_model = cases[a].d;
+        c->model.d_mlp = cases[a].m;
+        c->n_xf = 1;
+        c->xf[0] = spec_of("h", cases[a].kind, cases[a].q, cases[a].stream, false, 1);
+        c->xf[0].group = cases[a].group;
+        snprintf(label, sizeof label, "%s q %s d %d m %d group %d",
+                 CIC_XFORM_NAME[cases[a].kind], CIC_Q_NAME[cases[a].q], cases[a].d, cases[a].m,
+                 cases[a].group);
+        xform_check_says(c, cases[a].want, label);
     }
     free(c);
 }
@@ -740,6 +787,99 @@ static void test_strategies_forced_base(void **state)
         cic_mpvec_destroy(y0, n);
         cic_model_destroy(orig);
     }
+}
+
+/* Group-wise and regular rotations (ConvRot): on d 16 (4^2), MLP 64 (4^3),
+ * a few seeds, each of these is equivalent in MPFR with FLOPs counted = the
+ * closed form: branch-rotate with blocks of 4 and 16 (random, Sylvester
+ * and regular Hadamard blocks, dense and fast), the whole-row regular
+ * Hadamard (dense and fast), online-unrotate with the fast regular op,
+ * per-sample-fold with a regular Q. A dense group op holds one [G, G]
+ * block; fast and dense regular agree to 2^-110; clearing the op's regular
+ * flag (the Sylvester transform with the regular Q fused into the weights)
+ * is broken. */
+static void test_group_and_regular(void **state)
+{
+    static const struct {
+        enum cic_xform_kind kind;
+        enum cic_qkind q;
+        bool fast;
+        int group;
+    } cases[] = {
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, false, 4},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, false, 16},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, false, 16},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, false, 16},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, true, 4},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, true, 16},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, true, 0},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_REGULAR, false, 0},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_Q_REGULAR, true, 0},
+        {CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_REGULAR, false, 0},
+    };
+    static const int ds[] = {16}, hs[] = {2, 4};
+    int k, n = 2 * cic_test_multiplier();
+    char buf[512];
+    (void)state;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw_d(700 + (uint64_t)k, ds, 1, hs, 2);
+        cic_model *orig = make_orig(&sh);
+        size_t no = n_out(orig), a;
+        mpfr_t *y0 = run_mp_mapped(orig, false, NULL);
+        for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+            cic_xform_spec x = spec_of("grp", cases[a].kind, cases[a].q, CIC_STREAM_CENTERED,
+                                       cases[a].fast, 40 + (uint64_t)k);
+            cic_model *m;
+            double ce, eq, br;
+            int j, nblk = 0;
+            x.group = cases[a].group;
+            m = apply(orig, &x, &sh);
+            ce = ce_vs(m, (const mpfr_t *)y0, no);
+            cic_xform_thresholds(&eq, &br, &x, PREC);
+            if (!(ce <= eq))
+                fail_msg("%s q %s fast %d group %d: ce %.3g above %.3g (%s)",
+                         CIC_XFORM_NAME[x.kind], CIC_Q_NAME[x.q], (int)x.fast, x.group, ce, eq,
+                         shape_str(buf, sizeof buf, &sh));
+            check_flops(m, &x, &sh, CIC_XFORM_NAME[x.kind]);
+            for (j = 0; j < m->n_ops; j++) {
+                const cic_op *o = &m->ops[j];
+                if (o->kind == CIC_OP_LINEAR && o->group > 0) {
+                    assert_int_equal(m->t[o->w].rows, x.group);
+                    assert_int_equal(m->t[o->w].cols, x.group);
+                    nblk++;
+                }
+                if (o->kind == CIC_OP_FWHT)
+                    assert_int_equal(o->regular, x.q == CIC_Q_REGULAR);
+            }
+            assert_true((x.group > 0 && !x.fast) == (nblk > 0));
+            if (x.q == CIC_Q_REGULAR && x.fast) {
+                cic_xform_spec xd = x;
+                cic_model *md;
+                mpfr_t *yf = run_mp_mapped(m, false, NULL), *yd;
+                double diff;
+                xd.fast = false;
+                md = apply(orig, &xd, &sh);
+                yd = run_mp_mapped(md, false, NULL);
+                diff = rel_mpmp((const mpfr_t *)yf, (const mpfr_t *)yd, no);
+                if (!(diff <= 0x1p-110))
+                    fail_msg("regular fast vs dense, group %d: rel diff %.3g", x.group, diff);
+                cic_mpvec_destroy(yf, no);
+                cic_mpvec_destroy(yd, no);
+                cic_model_destroy(md);
+                for (j = 0; j < m->n_ops; j++)
+                    m->ops[j].regular = false; /* Sylvester where the weights hold R */
+                ce = ce_vs(m, (const mpfr_t *)y0, no);
+                if (cic_xform_verdict(ce, eq, br) != CIC_VERDICT_BROKEN)
+                    fail_msg("%s group %d: the Sylvester op in place of the regular one is not "
+                             "broken (ce %.3g)", CIC_XFORM_NAME[x.kind], x.group, ce);
+            }
+            cic_model_destroy(m);
+        }
+        cic_mpvec_destroy(y0, no);
+        cic_model_destroy(orig);
+    }
+    print_message("group-wise and regular rotations: %zu kinds x %d shapes equivalent\n",
+                  sizeof cases / sizeof cases[0], n);
 }
 
 /* Planted fault: one entry of rot.q changed by a relative 2^-30 after the
@@ -1025,6 +1165,8 @@ int main(void)
         cmocka_unit_test(test_check_paley_widths),
         cmocka_unit_test(test_check_hadamard_base),
         cmocka_unit_test(test_strategies_forced_base),
+        cmocka_unit_test(test_group_and_regular),
+        cmocka_unit_test(test_check_regular_and_group),
         cmocka_unit_test(test_fault_caught),
         cmocka_unit_test(test_static_fold),
         cmocka_unit_test(test_flops),

@@ -4,7 +4,7 @@
 # NumPy (float64) from a --dump folder alone and must reproduce the truth:
 # a pre-LN case with a known mistake, a dit case with its adaLN
 # strategies, rmsnorm cases with RoPE (both layouts) and grouped-query
-# attention; and for a tiny case with low-precision engines of every kind
+# attention, a dit case with group-wise and regular Hadamard rotations; and for a tiny case with low-precision engines of every kind
 # (bf16, int8 per channel, int4 per group asymmetric with clipping, mxfp4,
 # nvfp4) it recomputes every engine's stored weights bit for bit and the
 # outlier statistics of report.json. Planted faults (an edited truth, one
@@ -120,20 +120,80 @@ TOML
     has "$tmp/out" "verify_dump: 7 passed, 0 failed" "every model of the rope-$lay dump passes"
 done
 # the re-check can fail: the half dump relabelled interleaved is caught
-"$py" - "$tmp/dump-rope-half/original.safetensors" <<'PY'
+# relabel FILE KEY FROM TO: a dump's metadata KEY set from FROM (asserted)
+# to TO, the tensors untouched
+relabel() {
+    "$py" - "$@" <<'PY'
 import json, struct, sys
-p = sys.argv[1]
+p, key, old, new = sys.argv[1:5]
 b = open(p, "rb").read()
 n = struct.unpack("<Q", b[:8])[0]
 h = json.loads(b[8:8 + n])
-assert h["__metadata__"]["rope"] == "half" and h["__metadata__"]["kv_heads"] == "2"
-h["__metadata__"]["rope"] = "interleaved"
+assert h["__metadata__"][key] == old, (key, h["__metadata__"][key])
+h["__metadata__"][key] = new
 t = json.dumps(h).encode()
 t += b" " * (-len(t) % 8)
 open(p, "wb").write(struct.pack("<Q", len(t)) + t + b[8 + n:])
 PY
+}
+relabel "$tmp/dump-rope-half/original.safetensors" rope half interleaved
 expect_rc 1 "a RoPE layout swapped in the metadata is caught" "$py" scripts/verify_dump.py \
     "$tmp/dump-rope-half"
+
+# group-wise and regular rotations of a dit block (d 64 = 4^3, MLP 256 =
+# 4^4): regular Hadamard blocks of 16 (fast), random blocks of 16 (a dense
+# [16, 16] linear per block), the whole-row regular Hadamard (dense) and
+# online-unrotate with the fast regular transform; NumPy builds the regular
+# matrix as Kronecker powers of J - 2I
+cat >"$tmp/group.toml" <<'TOML'
+name = "group"
+[model]
+block = "dit"
+d_model = 64
+heads = 4
+mlp_ratio = 4
+tokens = 6
+samples = 2
+layers = 1
+d_cond = 16
+seed = 5
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "reg-g16"
+kind = "branch-rotate"
+q = "regular-hadamard"
+seed = 2
+fast = true
+group = 16
+[[transforms]]
+name = "rand-g16"
+kind = "branch-rotate"
+q = "random"
+seed = 2
+group = 16
+[[transforms]]
+name = "reg-dense"
+kind = "branch-rotate"
+q = "regular-hadamard"
+seed = 3
+[[transforms]]
+name = "online-reg"
+kind = "online-unrotate"
+q = "regular-hadamard"
+seed = 4
+fast = true
+TOML
+expect_rc 0 "run --dump (dit, group-wise and regular rotations)" "$bin" run --quiet \
+    --no-baseline --out "$tmp/rep-group" --dump "$tmp/dump-group" "$tmp/group.toml"
+expect_rc 0 "NumPy re-run of group-wise and regular rotations reproduces the truth" "$py" \
+    scripts/verify_dump.py "$tmp/dump-group"
+has "$tmp/out" "verify_dump: 5 passed, 0 failed" "every model of the group dump passes"
+# the re-check can fail: the fast regular transform relabelled Sylvester
+# (in the unrounded-weights model, the one NumPy re-runs)
+relabel "$tmp/dump-group/reg-g16.f64.safetensors" q regular-hadamard hadamard
+expect_rc 1 "a regular Hadamard relabelled Sylvester is caught" "$py" scripts/verify_dump.py \
+    "$tmp/dump-group"
 
 # low-precision engines: a tiny rmsnorm case (widths 32 and 128, which
 # mxfp4's blocks of 32 divide) with fold and a Hadamard rotation

@@ -1216,9 +1216,11 @@ static void test_graph_check_kinds(void **state)
 }
 
 /* Mismatches between one engine's FWHT op (base order Kop as the op's
- * hbase, 0: automatic) and the dense product by cic_q_hadamard_k's Q of
- * base order Kq (x Q, or x Q^T for transpose) on fwht_model(w), signs taken
- * from row 0 of that Q as the transform takes them. Inputs are integers in
+ * hbase, 0: automatic; -1 the regular Hadamard, op.regular) and the dense
+ * product by cic_q_hadamard_k's Q of base order Kq (-1:
+ * cic_q_regular_hadamard's Q) (x Q, or x Q^T for transpose) on
+ * fwht_model(w), signs taken from row 0 of that Q as the transform takes
+ * them (times D_c for the regular op). Inputs are integers in
  * [-8, 8] and w a power of 4, so 1/sqrt(w), every partial sum and the
  * expected values (formed in double) are exact: equality is bit for bit.
  * eng: 0 f32 fixed-order, 1 f32 OpenBLAS, 2 f64 fixed-order, 3 MPFR. */
@@ -1232,11 +1234,17 @@ static int fwht_vs_dense(int w, int Kop, int Kq, bool transpose, int eng, uint64
     uint64_t key = cic_rng_key(seed, "test.fwht.forced");
     int bad = 0;
     assert_true(q && want);
-    assert_int_equal(cic_q_hadamard_k(q, w, Kq, seed, 24), 0);
-    m->ops[0].hbase = cic_hadamard_base_order_k(w, Kop);
+    if (Kq < 0)
+        assert_int_equal(cic_q_regular_hadamard(q, w, seed, 24), 0);
+    else
+        assert_int_equal(cic_q_hadamard_k(q, w, Kq, seed, 24), 0);
+    m->ops[0].regular = Kop < 0;
+    m->ops[0].hbase = Kop < 0 ? 1 : cic_hadamard_base_order_k(w, Kop);
     m->ops[0].transpose = transpose;
     for (j = 0; j < n; j++)
-        m->t[m->ops[0].g].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+        m->t[m->ops[0].g].f32[j] =
+            (mpfr_signbit(q[j]) ? -1.0f : 1.0f) *
+            (Kop < 0 ? (float)cic_regular_dc((int)j, cic_regular_order_k(w)) : 1.0f);
     for (i = 0; i < R * n; i++)
         x[i] = (float)((int)(cic_rng_u64(key, i) % 17) - 8);
     for (r = 0; r < R; r++)
@@ -1299,6 +1307,31 @@ static void test_fwht_forced_base_matches_dense(void **state)
         if (fwht_vs_dense(256, 0, 32, false, eng, 7) == 0)
             fail_msg("engine %d: the Sylvester fast op matches the dense K = 32 Q", eng);
     print_message("fwht: every engine's fast op = dense Q for K = 0, 4, 32, 128\n");
+}
+
+/* The regular fast op (digit permutation, signs, Sylvester butterflies) is
+ * cic_q_regular_hadamard's Q in every engine, forward and transposed, at
+ * orders 4, 16, 64, 256; it is not the Sylvester Q, and a Sylvester op is
+ * not it. */
+static void test_fwht_regular_matches_dense(void **state)
+{
+    static const int ws[] = {4, 16, 64, 256};
+    size_t a;
+    int eng, t;
+    (void)state;
+    for (a = 0; a < sizeof ws / sizeof ws[0]; a++)
+        for (eng = 0; eng < 4; eng++)
+            for (t = 0; t < 2; t++) {
+                int bad = fwht_vs_dense(ws[a], -1, -1, t, eng, 11 + (uint64_t)a);
+                if (bad)
+                    fail_msg("regular fwht w %d engine %d %s: %d entries differ from x Q",
+                             ws[a], eng, t ? "transpose" : "forward", bad);
+            }
+    for (eng = 0; eng < 4; eng++)
+        if (fwht_vs_dense(64, -1, 0, false, eng, 7) == 0 ||
+            fwht_vs_dense(64, 0, -1, true, eng, 7) == 0)
+            fail_msg("engine %d: the regular and the Sylvester transforms agree", eng);
+    print_message("fwht: every engine's regular op = dense regular Q for 4, 16, 64, 256\n");
 }
 
 /* The FLOPs booked per op are the op table's cost of each op, summed by
@@ -1399,6 +1432,7 @@ int main(void)
         cmocka_unit_test(test_graph_check),
         cmocka_unit_test(test_graph_check_kinds),
         cmocka_unit_test(test_fwht_forced_base_matches_dense),
+        cmocka_unit_test(test_fwht_regular_matches_dense),
         cmocka_unit_test(test_engine_books_op_costs),
         cmocka_unit_test(test_engine_table),
     };

@@ -1024,11 +1024,60 @@ static void test_identity(void **state)
     qfree(q, 4);
 }
 
+/* The regular Hadamard: R = sqrt(d) Q diag(s) has entries +-1, R R^T = d I
+ * (Q orthogonal exactly: every entry is +-2^-k), every row and column of R
+ * sums to 2^k = sqrt(d) (so x = 1 maps to +-1 per channel, where the
+ * Sylvester Q puts sqrt(d) into channel 0), R[0][0] = (-1)^k; the signs are
+ * cic_q_hadamard's for the seed; orders that are not 4^k are refused. */
+static void test_regular_hadamard(void **state)
+{
+    static const int ds[] = {4, 16, 64, 256};
+    static const int bad[] = {1, 2, 8, 12, 32, 128, 48};
+    size_t a;
+    (void)state;
+    for (a = 0; a < sizeof ds / sizeof ds[0]; a++) {
+        int d = ds[a], k = cic_regular_order_k(d), i, j;
+        mpfr_t *q = qnew(d, 53), *h = qnew(d, 53);
+        double rt = ldexp(1.0, k);
+        assert_true(k >= 1 && (1 << (2 * k)) == d);
+        assert_int_equal(cic_q_regular_hadamard(q, d, 9, 53), 0);
+        assert_int_equal(cic_q_hadamard(h, d, 9, 53), 0);
+        assert_true(cic_q_orth_error((const mpfr_t *)q, d, 53) == 0.0);
+        for (i = 0; i < d; i++) {
+            double rs = 0, cs = 0;
+            for (j = 0; j < d; j++) {
+                /* s_j from the Sylvester Q's row 0 (its H's row 0 is all +1) */
+                double sj = mpfr_signbit(h[j]) ? -1 : 1;
+                double rij = mpfr_get_d(q[(size_t)i * d + j], MPFR_RNDN) * rt * sj;
+                double rji = mpfr_get_d(q[(size_t)j * d + i], MPFR_RNDN) * rt *
+                             (mpfr_signbit(h[i]) ? -1 : 1);
+                assert_true(rij == 1.0 || rij == -1.0);
+                rs += rij;
+                cs += rji;
+            }
+            if (rs != rt || cs != rt)
+                fail_msg("regular d %d: row %d sums to %g, column %d to %g, want %g", d, i, rs,
+                         i, cs, rt);
+        }
+        assert_true(mpfr_get_d(q[0], MPFR_RNDN) * rt * (mpfr_signbit(h[0]) ? -1 : 1) ==
+                    ((k & 1) ? -1.0 : 1.0));
+        qfree(q, d);
+        qfree(h, d);
+    }
+    for (a = 0; a < sizeof bad / sizeof bad[0]; a++) {
+        mpfr_t *q = qnew(bad[a], 53);
+        assert_int_equal(cic_regular_order_k(bad[a]), 0);
+        assert_int_equal(cic_q_regular_hadamard(q, bad[a], 9, 53), -1);
+        qfree(q, bad[a]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_orth_error_known),
         cmocka_unit_test(test_identity),
+        cmocka_unit_test(test_regular_hadamard),
         cmocka_unit_test(test_random_orthogonal),
         cmocka_unit_test(test_random_fault_caught),
         cmocka_unit_test(test_random_deterministic),

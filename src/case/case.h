@@ -155,7 +155,8 @@ enum cic_xform_kind {
     CIC_XFORM_BRANCH_ROTATE,
     CIC_XFORM_COUNT
 };
-enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_FILE, CIC_Q_COUNT };
+/* CIC_Q_REGULAR: the randomized regular Hadamard of order 4^k (xform/qmat.h) */
+enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_REGULAR, CIC_Q_FILE, CIC_Q_COUNT };
 /* How a transform is computed: correctly rounded MPFR at the engine's
  * precision, at 53 or 24 bits (replaying double / float code), or in double
  * with the dense products by Q through OpenBLAS dgemm (large d: fast, but the

@@ -43,10 +43,10 @@ static int _cic_adaln_fast(cic_case_ctx *x, const cic_case_tab *t,
         return rc;
     if (xf->fast) {
         _cic_pos(node, &l, &col);
-        if (xf->q != CIC_Q_HADAMARD)
+        if (xf->q != CIC_Q_HADAMARD && xf->q != CIC_Q_REGULAR)
             return _cic_fail(x, l, col,
-                             "fast = true needs q = \"hadamard\" (a fast "
-                             "Walsh-Hadamard transform); this transform has "
+                             "fast = true needs q = \"hadamard\" or \"regular-hadamard\" "
+                             "(a fast Walsh-Hadamard transform); this transform has "
                              "q = \"%s\": set q = \"hadamard\" or fast = "
                              "false",
                              CIC_Q_NAME[xf->q]);
@@ -96,8 +96,9 @@ static int _cic_adaln_calibration(cic_case_ctx *x, const cic_case *c,
 /* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
  * refuse (after, mistake). xf->kind, q and the block are already checked;
  * xf->stream, fast and calibration hold their defaults. */
-/* group: group-wise rotation (branch-rotate with fast = true): the fast
- * Hadamard on blocks of this width at every linear input. Whether it fits
+/* group: group-wise rotation (branch-rotate): the same orthogonal block of
+ * this width (q: random, hadamard, regular-hadamard; a fast transform with
+ * fast = true) on every block of every linear's input. Whether it fits
  * d_model and d_mlp is cic_xform_check's. */
 static int _cic_adaln_group(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *xf)
 {
@@ -107,11 +108,12 @@ static int _cic_adaln_group(cic_case_ctx *x, const cic_case_tab *t, cic_xform_sp
     xf->group = 0;
     if ((rc = _cic_get_intf(x, t, "group", 1, CIC_CASE_MAX_DIM, &xf->group, &have, &node)))
         return rc;
-    if (have && (xf->kind != CIC_XFORM_BRANCH_ROTATE || !xf->fast)) {
+    if (have && xf->kind != CIC_XFORM_BRANCH_ROTATE) {
         _cic_pos(node, &l, &col);
         xf->group = 0;
-        return _cic_fail(x, l, col, "'group' needs kind = \"branch-rotate\" with fast = true "
-                         "(a fast Hadamard on blocks of each linear's input)");
+        return _cic_fail(x, l, col, "'group' needs kind = \"branch-rotate\" (a rotation of "
+                         "blocks of each linear's input; this transform is \"%s\")",
+                         CIC_XFORM_NAME[xf->kind]);
     }
     return CIC_OK;
 }
@@ -323,11 +325,19 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *
     if (!have) {
         char extra[128];
         snprintf(extra, sizeof extra,
-                 " for kind = \"%s\" (identity, random, hadamard or file:PATH)",
+                 " for kind = \"%s\" (identity, random, hadamard, regular-hadamard or "
+                 "file:PATH)",
                  CIC_XFORM_NAME[xf->kind]);
         return _cic_missing(x, t, "q", extra);
     }
     xf->q = (enum cic_qkind)v;
+    if (xf->q == CIC_Q_REGULAR && xf->kind != CIC_XFORM_ROTATE && !_cic_is_adaln(xf->kind)) {
+        _cic_find(t, "q", &l, &col);
+        return _cic_fail(x, l, col,
+                         "q = \"regular-hadamard\" is for kind = \"rotate\" and the adaLN "
+                         "strategies (this transform is \"%s\": use q = \"hadamard\")",
+                         CIC_XFORM_NAME[xf->kind]);
+    }
     if ((rc = _cic_get_int(x, t, "seed", 0, INT64_MAX, &s, NULL, NULL)))
         return rc;
     xf->q_seed = (uint64_t)s;

@@ -21,7 +21,8 @@ const char *const CIC_DIST_NAME[] = {"normal", "uniform"};
 const char *const CIC_XFORM_NAME[] = {
     "fuse-layernorm", "fold-rmsnorm-gamma", "rotate", "rotate-heads", "online-down", "online-qk",
     "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
-const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard", "file"};
+const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard", "regular-hadamard",
+                                   "file"};
 const char *const CIC_TPREC_NAME[] = {"mpfr", "f64", "f32", "f64-openblas", "bf16"};
 const char *const CIC_MISTAKE_NAME[] = {
     "none", "skip-mean-bake", "skip-attn-out", "center-embeddings", "skip-out-proj", "skip-online", "before-rope", "per-query-head"};

@@ -17,6 +17,7 @@
 #include "../base/mpvec.h"
 #include "../xform/fold.h"
 #include "../xform/qmat.h"
+#include "mp_fwht.h"
 
 #include <assert.h>
 #include <pthread.h>
@@ -202,7 +203,8 @@ static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_tensor *wt = &r->m->t[o->w];
     lin_job L;
-    int R = rows_of(r, o->in[0]);
+    /* group G: the [G, G] weight on rows of G (rows are contiguous) */
+    int R = rows_of(r, o->in[0]) * (o->group > 0 ? r->m->t[o->in[0]].cols / o->group : 1);
     L.x = wsrc(r, o->in[0]);
     L.w = wsrc(r, o->w);
     L.b = o->b >= 0 ? wsrc(r, o->b) : NULL;
@@ -286,27 +288,23 @@ static int mp_center(mprun *r, const cic_op *o, mpfr_t *y)
     return 0;
 }
 
-/* Fast randomized Hadamard, w = K * P with K = o->hbase: the same base,
- * butterflies, block mixing and order of operations as the real engines
- * (engine_real.h), each operation correctly rounded. */
+/* Fast randomized Hadamard, w = K * P with K = o->hbase (or the regular
+ * Hadamard of order 4^k): the same base, butterflies, block mixing and
+ * order of operations as the real engines (engine_real.h, mp_fwht.c), each
+ * operation correctly rounded. */
 static int mp_fwht(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const mpfr_t *x = wsrc(r, o->in[0]), *sg = wsrc(r, o->g);
     /* a row of blocks (group) is that many rows of one block: rows are
      * contiguous */
-    int w = o->group > 0 ? o->group : r->m->t[o->in[0]].cols, i, j, k, len, lg = 0;
+    int w = o->group > 0 ? o->group : r->m->t[o->in[0]].cols, i, j;
     int R = rows_of(r, o->in[0]) * (r->m->t[o->in[0]].cols / w);
-    int K = o->hbase, P, a, c, e;
+    int K = o->regular ? 1 : o->hbase, na = o->regular ? w : K;
     signed char *hk = NULL;
     mpfr_t *acc = NULL;
-    if (!x || !sg)
+    if (!x || !sg || (!o->regular && cic_hadamard_base_k(&hk, K, w) < 0))
         return -1;
-    if (cic_hadamard_base_k(&hk, K, w) < 0)
-        return -1;
-    P = w / K;
-    while ((1 << lg) < P)
-        lg++;
-    acc = cic_mpvec_create((size_t)K, r->prec);
+    acc = cic_mpvec_create((size_t)na, r->prec);
     if (!acc) {
         free(hk);
         return -1;
@@ -321,34 +319,17 @@ static int mp_fwht(mprun *r, const cic_op *o, mpfr_t *y)
             else
                 mpfr_set(v[j], x[(size_t)i * w + j], MPFR_RNDN);
         }
-        for (len = 1; len < P; len <<= 1)
-            for (j = 0; j < w; j += 2 * len)
-                for (k = j; k < j + len; k++) {
-                    mpfr_sub(r->t0, v[k], v[k + len], MPFR_RNDN);
-                    mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
-                    mpfr_set(v[k + len], r->t0, MPFR_RNDN);
-                }
-        for (e = 0; K > 1 && e < P; e++) {
-            for (c = 0; c < K; c++) {
-                mpfr_set(acc[c], v[e], MPFR_RNDN);
-                for (a = 1; a < K; a++) {
-                    int h = o->transpose ? hk[(size_t)c * K + a] : hk[(size_t)a * K + c];
-                    if (h > 0)
-                        mpfr_add(acc[c], acc[c], v[(size_t)a * P + e], MPFR_RNDN);
-                    else
-                        mpfr_sub(acc[c], acc[c], v[(size_t)a * P + e], MPFR_RNDN);
-                }
-            }
-            for (c = 0; c < K; c++)
-                mpfr_set(v[(size_t)c * P + e], acc[c], MPFR_RNDN);
-        }
+        if (o->regular)
+            cic_mp_fwht_regular_row(v, w, cic_regular_order_k(w), o->transpose, acc, r->t0);
+        else
+            cic_mp_fwht_row(v, w, K, hk, o->transpose, acc, r->t0);
         for (j = 0; j < w; j++) {
             if (!o->transpose)
                 mpfr_mul(v[j], v[j], sg[j], MPFR_RNDN);
             mpfr_mul(v[j], v[j], r->c_scale, MPFR_RNDN);
         }
     }
-    cic_mpvec_destroy(acc, (size_t)K);
+    cic_mpvec_destroy(acc, (size_t)na);
     free(hk);
     return 0;
 }

@@ -233,7 +233,9 @@ static int real_linear_xw(realrun *r, const cic_op *o, REAL *y, const REAL *x, c
     const REAL *b = o->b >= 0 ? src(r, o->b) : NULL;
     bool per = wt->role == CIC_T_ACT;
     int n = per ? wt->block_rows : wt->rows, k = wt->cols, s;
-    int R = rows_of(r, o->in[0]), S = per ? r->ns : 1, Rs = R / S;
+    /* group G: the [G, G] weight on rows of G (rows are contiguous) */
+    int R = rows_of(r, o->in[0]) * (o->group > 0 ? r->m->t[o->in[0]].cols / o->group : 1);
+    int S = per ? r->ns : 1, Rs = R / S;
     bool bper = o->b >= 0 && r->m->t[o->b].role == CIC_T_ACT;
     for (s = 0; s < S; s++)
         mm_real(r, y + (size_t)s * Rs * n, n, x + (size_t)s * Rs * k, k,
@@ -469,11 +471,53 @@ typedef struct {
     REAL *y;
     const REAL *x, *sg;
     const signed char *hk;
-    REAL *acc;   /* K values per thread */
+    REAL *acc;   /* K values per thread (regular: w) */
     REAL scale;
-    int w, K, P;
-    bool transpose;
+    int w, K, P, k4;  /* k4: regular, w = 4^k4 */
+    bool transpose, regular;
 } fwht_job;
+
+/* Row v of w values as blocks of P: butterflies (p, q) -> (p + q, p - q)
+ * of lengths 1, 2, .., P/2 in each block (len < P: the pairs (k, k + len)
+ * never straddle two blocks), x Sylvester(P) per block. */
+static void butterflies(REAL *v, int w, int P)
+{
+    int len, j, k;
+    for (len = 1; len < P; len <<= 1)
+        for (j = 0; j < w; j += 2 * len)
+            for (k = j; k < j + len; k++) {
+                REAL p = v[k], q = v[k + len];
+                v[k] = p + q;
+                v[k + len] = p - q;
+            }
+}
+
+/* The regular Hadamard R = P D_r Syl D_c (xform/qmat.h) on row v of width
+ * w = 4^k, in place: forward x R, transpose x R^T = x D_c Syl D_r P. Sign
+ * flips and the permutation are exact; the Sylvester butterflies between
+ * them round as fwht_rows' do. t: w values of scratch. */
+static void fwht_regular_row(REAL *v, REAL *t, int w, int k, bool tr)
+{
+    int j;
+    if (!tr) { /* (x P)_j = x_sigma(j), then D_r */
+        for (j = 0; j < w; j++)
+            t[j] = cic_regular_dr(j) < 0 ? -v[cic_regular_sigma(j)] : v[cic_regular_sigma(j)];
+        memcpy(v, t, (size_t)w * sizeof *v);
+    } else {
+        for (j = 0; j < w; j++)
+            v[j] = cic_regular_dc(j, k) < 0 ? -v[j] : v[j];
+    }
+    butterflies(v, w, w);
+    if (!tr) {
+        for (j = 0; j < w; j++)
+            v[j] = cic_regular_dc(j, k) < 0 ? -v[j] : v[j];
+    } else { /* D_r, then (v P)_j = v_sigma(j) */
+        for (j = 0; j < w; j++)
+            t[j] = cic_regular_dr(cic_regular_sigma(j)) < 0 ? -v[cic_regular_sigma(j)]
+                                                              : v[cic_regular_sigma(j)];
+        memcpy(v, t, (size_t)w * sizeof *v);
+    }
+}
 
 /* Rows [lo, hi); y may be x (row i of x is copied to row i of y first). */
 static void fwht_rows(void *ctx, int lo, int hi, int t)
@@ -481,23 +525,20 @@ static void fwht_rows(void *ctx, int lo, int hi, int t)
     const fwht_job *jb = ctx;
     const REAL *x = jb->x, *sg = jb->sg;
     const signed char *hk = jb->hk;
-    REAL *acc = jb->acc + (size_t)t * jb->K, scale = jb->scale;
-    int w = jb->w, K = jb->K, P = jb->P, i, j, len, a, c, e;
+    REAL *acc = jb->acc + (size_t)t * (jb->regular ? jb->w : jb->K), scale = jb->scale;
+    int w = jb->w, K = jb->K, P = jb->P, i, j, a, c, e;
     bool tr = jb->transpose;
     for (i = lo; i < hi; i++) {
         REAL *v = jb->y + (size_t)i * w;
         for (j = 0; j < w; j++)
             v[j] = tr ? x[(size_t)i * w + j] * sg[j] : x[(size_t)i * w + j];
-        /* len < P: the pairs (k, k + len) never straddle two blocks */
-        for (len = 1; len < P; len <<= 1)
-            for (j = 0; j < w; j += 2 * len) {
-                int k;
-                for (k = j; k < j + len; k++) {
-                    REAL p = v[k], q = v[k + len];
-                    v[k] = p + q;
-                    v[k + len] = p - q;
-                }
-            }
+        if (jb->regular) {
+            fwht_regular_row(v, acc, w, jb->k4, tr);
+            for (j = 0; j < w; j++)
+                v[j] = (tr ? v[j] : v[j] * sg[j]) * scale;
+            continue;
+        }
+        butterflies(v, w, P);
         for (e = 0; K > 1 && e < P; e++) {
             for (c = 0; c < K; c++) {
                 REAL s = v[e];
@@ -534,12 +575,16 @@ static int real_fwht(realrun *r, const cic_op *o, REAL *y)
     int K = o->hbase, P;
     signed char *hk = NULL;
     fwht_job jb;
-    if (cic_hadamard_base_k(&hk, K, w) < 0)
+    jb.regular = o->regular;
+    jb.k4 = o->regular ? cic_regular_order_k(w) : 0;
+    if (o->regular)
+        K = 1; /* Sylvester butterflies of the full width, no base */
+    else if (cic_hadamard_base_k(&hk, K, w) < 0)
         return -1;
     P = w / K;
     while ((1 << lg) < P)
         lg++;
-    jb.acc = cic_calloc((size_t)r->nt * K, sizeof *jb.acc);
+    jb.acc = cic_calloc((size_t)r->nt * (o->regular ? w : K), sizeof *jb.acc);
     if (!jb.acc) {
         free(hk);
         return -1;

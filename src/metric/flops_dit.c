@@ -38,15 +38,22 @@ static double norm0(double R, double d, bool center)
     return cic_op_flops_norm(R, d, center, false, false);
 }
 
-/* Online rotation of R rows of width w: the fast randomized Hadamard
- * (FWHT of base order K, hb the spec's hadamard_base, 0 automatic; a width
- * with no Hadamard construction counts as K = 1, see cic_op_flops_fwht) or a
- * dense LINEAR without bias. */
-static double rot(double R, int w, bool fast, int hb)
+/* Online rotation of R rows of width w as transform x builds it: the fast
+ * randomized Hadamard (FWHT of base order K, from x's hadamard_base, 0
+ * automatic; a width with no Hadamard construction counts as K = 1, see
+ * cic_op_flops_fwht; the regular Hadamard's FWHT for q = regular-hadamard)
+ * or a dense LINEAR without bias; with groups (branch-rotate's group = G)
+ * the same on each block of G of every row. */
+static double rot(double R, int w, const cic_xform_spec *x)
 {
-    if (fast)
-        return cic_op_flops_fwht(R, w, cic_hadamard_base_order_k(w, hb));
-    return lin(R, w, w, false);
+    int G = x->kind == CIC_XFORM_BRANCH_ROTATE && x->group > 0 ? x->group : w;
+    int hb = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
+    double Rb = R * (double)(w / G);
+    if (x->fast && x->q == CIC_Q_REGULAR)
+        return cic_op_flops_fwht_regular(Rb, G);
+    if (x->fast)
+        return cic_op_flops_fwht(Rb, G, cic_hadamard_base_order_k(G, hb));
+    return lin(Rb, G, G, false);
 }
 
 /* Per-sample folds of a reader W [n out, d in] (FOLD_IN_W + FOLD_IN_B) and
@@ -69,8 +76,6 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     bool fin = cfg->final_layer;
     enum cic_xform_kind k = x ? x->kind : CIC_XFORM_COUNT; /* COUNT: original */
     bool centered = x && x->stream == CIC_STREAM_CENTERED;
-    bool fast = x && x->fast;
-    int hb = x && x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
     /* per layer, original graph */
     double mod_layer = lin(B, dc, 6 * d, true);
     double mod_once = cic_op_flops_elementwise_act(CIC_ACT_SILU, B * dc) /* SiLU(c) */ +
@@ -93,10 +98,10 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
     memset(fc, 0, sizeof *fc);
     switch (k) {
     case CIC_XFORM_ONLINE_UNROTATE:
-        n1 = n2 = nrm + rot(R, cfg->d_model, fast, hb) + mdl;
-        final = nrm + rot(R, cfg->d_model, fast, hb) + mdl + head;
+        n1 = n2 = nrm + rot(R, cfg->d_model, x) + mdl;
+        final = nrm + rot(R, cfg->d_model, x) + mdl + head;
         g1 = g2 = cic_op_flops_gate(R, d) + (centered ? cic_op_flops_center(R, d) : 0) +
-                  rot(R, cfg->d_model, fast, hb) + add;
+                  rot(R, cfg->d_model, x) + add;
         break;
     case CIC_XFORM_PER_SAMPLE_FOLD:
         n1 = nrm + fold_in(B, d, 3 * d);
@@ -112,19 +117,10 @@ void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform
         g1 = g2 = add;
         break;
     case CIC_XFORM_BRANCH_ROTATE:
-        if (x->group > 0) { /* group-wise: FWHTs on blocks of G of every row */
-            double G = x->group, rg = cic_op_flops_fwht(R, x->group,
-                                                         cic_hadamard_base_order_k(x->group, hb));
-            attn += 2 * rg * (cfg->d_model / G);
-            mlp += rg * (cfg->d_model / G) + rg * (cfg->d_mlp / G);
-            final += rg * (cfg->d_model / G);
-            break;
-        }
-        attn += rot(R, cfg->d_model, fast, hb) /* before qkv */ +
-                rot(R, cfg->d_model, fast, hb) /* before proj */;
-        mlp += rot(R, cfg->d_model, fast, hb) /* before fc1 */ +
-               rot(R, cfg->d_mlp, fast, hb) /* before fc2 */;
-        final += rot(R, cfg->d_model, fast, hb); /* before the final linear */
+        attn += rot(R, cfg->d_model, x) /* before qkv */ +
+                rot(R, cfg->d_model, x) /* before proj */;
+        mlp += rot(R, cfg->d_model, x) /* before fc1 */ + rot(R, cfg->d_mlp, x) /* before fc2 */;
+        final += rot(R, cfg->d_model, x); /* before the final linear */
         break;
     default: /* the original graph */
         break;
@@ -149,6 +145,18 @@ static bool fast_fits(const cic_model_cfg *cfg, enum cic_xform_kind kind, bool f
     if (!cic_q_hadamard_k_supported(cfg->d_model, hb))
         return false;
     return kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_k_supported(cfg->d_mlp, hb);
+}
+
+/* Whether transform x's fast transforms have matrices (groups and regular
+ * Hadamards as cic_xform_check allows them). */
+static bool xform_fits(const cic_model_cfg *cfg, const cic_xform_spec *x)
+{
+    bool br = x->kind == CIC_XFORM_BRANCH_ROTATE;
+    if (!x->fast || (br && x->group > 0))
+        return true;
+    if (x->q == CIC_Q_REGULAR)
+        return cic_regular_order_k(cfg->d_model) && (!br || cic_regular_order_k(cfg->d_mlp));
+    return fast_fits(cfg, x->kind, true, x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0);
 }
 
 bool cic_dit_strategy_applies(const cic_model_cfg *cfg, const cic_dit_strategy *s)
@@ -212,7 +220,7 @@ double cic_flops_dit_extra_pct(const cic_model_cfg *cfg, const cic_dit_strategy 
 static double xform_extra_pct(const cic_model_cfg *cfg, const cic_xform_spec *x, int tokens)
 {
     double base, e;
-    if (!fast_fits(cfg, x->kind, x->fast, x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0))
+    if (!xform_fits(cfg, x))
         return NAN;
     e = extra_x(cfg, x, tokens, &base);
     return 100 * e / base;

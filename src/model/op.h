@@ -109,9 +109,12 @@ struct cic_op {
     double theta;    /* ROPE: the base; positions are tokens 0 .. N-1 of
                       * each sample */
     bool transpose;  /* FWHT: Q^T */
-    int group;       /* FWHT: 0, or the width of the blocks of a row the
-                      * transform applies to one by one (a block-diagonal
-                      * rotation; per head, or group-wise) */
+    bool regular;    /* FWHT: the regular Hadamard (J - 2 I)^(x)k of order
+                      * 4^k instead of H_K (x) Sylvester (see real_fwht) */
+    int group;       /* FWHT and LINEAR: 0, or the width G of the blocks of a
+                      * row the transform applies to one by one (a
+                      * block-diagonal rotation; per head, or group-wise;
+                      * a LINEAR's weight is then the one [G, G] block) */
     int hbase;       /* FWHT: the order K of the Hadamard base, width K 2^k
                       * (set by the transform that builds the op, from
                       * xform/qmat.h; K = 1 for powers of two) */
@@ -253,6 +256,21 @@ static inline double cic_op_flops_fwht(double R, int w, int K)
     return R * (k * P * _cic_op_lg2(P) + P * k * (k - 1) + 2 * ww);
 }
 
+/* The regular Hadamard of order w = 4^k (op.regular): the Sylvester
+ * transform of order w between a digit permutation and two sign passes
+ * (engine_real.h), 2w more than cic_op_flops_fwht with K = 1. */
+static inline double cic_op_flops_fwht_regular(double R, int w)
+{
+    return cic_op_flops_fwht(R, w, 1) + 2 * R * w;
+}
+
+/* Whether w = 4^k, k >= 1: the orders of the regular Hadamard matrices
+ * (J - 2 I_4)^(x)k, row and column sums 2^k = sqrt(w). */
+static inline bool cic_op_pow4(int w)
+{
+    return w >= 4 && (w & (w - 1)) == 0 && (__builtin_ctz((unsigned)w) % 2) == 0;
+}
+
 /* Per-sample folds over B samples (xform/fold.h gives the operations).
  * in_w [n, d]: 1 + scale (d), W diag (n d), times Q (2 n d^2). */
 static inline double cic_op_flops_fold_in_w(double B, double n, double d)
@@ -298,6 +316,21 @@ static inline int _cic_op_rows(const cic_model *m, int id, int ns)
 /* LINEAR: in[0] [R, k] -> out [R, n]. W is a weight [n, k], or folded per
  * sample (an activation of n rows per sample); the bias, optional, [1, n]
  * or one row per sample. */
+/* LINEAR with group G: a weight [G, G] on every block of G of the input's
+ * rows (a block-diagonal matrix), no bias, the output like the input. */
+static inline int _cic_op_check_linear_group(const cic_op_check *c, const cic_tensor *w)
+{
+    const cic_op *o = c->o;
+    int cols = c->m->t[o->in[0]].cols, G = o->group;
+    if (G < 0 || cols % G != 0 || o->b >= 0 || w->role == CIC_T_ACT)
+        return cic_op_refuse(c, "blocks of %d values do not divide the width %d, or the "
+                                "block-diagonal weight '%s' has a bias or is per sample",
+                             G, cols, w->name);
+    if (cic_op_need_weight(c, o->w, "weight", G, G))
+        return -1;
+    return cic_op_need_like(c, o->out, "output", o->in[0]);
+}
+
 static inline int cic_op_check_linear(const cic_op_check *c)
 {
     const cic_model *m = c->m;
@@ -317,6 +350,8 @@ static inline int cic_op_check_linear(const cic_op_check *c)
     if (w->role != CIC_T_ACT && cic_op_need_weight(c, o->w, "weight", -1, -1))
         return -1;
     n = w->role == CIC_T_ACT ? w->block_rows : w->rows;
+    if (o->group != 0)
+        return _cic_op_check_linear_group(c, w);
     if (w->cols != m->t[o->in[0]].cols)
         return cic_op_refuse(c, "weight '%s' has %d columns, the input '%s' %d", w->name,
                              w->cols, m->t[o->in[0]].name, m->t[o->in[0]].cols);
@@ -334,7 +369,10 @@ static inline double cic_op_cost_linear(const cic_model *m, const cic_op *o, int
 {
     const cic_tensor *w = &m->t[o->w];
     int n = w->role == CIC_T_ACT ? w->block_rows : w->rows;
-    return cic_op_flops_linear(_cic_op_rows(m, o->in[0], ns), w->cols, n, o->b >= 0);
+    double R = _cic_op_rows(m, o->in[0], ns);
+    if (o->group > 0) /* the [G, G] block on each block of a row */
+        R *= m->t[o->in[0]].cols / o->group;
+    return cic_op_flops_linear(R, w->cols, n, o->b >= 0);
 }
 
 /* NORM: in[0] [R, d] -> out like it; gain and bias optional weights [1, d]. */
@@ -510,6 +548,11 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
         return cic_op_refuse(c, "blocks of %d values do not divide the width %d", o->group, w);
     if (o->group > 0)
         w = o->group;
+    if (o->regular) {
+        if (!cic_op_pow4(w))
+            return cic_op_refuse(c, "no regular Hadamard matrix of order %d here (4^k only)", w);
+        return cic_op_need_weight(c, o->g, "signs", 1, w);
+    }
     if (o->hbase <= 0)
         return cic_op_refuse(c, "no Hadamard matrix of order %d (no base order)", w);
     if (w % o->hbase != 0 || ((w / o->hbase) & (w / o->hbase - 1)) != 0)
@@ -521,6 +564,8 @@ static inline int cic_op_check_fwht(const cic_op_check *c)
 static inline double cic_op_cost_fwht(const cic_model *m, const cic_op *o, int ns)
 {
     int w = m->t[o->in[0]].cols, g = o->group > 0 ? o->group : w;
+    if (o->regular)
+        return cic_op_flops_fwht_regular(_cic_op_rows(m, o->in[0], ns) * (double)(w / g), g);
     return cic_op_flops_fwht(_cic_op_rows(m, o->in[0], ns) * (double)(w / g), g, o->hbase);
 }
 

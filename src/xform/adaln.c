@@ -36,6 +36,8 @@ static int make_q(mpfr_t *q, int d, const cic_xform_spec *x, uint64_t seed, bool
         return cic_q_random(q, d, seed, p);
     case CIC_Q_HADAMARD:
         return cic_q_hadamard_k(q, d, x->hadamard_base, seed, p);
+    case CIC_Q_REGULAR:
+        return cic_q_regular_hadamard(q, d, seed, p);
     default:
         cic_q_identity(q, d);
         return 0;
@@ -59,11 +61,32 @@ static int set_q(cic_model *m, int id, const mpfr_t *q, int d, bool transpose, m
 
 /* The +-1 signs of a randomized Hadamard Q = H diag(s) / sqrt(d): row 0 of
  * H is all ones, so s_j is the sign of Q[0][j]. */
-static void set_signs(cic_model *m, int id, const mpfr_t *q, int d)
+/* The signs s of a fast Q = H diag(s) / sqrt(d) from its row 0: H's row 0
+ * is all +1 (normalized bases), the regular Hadamard's is D_c. */
+static void set_signs(cic_model *m, int id, const mpfr_t *q, int d, bool regular)
 {
-    int j;
-    for (j = 0; j < d; j++)
-        m->t[id].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    int j, k = regular ? cic_regular_order_k(d) : 0;
+    for (j = 0; j < d; j++) {
+        int s = mpfr_signbit(q[j]) ? -1 : 1;
+        if (regular)
+            s *= cic_regular_dc(j, k);
+        m->t[id].f32[j] = (float)s;
+    }
+}
+
+/* Tensor id := the transpose of Q's first [G, G] diagonal block (Q [w, w]
+ * block-diagonal), unrounded at p. */
+static int set_q_block(cic_model *m, int id, const mpfr_t *q, int w, int G, mpfr_prec_t p)
+{
+    mpfr_t *v = cic_mpvec_create((size_t)G * G, p);
+    int i, j;
+    if (!v)
+        return -1;
+    for (i = 0; i < G; i++)
+        for (j = 0; j < G; j++)
+            mpfr_set(v[(size_t)i * G + j], q[(size_t)j * w + i], MPFR_RNDN);
+    _cic_xf_install(m, id, v, p);
+    return 0;
 }
 
 /* The calibration sample's modulation: SiLU(c0) W^T + b, [rows of W]. */
@@ -244,8 +267,12 @@ static int branch(cic_model *m, const cic_model *orig, const cic_adaln_graph *g,
                     make_q(qm, f, x, x->q_seed + 1, false, p) < 0)))
         goto done;
     if (x->fast) { /* group-wise: the first block's signs serve every block */
-        set_signs(m, g->bs_d, (const mpfr_t *)qd, G ? G : d);
-        set_signs(m, g->bs_m, (const mpfr_t *)qm, G ? G : f);
+        set_signs(m, g->bs_d, (const mpfr_t *)qd, G ? G : d, x->q == CIC_Q_REGULAR);
+        set_signs(m, g->bs_m, (const mpfr_t *)qm, G ? G : f, x->q == CIC_Q_REGULAR);
+    } else if (G > 0) { /* the online linears hold the block: rows 0 .. G-1 */
+        if (set_q_block(m, g->bq_d, (const mpfr_t *)qd, d, G, p) < 0 ||
+            set_q_block(m, g->bq_m, (const mpfr_t *)qm, f, G, p) < 0)
+            goto done;
     } else if (set_q(m, g->bq_d, (const mpfr_t *)qd, d, true, p) < 0 ||
                set_q(m, g->bq_m, (const mpfr_t *)qm, f, true, p) < 0) {
         goto done;
@@ -293,7 +320,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     switch (x->kind) {
     case CIC_XFORM_ONLINE_UNROTATE:
         if (x->fast)
-            set_signs(m, g.signs, (const mpfr_t *)q, dm);
+            set_signs(m, g.signs, (const mpfr_t *)q, dm, x->q == CIC_Q_REGULAR);
         else if (set_q(m, g.q, (const mpfr_t *)q, dm, false, p) < 0 ||
                  set_q(m, g.qt, (const mpfr_t *)q, dm, true, p) < 0)
             goto done;

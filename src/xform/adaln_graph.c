@@ -32,7 +32,8 @@ typedef struct {
     enum cic_xform_kind kind;
     bool fast, rotated, centered;
     int hbase;   /* the spec's hadamard_base: 0 automatic, else K at every width */
-    int group;   /* branch-rotate: the blocks of the fast transforms, 0 whole rows */
+    int group;   /* branch-rotate: the blocks of the rotations, 0 whole rows */
+    bool regular; /* q = "regular-hadamard": the fast op's regular transform */
     int *remap;  /* src tensor id -> the tensor holding its value now */
     int *fold_w; /* src op index of a reader or writer -> folded weight, or -1 */
     int *fold_b;
@@ -101,10 +102,14 @@ static int rotation(rw *r, enum cic_site site, int layer, int x, int dense, int 
         o.g = signs;
         o.transpose = transpose;
         o.group = r->group;
-        o.hbase = cic_hadamard_base_order_k(r->group ? r->group : r->m->t[x].cols, r->hbase);
-    } else {
+        o.regular = r->regular;
+        o.hbase = r->regular ? 1
+                             : cic_hadamard_base_order_k(r->group ? r->group : r->m->t[x].cols,
+                                                         r->hbase);
+    } else { /* group-wise: the [G, G] block on each block of G */
         o = cic_op_blank(CIC_OP_LINEAR, site, layer);
         o.w = dense;
+        o.group = r->group;
         o.role = CIC_ROLE_OTHER;
     }
     o.in[0] = x;
@@ -282,8 +287,9 @@ static void make_rotation_tensors(rw *r)
             g->bs_d = new_tensor(r, "branch.signs.d", CIC_T_WEIGHT, 1, r->group ? r->group : d);
             g->bs_m = new_tensor(r, "branch.signs.m", CIC_T_WEIGHT, 1, r->group ? r->group : f);
         } else {
-            g->bq_d = new_tensor(r, "branch.qT.d", CIC_T_WEIGHT, d, d);
-            g->bq_m = new_tensor(r, "branch.qT.m", CIC_T_WEIGHT, f, f);
+            int gd = r->group ? r->group : d, gf = r->group ? r->group : f;
+            g->bq_d = new_tensor(r, "branch.qT.d", CIC_T_WEIGHT, gd, gd);
+            g->bq_m = new_tensor(r, "branch.qT.m", CIC_T_WEIGHT, gf, gf);
         }
         break;
     default:
@@ -337,6 +343,7 @@ cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x
     r.fast = x->fast;
     r.hbase = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
     r.group = x->kind == CIC_XFORM_BRANCH_ROTATE ? x->group : 0;
+    r.regular = x->q == CIC_Q_REGULAR;
     r.rotated = x->kind != CIC_XFORM_BRANCH_ROTATE;
     r.centered = x->stream == CIC_STREAM_CENTERED;
     r.ok = 1;

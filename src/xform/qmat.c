@@ -233,6 +233,32 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
     return 0;
 }
 
+int cic_q_regular_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
+{
+    int k = cic_regular_order_k(d), i, j;
+    uint64_t key;
+    mpfr_t r;
+    if (k == 0)
+        return -1;
+    _cic_q_check(q, d, prec);
+    mpfr_init2(r, prec);
+    mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
+    mpfr_rec_sqrt(r, r, MPFR_RNDN); /* 2^-k: exact */
+    key = cic_rng_key(seed, "q.hadamard.signs");
+    for (j = 0; j < d; j++) {
+        int sj = (cic_rng_u64(key, (uint64_t)j) & 1) ? -1 : 1;
+        for (i = 0; i < d; i++) {
+            int h = (((k - cic_regular_nz(i ^ j)) & 1) ? -1 : 1) * sj;
+            mpfr_ptr e = q[(size_t)i * d + j];
+            mpfr_set(e, r, MPFR_RNDN);
+            if (h < 0)
+                mpfr_neg(e, e, MPFR_RNDN);
+        }
+    }
+    mpfr_clear(r);
+    return 0;
+}
+
 /* ---- orthogonality ---------------------------------------------------- */
 
 double cic_q_orth_error(const mpfr_t *q, int d, mpfr_prec_t prec)

@@ -68,6 +68,44 @@ int cic_hadamard_base_k(signed char **hk, int K, int w);
  * What a fast Hadamard op's hbase is set to. */
 int cic_hadamard_base_order_k(int w, int K);
 
+/* The randomized regular Hadamard R diag(s) / sqrt(d), d = 4^k (k >= 1),
+ * R = (J - 2 I_4)^(x)k: R[i][j] = (-1)^(k - the base-4 digits where i and j
+ * differ), every row and column summing to 2^k = sqrt(d), so a row of equal
+ * values is spread evenly instead of into one channel (ConvRot). The signs
+ * s are those of cic_q_hadamard with the same seed. 0, or -1 when d is not
+ * 4^k. The fast transform (engine_real.h) applies R as P D_r Syl(d) D_c:
+ * the helpers below give P (a swap of digits 1 and 2 in every base-4
+ * digit, an involution), D_r (-1 per nonzero digit) and D_c (-1 per zero
+ * digit). */
+int cic_q_regular_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec);
+static inline int cic_regular_sigma(int j)
+{
+    return (int)((((unsigned)j & 0x55555555u) << 1) | (((unsigned)j >> 1) & 0x55555555u));
+}
+static inline int cic_regular_nz(int j)
+{
+    return __builtin_popcount(((unsigned)j | ((unsigned)j >> 1)) & 0x55555555u);
+}
+/* -1 or +1: D_r[j], D_c[j] for order 4^k */
+static inline int cic_regular_dr(int j)
+{
+    return (cic_regular_nz(j) & 1) ? -1 : 1;
+}
+static inline int cic_regular_dc(int j, int k)
+{
+    return ((k - cic_regular_nz(j)) & 1) ? -1 : 1;
+}
+/* The k of d = 4^k, or 0 when d is not a power of four above 1. */
+static inline int cic_regular_order_k(int d)
+{
+    int k = 0;
+    if (d < 4 || (d & (d - 1)) != 0)
+        return 0;
+    while ((1 << (2 * k)) < d)
+        k++;
+    return (1 << (2 * k)) == d ? k : 0;
+}
+
 /* A mean-preserving orthogonal Q (Q 1 = 1): for kind hadamard
  * Hn diag(1, +-1...) Hn (d a power of two), for random P diag(1, R) P with
  * R Haar of order d - 1 and P the reflection swapping e_0 and 1/sqrt(d),

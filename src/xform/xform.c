@@ -113,6 +113,53 @@ static int _cic_xform_check_base(const cic_case *c, const cic_xform_spec *x, con
     return CIC_EINPUT;
 }
 
+/* group = G (branch-rotate): G divides d_model and the MLP width and has a
+ * matrix of the block's kind (a Hadamard, or 4^k for a regular one). */
+static int _cic_xform_check_group(const cic_case *c, const cic_xform_spec *x, cic_diag *d)
+{
+    int G = x->group;
+    if (c->model.d_model % G || c->model.d_mlp % G ||
+        (x->q == CIC_Q_HADAMARD && !cic_q_hadamard_k_supported(G, x->hadamard_base)) ||
+        (x->q == CIC_Q_REGULAR && !cic_regular_order_k(G))) {
+        cic_diag_set(d, c->path, x->line, 1,
+                     "transform '%s': group = %d must divide d_model = %d and the MLP "
+                     "width %d%s", x->name, G, c->model.d_model, c->model.d_mlp,
+                     x->q == CIC_Q_REGULAR    ? " and be 4^k (the orders of regular "
+                                                "Hadamard matrices)"
+                     : x->q == CIC_Q_HADAMARD ? " and have a Hadamard matrix of its order"
+                                              : "");
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* q = "regular-hadamard" without groups: of order d_model (and the MLP
+ * width for branch-rotate), 4^k; not a mean-preserving stream. */
+static int _cic_xform_check_regular(const cic_case *c, const cic_xform_spec *x, bool mp,
+                                    cic_diag *d)
+{
+    int w = c->model.d_model, f = c->model.d_mlp;
+    bool br = x->kind == CIC_XFORM_BRANCH_ROTATE;
+    if (mp) {
+        cic_diag_set(d, c->path, x->line, 1,
+                     "transform '%s': a mean-preserving Q is not a regular Hadamard; use "
+                     "stream = \"centered\" or q = \"hadamard\"", x->name);
+        return CIC_EINPUT;
+    }
+    if (!cic_regular_order_k(w) || (br && !cic_regular_order_k(f))) {
+        char mlp[48] = "";
+        if (br)
+            snprintf(mlp, sizeof mlp, ", the MLP width %d", f);
+        cic_diag_set(d, c->path, x->line, 1,
+                     "transform '%s': q = \"regular-hadamard\" needs orders 4^k (4, 16, 64, "
+                     "256, 1024, 4096, ...): d_model = %d%s; %s", x->name, w, mlp,
+                     br ? "set group = G (a 4^k dividing them) or use q = \"hadamard\""
+                        : "use q = \"hadamard\"");
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
 int cic_xform_check(const cic_case *c, cic_diag *d)
 {
     int i;
@@ -146,17 +193,12 @@ int cic_xform_check(const cic_case *c, cic_diag *d)
             return CIC_EINPUT;
         }
         if (x->group > 0) {
-            int G = x->group;
-            if (c->model.d_model % G || c->model.d_mlp % G ||
-                !cic_q_hadamard_k_supported(G, x->hadamard_base)) {
-                cic_diag_set(d, c->path, x->line, 1,
-                             "transform '%s': group = %d must divide d_model = %d and the MLP "
-                             "width %d and have a Hadamard matrix of its order", x->name, G,
-                             c->model.d_model, c->model.d_mlp);
+            if (_cic_xform_check_group(c, x, d) != CIC_OK)
                 return CIC_EINPUT;
-            }
             continue;
         }
+        if (x->q == CIC_Q_REGULAR && _cic_xform_check_regular(c, x, mp, d) != CIC_OK)
+            return CIC_EINPUT;
         if (x->q == CIC_Q_FILE) {
             int n = x->kind == CIC_XFORM_ROTATE ? c->model.d_model
                                                 : c->model.d_model / c->model.heads;
@@ -498,6 +540,10 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
         break;
     case CIC_Q_HADAMARD:
         if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
+            goto cleanup;
+        break;
+    case CIC_Q_REGULAR:
+        if (cic_q_regular_hadamard(q, d, x->q_seed, c->p) < 0)
             goto cleanup;
         break;
     case CIC_Q_FILE: {
