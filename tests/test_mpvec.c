@@ -319,6 +319,58 @@ static void test_gemm_f64(void **state)
     cic_mpvec_destroy(want, M * N);
 }
 
+/* cic_mp_matmul (the packed linear kernel, rows split over 1, 2 and 3
+ * threads) equals cic_mp_dot entry by entry, bit for bit, in all four
+ * transposition layouts, with A at 24 bits and B at 128 (a weight times a
+ * rotation), zeros, wide exponents and an odd number of rows; a planted
+ * change of one B entry changes the product. */
+static void test_matmul_packed(void **state)
+{
+    enum { M = 11, N = 6, K = 13 };
+    mpfr_t *a = cic_mpvec_create(M * K, 24), *b = cic_mpvec_create(K * N, 128);
+    mpfr_t *c = cic_mpvec_create(M * N, 128), *want = cic_mpvec_create(M * N, 128);
+    cic_dot_scratch sc;
+    uint64_t ctr = 0;
+    int ta, tb, i, j, nt;
+    (void)state;
+    assert_true(a && b && c && want);
+    assert_int_equal(cic_dot_scratch_init(&sc, K, 128), 0);
+    for (i = 0; i < M * K; i++)
+        rand_value(a[i], 31, &ctr, 40, 2);
+    for (i = 0; i < K * N; i++)
+        rand_value(b[i], 32, &ctr, 40, 2);
+    for (nt = 1; nt <= 3; nt++) {
+        cic_mp_matmul_set_threads(nt);
+        for (ta = 0; ta < 2; ta++)
+            for (tb = 0; tb < 2; tb++) {
+                cic_mp_matmul(c, (const mpfr_t *)a, ta, (const mpfr_t *)b, tb, M, N, K, false,
+                              &sc);
+                for (i = 0; i < M; i++)
+                    for (j = 0; j < N; j++) {
+                        cic_mp_dot(want[i * N + j], (const mpfr_t *)a + (ta ? i : i * K),
+                                   ta ? M : 1, (const mpfr_t *)b + (tb ? j * K : j),
+                                   tb ? 1 : N, K, NULL, &sc);
+                        check_equal(c[i * N + j], want[i * N + j], "matmul", i * N + j);
+                    }
+            }
+    }
+    cic_mp_matmul(want, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, &sc);
+    if (mpfr_zero_p(b[0]))
+        mpfr_set_ui(b[0], 1, MPFR_RNDN);
+    else
+        mpfr_mul_2ui(b[0], b[0], 10, MPFR_RNDN);
+    cic_mp_matmul(c, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, &sc);
+    for (i = 0, j = 0; i < M; i++)
+        j += !mpfr_equal_p(c[i * N], want[i * N]);
+    assert_true(j > 0); /* column 0 of op(B) changed: some entry of column 0 of C moves */
+    cic_mp_matmul_set_threads(0);
+    cic_dot_scratch_clear(&sc);
+    cic_mpvec_destroy(a, M * K);
+    cic_mpvec_destroy(b, K * N);
+    cic_mpvec_destroy(c, M * N);
+    cic_mpvec_destroy(want, M * N);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -326,6 +378,7 @@ int main(void)
         cmocka_unit_test(test_declines),
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_gemm_f64),
+        cmocka_unit_test(test_matmul_packed),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mpfr_free_cache();

@@ -5,7 +5,9 @@
 #include "base.h"
 
 #include <cblas.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 static double *to_double(const mpfr_t *v, size_t n)
 {
@@ -39,11 +41,120 @@ cleanup:
     return rc;
 }
 
+static int g_threads = 0; /* 0: one per online core */
+
+void cic_mp_matmul_set_threads(int n)
+{
+    g_threads = n;
+}
+
+static int matmul_threads(void)
+{
+    long n = g_threads > 0 ? g_threads : sysconf(_SC_NPROCESSORS_ONLN);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+/* dst [r, k] := src (row-major [r, k], or [k, r] transposed when t), exact:
+ * dst carries src's largest precision. */
+static mpfr_t *contiguous(const mpfr_t *src, bool t, int r, int k)
+{
+    mpfr_prec_t pr = MPFR_PREC_MIN;
+    size_t e, ne = (size_t)r * k;
+    mpfr_t *d;
+    int i, p;
+    for (e = 0; e < ne; e++)
+        if (mpfr_get_prec(src[e]) > pr)
+            pr = mpfr_get_prec(src[e]);
+    d = cic_mpvec_create(ne, pr);
+    if (!d)
+        return NULL;
+    for (i = 0; i < r; i++)
+        for (p = 0; p < k; p++)
+            mpfr_set(d[(size_t)i * k + p], t ? src[(size_t)p * r + i] : src[(size_t)i * k + p],
+                     MPFR_RNDN);
+    return d;
+}
+
+typedef struct {
+    mpfr_t *c;
+    const mpfr_t *a, *w;
+    const cic_mp_pack *wp;
+    int n, k, lo, hi;
+    mpfr_prec_t prec;
+    int rc;
+} mm_job;
+
+static void *mm_rows(void *p)
+{
+    mm_job *j = p;
+    cic_dot_scratch s;
+    if (cic_dot_scratch_init(&s, (size_t)j->k, j->prec) < 0) {
+        j->rc = -1;
+        return NULL;
+    }
+    cic_mp_linear_rows(j->c + (size_t)j->lo * j->n, j->a + (size_t)j->lo * j->k,
+                       (size_t)(j->hi - j->lo), j->w, j->wp, NULL, (size_t)j->n, (size_t)j->k, &s);
+    cic_dot_scratch_clear(&s);
+    j->rc = 0;
+    return NULL;
+}
+
+/* C = A' W'^T with A' = op(A) [m, k] and W' = op(B)^T [n, k] made contiguous,
+ * W' packed once, the rows of C split over the threads: the linear layer's
+ * kernel, so each entry is the same correctly rounded dot product as
+ * cic_mp_dot gives. 0, or -1 when memory runs out (C untouched). */
+static int matmul_packed(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m,
+                         int n, int k, const cic_dot_scratch *s)
+{
+    mpfr_t *ac = contiguous(a, ta, m, k), *wc = contiguous(b, !tb, n, k);
+    cic_mp_pack all, *views = NULL;
+    mm_job jobs[64];
+    pthread_t th[64];
+    int nt = matmul_threads(), t, rc = -1;
+    if (!ac || !wc || cic_mp_pack_rows(&all, &views, (const mpfr_t *)wc, (size_t)n, (size_t)k) < 0)
+        goto done;
+    if (nt > m)
+        nt = m;
+    for (t = 0; t < nt; t++) {
+        mm_job *j = &jobs[t];
+        j->c = c;
+        j->a = (const mpfr_t *)ac;
+        j->w = (const mpfr_t *)wc;
+        j->wp = views;
+        j->n = n;
+        j->k = k;
+        j->lo = (int)((long long)m * t / nt);
+        j->hi = (int)((long long)m * (t + 1) / nt);
+        j->prec = s->prec;
+        j->rc = -1;
+        if (t > 0 && pthread_create(&th[t], NULL, mm_rows, j) == 0)
+            j->rc = 1; /* running */
+    }
+    mm_rows(&jobs[0]);
+    rc = jobs[0].rc;
+    for (t = 1; t < nt; t++) {
+        if (jobs[t].rc == 1)
+            pthread_join(th[t], NULL);
+        else
+            mm_rows(&jobs[t]); /* no thread: this one does the rows */
+        if (jobs[t].rc < 0)
+            rc = -1;
+    }
+    free(views);
+    cic_mp_pack_clear(&all);
+done:
+    cic_mpvec_destroy(ac, (size_t)m * k);
+    cic_mpvec_destroy(wc, (size_t)n * k);
+    return rc;
+}
+
 void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
                    int k, bool blas, cic_dot_scratch *s)
 {
     int i, j;
     if (blas && cic_mp_gemm_f64(c, a, ta, b, tb, m, n, k) == 0)
+        return;
+    if (m > 0 && n > 0 && k > 0 && matmul_packed(c, a, ta, b, tb, m, n, k, s) == 0)
         return;
     /* op(A)[i, p] = ta ? A[p, i] : A[i, p]; op(B)[p, j] = tb ? B[j, p] : B[p, j] */
     for (i = 0; i < m; i++)

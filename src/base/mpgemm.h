@@ -11,9 +11,16 @@
 #include <mpfr.h>
 #include <stdbool.h>
 
-/* C = op(A) op(B) as below: every entry a correctly rounded dot product
- * (cic_mp_dot with s, cap >= k), or with blas through cic_mp_gemm_f64 (and
- * the dot products after all if its buffers cannot be had). */
+/* C = op(A) op(B) as below: every entry a correctly rounded dot product,
+ * or with blas through cic_mp_gemm_f64 (and the dot products after all if
+ * its buffers cannot be had). The dot products are the linear layer's
+ * kernel (cic_mp_linear_rows on op(B)^T packed once, the rows of C split
+ * over cic_mp_matmul_set_threads threads, each with its own scratch at
+ * s->prec), and cic_mp_dot with s (cap >= k) when memory for the copies
+ * runs out; both round the exact sum once, so the bits are the same. */
+/* Threads for cic_mp_matmul; 0 (the default) one per online core. */
+void cic_mp_matmul_set_threads(int n);
+
 void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
                    int k, bool blas, cic_dot_scratch *s);
 

@@ -4,6 +4,7 @@
  * ownership; and the progress helpers the stages share. */
 #include "pipeline_int.h"
 
+#include "../base/mpgemm.h"
 #include "../base/mpvec.h"
 #include "../metric/flops.h"
 #include "../report/dump.h"
@@ -165,8 +166,10 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     p->o = *o;
     p->c = c;
     p->t0 = _cic_pl_now();
-    if (o->threads > 0)
+    if (o->threads > 0) {
         cic_engine_mpfr_set_threads(o->threads);
+        cic_mp_matmul_set_threads(o->threads);
+    }
     if (cic_pipeline_check(c, false, d) != CIC_OK)
         return CIC_EINPUT;
     if ((rc = memory_guard(p, d)) != CIC_OK || (rc = allocate(p, d)) != CIC_OK ||
