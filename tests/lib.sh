@@ -44,6 +44,16 @@ cic_tiny_case() {
 # cic_have TOOL: TOOL (a name on PATH or a path) can be run.
 cic_have() { command -v "$1" >/dev/null 2>&1; }
 
+# cic_need_numpy WHY: skip the whole test (exit 77) without Debian's python3
+# ($py) and its numpy.
+cic_need_numpy() {
+    cic_need "$py" "$1"
+    if ! "$py" -c 'import numpy' 2>/dev/null; then
+        echo "SKIP: $py has no numpy (Debian's python3-numpy)"
+        exit 77
+    fi
+}
+
 # cic_need TOOL [WHY]: skip the whole test (exit 77) when TOOL is missing.
 cic_need() {
     cic_have "$1" && return 0

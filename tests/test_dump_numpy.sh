@@ -15,11 +15,7 @@ set -u
 bin=$1
 root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
 . "$(dirname "$0")/lib.sh"
-cic_need "$py" "Debian's python3 runs the NumPy re-implementation"
-if ! "$py" -c 'import numpy' 2>/dev/null; then
-    echo "SKIP: $py has no numpy (Debian's python3-numpy)"
-    exit 77
-fi
+cic_need_numpy "Debian's python3 runs the NumPy re-implementation"
 cic_test_init dump_numpy
 cd "$root" || exit 1
 

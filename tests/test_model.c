@@ -135,7 +135,7 @@ static void test_build_progress(void **state)
             c.act = CIC_ACT_GELU_TANH;
         }
         m1 = cic_model_create(&c, CIC_READOUT_HEAD);
-        m2 = cic_model_create_progress(&c, CIC_READOUT_HEAD, &p);
+        m2 = cic_model_create_progress(&c, CIC_READOUT_HEAD, &p, NULL);
         assert_non_null(m1);
         assert_non_null(m2);
         cic_model_weights_sha256(h1, m1);

@@ -252,6 +252,11 @@ typedef struct cic_model_cfg_s {
     enum cic_rope rope;
     double rope_theta;
     int kv_heads;
+    /* [model] checkpoint: the folder the weights come from ("" none: the
+     * seeded generator), resolved against the case file's folder, and the
+     * checkpoint's layer that is this model's layer 0 */
+    char checkpoint[1024];
+    int layer0;
 } cic_model_cfg;
 
 /* The key/value heads of m (heads when unset). */

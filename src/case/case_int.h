@@ -131,6 +131,16 @@ bool _cic_name_ok(const char *s);
  * error to x; CIC_EINPUT when it reported one. */
 
 int _cic_load_model(cic_case_ctx *x, cic_case *c, const cic_toml_node *mt);
+/* Whether axis a is swept; the first swept value of an int axis into *out
+ * (and *have true) when it is (load_model.c). */
+bool _cic_swept(const cic_case *c, enum cic_sweep_axis a);
+void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a, int *out, bool *have);
+/* PATH p against the folder of the case file case_path (absolute p as it
+ * is) into out; -1 when the result is too long (load_qfile.c). */
+int _cic_case_relpath(char *out, size_t cap, const char *case_path, const char *p);
+/* [model] with checkpoint = "DIR" (load_ckpt.c): the sizes from its
+ * config.json, tokens, samples, layers, seed from t. */
+int _cic_load_checkpoint(cic_case_ctx *x, cic_case *c, const cic_case_tab *t);
 int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et);
 int _cic_load_readout(cic_case_ctx *x, cic_case *c, const cic_toml_node *rt);
 /* q = "file:PATH" (load_qfile.c): is s such a value, and load it into xf

@@ -16,7 +16,7 @@
 static const char *const _cic_model_keys[] = {
     "block",  "d_model",    "heads", "mlp_ratio", "tokens", "samples",
     "layers", "eps",        "causal", "activation", "d_out", "d_cond",
-    "final_layer", "rope",  "rope_theta", "kv_heads", "seed", "weights"};
+    "final_layer", "rope",  "rope_theta", "kv_heads", "seed", "weights", "checkpoint"};
 static const char *const _cic_weights_keys[] = {"dist", "std",
                                                 "outlier_channels",
                                                 "outlier_scale",
@@ -27,13 +27,12 @@ static const char *const _cic_weights_keys[] = {"dist", "std",
 /* A key with a list in [sweep] (parsed before the sections): the list
  * overrides the scalar, whose first value stands in for it; the checks that
  * combine a swept key with others run per point (_cic_sweep_check). */
-static bool _cic_swept(const cic_case *c, enum cic_sweep_axis a)
+bool _cic_swept(const cic_case *c, enum cic_sweep_axis a)
 {
     return c->sweep.on && c->sweep.n[a] > 0;
 }
 
-static void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a,
-                                 int *out, bool *have)
+void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a, int *out, bool *have)
 {
     if (!_cic_swept(c, a))
         return;
@@ -258,8 +257,10 @@ static void _cic_load_massive(cic_case_ctx *x, cic_case *c, const cic_case_tab *
     _cic_get_num(x, wt, "massive_scale", true, 1e6, &m->massive_scale, NULL, NULL);
 }
 
-/* [model.weights]: dist, std, outlier_channels, outlier_scale, massive_*. */
-static void _cic_load_weights(cic_case_ctx *x, cic_case *c, const cic_case_tab *t, bool ok_d)
+/* [model.weights]: dist, std, outlier_channels, outlier_scale, massive_*;
+ * with a checkpoint (its weights) massive_* alone, on the block input. */
+static void _cic_load_weights(cic_case_ctx *x, cic_case *c, const cic_case_tab *t, bool ok_d,
+                              bool ckpt)
 {
     cic_case_tab wt = {NULL, "[model.weights]"};
     cic_model_cfg *m = &c->model;
@@ -277,6 +278,13 @@ static void _cic_load_weights(cic_case_ctx *x, cic_case *c, const cic_case_tab *
     if (_cic_get_table(x, t, "weights", "[model.weights]", &wtab) != CIC_OK || !wtab)
         return;
     wt.tbl = wtab;
+    if (ckpt) {
+        static const char *const massive[] = {"massive_channels", "massive_tokens",
+                                              "massive_scale"};
+        _cic_check_keys(x, &wt, massive, CIC_CASE_LEN(massive));
+        _cic_load_massive(x, c, &wt, ok_d);
+        return;
+    }
     _cic_check_keys(x, &wt, _cic_weights_keys, CIC_CASE_LEN(_cic_weights_keys));
     _cic_load_massive(x, c, &wt, ok_d);
     v = CIC_DIST_NORMAL;
@@ -324,11 +332,16 @@ int _cic_load_model(cic_case_ctx *x, cic_case *c, const cic_toml_node *mt)
     cic_model_cfg *m = &c->model;
     int err0 = x->n_err;
 
+    if (_cic_find(&t, "checkpoint", NULL, NULL)) { /* a user's model (load_ckpt.c) */
+        _cic_load_checkpoint(x, c, &t);
+        _cic_load_weights(x, c, &t, true, true);
+        return _cic_status(x, err0);
+    }
     _cic_check_keys(x, &t, _cic_model_keys, CIC_CASE_LEN(_cic_model_keys));
     _cic_load_sizes(x, c, &t, mt);
     _cic_load_misc(x, c, &t);
     /* outlier_channels <= d_model needs a loaded d_model (> 0 once loaded) */
-    _cic_load_weights(x, c, &t, m->d_model > 0);
+    _cic_load_weights(x, c, &t, m->d_model > 0, false);
     if (_cic_swept(c, CIC_AXIS_STD))
         m->std = c->sweep.v[CIC_AXIS_STD][0];
     if (_cic_swept(c, CIC_AXIS_OUTLIER_SCALE))

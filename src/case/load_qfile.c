@@ -23,8 +23,7 @@ static int dtype_bits(enum cic_stfile_dtype t)
            : t == CIC_STFILE_BF16 ? 8 : 0;
 }
 
-/* PATH against the case file's folder; -1 when the result is too long. */
-static int resolve(char *out, size_t cap, const char *case_path, const char *p)
+int _cic_case_relpath(char *out, size_t cap, const char *case_path, const char *p)
 {
     const char *slash = strrchr(case_path, '/');
     int n;
@@ -78,7 +77,7 @@ int _cic_xform_q_file(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
         return _cic_fail(x, l, col, "q = \"file:PATH\" needs a path (a safetensors file, "
                          "relative to the case file's folder)");
     snprintf(path, sizeof path, "%.*s", (int)(len - n), s + n);
-    if (resolve(xf->q_file, sizeof xf->q_file, c->path, path) < 0)
+    if (_cic_case_relpath(xf->q_file, sizeof xf->q_file, c->path, path) < 0)
         return _cic_fail(x, l, col, "q = \"file:...\": the path is too long");
     xf->q = CIC_Q_FILE;
     if (_cic_get_str(x, t, "q_tensor", xf->q_tensor, sizeof xf->q_tensor, NULL, NULL) != CIC_OK)

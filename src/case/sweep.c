@@ -407,7 +407,7 @@ static int _cic_point_rules(cic_case_ctx *x, const cic_case *c, const char *pd,
                          "%d / %d is odd",
                          pd, CIC_ROPE_NAME[m->rope], m->d_model, m->heads);
     }
-    {
+    if (!m->checkpoint[0]) { /* a checkpoint's MLP width is its intermediate_size */
         double wd = m->mlp_ratio * (double)m->d_model;
         if (wd != floor(wd) || wd < 1 || wd > (double)INT_MAX) {
             CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_D_MODEL);

@@ -442,18 +442,20 @@ static int _cic_apply_massive(cic_model *m)
 
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout)
 {
-    return cic_model_create_progress(cfg, readout, NULL);
+    return cic_model_create_progress(cfg, readout, NULL, NULL);
 }
 
 cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
-                                     const cic_model_progress *p)
+                                     const cic_model_progress *p, cic_diag *d)
 {
-    return cic_model_create_from(cfg, readout, cic_source_get(CIC_SOURCE_SEED), p);
+    return cic_model_create_from(
+        cfg, readout, cic_source_get(cfg->checkpoint[0] ? CIC_SOURCE_CHECKPOINT : CIC_SOURCE_SEED),
+        p, d);
 }
 
 cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout readout,
                                  const struct cic_weight_source_s *src,
-                                 const cic_model_progress *p)
+                                 const cic_model_progress *p, cic_diag *d)
 {
     cic_model *m;
     cic_bld b;
@@ -472,7 +474,7 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
         goto fail;
     _cic_fill(m, m->input, 1.0);
     cic_block(cfg->block)->build(&b, (int)readout);
-    if (!b.ok || src->fill(m, p) < 0)
+    if (!b.ok || src->fill(m, p, d) < 0)
         goto fail;
     _cic_apply_outliers(m);
     if (_cic_apply_massive(m) < 0)

@@ -85,13 +85,15 @@ typedef struct {
  * NULL). */
 cic_model *cic_model_create(const cic_model_cfg *cfg, enum cic_readout readout);
 cic_model *cic_model_create_progress(const cic_model_cfg *cfg, enum cic_readout readout,
-                                     const cic_model_progress *p);
-/* The same with the weight values from src (source.h; the seeded generator
- * for the two above). */
+                                     const cic_model_progress *p, cic_diag *d);
+/* The same with the weight values from src (source.h; for the two above
+ * the checkpoint when cfg->checkpoint is set, else the seeded generator).
+ * NULL with d set (d may be NULL) when the source fails, NULL alone when
+ * memory runs out. */
 struct cic_weight_source_s;
 cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout readout,
                                  const struct cic_weight_source_s *src,
-                                 const cic_model_progress *p);
+                                 const cic_model_progress *p, cic_diag *d);
 void cic_model_destroy(cic_model *m);
 /* A deep copy (weights, hp values and the readout map). */
 cic_model *cic_model_clone(const cic_model *m);

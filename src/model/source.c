@@ -6,12 +6,15 @@
  * with the total known for the progress. */
 #include "source.h"
 
+#include "checkpoint.h"
+
 #include "../base/rng.h"
 
-static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p)
+static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
 {
     double total = 0, done = 0;
     int id;
+    (void)d;
     for (id = 0; id < m->n_t; id++)
         if (m->t[id].fill != CIC_FILL_NONE)
             total += (double)m->t[id].rows * (double)m->t[id].cols;
@@ -33,8 +36,18 @@ static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p)
     return 0;
 }
 
+/* The checkpoint's weights, then the seeded generator for the rest (the
+ * block input). */
+static int _cic_source_checkpoint_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
+{
+    if (cic_ckpt_fill(m, p, d) < 0)
+        return -1;
+    return _cic_source_seed_fill(m, NULL, d);
+}
+
 const cic_weight_source CIC_SOURCES[] = {
     {"seed", _cic_source_seed_fill},
+    {"checkpoint", _cic_source_checkpoint_fill},
 };
 _Static_assert(sizeof CIC_SOURCES / sizeof CIC_SOURCES[0] == CIC_SOURCE_COUNT,
                "one descriptor per weight source");

@@ -82,7 +82,10 @@ static int allocate(cic_pipeline *p, cic_diag *d)
     size_t rows_max = (size_t)(CIC_MATMUL_COUNT + p->c->n_xf * (CIC_MATMUL_COUNT + 1) +
                                (p->c->n_xf + 1) * p->c->n_lowp);
     p->prec = p->c->mpfr_prec;
-    p->orig = _cic_pl_build_original(p);
+    d->msg[0] = '\0';
+    p->orig = _cic_pl_build_original(p, d);
+    if (!p->orig && d->msg[0]) /* the checkpoint's values (checkpoint.h) */
+        return CIC_EINPUT;
     if (!p->orig) {
         cic_diag_set(d, p->c->path, 0, 0, "out of memory building the model");
         return CIC_EINTERNAL;

@@ -81,7 +81,9 @@ bool _cic_pl_needs_map(const cic_model *m);
 int _cic_pl_map_out_f32(cic_pipeline *p, float *y, const cic_model *m);
 
 /* truth.c */
-cic_model *_cic_pl_build_original(cic_pipeline *p);
+/* The original model (its weights from the seed or the checkpoint); NULL
+ * with d->msg set when the checkpoint's values are refused. */
+cic_model *_cic_pl_build_original(cic_pipeline *p, cic_diag *d);
 void _cic_pl_flops_formula(const cic_pipeline *p, cic_flop_count *fc, int i);
 int _cic_pl_truth(cic_pipeline *p);
 bool _cic_pl_truth_nonfinite(const cic_pipeline *p, cic_diag *d);

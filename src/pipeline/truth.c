@@ -22,18 +22,23 @@ static void weights_work(void *ctx, double done, double total)
         w->p->o.progress.work(w->p->o.progress.ctx, w->label, done, total);
 }
 
-cic_model *_cic_pl_build_original(cic_pipeline *r)
+cic_model *_cic_pl_build_original(cic_pipeline *r, cic_diag *d)
 {
     cic_pl_work w = {r, "weights", 0};
     cic_model_progress mp = {NULL, NULL};
     cic_model *m;
-    _cic_pl_stage(r, "weights: drawing about %.3g values from seed %llu",
-                  (double)cic_case_weight_count(r->c), (unsigned long long)r->c->model.seed);
+    if (r->c->model.checkpoint[0])
+        _cic_pl_stage(r, "weights: reading about %.3g values from %s (layers %d .. %d)",
+                      (double)cic_case_weight_count(r->c), r->c->model.checkpoint,
+                      r->c->model.layer0, r->c->model.layer0 + r->c->model.layers - 1);
+    else
+        _cic_pl_stage(r, "weights: drawing about %.3g values from seed %llu",
+                      (double)cic_case_weight_count(r->c), (unsigned long long)r->c->model.seed);
     if (r->o.progress.work) {
         mp.fn = weights_work;
         mp.ctx = &w;
     }
-    m = cic_model_create_progress(&r->c->model, r->c->readout, &mp);
+    m = cic_model_create_progress(&r->c->model, r->c->readout, &mp, d);
     _cic_pl_work_end(&w);
     return m;
 }

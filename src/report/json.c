@@ -376,6 +376,10 @@ static json_t *case_json(const cic_case *c, int *err)
         jset(m, "kv_heads", json_integer(cic_cfg_kv_heads(mc)), err);
     }
     jset(m, "seed", jseed(mc->seed), err);
+    if (mc->checkpoint[0]) { /* the weights' folder and its first layer read */
+        jset(m, "checkpoint", json_string(mc->checkpoint), err);
+        jset(m, "first_layer", json_integer(mc->layer0), err);
+    }
     jset(w, "dist", jname(CIC_DIST_NAME, CIC_DIST_COUNT, (int)mc->dist), err);
     jset(w, "std", jreal(mc->std), err);
     jset(w, "outlier_channels", json_integer(mc->outlier_channels), err);

@@ -1,0 +1,433 @@
+/* SPDX-License-Identifier: MIT */
+/* checkpoint.c: a Hugging Face checkpoint folder as a weight source
+ * (checkpoint.h). */
+#include "checkpoint.h"
+
+#include "../base/safetensors_read.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define CIC_CKPT_MAX_SHARDS 4096
+
+struct cic_ckpt {
+    char dir[1024];
+    char cfg_path[1100];
+    json_t *config;
+    json_t *weight_map; /* index: name -> shard file; NULL for one file */
+    cic_stfile **shard;
+    char (*shard_name)[256];
+    int n_shard;
+    /* from config.json */
+    int hidden, heads, kv_heads, inter, layers, vocab;
+    double eps, theta;
+    bool tied;
+    int sliding_window; /* 0: none */
+};
+
+/* ---- config.json ---- */
+
+/* An integer key >= lo; absent: def (def < 0: required). */
+static int cfg_int(const cic_ckpt *k, const char *key, int lo, int def, int *out, cic_diag *d)
+{
+    json_t *v = json_object_get(k->config, key);
+    if (!v || json_is_null(v)) {
+        if (def < 0) {
+            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (an integer >= %d)", key, lo);
+            return -1;
+        }
+        *out = def;
+        return 0;
+    }
+    if (!json_is_integer(v) || json_integer_value(v) < lo ||
+        json_integer_value(v) > CIC_CASE_MAX_DIM * 64LL) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be an integer in %d .. %lld", key, lo,
+                     CIC_CASE_MAX_DIM * 64LL);
+        return -1;
+    }
+    *out = (int)json_integer_value(v);
+    return 0;
+}
+
+static int cfg_num(const cic_ckpt *k, const char *key, double def, double *out, cic_diag *d)
+{
+    json_t *v = json_object_get(k->config, key);
+    if (!v || json_is_null(v)) {
+        if (def < 0) {
+            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (a positive number)", key);
+            return -1;
+        }
+        *out = def;
+        return 0;
+    }
+    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be a positive number", key);
+        return -1;
+    }
+    *out = json_number_value(v);
+    return 0;
+}
+
+/* A key that must be absent, null or false (what is not modelled). */
+static int cfg_off(const cic_ckpt *k, const char *key, const char *what, cic_diag *d)
+{
+    json_t *v = json_object_get(k->config, key);
+    if (!v || json_is_null(v) || json_is_false(v))
+        return 0;
+    cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is set: %s is not modelled", key, what);
+    return -1;
+}
+
+static int read_config(cic_ckpt *k, cic_diag *d)
+{
+    json_error_t e;
+    json_t *mt, *act, *tie;
+    const char *type;
+    int hd = 0;
+    snprintf(k->cfg_path, sizeof k->cfg_path, "%s/config.json", k->dir);
+    k->config = json_load_file(k->cfg_path, JSON_REJECT_DUPLICATES, &e);
+    if (!k->config) {
+        cic_diag_set(d, k->cfg_path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
+                     "%s", e.text);
+        return -1;
+    }
+    if (!json_is_object(k->config)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "not a JSON object");
+        return -1;
+    }
+    mt = json_object_get(k->config, "model_type");
+    type = json_is_string(mt) ? json_string_value(mt) : NULL;
+    if (!type || (strcmp(type, "llama") && strcmp(type, "mistral"))) {
+        cic_diag_set(d, k->cfg_path, 0, 0,
+                     "model_type %s%s%s is not a family cicheck reads (llama, mistral)",
+                     type ? "'" : "", type ? type : "missing", type ? "'" : "");
+        return -1;
+    }
+    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
+        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
+        cfg_int(k, "num_key_value_heads", 1, 0, &k->kv_heads, d) ||
+        cfg_int(k, "intermediate_size", 1, -1, &k->inter, d) ||
+        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
+        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) || cfg_int(k, "head_dim", 1, 0, &hd, d) ||
+        cfg_int(k, "sliding_window", 1, 0, &k->sliding_window, d) ||
+        cfg_num(k, "rms_norm_eps", -1, &k->eps, d) ||
+        cfg_num(k, "rope_theta", 10000, &k->theta, d) ||
+        cfg_off(k, "rope_scaling", "scaled RoPE", d) ||
+        cfg_off(k, "attention_bias", "a bias on q, k, v and o", d) ||
+        cfg_off(k, "mlp_bias", "a bias on the MLP", d))
+        return -1;
+    if (!k->kv_heads)
+        k->kv_heads = k->heads;
+    if (k->hidden % k->heads || k->heads % k->kv_heads || (hd && hd * k->heads != k->hidden)) {
+        cic_diag_set(d, k->cfg_path, 0, 0,
+                     "hidden_size %d, num_attention_heads %d, num_key_value_heads %d%s: the "
+                     "heads must divide hidden_size and the key/value heads the heads%s",
+                     k->hidden, k->heads, k->kv_heads, hd ? ", head_dim set" : "",
+                     hd ? " (and head_dim = hidden_size / heads)" : "");
+        return -1;
+    }
+    act = json_object_get(k->config, "hidden_act");
+    if (act && !(json_is_string(act) && !strcmp(json_string_value(act), "silu"))) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "hidden_act must be \"silu\" (SwiGLU)");
+        return -1;
+    }
+    tie = json_object_get(k->config, "tie_word_embeddings");
+    k->tied = tie && json_is_true(tie);
+    return 0;
+}
+
+/* ---- the weights ---- */
+
+static int open_shard(cic_ckpt *k, const char *file, cic_diag *d)
+{
+    char path[1400];
+    int i;
+    for (i = 0; i < k->n_shard; i++)
+        if (!strcmp(k->shard_name[i], file))
+            return i;
+    if (k->n_shard == CIC_CKPT_MAX_SHARDS || strlen(file) >= sizeof k->shard_name[0] ||
+        strchr(file, '/')) {
+        cic_diag_set(d, k->dir, 0, 0, "shard '%.200s': more than %d shards, a name of over "
+                     "255 bytes, or a path outside the folder", file, CIC_CKPT_MAX_SHARDS);
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/%s", k->dir, file);
+    k->shard[k->n_shard] = cic_stfile_create(path, d);
+    if (!k->shard[k->n_shard])
+        return -1;
+    cic_strlcpy(k->shard_name[k->n_shard], file, sizeof k->shard_name[0]);
+    return k->n_shard++;
+}
+
+static int open_weights(cic_ckpt *k, cic_diag *d)
+{
+    char path[1200];
+    json_error_t e;
+    json_t *idx;
+    const char *name;
+    json_t *v;
+    k->shard = cic_calloc(CIC_CKPT_MAX_SHARDS, sizeof *k->shard);
+    k->shard_name = cic_calloc(CIC_CKPT_MAX_SHARDS, sizeof *k->shard_name);
+    if (!k->shard || !k->shard_name) {
+        cic_diag_set(d, k->dir, 0, 0, "out of memory");
+        return -1;
+    }
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", k->dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(path, sizeof path, "%s/model.safetensors", k->dir);
+        if (access(path, F_OK) != 0) {
+            cic_diag_set(d, k->dir, 0, 0, "neither model.safetensors nor "
+                         "model.safetensors.index.json is there");
+            return -1;
+        }
+        return open_shard(k, "model.safetensors", d) < 0 ? -1 : 0;
+    }
+    idx = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
+    if (!idx) {
+        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0, "%s",
+                     e.text);
+        return -1;
+    }
+    k->weight_map = json_incref(json_object_get(idx, "weight_map"));
+    json_decref(idx);
+    if (!json_is_object(k->weight_map)) {
+        cic_diag_set(d, path, 0, 0, "no \"weight_map\" object (tensor name -> shard file)");
+        return -1;
+    }
+    json_object_foreach(k->weight_map, name, v) {
+        if (!json_is_string(v)) {
+            cic_diag_set(d, path, 0, 0, "weight_map['%.200s'] is not a file name", name);
+            return -1;
+        }
+        if (open_shard(k, json_string_value(v), d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
+{
+    cic_ckpt *k = cic_calloc(1, sizeof *k);
+    if (!k) {
+        cic_diag_set(d, dir, 0, 0, "out of memory");
+        return NULL;
+    }
+    if (strlen(dir) >= sizeof k->dir) {
+        cic_diag_set(d, "", 0, 0, "checkpoint path too long");
+        free(k);
+        return NULL;
+    }
+    cic_strlcpy(k->dir, dir, sizeof k->dir);
+    if (read_config(k, d) < 0 || open_weights(k, d) < 0) {
+        cic_ckpt_close(k);
+        return NULL;
+    }
+    return k;
+}
+
+void cic_ckpt_close(cic_ckpt *k)
+{
+    int i;
+    if (!k)
+        return;
+    for (i = 0; i < k->n_shard; i++)
+        cic_stfile_destroy(k->shard[i]);
+    free(k->shard);
+    free(k->shard_name);
+    json_decref(k->config);
+    json_decref(k->weight_map);
+    free(k);
+}
+
+int cic_ckpt_layers(const cic_ckpt *k)
+{
+    return k->layers;
+}
+
+/* The checkpoint's name of model tensor name ("layers.3.mlp.up_proj.weight"
+ * of a model starting at layer0, "norm.weight", "lm_head.weight"), or -1
+ * when the checkpoint has no such tensor name (the block input). */
+static int hf_name(char *out, size_t cap, const cic_ckpt *k, const char *name, int layer0)
+{
+    int l, n = 0;
+    if (sscanf(name, "layers.%d.%n", &l, &n) == 1 && n > 0)
+        snprintf(out, cap, "model.layers.%d.%s", l + layer0, name + n);
+    else if (!strcmp(name, "norm.weight"))
+        snprintf(out, cap, "model.norm.weight");
+    else if (!strcmp(name, "lm_head.weight"))
+        snprintf(out, cap, "%s", k->tied ? "model.embed_tokens.weight" : "lm_head.weight");
+    else
+        return -1;
+    return 0;
+}
+
+/* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
+ * vector for rows = 1); NULL with d set. */
+static const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
+                                       cic_diag *d)
+{
+    const cic_stfile_tensor *t = NULL;
+    int i;
+    if (k->weight_map) {
+        json_t *f = json_object_get(k->weight_map, hf);
+        for (i = 0; f && i < k->n_shard; i++)
+            if (!strcmp(k->shard_name[i], json_string_value(f)))
+                t = cic_stfile_find(k->shard[i], hf);
+    } else {
+        t = cic_stfile_find(k->shard[0], hf);
+    }
+    if (!t) {
+        cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d, %d])", hf, rows, cols);
+        return NULL;
+    }
+    if (t->dtype != CIC_STFILE_F32 && t->dtype != CIC_STFILE_BF16 &&
+        t->dtype != CIC_STFILE_F16 && t->dtype != CIC_STFILE_F64) {
+        cic_diag_set(d, t->file, 0, 0, "tensor '%s' is %s; F32, BF16, F16 or F64 is needed", hf,
+                     CIC_STFILE_DTYPE_NAME[t->dtype]);
+        return NULL;
+    }
+    if (!((t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) ||
+          (rows == 1 && t->ndim == 1 && t->shape[0] == cols))) {
+        char sh[128] = "";
+        for (i = 0; i < t->ndim; i++)
+            snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%lld", i ? ", " : "",
+                     (long long)t->shape[i]);
+        if (rows == 1)
+            cic_diag_set(d, t->file, 0, 0, "tensor '%s' has shape [%s], expected [%d]", hf, sh,
+                         cols);
+        else
+            cic_diag_set(d, t->file, 0, 0, "tensor '%s' has shape [%s], expected [%d, %d]", hf,
+                         sh, rows, cols);
+        return NULL;
+    }
+    return t;
+}
+
+int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d)
+{
+    static const struct {
+        const char *name;
+        int rows, cols; /* 0: d_model, -1: kv width, -2: d_mlp */
+    } per_layer[] = {
+        {"input_layernorm.weight", 1, 0},   {"self_attn.q_proj.weight", 0, 0},
+        {"self_attn.k_proj.weight", -1, 0}, {"self_attn.v_proj.weight", -1, 0},
+        {"self_attn.o_proj.weight", 0, 0},  {"post_attention_layernorm.weight", 1, 0},
+        {"mlp.gate_proj.weight", -2, 0},    {"mlp.up_proj.weight", -2, 0},
+        {"mlp.down_proj.weight", 0, -2},
+    };
+    char hf[300];
+    int l, i, kvw = k->hidden / k->heads * k->kv_heads;
+    if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
+                     "(num_hidden_layers; 0 .. %d)", layer0, layer0 + cfg->layers - 1,
+                     k->layers, k->layers - 1);
+        return CIC_EINPUT;
+    }
+    if (k->sliding_window && cfg->tokens > k->sliding_window) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "sliding_window %d is below tokens = %d: windowed "
+                     "attention is not modelled", k->sliding_window, cfg->tokens);
+        return CIC_EINPUT;
+    }
+    cfg->block = CIC_BLOCK_RMSNORM;
+    cfg->d_model = k->hidden;
+    cfg->heads = k->heads;
+    cfg->kv_heads = k->kv_heads;
+    cfg->d_mlp = k->inter;
+    cfg->mlp_ratio = (double)k->inter / k->hidden;
+    cfg->eps = k->eps;
+    cfg->act = CIC_ACT_SILU;
+    cfg->rope = CIC_ROPE_HALF;
+    cfg->rope_theta = k->theta;
+    cfg->causal = true;
+    cfg->d_out = k->vocab;
+    cfg->layer0 = layer0;
+    cic_strlcpy(cfg->checkpoint, k->dir, sizeof cfg->checkpoint);
+    for (l = layer0; l < layer0 + cfg->layers; l++)
+        for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
+            int r = per_layer[i].rows, c = per_layer[i].cols;
+            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
+            r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
+            c = c == 0 ? k->hidden : k->inter;
+            if (!lookup(k, hf, r, c, d))
+                return CIC_EINPUT;
+            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
+            memcpy(strrchr(hf, '.'), ".bias", 6);
+            if (strstr(hf, "_proj") && (k->weight_map ? json_object_get(k->weight_map, hf) != NULL
+                                                      : cic_stfile_find(k->shard[0], hf) != NULL)) {
+                cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the "
+                             "llama family has none; Qwen2's q, k, v biases are not read)", hf);
+                return CIC_EINPUT;
+            }
+        }
+    if (!lookup(k, "model.norm.weight", 1, k->hidden, d) ||
+        !lookup(k, k->tied ? "model.embed_tokens.weight" : "lm_head.weight", k->vocab, k->hidden,
+                d))
+        return CIC_EINPUT;
+    return CIC_OK;
+}
+
+/* ---- the weight source ---- */
+
+/* t's values into f (n of them), each exactly a float32 and finite. */
+static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_diag *d)
+{
+    enum { CHUNK = 4096 };
+    double buf[CHUNK];
+    uint64_t i0, i;
+    for (i0 = 0; i0 < n; i0 += CHUNK) {
+        uint64_t m = n - i0 < CHUNK ? n - i0 : CHUNK;
+        if (cic_stfile_tensor_read_f64(buf, t, i0, m, d) < 0)
+            return -1;
+        for (i = 0; i < m; i++) {
+            float v = (float)buf[i];
+            if (!isfinite(buf[i])) {
+                cic_diag_set(d, t->file, 0, 0, "tensor '%s': value %g at index %llu (flat); "
+                             "a checkpoint with NaN or Inf weights is not run", t->name, buf[i],
+                             (unsigned long long)(i0 + i));
+                return -1;
+            }
+            if ((double)v != buf[i]) {
+                cic_diag_set(d, t->file, 0, 0, "tensor '%s' (F64): value %.17g at index %llu "
+                             "(flat) is not a float32; F64 weights are read only when every "
+                             "value is one", t->name, buf[i], (unsigned long long)(i0 + i));
+                return -1;
+            }
+            f[i0 + i] = v;
+        }
+    }
+    return 0;
+}
+
+int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
+{
+    cic_ckpt *k = cic_ckpt_open(m->cfg.checkpoint, d);
+    double total = 0, done = 0;
+    char hf[300];
+    int id, rc = -1;
+    if (!k)
+        return -1;
+    for (id = 0; id < m->n_t; id++)
+        if (m->t[id].fill != CIC_FILL_NONE && hf_name(hf, sizeof hf, k, m->t[id].name, 0) == 0)
+            total += (double)m->t[id].rows * m->t[id].cols;
+    for (id = 0; id < m->n_t; id++) {
+        cic_tensor *t = &m->t[id];
+        const cic_stfile_tensor *st;
+        if (t->fill == CIC_FILL_NONE ||
+            hf_name(hf, sizeof hf, k, t->name, m->cfg.layer0) < 0)
+            continue; /* the input: the seeded generator's */
+        st = lookup(k, hf, t->rows, t->cols, d);
+        if (!st || read_values(t->f32, st, (uint64_t)t->rows * t->cols, d) < 0)
+            goto done;
+        t->fill = CIC_FILL_NONE;
+        done += (double)t->rows * t->cols;
+        if (p && p->fn)
+            p->fn(p->ctx, done, total);
+    }
+    rc = 0;
+done:
+    cic_ckpt_close(k);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: MIT */
+/* checkpoint.h: a user's checkpoint as a model's weight source.
+ *
+ * A checkpoint is a folder in the Hugging Face layout: config.json beside
+ * model.safetensors, or beside shards listed in model.safetensors.index.json
+ * ("weight_map": tensor name -> shard file). The family comes from
+ * config.json's model_type; today the llama family (model_type "llama" or
+ * "mistral": RMSNorm, RoPE in the rotate_half layout with rope_theta,
+ * grouped-query attention, SwiGLU, no biases), which is cicheck's rmsnorm
+ * block with rope = "half". Its tensors are model.layers.{i}.* (the block's
+ * layers.{i}.* names), model.norm.weight, lm_head.weight (or
+ * model.embed_tokens.weight with tie_word_embeddings).
+ *
+ * Sizes come from config.json and are checked against every tensor's shape
+ * (a mismatch names the tensor, its shape and the expected one). Storage
+ * dtypes F32, BF16 and F16 are used as stored (their values are exact in
+ * float32); F64 only where every value is a float32 (else an error naming
+ * the tensor and the first index that is not). NaN or Inf values are an
+ * error with the tensor and the index. Files are memory-mapped; values are
+ * read into the model's float32 weights when it is built. */
+#ifndef CIC_CHECKPOINT_H
+#define CIC_CHECKPOINT_H
+
+#include "model.h"
+
+typedef struct cic_ckpt cic_ckpt;
+
+/* Open folder dir: config.json and every shard (each checked completely as
+ * a safetensors file). NULL with d set (d->file the file at fault). */
+cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d);
+void cic_ckpt_close(cic_ckpt *k);
+
+/* The number of decoder layers of the checkpoint (num_hidden_layers). */
+int cic_ckpt_layers(const cic_ckpt *k);
+
+/* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
+ * caller has set cfg->layers and cfg->tokens): block, d_model, heads,
+ * kv_heads, d_mlp and mlp_ratio, eps, activation, rope and rope_theta,
+ * causal, d_out (the vocabulary). Then every tensor those layers and the
+ * head need is looked up and its dtype and shape checked. CIC_OK, or
+ * CIC_EINPUT with d set. */
+int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d);
+
+/* The weight source (source.h): every marked weight of m from the
+ * checkpoint m->cfg.checkpoint (layers from m->cfg.layer0); the block input
+ * and anything the checkpoint does not hold stay with the seeded generator.
+ * 0, or -1 with d set (a value that is NaN, Inf, or an F64 that is not a
+ * float32; a file changed since the case was loaded; no memory). */
+int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d);
+
+#endif

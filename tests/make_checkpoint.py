@@ -1,0 +1,171 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: MIT
+"""make_checkpoint.py: a Hugging Face LLaMA checkpoint folder from the
+original model of a cicheck --dump (DUMP/original.safetensors of an rmsnorm
+case with rope = "half"), written with NumPy alone: config.json with the
+keys LlamaForCausalLM reads, and model.safetensors or shards with
+model.safetensors.index.json, tensor names model.layers.{i}.*,
+model.norm.weight, lm_head.weight (or model.embed_tokens.weight when tied).
+
+    make_checkpoint.py DUMP_ORIGINAL OUT_DIR [--dtype f32|bf16|f16|f64]
+        [--shards N] [--layers a-b] [--tied] [--edit NAME:INDEX:VALUE]
+        [--set KEY=JSON] [--drop NAME]
+
+--dtype bf16 and f16 round every value to nearest even (the checkpoint a
+user would have); --round-only keeps float32 storage of the rounded
+values, so the same weights can be compared across storage dtypes.
+--layers a-b keeps layers a .. b renumbered from 0. --edit, --set and
+--drop plant faults (a value, a config key, a missing tensor)."""
+import argparse
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+
+
+def read_st(path):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    meta = h.pop("__metadata__", {})
+    out = {}
+    for k, v in h.items():
+        s, e = v["data_offsets"]
+        dt = {"F32": "<f4", "F64": "<f8"}[v["dtype"]]
+        out[k] = np.frombuffer(b[8 + n + s:8 + n + e], dtype=dt).reshape(v["shape"])
+    return out, meta
+
+
+def to_bf16_bits(a):
+    """float32 -> bf16 bit patterns, round to nearest even."""
+    u = np.ascontiguousarray(a, dtype="<f4").view("<u4").astype(np.uint64)
+    u = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
+    return u.astype("<u2")
+
+
+def from_bf16_bits(u):
+    return (u.astype("<u4") << 16).view("<f4")
+
+
+def encode(a, dtype):
+    """(dtype name, bytes, the values as float32 after the storage rounding)."""
+    a = np.asarray(a, dtype=np.float32)
+    if dtype == "bf16":
+        bits = to_bf16_bits(a)
+        return "BF16", bits.tobytes(), from_bf16_bits(bits).reshape(a.shape)
+    if dtype == "f16":
+        h = a.astype("<f2")
+        return "F16", h.tobytes(), h.astype(np.float32)
+    if dtype == "f64":
+        return "F64", a.astype("<f8").tobytes(), a
+    return "F32", a.astype("<f4").tobytes(), a
+
+
+def write_st(path, tensors):
+    """tensors: list of (name, dtype name, shape, bytes)."""
+    header, off = {}, 0
+    for name, dt, shape, data in tensors:
+        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [off, off + len(data)]}
+        off += len(data)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h)
+        for _, _, _, data in tensors:
+            f.write(data)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dump")
+    ap.add_argument("out")
+    ap.add_argument("--dtype", default="f32", choices=["f32", "bf16", "f16", "f64"])
+    ap.add_argument("--round-only", action="store_true")
+    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--layers")
+    ap.add_argument("--tied", action="store_true")
+    ap.add_argument("--edit", action="append", default=[])
+    ap.add_argument("--set", action="append", default=[])
+    ap.add_argument("--drop", action="append", default=[])
+    a = ap.parse_args()
+
+    t, meta = read_st(a.dump)
+    if meta.get("block") != "rmsnorm" or meta.get("rope") != "half":
+        sys.exit("make_checkpoint: the dump must be an rmsnorm model with rope = half")
+    L = int(meta["layers"])
+    lo, hi = 0, L - 1
+    if a.layers:
+        lo, hi = (int(x) for x in a.layers.split("-"))
+    names = []
+    for k in t:
+        if k == "input":
+            continue
+        if k.startswith("layers."):
+            i, rest = k[len("layers."):].split(".", 1)
+            if not lo <= int(i) <= hi:
+                continue
+            names.append((f"model.layers.{int(i) - lo}.{rest}", k))
+        elif k == "norm.weight":
+            names.append(("model.norm.weight", k))
+        elif k == "lm_head.weight":
+            names.append(("model.embed_tokens.weight" if a.tied else "lm_head.weight", k))
+    d = int(meta["d_model"])
+    cfg = {
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": d,
+        "num_attention_heads": int(meta["heads"]),
+        "num_key_value_heads": int(meta["kv_heads"]),
+        "intermediate_size": int(meta["d_mlp"]),
+        "num_hidden_layers": hi - lo + 1,
+        "vocab_size": int(meta["d_out"]),
+        "rms_norm_eps": float.fromhex(meta["eps"]),
+        "rope_theta": float(meta["rope_theta"]),
+        "hidden_act": "silu",
+        "max_position_embeddings": 4096,
+        "tie_word_embeddings": bool(a.tied),
+        "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16",
+                        "f64": "float64"}[a.dtype],
+    }
+    for kv in a.set:
+        key, val = kv.split("=", 1)
+        cfg[key] = json.loads(val)
+    values = {}
+    for hf, k in names:
+        v = np.array(t[k], dtype=np.float32)
+        if v.ndim == 2 and v.shape[0] == 1 and ("layernorm" in k or k == "norm.weight"):
+            v = v.reshape(-1)
+        values[hf] = v
+    for e in a.edit:
+        name, idx, val = e.rsplit(":", 2)
+        flat = values[name].reshape(-1)
+        flat[int(idx)] = float(val)
+    for name in a.drop:
+        del values[name]
+    os.makedirs(a.out, exist_ok=True)
+    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    enc = []
+    for hf in sorted(values):
+        dt, data, rounded = encode(values[hf], a.dtype)
+        if a.round_only:
+            dt, data, rounded = encode(rounded, "f32")
+        enc.append((hf, dt, values[hf].shape, data))
+    if a.shards <= 1:
+        write_st(os.path.join(a.out, "model.safetensors"), enc)
+        return
+    per = (len(enc) + a.shards - 1) // a.shards
+    wmap = {}
+    for s in range(a.shards):
+        part = enc[s * per:(s + 1) * per]
+        fn = f"model-{s + 1:05d}-of-{a.shards:05d}.safetensors"
+        write_st(os.path.join(a.out, fn), part)
+        for name, _, _, _ in part:
+            wmap[name] = fn
+    json.dump({"metadata": {"total_size": sum(len(x[3]) for x in enc)}, "weight_map": wmap},
+              open(os.path.join(a.out, "model.safetensors.index.json"), "w"), indent=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# test_checkpoint.sh: [model] checkpoint = "DIR", a Hugging Face LLaMA
+# folder, against the seeded model it was written from. A tiny rmsnorm case
+# (d 64, 4 heads, 2 key/value heads, RoPE, 3 layers) is dumped; NumPy
+# (tests/make_checkpoint.py) writes its weights as a checkpoint, F32 in one
+# file, sharded with an index, with tied embeddings, as BF16 and F16, and
+# layers 1-2 alone. Loaded, the F32 checkpoint has the seeded model's
+# weight hash and truth hash; the BF16 and F16 ones have the hashes of an
+# F32 checkpoint holding the same rounded values; "1-2" equals a checkpoint
+# of those two layers. Broken checkpoints exit 2 naming the file, tensor
+# and what is wrong. Needs Debian's /usr/bin/python3 with numpy (exit 77
+# without it).
+# Usage: test_checkpoint.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
+set -u
+bin=$1
+root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
+. "$(dirname "$0")/lib.sh"
+cic_need_numpy "Debian's python3 writes the checkpoints with NumPy"
+cic_test_init checkpoint
+mk="$root/tests/make_checkpoint.py"
+
+cat >"$tmp/engines.toml" <<'TOML'
+[engines]
+f32 = ["openblas"]
+mpfr_prec = 96
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "r1"
+kind = "rotate"
+after = "fold"
+q = "hadamard"
+TOML
+{
+    cat <<'TOML'
+name = "llama-tiny"
+[model]
+block = "rmsnorm"
+d_model = 64
+heads = 4
+kv_heads = 2
+rope = "half"
+rope_theta = 10000.0
+mlp_ratio = 2.5
+tokens = 8
+samples = 2
+layers = 3
+causal = true
+seed = 21
+TOML
+    cat "$tmp/engines.toml"
+} >"$tmp/seed.toml"
+# ckcase NAME DIR [MODEL-LINES]: a case reading checkpoint DIR
+ckcase() {
+    {
+        printf 'name = "llama-tiny"\n[model]\ncheckpoint = "%s"\ntokens = 8\nsamples = 2\nseed = 21\n' "$2"
+        [ $# -gt 2 ] && printf '%s\n' "$3"
+        cat "$tmp/engines.toml"
+    } >"$tmp/$1.toml"
+}
+# hashes REPORT: its weight and truth hashes on one line
+hashes() {
+    "$py" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["weights_sha256"], r["truth_sha256"])' "$1"
+}
+# same_hashes DESC A B: two reports with the same weights and truth
+same_hashes() {
+    if [ "$(hashes "$2")" = "$(hashes "$3")" ]; then ok "$1"; else bad "$1: $(hashes "$2") vs $(hashes "$3")"; fi
+}
+
+expect_rc 0 "the seeded case runs and dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-seed" --dump "$tmp/d-seed" "$tmp/seed.toml"
+orig="$tmp/d-seed/original.safetensors"
+for v in f32:"" shard:"--shards 3" tied:"--tied"; do
+    n=${v%%:*}
+    # shellcheck disable=SC2086 # the options are words
+    expect_rc 0 "make_checkpoint $n" "$py" "$mk" "$orig" "$tmp/hf-$n" ${v#*:}
+    ckcase "ck-$n" "hf-$n"
+    expect_rc 0 "run on the $n checkpoint" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$n" "$tmp/ck-$n.toml"
+    same_hashes "the $n checkpoint has the seeded weights and truth" "$tmp/r-seed/report.json" \
+        "$tmp/r-$n/report.json"
+done
+has "$tmp/hf-shard/model.safetensors.index.json" "model-00003-of-00003.safetensors" \
+    "the sharded checkpoint has three shards"
+has "$tmp/r-f32/report.json" '"verdict": "equivalent"' "fold and R1 on the checkpoint are judged"
+
+# storage dtypes: BF16 and F16 as stored equal F32 holding the same values
+for dt in bf16 f16; do
+    expect_rc 0 "make_checkpoint $dt" "$py" "$mk" "$orig" "$tmp/hf-$dt" --dtype "$dt"
+    expect_rc 0 "make_checkpoint $dt values in F32" "$py" "$mk" "$orig" "$tmp/hf-$dt-32" \
+        --dtype "$dt" --round-only
+    ckcase "ck-$dt" "hf-$dt"
+    ckcase "ck-$dt-32" "hf-$dt-32"
+    expect_rc 0 "run on the $dt checkpoint" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$dt" "$tmp/ck-$dt.toml"
+    expect_rc 0 "run on its F32 twin" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$dt-32" "$tmp/ck-$dt-32.toml"
+    same_hashes "$dt storage = F32 storage of the same values" "$tmp/r-$dt/report.json" \
+        "$tmp/r-$dt-32/report.json"
+done
+if [ "$(hashes "$tmp/r-bf16/report.json")" != "$(hashes "$tmp/r-seed/report.json")" ]; then
+    ok "bf16 rounding changed the weights (the comparison above can fail)"
+else
+    bad "bf16 rounding left every weight as it was"
+fi
+
+# layers = "1-2" of three against a checkpoint of those two layers
+expect_rc 0 "make_checkpoint of layers 1-2" "$py" "$mk" "$orig" "$tmp/hf-12" --layers 1-2
+ckcase ck-sel hf-f32 'layers = "1-2"'
+ckcase ck-12 hf-12
+expect_rc 0 "run layers 1-2 of the checkpoint" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-sel" "$tmp/ck-sel.toml"
+expect_rc 0 "run the two-layer checkpoint" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-12" "$tmp/ck-12.toml"
+same_hashes "layers = \"1-2\" reads layers 1 and 2" "$tmp/r-sel/report.json" \
+    "$tmp/r-12/report.json"
+
+# broken checkpoints and cases: exit 2, the file, the tensor, what is wrong
+# broken NAME WHAT EXPECTED-TEXT MAKE-OPTIONS...
+broken() {
+    bk_n=$1 bk_what=$2 bk_want=$3
+    shift 3
+    expect_rc 0 "make_checkpoint ($bk_what)" "$py" "$mk" "$orig" "$tmp/hf-$bk_n" "$@"
+    ckcase "ck-$bk_n" "hf-$bk_n"
+    expect_rc 2 "$bk_what: exit 2" "$bin" run --quiet --no-baseline --out "$tmp/r-$bk_n" \
+        "$tmp/ck-$bk_n.toml"
+    expect_err "$bk_want" "$bk_what: the message says so"
+}
+broken nan "a NaN weight" "tensor 'model.layers.1.mlp.up_proj.weight': value nan at index 7 (flat)" \
+    --edit model.layers.1.mlp.up_proj.weight:7:nan
+broken inf "an Inf weight" "tensor 'model.norm.weight': value inf at index 3 (flat)" \
+    --edit model.norm.weight:3:inf
+broken miss "a missing tensor" "tensor 'model.layers.2.self_attn.k_proj.weight' missing (expected [32, 64])" \
+    --drop model.layers.2.self_attn.k_proj.weight
+broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [160, 64], expected [128, 64]" \
+    --set intermediate_size=128
+broken opt "another family" "model_type 'opt' is not a family cicheck reads (llama, mistral)" \
+    --set 'model_type="opt"'
+broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
+    --set 'rope_scaling={"type": "linear", "factor": 2.0}'
+ckcase ck-layers hf-f32 'layers = 4'
+expect_rc 2 "four layers of three: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-layers" "$tmp/ck-layers.toml"
+expect_err "layers 0 .. 3 asked, the checkpoint has 3 (num_hidden_layers; 0 .. 2)" \
+    "four layers of three: the message says so"
+ckcase ck-key hf-f32 'd_model = 64'
+expect_rc 2 "a size key beside checkpoint: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-key" "$tmp/ck-key.toml"
+expect_err "'d_model' comes from the checkpoint's config.json; remove it" \
+    "a size key beside checkpoint: the message says so"
+ckcase ck-none no-such-folder
+expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-none" "$tmp/ck-none.toml"
+expect_err "no-such-folder/config.json" "a missing folder: config.json is named"
+cic_test_done
