@@ -41,8 +41,8 @@ grep -q "nope.toml" "$tmp/err" && ok "missing file is named" || bad "missing fil
 # test_conclusion.sh on smaller shapes), and the two quantization cases
 # (half a minute each) are checked by test_quant_cases.sh on the gate's
 # reports (the low-precision engines by test_lowp, test_dump_numpy and
-# test_sweep_plots on small shapes), and cases/quarot-llama.toml (half a
-# minute; its rotations are covered by test_xform, test_flops and the
+# test_sweep_plots on small shapes), and cases/quarot-llama.toml (20 s;
+# its rotations are covered by test_xform, test_flops and the
 # known breaks on small shapes)
 for c in cases/*.toml cases/known-breaks/*.toml; do
     grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
