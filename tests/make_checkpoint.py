@@ -15,9 +15,20 @@ model.norm.weight, lm_head.weight (or model.embed_tokens.weight when tied).
 user would have); --round-only keeps float32 storage of the rounded
 values, so the same weights can be compared across storage dtypes.
 --layers a-b keeps layers a .. b renumbered from 0. --edit, --set and
---drop plant faults (a value, a config key, a missing tensor)."""
+--drop plant faults (a value, a config key, a missing tensor).
+
+A rewritten checkpoint, as a user's tool would make it (float64 NumPy, then
+stored): --fold folds the RMSNorm gains into the linears that read them and
+leaves the norm weights out; --rotate SEED rotates the residual stream by a
+Haar-random Q (readers W Q, writers Q^T W, the head W Q) and writes Q to
+OUT_DIR/R1.safetensors (F64); --r4 fuses the Hadamard H / sqrt(f) of the
+MLP width (Sylvester, a power of two) into down_proj, for an online
+Hadamard at run time. --mistake KIND:LAYER plants one error at one layer:
+writer-unrotated (o_proj left unrotated), gain-kept (input_layernorm's gain
+kept although folded), r4-missing (down_proj without H)."""
 import argparse
 import json
+import math
 import os
 import struct
 import sys
@@ -77,6 +88,64 @@ def write_st(path, tensors):
             f.write(data)
 
 
+def sylvester(n):
+    h = np.ones((1, 1))
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    if h.shape[0] != n:
+        sys.exit(f"make_checkpoint: --r4 needs a power-of-two MLP width, not {n}")
+    return h
+
+
+def rewrite(values, a, d):
+    """--fold, --rotate, --r4 and --mistake on the float32 values (name ->
+    array), in float64; returns the new name -> float32 arrays."""
+    if not (a.fold or a.rotate is not None or a.r4):
+        return values
+    v = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
+    bad = {}
+    for m in a.mistake:
+        kind, layer = m.split(":")
+        bad[kind] = int(layer)
+    layers = sorted({int(k.split(".")[2]) for k in v if k.startswith("model.layers.")})
+    readers = {"input_layernorm": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
+               "post_attention_layernorm": ["mlp.gate_proj", "mlp.up_proj"]}
+    q = None
+    if a.rotate is not None:
+        g = np.random.default_rng(a.rotate).standard_normal((d, d))
+        q, r = np.linalg.qr(g)
+        q = q * np.sign(np.diag(r))[None, :]
+        write_st(os.path.join(a.out, "R1.safetensors"), [("R1", "F64", q.shape,
+                                                           q.astype("<f8").tobytes())])
+    head = "model.embed_tokens.weight" if a.tied else "lm_head.weight"
+    for l in layers:
+        p = f"model.layers.{l}."
+        for norm, lins in readers.items():
+            gname = p + norm + ".weight"
+            if a.fold:
+                for lin in lins:
+                    v[p + lin + ".weight"] = v[p + lin + ".weight"] * v[gname][None, :]
+                if not (norm == "input_layernorm" and bad.get("gain-kept") == l):
+                    del v[gname]
+            if q is not None:
+                for lin in lins:
+                    v[p + lin + ".weight"] = v[p + lin + ".weight"] @ q
+        if q is not None:
+            if bad.get("writer-unrotated") != l:
+                v[p + "self_attn.o_proj.weight"] = q.T @ v[p + "self_attn.o_proj.weight"]
+            v[p + "mlp.down_proj.weight"] = q.T @ v[p + "mlp.down_proj.weight"]
+        if a.r4 and bad.get("r4-missing") != l:
+            f = v[p + "mlp.down_proj.weight"].shape[1]
+            v[p + "mlp.down_proj.weight"] = v[p + "mlp.down_proj.weight"] @ (sylvester(f) /
+                                                                             math.sqrt(f))
+    if a.fold:
+        v[head] = v[head] * v["model.norm.weight"][None, :]
+        del v["model.norm.weight"]
+    if q is not None:
+        v[head] = v[head] @ q
+    return {k: x.astype(np.float32) for k, x in v.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
@@ -89,6 +158,10 @@ def main():
     ap.add_argument("--edit", action="append", default=[])
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--drop", action="append", default=[])
+    ap.add_argument("--fold", action="store_true")
+    ap.add_argument("--rotate", type=int)
+    ap.add_argument("--r4", action="store_true")
+    ap.add_argument("--mistake", action="append", default=[])
     a = ap.parse_args()
 
     t, meta = read_st(a.dump)
@@ -138,6 +211,8 @@ def main():
         if v.ndim == 2 and v.shape[0] == 1 and ("layernorm" in k or k == "norm.weight"):
             v = v.reshape(-1)
         values[hf] = v
+    os.makedirs(a.out, exist_ok=True)
+    values = rewrite(values, a, int(meta["d_model"]))
     for e in a.edit:
         name, idx, val = e.rsplit(":", 2)
         flat = values[name].reshape(-1)

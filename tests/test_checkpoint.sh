@@ -43,12 +43,14 @@ heads = 4
 kv_heads = 2
 rope = "half"
 rope_theta = 10000.0
-mlp_ratio = 2.5
+mlp_ratio = 2
 tokens = 8
 samples = 2
 layers = 3
 causal = true
 seed = 21
+[model.weights]
+std = 0.1
 TOML
     cat "$tmp/engines.toml"
 } >"$tmp/seed.toml"
@@ -134,8 +136,8 @@ broken inf "an Inf weight" "tensor 'model.norm.weight': value inf at index 3 (fl
     --edit model.norm.weight:3:inf
 broken miss "a missing tensor" "tensor 'model.layers.2.self_attn.k_proj.weight' missing (expected [32, 64])" \
     --drop model.layers.2.self_attn.k_proj.weight
-broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [160, 64], expected [128, 64]" \
-    --set intermediate_size=128
+broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [96, 64]" \
+    --set intermediate_size=96
 broken opt "another family" "model_type 'opt' is not a family cicheck reads (llama, mistral)" \
     --set 'model_type="opt"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
@@ -154,4 +156,51 @@ ckcase ck-none no-such-folder
 expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-none" "$tmp/ck-none.toml"
 expect_err "no-such-folder/config.json" "a missing folder: config.json is named"
+# cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
+# fused into down_proj with the online Hadamard at run time) against the
+# original, then three mistakes planted at layer 2 of 3
+vopts="--online down_proj:hadamard --tokens 8"
+expect_rc 0 "make the rewritten checkpoint" "$py" "$mk" "$orig" "$tmp/rw" --fold --rotate 5 --r4
+# shellcheck disable=SC2086 # the options are words
+expect_rc 0 "verify a correct rewrite: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --q "$tmp/rw/R1.safetensors" $vopts --out "$tmp/v-ok"
+has "$tmp/out" "every layer and the head equivalent" "the correct rewrite is equivalent"
+for l in 0 1 2; do
+    if grep -qE "^ +$l +[0-9.e+-]+ +equivalent$" "$tmp/out"; then ok "layer $l equivalent"
+    else bad "layer $l not equivalent in the correct rewrite"; fi
+done
+has "$tmp/v-ok/report.json" '"first_layer_not_equivalent": null' "report.json: no broken layer"
+for mistake in writer-unrotated gain-kept r4-missing; do
+    expect_rc 0 "make a rewrite with $mistake at layer 2" "$py" "$mk" "$orig" "$tmp/rw-$mistake" --fold \
+        --rotate 5 --r4 --mistake "$mistake:2"
+    # shellcheck disable=SC2086
+    expect_rc 1 "verify $mistake: exit 1" "$bin" verify "$tmp/hf-f32" "$tmp/rw-$mistake" \
+        --q "$tmp/rw-$mistake/R1.safetensors" $vopts --out "$tmp/v-$mistake"
+    has "$tmp/out" "first layer not equivalent: 2 (broken)" "$mistake: layer 2 named broken"
+    if grep -qE "^ +1 +[0-9.e+-]+ +equivalent$" "$tmp/out" &&
+        grep -qE "^ +0 +[0-9.e+-]+ +equivalent$" "$tmp/out"; then ok "$mistake: layers 0 and 1 equivalent"
+    else bad "$mistake: a layer before 2 is not equivalent"; fi
+    has "$tmp/v-$mistake/report.json" '"first_layer_not_equivalent": 2' "$mistake: report.json names layer 2"
+done
+expect_rc 1 "verify without the online Hadamard it needs: exit 1" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" --q "$tmp/rw/R1.safetensors" --tokens 8
+has "$tmp/out" "first layer not equivalent: 0 (broken)" "without --online, layer 0 breaks"
+# shellcheck disable=SC2086
+expect_rc 1 "verify without --q: exit 1" "$bin" verify "$tmp/hf-f32" "$tmp/rw" $vopts
+has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without --q it says so"
+expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16" --fold \
+    --rotate 5 --r4 --dtype bf16
+# shellcheck disable=SC2086
+expect_rc 0 "verify the BF16 rewrite: exit 0 at bf16's thresholds" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-bf16" --q "$tmp/rw-bf16/R1.safetensors" $vopts
+has "$tmp/out" "stored at 8 bits" "the BF16 storage sets the thresholds"
+expect_rc 0 "make a checkpoint with another rope_theta" "$py" "$mk" "$orig" "$tmp/hf-theta" \
+    --set rope_theta=500000.0
+expect_rc 2 "verify against another config: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-theta" --tokens 8
+expect_err "config.json differs from the original's" "another config: the message says so"
+expect_rc 2 "verify with an unknown online op: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --online up_proj:hadamard
+expect_err "--online 'up_proj:hadamard': allowed down_proj:hadamard, qk:hadamard" \
+    "an unknown online op: the message says so"
 cic_test_done

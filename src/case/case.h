@@ -257,6 +257,9 @@ typedef struct cic_model_cfg_s {
      * checkpoint's layer that is this model's layer 0 */
     char checkpoint[1024];
     int layer0;
+    /* a rewritten checkpoint (cicheck verify): norm gains may be absent
+     * (fused), then 1 */
+    bool ckpt_fused;
 } cic_model_cfg;
 
 /* The key/value heads of m (heads when unset). */

@@ -34,6 +34,8 @@ static const char USAGE[] =
     "                     --help'), e.g. DiT-XL/2: --d-model 1152 --heads 16\n"
     "  hash CASE.toml...  print the SHA-256 of each case's original weights and\n"
     "                     inputs (the fingerprints kept in reference/)\n"
+    "  verify ORIG TRANS  a rewritten Hugging Face checkpoint against its original,\n"
+    "                     layer by layer (see 'cicheck verify --help')\n"
     "\n"
     "exit codes: 0 all gates pass, 1 a gate or expectation failed,\n"
     "            2 bad input or usage, 3 out of memory or I/O failure\n";
@@ -829,6 +831,8 @@ static int dispatch(int argc, char **argv)
         return cmd_flops(argc - 2, argv + 2);
     if (!strcmp(argv[1], "hash"))
         return cmd_hash(argc - 2, argv + 2);
+    if (!strcmp(argv[1], "verify"))
+        return cic_cmd_verify(argc - 2, argv + 2);
     return usage_error("unknown command '%s'", argv[1]);
 }
 

@@ -61,4 +61,9 @@ int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool n
 int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
                     cic_diag *d);
 
+/* `cicheck verify ORIGINAL TRANSFORMED [options]` (src/cli/verify.c); the
+ * exit code. */
+int cic_cmd_verify(int argc, char **argv);
+extern const char CIC_VERIFY_USAGE[];
+
 #endif

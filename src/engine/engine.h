@@ -48,6 +48,10 @@ typedef struct {
      * output. May be NULL; a tap changes no bit of the run. */
     void (*lin_tap)(void *ctx, int op, const float *x, const float *y, int rows);
     void (*lin_tap_mp)(void *ctx, int op, const mpfr_t *y, int rows);
+    /* MPFR engine: every op's output y [rows, its tensor's cols] after the
+     * op has run (cicheck verify reads the residual stream of each layer).
+     * May be NULL. */
+    void (*op_tap_mp)(void *ctx, int op, const mpfr_t *y, int rows);
     void *tap_ctx;
 } cic_run_opts;
 

@@ -860,6 +860,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
         if (o && o->lin_tap_mp && op->kind == CIC_OP_LINEAR &&
             (op->role == CIC_ROLE_READER || op->role == CIC_ROLE_WRITER))
             o->lin_tap_mp(o->tap_ctx, i, (const mpfr_t *)r.buf[op->out], rows_of(&r, op->out));
+        if (o && o->op_tap_mp)
+            o->op_tap_mp(o->tap_ctx, i, (const mpfr_t *)r.buf[op->out], rows_of(&r, op->out));
         if (o && o->progress)
             o->progress(o->progress_ctx, cic_flop_total(&r.fc));
     }

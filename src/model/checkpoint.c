@@ -247,6 +247,19 @@ int cic_ckpt_layers(const cic_ckpt *k)
     return k->layers;
 }
 
+int cic_ckpt_min_bits(const cic_ckpt *k)
+{
+    int i, j, bits = 53;
+    for (i = 0; i < k->n_shard; i++)
+        for (j = 0; j < cic_stfile_count(k->shard[i]); j++) {
+            enum cic_stfile_dtype t = cic_stfile_tensor_at(k->shard[i], j)->dtype;
+            int b = t == CIC_STFILE_F32 ? 24 : t == CIC_STFILE_BF16 ? 8 : t == CIC_STFILE_F16 ? 11
+                                                                                            : 53;
+            bits = b < bits ? b : bits;
+        }
+    return bits;
+}
+
 /* The checkpoint's name of model tensor name ("layers.3.mlp.up_proj.weight"
  * of a model starting at layer0, "norm.weight", "lm_head.weight"), or -1
  * when the checkpoint has no such tensor name (the block input). */
@@ -262,6 +275,21 @@ static int hf_name(char *out, size_t cap, const cic_ckpt *k, const char *name, i
     else
         return -1;
     return 0;
+}
+
+/* Whether the checkpoint holds a tensor called hf. */
+static bool has_tensor(const cic_ckpt *k, const char *hf)
+{
+    return k->weight_map ? json_object_get(k->weight_map, hf) != NULL
+                         : cic_stfile_find(k->shard[0], hf) != NULL;
+}
+
+/* A norm gain a rewritten checkpoint may leave out (fused). */
+static bool optional_gain(const cic_model_cfg *cfg, const char *hf)
+{
+    size_t n = strlen(hf);
+    return cfg->ckpt_fused && n > 7 && !strcmp(hf + n - 7, ".weight") &&
+           (strstr(hf, "layernorm.weight") || !strcmp(hf, "model.norm.weight"));
 }
 
 /* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
@@ -351,19 +379,20 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
             snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
             r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
             c = c == 0 ? k->hidden : k->inter;
-            if (!lookup(k, hf, r, c, d))
+            if (!(optional_gain(cfg, hf) && !has_tensor(k, hf)) && !lookup(k, hf, r, c, d))
                 return CIC_EINPUT;
             snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
             memcpy(strrchr(hf, '.'), ".bias", 6);
-            if (strstr(hf, "_proj") && (k->weight_map ? json_object_get(k->weight_map, hf) != NULL
-                                                      : cic_stfile_find(k->shard[0], hf) != NULL)) {
+            if (strstr(hf, "_proj") && has_tensor(k, hf)) {
                 cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the "
                              "llama family has none; Qwen2's q, k, v biases are not read)", hf);
                 return CIC_EINPUT;
             }
         }
-    if (!lookup(k, "model.norm.weight", 1, k->hidden, d) ||
-        !lookup(k, k->tied ? "model.embed_tokens.weight" : "lm_head.weight", k->vocab, k->hidden,
+    if (!(optional_gain(cfg, "model.norm.weight") && !has_tensor(k, "model.norm.weight")) &&
+        !lookup(k, "model.norm.weight", 1, k->hidden, d))
+        return CIC_EINPUT;
+    if (!lookup(k, k->tied ? "model.embed_tokens.weight" : "lm_head.weight", k->vocab, k->hidden,
                 d))
         return CIC_EINPUT;
     return CIC_OK;
@@ -418,9 +447,15 @@ int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
         if (t->fill == CIC_FILL_NONE ||
             hf_name(hf, sizeof hf, k, t->name, m->cfg.layer0) < 0)
             continue; /* the input: the seeded generator's */
-        st = lookup(k, hf, t->rows, t->cols, d);
-        if (!st || read_values(t->f32, st, (uint64_t)t->rows * t->cols, d) < 0)
-            goto done;
+        if (optional_gain(&m->cfg, hf) && !has_tensor(k, hf)) { /* fused: 1 */
+            size_t i, n = (size_t)t->rows * t->cols;
+            for (i = 0; i < n; i++)
+                t->f32[i] = 1.0f;
+        } else {
+            st = lookup(k, hf, t->rows, t->cols, d);
+            if (!st || read_values(t->f32, st, (uint64_t)t->rows * t->cols, d) < 0)
+                goto done;
+        }
         t->fill = CIC_FILL_NONE;
         done += (double)t->rows * t->cols;
         if (p && p->fn)

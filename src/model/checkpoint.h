@@ -32,13 +32,17 @@ void cic_ckpt_close(cic_ckpt *k);
 
 /* The number of decoder layers of the checkpoint (num_hidden_layers). */
 int cic_ckpt_layers(const cic_ckpt *k);
+/* The fewest significand bits of its tensors' storage (F32 24, F16 11,
+ * BF16 8, F64 53): the precision a rewrite stored in it is exact to. */
+int cic_ckpt_min_bits(const cic_ckpt *k);
 
 /* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
  * caller has set cfg->layers and cfg->tokens): block, d_model, heads,
  * kv_heads, d_mlp and mlp_ratio, eps, activation, rope and rope_theta,
  * causal, d_out (the vocabulary). Then every tensor those layers and the
- * head need is looked up and its dtype and shape checked. CIC_OK, or
- * CIC_EINPUT with d set. */
+ * head need is looked up and its dtype and shape checked (with
+ * cfg->ckpt_fused set on entry, norm gains may be absent: fused, read as
+ * 1). CIC_OK, or CIC_EINPUT with d set. */
 int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d);
 
 /* The weight source (source.h): every marked weight of m from the

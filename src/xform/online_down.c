@@ -69,8 +69,8 @@ static int add_online(cic_model *m, int i, const mpfr_t *q, int f, int K)
     if (y < 0)
         return -1;
     m->t[y].rows_kind = m->t[x].rows_kind;
-    for (j = 0; j < f; j++) /* Q[0][j] = s_j / sqrt(f): row 0 of H is +1 */
-        m->t[s].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    for (j = 0; j < f; j++) /* Q[0][j] = s_j / sqrt(f): row 0 of H is +1; q NULL: H */
+        m->t[s].f32[j] = q && mpfr_signbit(q[j]) ? -1.0f : 1.0f;
     o.in[0] = x;
     o.g = s;
     o.hbase = K;
@@ -219,4 +219,41 @@ int _cic_xf_online_qk(ctx *c, const cic_xform_spec *x)
     }
     cic_mpvec_destroy(q, (size_t)dh * dh);
     return rc;
+}
+
+/* ---- the online ops of a rewritten checkpoint (cicheck verify) ---- */
+
+int cic_xform_add_online(cic_model *m, bool down, bool qk)
+{
+    int i, f = m->cfg.d_mlp, K = cic_hadamard_base_order_k(f, 0);
+    for (i = 0; down && i < m->n_ops; i++) {
+        const cic_op *o = &m->ops[i];
+        if (o->kind != CIC_OP_LINEAR || o->role != CIC_ROLE_WRITER || o->site != CIC_SITE_MLP)
+            continue;
+        if (K <= 0 || add_online(m, i, NULL, f, K) < 0)
+            return -1;
+        i++; /* the writer moved one place on */
+    }
+    for (i = 0; qk && i < m->n_ops; i++) {
+        const cic_op *a = &m->ops[i];
+        int dh = a->kind == CIC_OP_ATTN ? m->t[a->out].cols / a->heads : 0, s, yq, yk, j;
+        int Kh = dh ? cic_hadamard_base_order_k(dh, 0) : 0;
+        char n[128];
+        if (a->kind != CIC_OP_ATTN)
+            continue;
+        snprintf(n, sizeof n, "layers.%d.online_qk.signs", a->layer);
+        s = Kh > 0 ? cic_model_tensor_add(m, n, CIC_T_WEIGHT, 1, dh) : -1;
+        if (s < 0)
+            return -1;
+        for (j = 0; j < dh; j++)
+            m->t[s].f32[j] = 1.0f;
+        yq = add_block_fwht(m, i, m->ops[i].in[0], s, dh, Kh);
+        yk = yq < 0 ? -1 : add_block_fwht(m, i + 1, m->ops[i + 1].in[1], s, dh, Kh);
+        if (yk < 0)
+            return -1;
+        m->ops[i + 2].in[0] = yq;
+        m->ops[i + 2].in[1] = yk;
+        i += 2;
+    }
+    return 0;
 }

@@ -33,4 +33,12 @@ int cic_xform_check(const cic_case *c, cic_diag *d);
 cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
                            mpfr_prec_t engine_prec, cic_diag *d);
 
+/* The online ops a rewritten checkpoint needs at run time (cicheck
+ * verify: --online down_proj:hadamard, --online qk:hadamard), inserted into
+ * m without fusing anything: the plain Hadamard H / sqrt(w) (signs +1, the
+ * automatic base) on the input of every MLP writer (R4) and on q and k per
+ * head after RoPE, right before attention (R3). 0, or -1 (no Hadamard of
+ * that width, out of memory). */
+int cic_xform_add_online(cic_model *m, bool down, bool qk);
+
 #endif

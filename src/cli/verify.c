@@ -1,0 +1,209 @@
+/* SPDX-License-Identifier: MIT */
+/* verify.c: the `cicheck verify` command (src/pipeline/verify.h). */
+#include "run.h"
+
+#include "../base/mpgemm.h"
+#include "../engine/engine.h"
+#include "../pipeline/verify.h"
+#include "../report/report.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char CIC_VERIFY_USAGE[] =
+    "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
+    "  A rewritten checkpoint against its original, layer by layer. Both are\n"
+    "  Hugging Face folders of the llama family (config.json and\n"
+    "  model.safetensors or shards); the transformed one may leave its norm\n"
+    "  gains out (fused).\n"
+    "  --q FILE             the residual rotation Q the rewrite applied (a\n"
+    "                       safetensors [d, d] matrix); without it only the head\n"
+    "                       readout is compared\n"
+    "  --q-tensor NAME      the tensor of FILE (default: its only one)\n"
+    "  --online down_proj:hadamard   the online Hadamard before down_proj (R4)\n"
+    "  --online qk:hadamard          the online Hadamard of q and k after RoPE (R3)\n"
+    "  --layers N | a-b     the first N layers, or layers a to b (0-based)\n"
+    "  --tokens N           tokens per sample (default 16)\n"
+    "  --samples N          samples (default 2)\n"
+    "  --seed N             seed of the block input (default 0)\n"
+    "  --mpfr-prec P        MPFR precision of both runs (default 128)\n"
+    "  --threads N          MPFR threads (default: one per core)\n"
+    "  --out DIR            write DIR/report.json\n"
+    "  exit 0: every layer and the head equivalent; 1: one is not; 2: bad input\n";
+
+static int verify_usage(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "cicheck verify: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, "\n%s", CIC_VERIFY_USAGE);
+    return CIC_EINPUT;
+}
+
+/* A decimal integer in [lo, hi] into *out; -1 otherwise. */
+static int parse_int(const char *s, long lo, long hi, long *out)
+{
+    char *end;
+    long v;
+    errno = 0;
+    v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_layers(const char *s, cic_verify_opts *o)
+{
+    long a, b;
+    char buf[64], *dash;
+    if (parse_int(s, 1, CIC_VERIFY_MAX_LAYERS, &a) == 0) {
+        o->layer0 = 0;
+        o->layers = (int)a;
+        return 0;
+    }
+    if (strlen(s) >= sizeof buf || !(dash = strchr(strcpy(buf, s), '-')))
+        return -1;
+    *dash = '\0';
+    if (parse_int(buf, 0, INT_MAX, &a) || parse_int(dash + 1, a, a + CIC_VERIFY_MAX_LAYERS - 1, &b))
+        return -1;
+    o->layer0 = (int)a;
+    o->layers = (int)(b - a + 1);
+    return 0;
+}
+
+static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const char **out,
+                     long *threads)
+{
+    const char *k = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    long n;
+    if (!v)
+        return verify_usage("%s needs a value", k);
+    (*i)++;
+    if (!strcmp(k, "--q"))
+        return strlen(v) < sizeof o->q_file ? (strcpy(o->q_file, v), CIC_OK)
+                                            : verify_usage("--q path too long: %s", v);
+    if (!strcmp(k, "--q-tensor"))
+        return strlen(v) < sizeof o->q_tensor ? (strcpy(o->q_tensor, v), CIC_OK)
+                                              : verify_usage("--q-tensor too long: %s", v);
+    if (!strcmp(k, "--online")) {
+        if (!strcmp(v, "down_proj:hadamard"))
+            o->online_down = true;
+        else if (!strcmp(v, "qk:hadamard"))
+            o->online_qk = true;
+        else
+            return verify_usage("--online '%s': allowed down_proj:hadamard, qk:hadamard", v);
+        return CIC_OK;
+    }
+    if (!strcmp(k, "--layers"))
+        return parse_layers(v, o) == 0 ? CIC_OK
+                                       : verify_usage("--layers '%s': N or a-b (0-based)", v);
+    if (!strcmp(k, "--out")) {
+        *out = v;
+        return CIC_OK;
+    }
+    if (!strcmp(k, "--tokens") || !strcmp(k, "--samples") || !strcmp(k, "--seed") ||
+        !strcmp(k, "--mpfr-prec") || !strcmp(k, "--threads")) {
+        bool seed = !strcmp(k, "--seed"), prec = !strcmp(k, "--mpfr-prec");
+        if (parse_int(v, seed ? 0 : prec ? 64 : 1, seed ? LONG_MAX : prec ? 4096 : 65536, &n))
+            return verify_usage(prec ? "--mpfr-prec '%s': 64 .. 4096 bits"
+                                     : "'%s' is not a valid count here", v);
+        if (!strcmp(k, "--tokens"))
+            o->tokens = (int)n;
+        else if (!strcmp(k, "--samples"))
+            o->samples = (int)n;
+        else if (seed)
+            o->seed = (uint64_t)n;
+        else if (prec)
+            o->prec = (int)n;
+        else
+            *threads = n;
+        return CIC_OK;
+    }
+    (*i)--;
+    return verify_usage("unknown option '%s'", k);
+}
+
+static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
+{
+    int l;
+    printf("verify %s against %s: %d layer%s from %d, %d tokens x %d samples, MPFR %d bits\n",
+           o->trans, o->orig, r->n_layers, r->n_layers == 1 ? "" : "s", r->layer0, o->tokens,
+           o->samples, o->prec);
+    printf("stored at %d bits: equivalent up to %.3g, broken from %.3g\n", r->bits, r->eq,
+           r->br);
+    if (!r->have_q)
+        printf("no --q: the per-layer view needs the residual rotation Q; only the head "
+               "readout is compared\n");
+    else
+        printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
+               "with Q^T; Q max |Q^T Q - I| %.3g)\n", r->q_orth);
+    for (l = 0; r->have_q && l < r->n_layers; l++)
+        printf("%5d  %11.3g  %s\n", r->layer0 + l, r->ce[l], CIC_VERDICT_NAME[r->verdict[l]]);
+    printf("head   %11.3g  %s   (the logits)\n", r->head_ce, CIC_VERDICT_NAME[r->head_verdict]);
+    printf("f32 engine vs the original's truth (rel_norm2): original %.3g, transformed %.3g\n",
+           r->f32_orig, r->f32_trans);
+    if (r->first_bad >= 0)
+        printf("first layer not equivalent: %d (%s)\n", r->first_bad,
+               CIC_VERDICT_NAME[r->verdict[r->first_bad - r->layer0]]);
+    else if (r->head_verdict != CIC_VERDICT_EQUIVALENT)
+        printf("the head readout is %s\n", CIC_VERDICT_NAME[r->head_verdict]);
+    else
+        printf("every layer%s equivalent\n", r->have_q ? " and the head" : " (head readout)");
+}
+
+int cic_cmd_verify(int argc, char **argv)
+{
+    cic_verify_opts o;
+    static cic_verify_result r;
+    const char *out = NULL, *pos[2] = {NULL, NULL};
+    long threads = 0;
+    cic_diag d;
+    int i, np = 0, rc;
+    memset(&o, 0, sizeof o);
+    memset(&d, 0, sizeof d);
+    o.tokens = 16;
+    o.samples = 2;
+    o.prec = 128;
+    for (i = 0; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(CIC_VERIFY_USAGE, stdout);
+            return CIC_OK;
+        }
+        if (argv[i][0] == '-') {
+            if ((rc = parse_opt(argc, argv, &i, &o, &out, &threads)) != CIC_OK)
+                return rc;
+        } else if (np == 2) {
+            return verify_usage("takes two checkpoint folders (got '%s' too)", argv[i]);
+        } else {
+            pos[np++] = argv[i];
+        }
+    }
+    if (np < 2)
+        return verify_usage("needs ORIGINAL and TRANSFORMED checkpoint folders%s", "");
+    if (strlen(pos[0]) >= sizeof o.orig || strlen(pos[1]) >= sizeof o.trans)
+        return verify_usage("a checkpoint path is too long%s", "");
+    strcpy(o.orig, pos[0]);
+    strcpy(o.trans, pos[1]);
+    if (threads > 0) {
+        cic_engine_mpfr_set_threads((int)threads);
+        cic_mp_matmul_set_threads((int)threads);
+    }
+    rc = cic_verify(&o, &r, &d);
+    if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
+        cic_diag_print(stderr, &d);
+        return rc;
+    }
+    print_result(&o, &r);
+    if (out) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/report.json", out);
+        if (cic_mkdir_p(out, &d) < 0 || cic_verify_write_json(&o, &r, path, &d) < 0) {
+            cic_diag_print(stderr, &d);
+            return CIC_EINTERNAL;
+        }
+    }
+    return rc;
+}

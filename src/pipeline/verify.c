@@ -1,0 +1,397 @@
+/* SPDX-License-Identifier: MIT */
+/* verify.c: a rewritten checkpoint against its original, layer by layer
+ * (verify.h). */
+#include "verify.h"
+
+#include "../base/mpgemm.h"
+#include "../base/mpvec.h"
+#include "../base/safetensors_read.h"
+#include "../engine/engine.h"
+#include "../metric/metric.h"
+#include "../model/checkpoint.h"
+#include "../report/report.h"
+#include "../xform/qmat.h"
+#include "../xform/xform.h"
+
+#include <jansson.h>
+#include <math.h>
+#include <string.h>
+#include <time.h>
+
+/* The residual stream after each layer, caught from the MPFR run. */
+typedef struct {
+    const cic_model *m;
+    int *layer_of;  /* tensor id -> layer index, -1 */
+    mpfr_t **resid; /* per layer, rows x d at prec */
+    int d;
+} tap;
+
+static void on_op(void *ctx, int op, const mpfr_t *y, int rows)
+{
+    tap *t = ctx;
+    int l = t->layer_of[t->m->ops[op].out];
+    size_t i, n = (size_t)rows * t->d;
+    if (l < 0)
+        return;
+    for (i = 0; i < n; i++)
+        mpfr_set(t->resid[l][i], y[i], MPFR_RNDN);
+}
+
+/* A model of checkpoint dir (layers from o), the original's sizes when cmp
+ * is given (a mismatch is an error naming both). */
+static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, int *bits,
+                       const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
+{
+    cic_ckpt *k = cic_ckpt_open(dir, d);
+    int rc;
+    if (!k)
+        return NULL;
+    memset(cfg, 0, sizeof *cfg);
+    cfg->tokens = o->tokens;
+    cfg->samples = o->samples;
+    cfg->seed = o->seed;
+    cfg->ckpt_fused = fused;
+    cfg->massive_tokens = 1;
+    cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
+    rc = cic_ckpt_config(k, cfg, o->layer0, d);
+    *bits = cic_ckpt_min_bits(k);
+    cic_ckpt_close(k);
+    if (rc != CIC_OK)
+        return NULL;
+    if (cmp && (cmp->d_model != cfg->d_model || cmp->heads != cfg->heads ||
+                cmp->kv_heads != cfg->kv_heads || cmp->d_mlp != cfg->d_mlp ||
+                cmp->d_out != cfg->d_out || cmp->rope_theta != cfg->rope_theta ||
+                (float)cmp->eps != (float)cfg->eps)) {
+        cic_diag_set(d, dir, 0, 0, "config.json differs from the original's: hidden_size %d "
+                     "vs %d, heads %d vs %d, key/value heads %d vs %d, intermediate_size %d vs "
+                     "%d, vocab_size %d vs %d, rope_theta %g vs %g, rms_norm_eps %g vs %g",
+                     cfg->d_model, cmp->d_model, cfg->heads, cmp->heads, cfg->kv_heads,
+                     cmp->kv_heads, cfg->d_mlp, cmp->d_mlp, cfg->d_out, cmp->d_out,
+                     cfg->rope_theta, cmp->rope_theta, cfg->eps, cmp->eps);
+        return NULL;
+    }
+    d->msg[0] = '\0';
+    {
+        cic_model *m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
+        if (!m && !d->msg[0])
+            cic_diag_set(d, dir, 0, 0, "out of memory building the model");
+        return m;
+    }
+}
+
+/* Q from the file (o->q_file, tensor o->q_tensor or its only one) at 53
+ * bits, its orthogonality checked; NULL with d set. */
+static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, cic_diag *d)
+{
+    cic_xform_spec x;
+    cic_stfile *f = cic_stfile_create(o->q_file, d);
+    const cic_stfile_tensor *t;
+    mpfr_t *q = NULL;
+    if (!f)
+        return NULL;
+    memset(&x, 0, sizeof x);
+    cic_strlcpy(x.name, "--q", sizeof x.name);
+    x.kind = CIC_XFORM_ROTATE;
+    cic_strlcpy(x.q_file, o->q_file, sizeof x.q_file);
+    cic_strlcpy(x.q_tensor, o->q_tensor, sizeof x.q_tensor);
+    if (!x.q_tensor[0] && cic_stfile_count(f) == 1)
+        cic_strlcpy(x.q_tensor, cic_stfile_tensor_at(f, 0)->name, sizeof x.q_tensor);
+    t = cic_stfile_find(f, x.q_tensor);
+    if (!t) {
+        if (x.q_tensor[0])
+            cic_diag_set(d, o->q_file, 0, 0, "no tensor '%s'", x.q_tensor);
+        else
+            cic_diag_set(d, o->q_file, 0, 0, "%d tensors: name the rotation with --q-tensor",
+                         cic_stfile_count(f));
+        cic_stfile_destroy(f);
+        return NULL;
+    }
+    *bits = t->dtype == CIC_STFILE_F64 ? 53 : t->dtype == CIC_STFILE_F32 ? 24
+            : t->dtype == CIC_STFILE_F16 ? 11 : 8;
+    cic_stfile_destroy(f);
+    if (cic_q_file_check(orth, &x, n, d) < 0)
+        return NULL;
+    if (!(*orth <= CIC_Q_FILE_ORTH_MAX)) {
+        cic_diag_set(d, o->q_file, 0, 0, "tensor '%s' is not orthogonal: max |Q^T Q - I| = "
+                     "%.3g, above %g", x.q_tensor, *orth, CIC_Q_FILE_ORTH_MAX);
+        return NULL;
+    }
+    q = cic_mpvec_create((size_t)n * n, 53);
+    if (q && cic_q_file(q, n, &x, 53, d) < 0) {
+        cic_mpvec_destroy(q, (size_t)n * n);
+        return NULL;
+    }
+    return q;
+}
+
+/* The transformed model's block input: the original's X times Q, kept
+ * unrounded at prec. */
+static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, mpfr_prec_t prec)
+{
+    int rows = a->t[a->input].rows, dm = a->t[a->input].cols;
+    size_t n = (size_t)rows * dm, i;
+    mpfr_t *x = cic_mpvec_create(n, 24);
+    cic_dot_scratch s;
+    if (!x || cic_dot_scratch_init(&s, (size_t)dm, prec) < 0 ||
+        cic_model_tensor_hp(b, b->input, prec) < 0) {
+        cic_mpvec_destroy(x, n);
+        return -1;
+    }
+    cic_mpvec_set_f32(x, a->t[a->input].f32, n);
+    cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false, &s);
+    for (i = 0; i < n; i++) /* the float engines' input: X Q rounded once */
+        b->t[b->input].f32[i] = cic_mp_get_f32(b->t[b->input].hp[i]);
+    cic_dot_scratch_clear(&s);
+    cic_mpvec_destroy(x, n);
+    return 0;
+}
+
+/* MPFR run of m into out (head logits), the residual after each layer into
+ * t->resid when t is given. */
+static int run_mp(mpfr_t *out, const cic_model *m, mpfr_prec_t prec, tap *t)
+{
+    cic_run_opts ro;
+    char name[64];
+    int l, rc;
+    memset(&ro, 0, sizeof ro);
+    if (t) {
+        t->m = m;
+        t->layer_of = cic_calloc((size_t)m->n_t, sizeof *t->layer_of);
+        if (!t->layer_of)
+            return -1;
+        for (l = 0; l < m->n_t; l++)
+            t->layer_of[l] = -1;
+        for (l = 0; l < m->cfg.layers; l++) {
+            int id;
+            snprintf(name, sizeof name, "act.%d.resid2", l);
+            id = cic_model_tensor_find(m, name);
+            CIC_ASSERT(id >= 0);
+            t->layer_of[id] = l;
+        }
+        ro.op_tap_mp = on_op;
+        ro.tap_ctx = t;
+    }
+    rc = cic_engine_mpfr_run(out, m, prec, false, &ro);
+    if (t) {
+        free(t->layer_of);
+        t->layer_of = NULL;
+    }
+    return rc;
+}
+
+static enum cic_verdict judge(double ce, const cic_verify_result *r)
+{
+    return cic_xform_verdict(ce, r->eq, r->br);
+}
+
+/* The thresholds of a rewrite stored at bits: a float32 transform's for 24,
+ * bf16's for 8 and 11, f64's for 53. */
+static void thresholds(cic_verify_result *r, mpfr_prec_t prec)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    x.prec = r->bits >= 53 ? CIC_TPREC_F64 : r->bits >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
+    cic_xform_thresholds(&r->eq, &r->br, &x, prec);
+}
+
+typedef struct {
+    cic_model *a, *b;
+    mpfr_t *q, *ya, *yb, *tmp;
+    tap ta, tb;
+    size_t n_out, n_res;
+    int n_layers;
+} work;
+
+static void work_free(work *w)
+{
+    int l;
+    for (l = 0; l < w->n_layers; l++) {
+        if (w->ta.resid)
+            cic_mpvec_destroy(w->ta.resid[l], w->n_res);
+        if (w->tb.resid)
+            cic_mpvec_destroy(w->tb.resid[l], w->n_res);
+    }
+    free(w->ta.resid);
+    free(w->tb.resid);
+    cic_mpvec_destroy(w->ya, w->n_out);
+    cic_mpvec_destroy(w->yb, w->n_out);
+    cic_mpvec_destroy(w->tmp, w->n_res);
+    if (w->a)
+        cic_mpvec_destroy(w->q, (size_t)w->a->cfg.d_model * w->a->cfg.d_model);
+    cic_model_destroy(w->a);
+    cic_model_destroy(w->b);
+}
+
+static int alloc_work(work *w, mpfr_prec_t p)
+{
+    int l, dm = w->a->cfg.d_model;
+    w->n_layers = w->a->cfg.layers;
+    w->n_out = (size_t)w->a->rows * cic_model_out_cols(w->a);
+    w->n_res = (size_t)w->a->rows * dm;
+    w->ya = cic_mpvec_create(w->n_out, p);
+    w->yb = cic_mpvec_create(w->n_out, p);
+    w->tmp = cic_mpvec_create(w->n_res, p);
+    w->ta.resid = cic_calloc((size_t)w->n_layers, sizeof *w->ta.resid);
+    w->tb.resid = cic_calloc((size_t)w->n_layers, sizeof *w->tb.resid);
+    w->ta.d = w->tb.d = dm;
+    if (!w->ya || !w->yb || !w->tmp || !w->ta.resid || !w->tb.resid)
+        return -1;
+    for (l = 0; l < w->n_layers; l++) {
+        w->ta.resid[l] = cic_mpvec_create(w->n_res, p);
+        w->tb.resid[l] = cic_mpvec_create(w->n_res, p);
+        if (!w->ta.resid[l] || !w->tb.resid[l])
+            return -1;
+    }
+    return 0;
+}
+
+/* The f32 engine's logits of m against the truth y. */
+static double f32_error(const cic_model *m, const mpfr_t *y, size_t n, mpfr_prec_t p)
+{
+    float *out = cic_calloc(n ? n : 1, sizeof *out);
+    double e = NAN;
+    if (out && cic_engine_f32_run(out, m, CIC_MATMUL_OPENBLAS, NULL) == 0)
+        e = cic_metric_rel_diff_f32(out, y, n, p);
+    free(out);
+    return e;
+}
+
+/* Per layer: B's residual mapped back, y Q^T, against A's. */
+static int compare_layers(work *w, cic_verify_result *r, mpfr_prec_t p)
+{
+    int l, dm = w->a->cfg.d_model;
+    cic_dot_scratch s;
+    if (cic_dot_scratch_init(&s, (size_t)dm, p) < 0)
+        return -1;
+    for (l = 0; l < w->n_layers; l++) {
+        cic_mp_matmul(w->tmp, (const mpfr_t *)w->tb.resid[l], false, (const mpfr_t *)w->q, true,
+                      w->a->rows, dm, dm, false, &s);
+        r->ce[l] = cic_metric_rel_diff((const mpfr_t *)w->tmp, (const mpfr_t *)w->ta.resid[l],
+                                       w->n_res, p);
+        r->verdict[l] = judge(r->ce[l], r);
+        if (r->verdict[l] != CIC_VERDICT_EQUIVALENT && r->first_bad < 0)
+            r->first_bad = r->layer0 + l;
+    }
+    cic_dot_scratch_clear(&s);
+    return 0;
+}
+
+int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
+{
+    work w;
+    cic_model_cfg cb;
+    mpfr_prec_t p = o->prec;
+    int bits_a, bits_b, bits_q = 53, rc = CIC_EINTERNAL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    memset(&w, 0, sizeof w);
+    memset(r, 0, sizeof *r);
+    r->first_bad = -1;
+    w.a = load(o, o->orig, false, &bits_a, NULL, &r->cfg, d);
+    w.b = w.a ? load(o, o->trans, true, &bits_b, &r->cfg, &cb, d) : NULL;
+    if (!w.a || !w.b) {
+        rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+        goto done;
+    }
+    r->layer0 = o->layer0;
+    r->n_layers = w.a->cfg.layers;
+    r->have_q = o->q_file[0] != '\0';
+    if (r->have_q) {
+        w.q = load_q(o, w.a->cfg.d_model, &r->q_orth, &bits_q, d);
+        if (!w.q) {
+            rc = CIC_EINPUT;
+            goto done;
+        }
+        if (rotate_input(w.b, w.a, (const mpfr_t *)w.q, p) < 0)
+            goto done;
+    }
+    if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
+        cic_diag_set(d, o->trans, 0, 0, "the online ops asked for cannot be built (no Hadamard "
+                     "matrix of the width %d or %d here)", w.b->cfg.d_mlp,
+                     w.b->cfg.d_model / w.b->cfg.heads);
+        rc = CIC_EINPUT;
+        goto done;
+    }
+    r->bits = bits_b < bits_q ? bits_b : bits_q;
+    thresholds(r, p);
+    if (alloc_work(&w, p) < 0 || run_mp(w.ya, w.a, p, r->have_q ? &w.ta : NULL) != 0 ||
+        run_mp(w.yb, w.b, p, r->have_q ? &w.tb : NULL) != 0)
+        goto done;
+    if (r->have_q && compare_layers(&w, r, p) < 0)
+        goto done;
+    r->head_ce = cic_metric_rel_diff((const mpfr_t *)w.yb, (const mpfr_t *)w.ya, w.n_out, p);
+    r->head_verdict = judge(r->head_ce, r);
+    r->f32_orig = f32_error(w.a, (const mpfr_t *)w.ya, w.n_out, p);
+    r->f32_trans = f32_error(w.b, (const mpfr_t *)w.ya, w.n_out, p);
+    rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
+done:
+    work_free(&w);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+    return rc;
+}
+
+/* ---- report.json ---- */
+
+static json_t *jnum(double v)
+{
+    return isfinite(v) ? json_real(v) : json_null();
+}
+
+int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
+                          const char *path, cic_diag *d)
+{
+    json_t *root = json_object(), *v = json_object(), *layers = json_array();
+    char *text = NULL;
+    int l, rc = -1;
+    if (!root || !v || !layers)
+        goto done;
+    json_object_set_new(v, "original", json_string(o->orig));
+    json_object_set_new(v, "transformed", json_string(o->trans));
+    json_object_set_new(v, "q", r->have_q ? json_string(o->q_file) : json_null());
+    json_object_set_new(v, "q_orth_error", r->have_q ? jnum(r->q_orth) : json_null());
+    json_object_set_new(v, "online_down_proj", json_boolean(o->online_down));
+    json_object_set_new(v, "online_qk", json_boolean(o->online_qk));
+    json_object_set_new(v, "tokens", json_integer(o->tokens));
+    json_object_set_new(v, "samples", json_integer(o->samples));
+    json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
+    json_object_set_new(v, "mpfr_prec", json_integer(o->prec));
+    json_object_set_new(v, "storage_bits", json_integer(r->bits));
+    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o}", "equivalent", jnum(r->eq),
+                                                   "broken", jnum(r->br)));
+    for (l = 0; r->have_q && l < r->n_layers; l++)
+        json_array_append_new(layers, json_pack("{s:i,s:o,s:s}", "layer", r->layer0 + l,
+                                                "ce_residual", jnum(r->ce[l]), "verdict",
+                                                CIC_VERDICT_NAME[r->verdict[l]]));
+    json_object_set_new(v, "layers", layers);
+    layers = NULL;
+    json_object_set_new(v, "first_layer_not_equivalent",
+                        r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
+    json_object_set_new(v, "head", json_pack("{s:o,s:s}", "ce", jnum(r->head_ce), "verdict",
+                                             CIC_VERDICT_NAME[r->head_verdict]));
+    json_object_set_new(v, "f32_rel_norm2", json_pack("{s:o,s:o}", "original",
+                                                      jnum(r->f32_orig), "transformed",
+                                                      jnum(r->f32_trans)));
+    json_object_set_new(v, "wall_seconds", jnum(r->seconds));
+    json_object_set_new(root, "verify", v);
+    v = NULL;
+    text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (text) {
+        size_t n = strlen(text);
+        char *t2 = realloc(text, n + 2);
+        if (t2) {
+            text = t2;
+            text[n] = '\n';
+            text[n + 1] = '\0';
+            rc = cic_write_atomic(path, text, n + 1, d);
+        }
+    }
+done:
+    if (rc < 0 && !d->msg[0])
+        cic_diag_set(d, path, 0, 0, "cannot write report.json: out of memory");
+    free(text);
+    json_decref(v);
+    json_decref(layers);
+    json_decref(root);
+    return rc;
+}

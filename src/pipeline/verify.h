@@ -1,0 +1,65 @@
+/* SPDX-License-Identifier: MIT */
+/* verify.h: cicheck verify ORIGINAL TRANSFORMED, a user's rewritten
+ * checkpoint against its original, layer by layer (the llama family of
+ * src/model/checkpoint.h).
+ *
+ * Both checkpoints run on the same block input (seeded hidden states; the
+ * transformed model's is X Q when the residual rotation Q is given) in MPFR.
+ * The transformed checkpoint is described by what the user's tool did: norm
+ * gains absent (fused: read as 1) or kept, the residual rotation Q from a
+ * file (--q) or none, and the online ops it needs at run time (R4 before
+ * down_proj, R3 on q and k after RoPE: the plain Hadamard H / sqrt(w) of
+ * cicheck's construction). Per layer, the residual stream after the layer,
+ * of the transformed model mapped back (y Q^T) against the original's:
+ * ce = ||y Q^T - x||_2 / ||x||_2 with a verdict whose thresholds follow the
+ * precision the rewrite is stored in (the fewest significand bits among the
+ * transformed checkpoint's tensors and Q: F32 as a float32 transform, BF16
+ * and F16 as a bf16 one, F64 as an f64 one). Without Q only the head readout
+ * (the logits, comparable as they are) is compared. Then the f32 engine's
+ * error of both models against the original's MPFR truth. */
+#ifndef CIC_VERIFY_H
+#define CIC_VERIFY_H
+
+#include "../base/base.h"
+#include "../case/case.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+typedef struct {
+    char orig[1024], trans[1024];
+    char q_file[1024], q_tensor[256]; /* "" none; tensor "" the file's only one */
+    bool online_down, online_qk;
+    int tokens, samples;
+    int layer0, layers; /* layers 0: every layer from layer0 */
+    uint64_t seed;
+    int prec;           /* MPFR bits */
+} cic_verify_opts;
+
+#define CIC_VERIFY_MAX_LAYERS CIC_CASE_MAX_LAYERS
+
+typedef struct {
+    int layer0, n_layers;
+    bool have_q;
+    double q_orth;      /* max |Q^T Q - I| of the file */
+    int bits;           /* storage precision of the rewrite (see above) */
+    double eq, br;      /* verdict thresholds */
+    double ce[CIC_VERIFY_MAX_LAYERS];
+    enum cic_verdict verdict[CIC_VERIFY_MAX_LAYERS];
+    int first_bad;      /* first layer (checkpoint numbering) not equivalent, -1 */
+    double head_ce;
+    enum cic_verdict head_verdict;
+    double f32_orig, f32_trans; /* rel_norm2 of the f32 engine's logits vs the truth */
+    cic_model_cfg cfg;  /* the original's, as read */
+    double seconds;
+} cic_verify_result;
+
+/* Run the check. CIC_OK (every verdict equivalent), CIC_EFAIL (one is not),
+ * CIC_EINPUT (bad input: d says why), CIC_EINTERNAL (out of memory). */
+int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d);
+
+/* report.json of a verify run into path (atomically). 0, or -1 with d set. */
+int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
+                          const char *path, cic_diag *d);
+
+#endif
