@@ -172,6 +172,14 @@ for v in 0x10 1e9 '+4' ' 4' 4x; do
 done
 expect_rc 2 "--max-memory inf" $run --max-memory inf tiny.toml
 expect_rc 2 "--max-memory 0x100M" $run --max-memory 0x100M tiny.toml
+# the memory limit is --max-memory's, not the loader's: 64 layers of d 4096
+# (an estimate of tens of GiB) load, and the run refuses them before
+# allocating, saying what the estimate is made of
+printf '[model]\nblock = "preln"\nd_model = 4096\nheads = 32\ntokens = 8\nsamples = 2\nlayers = 64\n' >huge.toml
+expect_rc 2 "a case above --max-memory" $run --max-memory 1G huge.toml
+expect_err "more than the limit of 1024.0 MiB (--max-memory): weights" \
+    "the refusal names --max-memory and the weights"
+expect_err "raise --max-memory" "it says the limit can be raised"
 expect_rc 0 "--tolerance 1.5,4 is taken" $run --out rep-tol --tolerance 1.5,4 tiny.toml
 expect_rc 0 "hash --help" "$bin" hash --help
 has out "usage: cicheck hash" "hash --help prints its usage"

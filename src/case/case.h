@@ -403,10 +403,6 @@ int cic_case_sweep_point(cic_case *out, const cic_case *c, long i, cic_diag *d);
  * "ce_residual", "nonfinite". */
 extern const char *const CIC_GATE_METRICS[];
 
-/* Memory a case may need before it is refused (bytes; checked by the loader
- * with a documented estimate, see cic_case_memory_estimate). */
-#define CIC_CASE_MEMORY_LIMIT ((uint64_t)8 << 30)
-
 /* Limits the loader enforces (beyond the memory estimate), so every size
  * product downstream fits comfortably in int64 and no size is cast from an
  * out-of-range TOML integer. */
@@ -429,6 +425,11 @@ int cic_case_load_string(cic_case *c, const char *text, const char *path,
 /* Rough peak bytes a run of this case needs (weights at mpfr_prec for every
  * transform, activations of both engines). */
 uint64_t cic_case_memory_estimate(const cic_case *c);
+/* What the estimate is made of, a clause for messages: "weights 46.1 GiB
+ * (218103808 weights in 4 copies: ...), activations 0.1 GiB (...)". The
+ * limit is the run's (--max-memory, default half the machine's memory;
+ * src/pipeline/pipeline.c); the loader sets none. */
+void cic_case_memory_explain(char *buf, size_t cap, const cic_case *c);
 
 /* Weight values of the case's original model (the estimate's count). */
 uint64_t cic_case_weight_count(const cic_case *c);

@@ -220,8 +220,5 @@ int _cic_xforms_live(const cic_case *c);
  * estimate of a model m with n_xf transformed models held at once. */
 void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int mpfr_prec,
                          uint64_t *weights, uint64_t *wbytes, uint64_t *abytes);
-/* "case too large: ..." for the memory estimate of m; CIC_EINPUT. */
-int _cic_memory_fail(cic_case_ctx *x, int l, int col, const char *prefix,
-                     const cic_model_cfg *m, int n_xf, int prec);
 
 #endif

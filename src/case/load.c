@@ -151,13 +151,6 @@ static int _cic_load_text(cic_case *c, const char *text, size_t len,
         goto cleanup;
     if (c->sweep.on && (rc = _cic_sweep_check_all(&x, c, st)))
         goto cleanup;
-    if (cic_case_memory_estimate(c) > CIC_CASE_MEMORY_LIMIT) {
-        int l, col;
-        _cic_pos(mt, &l, &col);
-        rc = _cic_memory_fail(&x, l, col, "", &c->model, _cic_xforms_live(c),
-                              c->mpfr_prec);
-        goto cleanup;
-    }
     rc = CIC_OK;
 
 cleanup:

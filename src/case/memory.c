@@ -86,23 +86,15 @@ uint64_t cic_case_weight_count(const cic_case *c)
 }
 
 
-/* "case too large: ..." for the memory estimate of m. */
-int _cic_memory_fail(cic_case_ctx *x, int l, int col, const char *prefix,
-                     const cic_model_cfg *m, int n_xf, int prec)
+void cic_case_memory_explain(char *buf, size_t cap, const cic_case *c)
 {
-    uint64_t w, wb, ab, total;
-    _cic_memory_parts_m(m, n_xf, prec, &w, &wb, &ab);
-    total = _cic_sat_add(wb, ab);
-    return _cic_fail(
-        x, l, col,
-        "%scase too large: estimated memory %.1f GiB exceeds the limit "
-        "of %.0f GiB (weights %.1f GiB: %llu weights in %d copies, "
-        "the original, %d transformed models held at once and a scratch set, at mpfr_prec "
-        "%d; activations %.1f GiB for %d tokens x %d samples); shrink "
-        "d_model, layers or mlp_ratio (weights) or tokens and samples "
-        "(activations), or use fewer transforms or a lower mpfr_prec",
-        prefix, (double)total / (1u << 30),
-        (double)CIC_CASE_MEMORY_LIMIT / (1u << 30), (double)wb / (1u << 30),
-        (unsigned long long)w, n_xf + 2, n_xf, prec, (double)ab / (1u << 30),
-        m->tokens, m->samples);
+    uint64_t w, wb, ab;
+    int n_xf = _cic_xforms_live(c);
+    _cic_memory_parts_m(&c->model, n_xf, c->mpfr_prec, &w, &wb, &ab);
+    snprintf(buf, cap,
+             "weights %.1f GiB (%llu weights in %d copies: the original, %d transformed "
+             "models held at once and a scratch set, at mpfr_prec %d), activations %.1f GiB "
+             "(%d tokens x %d samples)",
+             (double)wb / (1u << 30), (unsigned long long)w, n_xf + 2, n_xf, c->mpfr_prec,
+             (double)ab / (1u << 30), c->model.tokens, c->model.samples);
 }

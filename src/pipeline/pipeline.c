@@ -69,11 +69,15 @@ static int memory_guard(const cic_pipeline *p, cic_diag *d)
     }
     if (est <= limit)
         return CIC_OK;
-    cic_diag_set(d, p->c->path, 0, 0,
-                 "case '%s' needs about %.1f MiB, more than the limit of %.1f MiB "
-                 "(--max-memory); shrink d_model, tokens, samples, layers or "
-                 "mpfr_prec, or run fewer transforms",
-                 p->c->name, est / 1048576.0, limit / 1048576.0);
+    {
+        char why[512];
+        cic_case_memory_explain(why, sizeof why, p->c);
+        cic_diag_set(d, p->c->path, 0, 0,
+                     "case '%s' needs about %.1f MiB, more than the limit of %.1f MiB "
+                     "(--max-memory): %s; shrink d_model, tokens, samples, layers or "
+                     "mpfr_prec, or run fewer transforms, or raise --max-memory",
+                     p->c->name, est / 1048576.0, limit / 1048576.0, why);
+    }
     return CIC_EINPUT;
 }
 
