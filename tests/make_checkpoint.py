@@ -5,7 +5,8 @@ original model of a cicheck --dump (DUMP/original.safetensors of an rmsnorm
 case with rope = "half"), written with NumPy alone: config.json with the
 keys LlamaForCausalLM reads, and model.safetensors or shards with
 model.safetensors.index.json, tensor names model.layers.{i}.*,
-model.norm.weight, lm_head.weight (or model.embed_tokens.weight when tied).
+model.norm.weight, lm_head.weight and model.embed_tokens.weight (seeded
+normal values; the head itself when tied).
 
     make_checkpoint.py DUMP_ORIGINAL OUT_DIR [--dtype f32|bf16|f16|f64]
         [--shards N] [--layers a-b] [--tied] [--edit NAME:INDEX:VALUE]
@@ -25,7 +26,8 @@ OUT_DIR/R1.safetensors (F64); --r4 fuses the Hadamard H / sqrt(f) of the
 MLP width (Sylvester, a power of two) into down_proj, for an online
 Hadamard at run time. --mistake KIND:LAYER plants one error at one layer:
 writer-unrotated (o_proj left unrotated), gain-kept (input_layernorm's gain
-kept although folded), r4-missing (down_proj without H)."""
+kept although folded), r4-missing (down_proj without H), embed-unrotated
+(embed_tokens left unrotated; LAYER unused)."""
 import argparse
 import json
 import math
@@ -143,6 +145,8 @@ def rewrite(values, a, d):
         del v["model.norm.weight"]
     if q is not None:
         v[head] = v[head] @ q
+        if not a.tied and "embed-unrotated" not in bad:  # the stream starts rotated: E Q
+            v["model.embed_tokens.weight"] = v["model.embed_tokens.weight"] @ q
     return {k: x.astype(np.float32) for k, x in v.items()}
 
 
@@ -202,11 +206,17 @@ def main():
         "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16",
                         "f64": "float64"}[a.dtype],
     }
+    if not a.tied:  # the input embedding a real checkpoint has: seeded here
+        names.append(("model.embed_tokens.weight", None))
     for kv in a.set:
         key, val = kv.split("=", 1)
         cfg[key] = json.loads(val)
     values = {}
     for hf, k in names:
+        if k is None:
+            values[hf] = np.random.default_rng(7).standard_normal(
+                (int(meta["d_out"]), int(meta["d_model"]))).astype(np.float32)
+            continue
         v = np.array(t[k], dtype=np.float32)
         if v.ndim == 2 and v.shape[0] == 1 and ("layernorm" in k or k == "norm.weight"):
             v = v.reshape(-1)

@@ -156,6 +156,65 @@ ckcase ck-none no-such-folder
 expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-none" "$tmp/ck-none.toml"
 expect_err "no-such-folder/config.json" "a missing folder: config.json is named"
+# [input]: seeded token ids through embed_tokens; a file of the same ids
+# (input_ids) and one of the same hidden states (input) give the same
+# weights-and-input hash and truth; a file of the seeded case's own input
+# gives the seeded truth
+ckcase ck-tok hf-f32 '[input]
+kind = "tokens"'
+expect_rc 0 "run with kind = tokens" "$bin" run --quiet --no-baseline --out "$tmp/r-tok" \
+    --dump "$tmp/d-tok" "$tmp/ck-tok.toml"
+expect_rc 0 "write the token ids and hidden states as files" "$py" - "$tmp" <<'PY'
+import json, struct, sys
+import numpy as np
+tmp = sys.argv[1]
+def read(path, name):
+    b = open(path, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    s, e = h[name]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], "<f4").reshape(h[name]["shape"])
+def write(path, name, dt, a):
+    data = a.tobytes()
+    h = json.dumps({name: {"dtype": dt, "shape": list(a.shape), "data_offsets": [0, len(data)]}}).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+x = read(tmp + "/d-tok/original.safetensors", "input")
+emb = read(tmp + "/hf-f32/model.safetensors", "model.embed_tokens.weight")
+ids = np.array([int(np.where((emb == r).all(1))[0][0]) for r in x], dtype="<i8")
+write(tmp + "/ids.safetensors", "input_ids", "I64", ids.reshape(2, 8))
+write(tmp + "/hidden.safetensors", "input", "F32", np.ascontiguousarray(x, dtype="<f4"))
+bad = ids.copy(); bad[3] = 64
+write(tmp + "/ids-bad.safetensors", "input_ids", "I64", bad.reshape(2, 8))
+seed_x = read(tmp + "/d-seed/original.safetensors", "input")
+write(tmp + "/seed-input.safetensors", "input", "F32", np.ascontiguousarray(seed_x, dtype="<f4"))
+PY
+for f in ids hidden; do
+    ckcase "ck-$f" hf-f32 "[input]
+file = \"$f.safetensors\""
+    expect_rc 0 "run with [input] file = $f.safetensors" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$f" "$tmp/ck-$f.toml"
+    same_hashes "[input] file $f = kind tokens" "$tmp/r-tok/report.json" "$tmp/r-$f/report.json"
+done
+sed 's/^seed = 21$/seed = 21\n[input]\nfile = "seed-input.safetensors"/' "$tmp/seed.toml" \
+    >"$tmp/seed-file.toml"
+sed -i '/^\[model.weights\]/,/^std/{/^\[model.weights\]/d;/^std/d}' "$tmp/seed-file.toml"
+printf '[model.weights]\nstd = 0.1\n' >>"$tmp/seed-file.toml"
+expect_rc 0 "a seeded case with its own input as a file" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-seed-file" "$tmp/seed-file.toml"
+same_hashes "[input] file of the seeded input = the seeded run" "$tmp/r-seed/report.json" \
+    "$tmp/r-seed-file/report.json"
+ckcase ck-ids-bad hf-f32 '[input]
+file = "ids-bad.safetensors"'
+expect_rc 2 "a token id outside the vocabulary: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-ids-bad" "$tmp/ck-ids-bad.toml"
+expect_err "token id 64 at index 3 is outside the vocabulary 0 .. 63" \
+    "the id and its index are named"
+sed 's/^seed = 21$/seed = 21\n[input]\nkind = "tokens"/' "$tmp/seed.toml" >"$tmp/seed-tok.toml"
+expect_rc 2 "kind = tokens without a checkpoint: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-seed-tok" "$tmp/seed-tok.toml"
+expect_err "kind = \"tokens\" needs [model] checkpoint" "without a checkpoint: the message says so"
+
 # cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
 # fused into down_proj with the online Hadamard at run time) against the
 # original, then three mistakes planted at layer 2 of 3
@@ -182,6 +241,19 @@ for mistake in writer-unrotated gain-kept r4-missing; do
     else bad "$mistake: a layer before 2 is not equivalent"; fi
     has "$tmp/v-$mistake/report.json" '"first_layer_not_equivalent": 2' "$mistake: report.json names layer 2"
 done
+# token ids through each model's own embed_tokens: the rewrite's E Q too
+# shellcheck disable=SC2086
+expect_rc 0 "verify on seeded token ids: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --q "$tmp/rw/R1.safetensors" $vopts --input-kind tokens
+expect_rc 0 "make a rewrite with unrotated embeddings" "$py" "$mk" "$orig" "$tmp/rw-emb" \
+    --fold --rotate 5 --r4 --mistake embed-unrotated:0
+# shellcheck disable=SC2086
+expect_rc 1 "verify unrotated embeddings on token ids: exit 1" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-emb" --q "$tmp/rw-emb/R1.safetensors" $vopts --input-kind tokens
+has "$tmp/out" "first layer not equivalent: 0 (broken)" "unrotated embeddings break layer 0"
+# shellcheck disable=SC2086
+expect_rc 0 "verify on a file of hidden states: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --q "$tmp/rw/R1.safetensors" $vopts --input "$tmp/hidden.safetensors"
 expect_rc 1 "verify without the online Hadamard it needs: exit 1" "$bin" verify "$tmp/hf-f32" \
     "$tmp/rw" --q "$tmp/rw/R1.safetensors" --tokens 8
 has "$tmp/out" "first layer not equivalent: 0 (broken)" "without --online, layer 0 breaks"

@@ -218,6 +218,12 @@ extern const char *const CIC_ROPE_NAME[];
 extern const char *const CIC_STREAM_NAME[];
 extern const char *const CIC_VERDICT_ENGINE_NAME[];
 
+/* [input] kind: seeded hidden states (with the optional massive
+ * activations), seeded token ids through the checkpoint's embed_tokens, or
+ * a file's hidden states ("input") or token ids ("input_ids"). */
+enum cic_input_kind { CIC_INPUT_RANDOM, CIC_INPUT_TOKENS, CIC_INPUT_FILE, CIC_INPUT_COUNT };
+extern const char *const CIC_INPUT_NAME[];
+
 typedef struct cic_model_cfg_s {
     enum cic_block_kind block;
     int d_model;
@@ -260,6 +266,9 @@ typedef struct cic_model_cfg_s {
     /* a rewritten checkpoint (cicheck verify): norm gains may be absent
      * (fused), then 1 */
     bool ckpt_fused;
+    /* [input]: the block input (src/model/input.h) */
+    enum cic_input_kind input_kind;
+    char input_file[1024]; /* CIC_INPUT_FILE: resolved path */
 } cic_model_cfg;
 
 /* The key/value heads of m (heads when unset). */

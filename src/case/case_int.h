@@ -138,6 +138,8 @@ void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a, int *out, bo
 /* PATH p against the folder of the case file case_path (absolute p as it
  * is) into out; -1 when the result is too long (load_qfile.c). */
 int _cic_case_relpath(char *out, size_t cap, const char *case_path, const char *p);
+/* [input] (load_input.c), after [model]; it may be NULL. */
+int _cic_load_input(cic_case_ctx *x, cic_case *c, const cic_toml_node *it);
 /* [model] with checkpoint = "DIR" (load_ckpt.c): the sizes from its
  * config.json, tokens, samples, layers, seed from t. */
 int _cic_load_checkpoint(cic_case_ctx *x, cic_case *c, const cic_case_tab *t);

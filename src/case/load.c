@@ -21,7 +21,7 @@
 /* Allowed keys, in the order they are documented. */
 static const char *const _cic_root_keys[] = {"name",    "model",      "engines",
                                              "readout", "transforms", "gates",
-                                             "sweep"};
+                                             "sweep",   "input"};
 
 /* Default case name: the file's stem ("cases/ln.toml" -> "ln"). */
 static void _cic_stem(char *out, size_t cap, const char *path)
@@ -84,7 +84,7 @@ static int _cic_load_root(cic_case_ctx *x, cic_case *c, const cic_toml_node *roo
                           bool from_file, const cic_toml_node **mt,
                           const cic_toml_node **st)
 {
-    const cic_toml_node *et, *rt, *xa, *ga;
+    const cic_toml_node *et, *rt, *xa, *ga, *it;
     cic_case_tab rtab;
 
     rtab.tbl = root;
@@ -101,6 +101,7 @@ static int _cic_load_root(cic_case_ctx *x, cic_case *c, const cic_toml_node *roo
     _cic_get_aot(x, &rtab, "transforms", CIC_MAX_XFORMS, &xa);
     _cic_get_aot(x, &rtab, "gates", CIC_MAX_GATES, &ga);
     _cic_get_table(x, &rtab, "sweep", "[sweep]", st);
+    _cic_get_table(x, &rtab, "input", "[input]", &it);
     if (!*mt) {
         if (!_cic_find(&rtab, "model", NULL, NULL) && !_cic_typo(x, root, "model"))
             _cic_fail(x, 1, 1,
@@ -111,7 +112,8 @@ static int _cic_load_root(cic_case_ctx *x, cic_case *c, const cic_toml_node *roo
     /* sweep lists stand in for model keys: a bad list stops here */
     if (_cic_load_sweep(x, c, *st) != CIC_OK)
         return CIC_EINPUT;
-    _cic_load_model(x, c, *mt);
+    if (_cic_load_model(x, c, *mt) == CIC_OK)
+        _cic_load_input(x, c, it);
     _cic_load_engines(x, c, et);
     _cic_load_readout(x, c, rt);
     _cic_load_xforms(x, c, xa);

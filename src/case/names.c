@@ -21,6 +21,7 @@ const char *const CIC_DIST_NAME[] = {"normal", "uniform"};
 const char *const CIC_XFORM_NAME[] = {
     "fuse-layernorm", "fold-rmsnorm-gamma", "rotate", "rotate-heads", "online-down", "online-qk",
     "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
+const char *const CIC_INPUT_NAME[] = {"random", "tokens", "file"};
 const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard", "regular-hadamard",
                                    "file"};
 const char *const CIC_TPREC_NAME[] = {"mpfr", "f64", "f32", "f64-openblas", "bf16"};
@@ -45,6 +46,7 @@ static_assert(CIC_CASE_LEN(CIC_DIST_NAME) == CIC_DIST_COUNT, "dist names");
 static_assert(CIC_CASE_LEN(CIC_ROPE_NAME) == CIC_ROPE_COUNT, "rope names");
 static_assert(CIC_CASE_LEN(CIC_XFORM_NAME) == CIC_XFORM_COUNT, "xform names");
 static_assert(CIC_CASE_LEN(CIC_Q_NAME) == CIC_Q_COUNT, "q names");
+static_assert(CIC_CASE_LEN(CIC_INPUT_NAME) == CIC_INPUT_COUNT, "input names");
 static_assert(CIC_CASE_LEN(CIC_TPREC_NAME) == CIC_TPREC_COUNT, "tprec names");
 static_assert(CIC_CASE_LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC_CASE_LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");

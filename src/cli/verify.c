@@ -25,6 +25,10 @@ const char CIC_VERIFY_USAGE[] =
     "  --q-tensor NAME      the tensor of FILE (default: its only one)\n"
     "  --online down_proj:hadamard   the online Hadamard before down_proj (R4)\n"
     "  --online qk:hadamard          the online Hadamard of q and k after RoPE (R3)\n"
+    "  --input FILE         the block input: \"input\" [samples * tokens, d] hidden\n"
+    "                       states, or \"input_ids\" [samples, tokens] token ids\n"
+    "  --input-kind tokens  seeded token ids through each model's embed_tokens\n"
+    "                       (default: seeded hidden states)\n"
     "  --layers N | a-b     the first N layers, or layers a to b (0-based)\n"
     "  --tokens N           tokens per sample (default 16)\n"
     "  --samples N          samples (default 2)\n"
@@ -95,6 +99,18 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
             o->online_qk = true;
         else
             return verify_usage("--online '%s': allowed down_proj:hadamard, qk:hadamard", v);
+        return CIC_OK;
+    }
+    if (!strcmp(k, "--input")) {
+        o->input_kind = CIC_INPUT_FILE;
+        return strlen(v) < sizeof o->input_file ? (strcpy(o->input_file, v), CIC_OK)
+                                                : verify_usage("--input path too long: %s", v);
+    }
+    if (!strcmp(k, "--input-kind")) {
+        if (!strcmp(v, "tokens"))
+            o->input_kind = CIC_INPUT_TOKENS;
+        else if (strcmp(v, "random"))
+            return verify_usage("--input-kind '%s': allowed random, tokens", v);
         return CIC_OK;
     }
     if (!strcmp(k, "--layers"))

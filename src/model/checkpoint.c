@@ -3,6 +3,7 @@
  * (checkpoint.h). */
 #include "checkpoint.h"
 
+#include "../base/rng.h"
 #include "../base/safetensors_read.h"
 
 #include <jansson.h>
@@ -430,6 +431,94 @@ static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_dia
     return 0;
 }
 
+/* ---- the block input ([input]) ---- */
+
+/* Row ids[i] of embed_tokens for each i < n into out (n rows of dm). */
+static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t n, int dm,
+                      cic_diag *d)
+{
+    const cic_stfile_tensor *e = lookup(k, "model.embed_tokens.weight", k->vocab, dm, d);
+    size_t i;
+    if (!e)
+        return -1;
+    for (i = 0; i < n; i++) {
+        cic_stfile_tensor et = *e;
+        if (ids[i] < 0 || ids[i] >= k->vocab) {
+            cic_diag_set(d, k->dir, 0, 0, "token id %lld at index %zu is outside the "
+                         "vocabulary 0 .. %d", (long long)ids[i], i, k->vocab - 1);
+            return -1;
+        }
+        et.data = e->data + (size_t)ids[i] * dm * CIC_STFILE_DTYPE_SIZE[e->dtype];
+        et.count = (uint64_t)dm;
+        et.nbytes = (size_t)dm * CIC_STFILE_DTYPE_SIZE[e->dtype];
+        if (read_values(out + i * dm, &et, (uint64_t)dm, d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* The input file's hidden states ("input") or token ids ("input_ids",
+ * through embed_tokens: k needed). */
+static int input_from_file(cic_model *m, const cic_ckpt *k, cic_diag *d)
+{
+    cic_tensor *x = &m->t[m->input];
+    cic_stfile *f = cic_stfile_create(m->cfg.input_file, d);
+    const cic_stfile_tensor *t;
+    size_t n = (size_t)x->rows;
+    int rc = -1;
+    if (!f)
+        return -1;
+    if ((t = cic_stfile_find(f, "input")) != NULL) {
+        if (!(t->ndim == 2 && t->shape[0] == x->rows && t->shape[1] == x->cols))
+            cic_diag_set(d, t->file, 0, 0, "tensor 'input' must be [%d, %d] (samples * "
+                         "tokens, d_model)", x->rows, x->cols);
+        else
+            rc = read_values(x->f32, t, (uint64_t)x->rows * x->cols, d);
+    } else if ((t = cic_stfile_find(f, "input_ids")) != NULL) {
+        int64_t *ids = cic_calloc(n, sizeof *ids);
+        if (!k)
+            cic_diag_set(d, t->file, 0, 0, "'input_ids' need a checkpoint's embed_tokens");
+        else if (t->count != n || (t->dtype != CIC_STFILE_I32 && t->dtype != CIC_STFILE_I64))
+            cic_diag_set(d, t->file, 0, 0, "tensor 'input_ids' must be I32 or I64 [%d, %d] "
+                         "(samples, tokens)", m->cfg.samples, m->cfg.tokens);
+        else if (ids && cic_stfile_tensor_read_i64(ids, t, 0, n, d) == 0)
+            rc = embed_rows(x->f32, k, ids, n, x->cols, d);
+        free(ids);
+    } else {
+        cic_diag_set(d, m->cfg.input_file, 0, 0, "no tensor 'input' (hidden states) or "
+                     "'input_ids' (token ids)");
+    }
+    cic_stfile_destroy(f);
+    return rc;
+}
+
+int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d)
+{
+    cic_tensor *x = &m->t[m->input];
+    int rc = 0;
+    if (m->cfg.input_kind == CIC_INPUT_RANDOM)
+        return 0; /* the seeded generator's */
+    if (m->cfg.input_kind == CIC_INPUT_TOKENS) {
+        size_t i, n = (size_t)x->rows;
+        uint64_t key = cic_rng_key(m->cfg.seed, "input.tokens");
+        int64_t *ids = cic_calloc(n, sizeof *ids);
+        if (!k || !ids) {
+            free(ids);
+            cic_diag_set(d, "", 0, 0, "kind = \"tokens\" needs a checkpoint's embed_tokens");
+            return -1;
+        }
+        for (i = 0; i < n; i++)
+            ids[i] = (int64_t)(cic_rng_u64(key, i) % (uint64_t)k->vocab);
+        rc = embed_rows(x->f32, k, ids, n, x->cols, d);
+        free(ids);
+    } else {
+        rc = input_from_file(m, k, d);
+    }
+    if (rc == 0)
+        x->fill = CIC_FILL_NONE; /* not the seeded draw */
+    return rc;
+}
+
 int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
 {
     cic_ckpt *k = cic_ckpt_open(m->cfg.checkpoint, d);
@@ -461,7 +550,7 @@ int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
         if (p && p->fn)
             p->fn(p->ctx, done, total);
     }
-    rc = 0;
+    rc = cic_input_fill(m, k, d);
 done:
     cic_ckpt_close(k);
     return rc;

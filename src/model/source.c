@@ -14,7 +14,9 @@ static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p, cic_
 {
     double total = 0, done = 0;
     int id;
-    (void)d;
+    if (m->cfg.input_kind == CIC_INPUT_FILE && !m->cfg.checkpoint[0] &&
+        m->t[m->input].fill != CIC_FILL_NONE && cic_input_fill(m, NULL, d) < 0)
+        return -1; /* [input] file of hidden states for a seeded model */
     for (id = 0; id < m->n_t; id++)
         if (m->t[id].fill != CIC_FILL_NONE)
             total += (double)m->t[id].rows * (double)m->t[id].cols;

@@ -52,6 +52,8 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     cfg->seed = o->seed;
     cfg->ckpt_fused = fused;
     cfg->massive_tokens = 1;
+    cfg->input_kind = o->input_kind;
+    cic_strlcpy(cfg->input_file, o->input_file, sizeof cfg->input_file);
     cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
     rc = cic_ckpt_config(k, cfg, o->layer0, d);
     *bits = cic_ckpt_min_bits(k);
@@ -144,6 +146,24 @@ static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, mpfr_
     cic_dot_scratch_clear(&s);
     cic_mpvec_destroy(x, n);
     return 0;
+}
+
+/* Whether the block input is hidden states (rotated by Q for the rewrite)
+ * rather than token ids (each model embeds them itself). */
+static bool hidden_input(const cic_verify_opts *o)
+{
+    cic_diag d;
+    cic_stfile *f;
+    bool ids;
+    if (o->input_kind == CIC_INPUT_TOKENS)
+        return false;
+    if (o->input_kind != CIC_INPUT_FILE)
+        return true;
+    memset(&d, 0, sizeof d);
+    f = cic_stfile_create(o->input_file, &d); /* read once already: it opens */
+    ids = f && !cic_stfile_find(f, "input") && cic_stfile_find(f, "input_ids");
+    cic_stfile_destroy(f);
+    return !ids;
 }
 
 /* MPFR run of m into out (head logits), the residual after each layer into
@@ -302,7 +322,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
             rc = CIC_EINPUT;
             goto done;
         }
-        if (rotate_input(w.b, w.a, (const mpfr_t *)w.q, p) < 0)
+        if (hidden_input(o) && rotate_input(w.b, w.a, (const mpfr_t *)w.q, p) < 0)
             goto done;
     }
     if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {

@@ -3,8 +3,11 @@
  * checkpoint against its original, layer by layer (the llama family of
  * src/model/checkpoint.h).
  *
- * Both checkpoints run on the same block input (seeded hidden states; the
- * transformed model's is X Q when the residual rotation Q is given) in MPFR.
+ * Both checkpoints run on the same block input in MPFR: hidden states X
+ * (seeded, or a file's "input"; the transformed model's is X Q when the
+ * residual rotation Q is given), or token ids (seeded, or a file's
+ * "input_ids") through each checkpoint's own embed_tokens, so a rewrite's
+ * rotated embeddings E Q are checked too.
  * The transformed checkpoint is described by what the user's tool did: norm
  * gains absent (fused: read as 1) or kept, the residual rotation Q from a
  * file (--q) or none, and the online ops it needs at run time (R4 before
@@ -34,6 +37,11 @@ typedef struct {
     int layer0, layers; /* layers 0: every layer from layer0 */
     uint64_t seed;
     int prec;           /* MPFR bits */
+    /* the block input: seeded hidden states (random), seeded token ids
+     * through each model's own embed_tokens (tokens), or a file's hidden
+     * states ("input") or token ids ("input_ids") */
+    enum cic_input_kind input_kind;
+    char input_file[1024];
 } cic_verify_opts;
 
 #define CIC_VERIFY_MAX_LAYERS CIC_CASE_MAX_LAYERS
