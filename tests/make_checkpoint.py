@@ -150,6 +150,55 @@ def rewrite(values, a, d):
     return {k: x.astype(np.float32) for k, x in v.items()}
 
 
+def opt_names(t, meta, lo, hi):
+    """(OPT name, values) of a preln dump (timm names blocks.{i}.*): q, k, v
+    split out of attn.qkv, norm1 / norm2 as self_attn_layer_norm /
+    final_layer_norm; the decoder's final_layer_norm, the input embeddings
+    (tied to the head) and the positions seeded when the dump has none (a
+    residual readout)."""
+    d = int(meta["d_model"])
+    rng = np.random.default_rng(11)
+    out = {}
+    ren = {"norm1.": "self_attn_layer_norm.", "attn.proj.": "self_attn.out_proj.",
+           "norm2.": "final_layer_norm.", "mlp.fc1.": "fc1.", "mlp.fc2.": "fc2."}
+    for k, v in t.items():
+        if not k.startswith("blocks."):
+            continue
+        i, rest = k[len("blocks."):].split(".", 1)
+        if not lo <= int(i) <= hi:
+            continue
+        p = f"model.decoder.layers.{int(i) - lo}."
+        v = np.array(v, dtype=np.float32)
+        if rest.startswith("attn.qkv."):
+            kind = rest.split(".")[-1]
+            parts = np.split(v.reshape(-1) if kind == "bias" else v, 3)
+            for name, part in zip(("q_proj", "k_proj", "v_proj"), parts):
+                out[p + f"self_attn.{name}.{kind}"] = part
+            continue
+        for a_, b_ in ren.items():
+            if rest.startswith(a_):
+                out[p + b_ + rest[len(a_):]] = v.reshape(-1) if v.ndim == 2 and v.shape[0] == 1 else v
+    vocab = int(meta["d_out"])
+    out["model.decoder.final_layer_norm.weight"] = np.asarray(
+        t["norm.weight"], np.float32).reshape(-1) if "norm.weight" in t else \
+        (1 + 0.1 * rng.standard_normal(d)).astype(np.float32)
+    out["model.decoder.final_layer_norm.bias"] = np.asarray(
+        t["norm.bias"], np.float32).reshape(-1) if "norm.bias" in t else \
+        (0.1 * rng.standard_normal(d)).astype(np.float32)
+    out["model.decoder.embed_tokens.weight"] = np.asarray(t["head.weight"], np.float32) \
+        if "head.weight" in t else rng.standard_normal((vocab, d)).astype(np.float32)
+    out["model.decoder.embed_positions.weight"] = rng.standard_normal(
+        (int(meta["tokens"]) + 2, d)).astype(np.float32)
+    cfg = {"architectures": ["OPTForCausalLM"], "model_type": "opt", "hidden_size": d,
+           "num_attention_heads": int(meta["heads"]), "ffn_dim": int(meta["d_mlp"]),
+           "num_hidden_layers": hi - lo + 1, "vocab_size": vocab,
+           "word_embed_proj_dim": d, "do_layer_norm_before": True,
+           "activation_function": meta["activation"],
+           "max_position_embeddings": int(meta["tokens"]), "enable_bias": True,
+           "layer_norm_elementwise_affine": True, "tie_word_embeddings": True}
+    return out, cfg
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
@@ -169,12 +218,23 @@ def main():
     a = ap.parse_args()
 
     t, meta = read_st(a.dump)
-    if meta.get("block") != "rmsnorm" or meta.get("rope") != "half":
-        sys.exit("make_checkpoint: the dump must be an rmsnorm model with rope = half")
     L = int(meta["layers"])
     lo, hi = 0, L - 1
     if a.layers:
         lo, hi = (int(x) for x in a.layers.split("-"))
+    if meta.get("block") == "preln":  # OPT
+        values, cfg = opt_names(t, meta, lo, hi)
+        for kv in a.set:
+            key, val = kv.split("=", 1)
+            cfg[key] = json.loads(val)
+        for e in a.edit:
+            name, idx, val = e.rsplit(":", 2)
+            values[name].reshape(-1)[int(idx)] = float(val)
+        write_folder(a, cfg, values)
+        return
+    if meta.get("block") != "rmsnorm" or meta.get("rope") != "half":
+        sys.exit("make_checkpoint: the dump must be an rmsnorm model with rope = half, "
+                 "or preln (OPT)")
     names = []
     for k in t:
         if k == "input":
@@ -229,6 +289,10 @@ def main():
         flat[int(idx)] = float(val)
     for name in a.drop:
         del values[name]
+    write_folder(a, cfg, values)
+
+
+def write_folder(a, cfg, values):
     os.makedirs(a.out, exist_ok=True)
     json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=2)
     enc = []

@@ -138,8 +138,8 @@ broken miss "a missing tensor" "tensor 'model.layers.2.self_attn.k_proj.weight' 
     --drop model.layers.2.self_attn.k_proj.weight
 broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [96, 64]" \
     --set intermediate_size=96
-broken opt "another family" "model_type 'opt' is not a family cicheck reads (llama, mistral)" \
-    --set 'model_type="opt"'
+broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (llama, mistral, opt)" \
+    --set 'model_type="gpt2"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
     --set 'rope_scaling={"type": "linear", "factor": 2.0}'
 ckcase ck-layers hf-f32 'layers = 4'
@@ -164,29 +164,22 @@ ckcase ck-tok hf-f32 '[input]
 kind = "tokens"'
 expect_rc 0 "run with kind = tokens" "$bin" run --quiet --no-baseline --out "$tmp/r-tok" \
     --dump "$tmp/d-tok" "$tmp/ck-tok.toml"
-expect_rc 0 "write the token ids and hidden states as files" "$py" - "$tmp" <<'PY'
-import json, struct, sys
+expect_rc 0 "write the token ids and hidden states as files" "$py" - "$tmp" "$root/tests" <<'PY'
+import sys
 import numpy as np
 tmp = sys.argv[1]
-def read(path, name):
-    b = open(path, "rb").read()
-    n = struct.unpack("<Q", b[:8])[0]
-    h = json.loads(b[8:8 + n])
-    s, e = h[name]["data_offsets"]
-    return np.frombuffer(b[8 + n + s:8 + n + e], "<f4").reshape(h[name]["shape"])
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import read_st, write_st
 def write(path, name, dt, a):
-    data = a.tobytes()
-    h = json.dumps({name: {"dtype": dt, "shape": list(a.shape), "data_offsets": [0, len(data)]}}).encode()
-    h += b" " * (-len(h) % 8)
-    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
-x = read(tmp + "/d-tok/original.safetensors", "input")
-emb = read(tmp + "/hf-f32/model.safetensors", "model.embed_tokens.weight")
+    write_st(path, [(name, dt, a.shape, a.tobytes())])
+x = read_st(tmp + "/d-tok/original.safetensors")[0]["input"]
+emb = read_st(tmp + "/hf-f32/model.safetensors")[0]["model.embed_tokens.weight"]
 ids = np.array([int(np.where((emb == r).all(1))[0][0]) for r in x], dtype="<i8")
 write(tmp + "/ids.safetensors", "input_ids", "I64", ids.reshape(2, 8))
 write(tmp + "/hidden.safetensors", "input", "F32", np.ascontiguousarray(x, dtype="<f4"))
 bad = ids.copy(); bad[3] = 64
 write(tmp + "/ids-bad.safetensors", "input_ids", "I64", bad.reshape(2, 8))
-seed_x = read(tmp + "/d-seed/original.safetensors", "input")
+seed_x = read_st(tmp + "/d-seed/original.safetensors")[0]["input"]
 write(tmp + "/seed-input.safetensors", "input", "F32", np.ascontiguousarray(seed_x, dtype="<f4"))
 PY
 for f in ids hidden; do
@@ -214,6 +207,77 @@ sed 's/^seed = 21$/seed = 21\n[input]\nkind = "tokens"/' "$tmp/seed.toml" >"$tmp
 expect_rc 2 "kind = tokens without a checkpoint: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-seed-tok" "$tmp/seed-tok.toml"
 expect_err "kind = \"tokens\" needs [model] checkpoint" "without a checkpoint: the message says so"
+
+# OPT (OPTForCausalLM names) from a pre-LN dump with the residual readout:
+# q, k, v split out of the fused qkv; the same weights and truth. Then
+# seeded tokens through OPT's embeddings plus its learned positions (offset
+# 2), with the head (tied, no bias); post-LN OPT is refused
+cat >"$tmp/opt-seed.toml" <<'TOML'
+name = "opt-tiny"
+[model]
+block = "preln"
+d_model = 32
+heads = 4
+mlp_ratio = 4
+tokens = 8
+samples = 2
+layers = 2
+causal = true
+activation = "relu"
+eps = 1e-5
+seed = 3
+[model.weights]
+std = 0.1
+[readout]
+kind = "residual"
+TOML
+sed -n '/^\[engines\]/,$p' "$tmp/engines.toml" | sed 's/fold-rmsnorm-gamma/fuse-layernorm/' \
+    >>"$tmp/opt-seed.toml"
+expect_rc 0 "the seeded pre-LN case runs and dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-opt-seed" --dump "$tmp/d-opt" "$tmp/opt-seed.toml"
+expect_rc 0 "make an OPT checkpoint" "$py" "$mk" "$tmp/d-opt/original.safetensors" "$tmp/hf-opt"
+has "$tmp/hf-opt/config.json" '"model_type": "opt"' "the OPT config"
+{
+    printf 'name = "opt-tiny"\n[model]\ncheckpoint = "hf-opt"\ntokens = 8\nsamples = 2\nseed = 3\n'
+    printf '[readout]\nkind = "residual"\n'
+    sed -n '/^\[engines\]/,$p' "$tmp/opt-seed.toml"
+} >"$tmp/ck-opt.toml"
+expect_rc 0 "run on the OPT checkpoint" "$bin" run --quiet --no-baseline --out "$tmp/r-opt" \
+    "$tmp/ck-opt.toml"
+same_hashes "the OPT checkpoint has the seeded pre-LN weights and truth" \
+    "$tmp/r-opt-seed/report.json" "$tmp/r-opt/report.json"
+{
+    printf 'name = "opt-tiny"\n[model]\ncheckpoint = "hf-opt"\ntokens = 8\nsamples = 2\nseed = 3\n'
+    printf '[input]\nkind = "tokens"\n'
+    sed -n '/^\[engines\]/,$p' "$tmp/opt-seed.toml"
+} >"$tmp/ck-opt-tok.toml"
+expect_rc 0 "OPT with token ids and the head" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-opt-tok" --dump "$tmp/d-opt-tok" "$tmp/ck-opt-tok.toml"
+has "$tmp/r-opt-tok/report.json" '"verdict": "equivalent"' "fuse and rotate on OPT are judged"
+expect_rc 0 "OPT's input rows are embed_tokens[id] + embed_positions[t + 2]" "$py" - "$tmp" \
+    "$root/tests" <<'PY'
+import sys
+import numpy as np
+tmp = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import read_st
+x = read_st(tmp + "/d-opt-tok/original.safetensors")[0]["input"]
+ck = read_st(tmp + "/hf-opt/model.safetensors")[0]
+emb, pos = ck["model.decoder.embed_tokens.weight"], ck["model.decoder.embed_positions.weight"]
+for r, row in enumerate(x):
+    t = r % 8
+    hits = [i for i in range(emb.shape[0]) if np.array_equal(emb[i] + pos[t + 2], row)]
+    assert hits, f"row {r} is no embedding plus position {t + 2}"
+PY
+expect_rc 2 "verify on OPT: exit 2" "$bin" verify "$tmp/hf-opt" "$tmp/hf-opt" --tokens 8
+expect_err "verify reads the llama family" "verify on OPT: the message says so"
+expect_rc 0 "make a post-LN OPT" "$py" "$mk" "$tmp/d-opt/original.safetensors" "$tmp/hf-opt-post" \
+    --set do_layer_norm_before=false
+sed 's/hf-opt/hf-opt-post/' "$tmp/ck-opt.toml" >"$tmp/ck-opt-post.toml"
+expect_rc 2 "post-LN OPT: exit 2" "$bin" run --quiet --no-baseline --out "$tmp/r-opt-post" \
+    "$tmp/ck-opt-post.toml"
+expect_err "do_layer_norm_before is false (post-LN, as OPT-350m): not modelled" \
+    "post-LN OPT: the message says so"
 
 # cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
 # fused into down_proj with the online Hadamard at run time) against the

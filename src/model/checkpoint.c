@@ -23,10 +23,13 @@ struct cic_ckpt {
     char (*shard_name)[256];
     int n_shard;
     /* from config.json */
+    enum { FAM_LLAMA, FAM_OPT } fam;
     int hidden, heads, kv_heads, inter, layers, vocab;
     double eps, theta;
     bool tied;
     int sliding_window; /* 0: none */
+    enum cic_act act;   /* opt: relu or gelu */
+    const char *embed;  /* the input embedding's name */
 };
 
 /* ---- config.json ---- */
@@ -82,6 +85,57 @@ static int cfg_off(const cic_ckpt *k, const char *key, const char *what, cic_dia
     return -1;
 }
 
+/* OPTForCausalLM: pre-LN (do_layer_norm_before) with biases, ReLU or GELU,
+ * the LayerNorm eps 1e-5 of its code, learned positions (offset 2), the
+ * head tied to embed_tokens unless lm_head.weight is there. */
+static int read_config_opt(cic_ckpt *k, cic_diag *d)
+{
+    json_t *v;
+    int proj = 0;
+    k->fam = FAM_OPT;
+    k->embed = "model.decoder.embed_tokens.weight";
+    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
+        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
+        cfg_int(k, "ffn_dim", 1, -1, &k->inter, d) ||
+        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
+        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) ||
+        cfg_int(k, "word_embed_proj_dim", 1, 0, &proj, d))
+        return -1;
+    v = json_object_get(k->config, "do_layer_norm_before");
+    if (v && !json_is_true(v)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "do_layer_norm_before is false (post-LN, as OPT-350m): "
+                     "not modelled (the preln block)");
+        return -1;
+    }
+    if ((proj && proj != k->hidden) || k->hidden % k->heads) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "word_embed_proj_dim %d differs from hidden_size %d "
+                     "(projected embeddings are not modelled), or the %d heads do not divide "
+                     "it", proj, k->hidden, k->heads);
+        return -1;
+    }
+    v = json_object_get(k->config, "activation_function");
+    if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "relu")))
+        k->act = CIC_ACT_RELU;
+    else if (json_is_string(v) && !strcmp(json_string_value(v), "gelu"))
+        k->act = CIC_ACT_GELU;
+    else {
+        cic_diag_set(d, k->cfg_path, 0, 0, "activation_function must be \"relu\" or \"gelu\"");
+        return -1;
+    }
+    v = json_object_get(k->config, "enable_bias");
+    if ((v && !json_is_true(v)) ||
+        ((v = json_object_get(k->config, "layer_norm_elementwise_affine")) && !json_is_true(v))) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "enable_bias or layer_norm_elementwise_affine is "
+                     "false: OPT without biases or norm weights is not modelled");
+        return -1;
+    }
+    k->kv_heads = k->heads;
+    k->eps = 1e-5;
+    v = json_object_get(k->config, "tie_word_embeddings");
+    k->tied = !v || json_is_true(v);
+    return 0;
+}
+
 static int read_config(cic_ckpt *k, cic_diag *d)
 {
     json_error_t e;
@@ -101,12 +155,17 @@ static int read_config(cic_ckpt *k, cic_diag *d)
     }
     mt = json_object_get(k->config, "model_type");
     type = json_is_string(mt) ? json_string_value(mt) : NULL;
+    if (type && !strcmp(type, "opt"))
+        return read_config_opt(k, d);
     if (!type || (strcmp(type, "llama") && strcmp(type, "mistral"))) {
         cic_diag_set(d, k->cfg_path, 0, 0,
-                     "model_type %s%s%s is not a family cicheck reads (llama, mistral)",
+                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, opt)",
                      type ? "'" : "", type ? type : "missing", type ? "'" : "");
         return -1;
     }
+    k->fam = FAM_LLAMA;
+    k->embed = "model.embed_tokens.weight";
+    k->act = CIC_ACT_SILU;
     if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
         cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
         cfg_int(k, "num_key_value_heads", 1, 0, &k->kv_heads, d) ||
@@ -261,21 +320,74 @@ int cic_ckpt_min_bits(const cic_ckpt *k)
     return bits;
 }
 
-/* The checkpoint's name of model tensor name ("layers.3.mlp.up_proj.weight"
- * of a model starting at layer0, "norm.weight", "lm_head.weight"), or -1
- * when the checkpoint has no such tensor name (the block input). */
-static int hf_name(char *out, size_t cap, const cic_ckpt *k, const char *name, int layer0)
+/* Where a model tensor's values are in the checkpoint: up to 3 tensors
+ * whose values, concatenated in order, are the model tensor's (row-major),
+ * each shaped [rows, cols]; zero: no tensor, zeros (OPT's head has no
+ * bias). */
+typedef struct {
+    char name[300];
+    int rows, cols;
+    bool zero;
+} ckpt_part;
+
+static bool has_tensor(const cic_ckpt *k, const char *hf);
+
+/* OPT's names for blocks.{l}.X (the preln block's timm names). */
+static int opt_layer_parts(ckpt_part *p, const char *x, int l, int rows, int cols)
 {
-    int l, n = 0;
-    if (sscanf(name, "layers.%d.%n", &l, &n) == 1 && n > 0)
-        snprintf(out, cap, "model.layers.%d.%s", l + layer0, name + n);
-    else if (!strcmp(name, "norm.weight"))
-        snprintf(out, cap, "model.norm.weight");
-    else if (!strcmp(name, "lm_head.weight"))
-        snprintf(out, cap, "%s", k->tied ? "model.embed_tokens.weight" : "lm_head.weight");
-    else
-        return -1;
+    static const char *const same[][2] = {
+        {"norm1.", "self_attn_layer_norm."}, {"attn.proj.", "self_attn.out_proj."},
+        {"norm2.", "final_layer_norm."},      {"mlp.fc1.", "fc1."},
+        {"mlp.fc2.", "fc2."}};
+    size_t i;
+    if (!strncmp(x, "attn.qkv.", 9)) { /* q, k, v stacked */
+        static const char *const qkv[] = {"q_proj", "k_proj", "v_proj"};
+        for (i = 0; i < 3; i++) {
+            snprintf(p[i].name, sizeof p[i].name, "model.decoder.layers.%d.self_attn.%s.%s", l,
+                     qkv[i], x + 9);
+            p[i].rows = rows == 1 ? 1 : rows / 3;
+            p[i].cols = rows == 1 ? cols / 3 : cols;
+        }
+        return 3;
+    }
+    for (i = 0; i < sizeof same / sizeof same[0]; i++)
+        if (!strncmp(x, same[i][0], strlen(same[i][0]))) {
+            snprintf(p->name, sizeof p->name, "model.decoder.layers.%d.%s%s", l, same[i][1],
+                     x + strlen(same[i][0]));
+            return 1;
+        }
     return 0;
+}
+
+/* The parts of model tensor name [rows, cols] of a model whose layer 0 is
+ * the checkpoint's layer0: how many (0: not in the checkpoint, the block
+ * input). */
+static int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int rows,
+                    int cols)
+{
+    int l, n = 0, np = 1, i;
+    const char *head = k->tied && !has_tensor(k, "lm_head.weight") ? k->embed : "lm_head.weight";
+    memset(p, 0, 3 * sizeof *p);
+    if (k->fam == FAM_LLAMA && sscanf(name, "layers.%d.%n", &l, &n) == 1 && n > 0)
+        snprintf(p->name, sizeof p->name, "model.layers.%d.%s", l + layer0, name + n);
+    else if (k->fam == FAM_OPT && sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
+        np = opt_layer_parts(p, name + n, l + layer0, rows, cols);
+    else if (!strcmp(name, "norm.weight") || !strcmp(name, "norm.bias"))
+        snprintf(p->name, sizeof p->name, "%s%s",
+                 k->fam == FAM_OPT ? "model.decoder.final_layer_norm" : "model.norm",
+                 name + 4);
+    else if (!strcmp(name, "lm_head.weight") || !strcmp(name, "head.weight"))
+        snprintf(p->name, sizeof p->name, "%s", head);
+    else if (!strcmp(name, "head.bias") && k->fam == FAM_OPT)
+        p->zero = true;
+    else
+        return 0;
+    for (i = 0; i < np; i++)
+        if (np == 1) {
+            p[i].rows = rows;
+            p[i].cols = cols;
+        }
+    return np;
 }
 
 /* Whether the checkpoint holds a tensor called hf. */
@@ -335,7 +447,23 @@ static const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int ro
     return t;
 }
 
-int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d)
+/* Model tensor name [rows, cols] is in the checkpoint, every part with its
+ * dtype and shape (a fused norm gain of a rewrite may be absent). */
+static int check_tensor(const cic_ckpt *k, const cic_model_cfg *cfg, const char *name,
+                        int rows, int cols, cic_diag *d)
+{
+    ckpt_part p[3];
+    int n = parts_of(p, k, name, cfg->layer0, rows, cols), i;
+    for (i = 0; i < n; i++)
+        if (!p[i].zero && !(optional_gain(cfg, p[i].name) && !has_tensor(k, p[i].name)) &&
+            !lookup(k, p[i].name, p[i].rows, p[i].cols, d))
+            return -1;
+    return 0;
+}
+
+/* The llama family's tensors of layer l (model numbering) and the biases
+ * it must not have. */
+static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
 {
     static const struct {
         const char *name;
@@ -347,8 +475,55 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
         {"mlp.gate_proj.weight", -2, 0},    {"mlp.up_proj.weight", -2, 0},
         {"mlp.down_proj.weight", 0, -2},
     };
-    char hf[300];
-    int l, i, kvw = k->hidden / k->heads * k->kv_heads;
+    char n[300];
+    int i, kvw = k->hidden / k->heads * k->kv_heads;
+    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
+        int r = per_layer[i].rows, c = per_layer[i].cols;
+        r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
+        c = c == 0 ? k->hidden : k->inter;
+        snprintf(n, sizeof n, "layers.%d.%s", l, per_layer[i].name);
+        if (check_tensor(k, cfg, n, r, c, d) < 0)
+            return -1;
+        snprintf(n, sizeof n, "model.layers.%d.%s", l + cfg->layer0, per_layer[i].name);
+        memcpy(strrchr(n, '.'), ".bias", 6);
+        if (strstr(n, "_proj") && has_tensor(k, n)) {
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the llama "
+                         "family has none; Qwen2's q, k, v biases are not read)", n);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* OPT's tensors of layer l (model numbering), as the preln block names them. */
+static int check_opt_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
+{
+    static const struct {
+        const char *name;
+        int rows, cols; /* 0: d_model, -2: d_mlp, -3: 3 d_model */
+    } per_layer[] = {
+        {"norm1.weight", 1, 0},     {"norm1.bias", 1, 0},      {"attn.qkv.weight", -3, 0},
+        {"attn.qkv.bias", 1, -3},   {"attn.proj.weight", 0, 0}, {"attn.proj.bias", 1, 0},
+        {"norm2.weight", 1, 0},     {"norm2.bias", 1, 0},      {"mlp.fc1.weight", -2, 0},
+        {"mlp.fc1.bias", 1, -2},    {"mlp.fc2.weight", 0, -2}, {"mlp.fc2.bias", 1, 0},
+    };
+    char n[300];
+    int i;
+    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
+        int r = per_layer[i].rows, c = per_layer[i].cols;
+        r = r == 0 ? k->hidden : r == -2 ? k->inter : r == -3 ? 3 * k->hidden : r;
+        c = c == 0 ? k->hidden : c == -2 ? k->inter : 3 * k->hidden;
+        snprintf(n, sizeof n, "blocks.%d.%s", l, per_layer[i].name);
+        if (check_tensor(k, cfg, n, r, c, d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d)
+{
+    bool opt = k->fam == FAM_OPT;
+    int l;
     if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
         cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
                      "(num_hidden_layers; 0 .. %d)", layer0, layer0 + cfg->layers - 1,
@@ -360,41 +535,26 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
                      "attention is not modelled", k->sliding_window, cfg->tokens);
         return CIC_EINPUT;
     }
-    cfg->block = CIC_BLOCK_RMSNORM;
+    cfg->block = opt ? CIC_BLOCK_PRELN : CIC_BLOCK_RMSNORM;
     cfg->d_model = k->hidden;
     cfg->heads = k->heads;
     cfg->kv_heads = k->kv_heads;
     cfg->d_mlp = k->inter;
     cfg->mlp_ratio = (double)k->inter / k->hidden;
     cfg->eps = k->eps;
-    cfg->act = CIC_ACT_SILU;
-    cfg->rope = CIC_ROPE_HALF;
-    cfg->rope_theta = k->theta;
+    cfg->act = k->act;
+    cfg->rope = opt ? CIC_ROPE_NONE : CIC_ROPE_HALF;
+    cfg->rope_theta = opt ? 10000 : k->theta;
     cfg->causal = true;
     cfg->d_out = k->vocab;
     cfg->layer0 = layer0;
     cic_strlcpy(cfg->checkpoint, k->dir, sizeof cfg->checkpoint);
-    for (l = layer0; l < layer0 + cfg->layers; l++)
-        for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-            int r = per_layer[i].rows, c = per_layer[i].cols;
-            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
-            r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
-            c = c == 0 ? k->hidden : k->inter;
-            if (!(optional_gain(cfg, hf) && !has_tensor(k, hf)) && !lookup(k, hf, r, c, d))
-                return CIC_EINPUT;
-            snprintf(hf, sizeof hf, "model.layers.%d.%s", l, per_layer[i].name);
-            memcpy(strrchr(hf, '.'), ".bias", 6);
-            if (strstr(hf, "_proj") && has_tensor(k, hf)) {
-                cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the "
-                             "llama family has none; Qwen2's q, k, v biases are not read)", hf);
-                return CIC_EINPUT;
-            }
-        }
-    if (!(optional_gain(cfg, "model.norm.weight") && !has_tensor(k, "model.norm.weight")) &&
-        !lookup(k, "model.norm.weight", 1, k->hidden, d))
-        return CIC_EINPUT;
-    if (!lookup(k, k->tied ? "model.embed_tokens.weight" : "lm_head.weight", k->vocab, k->hidden,
-                d))
+    for (l = 0; l < cfg->layers; l++)
+        if ((opt ? check_opt_layer(k, cfg, l, d) : check_llama_layer(k, cfg, l, d)) < 0)
+            return CIC_EINPUT;
+    if (check_tensor(k, cfg, "norm.weight", 1, k->hidden, d) < 0 ||
+        (opt && check_tensor(k, cfg, "norm.bias", 1, k->hidden, d) < 0) ||
+        check_tensor(k, cfg, opt ? "head.weight" : "lm_head.weight", k->vocab, k->hidden, d) < 0)
         return CIC_EINPUT;
     return CIC_OK;
 }
@@ -433,11 +593,49 @@ static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_dia
 
 /* ---- the block input ([input]) ---- */
 
-/* Row ids[i] of embed_tokens for each i < n into out (n rows of dm). */
-static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t n, int dm,
-                      cic_diag *d)
+/* OPT's learned positions: row i (token i % tokens of its sample) += row
+ * (i % tokens) + 2 of embed_positions (the offset of OPT's code), one
+ * float32 addition as PyTorch does it. */
+static int add_positions(float *out, const cic_ckpt *k, size_t n, int tokens, int dm,
+                         cic_diag *d)
 {
-    const cic_stfile_tensor *e = lookup(k, "model.embed_tokens.weight", k->vocab, dm, d);
+    const cic_stfile_tensor *pe = NULL;
+    float *row = cic_calloc((size_t)dm, sizeof *row);
+    size_t i;
+    int j, rows = 0, rc = -1;
+    if (has_tensor(k, "model.decoder.embed_positions.weight")) {
+        for (j = 0; j < k->n_shard && !pe; j++)
+            pe = cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight");
+        rows = pe && pe->ndim == 2 ? (int)pe->shape[0] : 0;
+    }
+    if (!pe || rows < tokens + 2 || pe->ndim != 2 || pe->shape[1] != dm) {
+        cic_diag_set(d, k->dir, 0, 0, "tensor 'model.decoder.embed_positions.weight' missing "
+                     "or not [at least %d, %d] (the positions of %d tokens, offset 2)",
+                     tokens + 2, dm, tokens);
+        goto done;
+    }
+    for (i = 0; i < n; i++) {
+        cic_stfile_tensor pt = *pe;
+        pt.data = pe->data + ((i % (size_t)tokens) + 2) * dm * CIC_STFILE_DTYPE_SIZE[pe->dtype];
+        pt.count = (uint64_t)dm;
+        pt.nbytes = (size_t)dm * CIC_STFILE_DTYPE_SIZE[pe->dtype];
+        if (read_values(row, &pt, (uint64_t)dm, d) < 0)
+            goto done;
+        for (j = 0; j < dm; j++)
+            out[i * dm + j] = out[i * dm + j] + row[j];
+    }
+    rc = 0;
+done:
+    free(row);
+    return rc;
+}
+
+/* Row ids[i] of embed_tokens for each i < n into out (n rows of dm; OPT
+ * adds its positions, tokens per sample). */
+static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t n, int dm,
+                      int tokens, cic_diag *d)
+{
+    const cic_stfile_tensor *e = lookup(k, k->embed, k->vocab, dm, d);
     size_t i;
     if (!e)
         return -1;
@@ -454,7 +652,7 @@ static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t 
         if (read_values(out + i * dm, &et, (uint64_t)dm, d) < 0)
             return -1;
     }
-    return 0;
+    return k->fam == FAM_OPT ? add_positions(out, k, n, tokens, dm, d) : 0;
 }
 
 /* The input file's hidden states ("input") or token ids ("input_ids",
@@ -482,7 +680,7 @@ static int input_from_file(cic_model *m, const cic_ckpt *k, cic_diag *d)
             cic_diag_set(d, t->file, 0, 0, "tensor 'input_ids' must be I32 or I64 [%d, %d] "
                          "(samples, tokens)", m->cfg.samples, m->cfg.tokens);
         else if (ids && cic_stfile_tensor_read_i64(ids, t, 0, n, d) == 0)
-            rc = embed_rows(x->f32, k, ids, n, x->cols, d);
+            rc = embed_rows(x->f32, k, ids, n, x->cols, m->cfg.tokens, d);
         free(ids);
     } else {
         cic_diag_set(d, m->cfg.input_file, 0, 0, "no tensor 'input' (hidden states) or "
@@ -509,7 +707,7 @@ int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d)
         }
         for (i = 0; i < n; i++)
             ids[i] = (int64_t)(cic_rng_u64(key, i) % (uint64_t)k->vocab);
-        rc = embed_rows(x->f32, k, ids, n, x->cols, d);
+        rc = embed_rows(x->f32, k, ids, n, x->cols, m->cfg.tokens, d);
         free(ids);
     } else {
         rc = input_from_file(m, k, d);
@@ -519,32 +717,46 @@ int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d)
     return rc;
 }
 
+/* Model tensor t from its parts (a fused gain absent: 1; a zero part: 0). */
+static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cfg,
+                       const ckpt_part *p, int np, cic_diag *d)
+{
+    size_t off = 0, i;
+    int j;
+    for (j = 0; j < np; j++) {
+        size_t n = (size_t)p[j].rows * p[j].cols;
+        const cic_stfile_tensor *st;
+        if (p[j].zero || (optional_gain(cfg, p[j].name) && !has_tensor(k, p[j].name))) {
+            for (i = 0; i < n; i++)
+                t->f32[off + i] = p[j].zero ? 0.0f : 1.0f;
+        } else if (!(st = lookup(k, p[j].name, p[j].rows, p[j].cols, d)) ||
+                   read_values(t->f32 + off, st, (uint64_t)n, d) < 0) {
+            return -1;
+        }
+        off += n;
+    }
+    CIC_ASSERT(off == (size_t)t->rows * t->cols);
+    return 0;
+}
+
 int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
 {
     cic_ckpt *k = cic_ckpt_open(m->cfg.checkpoint, d);
     double total = 0, done = 0;
-    char hf[300];
-    int id, rc = -1;
+    ckpt_part parts[3];
+    int id, np, rc = -1;
     if (!k)
         return -1;
     for (id = 0; id < m->n_t; id++)
-        if (m->t[id].fill != CIC_FILL_NONE && hf_name(hf, sizeof hf, k, m->t[id].name, 0) == 0)
+        if (m->t[id].fill != CIC_FILL_NONE && id != m->input)
             total += (double)m->t[id].rows * m->t[id].cols;
     for (id = 0; id < m->n_t; id++) {
         cic_tensor *t = &m->t[id];
-        const cic_stfile_tensor *st;
         if (t->fill == CIC_FILL_NONE ||
-            hf_name(hf, sizeof hf, k, t->name, m->cfg.layer0) < 0)
-            continue; /* the input: the seeded generator's */
-        if (optional_gain(&m->cfg, hf) && !has_tensor(k, hf)) { /* fused: 1 */
-            size_t i, n = (size_t)t->rows * t->cols;
-            for (i = 0; i < n; i++)
-                t->f32[i] = 1.0f;
-        } else {
-            st = lookup(k, hf, t->rows, t->cols, d);
-            if (!st || read_values(t->f32, st, (uint64_t)t->rows * t->cols, d) < 0)
-                goto done;
-        }
+            (np = parts_of(parts, k, t->name, m->cfg.layer0, t->rows, t->cols)) == 0)
+            continue; /* the input: [input]'s */
+        if (fill_tensor(t, k, &m->cfg, parts, np, d) < 0)
+            goto done;
         t->fill = CIC_FILL_NONE;
         done += (double)t->rows * t->cols;
         if (p && p->fn)

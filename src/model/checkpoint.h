@@ -4,12 +4,20 @@
  * A checkpoint is a folder in the Hugging Face layout: config.json beside
  * model.safetensors, or beside shards listed in model.safetensors.index.json
  * ("weight_map": tensor name -> shard file). The family comes from
- * config.json's model_type; today the llama family (model_type "llama" or
- * "mistral": RMSNorm, RoPE in the rotate_half layout with rope_theta,
- * grouped-query attention, SwiGLU, no biases), which is cicheck's rmsnorm
- * block with rope = "half". Its tensors are model.layers.{i}.* (the block's
- * layers.{i}.* names), model.norm.weight, lm_head.weight (or
- * model.embed_tokens.weight with tie_word_embeddings).
+ * config.json's model_type:
+ * - llama ("llama", "mistral": RMSNorm, RoPE in the rotate_half layout
+ *   with rope_theta, grouped-query attention, SwiGLU, no biases), the
+ *   rmsnorm block with rope = "half": model.layers.{i}.* (the block's
+ *   layers.{i}.* names), model.norm.weight, lm_head.weight (or
+ *   model.embed_tokens.weight with tie_word_embeddings);
+ * - opt ("opt": pre-LN with biases, ReLU or GELU, LayerNorm eps 1e-5,
+ *   learned positions with OPT's offset of 2), the preln block:
+ *   model.decoder.layers.{i}.{self_attn_layer_norm, self_attn.{q,k,v,out}_proj,
+ *   final_layer_norm, fc1, fc2}.{weight,bias} (q, k, v stacked into the
+ *   block's attn.qkv), model.decoder.final_layer_norm, the head tied to
+ *   model.decoder.embed_tokens.weight (lm_head.weight when present) with a
+ *   zero bias. Post-LN OPT (do_layer_norm_before false) and projected
+ *   embeddings are refused.
  *
  * Sizes come from config.json and are checked against every tensor's shape
  * (a mismatch names the tensor, its shape and the expected one). Storage

@@ -60,6 +60,11 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     cic_ckpt_close(k);
     if (rc != CIC_OK)
         return NULL;
+    if (cfg->block != CIC_BLOCK_RMSNORM) {
+        cic_diag_set(d, dir, 0, 0, "verify reads the llama family (an OPT rewrite fuses "
+                     "LayerNorm into a centred stream, which verify does not map back yet)");
+        return NULL;
+    }
     if (cmp && (cmp->d_model != cfg->d_model || cmp->heads != cfg->heads ||
                 cmp->kv_heads != cfg->kv_heads || cmp->d_mlp != cfg->d_mlp ||
                 cmp->d_out != cfg->d_out || cmp->rope_theta != cfg->rope_theta ||
