@@ -10,11 +10,13 @@ normal values; the head itself when tied).
 
     make_checkpoint.py DUMP_ORIGINAL OUT_DIR [--dtype f32|bf16|f16|f64]
         [--shards N] [--layers a-b] [--tied] [--edit NAME:INDEX:VALUE]
-        [--set KEY=JSON] [--drop NAME]
+        [--set KEY=JSON] [--drop NAME] [--timm]
 
 --dtype bf16 and f16 round every value to nearest even (the checkpoint a
 user would have); --round-only keeps float32 storage of the rounded
 values, so the same weights can be compared across storage dtypes.
+A pre-LN dump becomes an OPT checkpoint, or with --timm a timm ViT one
+(the dump's own names, config.json with architecture and num_heads).
 --layers a-b keeps layers a .. b renumbered from 0. --edit, --set and
 --drop plant faults (a value, a config key, a missing tensor).
 
@@ -212,6 +214,7 @@ def main():
     ap.add_argument("--set", action="append", default=[])
     ap.add_argument("--drop", action="append", default=[])
     ap.add_argument("--fold", action="store_true")
+    ap.add_argument("--timm", action="store_true")
     ap.add_argument("--rotate", type=int)
     ap.add_argument("--r4", action="store_true")
     ap.add_argument("--mistake", action="append", default=[])
@@ -222,6 +225,13 @@ def main():
     lo, hi = 0, L - 1
     if a.layers:
         lo, hi = (int(x) for x in a.layers.split("-"))
+    if meta.get("block") == "preln" and a.timm:  # a timm ViT: the dump's names
+        values = {k: np.asarray(v, np.float32).reshape(-1) if v.ndim == 2 and v.shape[0] == 1
+                  else np.asarray(v, np.float32) for k, v in t.items() if k != "input"}
+        cfg = {"architecture": "vit_custom_patch16", "num_heads": int(meta["heads"]),
+               "num_classes": int(meta["d_out"])}
+        write_folder(a, cfg, values)
+        return
     if meta.get("block") == "preln":  # OPT
         values, cfg = opt_names(t, meta, lo, hi)
         for kv in a.set:

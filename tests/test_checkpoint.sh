@@ -138,7 +138,7 @@ broken miss "a missing tensor" "tensor 'model.layers.2.self_attn.k_proj.weight' 
     --drop model.layers.2.self_attn.k_proj.weight
 broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [96, 64]" \
     --set intermediate_size=96
-broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (llama, mistral, opt)" \
+broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (llama, mistral, opt; or a timm ViT" \
     --set 'model_type="gpt2"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
     --set 'rope_scaling={"type": "linear", "factor": 2.0}'
@@ -278,6 +278,29 @@ expect_rc 2 "post-LN OPT: exit 2" "$bin" run --quiet --no-baseline --out "$tmp/r
     "$tmp/ck-opt-post.toml"
 expect_err "do_layer_norm_before is false (post-LN, as OPT-350m): not modelled" \
     "post-LN OPT: the message says so"
+
+# a timm ViT (the preln block's own names, bidirectional, GELU, eps 1e-6;
+# heads from config.json), against the seeded pre-LN model it came from
+sed -e 's/^name = "opt-tiny"/name = "vit-tiny"/' -e 's/^causal = true/causal = false/' \
+    -e 's/^activation = "relu"/activation = "gelu"/' -e 's/^eps = 1e-5/eps = 1e-6/' \
+    -e '/^\[readout\]/d' -e '/^kind = "residual"/d' "$tmp/opt-seed.toml" >"$tmp/vit-seed.toml"
+expect_rc 0 "the seeded ViT-like case runs and dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-vit-seed" --dump "$tmp/d-vit" "$tmp/vit-seed.toml"
+expect_rc 0 "make a timm checkpoint" "$py" "$mk" "$tmp/d-vit/original.safetensors" \
+    "$tmp/hf-vit" --timm
+{
+    printf 'name = "vit-tiny"\n[model]\ncheckpoint = "hf-vit"\ntokens = 8\nsamples = 2\nseed = 3\n'
+    sed -n '/^\[engines\]/,$p' "$tmp/vit-seed.toml"
+} >"$tmp/ck-vit.toml"
+expect_rc 0 "run on the timm checkpoint" "$bin" run --quiet --no-baseline --out "$tmp/r-vit" \
+    "$tmp/ck-vit.toml"
+same_hashes "the timm checkpoint has the seeded weights and truth" \
+    "$tmp/r-vit-seed/report.json" "$tmp/r-vit/report.json"
+has "$tmp/r-vit/report.json" '"causal": false' "a ViT attends both ways"
+sed 's/^seed = 3$/seed = 3\n[input]\nkind = "tokens"/' "$tmp/ck-vit.toml" >"$tmp/ck-vit-tok.toml"
+expect_rc 2 "token ids on a ViT: exit 2" "$bin" run --quiet --no-baseline --out "$tmp/r-vit-tok" \
+    "$tmp/ck-vit-tok.toml"
+expect_err "a timm ViT has no token embedding" "token ids on a ViT: the message says so"
 
 # cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
 # fused into down_proj with the online Hadamard at run time) against the

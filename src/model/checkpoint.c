@@ -23,7 +23,7 @@ struct cic_ckpt {
     char (*shard_name)[256];
     int n_shard;
     /* from config.json */
-    enum { FAM_LLAMA, FAM_OPT } fam;
+    enum { FAM_LLAMA, FAM_OPT, FAM_TIMM } fam;
     int hidden, heads, kv_heads, inter, layers, vocab;
     double eps, theta;
     bool tied;
@@ -157,9 +157,15 @@ static int read_config(cic_ckpt *k, cic_diag *d)
     type = json_is_string(mt) ? json_string_value(mt) : NULL;
     if (type && !strcmp(type, "opt"))
         return read_config_opt(k, d);
+    if (!type && json_is_string(json_object_get(k->config, "architecture")) &&
+        !strncmp(json_string_value(json_object_get(k->config, "architecture")), "vit_", 4)) {
+        k->fam = FAM_TIMM; /* sizes from the tensors, once they are open */
+        return 0;
+    }
     if (!type || (strcmp(type, "llama") && strcmp(type, "mistral"))) {
         cic_diag_set(d, k->cfg_path, 0, 0,
-                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, opt)",
+                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, opt; "
+                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type)",
                      type ? "'" : "", type ? type : "missing", type ? "'" : "");
         return -1;
     }
@@ -268,6 +274,65 @@ static int open_weights(cic_ckpt *k, cic_diag *d)
     return 0;
 }
 
+/* A timm ViT (pre-LN, GELU, LayerNorm eps 1e-6, bidirectional): its names
+ * are the preln block's. Widths from the tensors (blocks.0.norm1.weight,
+ * blocks.0.mlp.fc1.weight, head.weight), the layers counted, the heads from
+ * config.json's num_heads (or model_args.num_heads) or the architecture's
+ * size (tiny 3, small 6, base 12, large and huge 16). */
+static int timm_sizes(cic_ckpt *k, cic_diag *d)
+{
+    static const struct {
+        const char *size;
+        int heads;
+    } sizes[] = {{"vit_tiny_", 3}, {"vit_small_", 6}, {"vit_base_", 12}, {"vit_large_", 16},
+                 {"vit_huge_", 16}};
+    const char *arch = json_string_value(json_object_get(k->config, "architecture"));
+    json_t *args = json_object_get(k->config, "model_args");
+    const cic_stfile_tensor *n1 = NULL, *f1 = NULL, *hd = NULL;
+    int i, j, l;
+    size_t a;
+    k->embed = NULL;
+    k->layers = 0;
+    for (i = 0; i < k->n_shard; i++)
+        for (j = 0; j < cic_stfile_count(k->shard[i]); j++) {
+            const cic_stfile_tensor *t = cic_stfile_tensor_at(k->shard[i], j);
+            if (sscanf(t->name, "blocks.%d.", &l) == 1 && l >= 0 && l < 100000 &&
+                l + 1 > k->layers)
+                k->layers = l + 1;
+            n1 = !strcmp(t->name, "blocks.0.norm1.weight") ? t : n1;
+            f1 = !strcmp(t->name, "blocks.0.mlp.fc1.weight") ? t : f1;
+            hd = !strcmp(t->name, "head.weight") ? t : hd;
+        }
+    if (!n1 || !f1 || !hd || n1->ndim != 1 || f1->ndim != 2 || hd->ndim != 2) {
+        cic_diag_set(d, k->dir, 0, 0, "a timm ViT needs blocks.0.norm1.weight [d], "
+                     "blocks.0.mlp.fc1.weight [mlp, d] and head.weight [classes, d]");
+        return -1;
+    }
+    k->hidden = (int)n1->shape[0];
+    k->inter = (int)f1->shape[0];
+    k->vocab = (int)hd->shape[0];
+    k->heads = 0;
+    if (cfg_int(k, "num_heads", 1, 0, &k->heads, d) < 0)
+        return -1;
+    if (!k->heads && json_is_integer(json_object_get(args, "num_heads")))
+        k->heads = (int)json_integer_value(json_object_get(args, "num_heads"));
+    for (a = 0; !k->heads && a < sizeof sizes / sizeof sizes[0]; a++)
+        if (!strncmp(arch, sizes[a].size, strlen(sizes[a].size)))
+            k->heads = sizes[a].heads;
+    if (k->heads < 1 || k->hidden < 1 || k->hidden % k->heads || k->hidden > CIC_CASE_MAX_DIM ||
+        k->inter < 1 || k->inter > CIC_CASE_MAX_DIM * 64 || k->vocab < 1) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "architecture '%s': no num_heads in config.json and "
+                     "no size in the name (vit_tiny_, vit_small_, vit_base_, vit_large_, "
+                     "vit_huge_), or %d heads that do not divide the width %d", arch, k->heads,
+                     k->hidden);
+        return -1;
+    }
+    k->kv_heads = k->heads;
+    k->eps = 1e-6;
+    k->act = CIC_ACT_GELU;
+    return 0;
+}
+
 cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
 {
     cic_ckpt *k = cic_calloc(1, sizeof *k);
@@ -281,7 +346,8 @@ cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
         return NULL;
     }
     cic_strlcpy(k->dir, dir, sizeof k->dir);
-    if (read_config(k, d) < 0 || open_weights(k, d) < 0) {
+    if (read_config(k, d) < 0 || open_weights(k, d) < 0 ||
+        (k->fam == FAM_TIMM && timm_sizes(k, d) < 0)) {
         cic_ckpt_close(k);
         return NULL;
     }
@@ -372,6 +438,10 @@ static int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer
         snprintf(p->name, sizeof p->name, "model.layers.%d.%s", l + layer0, name + n);
     else if (k->fam == FAM_OPT && sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
         np = opt_layer_parts(p, name + n, l + layer0, rows, cols);
+    else if (k->fam == FAM_TIMM && sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
+        snprintf(p->name, sizeof p->name, "blocks.%d.%s", l + layer0, name + n);
+    else if (k->fam == FAM_TIMM && (!strncmp(name, "norm.", 5) || !strncmp(name, "head.", 5)))
+        snprintf(p->name, sizeof p->name, "%s", name);
     else if (!strcmp(name, "norm.weight") || !strcmp(name, "norm.bias"))
         snprintf(p->name, sizeof p->name, "%s%s",
                  k->fam == FAM_OPT ? "model.decoder.final_layer_norm" : "model.norm",
@@ -522,7 +592,7 @@ static int check_opt_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, c
 
 int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d)
 {
-    bool opt = k->fam == FAM_OPT;
+    bool opt = k->fam != FAM_LLAMA; /* opt and timm: the preln block */
     int l;
     if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
         cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
@@ -545,7 +615,7 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
     cfg->act = k->act;
     cfg->rope = opt ? CIC_ROPE_NONE : CIC_ROPE_HALF;
     cfg->rope_theta = opt ? 10000 : k->theta;
-    cfg->causal = true;
+    cfg->causal = k->fam != FAM_TIMM; /* a ViT attends both ways */
     cfg->d_out = k->vocab;
     cfg->layer0 = layer0;
     cic_strlcpy(cfg->checkpoint, k->dir, sizeof cfg->checkpoint);
@@ -554,7 +624,8 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
             return CIC_EINPUT;
     if (check_tensor(k, cfg, "norm.weight", 1, k->hidden, d) < 0 ||
         (opt && check_tensor(k, cfg, "norm.bias", 1, k->hidden, d) < 0) ||
-        check_tensor(k, cfg, opt ? "head.weight" : "lm_head.weight", k->vocab, k->hidden, d) < 0)
+        check_tensor(k, cfg, opt ? "head.weight" : "lm_head.weight", k->vocab, k->hidden, d) < 0 ||
+        (k->fam == FAM_TIMM && check_tensor(k, cfg, "head.bias", 1, k->vocab, d) < 0))
         return CIC_EINPUT;
     return CIC_OK;
 }
@@ -635,9 +706,14 @@ done:
 static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t n, int dm,
                       int tokens, cic_diag *d)
 {
-    const cic_stfile_tensor *e = lookup(k, k->embed, k->vocab, dm, d);
+    const cic_stfile_tensor *e;
     size_t i;
-    if (!e)
+    if (!k->embed) {
+        cic_diag_set(d, k->dir, 0, 0, "a timm ViT has no token embedding: its input is "
+                     "hidden states ([input] kind = \"random\" or a file's \"input\")");
+        return -1;
+    }
+    if (!(e = lookup(k, k->embed, k->vocab, dm, d)))
         return -1;
     for (i = 0; i < n; i++) {
         cic_stfile_tensor et = *e;

@@ -17,7 +17,11 @@
  *   block's attn.qkv), model.decoder.final_layer_norm, the head tied to
  *   model.decoder.embed_tokens.weight (lm_head.weight when present) with a
  *   zero bias. Post-LN OPT (do_layer_norm_before false) and projected
- *   embeddings are refused.
+ *   embeddings are refused;
+ * - timm ViT (config.json "architecture": "vit_...", no model_type), the
+ *   preln block whose names are timm's, bidirectional, GELU, eps 1e-6, the
+ *   widths from the tensors and the heads from num_heads or the size in the
+ *   name; no token embedding (hidden-state inputs only).
  *
  * Sizes come from config.json and are checked against every tensor's shape
  * (a mismatch names the tensor, its shape and the expected one). Storage
