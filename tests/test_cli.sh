@@ -109,7 +109,15 @@ grep -q "FAIL expectation rotate-gamma-kept" "$tmp/out" && ok "expectation failu
 expect_rc 0 "flops at d = 1152" "$bin" flops cases/adaln.toml --d-model 1152 --heads 16 --layers 28 --d-out 32
 grep -q "N\* per-sample-fold < online-dense" "$tmp/out" && ok "flops prints the crossover" ||
     bad "flops prints the crossover"
-expect_rc 2 "flops on a preln case" "$bin" flops cases/layernorm.toml
+# the online ops at LLaMA-2-7B sizes, per token and layer, by hand: R3 is
+# two FWHTs (q and k) of 32 heads of 128: 2 * 32 * (128 log2 128 + 2 * 128)
+# = 73728; R4 one FWHT of 11008 = 172 * 64 (Williamson base 172):
+# 172 * 64 * 6 + 64 * 172 * 171 + 2 * 11008 = 1970432
+expect_rc 0 "flops on an rmsnorm case at LLaMA-2-7B sizes" "$bin" flops cases/quarot-llama.toml \
+    --d-model 4096 --heads 32 --kv-heads 32 --d-mlp 11008
+has "$tmp/out" "+73728.0 (after r1-r2)" "R3 costs 73728 FLOPs per token and layer"
+has "$tmp/out" "+1970432.0 (after r1-r2-r3)" "R4 costs 1970432 FLOPs per token and layer"
+expect_rc 2 "flops --d-cond on a preln case" "$bin" flops cases/layernorm.toml --d-cond 8
 expect_rc 2 "flops with heads not dividing d" "$bin" flops cases/adaln.toml --d-model 100 --heads 16
 
 # static-fold: exact on its calibration sample only

@@ -610,8 +610,15 @@ static const char FLOPS_USAGE[] =
     "strategy against tokens per sample (16 .. 65536) and the crossover N* where\n"
     "folding per sample beats online unrotation. Nothing is run, so any size works.\n"
     "\n"
+    "For the other blocks (preln, rmsnorm, parallel) it prints, per transform of\n"
+    "the case, the closed-form FLOPs against the untransformed block and against\n"
+    "the transform it is applied after (the cost of the online ops R3 and R4),\n"
+    "in total and per token and layer, e.g. LLaMA-2-7B's sizes on\n"
+    "cases/quarot-llama.toml: --d-model 4096 --heads 32 --kv-heads 32 --d-mlp 11008.\n"
+    "\n"
     "options (override the case's [model] sizes):\n"
-    "  --d-model N  --heads N  --mlp-ratio N  --d-cond N  --layers N  --d-out N\n";
+    "  --d-model N  --heads N  --mlp-ratio N  --d-cond N  --layers N  --d-out N\n"
+    "  --d-mlp N (the MLP width itself)  --kv-heads N  --tokens N\n";
 
 /* A positive decimal integer option value (at most 2^20), or -1. */
 static int pos_int(const char *s)
@@ -628,11 +635,65 @@ static int pos_int(const char *s)
     return *p == '\0' && v > 0 ? (int)v : -1;
 }
 
+/* The closed-form FLOPs of every transform of a preln, rmsnorm or parallel
+ * case at the sizes given (val: cmd_flops' keys), against the untransformed
+ * block and against the transform each is applied after. */
+static int flops_transforms(cic_case *c, const int *val, const char *path)
+{
+    cic_model_cfg *m = &c->model;
+    cic_flop_count fc;
+    double base, tot[CIC_MAX_XFORMS], R, L;
+    int i;
+    if (val[3]) {
+        fprintf(stderr, "cicheck: --d-cond is for dit cases\n");
+        return CIC_EINPUT;
+    }
+    if (val[0]) m->d_model = val[0];
+    if (val[1]) m->heads = val[1];
+    if (val[4]) m->layers = val[4];
+    if (val[5]) m->d_out = val[5];
+    if (val[7]) m->kv_heads = val[7];
+    if (val[8]) m->tokens = val[8];
+    if (val[2]) m->mlp_ratio = val[2];
+    m->d_mlp = val[6] ? val[6] : (int)(m->mlp_ratio * m->d_model + 0.5);
+    if (!val[5] && val[0])
+        m->d_out = m->d_model;
+    if (m->d_model % m->heads || m->heads % cic_cfg_kv_heads(m)) {
+        fprintf(stderr, "cicheck: d_model = %d, heads = %d, kv_heads = %d: the heads must "
+                "divide d_model and the kv heads the heads\n", m->d_model, m->heads,
+                cic_cfg_kv_heads(m));
+        return CIC_EINPUT;
+    }
+    R = (double)m->tokens * m->samples;
+    L = m->layers;
+    cic_flops_case(&fc, c, -1);
+    base = cic_flop_total(&fc);
+    printf("%s: %s block, d_model %d, heads %d (kv %d), MLP %d, %d layers, %d tokens x %d "
+           "samples: %.0f FLOPs untransformed\n", path, CIC_BLOCK_NAME[m->block], m->d_model,
+           m->heads, cic_cfg_kv_heads(m), m->d_mlp, m->layers, m->tokens, m->samples, base);
+    printf("%-20s %16s %16s %18s %22s\n", "transform", "FLOPs", "extra", "extra/token/layer",
+           "vs 'after'/token/layer");
+    for (i = 0; i < c->n_xf; i++) {
+        const cic_xform_spec *x = &c->xf[i];
+        cic_flops_case(&fc, c, i);
+        tot[i] = cic_flop_total(&fc);
+        printf("%-20s %16.0f %+16.0f %+18.1f", x->name, tot[i], tot[i] - base,
+               (tot[i] - base) / (R * L));
+        if (x->after >= 0)
+            printf(" %+22.1f (after %s)\n", (tot[i] - tot[x->after]) / (R * L),
+                   c->xf[x->after].name);
+        else
+            printf(" %22s\n", "-");
+    }
+    return CIC_OK;
+}
+
 static int cmd_flops(int argc, char **argv)
 {
     static const char *const keys[] = {"--d-model", "--heads", "--mlp-ratio", "--d-cond",
-                                       "--layers", "--d-out"};
-    int val[6] = {0, 0, 0, 0, 0, 0}, i, k;
+                                       "--layers", "--d-out", "--d-mlp", "--kv-heads",
+                                       "--tokens"};
+    int val[9] = {0, 0, 0, 0, 0, 0, 0, 0, 0}, i, k;
     const char *path = NULL;
     cic_case c;
     cic_dit_flops_table table;
@@ -642,10 +703,10 @@ static int cmd_flops(int argc, char **argv)
             fputs(FLOPS_USAGE, stdout);
             return CIC_OK;
         }
-        for (k = 0; k < 6; k++)
+        for (k = 0; k < 9; k++)
             if (!strcmp(argv[i], keys[k]))
                 break;
-        if (k < 6) {
+        if (k < 9) {
             if (i + 1 >= argc || (val[k] = pos_int(argv[i + 1])) < 0)
                 return usage_error("%s needs a positive integer", keys[k]);
             i++;
@@ -663,11 +724,8 @@ static int cmd_flops(int argc, char **argv)
         cic_diag_print(stderr, &d);
         return CIC_EINPUT;
     }
-    if (cic_block(c.model.block)->norm != CIC_NORM_ADALN) {
-        fprintf(stderr, "%s: flops needs a dit case (block = \"%s\")\n", path,
-                CIC_BLOCK_NAME[c.model.block]);
-        return CIC_EINPUT;
-    }
+    if (cic_block(c.model.block)->norm != CIC_NORM_ADALN)
+        return flops_transforms(&c, val, path);
     if (val[0]) c.model.d_model = val[0];
     if (val[1]) c.model.heads = val[1];
     if (val[3]) c.model.d_cond = val[3];
