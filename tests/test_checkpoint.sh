@@ -358,6 +358,12 @@ expect_rc 0 "make a checkpoint with another rope_theta" "$py" "$mk" "$orig" "$tm
 expect_rc 2 "verify against another config: exit 2" "$bin" verify "$tmp/hf-f32" \
     "$tmp/hf-theta" --tokens 8
 expect_err "config.json differs from the original's" "another config: the message says so"
+expect_rc 2 "verify against a checkpoint with fewer layers: exit 2" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/hf-12" --tokens 8
+expect_err "2 layers from layer 0 here, 3 in the original" "fewer layers: the message says so"
+expect_rc 2 "verify with too many rows: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --tokens 65536 --samples 64
+expect_err "--tokens 65536 x --samples 64: at most" "too many rows: the message says so"
 expect_rc 2 "verify with an unknown online op: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
     --online up_proj:hadamard
 expect_err "--online 'up_proj:hadamard': allowed down_proj:hadamard, qk:hadamard" \

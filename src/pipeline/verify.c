@@ -17,6 +17,7 @@
 #include <math.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 /* The residual stream after each layer, caught from the MPFR run. */
 typedef struct {
@@ -35,6 +36,33 @@ static void on_op(void *ctx, int op, const mpfr_t *y, int rows)
         return;
     for (i = 0; i < n; i++)
         mpfr_set(t->resid[l][i], y[i], MPFR_RNDN);
+}
+
+/* The two models (the case estimate with one transformed model) and the
+ * residual streams kept per layer, against half the machine's memory. */
+static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_diag *d)
+{
+    static cic_case c;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double limit = pages > 0 && psz > 0 ? 0.5 * (double)pages * (double)psz : 8.0 * (1 << 30);
+    double est, resid;
+    char why[512];
+    memset(&c, 0, sizeof c);
+    c.model = *cfg;
+    c.mpfr_prec = o->prec;
+    c.n_xf = 1;
+    c.xf[0].after = -1;
+    resid = 2.0 * cfg->layers * cfg->tokens * cfg->samples * cfg->d_model *
+            (32.0 + (o->prec + 63) / 64 * 8);
+    est = (double)cic_case_memory_estimate(&c) + resid;
+    if (est <= limit)
+        return CIC_OK;
+    cic_case_memory_explain(why, sizeof why, &c);
+    cic_diag_set(d, o->orig, 0, 0, "verify needs about %.1f MiB, more than half the machine's "
+                 "memory (%.1f MiB): %s, and %.1f MiB of residual streams; give fewer --layers, "
+                 "--tokens or --samples, or a lower --mpfr-prec", est / 1048576.0,
+                 limit / 1048576.0, why, resid / 1048576.0);
+    return CIC_EINPUT;
 }
 
 /* A model of checkpoint dir (layers from o), the original's sizes when cmp
@@ -65,6 +93,12 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
                      "LayerNorm into a centred stream, which verify does not map back yet)");
         return NULL;
     }
+    if (cmp && cmp->layers != cfg->layers) {
+        cic_diag_set(d, dir, 0, 0, "%d layers from layer %d here, %d in the original: the "
+                     "checkpoints must have the same layers (or give --layers)", cfg->layers,
+                     o->layer0, cmp->layers);
+        return NULL;
+    }
     if (cmp && (cmp->d_model != cfg->d_model || cmp->heads != cfg->heads ||
                 cmp->kv_heads != cfg->kv_heads || cmp->d_mlp != cfg->d_mlp ||
                 cmp->d_out != cfg->d_out || cmp->rope_theta != cfg->rope_theta ||
@@ -77,6 +111,8 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
                      cfg->rope_theta, cmp->rope_theta, cfg->eps, cmp->eps);
         return NULL;
     }
+    if (!cmp && memory_guard(o, cfg, d) != CIC_OK) /* before anything big */
+        return NULL;
     d->msg[0] = '\0';
     {
         cic_model *m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
@@ -312,6 +348,13 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     memset(&w, 0, sizeof w);
     memset(r, 0, sizeof *r);
     r->first_bad = -1;
+    if (o->tokens > CIC_CASE_MAX_TOKENS || o->samples > CIC_MAX_SAMPLES ||
+        (int64_t)o->tokens * o->samples > CIC_CASE_MAX_ROWS) {
+        cic_diag_set(d, o->orig, 0, 0, "--tokens %d x --samples %d: at most %d tokens, %d "
+                     "samples and %d rows", o->tokens, o->samples, CIC_CASE_MAX_TOKENS,
+                     CIC_MAX_SAMPLES, CIC_CASE_MAX_ROWS);
+        return CIC_EINPUT;
+    }
     w.a = load(o, o->orig, false, &bits_a, NULL, &r->cfg, d);
     w.b = w.a ? load(o, o->trans, true, &bits_b, &r->cfg, &cb, d) : NULL;
     if (!w.a || !w.b) {
