@@ -23,7 +23,7 @@ mk="$root/tests/make_checkpoint.py"
 cat >"$tmp/engines.toml" <<'TOML'
 [engines]
 f32 = ["openblas"]
-mpfr_prec = 96
+mpfr_prec = 64
 [[transforms]]
 name = "fold"
 kind = "fold-rmsnorm-gamma"
@@ -305,7 +305,7 @@ expect_err "a timm ViT has no token embedding" "token ids on a ViT: the message 
 # cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
 # fused into down_proj with the online Hadamard at run time) against the
 # original, then three mistakes planted at layer 2 of 3
-vopts="--online down_proj:hadamard --tokens 8"
+vopts="--online down_proj:hadamard --tokens 8 --mpfr-prec 64"
 expect_rc 0 "make the rewritten checkpoint" "$py" "$mk" "$orig" "$tmp/rw" --fold --rotate 5 --r4
 # shellcheck disable=SC2086 # the options are words
 expect_rc 0 "verify a correct rewrite: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
