@@ -16,7 +16,9 @@ normal values; the head itself when tied).
 user would have); --round-only keeps float32 storage of the rounded
 values, so the same weights can be compared across storage dtypes.
 A pre-LN dump becomes an OPT checkpoint, or with --timm a timm ViT one
-(the dump's own names, config.json with architecture and num_heads).
+(the dump's own names, config.json with architecture and num_heads); a dit
+dump a DiT state dict (its own names; config.json with num_heads, or none
+with --no-config).
 --layers a-b keeps layers a .. b renumbered from 0. --edit, --set and
 --drop plant faults (a value, a config key, a missing tensor).
 
@@ -215,6 +217,7 @@ def main():
     ap.add_argument("--drop", action="append", default=[])
     ap.add_argument("--fold", action="store_true")
     ap.add_argument("--timm", action="store_true")
+    ap.add_argument("--no-config", action="store_true")
     ap.add_argument("--rotate", type=int)
     ap.add_argument("--r4", action="store_true")
     ap.add_argument("--mistake", action="append", default=[])
@@ -225,6 +228,14 @@ def main():
     lo, hi = 0, L - 1
     if a.layers:
         lo, hi = (int(x) for x in a.layers.split("-"))
+    if meta.get("block") == "dit":  # the DiT reference code's names: the dump's own
+        values = {k: np.asarray(v, np.float32).reshape(-1) if v.ndim == 2 and v.shape[0] == 1
+                  else np.asarray(v, np.float32) for k, v in t.items()
+                  if k not in ("input", "cond")}
+        cfg = None if a.no_config else {"architecture": "DiT-custom",
+                                        "num_heads": int(meta["heads"])}
+        write_folder(a, cfg, values)
+        return
     if meta.get("block") == "preln" and a.timm:  # a timm ViT: the dump's names
         values = {k: np.asarray(v, np.float32).reshape(-1) if v.ndim == 2 and v.shape[0] == 1
                   else np.asarray(v, np.float32) for k, v in t.items() if k != "input"}
@@ -304,7 +315,8 @@ def main():
 
 def write_folder(a, cfg, values):
     os.makedirs(a.out, exist_ok=True)
-    json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    if cfg is not None:
+        json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=2)
     enc = []
     for hf in sorted(values):
         dt, data, rounded = encode(values[hf], a.dtype)

@@ -155,7 +155,7 @@ expect_err "'d_model' comes from the checkpoint's config.json; remove it" \
 ckcase ck-none no-such-folder
 expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-none" "$tmp/ck-none.toml"
-expect_err "no-such-folder/config.json" "a missing folder: config.json is named"
+expect_err "no-such-folder: no such checkpoint folder" "a missing folder: it is named"
 # [input]: seeded token ids through embed_tokens; a file of the same ids
 # (input_ids) and one of the same hidden states (input) give the same
 # weights-and-input hash and truth; a file of the seeded case's own input
@@ -301,6 +301,56 @@ sed 's/^seed = 3$/seed = 3\n[input]\nkind = "tokens"/' "$tmp/ck-vit.toml" >"$tmp
 expect_rc 2 "token ids on a ViT: exit 2" "$bin" run --quiet --no-baseline --out "$tmp/r-vit-tok" \
     "$tmp/ck-vit-tok.toml"
 expect_err "a timm ViT has no token embedding" "token ids on a ViT: the message says so"
+
+# DiT (the reference code's names, the condition seeded): with a config.json
+# giving num_heads, and without one at DiT-S's width (6 heads known)
+for v in 64:4:cfg 384:6:none; do
+    w=${v%%:*} h=${v#*:}; h=${h%%:*}; c=${v##*:}
+    cat >"$tmp/dit-$w.toml" <<TOML
+name = "dit-$w"
+[model]
+block = "dit"
+d_model = $w
+heads = $h
+mlp_ratio = 4
+tokens = 2
+samples = 1
+layers = 1
+d_cond = $w
+d_out = 16
+seed = 5
+[engines]
+f32 = ["openblas"]
+mpfr_prec = 64
+[[transforms]]
+name = "online"
+kind = "online-unrotate"
+q = "hadamard"
+fast = true
+TOML
+    expect_rc 0 "the seeded DiT case (d $w) runs and dumps" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-dit-$w-seed" --dump "$tmp/d-dit-$w" "$tmp/dit-$w.toml"
+    if [ "$c" = none ]; then nc=--no-config; else nc=; fi
+    # shellcheck disable=SC2086
+    expect_rc 0 "make a DiT checkpoint (d $w, config: $c)" "$py" "$mk" \
+        "$tmp/d-dit-$w/original.safetensors" "$tmp/hf-dit-$w" $nc
+    {
+        printf 'name = "dit-%s"\n[model]\ncheckpoint = "hf-dit-%s"\ntokens = 2\nsamples = 1\nseed = 5\n' "$w" "$w"
+        sed -n '/^\[engines\]/,$p' "$tmp/dit-$w.toml"
+    } >"$tmp/ck-dit-$w.toml"
+    expect_rc 0 "run on the DiT checkpoint (d $w)" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-dit-$w" "$tmp/ck-dit-$w.toml"
+    same_hashes "the DiT checkpoint (d $w) has the seeded weights and truth" \
+        "$tmp/r-dit-$w-seed/report.json" "$tmp/r-dit-$w/report.json"
+done
+[ ! -e "$tmp/hf-dit-384/config.json" ] && ok "the DiT-S checkpoint has no config.json" ||
+    bad "the DiT-S checkpoint has a config.json"
+expect_rc 0 "make a DiT checkpoint of d 64 without config.json" "$py" "$mk" \
+    "$tmp/d-dit-64/original.safetensors" "$tmp/hf-dit-64n" --no-config
+sed 's/hf-dit-64/hf-dit-64n/' "$tmp/ck-dit-64.toml" >"$tmp/ck-dit-64n.toml"
+expect_rc 2 "a DiT of unknown width without num_heads: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-dit-64n" "$tmp/ck-dit-64n.toml"
+expect_err "DiT width 64: give num_heads in config.json" "unknown width: the message says so"
 
 # cicheck verify: a rewrite made in NumPy (gains folded, R1 random, R4
 # fused into down_proj with the online Hadamard at run time) against the

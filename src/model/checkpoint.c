@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* checkpoint.c: a Hugging Face checkpoint folder as a weight source
  * (checkpoint.h). */
-#include "checkpoint.h"
+#include "checkpoint_int.h"
 
 #include "../base/rng.h"
 #include "../base/safetensors_read.h"
@@ -12,198 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CIC_CKPT_MAX_SHARDS 4096
 
-struct cic_ckpt {
-    char dir[1024];
-    char cfg_path[1100];
-    json_t *config;
-    json_t *weight_map; /* index: name -> shard file; NULL for one file */
-    cic_stfile **shard;
-    char (*shard_name)[256];
-    int n_shard;
-    /* from config.json */
-    enum { FAM_LLAMA, FAM_OPT, FAM_TIMM } fam;
-    int hidden, heads, kv_heads, inter, layers, vocab;
-    double eps, theta;
-    bool tied;
-    int sliding_window; /* 0: none */
-    enum cic_act act;   /* opt: relu or gelu */
-    const char *embed;  /* the input embedding's name */
-};
 
-/* ---- config.json ---- */
 
-/* An integer key >= lo; absent: def (def < 0: required). */
-static int cfg_int(const cic_ckpt *k, const char *key, int lo, int def, int *out, cic_diag *d)
-{
-    json_t *v = json_object_get(k->config, key);
-    if (!v || json_is_null(v)) {
-        if (def < 0) {
-            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (an integer >= %d)", key, lo);
-            return -1;
-        }
-        *out = def;
-        return 0;
-    }
-    if (!json_is_integer(v) || json_integer_value(v) < lo ||
-        json_integer_value(v) > CIC_CASE_MAX_DIM * 64LL) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be an integer in %d .. %lld", key, lo,
-                     CIC_CASE_MAX_DIM * 64LL);
-        return -1;
-    }
-    *out = (int)json_integer_value(v);
-    return 0;
-}
 
-static int cfg_num(const cic_ckpt *k, const char *key, double def, double *out, cic_diag *d)
-{
-    json_t *v = json_object_get(k->config, key);
-    if (!v || json_is_null(v)) {
-        if (def < 0) {
-            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (a positive number)", key);
-            return -1;
-        }
-        *out = def;
-        return 0;
-    }
-    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be a positive number", key);
-        return -1;
-    }
-    *out = json_number_value(v);
-    return 0;
-}
 
-/* A key that must be absent, null or false (what is not modelled). */
-static int cfg_off(const cic_ckpt *k, const char *key, const char *what, cic_diag *d)
-{
-    json_t *v = json_object_get(k->config, key);
-    if (!v || json_is_null(v) || json_is_false(v))
-        return 0;
-    cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is set: %s is not modelled", key, what);
-    return -1;
-}
-
-/* OPTForCausalLM: pre-LN (do_layer_norm_before) with biases, ReLU or GELU,
- * the LayerNorm eps 1e-5 of its code, learned positions (offset 2), the
- * head tied to embed_tokens unless lm_head.weight is there. */
-static int read_config_opt(cic_ckpt *k, cic_diag *d)
-{
-    json_t *v;
-    int proj = 0;
-    k->fam = FAM_OPT;
-    k->embed = "model.decoder.embed_tokens.weight";
-    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
-        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
-        cfg_int(k, "ffn_dim", 1, -1, &k->inter, d) ||
-        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
-        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) ||
-        cfg_int(k, "word_embed_proj_dim", 1, 0, &proj, d))
-        return -1;
-    v = json_object_get(k->config, "do_layer_norm_before");
-    if (v && !json_is_true(v)) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "do_layer_norm_before is false (post-LN, as OPT-350m): "
-                     "not modelled (the preln block)");
-        return -1;
-    }
-    if ((proj && proj != k->hidden) || k->hidden % k->heads) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "word_embed_proj_dim %d differs from hidden_size %d "
-                     "(projected embeddings are not modelled), or the %d heads do not divide "
-                     "it", proj, k->hidden, k->heads);
-        return -1;
-    }
-    v = json_object_get(k->config, "activation_function");
-    if (!v || (json_is_string(v) && !strcmp(json_string_value(v), "relu")))
-        k->act = CIC_ACT_RELU;
-    else if (json_is_string(v) && !strcmp(json_string_value(v), "gelu"))
-        k->act = CIC_ACT_GELU;
-    else {
-        cic_diag_set(d, k->cfg_path, 0, 0, "activation_function must be \"relu\" or \"gelu\"");
-        return -1;
-    }
-    v = json_object_get(k->config, "enable_bias");
-    if ((v && !json_is_true(v)) ||
-        ((v = json_object_get(k->config, "layer_norm_elementwise_affine")) && !json_is_true(v))) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "enable_bias or layer_norm_elementwise_affine is "
-                     "false: OPT without biases or norm weights is not modelled");
-        return -1;
-    }
-    k->kv_heads = k->heads;
-    k->eps = 1e-5;
-    v = json_object_get(k->config, "tie_word_embeddings");
-    k->tied = !v || json_is_true(v);
-    return 0;
-}
-
-static int read_config(cic_ckpt *k, cic_diag *d)
-{
-    json_error_t e;
-    json_t *mt, *act, *tie;
-    const char *type;
-    int hd = 0;
-    snprintf(k->cfg_path, sizeof k->cfg_path, "%s/config.json", k->dir);
-    k->config = json_load_file(k->cfg_path, JSON_REJECT_DUPLICATES, &e);
-    if (!k->config) {
-        cic_diag_set(d, k->cfg_path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
-                     "%s", e.text);
-        return -1;
-    }
-    if (!json_is_object(k->config)) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "not a JSON object");
-        return -1;
-    }
-    mt = json_object_get(k->config, "model_type");
-    type = json_is_string(mt) ? json_string_value(mt) : NULL;
-    if (type && !strcmp(type, "opt"))
-        return read_config_opt(k, d);
-    if (!type && json_is_string(json_object_get(k->config, "architecture")) &&
-        !strncmp(json_string_value(json_object_get(k->config, "architecture")), "vit_", 4)) {
-        k->fam = FAM_TIMM; /* sizes from the tensors, once they are open */
-        return 0;
-    }
-    if (!type || (strcmp(type, "llama") && strcmp(type, "mistral"))) {
-        cic_diag_set(d, k->cfg_path, 0, 0,
-                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, opt; "
-                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type)",
-                     type ? "'" : "", type ? type : "missing", type ? "'" : "");
-        return -1;
-    }
-    k->fam = FAM_LLAMA;
-    k->embed = "model.embed_tokens.weight";
-    k->act = CIC_ACT_SILU;
-    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
-        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
-        cfg_int(k, "num_key_value_heads", 1, 0, &k->kv_heads, d) ||
-        cfg_int(k, "intermediate_size", 1, -1, &k->inter, d) ||
-        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
-        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) || cfg_int(k, "head_dim", 1, 0, &hd, d) ||
-        cfg_int(k, "sliding_window", 1, 0, &k->sliding_window, d) ||
-        cfg_num(k, "rms_norm_eps", -1, &k->eps, d) ||
-        cfg_num(k, "rope_theta", 10000, &k->theta, d) ||
-        cfg_off(k, "rope_scaling", "scaled RoPE", d) ||
-        cfg_off(k, "attention_bias", "a bias on q, k, v and o", d) ||
-        cfg_off(k, "mlp_bias", "a bias on the MLP", d))
-        return -1;
-    if (!k->kv_heads)
-        k->kv_heads = k->heads;
-    if (k->hidden % k->heads || k->heads % k->kv_heads || (hd && hd * k->heads != k->hidden)) {
-        cic_diag_set(d, k->cfg_path, 0, 0,
-                     "hidden_size %d, num_attention_heads %d, num_key_value_heads %d%s: the "
-                     "heads must divide hidden_size and the key/value heads the heads%s",
-                     k->hidden, k->heads, k->kv_heads, hd ? ", head_dim set" : "",
-                     hd ? " (and head_dim = hidden_size / heads)" : "");
-        return -1;
-    }
-    act = json_object_get(k->config, "hidden_act");
-    if (act && !(json_is_string(act) && !strcmp(json_string_value(act), "silu"))) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "hidden_act must be \"silu\" (SwiGLU)");
-        return -1;
-    }
-    tie = json_object_get(k->config, "tie_word_embeddings");
-    k->tied = tie && json_is_true(tie);
-    return 0;
-}
 
 /* ---- the weights ---- */
 
@@ -274,64 +87,8 @@ static int open_weights(cic_ckpt *k, cic_diag *d)
     return 0;
 }
 
-/* A timm ViT (pre-LN, GELU, LayerNorm eps 1e-6, bidirectional): its names
- * are the preln block's. Widths from the tensors (blocks.0.norm1.weight,
- * blocks.0.mlp.fc1.weight, head.weight), the layers counted, the heads from
- * config.json's num_heads (or model_args.num_heads) or the architecture's
- * size (tiny 3, small 6, base 12, large and huge 16). */
-static int timm_sizes(cic_ckpt *k, cic_diag *d)
-{
-    static const struct {
-        const char *size;
-        int heads;
-    } sizes[] = {{"vit_tiny_", 3}, {"vit_small_", 6}, {"vit_base_", 12}, {"vit_large_", 16},
-                 {"vit_huge_", 16}};
-    const char *arch = json_string_value(json_object_get(k->config, "architecture"));
-    json_t *args = json_object_get(k->config, "model_args");
-    const cic_stfile_tensor *n1 = NULL, *f1 = NULL, *hd = NULL;
-    int i, j, l;
-    size_t a;
-    k->embed = NULL;
-    k->layers = 0;
-    for (i = 0; i < k->n_shard; i++)
-        for (j = 0; j < cic_stfile_count(k->shard[i]); j++) {
-            const cic_stfile_tensor *t = cic_stfile_tensor_at(k->shard[i], j);
-            if (sscanf(t->name, "blocks.%d.", &l) == 1 && l >= 0 && l < 100000 &&
-                l + 1 > k->layers)
-                k->layers = l + 1;
-            n1 = !strcmp(t->name, "blocks.0.norm1.weight") ? t : n1;
-            f1 = !strcmp(t->name, "blocks.0.mlp.fc1.weight") ? t : f1;
-            hd = !strcmp(t->name, "head.weight") ? t : hd;
-        }
-    if (!n1 || !f1 || !hd || n1->ndim != 1 || f1->ndim != 2 || hd->ndim != 2) {
-        cic_diag_set(d, k->dir, 0, 0, "a timm ViT needs blocks.0.norm1.weight [d], "
-                     "blocks.0.mlp.fc1.weight [mlp, d] and head.weight [classes, d]");
-        return -1;
-    }
-    k->hidden = (int)n1->shape[0];
-    k->inter = (int)f1->shape[0];
-    k->vocab = (int)hd->shape[0];
-    k->heads = 0;
-    if (cfg_int(k, "num_heads", 1, 0, &k->heads, d) < 0)
-        return -1;
-    if (!k->heads && json_is_integer(json_object_get(args, "num_heads")))
-        k->heads = (int)json_integer_value(json_object_get(args, "num_heads"));
-    for (a = 0; !k->heads && a < sizeof sizes / sizeof sizes[0]; a++)
-        if (!strncmp(arch, sizes[a].size, strlen(sizes[a].size)))
-            k->heads = sizes[a].heads;
-    if (k->heads < 1 || k->hidden < 1 || k->hidden % k->heads || k->hidden > CIC_CASE_MAX_DIM ||
-        k->inter < 1 || k->inter > CIC_CASE_MAX_DIM * 64 || k->vocab < 1) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "architecture '%s': no num_heads in config.json and "
-                     "no size in the name (vit_tiny_, vit_small_, vit_base_, vit_large_, "
-                     "vit_huge_), or %d heads that do not divide the width %d", arch, k->heads,
-                     k->hidden);
-        return -1;
-    }
-    k->kv_heads = k->heads;
-    k->eps = 1e-6;
-    k->act = CIC_ACT_GELU;
-    return 0;
-}
+
+
 
 cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
 {
@@ -347,7 +104,7 @@ cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
     }
     cic_strlcpy(k->dir, dir, sizeof k->dir);
     if (read_config(k, d) < 0 || open_weights(k, d) < 0 ||
-        (k->fam == FAM_TIMM && timm_sizes(k, d) < 0)) {
+        family_sizes(k, d) < 0) {
         cic_ckpt_close(k);
         return NULL;
     }
@@ -386,89 +143,18 @@ int cic_ckpt_min_bits(const cic_ckpt *k)
     return bits;
 }
 
-/* Where a model tensor's values are in the checkpoint: up to 3 tensors
- * whose values, concatenated in order, are the model tensor's (row-major),
- * each shaped [rows, cols]; zero: no tensor, zeros (OPT's head has no
- * bias). */
-typedef struct {
-    char name[300];
-    int rows, cols;
-    bool zero;
-} ckpt_part;
 
-static bool has_tensor(const cic_ckpt *k, const char *hf);
 
-/* OPT's names for blocks.{l}.X (the preln block's timm names). */
-static int opt_layer_parts(ckpt_part *p, const char *x, int l, int rows, int cols)
-{
-    static const char *const same[][2] = {
-        {"norm1.", "self_attn_layer_norm."}, {"attn.proj.", "self_attn.out_proj."},
-        {"norm2.", "final_layer_norm."},      {"mlp.fc1.", "fc1."},
-        {"mlp.fc2.", "fc2."}};
-    size_t i;
-    if (!strncmp(x, "attn.qkv.", 9)) { /* q, k, v stacked */
-        static const char *const qkv[] = {"q_proj", "k_proj", "v_proj"};
-        for (i = 0; i < 3; i++) {
-            snprintf(p[i].name, sizeof p[i].name, "model.decoder.layers.%d.self_attn.%s.%s", l,
-                     qkv[i], x + 9);
-            p[i].rows = rows == 1 ? 1 : rows / 3;
-            p[i].cols = rows == 1 ? cols / 3 : cols;
-        }
-        return 3;
-    }
-    for (i = 0; i < sizeof same / sizeof same[0]; i++)
-        if (!strncmp(x, same[i][0], strlen(same[i][0]))) {
-            snprintf(p->name, sizeof p->name, "model.decoder.layers.%d.%s%s", l, same[i][1],
-                     x + strlen(same[i][0]));
-            return 1;
-        }
-    return 0;
-}
-
-/* The parts of model tensor name [rows, cols] of a model whose layer 0 is
- * the checkpoint's layer0: how many (0: not in the checkpoint, the block
- * input). */
-static int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int rows,
-                    int cols)
-{
-    int l, n = 0, np = 1, i;
-    const char *head = k->tied && !has_tensor(k, "lm_head.weight") ? k->embed : "lm_head.weight";
-    memset(p, 0, 3 * sizeof *p);
-    if (k->fam == FAM_LLAMA && sscanf(name, "layers.%d.%n", &l, &n) == 1 && n > 0)
-        snprintf(p->name, sizeof p->name, "model.layers.%d.%s", l + layer0, name + n);
-    else if (k->fam == FAM_OPT && sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
-        np = opt_layer_parts(p, name + n, l + layer0, rows, cols);
-    else if (k->fam == FAM_TIMM && sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
-        snprintf(p->name, sizeof p->name, "blocks.%d.%s", l + layer0, name + n);
-    else if (k->fam == FAM_TIMM && (!strncmp(name, "norm.", 5) || !strncmp(name, "head.", 5)))
-        snprintf(p->name, sizeof p->name, "%s", name);
-    else if (!strcmp(name, "norm.weight") || !strcmp(name, "norm.bias"))
-        snprintf(p->name, sizeof p->name, "%s%s",
-                 k->fam == FAM_OPT ? "model.decoder.final_layer_norm" : "model.norm",
-                 name + 4);
-    else if (!strcmp(name, "lm_head.weight") || !strcmp(name, "head.weight"))
-        snprintf(p->name, sizeof p->name, "%s", head);
-    else if (!strcmp(name, "head.bias") && k->fam == FAM_OPT)
-        p->zero = true;
-    else
-        return 0;
-    for (i = 0; i < np; i++)
-        if (np == 1) {
-            p[i].rows = rows;
-            p[i].cols = cols;
-        }
-    return np;
-}
 
 /* Whether the checkpoint holds a tensor called hf. */
-static bool has_tensor(const cic_ckpt *k, const char *hf)
+bool has_tensor(const cic_ckpt *k, const char *hf)
 {
     return k->weight_map ? json_object_get(k->weight_map, hf) != NULL
                          : cic_stfile_find(k->shard[0], hf) != NULL;
 }
 
 /* A norm gain a rewritten checkpoint may leave out (fused). */
-static bool optional_gain(const cic_model_cfg *cfg, const char *hf)
+bool optional_gain(const cic_model_cfg *cfg, const char *hf)
 {
     size_t n = strlen(hf);
     return cfg->ckpt_fused && n > 7 && !strcmp(hf + n - 7, ".weight") &&
@@ -477,7 +163,7 @@ static bool optional_gain(const cic_model_cfg *cfg, const char *hf)
 
 /* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
  * vector for rows = 1); NULL with d set. */
-static const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
+const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
                                        cic_diag *d)
 {
     const cic_stfile_tensor *t = NULL;
@@ -517,118 +203,11 @@ static const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int ro
     return t;
 }
 
-/* Model tensor name [rows, cols] is in the checkpoint, every part with its
- * dtype and shape (a fused norm gain of a rewrite may be absent). */
-static int check_tensor(const cic_ckpt *k, const cic_model_cfg *cfg, const char *name,
-                        int rows, int cols, cic_diag *d)
-{
-    ckpt_part p[3];
-    int n = parts_of(p, k, name, cfg->layer0, rows, cols), i;
-    for (i = 0; i < n; i++)
-        if (!p[i].zero && !(optional_gain(cfg, p[i].name) && !has_tensor(k, p[i].name)) &&
-            !lookup(k, p[i].name, p[i].rows, p[i].cols, d))
-            return -1;
-    return 0;
-}
 
-/* The llama family's tensors of layer l (model numbering) and the biases
- * it must not have. */
-static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
-{
-    static const struct {
-        const char *name;
-        int rows, cols; /* 0: d_model, -1: kv width, -2: d_mlp */
-    } per_layer[] = {
-        {"input_layernorm.weight", 1, 0},   {"self_attn.q_proj.weight", 0, 0},
-        {"self_attn.k_proj.weight", -1, 0}, {"self_attn.v_proj.weight", -1, 0},
-        {"self_attn.o_proj.weight", 0, 0},  {"post_attention_layernorm.weight", 1, 0},
-        {"mlp.gate_proj.weight", -2, 0},    {"mlp.up_proj.weight", -2, 0},
-        {"mlp.down_proj.weight", 0, -2},
-    };
-    char n[300];
-    int i, kvw = k->hidden / k->heads * k->kv_heads;
-    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-        int r = per_layer[i].rows, c = per_layer[i].cols;
-        r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
-        c = c == 0 ? k->hidden : k->inter;
-        snprintf(n, sizeof n, "layers.%d.%s", l, per_layer[i].name);
-        if (check_tensor(k, cfg, n, r, c, d) < 0)
-            return -1;
-        snprintf(n, sizeof n, "model.layers.%d.%s", l + cfg->layer0, per_layer[i].name);
-        memcpy(strrchr(n, '.'), ".bias", 6);
-        if (strstr(n, "_proj") && has_tensor(k, n)) {
-            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the llama "
-                         "family has none; Qwen2's q, k, v biases are not read)", n);
-            return -1;
-        }
-    }
-    return 0;
-}
 
-/* OPT's tensors of layer l (model numbering), as the preln block names them. */
-static int check_opt_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
-{
-    static const struct {
-        const char *name;
-        int rows, cols; /* 0: d_model, -2: d_mlp, -3: 3 d_model */
-    } per_layer[] = {
-        {"norm1.weight", 1, 0},     {"norm1.bias", 1, 0},      {"attn.qkv.weight", -3, 0},
-        {"attn.qkv.bias", 1, -3},   {"attn.proj.weight", 0, 0}, {"attn.proj.bias", 1, 0},
-        {"norm2.weight", 1, 0},     {"norm2.bias", 1, 0},      {"mlp.fc1.weight", -2, 0},
-        {"mlp.fc1.bias", 1, -2},    {"mlp.fc2.weight", 0, -2}, {"mlp.fc2.bias", 1, 0},
-    };
-    char n[300];
-    int i;
-    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-        int r = per_layer[i].rows, c = per_layer[i].cols;
-        r = r == 0 ? k->hidden : r == -2 ? k->inter : r == -3 ? 3 * k->hidden : r;
-        c = c == 0 ? k->hidden : c == -2 ? k->inter : 3 * k->hidden;
-        snprintf(n, sizeof n, "blocks.%d.%s", l, per_layer[i].name);
-        if (check_tensor(k, cfg, n, r, c, d) < 0)
-            return -1;
-    }
-    return 0;
-}
 
-int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag *d)
-{
-    bool opt = k->fam != FAM_LLAMA; /* opt and timm: the preln block */
-    int l;
-    if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
-                     "(num_hidden_layers; 0 .. %d)", layer0, layer0 + cfg->layers - 1,
-                     k->layers, k->layers - 1);
-        return CIC_EINPUT;
-    }
-    if (k->sliding_window && cfg->tokens > k->sliding_window) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "sliding_window %d is below tokens = %d: windowed "
-                     "attention is not modelled", k->sliding_window, cfg->tokens);
-        return CIC_EINPUT;
-    }
-    cfg->block = opt ? CIC_BLOCK_PRELN : CIC_BLOCK_RMSNORM;
-    cfg->d_model = k->hidden;
-    cfg->heads = k->heads;
-    cfg->kv_heads = k->kv_heads;
-    cfg->d_mlp = k->inter;
-    cfg->mlp_ratio = (double)k->inter / k->hidden;
-    cfg->eps = k->eps;
-    cfg->act = k->act;
-    cfg->rope = opt ? CIC_ROPE_NONE : CIC_ROPE_HALF;
-    cfg->rope_theta = opt ? 10000 : k->theta;
-    cfg->causal = k->fam != FAM_TIMM; /* a ViT attends both ways */
-    cfg->d_out = k->vocab;
-    cfg->layer0 = layer0;
-    cic_strlcpy(cfg->checkpoint, k->dir, sizeof cfg->checkpoint);
-    for (l = 0; l < cfg->layers; l++)
-        if ((opt ? check_opt_layer(k, cfg, l, d) : check_llama_layer(k, cfg, l, d)) < 0)
-            return CIC_EINPUT;
-    if (check_tensor(k, cfg, "norm.weight", 1, k->hidden, d) < 0 ||
-        (opt && check_tensor(k, cfg, "norm.bias", 1, k->hidden, d) < 0) ||
-        check_tensor(k, cfg, opt ? "head.weight" : "lm_head.weight", k->vocab, k->hidden, d) < 0 ||
-        (k->fam == FAM_TIMM && check_tensor(k, cfg, "head.bias", 1, k->vocab, d) < 0))
-        return CIC_EINPUT;
-    return CIC_OK;
-}
+
+
 
 /* ---- the weight source ---- */
 

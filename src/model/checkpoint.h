@@ -21,7 +21,11 @@
  * - timm ViT (config.json "architecture": "vit_...", no model_type), the
  *   preln block whose names are timm's, bidirectional, GELU, eps 1e-6, the
  *   widths from the tensors and the heads from num_heads or the size in the
- *   name; no token embedding (hidden-state inputs only).
+ *   name; no token embedding (hidden-state inputs only);
+ * - DiT (no config.json, or one with "architecture": "DiT..."), the dit
+ *   block with its final layer under the reference code's names, the widths
+ *   from the tensors and the heads from num_heads or the DiT-S/B/L/XL
+ *   width; the condition and the input stay seeded.
  *
  * Sizes come from config.json and are checked against every tensor's shape
  * (a mismatch names the tensor, its shape and the expected one). Storage

@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/* checkpoint_int.h: what checkpoint.c (the files, the values, the input)
+ * and checkpoint_family.c (config.json and the names of each family) share.
+ * Not part of the library's interface. */
+#ifndef CIC_CHECKPOINT_INT_H
+#define CIC_CHECKPOINT_INT_H
+
+#include "checkpoint.h"
+
+#include "../base/safetensors_read.h"
+
+#include <jansson.h>
+
+#define CIC_CKPT_MAX_SHARDS 4096
+
+struct cic_ckpt {
+    char dir[1024];
+    char cfg_path[1100];
+    json_t *config;
+    json_t *weight_map; /* index: name -> shard file; NULL for one file */
+    cic_stfile **shard;
+    char (*shard_name)[256];
+    int n_shard;
+    /* from config.json */
+    enum { FAM_LLAMA, FAM_OPT, FAM_TIMM, FAM_DIT } fam;
+    int hidden, heads, kv_heads, inter, layers, vocab;
+    double eps, theta;
+    bool tied;
+    int sliding_window; /* 0: none */
+    enum cic_act act;   /* opt: relu or gelu */
+    const char *embed;  /* the input embedding's name */
+    int cond;           /* dit: the condition's width */
+};
+
+/* Where a model tensor's values are in the checkpoint: up to 3 tensors
+ * whose values, concatenated in order, are the model tensor's (row-major),
+ * each shaped [rows, cols]; zero: no tensor, zeros (OPT's head has no
+ * bias). */
+typedef struct {
+    char name[300];
+    int rows, cols;
+    bool zero;
+} ckpt_part;
+
+
+#define has_tensor _cic_ckpt_has_tensor
+#define optional_gain _cic_ckpt_optional_gain
+#define lookup _cic_ckpt_lookup
+#define read_config _cic_ckpt_read_config
+#define family_sizes _cic_ckpt_family_sizes
+#define parts_of _cic_ckpt_parts_of
+
+/* Whether the checkpoint holds a tensor called hf. */
+bool has_tensor(const cic_ckpt *k, const char *hf);
+/* A norm gain a rewritten checkpoint may leave out (fused). */
+bool optional_gain(const cic_model_cfg *cfg, const char *hf);
+/* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
+ * vector for rows = 1); NULL with d set. */
+const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
+                                cic_diag *d);
+/* config.json into k (its family and, for llama and opt, the sizes);
+ * 0, or -1 with d set. */
+int read_config(cic_ckpt *k, cic_diag *d);
+/* The sizes of the families that read them from the tensors (timm, DiT),
+ * once the shards are open; 0, or -1 with d set. */
+int family_sizes(cic_ckpt *k, cic_diag *d);
+/* The parts of model tensor name [rows, cols] (up to 3) of a model whose
+ * layer 0 is the checkpoint's layer0: how many (0: not in the checkpoint). */
+int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int rows, int cols);
+
+#endif
