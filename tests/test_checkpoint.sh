@@ -27,11 +27,6 @@ mpfr_prec = 64
 [[transforms]]
 name = "fold"
 kind = "fold-rmsnorm-gamma"
-[[transforms]]
-name = "r1"
-kind = "rotate"
-after = "fold"
-q = "hadamard"
 TOML
 {
     cat <<'TOML'
@@ -86,7 +81,7 @@ for v in f32:"" shard:"--shards 3" tied:"--tied"; do
 done
 has "$tmp/hf-shard/model.safetensors.index.json" "model-00003-of-00003.safetensors" \
     "the sharded checkpoint has three shards"
-has "$tmp/r-f32/report.json" '"verdict": "equivalent"' "fold and R1 on the checkpoint are judged"
+has "$tmp/r-f32/report.json" '"verdict": "equivalent"' "fold on the checkpoint is judged"
 
 # storage dtypes: BF16 and F16 as stored equal F32 holding the same values
 for dt in bf16 f16; do
@@ -253,7 +248,7 @@ same_hashes "the OPT checkpoint has the seeded pre-LN weights and truth" \
 } >"$tmp/ck-opt-tok.toml"
 expect_rc 0 "OPT with token ids and the head" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-opt-tok" --dump "$tmp/d-opt-tok" "$tmp/ck-opt-tok.toml"
-has "$tmp/r-opt-tok/report.json" '"verdict": "equivalent"' "fuse and rotate on OPT are judged"
+has "$tmp/r-opt-tok/report.json" '"verdict": "equivalent"' "fuse on OPT is judged"
 expect_rc 0 "OPT's input rows are embed_tokens[id] + embed_positions[t + 2]" "$py" - "$tmp" \
     "$root/tests" <<'PY'
 import sys
