@@ -611,3 +611,9 @@ int cic_stfile_tensor_read_i64(int64_t *out, const cic_stfile_tensor *t, uint64_
     }
     return 0;
 }
+
+int cic_stfile_dtype_bits(enum cic_stfile_dtype t)
+{
+    return t == CIC_STFILE_F64 ? 53 : t == CIC_STFILE_F32 ? 24 : t == CIC_STFILE_F16 ? 11
+           : t == CIC_STFILE_BF16 ? 8 : 0;
+}

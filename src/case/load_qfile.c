@@ -16,13 +16,6 @@
 
 #define CIC_QFILE_PREFIX "file:"
 
-/* The significand bits of a float dtype, 0 for the others. */
-static int dtype_bits(enum cic_stfile_dtype t)
-{
-    return t == CIC_STFILE_F64 ? 53 : t == CIC_STFILE_F32 ? 24 : t == CIC_STFILE_F16 ? 11
-           : t == CIC_STFILE_BF16 ? 8 : 0;
-}
-
 int _cic_case_relpath(char *out, size_t cap, const char *case_path, const char *p)
 {
     const char *slash = strrchr(case_path, '/');
@@ -87,12 +80,12 @@ int _cic_xform_q_file(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
     if (!f)
         return _cic_fail(x, l, col, "q = \"file:%s\": %s", path, d.msg);
     q = pick(x, f, xf, l, col);
-    if (q && (q->ndim != 2 || q->shape[0] != q->shape[1] || !dtype_bits(q->dtype)))
+    if (q && (q->ndim != 2 || q->shape[0] != q->shape[1] || !cic_stfile_dtype_bits(q->dtype)))
         _cic_fail(x, l, col, "tensor '%s' of '%s' is %s with %d dimensions; a square 2-D "
                   "F64, F32, F16 or BF16 matrix is needed", q->name, xf->q_file,
                   CIC_STFILE_DTYPE_NAME[q->dtype], q->ndim);
     else if (q) {
-        xf->q_file_bits = dtype_bits(q->dtype);
+        xf->q_file_bits = cic_stfile_dtype_bits(q->dtype);
         rc = CIC_OK;
     }
     cic_stfile_destroy(f);

@@ -135,10 +135,8 @@ int cic_ckpt_min_bits(const cic_ckpt *k)
     int i, j, bits = 53;
     for (i = 0; i < k->n_shard; i++)
         for (j = 0; j < cic_stfile_count(k->shard[i]); j++) {
-            enum cic_stfile_dtype t = cic_stfile_tensor_at(k->shard[i], j)->dtype;
-            int b = t == CIC_STFILE_F32 ? 24 : t == CIC_STFILE_BF16 ? 8 : t == CIC_STFILE_F16 ? 11
-                                                                                            : 53;
-            bits = b < bits ? b : bits;
+            int b = cic_stfile_dtype_bits(cic_stfile_tensor_at(k->shard[i], j)->dtype);
+            bits = b && b < bits ? b : bits; /* integer tensors do not count */
         }
     return bits;
 }
@@ -243,6 +241,17 @@ static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_dia
 
 /* ---- the block input ([input]) ---- */
 
+/* Row `row` of 2-D tensor t of width cols, as a tensor of its own (a view
+ * into the same mapping) for read_values. */
+static cic_stfile_tensor row_view(const cic_stfile_tensor *t, size_t row, int cols)
+{
+    cic_stfile_tensor r = *t;
+    r.data = t->data + row * (size_t)cols * CIC_STFILE_DTYPE_SIZE[t->dtype];
+    r.count = (uint64_t)cols;
+    r.nbytes = (size_t)cols * CIC_STFILE_DTYPE_SIZE[t->dtype];
+    return r;
+}
+
 /* OPT's learned positions: row i (token i % tokens of its sample) += row
  * (i % tokens) + 2 of embed_positions (the offset of OPT's code), one
  * float32 addition as PyTorch does it. */
@@ -265,10 +274,7 @@ static int add_positions(float *out, const cic_ckpt *k, size_t n, int tokens, in
         goto done;
     }
     for (i = 0; i < n; i++) {
-        cic_stfile_tensor pt = *pe;
-        pt.data = pe->data + ((i % (size_t)tokens) + 2) * dm * CIC_STFILE_DTYPE_SIZE[pe->dtype];
-        pt.count = (uint64_t)dm;
-        pt.nbytes = (size_t)dm * CIC_STFILE_DTYPE_SIZE[pe->dtype];
+        cic_stfile_tensor pt = row_view(pe, (i % (size_t)tokens) + 2, dm);
         if (read_values(row, &pt, (uint64_t)dm, d) < 0)
             goto done;
         for (j = 0; j < dm; j++)
@@ -295,15 +301,13 @@ static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t 
     if (!(e = lookup(k, k->embed, k->vocab, dm, d)))
         return -1;
     for (i = 0; i < n; i++) {
-        cic_stfile_tensor et = *e;
+        cic_stfile_tensor et;
         if (ids[i] < 0 || ids[i] >= k->vocab) {
             cic_diag_set(d, k->dir, 0, 0, "token id %lld at index %zu is outside the "
                          "vocabulary 0 .. %d", (long long)ids[i], i, k->vocab - 1);
             return -1;
         }
-        et.data = e->data + (size_t)ids[i] * dm * CIC_STFILE_DTYPE_SIZE[e->dtype];
-        et.count = (uint64_t)dm;
-        et.nbytes = (size_t)dm * CIC_STFILE_DTYPE_SIZE[e->dtype];
+        et = row_view(e, (size_t)ids[i], dm);
         if (read_values(out + i * dm, &et, (uint64_t)dm, d) < 0)
             return -1;
     }

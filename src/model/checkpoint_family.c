@@ -396,30 +396,60 @@ static int check_tensor(const cic_ckpt *k, const cic_model_cfg *cfg, const char 
             return -1;
     return 0;
 }
+/* A layer's tensors, their sizes coded: DIM_D d_model, DIM_KV the key/value
+ * width, DIM_MLP the MLP width, DIM_3D 3 d, DIM_6D 6 d, DIM_COND d_cond;
+ * 1 itself (a vector). */
+enum { DIM_D = 0, DIM_KV = -1, DIM_MLP = -2, DIM_3D = -3, DIM_6D = -6, DIM_COND = -7 };
+typedef struct {
+    const char *name;
+    int rows, cols;
+} layer_tensor;
+
+static int dim(const cic_ckpt *k, int code)
+{
+    switch (code) {
+    case DIM_D: return k->hidden;
+    case DIM_KV: return k->hidden / k->heads * k->kv_heads;
+    case DIM_MLP: return k->inter;
+    case DIM_3D: return 3 * k->hidden;
+    case DIM_6D: return 6 * k->hidden;
+    case DIM_COND: return k->cond;
+    default: return code;
+    }
+}
+
+/* Every tensor of table t (n of them) for layer l: fmt names it in the
+ * model's numbering ("layers.%d.%s", "blocks.%d.%s"). */
+static int check_layer(const cic_ckpt *k, const cic_model_cfg *cfg, const char *fmt,
+                       const layer_tensor *t, size_t n, int l, cic_diag *d)
+{
+    char name[300];
+    size_t i;
+    for (i = 0; i < n; i++) {
+        snprintf(name, sizeof name, fmt, l, t[i].name);
+        if (check_tensor(k, cfg, name, dim(k, t[i].rows), dim(k, t[i].cols), d) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* The llama family's tensors of layer l (model numbering) and the biases
  * it must not have. */
 static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
 {
-    static const struct {
-        const char *name;
-        int rows, cols; /* 0: d_model, -1: kv width, -2: d_mlp */
-    } per_layer[] = {
-        {"input_layernorm.weight", 1, 0},   {"self_attn.q_proj.weight", 0, 0},
-        {"self_attn.k_proj.weight", -1, 0}, {"self_attn.v_proj.weight", -1, 0},
-        {"self_attn.o_proj.weight", 0, 0},  {"post_attention_layernorm.weight", 1, 0},
-        {"mlp.gate_proj.weight", -2, 0},    {"mlp.up_proj.weight", -2, 0},
-        {"mlp.down_proj.weight", 0, -2},
+    static const layer_tensor t[] = {
+        {"input_layernorm.weight", 1, DIM_D},       {"self_attn.q_proj.weight", DIM_D, DIM_D},
+        {"self_attn.k_proj.weight", DIM_KV, DIM_D}, {"self_attn.v_proj.weight", DIM_KV, DIM_D},
+        {"self_attn.o_proj.weight", DIM_D, DIM_D},  {"post_attention_layernorm.weight", 1, DIM_D},
+        {"mlp.gate_proj.weight", DIM_MLP, DIM_D},   {"mlp.up_proj.weight", DIM_MLP, DIM_D},
+        {"mlp.down_proj.weight", DIM_D, DIM_MLP},
     };
     char n[300];
-    int i, kvw = k->hidden / k->heads * k->kv_heads;
-    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-        int r = per_layer[i].rows, c = per_layer[i].cols;
-        r = r == 0 ? k->hidden : r == -1 ? kvw : r == -2 ? k->inter : r;
-        c = c == 0 ? k->hidden : k->inter;
-        snprintf(n, sizeof n, "layers.%d.%s", l, per_layer[i].name);
-        if (check_tensor(k, cfg, n, r, c, d) < 0)
-            return -1;
-        snprintf(n, sizeof n, "model.layers.%d.%s", l + cfg->layer0, per_layer[i].name);
+    size_t i;
+    if (check_layer(k, cfg, "layers.%d.%s", t, sizeof t / sizeof t[0], l, d) < 0)
+        return -1;
+    for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        snprintf(n, sizeof n, "model.layers.%d.%s", l + cfg->layer0, t[i].name);
         memcpy(strrchr(n, '.'), ".bias", 6);
         if (strstr(n, "_proj") && has_tensor(k, n)) {
             cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the llama "
@@ -429,52 +459,35 @@ static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l,
     }
     return 0;
 }
-/* OPT's tensors of layer l (model numbering), as the preln block names them. */
+
+/* The preln block's tensors of layer l (OPT and timm name them). */
 static int check_opt_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
 {
-    static const struct {
-        const char *name;
-        int rows, cols; /* 0: d_model, -2: d_mlp, -3: 3 d_model */
-    } per_layer[] = {
-        {"norm1.weight", 1, 0},     {"norm1.bias", 1, 0},      {"attn.qkv.weight", -3, 0},
-        {"attn.qkv.bias", 1, -3},   {"attn.proj.weight", 0, 0}, {"attn.proj.bias", 1, 0},
-        {"norm2.weight", 1, 0},     {"norm2.bias", 1, 0},      {"mlp.fc1.weight", -2, 0},
-        {"mlp.fc1.bias", 1, -2},    {"mlp.fc2.weight", 0, -2}, {"mlp.fc2.bias", 1, 0},
+    static const layer_tensor t[] = {
+        {"norm1.weight", 1, DIM_D},          {"norm1.bias", 1, DIM_D},
+        {"attn.qkv.weight", DIM_3D, DIM_D},  {"attn.qkv.bias", 1, DIM_3D},
+        {"attn.proj.weight", DIM_D, DIM_D},  {"attn.proj.bias", 1, DIM_D},
+        {"norm2.weight", 1, DIM_D},          {"norm2.bias", 1, DIM_D},
+        {"mlp.fc1.weight", DIM_MLP, DIM_D},  {"mlp.fc1.bias", 1, DIM_MLP},
+        {"mlp.fc2.weight", DIM_D, DIM_MLP},  {"mlp.fc2.bias", 1, DIM_D},
     };
-    char n[300];
-    int i;
-    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-        int r = per_layer[i].rows, c = per_layer[i].cols;
-        r = r == 0 ? k->hidden : r == -2 ? k->inter : r == -3 ? 3 * k->hidden : r;
-        c = c == 0 ? k->hidden : c == -2 ? k->inter : 3 * k->hidden;
-        snprintf(n, sizeof n, "blocks.%d.%s", l, per_layer[i].name);
-        if (check_tensor(k, cfg, n, r, c, d) < 0)
-            return -1;
-    }
-    return 0;
+    return check_layer(k, cfg, "blocks.%d.%s", t, sizeof t / sizeof t[0], l, d);
 }
-/* A DiT's tensors of layer l (model numbering) and of its final layer. */
+
+/* A DiT's tensors of layer l (model numbering) and, after the last, of its
+ * final layer. */
 static int check_dit(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
 {
-    static const struct {
-        const char *name;
-        int rows, cols; /* 0: d, -2: mlp, -3: 3 d, -6: 6 d, -7: d_cond */
-    } per_layer[] = {
-        {"attn.qkv.weight", -3, 0},  {"attn.qkv.bias", 1, -3},   {"attn.proj.weight", 0, 0},
-        {"attn.proj.bias", 1, 0},    {"mlp.fc1.weight", -2, 0},  {"mlp.fc1.bias", 1, -2},
-        {"mlp.fc2.weight", 0, -2},   {"mlp.fc2.bias", 1, 0},
-        {"adaLN_modulation.1.weight", -6, -7}, {"adaLN_modulation.1.bias", 1, -6},
+    static const layer_tensor t[] = {
+        {"attn.qkv.weight", DIM_3D, DIM_D},            {"attn.qkv.bias", 1, DIM_3D},
+        {"attn.proj.weight", DIM_D, DIM_D},            {"attn.proj.bias", 1, DIM_D},
+        {"mlp.fc1.weight", DIM_MLP, DIM_D},            {"mlp.fc1.bias", 1, DIM_MLP},
+        {"mlp.fc2.weight", DIM_D, DIM_MLP},            {"mlp.fc2.bias", 1, DIM_D},
+        {"adaLN_modulation.1.weight", DIM_6D, DIM_COND}, {"adaLN_modulation.1.bias", 1, DIM_6D},
     };
-    char n[300];
-    int i, dm = k->hidden;
-    for (i = 0; i < (int)(sizeof per_layer / sizeof per_layer[0]); i++) {
-        int r = per_layer[i].rows, c = per_layer[i].cols;
-        r = r == 0 ? dm : r == -2 ? k->inter : r == -3 ? 3 * dm : r == -6 ? 6 * dm : r;
-        c = c == 0 ? dm : c == -2 ? k->inter : c == -3 ? 3 * dm : c == -6 ? 6 * dm : k->cond;
-        snprintf(n, sizeof n, "blocks.%d.%s", l, per_layer[i].name);
-        if (check_tensor(k, cfg, n, r, c, d) < 0)
-            return -1;
-    }
+    int dm = k->hidden;
+    if (check_layer(k, cfg, "blocks.%d.%s", t, sizeof t / sizeof t[0], l, d) < 0)
+        return -1;
     if (l + 1 < cfg->layers)
         return 0;
     if (check_tensor(k, cfg, "final_layer.adaLN_modulation.1.weight", 2 * dm, k->cond, d) < 0 ||
@@ -484,6 +497,7 @@ static int check_dit(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_dia
         return -1;
     return 0;
 }
+
 /* cfg for a DiT: the dit block with its final layer. */
 static int config_dit(const cic_ckpt *k, cic_model_cfg *cfg, cic_diag *d)
 {

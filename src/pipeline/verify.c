@@ -149,8 +149,7 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, 
         cic_stfile_destroy(f);
         return NULL;
     }
-    *bits = t->dtype == CIC_STFILE_F64 ? 53 : t->dtype == CIC_STFILE_F32 ? 24
-            : t->dtype == CIC_STFILE_F16 ? 11 : 8;
+    *bits = cic_stfile_dtype_bits(t->dtype) ? cic_stfile_dtype_bits(t->dtype) : 8;
     cic_stfile_destroy(f);
     if (cic_q_file_check(orth, &x, n, d) < 0)
         return NULL;

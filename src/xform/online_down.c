@@ -167,6 +167,29 @@ static int fuse_before_rope(ctx *c, int lin, const mpfr_t *q, int dh)
     return 0;
 }
 
+/* Before attention op i: the signs tensor of layer l (row 0 of q, the Q of
+ * the head width dh; q NULL: +1, the plain Hadamard) and an FWHT of blocks
+ * of dh on each of its q and k inputs, which it then reads. The op has
+ * moved to i + 2. 0, or -1 when memory runs out. */
+static int insert_qk(cic_model *m, int i, const mpfr_t *q, int dh, int K)
+{
+    int tq = m->ops[i].in[0], tk = m->ops[i].in[1], s, yq, yk, j;
+    char n[128];
+    snprintf(n, sizeof n, "layers.%d.online_qk.signs", m->ops[i].layer);
+    s = cic_model_tensor_add(m, n, CIC_T_WEIGHT, 1, dh);
+    if (s < 0)
+        return -1;
+    for (j = 0; j < dh; j++)
+        m->t[s].f32[j] = q && mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    yq = add_block_fwht(m, i, tq, s, dh, K);
+    yk = yq < 0 ? -1 : add_block_fwht(m, i + 1, tk, s, dh, K);
+    if (yk < 0)
+        return -1;
+    m->ops[i + 2].in[0] = yq;
+    m->ops[i + 2].in[1] = yk;
+    return 0;
+}
+
 /* Attention op i: q and k (whole tensors, one per projection) through the
  * same per-head Q, online after their last op (RoPE) or fused (mistake). */
 static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
@@ -174,9 +197,8 @@ static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
     cic_model *m = c->m;
     const cic_op *a = &m->ops[i];
     int dh = m->t[a->out].cols / a->heads, l = a->layer, tq = a->in[0], tk = a->in[1];
-    int K = cic_hadamard_base_order_k(dh, x->hadamard_base), s, yq, yk, j;
+    int K = cic_hadamard_base_order_k(dh, x->hadamard_base);
     uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-qk"), (uint64_t)l);
-    char n[128];
     *next = i + 1;
     if (cic_q_hadamard_k(q, dh, x->hadamard_base, seed, c->p) < 0)
         return -1;
@@ -185,18 +207,8 @@ static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
         CIC_ASSERT(pq >= 0 && pk >= 0);
         return fuse_before_rope(c, pq, q, dh) < 0 || fuse_before_rope(c, pk, q, dh) < 0 ? -1 : 0;
     }
-    snprintf(n, sizeof n, "layers.%d.online_qk.signs", l);
-    s = cic_model_tensor_add(m, n, CIC_T_WEIGHT, 1, dh);
-    if (s < 0)
+    if (insert_qk(m, i, (const mpfr_t *)q, dh, K) < 0)
         return -1;
-    for (j = 0; j < dh; j++)
-        m->t[s].f32[j] = mpfr_signbit(q[j]) ? -1.0f : 1.0f;
-    yq = add_block_fwht(m, i, tq, s, dh, K);
-    yk = yq < 0 ? -1 : add_block_fwht(m, i + 1, tk, s, dh, K);
-    if (yk < 0)
-        return -1;
-    m->ops[i + 2].in[0] = yq;
-    m->ops[i + 2].in[1] = yk;
     *next = i + 3;
     return 0;
 }
@@ -236,24 +248,13 @@ int cic_xform_add_online(cic_model *m, bool down, bool qk)
     }
     for (i = 0; qk && i < m->n_ops; i++) {
         const cic_op *a = &m->ops[i];
-        int dh = a->kind == CIC_OP_ATTN ? m->t[a->out].cols / a->heads : 0, s, yq, yk, j;
+        int dh = a->kind == CIC_OP_ATTN ? m->t[a->out].cols / a->heads : 0;
         int Kh = dh ? cic_hadamard_base_order_k(dh, 0) : 0;
-        char n[128];
         if (a->kind != CIC_OP_ATTN)
             continue;
-        snprintf(n, sizeof n, "layers.%d.online_qk.signs", a->layer);
-        s = Kh > 0 ? cic_model_tensor_add(m, n, CIC_T_WEIGHT, 1, dh) : -1;
-        if (s < 0)
+        if (Kh <= 0 || insert_qk(m, i, NULL, dh, Kh) < 0)
             return -1;
-        for (j = 0; j < dh; j++)
-            m->t[s].f32[j] = 1.0f;
-        yq = add_block_fwht(m, i, m->ops[i].in[0], s, dh, Kh);
-        yk = yq < 0 ? -1 : add_block_fwht(m, i + 1, m->ops[i + 1].in[1], s, dh, Kh);
-        if (yk < 0)
-            return -1;
-        m->ops[i + 2].in[0] = yq;
-        m->ops[i + 2].in[1] = yk;
-        i += 2;
+        i += 2; /* attention moved two places on */
     }
     return 0;
 }
