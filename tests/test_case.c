@@ -996,8 +996,34 @@ static void test_messages(void **state)
     {
         char why[512];
         cic_case_memory_explain(why, sizeof why, &c);
-        assert_non_null(strstr(why, "weights 1346.1 GiB (12905099264 weights in 2 copies"));
+        /* 12,905,099,264 float32 weights (48.1 GiB) and the largest,
+         * 4096 x 16384, packed at 128 bits (24 bytes each, 1.5 GiB) */
+        assert_non_null(strstr(why, "weights 49.6 GiB (12905099264 weights: float32 for the "
+                                    "original and 0 transformed models held at once, 0 of "
+                                    "them also as MPFR numbers at mpfr_prec 128"));
         assert_non_null(strstr(why, "activations 0.1 GiB (8 tokens x 2 samples)"));
+    }
+    /* A fold and a Hadamard rotation after it keep recipes (8 bytes a
+     * weight each); a random rotation holds MPFR values. */
+    {
+        static const char *const q[] = { "hadamard", "random" };
+        static const char *const want[] = { "2 transformed models held at once, 0 of them",
+                                            "2 transformed models held at once, 1 of them" };
+        int k;
+        for (k = 0; k < 2; k++) {
+            char text[512], why[512];
+            snprintf(text, sizeof text,
+                     "[model]\nblock = \"rmsnorm\"\nd_model = 64\nheads = 4\ntokens = 8\n"
+                     "samples = 2\nlayers = 1\n[[transforms]]\nname = \"fold\"\n"
+                     "kind = \"fold-rmsnorm-gamma\"\n[[transforms]]\nname = \"r1\"\n"
+                     "kind = \"rotate\"\nafter = \"fold\"\nq = \"%s\"\n",
+                     q[k]);
+            rc = cic_case_load_string(&c, text, "t.toml", &d);
+            assert_int_equal(rc, CIC_OK);
+            cic_case_memory_explain(why, sizeof why, &c);
+            if (!strstr(why, want[k]))
+                fail_msg("%s: %s", q[k], why);
+        }
     }
     /* An escaped key with a NUL and a quote does not break the message. */
     rc = cic_case_load_string(&c,

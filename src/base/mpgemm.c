@@ -48,7 +48,7 @@ void cic_mp_matmul_set_threads(int n)
     g_threads = n;
 }
 
-static int matmul_threads(void)
+int cic_mp_matmul_threads(void)
 {
     long n = g_threads > 0 ? g_threads : sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
@@ -93,7 +93,8 @@ static void *mm_rows(void *p)
         return NULL;
     }
     cic_mp_linear_rows(j->c + (size_t)j->lo * j->n, j->a + (size_t)j->lo * j->k,
-                       (size_t)(j->hi - j->lo), j->w, j->wp, NULL, (size_t)j->n, (size_t)j->k, &s);
+                       (size_t)(j->hi - j->lo), j->w, j->wp, NULL, (size_t)j->n, (size_t)j->k, NULL,
+                       &s);
     cic_dot_scratch_clear(&s);
     j->rc = 0;
     return NULL;
@@ -110,7 +111,7 @@ static int matmul_packed(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, b
     cic_mp_pack all, *views = NULL;
     mm_job jobs[64];
     pthread_t th[64];
-    int nt = matmul_threads(), t, rc = -1;
+    int nt = cic_mp_matmul_threads(), t, rc = -1;
     if (!ac || !wc || cic_mp_pack_rows(&all, &views, (const mpfr_t *)wc, (size_t)n, (size_t)k) < 0)
         goto done;
     if (nt > m)

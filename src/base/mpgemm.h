@@ -20,6 +20,8 @@
  * runs out; both round the exact sum once, so the bits are the same. */
 /* Threads for cic_mp_matmul; 0 (the default) one per online core. */
 void cic_mp_matmul_set_threads(int n);
+/* The count it uses (also for weights made on the fly, model/lazy.h). */
+int cic_mp_matmul_threads(void);
 
 void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
                    int k, bool blas, cic_dot_scratch *s);

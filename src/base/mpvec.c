@@ -334,7 +334,10 @@ unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span 
 
 /* ---- packed vectors ---- */
 
+/* es of a zero: +0 and -0 (below every 2 e + sign of a regular value) */
 #define PACK_ZERO INT64_MIN
+#define PACK_NZERO (INT64_MIN + 1)
+#define PACK_IS_ZERO(es) ((es) <= PACK_NZERO)
 
 int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
 {
@@ -346,6 +349,9 @@ int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
     if (!pk->span.usable)
         return 0; /* nothing to pack: its dot products take the MPFR path */
     L = pk->L = pk->span.limbs;
+    for (i = 0; i < n && !pk->prec; i++)
+        if (mpfr_regular_p(x[i]))
+            pk->prec = mpfr_get_prec(x[i]);
     pk->limbs = cic_calloc(n * (size_t)L + 1, sizeof *pk->limbs);
     pk->es = cic_calloc(n + 1, sizeof *pk->es);
     if (!pk->limbs || !pk->es) {
@@ -355,7 +361,7 @@ int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
     for (i = 0; i < n; i++) {
         mpfr_srcptr a = x[i];
         if (!mpfr_regular_p(a)) {
-            pk->es[i] = PACK_ZERO;
+            pk->es[i] = mpfr_signbit(a) ? PACK_NZERO : PACK_ZERO;
             continue;
         }
         memcpy(pk->limbs + i * (size_t)L, mpfr_custom_get_significand(a),
@@ -380,13 +386,15 @@ void cic_mp_pack_view(cic_mp_pack *v, const cic_mp_pack *pk, size_t off, size_t 
     *v = *pk;
     v->n = n;
     v->span.usable = false;
-    if (!pk->span.usable)
+    if (!pk->limbs)
         return;
     v->limbs = pk->limbs + off * (size_t)pk->L;
     v->es = pk->es + off;
+    if (pk->L >= DOT_MAX_LIMBS)
+        return;
     for (i = 0; i < n; i++) {
         mpfr_exp_t e;
-        if (v->es[i] == PACK_ZERO)
+        if (PACK_IS_ZERO(v->es[i]))
             continue;
         e = (mpfr_exp_t)(v->es[i] >> 1); /* arithmetic shift: floor(es / 2) */
         if (!any)
@@ -397,6 +405,7 @@ void cic_mp_pack_view(cic_mp_pack *v, const cic_mp_pack *pk, size_t off, size_t 
             v->span.emax = e;
         any = true;
     }
+    v->span.limbs = pk->L;
     v->span.usable = any;
 }
 
@@ -411,7 +420,7 @@ DOT_INLINE void packed_pass2(dot_acc *acc, int nr, const cic_mp_pack *const *x,
     for (i = 0; i < n; i++) {
         int64_t eb = y->es[i];
         const mp_limb_t *bl = y->limbs + i * (size_t)lb;
-        if (eb == PACK_ZERO)
+        if (PACK_IS_ZERO(eb))
             continue;
         for (t = 0; t < nr; t++) {
             dot_acc *A = &acc[t];
@@ -420,7 +429,7 @@ DOT_INLINE void packed_pass2(dot_acc *acc, int nr, const cic_mp_pack *const *x,
             if (!A->on) /* (an unusable pack has no storage) */
                 continue;
             ea = x[t]->es[i];
-            if (ea == PACK_ZERO)
+            if (PACK_IS_ZERO(ea))
                 continue;
             limbs_mul(p, x[t]->limbs + i * (size_t)la, la, bl, lb);
             s = (unsigned long)((ea >> 1) + (eb >> 1) - A->ebase);
@@ -467,9 +476,101 @@ int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, siz
     return 0;
 }
 
+int cic_mp_pack_alloc(cic_mp_pack *pk, size_t n, mpfr_prec_t prec)
+{
+    size_t i;
+    memset(pk, 0, sizeof *pk);
+    pk->n = n;
+    pk->prec = prec;
+    pk->L = (int)((prec + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
+    pk->limbs = cic_calloc(n * (size_t)pk->L + 1, sizeof *pk->limbs);
+    pk->es = cic_calloc(n + 1, sizeof *pk->es);
+    if (!pk->limbs || !pk->es) {
+        cic_mp_pack_clear(pk);
+        return -1;
+    }
+    for (i = 0; i < n; i++)
+        pk->es[i] = PACK_ZERO;
+    return 0;
+}
+
+void cic_mp_pack_set(cic_mp_pack *pk, size_t i, mpfr_srcptr v)
+{
+    CIC_ASSERT(i < pk->n && mpfr_number_p(v));
+    if (!mpfr_regular_p(v)) {
+        pk->es[i] = mpfr_signbit(v) ? PACK_NZERO : PACK_ZERO;
+        return;
+    }
+    CIC_ASSERT(mpfr_get_prec(v) == pk->prec);
+    memcpy(pk->limbs + i * (size_t)pk->L, mpfr_custom_get_significand(v),
+           (size_t)pk->L * sizeof *pk->limbs);
+    pk->es[i] = 2 * (int64_t)mpfr_custom_get_exp(v) + (mpfr_signbit(v) != 0);
+}
+
+/* MPFR's form of a float at 24 bits: |v| = 0.1b... x 2^e (frexp's e), the
+ * 24 significand bits at the top of one limb. */
+void cic_mp_pack_set_f32(cic_mp_pack *pk, size_t i, float v)
+{
+    int e;
+    float fr;
+    CIC_ASSERT(i < pk->n && pk->prec == 24 && pk->L == 1 && isfinite(v));
+    if (v == 0.0f) {
+        pk->es[i] = signbit(v) ? PACK_NZERO : PACK_ZERO;
+        return;
+    }
+    fr = frexpf(fabsf(v), &e);
+    pk->limbs[i] = (mp_limb_t)(uint32_t)ldexpf(fr, 24) << (GMP_NUMB_BITS - 24);
+    pk->es[i] = 2 * (int64_t)e + (signbit(v) != 0);
+}
+
+void cic_mp_pack_finish(cic_mp_pack *pk)
+{
+    cic_mp_pack all;
+    cic_mp_pack_view(&all, pk, 0, pk->n);
+    pk->span = all.span;
+}
+
+void cic_mp_pack_get(mpfr_ptr y, const cic_mp_pack *pk, size_t i)
+{
+    int64_t es = pk->es[i];
+    CIC_ASSERT(i < pk->n && mpfr_get_prec(y) == pk->prec);
+    if (PACK_IS_ZERO(es)) {
+        mpfr_set_zero(y, es == PACK_NZERO ? -1 : 1);
+        return;
+    }
+    /* through a custom number at the pack's precision: exact */
+    {
+        mpfr_t t;
+        mpfr_custom_init_set(t, MPFR_REGULAR_KIND * ((es & 1) ? -1 : 1), es >> 1, pk->prec,
+                             pk->limbs + i * (size_t)pk->L);
+        mpfr_set(y, t, MPFR_RNDN);
+    }
+}
+
+int cic_mp_pack_rows_f32(cic_mp_pack *all, cic_mp_pack **views, const float *w, size_t n,
+                         size_t k)
+{
+    size_t j, nk = n * k;
+    for (j = 0; j < nk; j++)
+        if (!isfinite(w[j]))
+            return 1;
+    *views = cic_calloc(n ? n : 1, sizeof **views);
+    if (!*views || cic_mp_pack_alloc(all, nk, 24) < 0) {
+        free(*views);
+        *views = NULL;
+        return -1;
+    }
+    for (j = 0; j < nk; j++)
+        cic_mp_pack_set_f32(all, j, w[j]);
+    cic_mp_pack_finish(all);
+    for (j = 0; j < n; j++)
+        cic_mp_pack_view(&(*views)[j], all, j * k, k);
+    return 0;
+}
+
 void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
-                        cic_dot_scratch *s)
+                        mpfr_t *wrow, cic_dot_scratch *s)
 {
     size_t i, j;
     int t, nr;
@@ -492,9 +593,15 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                 yr[t] = y[(i + (size_t)t) * n + j];
             if (packed)
                 done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], b ? b[j] : NULL);
+            if (!w && done != (1u << nr) - 1) {
+                size_t p; /* the row back out of its pack */
+                for (p = 0; p < k; p++)
+                    cic_mp_pack_get(wrow[p], &wp[j], p);
+            }
             for (t = 0; t < nr; t++)
                 if (!(done >> t & 1))
-                    cic_mp_dot(yr[t], xr[t], 1, w + j * k, 1, k, b ? b[j] : NULL, s);
+                    cic_mp_dot(yr[t], xr[t], 1, w ? w + j * k : (const mpfr_t *)wrow, 1, k,
+                               b ? b[j] : NULL, s);
         }
         for (t = 0; t < nr; t++)
             cic_mp_pack_clear(&xp[t]);

@@ -66,6 +66,7 @@ typedef struct {
     int64_t *es;      /* 2 * exponent + sign bit, INT64_MIN for a zero */
     size_t n;
     int L;
+    mpfr_prec_t prec; /* of every nonzero entry (0: none) */
     cic_mp_span span;
 } cic_mp_pack;
 /* 0, or -1 when memory runs out (pk is then empty). */
@@ -82,14 +83,34 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
  * into it, free() it; clear *all). 0, or -1 when memory runs out. */
 int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, size_t n, size_t k);
 
+/* A pack filled entry by entry, for values that are never held as mpfr_t
+ * (float32 weights, weights made on the fly): cic_mp_pack_alloc makes n
+ * entries at prec, all +0; cic_mp_pack_set (v finite, at pk->prec) or
+ * cic_mp_pack_set_f32 (pk->prec 24, v finite) sets entry i, and
+ * cic_mp_pack_finish sets the span when all are set. Unlike
+ * cic_mp_pack_init the storage is there even when the span is not usable,
+ * so cic_mp_pack_get (y at pk->prec) reads any entry back, signed zeros
+ * included, for the dot products the fast path declines. */
+int cic_mp_pack_alloc(cic_mp_pack *pk, size_t n, mpfr_prec_t prec);
+void cic_mp_pack_set(cic_mp_pack *pk, size_t i, mpfr_srcptr v);
+void cic_mp_pack_set_f32(cic_mp_pack *pk, size_t i, float v);
+void cic_mp_pack_finish(cic_mp_pack *pk);
+void cic_mp_pack_get(mpfr_ptr y, const cic_mp_pack *pk, size_t i);
+/* cic_mp_pack_rows on n rows of k float32 values: 0, -1 when memory runs
+ * out, 1 when a value is NaN or Inf (nothing made: use the mpfr_t path). */
+int cic_mp_pack_rows_f32(cic_mp_pack *all, cic_mp_pack **views, const float *w, size_t n,
+                         size_t k);
+
 /* A linear layer, row-major: y[i*n + j] = b[j] + sum_p x[i*k + p] w[j*k + p]
  * for rows i < m, each correctly rounded. Rows go in blocks of CIC_DOT_ROWS
  * against wp (w's rows packed by cic_mp_pack_rows), so each weight is read
- * once per block; declined dots take cic_mp_dot with s (cap >= k). b may be
- * NULL; y may not alias x, w or b. */
+ * once per block; declined dots take cic_mp_dot with s (cap >= k). w may be
+ * NULL when wp holds every entry (cic_mp_pack_alloc): a declined dot then
+ * reads its row back from wp into wrow (k values at the pack's precision;
+ * unused, and may be NULL, when w is given). b may be NULL; y may not alias x, w or b. */
 void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
-                        cic_dot_scratch *s);
+                        mpfr_t *wrow, cic_dot_scratch *s);
 
 /* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
  * NaN or Inf, every term zero, factors of over 512 bits together, mixed

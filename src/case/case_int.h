@@ -219,8 +219,9 @@ static inline uint64_t _cic_u(int v)
 /* Transformed models a run holds at once (without --dump). */
 int _cic_xforms_live(const cic_case *c);
 /* Weights (element count), their bytes and the activation bytes behind the
- * estimate of a model m with n_xf transformed models held at once. */
-void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int mpfr_prec,
+ * estimate of a model m with n_xf transformed models held at once, n_eager
+ * of them holding MPFR values (the others recipes, model/lazy.h). */
+void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr_prec,
                          uint64_t *weights, uint64_t *wbytes, uint64_t *abytes);
 
 #endif

@@ -6,44 +6,87 @@
  * come from fuzzed files, so every product saturates instead of wrapping. */
 #include "case_int.h"
 
-/* Transformed models a run holds at once (without --dump): the one being
- * run and every earlier one that a later transform is applied after. */
-int _cic_xforms_live(const cic_case *c)
+/* Whether transform i keeps its weights as recipes over float32 values
+ * (model/lazy.h): a fold of RMSNorm gains into the original, a Hadamard
+ * rotation (not through dgemm) of the original or of such a fold. Its
+ * model then holds 8 bytes a weight (the float32 values it started from,
+ * and the rounded ones) instead of MPFR values. */
+static bool xform_lazy(const cic_case *c, int i)
 {
-    int i, j, n = c->n_xf > 0 ? 1 : 0;
-    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++)
-        for (j = i + 1; j < c->n_xf && j < CIC_MAX_XFORMS; j++)
-            if (c->xf[j].after == i) {
-                n++;
-                break;
-            }
+    const cic_xform_spec *x = &c->xf[i];
+    if (x->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA)
+        return x->after < 0;
+    if (x->kind != CIC_XFORM_ROTATE || x->q != CIC_Q_HADAMARD || x->prec == CIC_TPREC_F64_BLAS)
+        return false;
+    return x->after < 0 || (x->after < i && c->xf[x->after].kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
+                            xform_lazy(c, x->after));
+}
+
+/* Transformed models a run holds at once (without --dump): the one being
+ * run and every earlier one that a later transform is applied after; how
+ * many of them hold their weights as MPFR values (*eager). */
+static int xforms_live(const cic_case *c, int *eager)
+{
+    int i, j, n = 0, run_eager = 0;
+    bool kept;
+    *eager = 0;
+    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++) {
+        for (kept = false, j = i + 1; j < c->n_xf && j < CIC_MAX_XFORMS && !kept; j++)
+            kept = c->xf[j].after == i;
+        if (kept) {
+            n++;
+            *eager += !xform_lazy(c, i);
+        } else {
+            run_eager = run_eager || !xform_lazy(c, i);
+        }
+    }
+    if (c->n_xf > 0) { /* the one being run, eager if any unkept one is */
+        n++;
+        *eager += run_eager;
+    }
     return n;
 }
 
-/* Weights (element count) and activation bytes behind the estimate. */
-void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf,
-                         int mpfr_prec, uint64_t *weights,
-                         uint64_t *wbytes, uint64_t *abytes)
+int _cic_xforms_live(const cic_case *c)
+{
+    int eager;
+    return xforms_live(c, &eager);
+}
+
+/* Weights (element count) and activation bytes behind the estimate: the
+ * original's float32 values, n_xf transformed models of which n_eager hold
+ * MPFR values at mpfr_prec, the scratch of the MPFR runs (the largest
+ * weight packed, or beside eager values the new values a transform makes),
+ * and the activations. */
+void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr_prec,
+                         uint64_t *weights, uint64_t *wbytes, uint64_t *abytes)
 {
     uint64_t d = _cic_u(m->d_model), f = _cic_u(m->d_mlp);
     uint64_t L = _cic_u(m->layers), dout = _cic_u(m->d_out);
     uint64_t N = _cic_u(m->tokens);
     uint64_t R = _cic_sat_mul(N, _cic_u(m->samples));
-    uint64_t layer, readout, W, prec = _cic_u(mpfr_prec), copies, elem;
+    uint64_t layer, readout, W, prec = _cic_u(mpfr_prec), elem, hp, big, scratch;
     uint64_t width;
 
     /* Weight elements per layer and for the readout (block.c). */
     _cic_block_weights(m, &layer, &readout);
     W = _cic_sat_add(_cic_sat_mul(L, layer), readout);
-
-    /* Bytes per weight: f32 copy + rounded copy (8), and an MPFR value at
-     * mpfr_prec plus its prec + 64 recheck (16 bytes of header + 2 * prec / 8
-     * bytes of limbs). One set for the original, one per transformed model
-     * held at once (n_xf here), one scratch: n_xf + 2 sets. */
-    copies = _cic_u(n_xf) + 2;
     *weights = W;
-    *wbytes = _cic_sat_mul(_cic_sat_mul(copies, W),
-                           16 + 2 * ((prec > 4096 ? 4096 : prec) / 8) + 8);
+
+    /* Bytes of a weight held as MPFR at mpfr_prec (16 bytes of header and
+     * 2 * prec / 8 of limbs: room for a recheck at prec + 64), and of the
+     * largest weight (MLP, qkv or head) packed at prec: 8 bytes a limb and
+     * 8 of exponent. */
+    hp = 16 + 2 * ((prec > 4096 ? 4096 : prec) / 8);
+    big = _cic_sat_mul(d, f > 3 * d ? f : 3 * d);
+    if (_cic_sat_mul(d, dout) > big)
+        big = _cic_sat_mul(d, dout);
+    scratch = n_eager > 0 ? _cic_sat_mul(W, hp)
+                          : _cic_sat_mul(big, 8 * (((prec > 4096 ? 4096 : prec) + 63) / 64) + 8);
+    *wbytes = _cic_sat_add(
+        _cic_sat_add(_cic_sat_mul(W, 4), scratch),
+        _cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager), W), 8),
+                     _cic_sat_mul(_cic_sat_mul(_cic_u(n_eager), W), hp + 8)));
 
     /* Activations: R rows, each as wide as the widest intermediate (qkv 3d,
      * the MLP m, one attention score row N, the head d_out), about 8 live
@@ -60,11 +103,11 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf,
     *abytes = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
 }
 
-static void _cic_memory_parts(const cic_case *c, uint64_t *weights,
-                              uint64_t *wbytes, uint64_t *abytes)
+static void _cic_memory_parts(const cic_case *c, uint64_t *weights, uint64_t *wbytes,
+                              uint64_t *abytes)
 {
-    _cic_memory_parts_m(&c->model, _cic_xforms_live(c), c->mpfr_prec, weights, wbytes,
-                        abytes);
+    int eager, n = xforms_live(c, &eager);
+    _cic_memory_parts_m(&c->model, n, eager, c->mpfr_prec, weights, wbytes, abytes);
 }
 
 uint64_t cic_case_memory_estimate(const cic_case *c)
@@ -89,12 +132,13 @@ uint64_t cic_case_weight_count(const cic_case *c)
 void cic_case_memory_explain(char *buf, size_t cap, const cic_case *c)
 {
     uint64_t w, wb, ab;
-    int n_xf = _cic_xforms_live(c);
-    _cic_memory_parts_m(&c->model, n_xf, c->mpfr_prec, &w, &wb, &ab);
+    int eager, n_xf = xforms_live(c, &eager);
+    _cic_memory_parts_m(&c->model, n_xf, eager, c->mpfr_prec, &w, &wb, &ab);
     snprintf(buf, cap,
-             "weights %.1f GiB (%llu weights in %d copies: the original, %d transformed "
-             "models held at once and a scratch set, at mpfr_prec %d), activations %.1f GiB "
+             "weights %.1f GiB (%llu weights: float32 for the original and %d transformed "
+             "models held at once, %d of them also as MPFR numbers at mpfr_prec %d, the rest "
+             "made when read; and the MPFR runs' scratch), activations %.1f GiB "
              "(%d tokens x %d samples)",
-             (double)wb / (1u << 30), (unsigned long long)w, n_xf + 2, n_xf, c->mpfr_prec,
+             (double)wb / (1u << 30), (unsigned long long)w, n_xf, eager, c->mpfr_prec,
              (double)ab / (1u << 30), c->model.tokens, c->model.samples);
 }

@@ -34,6 +34,7 @@
 #define R_TAP 1
 #define R_LOWP 1
 
+#include "../base/mpvec.h"
 #include "../model/model.h"
 #include "lowp.h"
 
@@ -70,25 +71,30 @@ bool cic_lowp_is_linear_weight(const cic_model *m, int id)
 
 /* n values of t rounded to f: from the unrounded values (hp) or the
  * float32 ones. */
-static void round_tensor(float *y, const cic_tensor *t, const cic_format *f, bool from_hp)
+static int round_tensor(float *y, const cic_tensor *t, const cic_format *f, bool from_hp)
 {
     size_t i, n = (size_t)t->rows * t->cols;
     if (f->precision >= 24) {
         memcpy(y, t->f32, n * sizeof *y);
-        return;
+        return 0;
     }
-    if (from_hp && t->hp) {
-        mpfr_t v;
+    if (from_hp && cic_tensor_has_hp(t)) {
+        mpfr_t v, *tmp;
+        const mpfr_t *hp = cic_tensor_hp_make(t, &tmp);
+        if (!hp)
+            return -1;
         mpfr_init2(v, 24);
         for (i = 0; i < n; i++) {
-            cic_format_round(v, t->hp[i], f);
+            cic_format_round(v, hp[i], f);
             y[i] = mpfr_get_flt(v, MPFR_RNDN); /* exact: a value of f */
         }
         mpfr_clear(v);
-        return;
+        cic_mpvec_destroy(tmp, n);
+        return 0;
     }
     for (i = 0; i < n; i++)
         y[i] = cic_format_round_f(f, t->f32[i]);
+    return 0;
 }
 
 int cic_lowp_tensor(float *deq, int16_t *codes, float *scale, int32_t *zero, float *tscale,
@@ -99,7 +105,10 @@ int cic_lowp_tensor(float *deq, int16_t *codes, float *scale, int32_t *zero, flo
     if (lin && lp->wq_on)
         return cic_quant_matrix(&lp->wq, t->f32, t->rows, t->cols, codes, scale, zero, tscale,
                                 deq, msg, cap);
-    round_tensor(deq, t, lin ? lp->wfmt : lp->elem, lp->from == CIC_LOWP_FROM_UNROUNDED);
+    if (round_tensor(deq, t, lin ? lp->wfmt : lp->elem, lp->from == CIC_LOWP_FROM_UNROUNDED) < 0) {
+        snprintf(msg, cap, "out of memory making the unrounded values of %s", t->name);
+        return -1;
+    }
     return 0;
 }
 

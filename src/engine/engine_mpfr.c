@@ -17,10 +17,13 @@
 #include "../base/mpvec.h"
 #include "../xform/fold.h"
 #include "../xform/qmat.h"
+#include "../model/lazy.h"
+#include "mp_act.h"
 #include "mp_fwht.h"
 
 #include <assert.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,7 +62,10 @@ typedef struct {
     int rows;        /* token rows */
     int ns, s0;      /* samples covered, first sample */
     mpfr_t **buf;     /* activations, per tensor id */
-    mpfr_t **wt;      /* weights converted from f32 (24 bits), per tensor id */
+    mpfr_t **wt;      /* weights converted from f32 (24 bits) or made from
+                       * their recipe, per tensor id (not the linear ops'
+                       * weights: those are packed straight from f32 or
+                       * the recipe, one op at a time) */
     cic_dot_scratch dot;
     mpfr_ptr *ptr;    /* for plain sums */
     mpfr_t t0, t1, t2, c_scale;
@@ -167,10 +173,14 @@ static const mpfr_t *wsrc(mprun *r, int id)
         return (const mpfr_t *)t->hp + off;
     if (!r->wt[id]) {
         size_t n = (size_t)t->rows * t->cols;
-        r->wt[id] = cic_mpvec_create(n, 24);
+        bool lazy = t->lazy && !r->rounded;
+        r->wt[id] = cic_mpvec_create(n, lazy ? t->lazy->prec : 24);
         if (!r->wt[id])
             return NULL;
-        cic_mpvec_set_f32(r->wt[id], t->f32, n);
+        if (!lazy)
+            cic_mpvec_set_f32(r->wt[id], t->f32, n);
+        else if (cic_lazy_make(t->lazy, r->wt[id]) < 0)
+            return NULL; /* (freed with the run) */
     }
     return (const mpfr_t *)r->wt[id] + off;
 }
@@ -181,22 +191,62 @@ typedef struct {
     mpfr_t *y;
     bool per, bper;
     int n, k, per_s;
+    atomic_int failed; /* a range could not have its row scratch */
 } lin_job;
 
 /* Rows of one sample share weights: each range is cut at sample ends. */
 static void linear_rows(void *c, int lo, int hi, mpws *ws)
 {
-    const lin_job *L = c;
+    lin_job *L = c;
     int i, end;
+    mpfr_t *wrow = NULL; /* w NULL: a declined dot's row, out of the pack */
+    if (!L->w && !(wrow = cic_mpvec_create((size_t)L->k, L->wpack[0].prec ? L->wpack[0].prec : 24))) {
+        atomic_store(&L->failed, 1);
+        return;
+    }
     for (i = lo; i < hi; i = end) {
         int s = i / L->per_s;
-        const mpfr_t *w = L->per ? L->w + (size_t)s * L->n * L->k : L->w;
+        const mpfr_t *w = !L->w ? NULL : L->per ? L->w + (size_t)s * L->n * L->k : L->w;
         const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
         end = (s + 1) * L->per_s < hi ? (s + 1) * L->per_s : hi;
         cic_mp_linear_rows(L->y + (size_t)i * L->n, L->x + (size_t)i * L->k, (size_t)(end - i),
                            w, L->wpack + (L->per ? (size_t)s * L->n : 0), b, (size_t)L->n,
-                           (size_t)L->k, &ws->dot);
+                           (size_t)L->k, wrow, &ws->dot);
     }
+    cic_mpvec_destroy(wrow, (size_t)L->k);
+}
+
+/* The weights of a linear op packed once, a view per output row: straight
+ * from the float32 values or the recipe of a weight that has no MPFR
+ * values (*w = NULL then: declined dots read their row back from the
+ * pack), else from the MPFR values wsrc gives (*w). 0, or -1. */
+static int linear_pack(mprun *r, const cic_op *o, const mpfr_t **w, cic_mp_pack *all,
+                       cic_mp_pack **views, size_t nw, size_t k)
+{
+    const cic_tensor *t = &r->m->t[o->w];
+    size_t j;
+    *w = NULL;
+    if (t->role == CIC_T_WEIGHT && !(t->hp && !r->rounded)) {
+        int rc;
+        if (t->lazy && !r->rounded) {
+            *views = cic_calloc(nw ? nw : 1, sizeof **views);
+            if (!*views || cic_lazy_make_pack(t->lazy, all) < 0) {
+                free(*views);
+                return -1;
+            }
+            for (j = 0; j < nw; j++)
+                cic_mp_pack_view(&(*views)[j], all, j * k, k);
+            return 0;
+        }
+        rc = cic_mp_pack_rows_f32(all, views, t->f32, nw, k);
+        if (rc <= 0)
+            return rc;
+        /* NaN or Inf: MPFR's rules, through the mpfr_t values */
+    }
+    *w = wsrc(r, o->w);
+    if (!*w)
+        return -1;
+    return cic_mp_pack_rows(all, views, *w, nw, k);
 }
 
 static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
@@ -206,7 +256,6 @@ static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
     /* group G: the [G, G] weight on rows of G (rows are contiguous) */
     int R = rows_of(r, o->in[0]) * (o->group > 0 ? r->m->t[o->in[0]].cols / o->group : 1);
     L.x = wsrc(r, o->in[0]);
-    L.w = wsrc(r, o->w);
     L.b = o->b >= 0 ? wsrc(r, o->b) : NULL;
     L.y = y;
     L.per = wt->role == CIC_T_ACT; /* folded per sample */
@@ -214,20 +263,21 @@ static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
     L.n = L.per ? wt->block_rows : wt->rows;
     L.k = wt->cols;
     L.per_s = R / r->ns;
-    if (!L.x || !L.w || (o->b >= 0 && !L.b))
+    L.failed = 0;
+    if (!L.x || (o->b >= 0 && !L.b))
         return -1;
     {
         /* the weights packed once per op, a view per output row */
         size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1);
         cic_mp_pack all, *views;
-        if (cic_mp_pack_rows(&all, &views, L.w, nw, (size_t)L.k) < 0)
+        if (linear_pack(r, o, &L.w, &all, &views, nw, (size_t)L.k) < 0)
             return -1;
         L.wpack = views;
         parallel(r, R, linear_rows, &L);
         free(views);
         cic_mp_pack_clear(&all);
     }
-    return 0;
+    return atomic_load(&L.failed) ? -1 : 0;
 }
 
 static int mp_modulate(mprun *r, const cic_op *o, mpfr_t *y)
@@ -547,62 +597,6 @@ static int mp_attn(mprun *r, const cic_op *o, mpfr_t *y)
 }
 
 /* y = act(x) at prec, the same formula as the real engines. */
-static void act1(mpws *r, mpfr_prec_t prec, enum cic_act a, mpfr_ptr y, mpfr_srcptr x)
-{
-    mpfr_ptr t = r->t2;
-    switch (a) {
-    case CIC_ACT_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
-        mpfr_set_ui(t, 2, MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDN);
-        mpfr_mul(t, x, t, MPFR_RNDN);
-        mpfr_erf(t, t, MPFR_RNDN);
-        mpfr_add_ui(t, t, 1, MPFR_RNDN);
-        mpfr_mul(t, t, x, MPFR_RNDN);
-        mpfr_div_2ui(y, t, 1, MPFR_RNDN);
-        break;
-    case CIC_ACT_GELU_TANH: { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-        mpfr_t c;
-        mpfr_init2(c, prec);
-        mpfr_mul(t, x, x, MPFR_RNDN);
-        mpfr_mul(t, t, x, MPFR_RNDN);
-        mpfr_set_str(c, "0.044715", 10, MPFR_RNDN);
-        mpfr_mul(t, t, c, MPFR_RNDN);
-        mpfr_add(t, t, x, MPFR_RNDN);
-        mpfr_const_pi(c, MPFR_RNDN);
-        mpfr_ui_div(c, 2, c, MPFR_RNDN);
-        mpfr_sqrt(c, c, MPFR_RNDN);
-        mpfr_mul(t, t, c, MPFR_RNDN);
-        mpfr_tanh(t, t, MPFR_RNDN);
-        mpfr_add_ui(t, t, 1, MPFR_RNDN);
-        mpfr_mul(t, t, x, MPFR_RNDN);
-        mpfr_div_2ui(y, t, 1, MPFR_RNDN);
-        mpfr_clear(c);
-        break;
-    }
-    case CIC_ACT_RELU:
-        if (mpfr_sgn(x) > 0)
-            mpfr_set(y, x, MPFR_RNDN);
-        else
-            mpfr_set_zero(y, 1);
-        break;
-    case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
-        mpfr_neg(t, x, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
-        mpfr_add_ui(t, t, 1, MPFR_RNDN);
-        mpfr_div(y, x, t, MPFR_RNDN);
-        break;
-    case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)), 1.702 at prec */
-        mpfr_set_str(t, "-1.702", 10, MPFR_RNDN);
-        mpfr_mul(t, t, x, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
-        mpfr_add_ui(t, t, 1, MPFR_RNDN);
-        mpfr_div(y, x, t, MPFR_RNDN);
-        break;
-    default:
-        CIC_ASSERT(0 && "activation without a formula in engine_mpfr.c");
-    }
-}
-
 typedef struct {
     const mpfr_t *a, *b; /* b: the GLU's second factor, or NULL */
     mpfr_t *y;
@@ -615,7 +609,7 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
     const act_job *J = c;
     int j;
     for (j = lo; j < hi; j++) {
-        act1(w, J->prec, J->act, J->y[j], J->a[j]);
+        cic_mp_act(J->act, J->y[j], J->a[j], w->t2, J->prec);
         if (J->b)
             mpfr_mul(J->y[j], J->y[j], J->b[j], MPFR_RNDN);
     }
@@ -772,7 +766,7 @@ static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool round
     if (!r->buf || !r->wt || !r->ptr)
         return -1;
     for (i = 0; i < m->n_t; i++)
-        CIC_ASSERT(!m->t[i].hp || m->t[i].hp_prec <= prec);
+        CIC_ASSERT(cic_tensor_hp_prec(&m->t[i]) <= prec);
     if (cic_dot_scratch_init(&r->dot, cap, prec) < 0)
         return -1;
     r->nt = cic_engine_mpfr_threads();

@@ -13,6 +13,8 @@
 #include "../base/mpvec.h"
 #include "../base/rng.h"
 
+#include "lazy.h"
+
 #include <string.h>
 
 /* The op and site names are in op.c, with the op table. */
@@ -23,8 +25,10 @@ static void tensor_free(cic_tensor *t)
 {
     free(t->f32);
     cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
+    cic_lazy_unref(t->lazy);
     t->f32 = NULL;
     t->hp = NULL;
+    t->lazy = NULL;
 }
 
 void cic_model_destroy(cic_model *m)
@@ -91,11 +95,39 @@ int cic_model_tensor_find(const cic_model *m, const char *name)
     return -1;
 }
 
+bool cic_tensor_has_hp(const cic_tensor *t)
+{
+    return t->hp || t->lazy;
+}
+
+mpfr_prec_t cic_tensor_hp_prec(const cic_tensor *t)
+{
+    return t->lazy ? t->lazy->prec : t->hp ? t->hp_prec : 0;
+}
+
+const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp)
+{
+    size_t n = (size_t)t->rows * (size_t)t->cols;
+    *tmp = NULL;
+    if (t->hp)
+        return (const mpfr_t *)t->hp;
+    if (!t->lazy)
+        return NULL;
+    *tmp = cic_mpvec_create(n, t->lazy->prec);
+    if (*tmp && cic_lazy_make(t->lazy, *tmp) < 0) {
+        cic_mpvec_destroy(*tmp, n);
+        *tmp = NULL;
+    }
+    return (const mpfr_t *)*tmp;
+}
+
 int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
 {
     cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * (size_t)t->cols;
     cic_mpvec_destroy(t->hp, n);
+    cic_lazy_unref(t->lazy);
+    t->lazy = NULL;
     t->hp = cic_mpvec_create(n, prec);
     t->hp_prec = prec;
     return t->hp ? 0 : -1;
@@ -147,6 +179,7 @@ cic_model *cic_model_clone(const cic_model *m)
         *d = *s;
         d->f32 = NULL;
         d->hp = NULL;
+        d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
         c->n_t = i + 1;
         if (s->f32) {
             d->f32 = malloc(n * sizeof *d->f32);

@@ -41,6 +41,9 @@ typedef struct {
     float *f32;      /* weights and inputs: rows*cols values; NULL for ACT */
     mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
     mpfr_prec_t hp_prec;
+    /* or the unrounded values as a recipe, made when read (lazy.h; then hp
+     * is NULL and f32 holds them rounded): cic_tensor_hp_make */
+    struct cic_lazy *lazy;
     /* While the model is built: values still to be drawn (CIC_FILL_*), with
      * this std. Every builder draws its weights at the end, in tensor order
      * (each tensor's values depend on the seed and its name only, so the
@@ -106,6 +109,14 @@ int cic_model_op_add(cic_model *m, const cic_op *op);
 int cic_model_tensor_find(const cic_model *m, const char *name);
 /* Give tensor id high-precision storage at prec (values +0); 0 or -1. */
 int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec);
+
+/* Whether tensor t carries unrounded values (hp or a recipe), their
+ * precision, and the values themselves: t->hp, or a recipe's made into
+ * *tmp (the caller destroys it, rows * cols values); NULL when memory runs
+ * out or t has none. */
+bool cic_tensor_has_hp(const cic_tensor *t);
+mpfr_prec_t cic_tensor_hp_prec(const cic_tensor *t);
+const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp);
 
 /* Rows of tensor id in a run over n_samples samples. */
 int cic_model_run_rows(const cic_model *m, int id, int n_samples);

@@ -52,6 +52,9 @@ static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_
     c.mpfr_prec = o->prec;
     c.n_xf = 1;
     c.xf[0].after = -1;
+    /* a loaded model holds float32 values only: counted as one whose
+     * weights are recipes (8 bytes a weight, an overestimate) */
+    c.xf[0].kind = CIC_XFORM_FOLD_RMSNORM_GAMMA;
     resid = 2.0 * cfg->layers * cfg->tokens * cfg->samples * cfg->d_model *
             (32.0 + (o->prec + 63) / 64 * 8);
     est = (double)cic_case_memory_estimate(&c) + resid;

@@ -4,6 +4,7 @@
  * (dequantized values, codes and scales); the dump's file names. */
 #include "dump.h"
 
+#include "../base/mpvec.h"
 #include "../xform/qmat.h"
 
 #include "../engine/lowp.h"
@@ -106,8 +107,18 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
                 rc = -1;
                 goto cleanup;
             }
-            for (j = 0; j < cnt; j++)
-                f64[i][j] = s->hp ? mpfr_get_d(s->hp[j], MPFR_RNDN) : (double)s->f32[j];
+            {
+                mpfr_t *tmp;
+                const mpfr_t *hp = cic_tensor_hp_make(s, &tmp);
+                if (!hp && cic_tensor_has_hp(s)) {
+                    cic_diag_set(d, path, 0, 0, "out of memory");
+                    rc = -1;
+                    goto cleanup;
+                }
+                for (j = 0; j < cnt; j++)
+                    f64[i][j] = hp ? mpfr_get_d(hp[j], MPFR_RNDN) : (double)s->f32[j];
+                cic_mpvec_destroy(tmp, cnt);
+            }
             t[n].dtype = CIC_DT_F64;
             t[n].data = f64[i];
         }

@@ -187,6 +187,22 @@ static int _cic_hadamard_entry(const signed char *hk, size_t K, size_t P, size_t
     return __builtin_parityll((unsigned long long)((i % P) & (j % P))) ? -h : h;
 }
 
+/* s_j = -1 when bit 0 of the j-th word of the "q.hadamard.signs" stream
+ * is set (whatever K). */
+static int hadamard_sign(uint64_t key, size_t j)
+{
+    return (cic_rng_u64(key, j) & 1) ? -1 : 1;
+}
+
+int cic_q_hadamard_signs(signed char *s, int d, uint64_t seed)
+{
+    uint64_t key = cic_rng_key(seed, "q.hadamard.signs");
+    int j;
+    for (j = 0; j < d; j++)
+        s[j] = (signed char)hadamard_sign(key, (size_t)j);
+    return 0;
+}
+
 int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
 {
     return cic_q_hadamard_k(q, d, 0, seed, prec);
@@ -215,11 +231,10 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
     mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
     mpfr_rec_sqrt(r, r, MPFR_RNDN);
 
-    /* Q[i][j] = H[i][j] * s_j / sqrt(d). s_j = -1 when bit 0 of the j-th
-     * word of the "q.hadamard.signs" stream is set (whatever K). */
+    /* Q[i][j] = H[i][j] * s_j / sqrt(d) */
     key = cic_rng_key(seed, "q.hadamard.signs");
     for (j = 0; j < n; j++) {
-        int sj = (cic_rng_u64(key, j) & 1) ? -1 : 1;
+        int sj = hadamard_sign(key, j);
         for (i = 0; i < n; i++) {
             int h = _cic_hadamard_entry(hk, K, P, i, j) * sj;
             /* negation is exact: every entry is +-r bit for bit */

@@ -42,6 +42,9 @@ void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
  * Sylvester's. The signs s come from the same stream whatever K, so two
  * bases with one seed differ in H only. -1 when (d, K) is not supported. */
 int cic_q_hadamard_k(mpfr_t *q, int d, int K, uint64_t seed, mpfr_prec_t prec);
+/* The signs s_j of those Q (d values of +-1), for the transforms that apply
+ * Q without forming it (model/lazy.h). Returns 0. */
+int cic_q_hadamard_signs(signed char *s, int d, uint64_t seed);
 /* Whether (d, K) is supported as above (K = 0: cic_q_hadamard_supported). */
 int cic_q_hadamard_k_supported(int d, int K);
 /* Writes into buf why (d, K) is not supported, K != 0 (K has no

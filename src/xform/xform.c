@@ -17,6 +17,7 @@
 #include "../base/mpvec.h"
 #include "qmat.h"
 #include "xform_util.h"
+#include "../model/lazy.h"
 
 #define vals _cic_xf_vals
 #define install _cic_xf_install
@@ -297,8 +298,8 @@ const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp)
     const cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * t->cols;
     *tmp = NULL;
-    if (t->hp)
-        return (const mpfr_t *)t->hp;
+    if (cic_tensor_has_hp(t))
+        return cic_tensor_hp_make(t, tmp);
     *tmp = cic_mpvec_create(n, 24);
     if (!*tmp)
         return NULL;
@@ -313,6 +314,8 @@ void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
     cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * t->cols;
     cic_mpvec_destroy(t->hp, n);
+    cic_lazy_unref(t->lazy);
+    t->lazy = NULL;
     t->hp = v;
     t->hp_prec = p;
     cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, n);
@@ -326,8 +329,8 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
     mpfr_prec_t mx = p;
     int i, cap = m->cfg.d_model;
     for (i = 0; i < m->n_t; i++) {
-        if (m->t[i].hp && m->t[i].hp_prec > mx)
-            mx = m->t[i].hp_prec;
+        if (cic_tensor_hp_prec(&m->t[i]) > mx)
+            mx = cic_tensor_hp_prec(&m->t[i]);
         if (m->t[i].cols > cap)
             cap = m->t[i].cols;
         if (m->t[i].rows > cap)
@@ -340,8 +343,68 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
 }
 
 /* Fold a norm's gain g and bias b into the reader linear op r. */
+/* The fold of a gain into a float32 reader weight, kept as a recipe
+ * (lazy.h): the weight's float32 values and the gain, with f32 the values
+ * rounded. The same bits as the MPFR products below, made when read. */
+static int fold_lazy(ctx *c, int wid, int g)
+{
+    cic_tensor *t = &c->m->t[wid];
+    size_t n = (size_t)t->rows * t->cols;
+    float *rounded = malloc((n ? n : 1) * sizeof *rounded);
+    cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols,
+                                            g >= 0 ? c->m->t[g].f32 : NULL, c->p)
+                          : NULL;
+    if (!z) {
+        free(rounded);
+        return -1;
+    }
+    t->f32 = rounded;
+    t->lazy = z;
+    return cic_lazy_make_f32(z, t->f32);
+}
+
+/* Tensor id rotated on side by the Hadamard c->hq, kept as a recipe over
+ * its float32 values (or over its fold's recipe): 1 when done, 0 when id
+ * does not qualify (its values are held as MPFR, or it is rotated
+ * already: the products below then), -1 when memory runs out. */
+static int rotate_lazy(ctx *c, int id, enum cic_lazy_side side)
+{
+    cic_tensor *t = &c->m->t[id];
+    const cic_xf_hq *h = c->hq;
+    size_t n = (size_t)t->rows * t->cols;
+    cic_lazy *base, *z;
+    float *rounded;
+    if (!h || t->hp || (t->lazy && t->lazy->side != CIC_LAZY_VALUES))
+        return 0;
+    rounded = malloc((n ? n : 1) * sizeof *rounded);
+    if (!rounded)
+        return -1;
+    base = t->lazy ? cic_lazy_ref(t->lazy) : cic_lazy_values(t->f32, t->rows, t->cols, NULL, 24);
+    if (!base) {
+        free(rounded);
+        return -1;
+    }
+    if (!t->lazy)
+        t->f32 = NULL; /* now the base's */
+    z = cic_lazy_rotate(base, side, h->d, h->K, h->hk, h->sign, c->p);
+    cic_lazy_unref(base);
+    cic_lazy_unref(t->lazy);
+    if (!t->f32 && !z) {
+        free(rounded);
+        return -1; /* (the model is destroyed with the failed transform) */
+    }
+    free(t->f32);
+    t->f32 = rounded;
+    t->lazy = z;
+    if (!z)
+        return -1;
+    return cic_lazy_make_f32(z, t->f32) < 0 ? -1 : 1;
+}
+
 static int fold_into_reader(ctx *c, cic_op *r, int g, int b)
 {
+    if (b < 0 && !cic_tensor_has_hp(&c->m->t[r->w]) && (g < 0 || !cic_tensor_has_hp(&c->m->t[g])))
+        return fold_lazy(c, r->w, g);
     cic_model *m = c->m;
     int wid = r->w, rows = m->t[wid].rows, cols = m->t[wid].cols, i, j;
     mpfr_t *tw = NULL, *tg = NULL, *tb = NULL, *tc = NULL, *nw = NULL, *nb = NULL;
@@ -449,8 +512,12 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
     cic_model *m = c->m;
     int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
-    const mpfr_t *v = vals(m, id, &tv);
+    const mpfr_t *v;
+    int lz;
     CIC_ASSERT(cols == d);
+    if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_RIGHT)) != 0)
+        return lz < 0 ? -1 : 0;
+    v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
         cic_mpvec_destroy(tv, (size_t)rows * cols);
@@ -471,9 +538,12 @@ static int rotate_writer(ctx *c, int id, bool bias, const mpfr_t *q, int d)
     int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
     const mpfr_t *v;
+    int lz;
     if (bias) /* b' = b Q */
         return rotate_right(c, id, q, d);
     CIC_ASSERT(rows == d);
+    if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_LEFT)) != 0)
+        return lz < 0 ? -1 : 0;
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
@@ -531,6 +601,7 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     int d = m->cfg.d_model, i, rc = -1;
     size_t dd = (size_t)d * d, k;
     mpfr_t *q = cic_mpvec_create(dd, c->p), *nq = NULL;
+    cic_xf_hq hq = { 0, 0, NULL, NULL };
     if (!q)
         return -1;
     switch (x->q) {
@@ -541,6 +612,16 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     case CIC_Q_HADAMARD:
         if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
             goto cleanup;
+        if (!c->blas) {
+            /* the weights rotated without forming W Q: recipes (lazy.h) */
+            hq.d = d;
+            hq.K = cic_hadamard_base_order_k(d, x->hadamard_base);
+            hq.sign = cic_calloc((size_t)d, 1);
+            if (!hq.sign || cic_hadamard_base_k(&hq.hk, x->hadamard_base, d) < 0)
+                goto cleanup;
+            cic_q_hadamard_signs(hq.sign, d, x->q_seed);
+            c->hq = &hq;
+        }
         break;
     case CIC_Q_REGULAR:
         if (cic_q_regular_hadamard(q, d, x->q_seed, c->p) < 0)
@@ -594,6 +675,9 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     }
     rc = 0;
 cleanup:
+    c->hq = NULL;
+    free(hq.hk);
+    free(hq.sign);
     cic_mpvec_destroy(q, dd);
     cic_mpvec_destroy(nq, dd);
     return rc;

@@ -8,12 +8,20 @@
 #include "../base/mpgemm.h"
 #include "../model/model.h"
 
+/* A Hadamard Q = (hk (x) Syl_{d/K}) diag(sign) / sqrt(d), applied without
+ * forming it: the weights it rotates become recipes (model/lazy.h). */
+typedef struct {
+    int d, K;
+    signed char *hk, *sign;
+} cic_xf_hq;
+
 typedef struct {
     cic_model *m;
     mpfr_prec_t p;      /* output precision */
     cic_dot_scratch dot;
     int ok;
     bool blas;          /* dense products by Q through dgemm (f64-openblas) */
+    const cic_xf_hq *hq; /* set while a rotation's Q is that Hadamard */
 } cic_xf_ctx;
 
 /* The op of m that writes tensor t, or -1. */

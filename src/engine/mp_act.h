@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/* mp_act.h: the activations of the MPFR engine, one value at a time: each
+ * MPFR operation correctly rounded at the precision of its output, in the
+ * formula's order (GELU by erf, GELU's tanh form, ReLU, SiLU, QuickGELU). */
+#ifndef CIC_MP_ACT_H
+#define CIC_MP_ACT_H
+
+#include "../case/case.h"
+
+#include <mpfr.h>
+
+/* y = a(x); t is scratch at y's precision, prec the precision of the
+ * constants (y's). y may alias x. */
+void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec_t prec);
+
+#endif

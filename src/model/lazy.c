@@ -1,0 +1,332 @@
+/* SPDX-License-Identifier: MIT */
+/* lazy.c: weights made when they are read (lazy.h). */
+#include "lazy.h"
+
+#include "../base/base.h"
+#include "../base/mpgemm.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+static atomic_ulong g_fallback;
+
+unsigned long cic_lazy_fallback_lines(void)
+{
+    return atomic_load(&g_fallback);
+}
+
+cic_lazy *cic_lazy_values(float *src, int rows, int cols, const float *gain,
+                          mpfr_prec_t prec)
+{
+    cic_lazy *z = cic_calloc(1, sizeof *z);
+    if (!z || (gain && !(z->gain = cic_calloc((size_t)cols, sizeof *z->gain)))) {
+        free(z);
+        return NULL;
+    }
+    if (gain)
+        memcpy(z->gain, gain, (size_t)cols * sizeof *gain);
+    z->refs = 1;
+    z->rows = rows;
+    z->cols = cols;
+    z->prec = prec;
+    z->side = CIC_LAZY_VALUES;
+    z->src = src;
+    return z;
+}
+
+cic_lazy *cic_lazy_rotate(cic_lazy *base, enum cic_lazy_side side, int d, int K,
+                          const signed char *hk, const signed char *sign, mpfr_prec_t prec)
+{
+    cic_lazy *z = cic_calloc(1, sizeof *z);
+    CIC_ASSERT(base->side == CIC_LAZY_VALUES && side != CIC_LAZY_VALUES);
+    CIC_ASSERT(d == (side == CIC_LAZY_RIGHT ? base->cols : base->rows) && K >= 1 && d % K == 0);
+    if (!z || !(z->hk = cic_calloc((size_t)K * K, 1)) || !(z->sign = cic_calloc((size_t)d, 1))) {
+        if (z)
+            free(z->hk);
+        free(z);
+        return NULL;
+    }
+    memcpy(z->hk, hk, (size_t)K * K);
+    memcpy(z->sign, sign, (size_t)d);
+    z->refs = 1;
+    z->rows = base->rows;
+    z->cols = base->cols;
+    z->prec = prec;
+    z->side = side;
+    z->base = cic_lazy_ref(base);
+    z->d = d;
+    z->K = K;
+    return z;
+}
+
+cic_lazy *cic_lazy_ref(cic_lazy *z)
+{
+    if (z)
+        z->refs++;
+    return z;
+}
+
+void cic_lazy_unref(cic_lazy *z)
+{
+    if (!z || --z->refs > 0)
+        return;
+    cic_lazy_unref(z->base);
+    free(z->src);
+    free(z->gain);
+    free(z->hk);
+    free(z->sign);
+    free(z);
+}
+
+/* ---- making the values, a line at a time ---- */
+
+/* Where a made value goes: entry idx of the tensor is res. */
+typedef struct {
+    void (*put)(void *dst, size_t idx, mpfr_srcptr res);
+    void *dst;
+} sink;
+
+/* A thread's scratch: the line at the working precision (v), as it was
+ * (v0, the base's precision), the results, the base mixing and the
+ * fallback's column of Q. */
+typedef struct {
+    mpfr_t *v, *v0, *res, *acc, *qcol;
+    mpfr_t t0, r, w24, g24;
+    cic_dot_scratch dot;
+    int n, K;
+    bool ok;
+} lws;
+
+static void lws_clear(lws *s)
+{
+    if (s->ok) {
+        mpfr_clears(s->t0, s->r, s->w24, s->g24, (mpfr_ptr)0);
+        cic_dot_scratch_clear(&s->dot);
+    }
+    cic_mpvec_destroy(s->v, (size_t)s->n);
+    cic_mpvec_destroy(s->v0, (size_t)s->n);
+    cic_mpvec_destroy(s->res, (size_t)s->n);
+    cic_mpvec_destroy(s->qcol, (size_t)s->n);
+    cic_mpvec_destroy(s->acc, (size_t)s->K);
+    memset(s, 0, sizeof *s);
+}
+
+static int lws_init(lws *s, const cic_lazy *z)
+{
+    bool rot = z->side != CIC_LAZY_VALUES;
+    mpfr_prec_t bp = rot ? z->base->prec : z->prec, pw = (bp > 24 ? bp : 24) + 128;
+    int n = rot ? z->d : z->cols;
+    memset(s, 0, sizeof *s);
+    s->n = n;
+    s->K = rot ? z->K : 1;
+    s->res = cic_mpvec_create((size_t)n, z->prec);
+    if (!s->res)
+        return -1;
+    if (rot) {
+        s->v = cic_mpvec_create((size_t)n, pw);
+        s->v0 = cic_mpvec_create((size_t)n, bp);
+        s->qcol = cic_mpvec_create((size_t)n, z->prec);
+        s->acc = cic_mpvec_create((size_t)s->K, pw);
+        if (!s->v || !s->v0 || !s->qcol || !s->acc ||
+            cic_dot_scratch_init(&s->dot, (size_t)n, bp > z->prec ? bp : z->prec) < 0) {
+            lws_clear(s);
+            return -1;
+        }
+    } else if (cic_dot_scratch_init(&s->dot, 1, z->prec) < 0) {
+        lws_clear(s);
+        return -1;
+    }
+    mpfr_init2(s->t0, pw);
+    mpfr_init2(s->r, z->prec);
+    mpfr_inits2(24, s->w24, s->g24, (mpfr_ptr)0);
+    s->ok = true;
+    /* Q's entries are +-r, r = 1/sqrt(d) correctly rounded (qmat.c) */
+    mpfr_set_ui(s->r, (unsigned long)(rot ? z->d : 1), MPFR_RNDN);
+    mpfr_rec_sqrt(s->r, s->r, MPFR_RNDN);
+    return 0;
+}
+
+/* Entry (i, j) of a VALUES recipe, rounded into y. */
+static void value_at(const cic_lazy *z, int i, int j, mpfr_ptr y, lws *s)
+{
+    mpfr_set_flt(s->w24, z->src[(size_t)i * z->cols + j], MPFR_RNDN);
+    if (z->gain) {
+        mpfr_set_flt(s->g24, z->gain[j], MPFR_RNDN);
+        mpfr_mul(y, s->w24, s->g24, MPFR_RNDN);
+    } else {
+        mpfr_set(y, s->w24, MPFR_RNDN);
+    }
+}
+
+static int h_entry(const cic_lazy *z, int i, int j)
+{
+    int P = z->d / z->K, h = z->hk[(size_t)(i / P) * z->K + j / P];
+    return __builtin_parity((unsigned)((i % P) & (j % P))) ? -h : h;
+}
+
+/* v H in place (H = hk (x) Syl_P, as mp_fwht.c orders it); true when every
+ * addition was exact. */
+static bool fwht_exact(mpfr_t *v, int w, int K, const signed char *hk, mpfr_t *acc, mpfr_t t0)
+{
+    int P = w / K, len, j, k, a, c, e, inex = 0;
+    for (len = 1; len < P; len <<= 1)
+        for (j = 0; j < w; j += 2 * len)
+            for (k = j; k < j + len; k++) {
+                inex |= mpfr_sub(t0, v[k], v[k + len], MPFR_RNDN);
+                inex |= mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
+                mpfr_set(v[k + len], t0, MPFR_RNDN); /* (vectors share one limb block: no swap) */
+            }
+    for (e = 0; K > 1 && e < P; e++) {
+        for (c = 0; c < K; c++) {
+            mpfr_set(acc[c], v[e], MPFR_RNDN);
+            for (a = 1; a < K; a++) {
+                mpfr_srcptr x = v[(size_t)a * P + e];
+                inex |= hk[(size_t)a * K + c] > 0 ? mpfr_add(acc[c], acc[c], x, MPFR_RNDN)
+                                                  : mpfr_sub(acc[c], acc[c], x, MPFR_RNDN);
+            }
+        }
+        for (c = 0; c < K; c++)
+            mpfr_set(v[(size_t)c * P + e], acc[c], MPFR_RNDN);
+    }
+    return inex == 0;
+}
+
+/* Output j of a rotated line as the correctly rounded dot product of the
+ * line (s->v0) with Q's column j. */
+static void by_column(const cic_lazy *z, int j, lws *s)
+{
+    int i;
+    for (i = 0; i < z->d; i++) {
+        mpfr_set(s->qcol[i], s->r, MPFR_RNDN);
+        if (h_entry(z, i, j) * z->sign[j] < 0)
+            mpfr_neg(s->qcol[i], s->qcol[i], MPFR_RNDN);
+    }
+    cic_mp_dot(s->res[j], (const mpfr_t *)s->v0, 1, (const mpfr_t *)s->qcol, 1, (size_t)z->d,
+               NULL, &s->dot);
+}
+
+/* Line l of a rotation into s->res: row l of the base (RIGHT) or its
+ * column l (LEFT), times Q. */
+static void rotated_line(const cic_lazy *z, int l, lws *s)
+{
+    int i, j, d = z->d;
+    bool exact;
+    for (i = 0; i < d; i++) {
+        if (z->side == CIC_LAZY_RIGHT)
+            value_at(z->base, l, i, s->v0[i], s);
+        else
+            value_at(z->base, i, l, s->v0[i], s);
+        mpfr_set(s->v[i], s->v0[i], MPFR_RNDN); /* exact: pw > the base's precision */
+    }
+    exact = fwht_exact(s->v, d, z->K, z->hk, s->acc, s->t0);
+    if (!exact)
+        atomic_fetch_add(&g_fallback, 1);
+    for (j = 0; j < d; j++) {
+        if (!exact || mpfr_zero_p(s->v[j])) {
+            by_column(z, j, s); /* the sign of a zero sum is the dot product's */
+            continue;
+        }
+        mpfr_mul(s->res[j], s->v[j], s->r, MPFR_RNDN);
+        if (z->sign[j] < 0)
+            mpfr_neg(s->res[j], s->res[j], MPFR_RNDN);
+    }
+}
+
+typedef struct {
+    const cic_lazy *z;
+    sink out;
+    int lo, hi, rc;
+} ljob;
+
+static void *lines(void *p)
+{
+    ljob *J = p;
+    const cic_lazy *z = J->z;
+    lws s;
+    int l, e;
+    J->rc = -1;
+    if (lws_init(&s, z) < 0)
+        return NULL;
+    for (l = J->lo; l < J->hi; l++) {
+        if (z->side == CIC_LAZY_VALUES) {
+            for (e = 0; e < z->cols; e++)
+                value_at(z, l, e, s.res[e], &s);
+            for (e = 0; e < z->cols; e++)
+                J->out.put(J->out.dst, (size_t)l * z->cols + e, s.res[e]);
+            continue;
+        }
+        rotated_line(z, l, &s);
+        for (e = 0; e < z->d; e++)
+            J->out.put(J->out.dst,
+                       z->side == CIC_LAZY_RIGHT ? (size_t)l * z->cols + e
+                                                 : (size_t)e * z->cols + l,
+                       s.res[e]);
+    }
+    lws_clear(&s);
+    J->rc = 0;
+    return NULL;
+}
+
+static int walk(const cic_lazy *z, sink out)
+{
+    ljob jobs[64];
+    pthread_t th[64];
+    bool started[64] = { false };
+    int n = z->side == CIC_LAZY_LEFT ? z->cols : z->rows, nt = cic_mp_matmul_threads(), t, rc = 0;
+    if (nt > n)
+        nt = n > 0 ? n : 1;
+    for (t = 0; t < nt; t++) {
+        jobs[t] = (ljob){ z, out, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt), 0 };
+        if (t > 0)
+            started[t] = pthread_create(&th[t], NULL, lines, &jobs[t]) == 0;
+    }
+    lines(&jobs[0]);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            lines(&jobs[t]); /* no thread: this one does the lines */
+    }
+    for (t = 0; t < nt; t++)
+        rc = jobs[t].rc < 0 ? -1 : rc;
+    return rc;
+}
+
+static void put_mpfr(void *dst, size_t idx, mpfr_srcptr res)
+{
+    mpfr_set(((mpfr_t *)dst)[idx], res, MPFR_RNDN);
+}
+
+static void put_pack(void *dst, size_t idx, mpfr_srcptr res)
+{
+    cic_mp_pack_set(dst, idx, res);
+}
+
+static void put_f32(void *dst, size_t idx, mpfr_srcptr res)
+{
+    ((float *)dst)[idx] = cic_mp_get_f32(res);
+}
+
+int cic_lazy_make(const cic_lazy *z, mpfr_t *out)
+{
+    return walk(z, (sink){ put_mpfr, out });
+}
+
+int cic_lazy_make_pack(const cic_lazy *z, cic_mp_pack *pk)
+{
+    if (cic_mp_pack_alloc(pk, (size_t)z->rows * z->cols, z->prec) < 0)
+        return -1;
+    if (walk(z, (sink){ put_pack, pk }) < 0) {
+        cic_mp_pack_clear(pk);
+        return -1;
+    }
+    cic_mp_pack_finish(pk);
+    return 0;
+}
+
+int cic_lazy_make_f32(const cic_lazy *z, float *out)
+{
+    return walk(z, (sink){ put_f32, out });
+}
