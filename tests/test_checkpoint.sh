@@ -373,6 +373,31 @@ for mistake in writer-unrotated gain-kept r4-missing; do
     else bad "$mistake: a layer before 2 is not equivalent"; fi
     has "$tmp/v-$mistake/report.json" '"first_layer_not_equivalent": 2' "$mistake: report.json names layer 2"
 done
+# --case: both models in the engines a case names (quarot-llama's f32, bf16
+# and W4A4); bf16 and W4A4 must cost more than f32 on both, or they did not run
+# shellcheck disable=SC2086
+expect_rc 0 "verify with --case engines: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --q "$tmp/rw/R1.safetensors" $vopts --case "$root/cases/quarot-llama.toml" --out "$tmp/v-case"
+for e in f32-openblas bf16 w4a4; do
+    has "$tmp/out" "$e vs the original's truth (rel_norm2): original" "--case: the $e line"
+done
+if "$py" - "$tmp/v-case/report.json" <<'PYEOF'
+import json, math, sys
+v = json.load(open(sys.argv[1]))["verify"]
+e = {x["engine"]: x for x in v["engines"]}
+assert list(e) == ["f32-openblas", "bf16", "w4a4"], list(e)
+for side in ("original", "transformed"):
+    f, b, w = (e[k][side] for k in ("f32-openblas", "bf16", "w4a4"))
+    assert 0 < f < 1e-5 < b < w, (side, f, b, w)
+PYEOF
+then ok "--case: report.json has each engine, f32 < bf16 < W4A4 on both models"
+else bad "--case: report.json's engines are wrong"; fi
+sed 's/^f32 = \["openblas"\]/f32 = ["openblass"]/' "$root/cases/quarot-llama.toml" >"$tmp/bad-engines.toml"
+# shellcheck disable=SC2086
+expect_rc 2 "verify with a bad --case: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" $vopts \
+    --case "$tmp/bad-engines.toml"
+expect_err "bad-engines.toml:" "a bad --case: the message names the file"
+expect_err "openblass" "a bad --case: the message names the value"
 # token ids through each model's own embed_tokens: the rewrite's E Q too
 # shellcheck disable=SC2086
 expect_rc 0 "verify on seeded token ids: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \

@@ -35,6 +35,9 @@ const char CIC_VERIFY_USAGE[] =
     "  --seed N             seed of the block input (default 0)\n"
     "  --mpfr-prec P        MPFR precision of both runs (default 128)\n"
     "  --threads N          MPFR threads (default: one per core)\n"
+    "  --case FILE          also run both models in the f32 and low-precision\n"
+    "                       engines of FILE's [engines] (a case file; its other\n"
+    "                       tables are read and checked, not used)\n"
     "  --out DIR            write DIR/report.json\n"
     "  exit 0: every layer and the head equivalent; 1: one is not; 2: bad input\n";
 
@@ -116,6 +119,9 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     if (!strcmp(k, "--layers"))
         return parse_layers(v, o) == 0 ? CIC_OK
                                        : verify_usage("--layers '%s': N or a-b (0-based)", v);
+    if (!strcmp(k, "--case"))
+        return strlen(v) < sizeof o->case_file ? (strcpy(o->case_file, v), CIC_OK)
+                                               : verify_usage("--case path too long: %s", v);
     if (!strcmp(k, "--out")) {
         *out = v;
         return CIC_OK;
@@ -159,8 +165,9 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
     for (l = 0; r->have_q && l < r->n_layers; l++)
         printf("%5d  %11.3g  %s\n", r->layer0 + l, r->ce[l], CIC_VERDICT_NAME[r->verdict[l]]);
     printf("head   %11.3g  %s   (the logits)\n", r->head_ce, CIC_VERDICT_NAME[r->head_verdict]);
-    printf("f32 engine vs the original's truth (rel_norm2): original %.3g, transformed %.3g\n",
-           r->f32_orig, r->f32_trans);
+    for (l = 0; l < r->n_eng; l++)
+        printf("%s vs the original's truth (rel_norm2): original %.3g, transformed %.3g\n",
+               r->eng[l], r->eng_orig[l], r->eng_trans[l]);
     if (r->first_bad >= 0)
         printf("first layer not equivalent: %d (%s)\n", r->first_bad,
                CIC_VERDICT_NAME[r->verdict[r->first_bad - r->layer0]]);

@@ -308,15 +308,70 @@ static int alloc_work(work *w, mpfr_prec_t p)
     return 0;
 }
 
-/* The f32 engine's logits of m against the truth y. */
-static double f32_error(const cic_model *m, const mpfr_t *y, size_t n, mpfr_prec_t p)
+/* Engine k of c's [engines] (the f32 ones, then the low-precision ones; c
+ * NULL: f32-openblas alone): its logits of m against the truth y, and its
+ * name into name (NULL past the last). */
+static const char *engine_error(const cic_case *c, int k, const cic_model *m, const mpfr_t *y,
+                                size_t n, mpfr_prec_t p, double *e)
 {
-    float *out = cic_calloc(n ? n : 1, sizeof *out);
-    double e = NAN;
-    if (out && cic_engine_f32_run(out, m, CIC_MATMUL_OPENBLAS, NULL) == 0)
-        e = cic_metric_rel_diff_f32(out, y, n, p);
+    static const char *const f32[] = { "f32-" CIC_MATMUL_OPENBLAS_NAME,
+                                       "f32-" CIC_MATMUL_FIXED_NAME };
+    bool use[2] = { !c || c->f32_openblas, c && c->f32_fixed };
+    int j, mm;
+    float *out;
+    const char *name = NULL;
+    for (j = 0, mm = -1; j < 2 && mm < 0; j++)
+        if (use[j] && k-- == 0)
+            mm = j;
+    if (mm < 0 && (!c || k >= c->n_lowp))
+        return NULL;
+    name = mm >= 0 ? f32[mm] : c->lowp[k].name;
+    *e = NAN;
+    out = cic_calloc(n ? n : 1, sizeof *out);
+    if (out && (mm >= 0 ? cic_engine_f32_run(out, m, (enum cic_matmul)mm, NULL)
+                        : cic_engine_lowp_run(out, m, &c->lowp[k],
+                                              c->f32_openblas ? CIC_MATMUL_OPENBLAS
+                                                              : CIC_MATMUL_FIXED,
+                                              NULL)) == 0)
+        *e = cic_metric_rel_diff_f32(out, y, n, p);
     free(out);
-    return e;
+    return name;
+}
+
+/* Both models in every engine asked for, against the original's truth. */
+static void engine_errors(const cic_case *c, work *w, cic_verify_result *r, mpfr_prec_t p)
+{
+    const char *name;
+    int k;
+    for (k = 0; k < CIC_VERIFY_MAX_ENGINES; k++) {
+        name = engine_error(c, k, w->a, (const mpfr_t *)w->ya, w->n_out, p, &r->eng_orig[k]);
+        if (!name)
+            break;
+        engine_error(c, k, w->b, (const mpfr_t *)w->ya, w->n_out, p, &r->eng_trans[k]);
+        cic_strlcpy(r->eng[k], name, sizeof r->eng[k]);
+    }
+    r->n_eng = k;
+}
+
+/* The case file of --case (its [engines] only), or NULL with d set. */
+static cic_case *engines_case(const cic_verify_opts *o, cic_diag *d)
+{
+    cic_case *c = cic_calloc(1, sizeof *c);
+    if (!c) {
+        cic_diag_set(d, o->case_file, 0, 0, "out of memory");
+        return NULL;
+    }
+    if (cic_case_load(c, o->case_file, d) != CIC_OK) {
+        free(c);
+        return NULL;
+    }
+    if (c->sweep.on) {
+        cic_diag_set(d, o->case_file, 0, 0, "--case: a sweep's engines are per point; give a "
+                     "case without [sweep]");
+        free(c);
+        return NULL;
+    }
+    return c;
 }
 
 /* Per layer: B's residual mapped back, y Q^T, against A's. */
@@ -343,6 +398,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
     work w;
     cic_model_cfg cb;
+    cic_case *ec = NULL;
     mpfr_prec_t p = o->prec;
     int bits_a, bits_b, bits_q = 53, rc = CIC_EINTERNAL;
     struct timespec t0, t1;
@@ -357,6 +413,8 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
                      CIC_MAX_SAMPLES, CIC_CASE_MAX_ROWS);
         return CIC_EINPUT;
     }
+    if (o->case_file[0] && !(ec = engines_case(o, d)))
+        return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
     w.a = load(o, o->orig, false, &bits_a, NULL, &r->cfg, d);
     w.b = w.a ? load(o, o->trans, true, &bits_b, &r->cfg, &cb, d) : NULL;
     if (!w.a || !w.b) {
@@ -391,11 +449,11 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
         goto done;
     r->head_ce = cic_metric_rel_diff((const mpfr_t *)w.yb, (const mpfr_t *)w.ya, w.n_out, p);
     r->head_verdict = judge(r->head_ce, r);
-    r->f32_orig = f32_error(w.a, (const mpfr_t *)w.ya, w.n_out, p);
-    r->f32_trans = f32_error(w.b, (const mpfr_t *)w.ya, w.n_out, p);
+    engine_errors(ec, &w, r, p);
     rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
 done:
     work_free(&w);
+    free(ec);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return rc;
@@ -439,9 +497,13 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     json_object_set_new(v, "head", json_pack("{s:o,s:s}", "ce", jnum(r->head_ce), "verdict",
                                              CIC_VERDICT_NAME[r->head_verdict]));
-    json_object_set_new(v, "f32_rel_norm2", json_pack("{s:o,s:o}", "original",
-                                                      jnum(r->f32_orig), "transformed",
-                                                      jnum(r->f32_trans)));
+    json_object_set_new(v, "case", o->case_file[0] ? json_string(o->case_file) : json_null());
+    json_object_set_new(v, "engines", json_array());
+    for (l = 0; l < r->n_eng; l++)
+        json_array_append_new(json_object_get(v, "engines"),
+                              json_pack("{s:s,s:o,s:o}", "engine", r->eng[l], "original",
+                                        jnum(r->eng_orig[l]), "transformed",
+                                        jnum(r->eng_trans[l])));
     json_object_set_new(v, "wall_seconds", jnum(r->seconds));
     json_object_set_new(root, "verify", v);
     v = NULL;

@@ -18,8 +18,9 @@
  * precision the rewrite is stored in (the fewest significand bits among the
  * transformed checkpoint's tensors and Q: F32 as a float32 transform, BF16
  * and F16 as a bf16 one, F64 as an f64 one). Without Q only the head readout
- * (the logits, comparable as they are) is compared. Then the f32 engine's
- * error of both models against the original's MPFR truth. */
+ * (the logits, comparable as they are) is compared. Then the error of both
+ * models against the original's MPFR truth in the f32 engine, or in the f32
+ * and low-precision engines a case file's [engines] name (--case). */
 #ifndef CIC_VERIFY_H
 #define CIC_VERIFY_H
 
@@ -42,9 +43,13 @@ typedef struct {
      * states ("input") or token ids ("input_ids") */
     enum cic_input_kind input_kind;
     char input_file[1024];
+    /* a case file whose [engines] name the f32 and low-precision engines
+     * both models also run in ("" the f32 engine over OpenBLAS alone) */
+    char case_file[1024];
 } cic_verify_opts;
 
 #define CIC_VERIFY_MAX_LAYERS CIC_CASE_MAX_LAYERS
+#define CIC_VERIFY_MAX_ENGINES (2 + CIC_MAX_LOWP)
 
 typedef struct {
     int layer0, n_layers;
@@ -57,7 +62,11 @@ typedef struct {
     int first_bad;      /* first layer (checkpoint numbering) not equivalent, -1 */
     double head_ce;
     enum cic_verdict head_verdict;
-    double f32_orig, f32_trans; /* rel_norm2 of the f32 engine's logits vs the truth */
+    /* per engine (f32-openblas, f32-fixed-order, then the case's [[engines.lowp]]
+     * by name): rel_norm2 of each model's logits against the original's truth */
+    int n_eng;
+    char eng[CIC_VERIFY_MAX_ENGINES][CIC_NAME_MAX + 8];
+    double eng_orig[CIC_VERIFY_MAX_ENGINES], eng_trans[CIC_VERIFY_MAX_ENGINES];
     cic_model_cfg cfg;  /* the original's, as read */
     double seconds;
 } cic_verify_result;
