@@ -270,9 +270,10 @@ def main():
         elif k == "lm_head.weight":
             names.append(("model.embed_tokens.weight" if a.tied else "lm_head.weight", k))
     d = int(meta["d_model"])
+    qwen2 = any(k.endswith("self_attn.q_proj.bias") for k in t)  # qkv_bias = true
     cfg = {
-        "architectures": ["LlamaForCausalLM"],
-        "model_type": "llama",
+        "architectures": ["Qwen2ForCausalLM" if qwen2 else "LlamaForCausalLM"],
+        "model_type": "qwen2" if qwen2 else "llama",
         "hidden_size": d,
         "num_attention_heads": int(meta["heads"]),
         "num_key_value_heads": int(meta["kv_heads"]),
@@ -287,6 +288,8 @@ def main():
         "torch_dtype": {"f32": "float32", "bf16": "bfloat16", "f16": "float16",
                         "f64": "float64"}[a.dtype],
     }
+    if qwen2:  # as Qwen2's configs have them: a window that is off
+        cfg.update({"use_sliding_window": False, "sliding_window": 4, "max_window_layers": 28})
     if not a.tied:  # the input embedding a real checkpoint has: seeded here
         names.append(("model.embed_tokens.weight", None))
     for kv in a.set:
@@ -299,7 +302,8 @@ def main():
                 (int(meta["d_out"]), int(meta["d_model"]))).astype(np.float32)
             continue
         v = np.array(t[k], dtype=np.float32)
-        if v.ndim == 2 and v.shape[0] == 1 and ("layernorm" in k or k == "norm.weight"):
+        if v.ndim == 2 and v.shape[0] == 1 and ("layernorm" in k or k == "norm.weight" or
+                                                k.endswith(".bias")):
             v = v.reshape(-1)
         values[hf] = v
     os.makedirs(a.out, exist_ok=True)

@@ -983,7 +983,7 @@ static void test_messages(void **state)
                                    "t.toml:3:1: unknown key 'dmodel' in [model]; allowed: "
                                    "block, d_model, heads, mlp_ratio, tokens, samples, "
                                    "layers, eps, causal, activation, d_out, d_cond, "
-                                   "final_layer, rope, rope_theta, kv_heads, seed, weights, checkpoint; did you mean 'd_model'?\n"));
+                                   "final_layer, rope, rope_theta, kv_heads, qkv_bias, seed, weights, checkpoint; did you mean 'd_model'?\n"));
     assert_null(strstr(d.more, "'d_model'\n"));
     /* Memory: no limit at load; what the estimate is made of, for the
      * run's --max-memory refusal. */

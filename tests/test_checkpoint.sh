@@ -83,6 +83,33 @@ has "$tmp/hf-shard/model.safetensors.index.json" "model-00003-of-00003.safetenso
     "the sharded checkpoint has three shards"
 has "$tmp/r-f32/report.json" '"verdict": "equivalent"' "fold on the checkpoint is judged"
 
+# Qwen2: biases on q, k and v (qkv_bias = true from a seed, model_type
+# qwen2 from a checkpoint, its sliding_window off without use_sliding_window)
+sed 's/^kv_heads = 2$/kv_heads = 2\nqkv_bias = true/' "$tmp/seed.toml" >"$tmp/seed-qwen.toml"
+expect_rc 0 "the seeded qkv_bias case runs and dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-qwen-seed" --dump "$tmp/d-qwen" "$tmp/seed-qwen.toml"
+expect_rc 0 "make_checkpoint qwen2" "$py" "$mk" "$tmp/d-qwen/original.safetensors" "$tmp/hf-qwen"
+has "$tmp/hf-qwen/config.json" '"model_type": "qwen2"' "the biased dump is written as Qwen2"
+ckcase ck-qwen hf-qwen
+expect_rc 0 "run on the qwen2 checkpoint" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-qwen" "$tmp/ck-qwen.toml"
+same_hashes "the qwen2 checkpoint has the seeded weights and truth" \
+    "$tmp/r-qwen-seed/report.json" "$tmp/r-qwen/report.json"
+if [ "$(hashes "$tmp/r-qwen/report.json")" != "$(hashes "$tmp/r-seed/report.json")" ]; then
+    ok "the q, k, v biases change the weights and the truth"
+else
+    bad "qkv_bias changed nothing"
+fi
+has "$tmp/r-qwen/report.json" '"verdict": "equivalent"' "fold with biases on q, k, v is judged"
+expect_rc 0 "make a llama checkpoint with q, k, v biases" "$py" "$mk" \
+    "$tmp/d-qwen/original.safetensors" "$tmp/hf-qwen-llama" --set 'model_type="llama"' \
+    --set sliding_window=4096
+ckcase ck-qwen-llama hf-qwen-llama
+expect_rc 2 "biases in a llama checkpoint: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-qwen-llama" "$tmp/ck-qwen-llama.toml"
+expect_err "tensor 'model.layers.0.self_attn.q_proj.bias': biases are not modelled here (llama and mistral have none on q, k and v; Qwen2 does" \
+    "biases in a llama checkpoint: the message says so"
+
 # storage dtypes: BF16 and F16 as stored equal F32 holding the same values
 for dt in bf16 f16; do
     expect_rc 0 "make_checkpoint $dt" "$py" "$mk" "$orig" "$tmp/hf-$dt" --dtype "$dt"
@@ -133,7 +160,7 @@ broken miss "a missing tensor" "tensor 'model.layers.2.self_attn.k_proj.weight' 
     --drop model.layers.2.self_attn.k_proj.weight
 broken size "config and tensors disagree" "tensor 'model.layers.0.mlp.gate_proj.weight' has shape [128, 64], expected [96, 64]" \
     --set intermediate_size=96
-broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (llama, mistral, opt; or a timm ViT" \
+broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (llama, mistral, qwen2, opt; or a timm ViT" \
     --set 'model_type="gpt2"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
     --set 'rope_scaling={"type": "linear", "factor": 2.0}'
@@ -398,6 +425,12 @@ expect_rc 2 "verify with a bad --case: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp
     --case "$tmp/bad-engines.toml"
 expect_err "bad-engines.toml:" "a bad --case: the message names the file"
 expect_err "openblass" "a bad --case: the message names the value"
+# a Qwen2 rewrite (gains folded, R1): the q, k, v biases stay as they are
+expect_rc 0 "make a rewritten qwen2 checkpoint" "$py" "$mk" "$tmp/d-qwen/original.safetensors" \
+    "$tmp/rw-qwen" --fold --rotate 5
+expect_rc 0 "verify the qwen2 rewrite: exit 0" "$bin" verify "$tmp/hf-qwen" "$tmp/rw-qwen" \
+    --q "$tmp/rw-qwen/R1.safetensors" --tokens 8 --mpfr-prec 64
+has "$tmp/out" "every layer and the head equivalent" "the qwen2 rewrite is equivalent"
 # token ids through each model's own embed_tokens: the rewrite's E Q too
 # shellcheck disable=SC2086
 expect_rc 0 "verify on seeded token ids: exit 0" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \

@@ -195,7 +195,7 @@ static void attn_key_rules(cic_case_ctx *x, const cic_case *c, const cic_toml_no
 
 void _cic_block_attn_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
 {
-    static const char *const llama_only[] = {"rope", "rope_theta", "kv_heads"};
+    static const char *const llama_only[] = {"rope", "rope_theta", "kv_heads", "qkv_bias"};
     cic_model_cfg *m = &c->model;
     const cic_toml_node *nkv = NULL, *nr = NULL, *n = NULL;
     bool have = false;
@@ -219,6 +219,8 @@ void _cic_block_attn_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
         _cic_fail(x, l, col, "'rope_theta' = %g is below %g (FLT_MIN): the float32 engine "
                   "takes it as a binary32 value", m->rope_theta, (double)FLT_MIN);
     }
+    m->qkv_bias = false;
+    _cic_get_bool(x, t, "qkv_bias", &m->qkv_bias);
     m->kv_heads = m->heads;
     if (_cic_get_intf(x, t, "kv_heads", 1, CIC_CASE_MAX_DIM, &m->kv_heads, &have, &nkv) !=
             CIC_OK ||

@@ -26,6 +26,7 @@
  *   rope_theta = 10000.0            # rmsnorm only: RoPE base, > 0 (default 10000)
  *   kv_heads = 2                    # rmsnorm only: key/value heads (GQA), dividing heads;
  *                                   # default heads
+ *   qkv_bias = true                 # rmsnorm only: biases on q, k and v (Qwen2); default false
  *   seed = 1
  *   [model.weights]
  *   dist = "normal"                 # normal | uniform
@@ -258,6 +259,7 @@ typedef struct cic_model_cfg_s {
     enum cic_rope rope;
     double rope_theta;
     int kv_heads;
+    bool qkv_bias; /* rmsnorm only: biases on q_proj, k_proj, v_proj (Qwen2) */
     /* [model] checkpoint: the folder the weights come from ("" none: the
      * seeded generator), resolved against the case file's folder, and the
      * checkpoint's layer that is this model's layer 0 */

@@ -19,7 +19,7 @@ static const char *const _cic_ckpt_keys[] = {"checkpoint", "tokens", "samples",
 /* the keys config.json decides */
 static const char *const _cic_ckpt_from_config[] = {
     "block", "d_model",  "heads", "mlp_ratio",  "eps",      "causal",     "activation",
-    "d_out", "d_cond", "final_layer", "rope", "rope_theta", "kv_heads"};
+    "d_out", "d_cond", "final_layer", "rope", "rope_theta", "kv_heads", "qkv_bias"};
 
 /* layers = N or "a-b" into *layer0, *n (n = 0: every layer, set once the
  * checkpoint is open). */

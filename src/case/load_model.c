@@ -16,7 +16,8 @@
 static const char *const _cic_model_keys[] = {
     "block",  "d_model",    "heads", "mlp_ratio", "tokens", "samples",
     "layers", "eps",        "causal", "activation", "d_out", "d_cond",
-    "final_layer", "rope",  "rope_theta", "kv_heads", "seed", "weights", "checkpoint"};
+    "final_layer", "rope",  "rope_theta", "kv_heads", "qkv_bias", "seed", "weights",
+    "checkpoint"};
 static const char *const _cic_weights_keys[] = {"dist", "std",
                                                 "outlier_channels",
                                                 "outlier_scale",

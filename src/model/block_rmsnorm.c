@@ -2,7 +2,8 @@
 /* block_rmsnorm.c: the RMSNorm block (LLaMA-like; Hugging Face names
  * layers.{i}.input_layernorm, self_attn.{q,k,v,o}_proj,
  * post_attention_layernorm, mlp.{gate,up,down}_proj): RMSNorm(x; g) =
- * g x / sqrt(mean(x^2) + eps), no biases, a SwiGLU MLP, optionally RoPE on
+ * g x / sqrt(mean(x^2) + eps), no biases (but q, k and v's with qkv_bias,
+ * as Qwen2 has), a SwiGLU MLP, optionally RoPE on
  * q and k (rope, rope_theta) and grouped-query attention (k_proj and v_proj
  * [kv_heads head_dim, d]); then the final
  * RMSNorm and lm_head, or the residual stream. Norm kind RMSNorm with a
@@ -17,8 +18,8 @@ static int kv_width(const cic_model_cfg *m)
     return m->heads > 0 ? m->d_model / m->heads * cic_cfg_kv_heads(m) : m->d_model;
 }
 
-/* q, o 2d^2, k, v 2 d dkv, gate/up/down 3dm, two gammas 2d per layer; the
- * final gamma and lm_head d + d d_out. */
+/* q, o 2d^2, k, v 2 d dkv, gate/up/down 3dm, two gammas 2d per layer (and
+ * the q, k, v biases d + 2 dkv); the final gamma and lm_head d + d d_out. */
 static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
 {
     uint64_t d = cic_count(m->d_model), f = cic_count(m->d_mlp), dout = cic_count(m->d_out);
@@ -27,6 +28,8 @@ static void weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)
                                                  cic_sat_mul(2, cic_sat_mul(d, kv))),
                                      cic_sat_mul(3, cic_sat_mul(d, f))),
                          cic_sat_mul(2, d));
+    if (m->qkv_bias)
+        *layer = cic_sat_add(*layer, cic_sat_add(d, cic_sat_mul(2, kv)));
     *readout = cic_sat_add(d, cic_sat_mul(d, dout));
 }
 
@@ -37,7 +40,7 @@ static void build(cic_bld *b, int readout)
     double sd = m->cfg.std;
     char n[96], o[96];
     for (l = 0; l < m->cfg.layers; l++) {
-        int g1, wq, wk, wv, wo, g2, wg, wu, wd;
+        int g1, wq, wk, wv, wo, g2, wg, wu, wd, bq = -1, bk = -1, bv = -1;
         int h1, q, k, v, a, ao, h2, gt, up, hm, mo;
         cic_op glu;
 #define NM(s) (snprintf(n, sizeof n, "layers.%d.%s", l, s), n)
@@ -46,15 +49,20 @@ static void build(cic_bld *b, int readout)
         wq = _cic_bld_weight(b, NM("self_attn.q_proj.weight"), d, d, sd);
         wk = _cic_bld_weight(b, NM("self_attn.k_proj.weight"), dkv, d, sd);
         wv = _cic_bld_weight(b, NM("self_attn.v_proj.weight"), dkv, d, sd);
+        if (m->cfg.qkv_bias) {
+            bq = _cic_bld_weight(b, NM("self_attn.q_proj.bias"), 1, d, sd);
+            bk = _cic_bld_weight(b, NM("self_attn.k_proj.bias"), 1, dkv, sd);
+            bv = _cic_bld_weight(b, NM("self_attn.v_proj.bias"), 1, dkv, sd);
+        }
         wo = _cic_bld_weight(b, NM("self_attn.o_proj.weight"), d, d, sd);
         g2 = _cic_bld_gain(b, NM("post_attention_layernorm.weight"), d);
         wg = _cic_bld_weight(b, NM("mlp.gate_proj.weight"), f, d, sd);
         wu = _cic_bld_weight(b, NM("mlp.up_proj.weight"), f, d, sd);
         wd = _cic_bld_weight(b, NM("mlp.down_proj.weight"), d, f, sd);
         h1 = _cic_bld_norm(b, CIC_SITE_NORM1, l, x, g1, -1, false, AN("input_layernorm"));
-        q = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, -1, AN("q"));
-        k = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, -1, AN("k"));
-        v = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, -1, AN("v"));
+        q = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wq, bq, AN("q"));
+        k = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wk, bk, AN("k"));
+        v = _cic_bld_linear(b, CIC_SITE_ATTN, l, CIC_ROLE_READER, h1, wv, bv, AN("v"));
         if (m->cfg.rope != CIC_ROPE_NONE) {
             q = _cic_bld_rope(b, l, q, m->cfg.heads, AN("q_rope"));
             k = _cic_bld_rope(b, l, k, cic_cfg_kv_heads(&m->cfg), AN("k_rope"));
@@ -81,15 +89,16 @@ static void build(cic_bld *b, int readout)
 
 /* RMSNorm (Llama): x += o(attn(q, k, v of RMS1(x))), q and k through RoPE
  * when on, k and v of kv_heads heads; x += down(act(gate(h)) *
- * up(h)), h = RMS2(x); the head readout lm_head(RMS(x)). No bias anywhere. */
+ * up(h)), h = RMS2(x); the head readout lm_head(RMS(x)). No bias but q, k
+ * and v's with qkv_bias. */
 static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic_norm_state ns)
 {
     double R = (double)cfg->tokens * cfg->samples, d = cfg->d_model, m = cfg->d_mlp;
     double N = cfg->tokens, B = cfg->samples, H = cfg->heads, dkv = kv_width(cfg);
     bool rope = cfg->rope != CIC_ROPE_NONE;
     f->norm1 = f->norm2 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
-    f->attn = cic_op_flops_linear(R, d, d, false) +              /* q */
-              2 * cic_op_flops_linear(R, d, dkv, false) +        /* k, v */
+    f->attn = cic_op_flops_linear(R, d, d, cfg->qkv_bias) +              /* q */
+              2 * cic_op_flops_linear(R, d, dkv, cfg->qkv_bias) +        /* k, v */
               (rope ? cic_op_flops_rope(R, d) + cic_op_flops_rope(R, dkv) : 0) +
               cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
               cic_op_flops_linear(R, d, d, false) +              /* o */

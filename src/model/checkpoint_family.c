@@ -147,9 +147,9 @@ int read_config(cic_ckpt *k, cic_diag *d)
         k->fam = FAM_TIMM; /* sizes from the tensors, once they are open */
         return 0;
     }
-    if (!type || (strcmp(type, "llama") && strcmp(type, "mistral"))) {
+    if (!type || (strcmp(type, "llama") && strcmp(type, "mistral") && strcmp(type, "qwen2"))) {
         cic_diag_set(d, k->cfg_path, 0, 0,
-                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, opt; "
+                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, qwen2, opt; "
                      "or a timm ViT: \"architecture\": \"vit_...\" and no model_type)",
                      type ? "'" : "", type ? type : "missing", type ? "'" : "");
         return -1;
@@ -172,6 +172,11 @@ int read_config(cic_ckpt *k, cic_diag *d)
         return -1;
     if (!k->kv_heads)
         k->kv_heads = k->heads;
+    /* Qwen2: q, k, v biases always; its sliding_window applies only with
+     * use_sliding_window */
+    k->qkv_bias = !strcmp(type, "qwen2");
+    if (k->qkv_bias && !json_is_true(json_object_get(k->config, "use_sliding_window")))
+        k->sliding_window = 0;
     if (k->hidden % k->heads || k->heads % k->kv_heads || (hd && hd * k->heads != k->hidden)) {
         cic_diag_set(d, k->cfg_path, 0, 0,
                      "hidden_size %d, num_attention_heads %d, num_key_value_heads %d%s: the "
@@ -433,8 +438,8 @@ static int check_layer(const cic_ckpt *k, const cic_model_cfg *cfg, const char *
     return 0;
 }
 
-/* The llama family's tensors of layer l (model numbering) and the biases
- * it must not have. */
+/* The llama family's tensors of layer l (model numbering), Qwen2's q, k
+ * and v biases, and the biases it must not have. */
 static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l, cic_diag *d)
 {
     static const layer_tensor t[] = {
@@ -444,16 +449,25 @@ static int check_llama_layer(const cic_ckpt *k, const cic_model_cfg *cfg, int l,
         {"mlp.gate_proj.weight", DIM_MLP, DIM_D},   {"mlp.up_proj.weight", DIM_MLP, DIM_D},
         {"mlp.down_proj.weight", DIM_D, DIM_MLP},
     };
+    static const layer_tensor qkv[] = {
+        {"self_attn.q_proj.bias", 1, DIM_D},
+        {"self_attn.k_proj.bias", 1, DIM_KV},
+        {"self_attn.v_proj.bias", 1, DIM_KV},
+    };
     char n[300];
     size_t i;
-    if (check_layer(k, cfg, "layers.%d.%s", t, sizeof t / sizeof t[0], l, d) < 0)
+    if (check_layer(k, cfg, "layers.%d.%s", t, sizeof t / sizeof t[0], l, d) < 0 ||
+        (k->qkv_bias && check_layer(k, cfg, "layers.%d.%s", qkv, 3, l, d) < 0))
         return -1;
     for (i = 0; i < sizeof t / sizeof t[0]; i++) {
+        bool q_k_v = i >= 1 && i <= 3;
         snprintf(n, sizeof n, "model.layers.%d.%s", l + cfg->layer0, t[i].name);
         memcpy(strrchr(n, '.'), ".bias", 6);
-        if (strstr(n, "_proj") && has_tensor(k, n)) {
-            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled (the llama "
-                         "family has none; Qwen2's q, k, v biases are not read)", n);
+        if (strstr(n, "_proj") && !(k->qkv_bias && q_k_v) && has_tensor(k, n)) {
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': biases are not modelled here (%s)", n,
+                         q_k_v ? "llama and mistral have none on q, k and v; Qwen2 does "
+                                 "(model_type qwen2)"
+                               : "only q, k and v have biases, in Qwen2");
             return -1;
         }
     }
@@ -543,6 +557,7 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
     cfg->d_model = k->hidden;
     cfg->heads = k->heads;
     cfg->kv_heads = k->kv_heads;
+    cfg->qkv_bias = k->qkv_bias;
     cfg->d_mlp = k->inter;
     cfg->mlp_ratio = (double)k->inter / k->hidden;
     cfg->eps = k->eps;

@@ -26,6 +26,7 @@ struct cic_ckpt {
     int hidden, heads, kv_heads, inter, layers, vocab;
     double eps, theta;
     bool tied;
+    bool qkv_bias;      /* Qwen2: q, k and v have biases */
     int sliding_window; /* 0: none */
     enum cic_act act;   /* opt: relu or gelu */
     const char *embed;  /* the input embedding's name */
