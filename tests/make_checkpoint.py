@@ -31,7 +31,9 @@ MLP width (Sylvester, a power of two) into down_proj, for an online
 Hadamard at run time. --mistake KIND:LAYER plants one error at one layer:
 writer-unrotated (o_proj left unrotated), gain-kept (input_layernorm's gain
 kept although folded), r4-missing (down_proj without H), embed-unrotated
-(embed_tokens left unrotated; LAYER unused)."""
+(embed_tokens left unrotated; LAYER unused). On OPT (a preln dump) --fold
+fuses the LayerNorms (rewrite_opt) and the mistakes are mean-kept and
+writer-unrotated."""
 import argparse
 import json
 import math
@@ -116,13 +118,7 @@ def rewrite(values, a, d):
     layers = sorted({int(k.split(".")[2]) for k in v if k.startswith("model.layers.")})
     readers = {"input_layernorm": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"],
                "post_attention_layernorm": ["mlp.gate_proj", "mlp.up_proj"]}
-    q = None
-    if a.rotate is not None:
-        g = np.random.default_rng(a.rotate).standard_normal((d, d))
-        q, r = np.linalg.qr(g)
-        q = q * np.sign(np.diag(r))[None, :]
-        write_st(os.path.join(a.out, "R1.safetensors"), [("R1", "F64", q.shape,
-                                                           q.astype("<f8").tobytes())])
+    q = rotation(a, d)
     head = "model.embed_tokens.weight" if a.tied else "lm_head.weight"
     for l in layers:
         p = f"model.layers.{l}."
@@ -151,6 +147,71 @@ def rewrite(values, a, d):
         v[head] = v[head] @ q
         if not a.tied and "embed-unrotated" not in bad:  # the stream starts rotated: E Q
             v["model.embed_tokens.weight"] = v["model.embed_tokens.weight"] @ q
+    return {k: x.astype(np.float32) for k, x in v.items()}
+
+
+def rotation(a, d):
+    """--rotate SEED: a random orthogonal Q (float64), also written to
+    OUT/R1.safetensors; None without --rotate."""
+    if a.rotate is None:
+        return None
+    g = np.random.default_rng(a.rotate).standard_normal((d, d))
+    q, r = np.linalg.qr(g)
+    q = q * np.sign(np.diag(r))[None, :]
+    os.makedirs(a.out, exist_ok=True)
+    write_st(os.path.join(a.out, "R1.safetensors"), [("R1", "F64", q.shape,
+                                                       q.astype("<f8").tobytes())])
+    return q
+
+
+def rewrite_opt(values, a, d):
+    """--fold and --rotate on OPT's float32 values, as QuaRot and SliceGPT
+    rewrite OPT: each LayerNorm's gain and bias fused into its readers (W
+    diag(g), c + W b) and the norm tensors dropped (run as RMSNorm), the
+    writers' outputs and the embeddings centred (rows without their mean),
+    the final LayerNorm fused into an untied lm_head (with a bias); then
+    everything rotated by Q. --mistake mean-kept:L leaves fc2 of layer L
+    uncentred, writer-unrotated:L its out_proj unrotated."""
+    if not (a.fold or a.rotate is not None):
+        return values
+    v = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
+    bad = {m.split(":")[0]: int(m.split(":")[1]) for m in a.mistake}
+    pre = "model.decoder."
+    layers = sorted({int(k.split(".")[3]) for k in v if k.startswith(pre + "layers.")})
+
+    def fuse(norm, lins):
+        g, b = v.pop(norm + ".weight"), v.pop(norm + ".bias")
+        for lin in lins:
+            v[lin + ".bias"] = v[lin + ".bias"] + v[lin + ".weight"] @ b
+            v[lin + ".weight"] = v[lin + ".weight"] * g[None, :]
+
+    q = rotation(a, d)
+    v["lm_head.weight"] = v.get("lm_head.weight", v[pre + "embed_tokens.weight"]).copy()
+    v["lm_head.bias"] = np.zeros(v["lm_head.weight"].shape[0])
+    readers, writers = [], []
+    for l in layers:
+        p = f"{pre}layers.{l}."
+        attn = [p + "self_attn." + x for x in ("q_proj", "k_proj", "v_proj")]
+        fuse(p + "self_attn_layer_norm", attn)
+        fuse(p + "final_layer_norm", [p + "fc1"])
+        readers += attn + [p + "fc1"]
+        for w in (p + "self_attn.out_proj", p + "fc2"):
+            if not (w.endswith("fc2") and bad.get("mean-kept") == l):
+                v[w + ".weight"] = v[w + ".weight"] - v[w + ".weight"].mean(axis=0)
+                v[w + ".bias"] = v[w + ".bias"] - v[w + ".bias"].mean()
+            if not (w.endswith("out_proj") and bad.get("writer-unrotated") == l):
+                writers.append(w)
+    fuse(pre + "final_layer_norm", ["lm_head"])
+    for e in (pre + "embed_tokens.weight", pre + "embed_positions.weight"):
+        v[e] = v[e] - v[e].mean(axis=1, keepdims=True)
+    if q is not None:
+        for r in readers + ["lm_head"]:
+            v[r + ".weight"] = v[r + ".weight"] @ q
+        for w in writers:
+            v[w + ".weight"] = q.T @ v[w + ".weight"]
+            v[w + ".bias"] = v[w + ".bias"] @ q
+        for e in (pre + "embed_tokens.weight", pre + "embed_positions.weight"):
+            v[e] = v[e] @ q
     return {k: x.astype(np.float32) for k, x in v.items()}
 
 
@@ -245,6 +306,7 @@ def main():
         return
     if meta.get("block") == "preln":  # OPT
         values, cfg = opt_names(t, meta, lo, hi)
+        values = rewrite_opt(values, a, int(meta["d_model"]))
         for kv in a.set:
             key, val = kv.split("=", 1)
             cfg[key] = json.loads(val)

@@ -291,8 +291,42 @@ for r, row in enumerate(x):
     hits = [i for i in range(emb.shape[0]) if np.array_equal(emb[i] + pos[t + 2], row)]
     assert hits, f"row {r} is no embedding plus position {t + 2}"
 PY
-expect_rc 2 "verify on OPT: exit 2" "$bin" verify "$tmp/hf-opt" "$tmp/hf-opt" --tokens 8
-expect_err "verify reads the llama family" "verify on OPT: the message says so"
+# verify on OPT: a QuaRot-style rewrite (each LayerNorm fused into its
+# readers and run as RMSNorm on a centred stream, an untied head with the
+# final LayerNorm's bias, R1), then two mistakes planted at layer 1 of 2
+vo="--tokens 8 --mpfr-prec 64"
+expect_rc 0 "make a fused and rotated OPT" "$py" "$mk" "$tmp/d-opt/original.safetensors" \
+    "$tmp/rw-opt" --fold --rotate 3
+# shellcheck disable=SC2086
+expect_rc 0 "verify the OPT rewrite (--layernorm fused): exit 0" "$bin" verify "$tmp/hf-opt" \
+    "$tmp/rw-opt" --q "$tmp/rw-opt/R1.safetensors" --layernorm fused $vo --out "$tmp/v-opt"
+has "$tmp/out" "every layer and the head equivalent" "the OPT rewrite is equivalent"
+has "$tmp/out" "compared without its row mean" "the OPT check says the mean is removed"
+has "$tmp/v-opt/report.json" '"layernorm": "fused"' "report.json: layernorm fused"
+# shellcheck disable=SC2086
+expect_rc 0 "verify the OPT rewrite on token ids: exit 0" "$bin" verify "$tmp/hf-opt" \
+    "$tmp/rw-opt" --q "$tmp/rw-opt/R1.safetensors" --layernorm fused $vo --input-kind tokens
+# shellcheck disable=SC2086
+expect_rc 1 "verify the OPT rewrite as LayerNorm: exit 1" "$bin" verify "$tmp/hf-opt" \
+    "$tmp/rw-opt" --q "$tmp/rw-opt/R1.safetensors" $vo
+has "$tmp/out" "first layer not equivalent: 0 (broken)" "LayerNorm on the rewrite breaks layer 0"
+for mistake in mean-kept writer-unrotated; do
+    expect_rc 0 "make an OPT rewrite with $mistake at layer 1" "$py" "$mk" \
+        "$tmp/d-opt/original.safetensors" "$tmp/rw-opt-$mistake" --fold --rotate 3 \
+        --mistake "$mistake:1"
+    # shellcheck disable=SC2086
+    expect_rc 1 "verify OPT $mistake: exit 1" "$bin" verify "$tmp/hf-opt" "$tmp/rw-opt-$mistake" \
+        --q "$tmp/rw-opt-$mistake/R1.safetensors" --layernorm fused $vo
+    has "$tmp/out" "first layer not equivalent: 1 (broken)" "OPT $mistake: layer 1 named broken"
+    if grep -qE "^ +0 +[0-9.e+-]+ +equivalent$" "$tmp/out"; then ok "OPT $mistake: layer 0 equivalent"
+    else bad "OPT $mistake: layer 0 is not equivalent"; fi
+done
+expect_rc 2 "--layernorm fused on a llama checkpoint: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-f32" --layernorm fused --tokens 8
+expect_err "--layernorm fused is for OPT's LayerNorm" "--layernorm fused on llama: the message says so"
+expect_rc 2 "--layernorm with another value: exit 2" "$bin" verify "$tmp/hf-opt" "$tmp/rw-opt" \
+    --layernorm rms
+expect_err "--layernorm 'rms': allowed fused, kept" "--layernorm rms: the message says so"
 expect_rc 0 "make a post-LN OPT" "$py" "$mk" "$tmp/d-opt/original.safetensors" "$tmp/hf-opt-post" \
     --set do_layer_norm_before=false
 sed 's/hf-opt/hf-opt-post/' "$tmp/ck-opt.toml" >"$tmp/ck-opt-post.toml"

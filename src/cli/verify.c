@@ -16,15 +16,19 @@
 const char CIC_VERIFY_USAGE[] =
     "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
     "  A rewritten checkpoint against its original, layer by layer. Both are\n"
-    "  Hugging Face folders of the llama family (config.json and\n"
-    "  model.safetensors or shards); the transformed one may leave its norm\n"
-    "  gains out (fused).\n"
+    "  Hugging Face folders of the llama family (llama, mistral, qwen2) or OPT\n"
+    "  (config.json and model.safetensors or shards); the transformed one may\n"
+    "  leave its norm weights out (fused: gains 1, LayerNorm biases 0).\n"
     "  --q FILE             the residual rotation Q the rewrite applied (a\n"
     "                       safetensors [d, d] matrix); without it only the head\n"
     "                       readout is compared\n"
     "  --q-tensor NAME      the tensor of FILE (default: its only one)\n"
     "  --online down_proj:hadamard   the online Hadamard before down_proj (R4)\n"
     "  --online qk:hadamard          the online Hadamard of q and k after RoPE (R3)\n"
+    "  --layernorm fused    OPT: the rewrite fused each LayerNorm into its readers\n"
+    "                       and runs it as RMSNorm on a centred stream (QuaRot,\n"
+    "                       SliceGPT); its stream is compared with the original's\n"
+    "                       without the row mean (default kept)\n"
     "  --input FILE         the block input: \"input\" [samples * tokens, d] hidden\n"
     "                       states, or \"input_ids\" [samples, tokens] token ids\n"
     "  --input-kind tokens  seeded token ids through each model's embed_tokens\n"
@@ -104,6 +108,12 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
             return verify_usage("--online '%s': allowed down_proj:hadamard, qk:hadamard", v);
         return CIC_OK;
     }
+    if (!strcmp(k, "--layernorm")) {
+        if (strcmp(v, "fused") && strcmp(v, "kept"))
+            return verify_usage("--layernorm '%s': allowed fused, kept", v);
+        o->ln_fused = !strcmp(v, "fused");
+        return CIC_OK;
+    }
     if (!strcmp(k, "--input")) {
         o->input_kind = CIC_INPUT_FILE;
         return strlen(v) < sizeof o->input_file ? (strcpy(o->input_file, v), CIC_OK)
@@ -156,6 +166,9 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
            o->samples, o->prec);
     printf("stored at %d bits: equivalent up to %.3g, broken from %.3g\n", r->bits, r->eq,
            r->br);
+    if (o->ln_fused)
+        printf("LayerNorm fused: the rewrite's norms do not centre; the original's stream is "
+               "compared without its row mean\n");
     if (!r->have_q)
         printf("no --q: the per-layer view needs the residual rotation Q; only the head "
                "readout is compared\n");

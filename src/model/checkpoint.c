@@ -151,12 +151,24 @@ bool has_tensor(const cic_ckpt *k, const char *hf)
                          : cic_stfile_find(k->shard[0], hf) != NULL;
 }
 
-/* A norm gain a rewritten checkpoint may leave out (fused). */
-bool optional_gain(const cic_model_cfg *cfg, const char *hf)
+static bool ends_with(const char *s, const char *tail)
 {
-    size_t n = strlen(hf);
-    return cfg->ckpt_fused && n > 7 && !strcmp(hf + n - 7, ".weight") &&
-           (strstr(hf, "layernorm.weight") || !strcmp(hf, "model.norm.weight"));
+    size_t n = strlen(s), m = strlen(tail);
+    return n >= m && !strcmp(s + n - m, tail);
+}
+
+/* A norm tensor a rewritten checkpoint may leave out (fused): the llama
+ * family's gains (input_layernorm, post_attention_layernorm, model.norm)
+ * and OPT's LayerNorm gains and biases (self_attn_layer_norm,
+ * final_layer_norm). */
+int optional_norm(const cic_model_cfg *cfg, const char *hf)
+{
+    if (!cfg->ckpt_fused)
+        return -1;
+    if (ends_with(hf, "layernorm.weight") || ends_with(hf, "layer_norm.weight") ||
+        !strcmp(hf, "model.norm.weight"))
+        return 1;
+    return ends_with(hf, "layer_norm.bias") ? 0 : -1;
 }
 
 /* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
@@ -376,7 +388,8 @@ int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d)
     return rc;
 }
 
-/* Model tensor t from its parts (a fused gain absent: 1; a zero part: 0). */
+/* Model tensor t from its parts (a fused norm tensor absent: 1 or 0; a
+ * zero part: 0). */
 static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cfg,
                        const ckpt_part *p, int np, cic_diag *d)
 {
@@ -385,9 +398,10 @@ static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cf
     for (j = 0; j < np; j++) {
         size_t n = (size_t)p[j].rows * p[j].cols;
         const cic_stfile_tensor *st;
-        if (p[j].zero || (optional_gain(cfg, p[j].name) && !has_tensor(k, p[j].name))) {
+        int opt = optional_norm(cfg, p[j].name);
+        if (p[j].zero || (opt >= 0 && !has_tensor(k, p[j].name))) {
             for (i = 0; i < n; i++)
-                t->f32[off + i] = p[j].zero ? 0.0f : 1.0f;
+                t->f32[off + i] = p[j].zero ? 0.0f : (float)opt;
         } else if (!(st = lookup(k, p[j].name, p[j].rows, p[j].cols, d)) ||
                    read_values(t->f32 + off, st, (uint64_t)n, d) < 0) {
             return -1;

@@ -377,6 +377,8 @@ int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int 
                  name + 4);
     else if (!strcmp(name, "lm_head.weight") || !strcmp(name, "head.weight"))
         snprintf(p->name, sizeof p->name, "%s", head);
+    else if (!strcmp(name, "head.bias") && k->fam == FAM_OPT && has_tensor(k, "lm_head.bias"))
+        snprintf(p->name, sizeof p->name, "lm_head.bias"); /* a rewrite's fused final LN */
     else if (!strcmp(name, "head.bias") && k->fam == FAM_OPT)
         p->zero = true;
     else
@@ -389,14 +391,14 @@ int parts_of(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int 
     return np;
 }
 /* Model tensor name [rows, cols] is in the checkpoint, every part with its
- * dtype and shape (a fused norm gain of a rewrite may be absent). */
+ * dtype and shape (a fused norm tensor of a rewrite may be absent). */
 static int check_tensor(const cic_ckpt *k, const cic_model_cfg *cfg, const char *name,
                         int rows, int cols, cic_diag *d)
 {
     ckpt_part p[3];
     int n = parts_of(p, k, name, cfg->layer0, rows, cols), i;
     for (i = 0; i < n; i++)
-        if (!p[i].zero && !(optional_gain(cfg, p[i].name) && !has_tensor(k, p[i].name)) &&
+        if (!p[i].zero && !(optional_norm(cfg, p[i].name) >= 0 && !has_tensor(k, p[i].name)) &&
             !lookup(k, p[i].name, p[i].rows, p[i].cols, d))
             return -1;
     return 0;

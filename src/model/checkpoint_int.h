@@ -53,8 +53,9 @@ typedef struct {
 
 /* Whether the checkpoint holds a tensor called hf. */
 bool has_tensor(const cic_ckpt *k, const char *hf);
-/* A norm gain a rewritten checkpoint may leave out (fused). */
-bool optional_gain(const cic_model_cfg *cfg, const char *hf);
+/* A norm tensor a rewritten checkpoint may leave out (fused): its value
+ * then (1 for a gain, 0 for a LayerNorm's bias), or -1 when hf is not one. */
+int optional_norm(const cic_model_cfg *cfg, const char *hf);
 /* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
  * vector for rows = 1); NULL with d set. */
 const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,

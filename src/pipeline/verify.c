@@ -91,9 +91,14 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     cic_ckpt_close(k);
     if (rc != CIC_OK)
         return NULL;
-    if (cfg->block != CIC_BLOCK_RMSNORM) {
-        cic_diag_set(d, dir, 0, 0, "verify reads the llama family (an OPT rewrite fuses "
-                     "LayerNorm into a centred stream, which verify does not map back yet)");
+    if (cfg->block != CIC_BLOCK_RMSNORM && !(cfg->block == CIC_BLOCK_PRELN && cfg->causal)) {
+        cic_diag_set(d, dir, 0, 0, "verify reads causal language models: the llama family "
+                     "(llama, mistral, qwen2) and OPT");
+        return NULL;
+    }
+    if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN) {
+        cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm; this checkpoint "
+                     "has RMSNorm (its fused gains are read as 1 anyway)");
         return NULL;
     }
     if (cmp && cmp->layers != cfg->layers) {
@@ -119,8 +124,12 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     d->msg[0] = '\0';
     {
         cic_model *m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
+        int i;
         if (!m && !d->msg[0])
             cic_diag_set(d, dir, 0, 0, "out of memory building the model");
+        for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
+            if (m->ops[i].kind == CIC_OP_NORM)
+                m->ops[i].center = false; /* RMSNorm: the stream is centred already */
         return m;
     }
 }
@@ -169,13 +178,34 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, 
     return q;
 }
 
-/* The transformed model's block input: the original's X times Q, kept
- * unrounded at prec. */
-static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, mpfr_prec_t prec)
+/* Each of the rows of x (d values) without its mean, in MPFR. */
+static void center_rows(mpfr_t *x, int rows, int d, mpfr_prec_t prec)
+{
+    mpfr_ptr *ptr = cic_calloc((size_t)d, sizeof *ptr);
+    mpfr_t mean;
+    int i, j;
+    CIC_ASSERT(ptr);
+    mpfr_init2(mean, prec);
+    for (i = 0; i < rows; i++) {
+        for (j = 0; j < d; j++)
+            ptr[j] = x[(size_t)i * d + j];
+        mpfr_sum(mean, ptr, (unsigned long)d, MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)d, MPFR_RNDN);
+        for (j = 0; j < d; j++)
+            mpfr_sub(x[(size_t)i * d + j], x[(size_t)i * d + j], mean, MPFR_RNDN);
+    }
+    mpfr_clear(mean);
+    free(ptr);
+}
+
+/* The transformed model's block input: the original's X (without its row
+ * means when center) times Q, kept unrounded at prec. */
+static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, bool center,
+                        mpfr_prec_t prec)
 {
     int rows = a->t[a->input].rows, dm = a->t[a->input].cols;
     size_t n = (size_t)rows * dm, i;
-    mpfr_t *x = cic_mpvec_create(n, 24);
+    mpfr_t *x = cic_mpvec_create(n, center ? prec : 24);
     cic_dot_scratch s;
     if (!x || cic_dot_scratch_init(&s, (size_t)dm, prec) < 0 ||
         cic_model_tensor_hp(b, b->input, prec) < 0) {
@@ -183,6 +213,8 @@ static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, mpfr_
         return -1;
     }
     cic_mpvec_set_f32(x, a->t[a->input].f32, n);
+    if (center)
+        center_rows(x, rows, dm, prec);
     cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false, &s);
     for (i = 0; i < n; i++) /* the float engines' input: X Q rounded once */
         b->t[b->input].f32[i] = cic_mp_get_f32(b->t[b->input].hp[i]);
@@ -374,14 +406,17 @@ static cic_case *engines_case(const cic_verify_opts *o, cic_diag *d)
     return c;
 }
 
-/* Per layer: B's residual mapped back, y Q^T, against A's. */
-static int compare_layers(work *w, cic_verify_result *r, mpfr_prec_t p)
+/* Per layer: B's residual mapped back, y Q^T, against A's (without its row
+ * mean when the rewrite fused LayerNorm). */
+static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_prec_t p)
 {
     int l, dm = w->a->cfg.d_model;
     cic_dot_scratch s;
     if (cic_dot_scratch_init(&s, (size_t)dm, p) < 0)
         return -1;
     for (l = 0; l < w->n_layers; l++) {
+        if (ln_fused) /* the rewrite's stream has no row mean */
+            center_rows(w->ta.resid[l], w->a->rows, dm, p);
         cic_mp_matmul(w->tmp, (const mpfr_t *)w->tb.resid[l], false, (const mpfr_t *)w->q, true,
                       w->a->rows, dm, dm, false, &s);
         r->ce[l] = cic_metric_rel_diff((const mpfr_t *)w->tmp, (const mpfr_t *)w->ta.resid[l],
@@ -430,7 +465,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
             rc = CIC_EINPUT;
             goto done;
         }
-        if (hidden_input(o) && rotate_input(w.b, w.a, (const mpfr_t *)w.q, p) < 0)
+        if (hidden_input(o) && rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
             goto done;
     }
     if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
@@ -445,7 +480,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     if (alloc_work(&w, p) < 0 || run_mp(w.ya, w.a, p, r->have_q ? &w.ta : NULL) != 0 ||
         run_mp(w.yb, w.b, p, r->have_q ? &w.tb : NULL) != 0)
         goto done;
-    if (r->have_q && compare_layers(&w, r, p) < 0)
+    if (r->have_q && compare_layers(&w, r, o->ln_fused, p) < 0)
         goto done;
     r->head_ce = cic_metric_rel_diff((const mpfr_t *)w.yb, (const mpfr_t *)w.ya, w.n_out, p);
     r->head_verdict = judge(r->head_ce, r);
@@ -480,6 +515,7 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "q_orth_error", r->have_q ? jnum(r->q_orth) : json_null());
     json_object_set_new(v, "online_down_proj", json_boolean(o->online_down));
     json_object_set_new(v, "online_qk", json_boolean(o->online_qk));
+    json_object_set_new(v, "layernorm", json_string(o->ln_fused ? "fused" : "kept"));
     json_object_set_new(v, "tokens", json_integer(o->tokens));
     json_object_set_new(v, "samples", json_integer(o->samples));
     json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
