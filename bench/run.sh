@@ -4,7 +4,9 @@
 # Configures build-bench (-Dbench=true, --buildtype=release), builds
 # cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3), then times
 # 'cicheck run' on cases/adaln.toml and cases/dit-xl2.toml (part 4) with the
-# normal build/cicheck when present, else build-bench/cicheck.
+# normal build/cicheck when present, else build-bench/cicheck. With
+# CIC_BENCH_LARGE=1 part 4 also runs bench/cases/llama7b-layer.toml (one
+# LLaMA-2-7B-shaped layer; tens of minutes).
 # Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
 set -eu
 cd "$(dirname "$0")/.."
@@ -26,11 +28,16 @@ if [ -x build/cicheck ]; then cic=build/cicheck; else cic="$bdir/cicheck"; fi
 echo "  binary: $cic (built $(date -r "$cic" '+%Y-%m-%d %H:%M'))"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-for c in cases/adaln.toml cases/dit-xl2.toml; do
+large=
+[ "${CIC_BENCH_LARGE:-0}" = 1 ] && large=bench/cases/llama7b-layer.toml
+for c in cases/adaln.toml cases/dit-xl2.toml $large; do
     if [ -f "$c" ]; then
         n=$(basename "$c" .toml)
-        printf '  %s run --quiet --no-color --out <tmp> %s: ' "$cic" "$c"
-        "$bench" --time "$tmp/$n.log" "$cic" run --quiet --no-color --out "$tmp/$n" "$c"
+        nb= # the large case has no baseline in reference/
+        [ "$c" = "$large" ] && nb=--no-baseline
+        printf '  %s run --quiet --no-color %s--out <tmp> %s: ' "$cic" "${nb:+$nb }" "$c"
+        # shellcheck disable=SC2086 # nb: one word or none
+        "$bench" --time "$tmp/$n.log" "$cic" run --quiet --no-color $nb --out "$tmp/$n" "$c"
     else
         echo "  $c: not present"
     fi
