@@ -10,6 +10,8 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 
@@ -388,6 +390,39 @@ int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d)
     return rc;
 }
 
+/* Tensor t as the F32 values of st where they lie in the mapping: no copy,
+ * the pages read when an op reads them. Every value is checked first (NaN
+ * and Inf are named), then the pages the check read are given back
+ * (MADV_DONTNEED: a read-only file mapping reads them again from the
+ * file). 1 when done, 0 when st cannot be used so (not F32, misaligned, a
+ * big-endian host), -1 with d set. */
+static int map_tensor(cic_tensor *t, const cic_stfile_tensor *st, cic_diag *d)
+{
+    const float *v = (const float *)(const void *)st->data;
+    size_t n = (size_t)t->rows * t->cols, i;
+    long pg = sysconf(_SC_PAGESIZE);
+    if (st->dtype != CIC_STFILE_F32 || (uintptr_t)st->data % _Alignof(float) != 0 ||
+        __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || st->count != (uint64_t)n)
+        return 0;
+    for (i = 0; i < n; i++)
+        if (!isfinite(v[i])) {
+            cic_diag_set(d, st->file, 0, 0, "tensor '%s': value %g at index %llu (flat); a "
+                         "checkpoint with NaN or Inf weights is not run", st->name, (double)v[i],
+                         (unsigned long long)i);
+            return -1;
+        }
+    if (pg > 0) {
+        uintptr_t a = ((uintptr_t)st->data + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
+        uintptr_t b = ((uintptr_t)st->data + n * sizeof *v) / (uintptr_t)pg * (uintptr_t)pg;
+        if (b > a)
+            (void)madvise((void *)a, b - a, MADV_DONTNEED); /* advice: may be declined */
+    }
+    free(t->f32);
+    t->f32 = (float *)(uintptr_t)v; /* read-only: f32_mapped tensors are never written */
+    t->f32_mapped = true;
+    return 1;
+}
+
 /* Model tensor t from its parts (a fused norm tensor absent: 1 or 0; a
  * zero part: 0). */
 static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cfg,
@@ -395,6 +430,12 @@ static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cf
 {
     size_t off = 0, i;
     int j;
+    if (np == 1 && !p[0].zero && has_tensor(k, p[0].name)) {
+        const cic_stfile_tensor *st = lookup(k, p[0].name, p[0].rows, p[0].cols, d);
+        int rc = st ? map_tensor(t, st, d) : -1;
+        if (rc != 0)
+            return rc < 0 ? -1 : 0;
+    }
     for (j = 0; j < np; j++) {
         size_t n = (size_t)p[j].rows * p[j].cols;
         const cic_stfile_tensor *st;
@@ -410,6 +451,11 @@ static int fill_tensor(cic_tensor *t, const cic_ckpt *k, const cic_model_cfg *cf
     }
     CIC_ASSERT(off == (size_t)t->rows * t->cols);
     return 0;
+}
+
+static void ckpt_close_any(void *k)
+{
+    cic_ckpt_close(k);
 }
 
 int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
@@ -437,6 +483,12 @@ int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
     }
     rc = cic_input_fill(m, k, d);
 done:
-    cic_ckpt_close(k);
+    for (id = 0; rc == 0 && id < m->n_t && !m->keep; id++)
+        if (m->t[id].f32_mapped) { /* the model keeps the mapping its tensors point into */
+            m->keep = k;
+            m->keep_free = ckpt_close_any;
+        }
+    if (!m->keep)
+        cic_ckpt_close(k);
     return rc;
 }

@@ -23,7 +23,9 @@
 
 static void tensor_free(cic_tensor *t)
 {
-    free(t->f32);
+    if (!t->f32_mapped)
+        free(t->f32);
+    t->f32_mapped = false;
     cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
     cic_lazy_unref(t->lazy);
     t->f32 = NULL;
@@ -42,6 +44,8 @@ void cic_model_destroy(cic_model *m)
     free(m->ops);
     if (m->out_q)
         cic_mpvec_destroy(m->out_q, (size_t)m->cfg.d_model * m->cfg.d_model);
+    if (m->keep_free)
+        m->keep_free(m->keep); /* after the tensors that point into it */
     free(m);
 }
 
@@ -164,6 +168,8 @@ cic_model *cic_model_clone(const cic_model *m)
     c->t = cic_calloc((size_t)m->cap_t, sizeof *c->t);
     c->ops = cic_calloc((size_t)m->cap_ops, sizeof *c->ops);
     c->out_q = NULL;
+    c->keep = NULL; /* every tensor of the clone is its own copy */
+    c->keep_free = NULL;
     if (!c->t || !c->ops) {
         free(c->t);
         free(c->ops);
@@ -180,6 +186,7 @@ cic_model *cic_model_clone(const cic_model *m)
         d->f32 = NULL;
         d->hp = NULL;
         d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
+        d->f32_mapped = false;           /* the copy is the clone's own */
         c->n_t = i + 1;
         if (s->f32) {
             d->f32 = malloc(n * sizeof *d->f32);

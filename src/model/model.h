@@ -39,6 +39,8 @@ typedef struct {
     enum cic_rows rows_kind;
     int block_rows;  /* CIC_ROWS_SAMPLE_MATRIX: rows per sample */
     float *f32;      /* weights and inputs: rows*cols values; NULL for ACT */
+    bool f32_mapped; /* f32 points into a checkpoint's read-only mapping (the
+                      * model's keep): never written, not freed */
     mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
     mpfr_prec_t hp_prec;
     /* or the unrounded values as a recipe, made when read (lazy.h; then hp
@@ -72,6 +74,10 @@ typedef struct {
     mpfr_t *out_q;   /* d x d at out_q_prec, NULL = identity */
     mpfr_prec_t out_q_prec;
     bool center_out;
+    /* What the model's mapped tensors point into (an open checkpoint),
+     * released by keep_free when the model is destroyed; NULL none. */
+    void *keep;
+    void (*keep_free)(void *keep);
 } cic_model;
 
 /* Progress of a build: fn is called after each tensor's values are drawn,
