@@ -101,6 +101,13 @@ else
     bad "qkv_bias changed nothing"
 fi
 has "$tmp/r-qwen/report.json" '"verdict": "equivalent"' "fold with biases on q, k, v is judged"
+expect_rc 0 "make a qwen2 checkpoint without a k bias" "$py" "$mk" \
+    "$tmp/d-qwen/original.safetensors" "$tmp/hf-qwen-nob" --drop model.layers.0.self_attn.k_proj.bias
+ckcase ck-qwen-nob hf-qwen-nob
+expect_rc 2 "a missing Qwen2 bias: exit 2" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-qwen-nob" "$tmp/ck-qwen-nob.toml"
+expect_err "tensor 'model.layers.0.self_attn.k_proj.bias' missing (expected [32])" \
+    "a missing Qwen2 bias: the message names it and its shape"
 expect_rc 0 "make a llama checkpoint with q, k, v biases" "$py" "$mk" \
     "$tmp/d-qwen/original.safetensors" "$tmp/hf-qwen-llama" --set 'model_type="llama"' \
     --set sliding_window=4096

@@ -189,7 +189,11 @@ const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int
         t = cic_stfile_find(k->shard[0], hf);
     }
     if (!t) {
-        cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d, %d])", hf, rows, cols);
+        if (rows == 1) /* a vector: [n] as Hugging Face stores it */
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d])", hf, cols);
+        else
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d, %d])", hf, rows,
+                         cols);
         return NULL;
     }
     if (t->dtype != CIC_STFILE_F32 && t->dtype != CIC_STFILE_BF16 &&
