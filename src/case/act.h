@@ -5,8 +5,8 @@
  * libm call 1).
  *
  * Adding an activation: a line here, and its formula in act1 of
- * src/engine/engine_real.h (the f32 and f64 engines) and of
- * src/engine/engine_mpfr.c (the MPFR engine, correctly rounded calls). */
+ * src/engine/engine_real.h (the f32 and f64 engines) and in cic_mp_act of
+ * src/engine/mp_act.c (the MPFR engine, correctly rounded calls). */
 #ifndef CIC_ACT_H
 #define CIC_ACT_H
 
