@@ -462,17 +462,24 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
     return rows_finish(r, acc, nr, bias, kb);
 }
 
+cic_mp_pack *cic_mp_pack_row_views(const cic_mp_pack *all, size_t n, size_t k)
+{
+    cic_mp_pack *v = cic_calloc(n ? n : 1, sizeof *v);
+    size_t j;
+    for (j = 0; v && j < n; j++)
+        cic_mp_pack_view(&v[j], all, j * k, k);
+    return v;
+}
+
 int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, size_t n, size_t k)
 {
-    size_t j;
-    *views = cic_calloc(n, sizeof **views);
-    if (!*views || cic_mp_pack_init(all, w, n * k) < 0) {
-        free(*views);
-        *views = NULL;
+    *views = NULL;
+    if (cic_mp_pack_init(all, w, n * k) < 0)
+        return -1;
+    if (!(*views = cic_mp_pack_row_views(all, n, k))) {
+        cic_mp_pack_clear(all);
         return -1;
     }
-    for (j = 0; j < n; j++)
-        cic_mp_pack_view(&(*views)[j], all, j * k, k);
     return 0;
 }
 
@@ -554,17 +561,16 @@ int cic_mp_pack_rows_f32(cic_mp_pack *all, cic_mp_pack **views, const float *w, 
     for (j = 0; j < nk; j++)
         if (!isfinite(w[j]))
             return 1;
-    *views = cic_calloc(n ? n : 1, sizeof **views);
-    if (!*views || cic_mp_pack_alloc(all, nk, 24) < 0) {
-        free(*views);
-        *views = NULL;
+    *views = NULL;
+    if (cic_mp_pack_alloc(all, nk, 24) < 0)
         return -1;
-    }
     for (j = 0; j < nk; j++)
         cic_mp_pack_set_f32(all, j, w[j]);
     cic_mp_pack_finish(all);
-    for (j = 0; j < n; j++)
-        cic_mp_pack_view(&(*views)[j], all, j * k, k);
+    if (!(*views = cic_mp_pack_row_views(all, n, k))) {
+        cic_mp_pack_clear(all);
+        return -1;
+    }
     return 0;
 }
 
@@ -606,6 +612,34 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
         for (t = 0; t < nr; t++)
             cic_mp_pack_clear(&xp[t]);
     }
+}
+
+bool cic_mp_fwht_row(mpfr_t *v, int w, int K, const signed char *hk, bool transpose,
+                     mpfr_t *acc, mpfr_t t0)
+{
+    int P = w / K, a, c, e, j, k, len, inex = 0;
+    /* len < P: the pairs (k, k + len) never straddle two blocks */
+    for (len = 1; len < P; len <<= 1)
+        for (j = 0; j < w; j += 2 * len)
+            for (k = j; k < j + len; k++) {
+                inex |= mpfr_sub(t0, v[k], v[k + len], MPFR_RNDN);
+                inex |= mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
+                mpfr_set(v[k + len], t0, MPFR_RNDN); /* (vectors share a limb block: no swap) */
+            }
+    for (e = 0; K > 1 && e < P; e++) {
+        for (c = 0; c < K; c++) {
+            mpfr_set(acc[c], v[e], MPFR_RNDN);
+            for (a = 1; a < K; a++) {
+                int h = transpose ? hk[(size_t)c * K + a] : hk[(size_t)a * K + c];
+                mpfr_srcptr x = v[(size_t)a * P + e];
+                inex |= h > 0 ? mpfr_add(acc[c], acc[c], x, MPFR_RNDN)
+                              : mpfr_sub(acc[c], acc[c], x, MPFR_RNDN);
+            }
+        }
+        for (c = 0; c < K; c++)
+            mpfr_set(v[(size_t)c * P + e], acc[c], MPFR_RNDN);
+    }
+    return inex == 0;
 }
 
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y, size_t incy,
@@ -675,6 +709,27 @@ void cic_mpvec_destroy(mpfr_t *v, size_t n)
 {
     (void)n; /* one block, whatever its length */
     free(v);
+}
+
+int cic_mpvec_center_rows(mpfr_t *x, size_t rows, size_t cols, mpfr_prec_t prec)
+{
+    mpfr_ptr *ptr = cic_calloc(cols ? cols : 1, sizeof *ptr);
+    mpfr_t mean;
+    size_t i, j;
+    if (!ptr)
+        return -1;
+    mpfr_init2(mean, prec);
+    for (i = 0; i < rows; i++) {
+        for (j = 0; j < cols; j++)
+            ptr[j] = x[i * cols + j];
+        mpfr_sum(mean, ptr, (unsigned long)cols, MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)cols, MPFR_RNDN);
+        for (j = 0; j < cols; j++)
+            mpfr_sub(x[i * cols + j], x[i * cols + j], mean, MPFR_RNDN);
+    }
+    mpfr_clear(mean);
+    free(ptr);
+    return 0;
 }
 
 void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n)

@@ -82,6 +82,9 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
 /* Pack each of w's n rows of k values: one pack *all, and *views (n views
  * into it, free() it; clear *all). 0, or -1 when memory runs out. */
 int cic_mp_pack_rows(cic_mp_pack *all, cic_mp_pack **views, const mpfr_t *w, size_t n, size_t k);
+/* The views of those rows for a pack of n rows of k entries made otherwise
+ * (free() them; NULL when memory runs out). */
+cic_mp_pack *cic_mp_pack_row_views(const cic_mp_pack *all, size_t n, size_t k);
 
 /* A pack filled entry by entry, for values that are never held as mpfr_t
  * (float32 weights, weights made on the fly): cic_mp_pack_alloc makes n
@@ -117,6 +120,25 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
  * precisions within x or y, exponent ranges spanning over 3968 bits. */
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                      size_t incy, size_t n, mpfr_srcptr bias);
+/* Row v of width w = K P times H = hk (x) Syl_P, in place: the butterflies
+ * of length P on each block, then the blocks mixed by the base hk (K x K,
+ * +-1; K = 1 none, hk and acc may be NULL), out block c = sum_a hk[a][c]
+ * block a (transpose: hk[c][a]). Each addition correctly rounded at the
+ * row's precision, in the order the real engines use (engine_real.h), so
+ * that at 24 or 53 bits it is their float32 or float64 result bit for bit.
+ * acc: K values, t0 one, at the row's precision. True when every addition
+ * was exact (then v H holds exactly). */
+bool cic_mp_fwht_row(mpfr_t *v, int w, int K, const signed char *hk, bool transpose,
+                     mpfr_t *acc, mpfr_t t0);
+/* Entry (i, j) of that H, +-1: hk[i / P][j / P] times Syl_P[i % P][j % P] =
+ * (-1)^popcount((i % P) & (j % P)). */
+static inline int cic_hadamard_kron_entry(const signed char *hk, size_t K, size_t P, size_t i,
+                                          size_t j)
+{
+    int h = hk[(i / P) * K + j / P];
+    return __builtin_parityll((unsigned long long)((i % P) & (j % P))) ? -h : h;
+}
+
 /* The same through exact MPFR products and mpfr_sum only (the reference the
  * fast path is tested against). */
 void cic_mp_dot_mpfr(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
@@ -131,6 +153,10 @@ void cic_mpvec_destroy(mpfr_t *v, size_t n);
  * vector's precision is >= 24. get_f32 rounds to nearest with the binary32
  * exponent range (subnormals and overflow to Inf as IEEE does). */
 void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n);
+/* Each of the rows of x (row-major, cols values) without its mean: the
+ * mean as mpfr_sum / cols at prec, subtracted with one rounding. 0, or -1
+ * when memory runs out (x untouched). */
+int cic_mpvec_center_rows(mpfr_t *x, size_t rows, size_t cols, mpfr_prec_t prec);
 float cic_mp_get_f32(mpfr_srcptr x);
 void cic_mpvec_get_f32(float *y, const mpfr_t *v, size_t n);
 

@@ -224,18 +224,16 @@ static int linear_pack(mprun *r, const cic_op *o, const mpfr_t **w, cic_mp_pack 
                        cic_mp_pack **views, size_t nw, size_t k)
 {
     const cic_tensor *t = &r->m->t[o->w];
-    size_t j;
     *w = NULL;
     if (t->role == CIC_T_WEIGHT && !(t->hp && !r->rounded)) {
         int rc;
         if (t->lazy && !r->rounded) {
-            *views = cic_calloc(nw ? nw : 1, sizeof **views);
-            if (!*views || cic_lazy_make_pack(t->lazy, all) < 0) {
-                free(*views);
+            if (cic_lazy_make_pack(t->lazy, all) < 0)
+                return -1;
+            if (!(*views = cic_mp_pack_row_views(all, nw, k))) {
+                cic_mp_pack_clear(all);
                 return -1;
             }
-            for (j = 0; j < nw; j++)
-                cic_mp_pack_view(&(*views)[j], all, j * k, k);
             return 0;
         }
         rc = cic_mp_pack_rows_f32(all, views, t->f32, nw, k);

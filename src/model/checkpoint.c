@@ -228,6 +228,14 @@ const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int
 /* ---- the weight source ---- */
 
 /* t's values into f (n of them), each exactly a float32 and finite. */
+/* A NaN or Inf value v at flat index i of t: the error. -1. */
+static int nonfinite(const cic_stfile_tensor *t, double v, uint64_t i, cic_diag *d)
+{
+    cic_diag_set(d, t->file, 0, 0, "tensor '%s': value %g at index %llu (flat); a checkpoint "
+                 "with NaN or Inf weights is not run", t->name, v, (unsigned long long)i);
+    return -1;
+}
+
 static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_diag *d)
 {
     enum { CHUNK = 4096 };
@@ -239,12 +247,8 @@ static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_dia
             return -1;
         for (i = 0; i < m; i++) {
             float v = (float)buf[i];
-            if (!isfinite(buf[i])) {
-                cic_diag_set(d, t->file, 0, 0, "tensor '%s': value %g at index %llu (flat); "
-                             "a checkpoint with NaN or Inf weights is not run", t->name, buf[i],
-                             (unsigned long long)(i0 + i));
-                return -1;
-            }
+            if (!isfinite(buf[i]))
+                return nonfinite(t, buf[i], i0 + i, d);
             if ((double)v != buf[i]) {
                 cic_diag_set(d, t->file, 0, 0, "tensor '%s' (F64): value %.17g at index %llu "
                              "(flat) is not a float32; F64 weights are read only when every "
@@ -409,12 +413,8 @@ static int map_tensor(cic_tensor *t, const cic_stfile_tensor *st, cic_diag *d)
         __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__ || st->count != (uint64_t)n)
         return 0;
     for (i = 0; i < n; i++)
-        if (!isfinite(v[i])) {
-            cic_diag_set(d, st->file, 0, 0, "tensor '%s': value %g at index %llu (flat); a "
-                         "checkpoint with NaN or Inf weights is not run", st->name, (double)v[i],
-                         (unsigned long long)i);
-            return -1;
-        }
+        if (!isfinite(v[i]))
+            return nonfinite(st, (double)v[i], (uint64_t)i, d);
     if (pg > 0) {
         uintptr_t a = ((uintptr_t)st->data + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg;
         uintptr_t b = ((uintptr_t)st->data + n * sizeof *v) / (uintptr_t)pg * (uintptr_t)pg;

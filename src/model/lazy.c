@@ -160,39 +160,6 @@ static void value_at(const cic_lazy *z, int i, int j, mpfr_ptr y, lws *s)
     }
 }
 
-static int h_entry(const cic_lazy *z, int i, int j)
-{
-    int P = z->d / z->K, h = z->hk[(size_t)(i / P) * z->K + j / P];
-    return __builtin_parity((unsigned)((i % P) & (j % P))) ? -h : h;
-}
-
-/* v H in place (H = hk (x) Syl_P, as mp_fwht.c orders it); true when every
- * addition was exact. */
-static bool fwht_exact(mpfr_t *v, int w, int K, const signed char *hk, mpfr_t *acc, mpfr_t t0)
-{
-    int P = w / K, len, j, k, a, c, e, inex = 0;
-    for (len = 1; len < P; len <<= 1)
-        for (j = 0; j < w; j += 2 * len)
-            for (k = j; k < j + len; k++) {
-                inex |= mpfr_sub(t0, v[k], v[k + len], MPFR_RNDN);
-                inex |= mpfr_add(v[k], v[k], v[k + len], MPFR_RNDN);
-                mpfr_set(v[k + len], t0, MPFR_RNDN); /* (vectors share one limb block: no swap) */
-            }
-    for (e = 0; K > 1 && e < P; e++) {
-        for (c = 0; c < K; c++) {
-            mpfr_set(acc[c], v[e], MPFR_RNDN);
-            for (a = 1; a < K; a++) {
-                mpfr_srcptr x = v[(size_t)a * P + e];
-                inex |= hk[(size_t)a * K + c] > 0 ? mpfr_add(acc[c], acc[c], x, MPFR_RNDN)
-                                                  : mpfr_sub(acc[c], acc[c], x, MPFR_RNDN);
-            }
-        }
-        for (c = 0; c < K; c++)
-            mpfr_set(v[(size_t)c * P + e], acc[c], MPFR_RNDN);
-    }
-    return inex == 0;
-}
-
 /* Output j of a rotated line as the correctly rounded dot product of the
  * line (s->v0) with Q's column j. */
 static void by_column(const cic_lazy *z, int j, lws *s)
@@ -200,7 +167,8 @@ static void by_column(const cic_lazy *z, int j, lws *s)
     int i;
     for (i = 0; i < z->d; i++) {
         mpfr_set(s->qcol[i], s->r, MPFR_RNDN);
-        if (h_entry(z, i, j) * z->sign[j] < 0)
+        if (cic_hadamard_kron_entry(z->hk, (size_t)z->K, (size_t)(z->d / z->K), (size_t)i,
+                                    (size_t)j) * z->sign[j] < 0)
             mpfr_neg(s->qcol[i], s->qcol[i], MPFR_RNDN);
     }
     cic_mp_dot(s->res[j], (const mpfr_t *)s->v0, 1, (const mpfr_t *)s->qcol, 1, (size_t)z->d,
@@ -220,7 +188,7 @@ static void rotated_line(const cic_lazy *z, int l, lws *s)
             value_at(z->base, i, l, s->v0[i], s);
         mpfr_set(s->v[i], s->v0[i], MPFR_RNDN); /* exact: pw > the base's precision */
     }
-    exact = fwht_exact(s->v, d, z->K, z->hk, s->acc, s->t0);
+    exact = cic_mp_fwht_row(s->v, d, z->K, z->hk, false, s->acc, s->t0);
     if (!exact)
         atomic_fetch_add(&g_fallback, 1);
     for (j = 0; j < d; j++) {

@@ -40,23 +40,8 @@ int _cic_pl_map_out(cic_pipeline *r, mpfr_t *dst, const mpfr_t *src, const cic_m
         for (i = 0; i < rows * cols; i++)
             mpfr_set(dst[i], src[i], MPFR_RNDN);
     }
-    if (m->center_out) {
-        mpfr_ptr *ptr = cic_calloc(cols, sizeof *ptr);
-        mpfr_t mean;
-        if (!ptr)
-            return -1;
-        mpfr_init2(mean, r->prec);
-        for (i = 0; i < rows; i++) {
-            for (j = 0; j < cols; j++)
-                ptr[j] = dst[i * cols + j];
-            mpfr_sum(mean, ptr, cols, MPFR_RNDN);
-            mpfr_div_ui(mean, mean, cols, MPFR_RNDN);
-            for (j = 0; j < cols; j++)
-                mpfr_sub(dst[i * cols + j], dst[i * cols + j], mean, MPFR_RNDN);
-        }
-        mpfr_clear(mean);
-        free(ptr);
-    }
+    if (m->center_out && cic_mpvec_center_rows(dst, rows, cols, r->prec) < 0)
+        return -1;
     return 0;
 }
 

@@ -178,26 +178,6 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, 
     return q;
 }
 
-/* Each of the rows of x (d values) without its mean, in MPFR. */
-static void center_rows(mpfr_t *x, int rows, int d, mpfr_prec_t prec)
-{
-    mpfr_ptr *ptr = cic_calloc((size_t)d, sizeof *ptr);
-    mpfr_t mean;
-    int i, j;
-    CIC_ASSERT(ptr);
-    mpfr_init2(mean, prec);
-    for (i = 0; i < rows; i++) {
-        for (j = 0; j < d; j++)
-            ptr[j] = x[(size_t)i * d + j];
-        mpfr_sum(mean, ptr, (unsigned long)d, MPFR_RNDN);
-        mpfr_div_ui(mean, mean, (unsigned long)d, MPFR_RNDN);
-        for (j = 0; j < d; j++)
-            mpfr_sub(x[(size_t)i * d + j], x[(size_t)i * d + j], mean, MPFR_RNDN);
-    }
-    mpfr_clear(mean);
-    free(ptr);
-}
-
 /* The transformed model's block input: the original's X (without its row
  * means when center) times Q, kept unrounded at prec. */
 static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, bool center,
@@ -213,8 +193,11 @@ static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, bool 
         return -1;
     }
     cic_mpvec_set_f32(x, a->t[a->input].f32, n);
-    if (center)
-        center_rows(x, rows, dm, prec);
+    if (center && cic_mpvec_center_rows(x, (size_t)rows, (size_t)dm, prec) < 0) {
+        cic_dot_scratch_clear(&s);
+        cic_mpvec_destroy(x, n);
+        return -1;
+    }
     cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false, &s);
     for (i = 0; i < n; i++) /* the float engines' input: X Q rounded once */
         b->t[b->input].f32[i] = cic_mp_get_f32(b->t[b->input].hp[i]);
@@ -346,8 +329,6 @@ static int alloc_work(work *w, mpfr_prec_t p)
 static const char *engine_error(const cic_case *c, int k, const cic_model *m, const mpfr_t *y,
                                 size_t n, mpfr_prec_t p, double *e)
 {
-    static const char *const f32[] = { "f32-" CIC_MATMUL_OPENBLAS_NAME,
-                                       "f32-" CIC_MATMUL_FIXED_NAME };
     bool use[2] = { !c || c->f32_openblas, c && c->f32_fixed };
     int j, mm;
     float *out;
@@ -357,7 +338,7 @@ static const char *engine_error(const cic_case *c, int k, const cic_model *m, co
             mm = j;
     if (mm < 0 && (!c || k >= c->n_lowp))
         return NULL;
-    name = mm >= 0 ? f32[mm] : c->lowp[k].name;
+    name = mm >= 0 ? CIC_ENGINE_F32_NAME[mm] : c->lowp[k].name;
     *e = NAN;
     out = cic_calloc(n ? n : 1, sizeof *out);
     if (out && (mm >= 0 ? cic_engine_f32_run(out, m, (enum cic_matmul)mm, NULL)
@@ -415,8 +396,11 @@ static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_pre
     if (cic_dot_scratch_init(&s, (size_t)dm, p) < 0)
         return -1;
     for (l = 0; l < w->n_layers; l++) {
-        if (ln_fused) /* the rewrite's stream has no row mean */
-            center_rows(w->ta.resid[l], w->a->rows, dm, p);
+        if (ln_fused && /* the rewrite's stream has no row mean */
+            cic_mpvec_center_rows(w->ta.resid[l], (size_t)w->a->rows, (size_t)dm, p) < 0) {
+            cic_dot_scratch_clear(&s);
+            return -1;
+        }
         cic_mp_matmul(w->tmp, (const mpfr_t *)w->tb.resid[l], false, (const mpfr_t *)w->q, true,
                       w->a->rows, dm, dm, false, &s);
         r->ce[l] = cic_metric_rel_diff((const mpfr_t *)w->tmp, (const mpfr_t *)w->ta.resid[l],

@@ -177,15 +177,8 @@ cleanup:
     return rc;
 }
 
-/* ---- randomized Hadamard (the bases: hadamard.c) ---------------------- */
-
-/* Entry (i, j) of H = H_K (x) Sylvester(P), +-1: H_K[i/P][j/P] times
- * Sylvester(P)[i%P][j%P] = (-1)^popcount((i%P) & (j%P)). */
-static int _cic_hadamard_entry(const signed char *hk, size_t K, size_t P, size_t i, size_t j)
-{
-    int h = hk[(i / P) * K + j / P];
-    return __builtin_parityll((unsigned long long)((i % P) & (j % P))) ? -h : h;
-}
+/* ---- randomized Hadamard (the bases: hadamard.c; the entries of
+ * H_K (x) Sylvester(P): cic_hadamard_kron_entry, base/mpvec.h) ------------ */
 
 /* s_j = -1 when bit 0 of the j-th word of the "q.hadamard.signs" stream
  * is set (whatever K). */
@@ -236,7 +229,7 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
     for (j = 0; j < n; j++) {
         int sj = hadamard_sign(key, j);
         for (i = 0; i < n; i++) {
-            int h = _cic_hadamard_entry(hk, K, P, i, j) * sj;
+            int h = cic_hadamard_kron_entry(hk, K, P, i, j) * sj;
             /* negation is exact: every entry is +-r bit for bit */
             mpfr_set(q[i * n + j], r, MPFR_RNDN);
             if (h < 0)
@@ -347,8 +340,8 @@ static int _cic_q_mean_preserving_hadamard(mpfr_t *q, int d, int K, uint64_t see
         for (j = 0; j < n; j++) {
             long acc = 0;
             for (k = 0; k < n; k++)
-                acc += (long)_cic_hadamard_entry(hk, Kz, P, k, i) * s[k] *
-                       _cic_hadamard_entry(hk, Kz, P, k, j);
+                acc += (long)cic_hadamard_kron_entry(hk, Kz, P, k, i) * s[k] *
+                       cic_hadamard_kron_entry(hk, Kz, P, k, j);
             mpfr_set_si(q[i * n + j], acc, MPFR_RNDN);
             mpfr_div_ui(q[i * n + j], q[i * n + j], (unsigned long)d, MPFR_RNDN);
         }

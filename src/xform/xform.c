@@ -343,24 +343,33 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
 }
 
 /* Fold a norm's gain g and bias b into the reader linear op r. */
-/* The fold of a gain into a float32 reader weight, kept as a recipe
- * (lazy.h): the weight's float32 values and the gain, with f32 the values
- * rounded. The same bits as the MPFR products below, made when read. */
-static int fold_lazy(ctx *c, int wid, int g)
+/* Tensor t's float32 values made a recipe of their own (lazy.h), with
+ * gain (cols values; NULL none) at prec: the recipe takes the values, and
+ * f32 holds what it makes, rounded (the values themselves without a gain
+ * at 24 bits or more). 0, or -1 when memory runs out (t unchanged). */
+static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec)
 {
-    cic_tensor *t = &c->m->t[wid];
     size_t n = (size_t)t->rows * t->cols;
     float *rounded = malloc((n ? n : 1) * sizeof *rounded);
-    cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols,
-                                            g >= 0 ? c->m->t[g].f32 : NULL, c->p)
-                          : NULL;
+    cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols, gain, prec) : NULL;
     if (!z) {
         free(rounded);
         return -1;
     }
     t->f32 = rounded;
     t->lazy = z;
+    if (!gain && prec >= 24) {
+        memcpy(t->f32, z->src, n * sizeof *t->f32);
+        return 0;
+    }
     return cic_lazy_make_f32(z, t->f32);
+}
+
+/* The fold of a gain into a float32 reader weight, kept as a recipe: the
+ * same bits as the MPFR products below, made when read. */
+static int fold_lazy(ctx *c, int wid, int g)
+{
+    return to_recipe(&c->m->t[wid], g >= 0 ? c->m->t[g].f32 : NULL, c->p);
 }
 
 /* Tensor id rotated on side by the Hadamard c->hq, kept as a recipe over
@@ -371,33 +380,16 @@ static int rotate_lazy(ctx *c, int id, enum cic_lazy_side side)
 {
     cic_tensor *t = &c->m->t[id];
     const cic_xf_hq *h = c->hq;
-    size_t n = (size_t)t->rows * t->cols;
-    cic_lazy *base, *z;
-    float *rounded;
+    cic_lazy *z;
     if (!h || t->hp || (t->lazy && t->lazy->side != CIC_LAZY_VALUES))
         return 0;
-    rounded = malloc((n ? n : 1) * sizeof *rounded);
-    if (!rounded)
+    if (!t->lazy && to_recipe(t, NULL, 24) < 0) /* the base: its float32 values */
         return -1;
-    base = t->lazy ? cic_lazy_ref(t->lazy) : cic_lazy_values(t->f32, t->rows, t->cols, NULL, 24);
-    if (!base) {
-        free(rounded);
-        return -1;
-    }
-    if (!t->lazy)
-        t->f32 = NULL; /* now the base's */
-    z = cic_lazy_rotate(base, side, h->d, h->K, h->hk, h->sign, c->p);
-    cic_lazy_unref(base);
-    cic_lazy_unref(t->lazy);
-    if (!t->f32 && !z) {
-        free(rounded);
-        return -1; /* (the model is destroyed with the failed transform) */
-    }
-    free(t->f32);
-    t->f32 = rounded;
-    t->lazy = z;
+    z = cic_lazy_rotate(t->lazy, side, h->d, h->K, h->hk, h->sign, c->p);
     if (!z)
         return -1;
+    cic_lazy_unref(t->lazy); /* z holds it */
+    t->lazy = z;
     return cic_lazy_make_f32(z, t->f32) < 0 ? -1 : 1;
 }
 
