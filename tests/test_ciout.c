@@ -167,7 +167,7 @@ static void set_reg(cic_regress_result *g, enum cic_regress_rule rule, const cha
 }
 
 /* Case A: 3 gates (2 fail), 2 verdict rows (1 fails), 3 baseline rules
- * (2 fail), truth certified: 9 tests, 5 failures.
+ * (2 fail), truth proven: 9 tests, 5 failures.
  * Case B: 1 gate, 1 verdict row, no baseline, truth: 3 tests, 0 failures.
  * Case C: NULL report, input error: 1 test, 1 failure. */
 static void build_reports(void)
@@ -203,6 +203,7 @@ static void build_reports(void)
     g_rep_a.gates = g_gate_a;
     g_rep_a.n_gates = 3;
     g_rep_a.truth_certified = true;
+    g_rep_a.proof.proven = true;
     cic_strlcpy(g_rep_a.weights_sha256, "0123abcd", sizeof g_rep_a.weights_sha256);
     g_rep_a.wall_seconds = 1.25;
     g_rep_a.pass = false;
@@ -222,6 +223,7 @@ static void build_reports(void)
     g_rep_b.gates = g_gate_b;
     g_rep_b.n_gates = 1;
     g_rep_b.truth_certified = true;
+    g_rep_b.proof.proven = true;
     g_rep_b.wall_seconds = NAN; /* time= must still be a decimal */
     g_rep_b.pass = true;
 }
@@ -287,7 +289,7 @@ static void test_junit(void **state)
     assert_non_null(strstr(x, "name=\"baseline metric max_abs\""));
     assert_non_null(strstr(x, "message=\"old 1e-06, new 3e-06, limit 2e-06\""));
     assert_non_null(strstr(x, "message=\"old aaaa, new bbbb, limit equal to old\""));
-    assert_int_equal(count_of(x, "name=\"truth certified\""), 2);
+    assert_int_equal(count_of(x, "name=\"truth proven\""), 2);
     assert_non_null(strstr(x, "message=\"rel_norm2 = nan, limit inf\""));
     assert_non_null(strstr(x, "message=\"ulp_row.p99 = 80, limit 64\""));
     /* the failed run: its error, escaped, control and bad bytes replaced */

@@ -6,7 +6,7 @@
  * no strategy exact; every strategy exact, static-fold included, on a
  * single sample; a strategy that broke unexpectedly; the cheapest exact
  * strategy costing more than an inexact one or not; ties; a width with no
- * fast Hadamard; an uncertified truth; other blocks (nothing said); the
+ * fast Hadamard; a truth not proven; other blocks (nothing said); the
  * Markdown summary; the formula and crossover lines printed from the
  * report's analytical table (values planted in it come out). FLOPs of the
  * hand-built rows come from the formulas (cic_flops_dit), and every
@@ -49,6 +49,7 @@ static void fx_init(fixture *fx, int d, int samples, int tokens)
     fx->r.kase = &fx->c;
     fx->r.results = fx->res;
     fx->r.truth_certified = true;
+    fx->r.proof.proven = true;
 }
 
 /* A transform and its verdict row; FLOPs from the formulas at the case's
@@ -281,7 +282,7 @@ static void test_usual(void **state)
              sf->flops.extra_pct);
     HAS(LINE(&fx, "cheaper but not exact:"), want);
     check_crossover(&fx);
-    assert_null(LINE(&fx, "the truth is not certified"));
+    assert_null(LINE(&fx, "the truth is not proven"));
 
     /* the f32 rows disagree on purpose: the conclusion read the verdict rows */
     HASNT(fx.text, "f32-openblas");
@@ -525,11 +526,13 @@ static void test_nothing_to_say(void **state)
     assert_int_equal(fx_say(&fx), 0);
     assert_int_equal(cic_report_conclusion(NULL, &fx.r), 0);
     fx.r.kase = &fx.c;
-    /* an uncertified truth is said */
+    /* a truth not proven is said, with why */
     fx.r.truth_certified = false;
-    fx.r.truth_cert_diff = 0.125;
+    fx.r.proof.proven = false;
+    cic_strlcpy(fx.r.proof.why, "an op a transform adds has no error bound",
+                sizeof fx.r.proof.why);
     fx_say(&fx);
-    HAS(LINE(&fx, "the truth is not certified"), "(prec+64 max rel diff 0.125)");
+    HAS(LINE(&fx, "the truth is not proven"), "(NOT proven: an op a transform adds has no error bound)");
     fx_clear(&fx);
 }
 

@@ -181,6 +181,15 @@ static void make_report(cic_report *r)
     r->n_gates = 2;
     r->truth_certified = true;
     r->truth_cert_diff = 2.5e-40;
+    r->proof.proven = true;
+    r->proof.values = 1000;
+    r->proof.first = 998;
+    r->proof.escalated = 2;
+    r->proof.max_rel_radius = 0.5;
+    r->proof.precs[0] = 64;
+    r->proof.precs[1] = 128;
+    r->proof.n_precs = 2;
+    r->proof.rechecked = true;
     memset(r->weights_sha256, 'a', 64);
     r->weights_sha256[64] = '\0';
     r->wall_seconds = 1.25;
@@ -345,6 +354,13 @@ static void test_json_round_trip(void **state)
     assert_int_equal(json_integer_value(json_object_get(json_array_get(g, 0), "line")), 12);
     assert_true(json_is_true(jpath(root, "truth", "certified")));
     cic_assert_close(json_number_value(jpath(root, "truth", "max_rel_diff")), 2.5e-40, 0, 0);
+    assert_true(json_is_true(jpath(root, "truth", "proven")));
+    assert_int_equal(json_integer_value(jpath(root, "truth", "values")), 1000);
+    assert_int_equal(json_integer_value(jpath(root, "truth", "proven_first")), 998);
+    assert_int_equal(json_integer_value(jpath(root, "truth", "escalated")), 2);
+    cic_assert_close(json_number_value(jpath(root, "truth", "max_rel_radius")), 0.5, 0, 0);
+    assert_int_equal(json_integer_value(json_array_get(jpath(root, "truth", "precisions"), 1)), 128);
+    assert_true(json_is_null(jpath(root, "truth", "unproven_reason")));
     assert_int_equal(strlen(json_string_value(jpath(root, "weights_sha256", NULL))), 64);
     cic_assert_close(json_number_value(jpath(root, "wall_seconds", NULL)), 1.25, 0, 0);
     assert_true(json_is_false(jpath(root, "pass", NULL)));
@@ -696,18 +712,26 @@ static void test_table(void **state)
     assert_int_equal(count_lines_with(s, "FAIL gate fuse / f32-openblas / ulp_row.p99: value 100 > limit 64 (case line 12)", NULL), 1);
     assert_int_equal(count_lines_with(s, "FAIL gate", NULL), 1); /* passing gates not listed */
     assert_int_equal(count_lines_with(s, "fuse ", " PASS"), 1);
-    assert_int_equal(count_lines_with(s, "truth certified", "overall FAIL"), 1);
+    assert_int_equal(count_lines_with(s, "truth proven: 1000 values, 2 at a higher precision; "
+                                         "max relative radius 0.5; 64, 128 bits; recheck at +64 "
+                                         "bits: max rel diff 2.5e-40",
+                                      "overall FAIL"),
+                     1);
     free(s);
 
     r.pass = true;
     r.truth_certified = false;
+    r.proof.proven = false;
+    r.proof.first = 990;
     g_gates[0].pass = true;
     s = table_text(&r, true);
     assert_non_null(strstr(s, "\033[32mPASS"));
     assert_non_null(strstr(s, "\033[31mFAIL")); /* row 1 still fails */
     assert_non_null(strstr(s, "\033[31mbroken")); /* unexpected verdict */
     assert_null(strstr(s, "FAIL gate"));
-    assert_int_equal(count_lines_with(s, "truth ", "NOT certified"), 1);
+    assert_int_equal(count_lines_with(s, "truth ", "NOT proven: 8 of 1000 values straddle a "
+                                                  "binary32 rounding boundary at 64, 128 bits"),
+                     1);
     assert_non_null(strstr(s, "overall \033[1m\033[32mPASS"));
     free(s);
 

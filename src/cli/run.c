@@ -160,9 +160,11 @@ static void print_run(const cic_run_args *a, const cic_report *rep, const cic_ca
         printf("\nAnalytical ");
         cic_report_dit_flops_table(stdout, &rep->dit_flops);
     }
-    if (!rep->truth_certified)
-        printf("FAIL truth not certified: sample 0 at %ld bits differs by %.3g\n",
-               (long)c->mpfr_prec + 64, rep->truth_cert_diff);
+    if (!rep->truth_certified) {
+        char b[512];
+        cic_truth_words(b, sizeof b, rep);
+        printf("FAIL truth %s\n", b);
+    }
     /* the answer in words, last: what the verdicts and FLOPs above say */
     if (adaln) {
         putchar('\n');

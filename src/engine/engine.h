@@ -53,6 +53,9 @@ typedef struct {
      * May be NULL. */
     void (*op_tap_mp)(void *ctx, int op, const mpfr_t *y, int rows);
     void *tap_ctx;
+    /* MPFR engine: a ball run (mp_ball.h) when not NULL: the output's
+     * radii, or why there are none. The midpoints are the plain run's. */
+    struct cic_ball_out *ball;
 } cic_run_opts;
 
 /* Run the graph in float32. out receives the readout rows (n_samples *

@@ -19,6 +19,7 @@
 #include "../xform/qmat.h"
 #include "../model/lazy.h"
 #include "mp_act.h"
+#include "mp_ball.h"
 #include "mp_fwht.h"
 
 #include <assert.h>
@@ -37,6 +38,7 @@ typedef struct {
     mpfr_t t0, t1, t2;
     mpfr_ptr *ptr;
     mpfr_t *p;     /* attention probabilities, tokens values */
+    double *bscr;  /* a ball run's attention scratch */
     bool ok;
 } mpws;
 
@@ -74,6 +76,7 @@ typedef struct {
     bool has_fold;
     mpws ws[CIC_MAX_THREADS];
     int nt;
+    cic_ball *ball;   /* a ball run's radii (mp_ball.h), or NULL */
     bool inited;      /* t0 .. c_scale initialised */
 } mprun;
 
@@ -95,6 +98,7 @@ static void mpws_clear(mpws *w, size_t tokens)
         return;
     cic_dot_scratch_clear(&w->dot);
     free(w->ptr);
+    free(w->bscr);
     cic_mpvec_destroy(w->p, tokens);
     mpfr_clears(w->t0, w->t1, w->t2, (mpfr_ptr)0);
     w->ok = false;
@@ -524,6 +528,7 @@ typedef struct {
     int grp;  /* query heads per key/value head */
     bool causal;
     mpfr_srcptr scale;
+    const cic_ball *ball;
 } attn_job;
 
 /* Jobs are (sample, head) pairs; head h reads key/value head h / grp. */
@@ -545,6 +550,8 @@ static void attn_heads(void *c, int lo, int hi, mpws *w)
                            (size_t)dh, NULL, &w->dot);
                 mpfr_mul(p[j], p[j], A->scale, MPFR_RNDN);
             }
+            if (A->ball)
+                cic_ball_attn_scores(A->ball, w->bscr, (const mpfr_t *)p, cnt);
             mpfr_set(mx, p[0], MPFR_RNDN);
             for (j = 1; j < cnt; j++)
                 if (mpfr_greater_p(p[j], mx))
@@ -560,6 +567,8 @@ static void attn_heads(void *c, int lo, int hi, mpws *w)
             for (cc = 0; cc < dh; cc++)
                 cic_mp_dot(A->y[((size_t)s * N + i) * d + h * dh + cc], (const mpfr_t *)p, 1,
                            vs + cc, (size_t)A->lv, (size_t)cnt, NULL, &w->dot);
+            if (A->ball)
+                cic_ball_attn_row(A->ball, w->bscr, s, h, i, (const mpfr_t *)p, cnt);
         }
     }
 }
@@ -590,6 +599,7 @@ static int mp_attn(mprun *r, const cic_op *o, mpfr_t *y)
     mpfr_set_ui(r->c_scale, (unsigned long)A.dh, MPFR_RNDN);
     mpfr_rec_sqrt(r->c_scale, r->c_scale, MPFR_RNDN);
     A.scale = r->c_scale;
+    A.ball = r->ball;
     parallel(r, S * A.H, attn_heads, &A);
     return 0;
 }
@@ -718,6 +728,10 @@ static int mp_rope(mprun *r, const cic_op *o, mpfr_t *y)
         }
     }
     mpfr_clears(e, inv, ang, (mpfr_ptr)0);
+    if (r->ball && cic_ball_rope(r->ball, o, J.cs, J.x) < 0) {
+        cic_mpvec_destroy((mpfr_t *)J.cs, n);
+        return -1;
+    }
     parallel(r, r->rows, rope_rows, &J);
     cic_mpvec_destroy((mpfr_t *)J.cs, n);
     return 0;
@@ -748,7 +762,7 @@ static size_t max_inner(const cic_model *m)
  * the scalars are set. 0, or -1 when memory runs out (mprun_clear frees
  * what was made either way). */
 static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool rounded, int s0,
-                      int ns)
+                      int ns, bool ball)
 {
     size_t cap = max_inner(m);
     int i;
@@ -769,8 +783,11 @@ static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool round
         return -1;
     r->nt = cic_engine_mpfr_threads();
     for (i = 0; i < r->nt; i++)
-        if (mpws_init(&r->ws[i], cap, (size_t)m->cfg.tokens, prec) < 0)
+        if (mpws_init(&r->ws[i], cap, (size_t)m->cfg.tokens, prec) < 0 ||
+            (ball && !(r->ws[i].bscr = malloc(cic_ball_attn_scratch(m) * sizeof(double)))))
             return -1;
+    if (ball && !(r->ball = cic_ball_create(m, prec, ns, r->nt)))
+        return -1;
     mpfr_inits2(prec, r->t0, r->t1, r->t2, r->c_scale, (mpfr_ptr)0);
     r->inited = true;
     return 0;
@@ -797,6 +814,12 @@ static void mprun_clear(mprun *r)
     free(r->buf);
     free(r->wt);
     free(r->ptr);
+    cic_ball_destroy(r->ball);
+}
+
+static const mpfr_t *ball_mid(void *r, int id)
+{
+    return wsrc(r, id);
 }
 
 /* Op i of the walk: its output's storage, the kernel, the FLOPs, then the
@@ -812,7 +835,11 @@ static int mprun_op(mprun *r, int i, const int *last)
         if (!r->buf[op->out])
             return -1;
     }
+    if (r->ball && cic_ball_pre(r->ball, op, ball_mid, r) < 0)
+        return -1;
     if (MP_KERNEL[op->kind](r, op, r->buf[op->out]) < 0)
+        return -1;
+    if (r->ball && cic_ball_post(r->ball, op, (const mpfr_t *)r->buf[op->out], ball_mid, r) < 0)
         return -1;
     r->fc.site[op->site] += cic_op_cost(m, op, r->ns);
     for (k = 0; k < 3; k++) {
@@ -820,6 +847,8 @@ static int mprun_op(mprun *r, int i, const int *last)
         if (t >= 0 && last[t] == i && t != m->output && m->t[t].role == CIC_T_ACT) {
             cic_mpvec_destroy(r->buf[t], (size_t)rows_of(r, t) * m->t[t].cols);
             r->buf[t] = NULL;
+            if (r->ball)
+                cic_ball_drop(r->ball, t);
         }
     }
     return 0;
@@ -839,7 +868,7 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
     memset(&r, 0, sizeof r);
     CIC_ASSERT(s0 >= 0 && s0 + ns <= m->cfg.samples);
     last = cic_calloc((size_t)m->n_t, sizeof *last);
-    if (mprun_init(&r, m, prec, rounded_weights, s0, ns) < 0 || !last)
+    if (mprun_init(&r, m, prec, rounded_weights, s0, ns, o && o->ball) < 0 || !last)
         goto cleanup;
     for (i = 0; i < m->n_ops; i++)
         for (k = 0; k < 3; k++)
@@ -863,6 +892,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
     n = (size_t)rows_of(&r, m->output) * m->t[m->output].cols;
     for (j = 0; j < n; j++)
         mpfr_set(out[j], res[j], MPFR_RNDN);
+    if (r.ball)
+        cic_ball_result(r.ball, m->output, n, o->ball);
     if (o && o->flops)
         for (i = 0; i < CIC_SITE_COUNT; i++)
             o->flops->site[i] += r.fc.site[i];

@@ -45,6 +45,8 @@ typedef struct {
     bool no_baseline;         /* do not compare with a baseline */
     const char *baseline_dir; /* NULL: reference/ (compared when the file exists) */
     cic_tolerance tol;        /* for the f32 figures against the baseline */
+    bool recheck;             /* also recompute the truth of sample 0 at
+                               * prec + 64 and compare (the proof's check) */
 } cic_pipeline_opts;
 
 typedef struct cic_pipeline cic_pipeline;

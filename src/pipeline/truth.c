@@ -1,15 +1,20 @@
 /* SPDX-License-Identifier: MIT */
 /* truth.c: the original model and its MPFR truth, the yardstick of every
- * float32 figure: the truth at mpfr_prec bits, certified by recomputing
- * sample 0 at mpfr_prec + 64 bits (every value must round to the same
- * binary32 and agree to 2^(16 - prec) relatively: a handful of roundings at
- * prec bits each lie far below). */
+ * float32 figure, proven: the truth at mpfr_prec bits carries a rigorous
+ * radius per value (a ball run, engine/mp_ball.h), and a value is proven
+ * when its whole ball rounds to one binary32. Samples with values that are
+ * not proven are recomputed at twice the precision until they are (Ziv's
+ * strategy). --recheck also recomputes sample 0 at mpfr_prec + 64 bits, the
+ * check that came before the proof. */
 #include "pipeline_int.h"
 
 #include "../base/mpvec.h"
+#include "../engine/mp_ball.h"
 #include "../metric/flops.h"
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* The original model, with a stage line and progress while its weights are
@@ -48,72 +53,202 @@ void _cic_pl_flops_formula(const cic_pipeline *r, cic_flop_count *fc, int i)
     cic_flops_case(fc, r->c, i);
 }
 
+/* A ball run (mp_ball.h) of samples s0 .. s0 + ns - 1 at prec: midpoints
+ * and radii of the readout, after the readout map (the centring of a
+ * residual readout; y Q^T has no bound, the original has none). why gets
+ * the reason when no bound could be made (radii infinite then). */
+static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *mid, double *rad,
+                    cic_run_opts *o, char *why, size_t why_len)
+{
+    cic_ball_out bo;
+    size_t n = (size_t)ns * r->c->model.tokens * r->cols, i;
+    memset(&bo, 0, sizeof bo);
+    bo.rad = rad;
+    o->sample0 = s0;
+    o->n_samples = ns;
+    o->ball = &bo;
+    if (cic_engine_mpfr_run(mid, r->orig, prec, false, o) < 0)
+        return -1;
+    if (bo.failed && !why[0])
+        snprintf(why, why_len, "%s", bo.why);
+    if (_cic_pl_needs_map(r->orig)) {
+        /* the map works on the run's rows; apply it to these rows */
+        size_t keep = r->rows;
+        if (r->orig->out_q) {
+            for (i = 0; i < n; i++)
+                rad[i] = INFINITY;
+            if (!why[0])
+                snprintf(why, why_len, "the readout map y Q^T has no error bound");
+        } else {
+            cic_ball_center_rows(rad, (const mpfr_t *)mid, n / r->cols, r->cols, r->prec);
+        }
+        r->rows = n / r->cols;
+        i = (size_t)_cic_pl_map_out(r, mid, (const mpfr_t *)mid, r->orig);
+        r->rows = keep;
+        if ((int)i < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* v = w rounded to v's precision, still rounding to the binary32 f that
+ * w's ball proved (a rounding onto a binary32 tie could move it). */
+static void keep_value(mpfr_ptr v, mpfr_srcptr w, float f)
+{
+    int k;
+    mpfr_set(v, w, MPFR_RNDN);
+    for (k = 0; k < 4 && cic_mp_get_f32(v) != f; k++) {
+        if (mpfr_cmp_d(v, (double)f) < 0)
+            mpfr_nextabove(v);
+        else
+            mpfr_nextbelow(v);
+    }
+    if (cic_mp_get_f32(v) != f)
+        mpfr_set_flt(v, f, MPFR_RNDN);
+}
+
+/* Ziv's strategy: the samples that hold unproven values are recomputed at
+ * twice the precision, then twice again, until every value is proven or
+ * the precisions run out; a value proven there takes that midpoint. */
+static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *maxrel)
+{
+    cic_truth_proof *pf = &r->rep.proof;
+    size_t per = (size_t)r->c->model.tokens * r->cols, i;
+    mpfr_prec_t p2 = r->prec;
+    int s;
+    while (*left > 0 && pf->n_precs < CIC_PROOF_MAX_PRECS) {
+        mpfr_t *tmp;
+        double *rad2;
+        p2 *= 2;
+        tmp = cic_mpvec_create(per, p2);
+        rad2 = malloc(per * sizeof *rad2);
+        if (!tmp || !rad2) {
+            cic_mpvec_destroy(tmp, per);
+            free(rad2);
+            return -1;
+        }
+        _cic_pl_stage(r, "truth: %zu value%s not proven; their samples at %ld bits", *left,
+                      *left == 1 ? "" : "s", (long)p2);
+        pf->precs[pf->n_precs++] = (long)p2;
+        for (s = 0; s < r->c->model.samples && *left > 0; s++) {
+            size_t base = (size_t)s * per;
+            cic_run_opts o;
+            for (i = 0; i < per && ok[base + i]; i++)
+                ;
+            if (i == per)
+                continue;
+            memset(&o, 0, sizeof o);
+            if (ball_run(r, s, 1, p2, tmp, rad2, &o, pf->why, sizeof pf->why) < 0) {
+                cic_mpvec_destroy(tmp, per);
+                free(rad2);
+                return -1;
+            }
+            for (i = 0; i < per; i++) {
+                double rel;
+                if (ok[base + i] || cic_ball_prove(tmp + i, rad2 + i, 1, NULL, &rel) != 1)
+                    continue;
+                keep_value(r->truth[base + i], tmp[i], cic_mp_get_f32(tmp[i]));
+                ok[base + i] = 1;
+                pf->escalated++;
+                (*left)--;
+                rel += ldexp(1.0, -(int)r->prec); /* the rounding to prec */
+                *maxrel = rel > *maxrel ? rel : *maxrel;
+            }
+        }
+        cic_mpvec_destroy(tmp, per);
+        free(rad2);
+    }
+    return 0;
+}
+
+/* --recheck: sample 0 again at prec + 64; every value must round to the
+ * same binary32 and agree to 2^(16 - prec) relatively (a handful of
+ * roundings at prec bits each lie far below). */
+static int recheck(cic_pipeline *r)
+{
+    size_t per = (size_t)r->c->model.tokens * r->cols, i;
+    mpfr_t *cert = cic_mpvec_create(per, r->prec + 64);
+    double *rad = malloc(per * sizeof *rad), maxrel = 0;
+    char why[160] = "";
+    cic_run_opts o;
+    cic_pl_work cb;
+    bool same = true;
+    mpfr_t diff;
+    if (!cert || !rad) {
+        cic_mpvec_destroy(cert, per);
+        free(rad);
+        return -1;
+    }
+    _cic_pl_stage(r, "recheck: sample 0 at %ld bits", (long)r->prec + 64);
+    memset(&o, 0, sizeof o);
+    _cic_pl_work_begin(&cb, r, "recheck", cic_flop_total(&r->base_analytical) / r->c->model.samples,
+                       &o);
+    if (ball_run(r, 0, 1, r->prec + 64, cert, rad, &o, why, sizeof why) < 0) {
+        cic_mpvec_destroy(cert, per);
+        free(rad);
+        return -1;
+    }
+    _cic_pl_work_end(&cb);
+    mpfr_init2(diff, r->prec + 64);
+    for (i = 0; i < per; i++) {
+        if (cic_mp_get_f32(cert[i]) != cic_mp_get_f32(r->truth[i]))
+            same = false;
+        mpfr_sub(diff, cert[i], r->truth[i], MPFR_RNDN);
+        if (!mpfr_zero_p(cert[i])) {
+            double rel;
+            mpfr_div(diff, diff, cert[i], MPFR_RNDN);
+            rel = fabs(mpfr_get_d(diff, MPFR_RNDU));
+            if (rel > maxrel)
+                maxrel = rel;
+        }
+    }
+    mpfr_clear(diff);
+    cic_mpvec_destroy(cert, per);
+    free(rad);
+    r->rep.truth_cert_diff = maxrel;
+    r->rep.proof.rechecked = true;
+    if (!same || maxrel > ldexp(1.0, 16 - (int)r->prec))
+        r->rep.truth_certified = false;
+    return 0;
+}
+
 int _cic_pl_truth(cic_pipeline *r)
 {
+    cic_truth_proof *pf = &r->rep.proof;
+    unsigned char *ok = malloc(r->n ? r->n : 1);
+    double *rad = malloc((r->n ? r->n : 1) * sizeof *rad), maxrel;
+    size_t left;
     cic_run_opts o;
-    mpfr_t *cert = NULL;
-    size_t per = (size_t)r->c->model.tokens * r->cols, i;
-    cic_pl_work cb;
-    double maxrel = 0;
-    bool same = true;
     cic_pl_work b;
+    int rc = -1;
+    memset(pf, 0, sizeof *pf);
+    r->rep.truth_cert_diff = NAN;
+    if (!ok || !rad)
+        goto done;
     memset(&o, 0, sizeof o);
     o.flops = &r->base_counted;
-    _cic_pl_stage(r, "truth: original model in MPFR at %ld bits", (long)r->prec);
+    _cic_pl_stage(r, "truth: original model in MPFR at %ld bits, with error bounds", (long)r->prec);
     _cic_pl_flops_formula(r, &r->base_analytical, -1);
     _cic_pl_work_begin(&b, r, "truth", cic_flop_total(&r->base_analytical), &o);
     if (_cic_pl_lin_ref_begin(r, r->orig, &o) < 0 ||
-        cic_engine_mpfr_run(r->truth, r->orig, r->prec, false, &o) < 0)
-        return -1;
+        ball_run(r, 0, r->c->model.samples, r->prec, r->truth, rad, &o, pf->why,
+                 sizeof pf->why) < 0)
+        goto done;
     _cic_pl_work_end(&b);
-    if (_cic_pl_map_out(r, r->truth, (const mpfr_t *)r->truth, r->orig) < 0)
-        return -1;
-    /* certify on sample 0 at prec + 64 */
-    _cic_pl_stage(r, "certify: sample 0 at %ld bits", (long)r->prec + 64);
-    cert = cic_mpvec_create(per, r->prec + 64);
-    if (!cert)
-        return -1;
-    memset(&o, 0, sizeof o);
-    o.n_samples = 1;
-    _cic_pl_work_begin(&cb, r, "certify", cic_flop_total(&r->base_analytical) / r->c->model.samples, &o);
-    if (cic_engine_mpfr_run(cert, r->orig, r->prec + 64, false, &o) < 0) {
-        cic_mpvec_destroy(cert, per);
-        return -1;
-    }
-    if (_cic_pl_needs_map(r->orig)) {
-        /* the map works on the run's rows; apply it to this sample's rows */
-        size_t keep = r->rows;
-        r->rows = (size_t)r->c->model.tokens;
-        if (_cic_pl_map_out(r, cert, (const mpfr_t *)cert, r->orig) < 0) {
-            r->rows = keep;
-            cic_mpvec_destroy(cert, per);
-            return -1;
-        }
-        r->rows = keep;
-    }
-    {
-        mpfr_t diff;
-        mpfr_init2(diff, r->prec + 64);
-        for (i = 0; i < per; i++) {
-            if (cic_mp_get_f32(cert[i]) != cic_mp_get_f32(r->truth[i]))
-                same = false;
-            mpfr_sub(diff, cert[i], r->truth[i], MPFR_RNDN);
-            if (!mpfr_zero_p(cert[i])) {
-                double rel;
-                mpfr_div(diff, diff, cert[i], MPFR_RNDN);
-                rel = fabs(mpfr_get_d(diff, MPFR_RNDU));
-                if (rel > maxrel)
-                    maxrel = rel;
-            }
-        }
-        mpfr_clear(diff);
-    }
-    cic_mpvec_destroy(cert, per);
-    _cic_pl_work_end(&cb);
-    r->rep.truth_cert_diff = maxrel;
-    /* a handful of roundings at prec bits each: far below 2^(16 - prec) */
-    r->rep.truth_certified = same && maxrel <= ldexp(1.0, 16 - (int)r->prec);
-    return 0;
+    pf->values = r->n;
+    pf->precs[pf->n_precs++] = (long)r->prec;
+    pf->first = cic_ball_prove((const mpfr_t *)r->truth, rad, r->n, ok, &maxrel);
+    left = r->n - pf->first;
+    if (!pf->why[0] && escalate(r, ok, &left, &maxrel) < 0)
+        goto done;
+    pf->max_rel_radius = maxrel;
+    pf->proven = left == 0;
+    r->rep.truth_certified = pf->proven;
+    rc = r->o.recheck ? recheck(r) : 0;
+done:
+    free(ok);
+    free(rad);
+    return rc;
 }
 
 /* Every figure is scored against the truth, so it must be a number. The

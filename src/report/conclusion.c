@@ -535,9 +535,9 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
         lines++;
     }
     if (!r->truth_certified) {
-        fputs("  the truth is not certified (prec+64 max rel diff ", f);
-        g3(f, r->truth_cert_diff);
-        fputs("): these verdicts are not confirmed\n", f);
+        char b[512];
+        cic_truth_words(b, sizeof b, r);
+        fprintf(f, "  the truth is not proven (%s): these verdicts are not confirmed\n", b);
         lines++;
     }
     return ferror(f) ? -1 : lines;

@@ -667,6 +667,26 @@ static json_t *dit_flops_json(const cic_dit_flops_table *t, int *err)
 }
 
 /* The whole document; NULL when memory ran out. */
+/* "truth": the proof (counts, the largest relative radius, the
+ * precisions), and --recheck's difference (null without it). */
+static json_t *truth_json(const cic_report *r, json_t *t, int *err)
+{
+    const cic_truth_proof *pf = &r->proof;
+    json_t *precs = json_array();
+    jset(t, "certified", json_boolean(r->truth_certified), err);
+    jset(t, "proven", json_boolean(pf->proven), err);
+    jset(t, "values", json_integer((json_int_t)pf->values), err);
+    jset(t, "proven_first", json_integer((json_int_t)pf->first), err);
+    jset(t, "escalated", json_integer((json_int_t)pf->escalated), err);
+    jset(t, "max_rel_radius", jreal(pf->max_rel_radius), err);
+    for (int i = 0; i < pf->n_precs; i++)
+        jpush(precs, json_integer(pf->precs[i]), err);
+    jset(t, "precisions", precs, err);
+    jset(t, "unproven_reason", pf->why[0] ? JSTR(pf->why) : json_null(), err);
+    jset(t, "max_rel_diff", pf->rechecked ? jreal(r->truth_cert_diff) : json_null(), err);
+    return t;
+}
+
 static json_t *report_json(const cic_report *r)
 {
     int err = 0;
@@ -682,9 +702,7 @@ static json_t *report_json(const cic_report *r)
     for (int i = 0; r->gates && i < r->n_gates; i++)
         jpush(gates, gate_json(&r->gates[i], &err), &err);
     jset(root, "gates", gates, &err);
-    jset(truth, "certified", json_boolean(r->truth_certified), &err);
-    jset(truth, "max_rel_diff", jreal(r->truth_cert_diff), &err);
-    jset(root, "truth", truth, &err);
+    jset(root, "truth", truth_json(r, truth, &err), &err);
     jset(root, "weights_sha256", JSTR(r->weights_sha256), &err);
     jset(root, "truth_sha256", JSTR(r->truth_sha256), &err);
     if (r->has_baseline) {

@@ -133,7 +133,7 @@ static void case_line(FILE *f, int idx, const cic_report *r, const char *err)
     if (vf)
         fprintf(f, ", %d unexpected verdict%s", vf, vf == 1 ? "" : "s");
     if (!r->truth_certified)
-        fputs(", truth not certified", f);
+        fputs(", truth not proven", f);
     if (run_failed(r)) {
         fprintf(f, ", could not finish (%s): ", run_kind(r));
         cic_md_esc(f, err && err[0] ? err : "no message", SIZE_MAX);
@@ -212,9 +212,8 @@ static int failure_rows(FILE *f, int idx, const cic_report *r, const char *err, 
     if (!r->truth_certified) {
         HEAD();
         row_start(f, idx, r, NULL, 0, NULL, 0);
-        fputs("truth certified", f);
-        cic_fmt_num(a, sizeof a, r->truth_cert_diff);
-        snprintf(b, sizeof b, "max rel diff %s", a);
+        fputs("truth proven", f);
+        cic_truth_words(b, sizeof b, r);
         row_end(f, NULL, 0, b, sizeof b, NULL, 0);
     }
 #undef HEAD

@@ -141,6 +141,22 @@ typedef struct {
     bool pass;
 } cic_regress_result;
 
+/* The proof of the truth: every value's ball (midpoint, rigorous radius)
+ * must round to one binary32; values that straddle a rounding boundary
+ * are recomputed, per sample, at twice the precision (Ziv's strategy). */
+#define CIC_PROOF_MAX_PRECS 5
+typedef struct {
+    bool proven;            /* every value proven */
+    size_t values;          /* truth values */
+    size_t first;           /* proven at the case's precision */
+    size_t escalated;       /* proven at a higher precision */
+    double max_rel_radius;  /* largest radius / |value| of the values kept */
+    long precs[CIC_PROOF_MAX_PRECS]; /* precisions used, the case's first */
+    int n_precs;
+    char why[160];          /* no bound could be made: why ("" otherwise) */
+    bool rechecked;         /* --recheck ran */
+} cic_truth_proof;
+
 typedef struct {
     const cic_case *kase;
     cic_env env;
@@ -148,8 +164,11 @@ typedef struct {
     int n_results;
     cic_gate_result *gates;
     int n_gates;
-    bool truth_certified;      /* the prec+64 recomputation agreed */
-    double truth_cert_diff;    /* max relative difference seen there */
+    bool truth_certified;      /* the truth holds: proven (and, with
+                                * --recheck, the prec+64 recomputation agreed) */
+    double truth_cert_diff;    /* --recheck: max relative difference seen
+                                * there; NaN without --recheck */
+    cic_truth_proof proof;     /* the truth's proof (mp_ball.h) */
     char weights_sha256[65];   /* of the original weights, see model.h */
     double wall_seconds;
     bool pass;
@@ -252,6 +271,11 @@ int cic_mkdir_p(const char *dir, cic_diag *d);
 /* Write len bytes to path atomically (temp file in the same folder, fsync,
  * rename). 0 or -1 with d set. */
 int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d);
+
+/* The truth's proof in words: "proven: N values, E at a higher precision;
+ * max relative radius R; 64, 128 bits", or "NOT proven: ..." (and
+ * --recheck's difference). */
+void cic_truth_words(char *buf, size_t cap, const cic_report *r);
 
 /* Streaming form of cic_write_atomic, for files too big to build in memory
  * (the --dump tensors): open creates a temporary file beside path; write to

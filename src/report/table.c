@@ -263,14 +263,13 @@ static int failed_gates(FILE *f, const cic_report *r, bool color)
     return n;
 }
 
-/* "truth certified (...); N rows, N gates, N failed; overall PASS" */
+/* "truth proven: ...; N rows, N gates, N failed; overall PASS" */
 static void summary_line(FILE *f, const cic_report *r, int n_failed, bool color)
 {
-    char b[64];
-    fmt_g(b, sizeof b, r->truth_cert_diff);
-    fprintf(f, "truth %s%s%s (prec+64 max rel diff %s); %d row%s, %d gate%s, %d failed; overall ",
-            color ? (r->truth_certified ? C_GREEN : C_YELLOW) : "",
-            r->truth_certified ? "certified" : "NOT certified", color ? C_OFF : "", b,
+    char b[512];
+    cic_truth_words(b, sizeof b, r);
+    fprintf(f, "truth %s%s%s; %d row%s, %d gate%s, %d failed; overall ",
+            color ? (r->truth_certified ? C_GREEN : C_YELLOW) : "", b, color ? C_OFF : "",
             r->n_results, r->n_results == 1 ? "" : "s", r->n_gates,
             r->n_gates == 1 ? "" : "s", n_failed);
     if (color)

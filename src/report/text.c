@@ -3,6 +3,7 @@
  * loop with a substitution per output language (XML for JUnit, Markdown for
  * the CI summary), UTF-8 validation, exact numbers, bounded name lookup. */
 #include "text.h"
+#include "report.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -149,4 +150,33 @@ const char *cic_name_of(const char *const *names, int count, int i)
     if (!names || i < 0 || i >= count || !names[i])
         return "?";
     return names[i];
+}
+
+void cic_truth_words(char *buf, size_t cap, const cic_report *r)
+{
+    const cic_truth_proof *pf = &r->proof;
+    char rel[32], precs[64] = "", diff[32];
+    size_t len = 0;
+    int i;
+    for (i = 0; i < pf->n_precs && len < sizeof precs; i++)
+        len += (size_t)snprintf(precs + len, sizeof precs - len, "%s%ld", i ? ", " : "",
+                                pf->precs[i]);
+    cic_fmt_num(rel, sizeof rel, pf->max_rel_radius);
+    if (pf->proven)
+        len = (size_t)snprintf(buf, cap,
+                               "proven: %zu values, %zu at a higher precision; max relative "
+                               "radius %s; %s bits",
+                               pf->values, pf->escalated, rel, precs);
+    else if (pf->why[0])
+        len = (size_t)snprintf(buf, cap, "NOT proven: %s", pf->why);
+    else
+        len = (size_t)snprintf(buf, cap,
+                               "NOT proven: %zu of %zu values straddle a binary32 rounding "
+                               "boundary at %s bits",
+                               pf->values - pf->first - pf->escalated, pf->values, precs);
+    if (pf->rechecked && len < cap) {
+        cic_fmt_num(diff, sizeof diff, r->truth_cert_diff);
+        snprintf(buf + len, cap - len, "; recheck at +64 bits: max rel diff %s%s", diff,
+                 r->truth_certified || !pf->proven ? "" : " (disagrees)");
+    }
 }

@@ -1,0 +1,767 @@
+/* SPDX-License-Identifier: MIT */
+/* mp_ball.c: the radii of a ball run of the MPFR engine (mp_ball.h).
+ *
+ * Arithmetic on radii is double in round-to-nearest, made safe by up():
+ * every quantity is nonnegative, and an expression of at most 6 operations
+ * on nonnegative values lies below its computed value times (1 + 2^-50)
+ * plus 2^-1060 (which covers the absolute error of results that
+ * underflow). A long sum of nonnegative terms, in any order (OpenBLAS's
+ * included), is bounded by the classic gamma_n bound: bound_sum below.
+ * Magnitudes of midpoints are taken rounded away from zero (absup), so
+ * they bound the midpoint. u = 2^-prec: a correctly rounded operation at
+ * prec bits is within u |result| of its exact result. */
+#include "mp_ball.h"
+
+#include "../base/base.h"
+#include "../base/mpvec.h"
+
+#include <arb.h>
+#include <arb_hypgeom.h>
+#include <cblas.h>
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    const double *aq, *ak, *av, *rq, *rk, *rv;
+    double *ry;
+    double c; /* 1 / sqrt(dh), rounded up */
+    int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
+} ball_attn;
+
+struct cic_ball {
+    const cic_model *m;
+    mpfr_prec_t prec;
+    double u;
+    int ns;
+    double **rad;  /* per tensor id; NULL: exact (weights, inputs) */
+    double **absv; /* per tensor id: |midpoints| rounded up (attention) */
+    double *next;  /* the radii of the op being run, installed by post */
+    arb_ptr enc;   /* enclosures made before the op, compared after */
+    size_t n_enc;
+    ball_attn at;
+    bool failed;
+    char why[160];
+};
+
+static double up(double x)
+{
+    return x * (1.0 + 0x1p-50) + 0x1p-1060;
+}
+
+/* A computed sum s of n nonnegative terms (each a product of at most three
+ * factors and a sum of two, correctly rounded in double), in any order:
+ * the exact sum is below s (1 + gamma) with gamma = (n + 2) 2^-51 >= the
+ * gamma_n of n u / (1 - n u) for n u <= 1/100, plus what underflow lost. */
+static double bound_sum(double s, size_t n)
+{
+    return up(s * (1.0 + (double)(n + 2) * 0x1p-51) + (double)n * 0x1p-1060);
+}
+
+static double absup(mpfr_srcptr x)
+{
+    return fabs(mpfr_get_d(x, MPFR_RNDA));
+}
+
+static double rad_at(const double *r, size_t i)
+{
+    return r ? r[i] : 0.0;
+}
+
+static size_t count(const cic_ball *b, int id)
+{
+    return (size_t)cic_model_run_rows(b->m, id, b->ns) * (size_t)b->m->t[id].cols;
+}
+
+static int fail(cic_ball *b, const char *what)
+{
+    if (!b->failed)
+        snprintf(b->why, sizeof b->why, "%s has no error bound", what);
+    b->failed = true;
+    return 0;
+}
+
+cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads)
+{
+    cic_ball *b = cic_calloc(1, sizeof *b);
+    (void)threads;
+    if (!b)
+        return NULL;
+    b->m = m;
+    b->prec = prec;
+    b->u = ldexp(1.0, -(int)prec);
+    b->ns = ns;
+    b->rad = cic_calloc((size_t)m->n_t, sizeof *b->rad);
+    b->absv = cic_calloc((size_t)m->n_t, sizeof *b->absv);
+    if (!b->rad || !b->absv) {
+        cic_ball_destroy(b);
+        return NULL;
+    }
+    return b;
+}
+
+static void drop_enc(cic_ball *b)
+{
+    if (b->enc)
+        _arb_vec_clear(b->enc, (slong)b->n_enc);
+    b->enc = NULL;
+    b->n_enc = 0;
+}
+
+void cic_ball_destroy(cic_ball *b)
+{
+    int i;
+    if (!b)
+        return;
+    for (i = 0; b->rad && i < b->m->n_t; i++)
+        free(b->rad[i]);
+    for (i = 0; b->absv && i < b->m->n_t; i++)
+        free(b->absv[i]);
+    free(b->rad);
+    free(b->absv);
+    free(b->next);
+    drop_enc(b);
+    free(b);
+    flint_cleanup();
+}
+
+void cic_ball_drop(cic_ball *b, int id)
+{
+    free(b->rad[id]);
+    b->rad[id] = NULL;
+}
+
+void cic_ball_result(const cic_ball *b, int id, size_t n, cic_ball_out *out)
+{
+    size_t i;
+    out->failed = b->failed;
+    snprintf(out->why, sizeof out->why, "%s", b->failed ? b->why : "");
+    for (i = 0; i < n; i++)
+        out->rad[i] = b->failed ? INFINITY : rad_at(b->rad[id], i);
+}
+
+/* ---- enclosures in Arb ---- */
+
+/* x = [m +- r] (m exact; the radius rounded up by mag_set_d) */
+static void ball_set(arb_t x, mpfr_srcptr m, double r)
+{
+    arf_set_mpfr(arb_midref(x), m);
+    mag_set_d(arb_radref(x), r);
+}
+
+/* An upper bound of |y - e| for every point e of the enclosure. */
+static double dist_up(const arb_t e, mpfr_srcptr y, slong prec)
+{
+    arb_t t;
+    arf_t yf, ub;
+    double d;
+    arb_init(t);
+    arf_init(yf);
+    arf_init(ub);
+    arf_set_mpfr(yf, y);
+    arb_sub_arf(t, e, yf, prec);
+    arb_get_abs_ubound_arf(ub, t, prec);
+    d = arf_get_d(ub, ARF_RND_UP);
+    arb_clear(t);
+    arf_clear(yf);
+    arf_clear(ub);
+    return isfinite(d) ? d : INFINITY;
+}
+
+static arb_ptr enc_make(cic_ball *b, size_t n)
+{
+    drop_enc(b);
+    b->enc = _arb_vec_init((slong)n);
+    b->n_enc = n;
+    return b->enc;
+}
+
+/* The exact activation of the ball x, the formulas of mp_act.c with their
+ * decimal constants exact. */
+static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, slong prec)
+{
+    switch (a) {
+    case CIC_ACT_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
+        arb_rsqrt_ui(c, 2, prec);
+        arb_mul(t, x, c, prec);
+        arb_hypgeom_erf(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_mul(t, t, x, prec);
+        arb_mul_2exp_si(y, t, -1);
+        break;
+    case CIC_ACT_GELU_TANH: /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+        arb_mul(t, x, x, prec);
+        arb_mul(t, t, x, prec);
+        arb_set_str(c, "0.044715", prec);
+        arb_mul(t, t, c, prec);
+        arb_add(t, t, x, prec);
+        arb_const_pi(c, prec);
+        arb_ui_div(c, 2, c, prec);
+        arb_sqrt(c, c, prec);
+        arb_mul(t, t, c, prec);
+        arb_tanh(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_mul(t, t, x, prec);
+        arb_mul_2exp_si(y, t, -1);
+        break;
+    case CIC_ACT_RELU:
+        if (arb_is_positive(x)) {
+            arb_set(y, x);
+        } else if (arb_is_nonpositive(x)) {
+            arb_zero(y);
+        } else { /* [0, max x] */
+            arf_t lo, hi;
+            arf_init(lo);
+            arf_init(hi);
+            arb_get_ubound_arf(hi, x, prec);
+            arb_set_interval_arf(y, lo, hi, prec);
+            arf_clear(lo);
+            arf_clear(hi);
+        }
+        break;
+    case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
+        arb_neg(t, x);
+        arb_exp(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_div(y, x, t, prec);
+        break;
+    case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)) */
+        arb_set_str(c, "-1.702", prec);
+        arb_mul(t, c, x, prec);
+        arb_exp(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_div(y, x, t, prec);
+        break;
+    default:
+        CIC_ASSERT(0 && "activation without a ball formula");
+    }
+}
+
+static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
+{
+    const mpfr_t *a = mid(ctx, o->in[0]), *g = glu ? mid(ctx, o->in[1]) : NULL;
+    const double *ra = b->rad[o->in[0]], *rg = glu ? b->rad[o->in[1]] : NULL;
+    size_t n = count(b, o->out), j;
+    slong prec = (slong)b->prec;
+    arb_ptr e;
+    arb_t x, t, c;
+    if (!a || (glu && !g) || !(e = enc_make(b, n)))
+        return -1;
+    arb_init(x);
+    arb_init(t);
+    arb_init(c);
+    for (j = 0; j < n; j++) {
+        ball_set(x, a[j], rad_at(ra, j));
+        act_ball(e + j, x, o->act, t, c, prec);
+        if (glu) {
+            ball_set(x, g[j], rad_at(rg, j));
+            arb_mul(e + j, e + j, x, prec);
+        }
+    }
+    arb_clear(x);
+    arb_clear(t);
+    arb_clear(c);
+    return 0;
+}
+
+/* LayerNorm / RMSNorm of each row's balls, as mp_norm computes it. */
+static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    const mpfr_t *x = mid(ctx, o->in[0]);
+    const mpfr_t *g = o->g >= 0 ? mid(ctx, o->g) : NULL, *bb = o->b >= 0 ? mid(ctx, o->b) : NULL;
+    const double *rx = b->rad[o->in[0]];
+    const double *rg = o->g >= 0 ? b->rad[o->g] : NULL, *rb = o->b >= 0 ? b->rad[o->b] : NULL;
+    int d = b->m->t[o->in[0]].cols, R = cic_model_run_rows(b->m, o->in[0], b->ns), i, j;
+    slong prec = (slong)b->prec;
+    arb_ptr e, row;
+    arb_t mean, var, t;
+    if (!x || (o->g >= 0 && !g) || (o->b >= 0 && !bb) || !(e = enc_make(b, count(b, o->out))))
+        return -1;
+    arb_init(mean);
+    arb_init(var);
+    arb_init(t);
+    for (i = 0; i < R; i++) {
+        size_t off = (size_t)i * d;
+        row = e + off;
+        arb_zero(mean);
+        for (j = 0; j < d; j++) {
+            ball_set(row + j, x[off + j], rad_at(rx, off + j));
+            if (o->center)
+                arb_add(mean, mean, row + j, prec);
+        }
+        if (o->center) {
+            arb_div_ui(mean, mean, (ulong)d, prec);
+            for (j = 0; j < d; j++)
+                arb_sub(row + j, row + j, mean, prec);
+        }
+        arb_dot(var, NULL, 0, row, 1, row, 1, d, prec);
+        arb_div_ui(var, var, (ulong)d, prec);
+        arb_set_d(t, (double)o->eps);
+        arb_add(var, var, t, prec);
+        arb_rsqrt(var, var, prec);
+        for (j = 0; j < d; j++) {
+            arb_mul(row + j, row + j, var, prec);
+            if (g) {
+                ball_set(t, g[j], rad_at(rg, (size_t)j));
+                arb_mul(row + j, row + j, t, prec);
+            }
+            if (bb) {
+                ball_set(t, bb[j], rad_at(rb, (size_t)j));
+                arb_add(row + j, row + j, t, prec);
+            }
+        }
+    }
+    arb_clear(mean);
+    arb_clear(var);
+    arb_clear(t);
+    return 0;
+}
+
+/* After the kernel: each radius is the distance to the enclosure. */
+static void enc_post(cic_ball *b, const mpfr_t *y)
+{
+    size_t j;
+    for (j = 0; j < b->n_enc; j++)
+        b->next[j] = dist_up(b->enc + j, y[j], (slong)b->prec);
+    drop_enc(b);
+}
+
+/* ---- first-order bounds ---- */
+
+static void add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z)
+{
+    const double *ra = b->rad[o->in[0]], *rb = b->rad[o->in[1]];
+    size_t n = count(b, o->out), j;
+    for (j = 0; j < n; j++) /* y = RN(a + b) */
+        b->next[j] = up(rad_at(ra, j) + rad_at(rb, j) + b->u * (absup(x[j]) + absup(z[j])));
+}
+
+/* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
+ * shift)), g, scale, shift from the sample's row of in[1]. */
+static void mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
+{
+    const double *rx = b->rad[o->in[0]], *rm = b->rad[o->in[1]];
+    int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols;
+    int R = cic_model_run_rows(b->m, o->in[0], b->ns), N = b->m->cfg.tokens, i, j;
+    double u = b->u;
+    for (i = 0; i < R; i++) {
+        size_t s0 = (size_t)(i / N) * mc;
+        for (j = 0; j < d; j++) {
+            size_t k = (size_t)i * d + j, c0 = s0 + o->in_col[0] + j;
+            double ax = absup(x[k]), r = rad_at(rx, k), a0 = absup(mod[c0]), r0 = rad_at(rm, c0);
+            if (o->kind == CIC_OP_GATE) {
+                b->next[k] = up(a0 * r + r0 * (ax + r) + u * a0 * ax);
+            } else {
+                size_t c1 = s0 + o->in_col[1] + j;
+                double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
+                double at = up((1.0 + a1) * (1.0 + u)), et = up(r1 + u * (1.0 + a1));
+                b->next[k] = up(up(ax * et + r * (at + et) + r0) +
+                                up(2.1 * u * ax * at + 1.01 * u * a0));
+            }
+        }
+    }
+}
+
+void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols,
+                          mpfr_prec_t prec)
+{
+    double u = ldexp(1.0, -(int)prec);
+    size_t i, j;
+    for (i = 0; i < rows; i++) {
+        double *r = rad + i * cols, A = 0, Rm = 0;
+        const mpfr_t *xr = x + i * cols;
+        for (j = 0; j < cols; j++) {
+            A += absup(xr[j]);
+            Rm += r[j];
+        }
+        A = up(bound_sum(A, cols) / (double)cols);
+        Rm = up(bound_sum(Rm, cols) / (double)cols);
+        /* |mean^ - mean| <= 2.01 u A; |y^ - (x - mean^)| <= u (|x| + A) */
+        for (j = 0; j < cols; j++)
+            r[j] = up(r[j] + Rm + 2.01 * u * A + 1.01 * u * (absup(xr[j]) + A));
+    }
+}
+
+static void center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x)
+{
+    size_t n = count(b, o->out);
+    if (b->rad[o->in[0]])
+        memcpy(b->next, b->rad[o->in[0]], n * sizeof *b->next);
+    cic_ball_center_rows(b->next, x, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns),
+                         (size_t)b->m->t[o->in[0]].cols, b->prec);
+}
+
+/* ---- linear layers ---- */
+
+/* float upper bound of v >= 0, never below FLT_MIN when v > 0 (so that
+ * flushing subnormals to zero would not lower a product) */
+static float f_up(double v)
+{
+    float f = (float)v;
+    if ((double)f < v)
+        f = nextafterf(f, INFINITY);
+    return v > 0 && f < FLT_MIN ? FLT_MIN : f;
+}
+
+static float w_abs(const cic_tensor *t, size_t i)
+{
+    float a = t->hp ? fabsf(mpfr_get_flt(t->hp[i], MPFR_RNDA)) : fabsf(t->f32[i]);
+    return a > 0 && a < FLT_MIN ? FLT_MIN : a;
+}
+
+/* next[R, n] = sum_p |W[j, p]| rx[i, p], bounded above: the radii scaled by
+ * 2^S (S exact, max scaled radius in [1, 2)), rounded up to float, times
+ * |W| through sgemm; its error in any order is within (k + 2) 2^-23 of the
+ * sum, and k 2^-125 covers products lost to underflow. */
+static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R, int n, int k)
+{
+    size_t nx = (size_t)R * k, nw = (size_t)n * k, i;
+    double M = 0;
+    float *xf, *aw, *c;
+    int S;
+    for (i = 0; i < nx; i++)
+        M = rx[i] > M ? rx[i] : M;
+    if (M == 0)
+        return 0;
+    if (!isfinite(M)) {
+        for (i = 0; i < (size_t)R * n; i++)
+            b->next[i] = INFINITY;
+        return 0;
+    }
+    S = -ilogb(M);
+    xf = malloc(nx * sizeof *xf);
+    aw = malloc(nw * sizeof *aw);
+    c = malloc((size_t)R * n * sizeof *c);
+    if (!xf || !aw || !c) {
+        free(xf);
+        free(aw);
+        free(c);
+        return -1;
+    }
+    for (i = 0; i < nx; i++)
+        xf[i] = f_up(ldexp(rx[i], S));
+    for (i = 0; i < nw; i++)
+        aw[i] = w_abs(wt, i);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, k, 1.0f, xf, k, aw, k, 0.0f, c,
+                n);
+    for (i = 0; i < (size_t)R * n; i++)
+        b->next[i] = up(ldexp(up((double)c[i] * (1.0 + (double)(k + 2) * 0x1p-23) +
+                                 (double)k * 0x1p-125),
+                              -S));
+    free(xf);
+    free(aw);
+    free(c);
+    return 0;
+}
+
+static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    const cic_model *m = b->m;
+    const cic_tensor *wt = &m->t[o->w];
+    const double *rx = b->rad[o->in[0]], *rb = o->b >= 0 ? b->rad[o->b] : NULL;
+    int R = cic_model_run_rows(m, o->in[0], b->ns) * (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
+    int n = wt->rows, k = wt->cols, i, j, per_s = R / b->ns;
+    bool bper = o->b >= 0 && m->t[o->b].role == CIC_T_ACT;
+    if (wt->role != CIC_T_WEIGHT || wt->lazy)
+        return fail(b, "a linear layer whose weights are made per sample or from a recipe");
+    if (k > 100000)
+        return fail(b, "a linear layer of over 100000 inputs");
+    if (rx && lin_spread(b, wt, rx, R, n, k) < 0)
+        return -1;
+    for (i = 0; i < R; i++)
+        for (j = 0; j < n; j++) {
+            size_t q = (size_t)i * n + j;
+            double rbj = rad_at(rb, (bper ? (size_t)(i / per_s) * n : 0) + j);
+            b->next[q] = up(b->next[q] + b->u * absup(y[q]) + rbj);
+        }
+    return 0;
+}
+
+/* ---- attention ---- */
+
+static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
+{
+    size_t n = count(b, id), i;
+    const mpfr_t *x;
+    if (b->absv[id])
+        return b->absv[id];
+    if (!(x = mid(ctx, id)) || !(b->absv[id] = malloc(n * sizeof(double))))
+        return NULL;
+    for (i = 0; i < n; i++)
+        b->absv[id][i] = absup(x[i]);
+    return b->absv[id];
+}
+
+static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    const cic_model *m = b->m;
+    ball_attn *A = &b->at;
+    A->aq = abs_of(b, o->in[0], mid, ctx);
+    A->ak = abs_of(b, o->in[1], mid, ctx);
+    A->av = abs_of(b, o->in[2], mid, ctx);
+    if (!A->aq || !A->ak || !A->av)
+        return -1;
+    A->rq = b->rad[o->in[0]];
+    A->rk = b->rad[o->in[1]];
+    A->rv = b->rad[o->in[2]];
+    A->ry = b->next;
+    A->N = m->cfg.tokens;
+    A->d = m->t[o->out].cols;
+    A->H = o->heads;
+    A->dh = A->d / A->H;
+    A->grp = A->H / o->kv_heads;
+    A->lq = m->t[o->in[0]].cols;
+    A->lk = m->t[o->in[1]].cols;
+    A->lv = m->t[o->in[2]].cols;
+    A->qc = o->in_col[0];
+    A->kc = o->in_col[1];
+    A->vc = o->in_col[2];
+    A->c = up(1.0 / sqrt((double)A->dh));
+    return 0;
+}
+
+size_t cic_ball_attn_scratch(const cic_model *m)
+{
+    return 4 * (size_t)m->cfg.tokens;
+}
+
+void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, int cnt)
+{
+    int j;
+    (void)b;
+    for (j = 0; j < cnt; j++)
+        scratch[j] = mpfr_get_d(p[j], MPFR_RNDN);
+}
+
+/* The radii of the scores of query row i: s = RN(RN(q . k) RN(1/sqrt dh))
+ * is within 4 u c sum |q| |k| of c (q . k), and the balls of q and k add
+ * c sum |q| r_k + r_q (|k| + r_k). */
+static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbase, int cnt,
+                          double u)
+{
+    const double *aq = A->aq + qo, *rq = A->rq ? A->rq + qo : NULL;
+    double R = 0;
+    int j, c;
+    for (j = 0; j < cnt; j++) {
+        size_t ko = kbase + (size_t)j * A->lk;
+        double acc = 0, g = 0;
+        for (c = 0; c < A->dh; c++) {
+            double ak = A->ak[ko + c], rk = rad_at(A->rk, ko + c);
+            acc += aq[c] * rk + rad_at(rq, (size_t)c) * (ak + rk);
+            g += aq[c] * ak;
+        }
+        rs[j] = up(A->c * bound_sum(acc, 3 * (size_t)A->dh + 3) +
+                   4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1));
+        R = rs[j] > R ? rs[j] : R;
+    }
+    return R;
+}
+
+/* Softmax: the engine's p^ = RN(e_j / RN(sum e)), e_j = RN(exp(RN(s_j -
+ * m))), is within eta_j = u ((|s_j - m| + M) 1.001 + 4.01) (relatively) of
+ * the exact softmax P of its scores, and the exact probabilities of the
+ * score balls lie within expm1(r_j + R) of P; so |p^ - p*| <= P (eta_j +
+ * expm1(r_j + R)) with P <= p^ (1 + 2 eta_j). Then P V as two balls. */
+void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
+                       const mpfr_t *p, int cnt)
+{
+    const ball_attn *A = &b->at;
+    int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
+    double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
+    double mx = -INFINITY, M = 0, R, u = b->u;
+    size_t row = (size_t)s * N + i, first = (size_t)s * N;
+    for (j = 0; j < cnt; j++)
+        mx = sc[j] > mx ? sc[j] : mx;
+    for (j = 0; j < cnt; j++)
+        M = fabs(sc[j] - mx) > M ? fabs(sc[j] - mx) : M;
+    R = score_radii(A, rs, row * A->lq + A->qc + (size_t)h * dh,
+                    first * A->lk + A->kc + (size_t)kvh * dh, cnt, u);
+    for (j = 0; j < cnt; j++) {
+        double eta = up(u * ((fabs(sc[j] - mx) + M) * 1.001 + 0x1p-40 * fabs(mx) + 4.01));
+        pu[j] = absup(p[j]);
+        rp[j] = eta < 0x1p-10 && isfinite(R)
+                    ? up(pu[j] * (1.0 + 2.0 * eta) * (eta + expm1(rs[j] + R) * (1.0 + 0x1p-40)))
+                    : INFINITY;
+    }
+    for (cc = 0; cc < dh; cc++) {
+        double acc = 0, g = 0;
+        for (j = 0; j < cnt; j++) {
+            size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh + cc;
+            double av = A->av[vo], rv = rad_at(A->rv, vo);
+            acc += rp[j] * av + (pu[j] + rp[j]) * rv;
+            g += pu[j] * av;
+        }
+        A->ry[row * A->d + (size_t)h * dh + cc] =
+            up(bound_sum(acc, 3 * (size_t)cnt + 3) + u * bound_sum(g, (size_t)cnt + 1));
+    }
+}
+
+/* ---- RoPE ---- */
+
+/* cos and sin of p theta^(-2i/hd), exactly, against the engine's table:
+ * the table's errors ec, es per (p, i). */
+static void rope_table_err(const cic_ball *b, const cic_op *o, const mpfr_t *cs, int N, int half,
+                           int hd, double *ec, double *es)
+{
+    slong prec = (slong)b->prec + 16;
+    arb_t e, th, inv, ang, sn, cn;
+    int i, p;
+    arb_init(e);
+    arb_init(th);
+    arb_init(inv);
+    arb_init(ang);
+    arb_init(sn);
+    arb_init(cn);
+    arb_set_d(th, o->theta);
+    for (i = 0; i < half; i++) {
+        arb_set_si(e, -2 * i);
+        arb_div_ui(e, e, (ulong)hd, prec);
+        arb_pow(inv, th, e, prec);
+        for (p = 0; p < N; p++) {
+            size_t k = (size_t)p * half + i;
+            arb_mul_ui(ang, inv, (ulong)p, prec);
+            arb_sin_cos(sn, cn, ang, prec);
+            ec[k] = dist_up(cn, cs[2 * k], prec);
+            es[k] = dist_up(sn, cs[2 * k + 1], prec);
+        }
+    }
+    arb_clear(e);
+    arb_clear(th);
+    arb_clear(inv);
+    arb_clear(ang);
+    arb_clear(sn);
+    arb_clear(cn);
+}
+
+/* y_a = RN(a c - b s), y_b = RN(b c + a s) (fused), c, s within ec, es of
+ * the exact cos and sin. */
+int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *x)
+{
+    const cic_model *m = b->m;
+    const double *rx = b->rad[o->in[0]];
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int interleaved = o->rope == CIC_ROPE_INTERLEAVED, step = interleaved ? 2 : 1;
+    int off = interleaved ? 1 : half, rows = N * b->ns, i, h, j;
+    double *ec = malloc((size_t)N * half * sizeof *ec), *es = malloc((size_t)N * half * sizeof *es);
+    double u = b->u;
+    if (!ec || !es) {
+        free(ec);
+        free(es);
+        return -1;
+    }
+    rope_table_err(b, o, cs, N, half, hd, ec, es);
+    for (i = 0; i < rows; i++)
+        for (h = 0; h < o->heads; h++)
+            for (j = 0; j < half; j++) {
+                size_t ia = (size_t)i * w + h * hd + step * j, ib = ia + off;
+                size_t k = (size_t)(i % N) * half + j;
+                double aa = absup(x[ia]), ab = absup(x[ib]), ra = rad_at(rx, ia);
+                double rb = rad_at(rx, ib), c = absup(cs[2 * k]), sn = absup(cs[2 * k + 1]);
+                b->next[ia] = up(up(u * (aa * c + ab * sn) + aa * ec[k] + ra * (c + ec[k])) +
+                                 up(ab * es[k] + rb * (sn + es[k])));
+                b->next[ib] = up(up(u * (ab * c + aa * sn) + ab * ec[k] + rb * (c + ec[k])) +
+                                 up(aa * es[k] + ra * (sn + es[k])));
+            }
+    free(ec);
+    free(es);
+    return 0;
+}
+
+/* ---- the walk's hooks ---- */
+
+int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    size_t n = count(b, o->out);
+    const mpfr_t *x, *z;
+    if (b->failed)
+        return 0;
+    free(b->next);
+    if (!(b->next = cic_calloc(n ? n : 1, sizeof *b->next)))
+        return -1;
+    switch (o->kind) {
+    case CIC_OP_LINEAR:
+    case CIC_OP_ROPE:
+        return 0;
+    case CIC_OP_ATTN:
+        return attn_pre(b, o, mid, ctx);
+    case CIC_OP_NORM:
+        return norm_pre(b, o, mid, ctx);
+    case CIC_OP_ACT:
+    case CIC_OP_GLU:
+        return act_pre(b, o, mid, ctx, o->kind == CIC_OP_GLU);
+    case CIC_OP_ADD:
+    case CIC_OP_GATE:
+    case CIC_OP_MODULATE:
+        x = mid(ctx, o->in[0]);
+        z = mid(ctx, o->in[1]);
+        if (!x || !z)
+            return -1;
+        if (o->kind == CIC_OP_ADD)
+            add_pre(b, o, x, z);
+        else
+            mod_pre(b, o, x, z);
+        return 0;
+    case CIC_OP_CENTER:
+        if (!(x = mid(ctx, o->in[0])))
+            return -1;
+        center_pre(b, o, x);
+        return 0;
+    default:
+        return fail(b, "an op a transform adds (the fast Hadamard, a fold per sample)");
+    }
+}
+
+int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y, cic_ball_mid_fn mid, void *ctx)
+{
+    int k;
+    (void)mid;
+    (void)ctx;
+    if (b->failed)
+        return 0;
+    if (o->kind == CIC_OP_LINEAR && lin_post(b, o, y) < 0)
+        return -1;
+    if (b->failed)
+        return 0;
+    if (b->enc)
+        enc_post(b, y);
+    for (k = 0; k < 3; k++)
+        if (o->in[k] >= 0) {
+            free(b->absv[o->in[k]]);
+            b->absv[o->in[k]] = NULL;
+        }
+    free(b->rad[o->out]);
+    b->rad[o->out] = b->next;
+    b->next = NULL;
+    return 0;
+}
+
+size_t cic_ball_prove(const mpfr_t *mid, const double *rad, size_t n, unsigned char *ok,
+                      double *maxrel)
+{
+    size_t i, proven = 0;
+    mpfr_t lo, hi;
+    mpfr_prec_t p = n ? mpfr_get_prec(mid[0]) : 64;
+    mpfr_inits2(p, lo, hi, (mpfr_ptr)0);
+    *maxrel = 0;
+    for (i = 0; i < n; i++) {
+        bool yes = false;
+        if (isfinite(rad[i]) && mpfr_number_p(mid[i])) {
+            mpfr_sub_d(lo, mid[i], rad[i], MPFR_RNDD);
+            mpfr_add_d(hi, mid[i], rad[i], MPFR_RNDU);
+            yes = cic_mp_get_f32(lo) == cic_mp_get_f32(hi);
+            if (!mpfr_zero_p(mid[i])) {
+                double rel = rad[i] / fabs(mpfr_get_d(mid[i], MPFR_RNDZ));
+                *maxrel = rel > *maxrel ? rel : *maxrel;
+            }
+        } else {
+            *maxrel = INFINITY;
+        }
+        proven += yes;
+        if (ok)
+            ok[i] = yes;
+    }
+    mpfr_clears(lo, hi, (mpfr_ptr)0);
+    return proven;
+}
