@@ -556,35 +556,45 @@ static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbas
                    4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1));
         R = rs[j] > R ? rs[j] : R;
     }
-    return R;
+    return R; /* the largest, to see that all are finite */
 }
 
 /* Softmax: the engine's p^ = RN(e_j / RN(sum e)), e_j = RN(exp(RN(s_j -
  * m))), is within eta_j = u ((|s_j - m| + M) 1.001 + 4.01) (relatively) of
- * the exact softmax P of its scores, and the exact probabilities of the
- * score balls lie within expm1(r_j + R) of P; so |p^ - p*| <= P (eta_j +
- * expm1(r_j + R)) with P <= p^ (1 + 2 eta_j). Then P V as two balls. */
+ * the exact softmax P of its scores. The exact probabilities of the score
+ * balls [s_k +- r_k] are P_j e^(D_j) / sum_k P_k e^(D_k), |D_k| <= r_k,
+ * within expm1(r_j + R) of P_j, where R = log1p(sum_k P_k expm1(r_k))
+ * bounds both log sum_k P_k e^(r_k) and (by Jensen) sum_k P_k r_k: so
+ * |p^ - p*| <= P (eta_j + expm1(r_j + R)), with P <= p^ (1 + 2 eta_j). Then
+ * P V as two balls. */
 void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
                        const mpfr_t *p, int cnt)
 {
     const ball_attn *A = &b->at;
     int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
     double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
-    double mx = -INFINITY, M = 0, R, u = b->u;
+    double mx = -INFINITY, M = 0, E = 0, R, u = b->u;
+    bool fine;
     size_t row = (size_t)s * N + i, first = (size_t)s * N;
     for (j = 0; j < cnt; j++)
         mx = sc[j] > mx ? sc[j] : mx;
     for (j = 0; j < cnt; j++)
         M = fabs(sc[j] - mx) > M ? fabs(sc[j] - mx) : M;
-    R = score_radii(A, rs, row * A->lq + A->qc + (size_t)h * dh,
-                    first * A->lk + A->kc + (size_t)kvh * dh, cnt, u);
+    fine = isfinite(score_radii(A, rs, row * A->lq + A->qc + (size_t)h * dh,
+                                first * A->lk + A->kc + (size_t)kvh * dh, cnt, u)) &&
+           u * (M + fabs(mx) + 8) < 0x1p-12;
     for (j = 0; j < cnt; j++) {
-        double eta = up(u * ((fabs(sc[j] - mx) + M) * 1.001 + 0x1p-40 * fabs(mx) + 4.01));
+        /* eta_j, kept in rp until R is known */
+        rp[j] = up(u * ((fabs(sc[j] - mx) + M) * 1.001 + 0x1p-40 * fabs(mx) + 4.01));
         pu[j] = absup(p[j]);
-        rp[j] = eta < 0x1p-10 && isfinite(R)
-                    ? up(pu[j] * (1.0 + 2.0 * eta) * (eta + expm1(rs[j] + R) * (1.0 + 0x1p-40)))
-                    : INFINITY;
+        E += pu[j] * (1.0 + 2.0 * rp[j]) * expm1(rs[j]) * (1.0 + 0x1p-40);
     }
+    R = up(log1p(bound_sum(E, (size_t)cnt)) * (1.0 + 0x1p-40));
+    for (j = 0; j < cnt; j++)
+        rp[j] = fine && isfinite(R)
+                    ? up(pu[j] * (1.0 + 2.0 * rp[j]) *
+                         (rp[j] + expm1(rs[j] + R) * (1.0 + 0x1p-40)))
+                    : INFINITY;
     for (cc = 0; cc < dh; cc++) {
         double acc = 0, g = 0;
         for (j = 0; j < cnt; j++) {
@@ -731,6 +741,14 @@ int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y, cic_ball_mid_fn
             free(b->absv[o->in[k]]);
             b->absv[o->in[k]] = NULL;
         }
+    if (getenv("CIC_BALL_DEBUG")) {
+        size_t n = count(b, o->out), j;
+        double mx = 0;
+        for (j = 0; j < n; j++)
+            mx = b->next[j] > mx ? b->next[j] : mx;
+        fprintf(stderr, "ball: op %d (%s) out %s max radius %.3g\n", o->kind,
+                CIC_OP_DESC[o->kind].name, b->m->t[o->out].name, mx);
+    }
     free(b->rad[o->out]);
     b->rad[o->out] = b->next;
     b->next = NULL;

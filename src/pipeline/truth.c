@@ -107,10 +107,37 @@ static void keep_value(mpfr_ptr v, mpfr_srcptr w, float f)
         mpfr_set_flt(v, f, MPFR_RNDN);
 }
 
+/* The largest rad / |mid| of the values not proven (infinite for a zero
+ * midpoint), the measure of the bits the next precision must add. */
+static double worst_rel(const mpfr_t *mid, const double *rad, const unsigned char *ok, size_t n)
+{
+    double w = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!ok[i]) {
+            double a = fabs(mpfr_get_d(mid[i], MPFR_RNDZ)), rel = a > 0 ? rad[i] / a : INFINITY;
+            w = rel > w || isnan(rel) ? rel : w;
+        }
+    return w;
+}
+
+/* The next precision after p: the radii scale with 2^-p, so one whose
+ * relative radius rel must fall 32 bits below a binary32's 2^-24 needs
+ * p + log2(rel) + 56 bits; at least twice p, a multiple of 64 (whole
+ * limbs), and four times p when the radius says nothing. */
+static mpfr_prec_t next_prec(mpfr_prec_t p, double rel)
+{
+    double want = isfinite(rel) && rel > 0 ? (double)p + log2(rel) + 56 : 4.0 * (double)p;
+    mpfr_prec_t q = 2 * p;
+    if (want > (double)q)
+        q = want > 8192 ? 8192 : (mpfr_prec_t)ceil(want);
+    return (q + 63) / 64 * 64;
+}
+
 /* Ziv's strategy: the samples that hold unproven values are recomputed at
- * twice the precision, then twice again, until every value is proven or
- * the precisions run out; a value proven there takes that midpoint. */
-static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *maxrel)
+ * a higher precision (next_prec), then again, until every value is proven
+ * or the precisions run out; a value proven there takes that midpoint. */
+static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *maxrel, double worst)
 {
     cic_truth_proof *pf = &r->rep.proof;
     size_t per = (size_t)r->c->model.tokens * r->cols, i;
@@ -118,8 +145,8 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
     int s;
     while (*left > 0 && pf->n_precs < CIC_PROOF_MAX_PRECS) {
         mpfr_t *tmp;
-        double *rad2;
-        p2 *= 2;
+        double *rad2, next_worst = 0;
+        p2 = next_prec(p2, worst);
         tmp = cic_mpvec_create(per, p2);
         rad2 = malloc(per * sizeof *rad2);
         if (!tmp || !rad2) {
@@ -145,8 +172,14 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
             }
             for (i = 0; i < per; i++) {
                 double rel;
-                if (ok[base + i] || cic_ball_prove(tmp + i, rad2 + i, 1, NULL, &rel) != 1)
+                if (ok[base + i])
                     continue;
+                if (cic_ball_prove(tmp + i, rad2 + i, 1, NULL, &rel) != 1) {
+                    next_worst = rel > next_worst || isnan(rel) ? rel : next_worst;
+                    if (mpfr_zero_p(tmp[i]))
+                        next_worst = INFINITY;
+                    continue;
+                }
                 keep_value(r->truth[base + i], tmp[i], cic_mp_get_f32(tmp[i]));
                 ok[base + i] = 1;
                 pf->escalated++;
@@ -157,6 +190,7 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
         }
         cic_mpvec_destroy(tmp, per);
         free(rad2);
+        worst = next_worst;
     }
     return 0;
 }
@@ -239,7 +273,8 @@ int _cic_pl_truth(cic_pipeline *r)
     pf->precs[pf->n_precs++] = (long)r->prec;
     pf->first = cic_ball_prove((const mpfr_t *)r->truth, rad, r->n, ok, &maxrel);
     left = r->n - pf->first;
-    if (!pf->why[0] && escalate(r, ok, &left, &maxrel) < 0)
+    if (!pf->why[0] &&
+        escalate(r, ok, &left, &maxrel, worst_rel((const mpfr_t *)r->truth, rad, ok, r->n)) < 0)
         goto done;
     pf->max_rel_radius = maxrel;
     pf->proven = left == 0;
