@@ -1,16 +1,18 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
 # slurm-local.sh: a real one-node Slurm cluster on localhost runs a sharded
-# sweep, and the merged report is checked against the unsharded run.
+# sweep and a case split by samples, and each merged report is checked
+# against its unsharded run.
 #
 # Installs Debian's slurm-wlm and munge when missing (apt-get update first),
 # makes a munge key when /etc/munge has none, starts munged (as user munge),
 # slurmctld and slurmd (as root; ProctrackType proctrack/linuxproc and
 # TaskPlugin task/none: no cgroups) with a slurm.conf of its own in a
-# temporary folder, submits one job array over the N shards of a sweep with
-# `sbatch --wait --array=1-N`, merges the shards with `cicheck merge`, and
-# compares the merged sweep.json with an unsharded run's (every field but
-# the timing ones). Every daemon it started is stopped by the PID it wrote,
+# temporary folder, submits one job array over the N shards of a sweep and
+# one over 2 sample shards of an adaLN case with `sbatch --wait
+# --array=1-N`, merges each with `cicheck merge`, and compares the merged
+# sweep.json and report.json with unsharded runs' (every field but the
+# timing ones). Every daemon it started is stopped by the PID it wrote,
 # whatever happens. Needs root (the daemons and apt). When the cluster
 # cannot be had (no root, no packages, a daemon that does not come up) it
 # says why and exits 77, the skip code; 0 when the comparison holds, 1
@@ -137,23 +139,28 @@ done
 [ -n "$up" ] || skip "node $host not idle after 30 s (state '${state:-none}'): $(tail -3 "$tmp/slurmd.log" 2>/dev/null)"
 echo "slurm-local: cluster up: node $host, $cpus CPUs; $n shards of $case_file" >&2
 
-# the job array: shard K/N of the sweep into $tmp/shard-K
-if ! sbatch --wait --array=1-"$n" --cpus-per-task=1 --job-name=cicheck-shards \
-    --output="$tmp/shard-%a.log" --chdir="$PWD" \
-    --wrap="OPENBLAS_NUM_THREADS=1 '$bin' run --quiet --no-color --no-plots --threads 1 --shard \$SLURM_ARRAY_TASK_ID/$n --out '$tmp'/shard-\$SLURM_ARRAY_TASK_ID '$case_file'" >&2; then
-    echo "slurm-local: FAIL: the job array failed" >&2
-    for k in $(seq 1 "$n"); do tail -5 "$tmp/shard-$k.log" >&2 2>/dev/null; done
-    exit 1
-fi
-shards=""
-for k in $(seq 1 "$n"); do shards="$shards $tmp/shard-$k"; done
-# shellcheck disable=SC2086 # the shard folders are words
-"$bin" merge --no-plots --out "$tmp/merged" $shards >&2 ||
-    { echo "slurm-local: FAIL: cicheck merge failed" >&2; exit 1; }
-OPENBLAS_NUM_THREADS=1 "$bin" run --quiet --no-color --no-plots --threads 1 \
-    --out "$tmp/whole" "$case_file" >&2 ||
-    { echo "slurm-local: FAIL: the unsharded run failed" >&2; exit 1; }
-if "$py" - "$tmp/merged/sweep.json" "$tmp/whole/sweep.json" <<'PY'; then
+# array NAME CASE N FILE: shard K/N of CASE as task K of one job array into
+# $tmp/NAME-K, merged into $tmp/NAME-merged, compared in FILE (sweep.json or
+# report.json) with an unsharded run in $tmp/NAME-whole. 0 when they agree.
+array() {
+    name=$1; cf=$2; nn=$3; file=$4
+    if ! sbatch --wait --array=1-"$nn" --cpus-per-task=1 --job-name="cicheck-$name" \
+        --output="$tmp/$name-%a.log" --chdir="$PWD" \
+        --wrap="OPENBLAS_NUM_THREADS=1 '$bin' run --quiet --no-color --no-plots --threads 1 --shard \$SLURM_ARRAY_TASK_ID/$nn --out '$tmp'/$name-\$SLURM_ARRAY_TASK_ID '$cf'" >&2; then
+        echo "slurm-local: FAIL: the job array of $name failed" >&2
+        for k in $(seq 1 "$nn"); do tail -5 "$tmp/$name-$k.log" >&2 2>/dev/null; done
+        return 1
+    fi
+    shards=""
+    for k in $(seq 1 "$nn"); do shards="$shards $tmp/$name-$k"; done
+    # shellcheck disable=SC2086 # the shard folders are words
+    OPENBLAS_NUM_THREADS=1 "$bin" merge --no-plots --no-baseline --out "$tmp/$name-merged" $shards >"$tmp/$name-merge.log" 2>&1 ||
+        [ -f "$tmp/$name-merged/$file" ] ||
+        { cat "$tmp/$name-merge.log" >&2; echo "slurm-local: FAIL: cicheck merge of $name failed" >&2; return 1; }
+    OPENBLAS_NUM_THREADS=1 "$bin" run --quiet --no-color --no-plots --no-baseline --threads 1 \
+        --out "$tmp/$name-whole" "$cf" >/dev/null 2>&1 || [ -f "$tmp/$name-whole/$file" ] ||
+        { echo "slurm-local: FAIL: the unsharded run of $name failed" >&2; return 1; }
+    "$py" - "$tmp/$name-merged/$file" "$tmp/$name-whole/$file" "$name" "$nn" <<'PY'
 import json, sys
 def strip(v):  # everything but the timing fields
     if isinstance(v, dict):
@@ -165,13 +172,27 @@ a, b = (strip(json.load(open(p))) for p in sys.argv[1:3])
 if a != b:
     for k in sorted(set(a) | set(b)):
         if a.get(k) != b.get(k):
-            print("slurm-local: sweep.json differs at", k, file=sys.stderr)
+            print("slurm-local: %s: %s differs at" % (sys.argv[3], sys.argv[1]), k, file=sys.stderr)
     sys.exit(1)
-print("slurm-local: merged sweep.json = the unsharded one (%d points)" % len(a.get("points", [])),
+print("slurm-local: %s: %s shards merged = the unsharded run" % (sys.argv[3], sys.argv[4]),
       file=sys.stderr)
 PY
-    echo "slurm-local: ok: $n shards ran as a Slurm job array, merged = unsharded"
+}
+
+# a sample-sharded case: cases/adaln.toml without its static-fold (its
+# calibration sample lives in one shard) and with the fixed-order f32
+# engine (OpenBLAS sums a row in an order that depends on the rows a call
+# has), 4 samples in 2 shards
+"$py" - cases/adaln.toml >"$tmp/adaln-shard.toml" <<'PY'
+import sys
+text = open(sys.argv[1]).read().replace('name = "adaln"', 'name = "adaln-shard"')
+text = text.replace('f32 = ["openblas", "fixed-order"]', 'f32 = ["fixed-order"]')
+parts = text.split("[[transforms]]")
+print("[[transforms]]".join([parts[0]] + [p for p in parts[1:] if 'kind = "static-fold"' not in p]))
+PY
+if array sweep "$case_file" "$n" sweep.json && array case "$tmp/adaln-shard.toml" 2 report.json; then
+    echo "slurm-local: ok: a sweep in $n shards and a case in 2 sample shards ran as Slurm job arrays, merged = unsharded"
     exit 0
 fi
-echo "slurm-local: FAIL: the merged report differs from the unsharded run" >&2
+echo "slurm-local: FAIL: a merged report differs from the unsharded run" >&2
 exit 1

@@ -271,6 +271,10 @@ typedef struct cic_model_cfg_s {
     /* [input]: the block input (src/model/input.h) */
     enum cic_input_kind input_kind;
     char input_file[1024]; /* CIC_INPUT_FILE: resolved path */
+    /* a shard of a case split by samples (--shard K/N): the index in the
+     * whole case of this model's sample 0, so that its seeded inputs are
+     * those samples' inputs in the whole case; 0 otherwise */
+    int sample0;
 } cic_model_cfg;
 
 /* The key/value heads of m (heads when unset). */

@@ -5,6 +5,7 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "cli/run.h"
+#include "cli/usage.h"
 #include "report/plot.h"
 #include "report/report.h"
 #include "metric/flops.h"
@@ -12,89 +13,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+
 #include <math.h>
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
-
-static const char USAGE[] =
-    "usage: cicheck [--help] [--version] <command> [<args>]\n"
-    "\n"
-    "Verifies computational-invariance rewrites (LayerNorm fusion, residual\n"
-    "rotation) of transformer blocks in float32 against an MPFR truth.\n"
-    "\n"
-    "commands:\n"
-    "  run CASE|DIR...    run case files (or every case in a folder); see\n"
-    "                     'cicheck run --help'\n"
-    "  merge --out DIR SHARD_DIR...  combine the shards of a sweep\n"
-    "  plot REPORT_DIR... draw the plots of a sweep or a run (gnuplot)\n"
-    "  bless CASE|DIR...  run cases and accept them as baselines in reference/\n"
-    "  flops CASE.toml    analytical extra-FLOP table of the adaLN strategies for a\n"
-    "                     dit case, optionally at other sizes (see 'cicheck flops\n"
-    "                     --help'), e.g. DiT-XL/2: --d-model 1152 --heads 16\n"
-    "  hash CASE.toml...  print the SHA-256 of each case's original weights and\n"
-    "                     inputs (the fingerprints kept in reference/)\n"
-    "  verify ORIG TRANS  a rewritten Hugging Face checkpoint against its original,\n"
-    "                     layer by layer (see 'cicheck verify --help')\n"
-    "\n"
-    "exit codes: 0 all gates pass, 1 a gate or expectation failed,\n"
-    "            2 bad input or usage, 3 out of memory or I/O failure\n";
-
-static const char RUN_USAGE[] =
-    "usage: cicheck run [options] CASE.toml|FOLDER...\n"
-    "\n"
-    "Builds each case's model from its seed, computes the MPFR truth, runs every\n"
-    "transform in MPFR (verdict) and in each float32 engine (errors), checks the\n"
-    "expectations, the gates and the baseline, prints a table per case and a\n"
-    "summary, and writes report.json per case. A FOLDER runs every *.toml below\n"
-    "it (sorted, subfolders included).\n"
-    "\n"
-    "options:\n"
-    "  --out DIR        where report.json goes (default reports/<case name>);\n"
-    "                   with several cases, DIR/<case name>\n"
-    "  --dump DIR       also write weights, inputs and outputs as safetensors\n"
-    "                   (with several cases, DIR/<case name>)\n"
-    "  --baseline DIR   compare with DIR/<case name>.json (default reference/,\n"
-    "                   compared when the file exists)\n"
-    "  --no-baseline    do not compare with a baseline\n"
-    "  --tolerance S[,U] scale the allowed growth of the f32 metrics over the\n"
-    "                   baseline by S and allow U more ULPs (default 1,4: x2 for\n"
-    "                   stable, x3 for spread, x20 for tail figures; 0,0: exact)\n"
-    "  --junit FILE     JUnit XML of every gate, expectation and baseline check\n"
-    "  --markdown FILE  Markdown summary (also appended to $GITHUB_STEP_SUMMARY\n"
-    "                   when that is set)\n"
-    "  --shard K/N      for a sweep: run only the K-th of N slices of its points\n"
-    "                   (merge the N folders with 'cicheck merge')\n"
-    "  --no-plots       do not draw the plots after a sweep\n"
-    "  --threads N      threads of the MPFR engine (default: one per core);\n"
-    "                   results are the same bits for any N\n"
-    "  --max-memory B   refuse a case whose estimated memory exceeds B bytes\n"
-    "                   (suffixes K, M, G; default half of the machine's RAM)\n"
-    "  --quiet          no progress lines on stderr\n"
-    "  --color          force colours;  --no-color  never colour\n"
-    "  -h, --help       this text\n";
-
-static const char MERGE_USAGE[] =
-    "usage: cicheck merge --out DIR [--no-plots] SHARD_DIR...\n"
-    "\n"
-    "Combines the sweep.json of the N shards of one sweep (run with --shard K/N)\n"
-    "into DIR/sweep.json and its plots. Refuses shards of different case files\n"
-    "or cicheck versions, a shard given twice, and missing points.\n";
-
-static const char PLOT_USAGE[] =
-    "usage: cicheck plot REPORT_DIR...\n"
-    "\n"
-    "Draws the plots of a sweep (REPORT_DIR/sweep.json) or of a single run\n"
-    "(REPORT_DIR/report.json) under REPORT_DIR/plots: per plot a .dat, a\n"
-    "standalone gnuplot script .gp and PNG, SVG and PDF renderings.\n";
-
-static const char BLESS_USAGE[] =
-    "usage: cicheck bless [--force] [--baseline DIR] CASE.toml|FOLDER...\n"
-    "\n"
-    "Runs each case and writes its report as the accepted baseline\n"
-    "DIR/<case name>.json (default reference/). Refused when CI=true (a CI job\n"
-    "must not accept its own numbers) and for a run whose gates fail, unless\n"
-    "--force.\n";
 
 static int pos_int(const char *s);
 
@@ -506,7 +429,7 @@ static int run_parse(run_cmd *c, int argc, char **argv)
         const char *s = argv[i];
         int k;
         if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            fputs(c->bless ? BLESS_USAGE : RUN_USAGE, stdout);
+            fputs(c->bless ? CIC_BLESS_USAGE : CIC_RUN_USAGE, stdout);
             return 1;
         }
         k = run_opt_index(s);
@@ -603,23 +526,6 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
     return worst;
 }
 
-static const char FLOPS_USAGE[] =
-    "usage: cicheck flops [options] CASE.toml\n"
-    "\n"
-    "Prints the closed-form extra FLOPs (in % of the dit block) of every adaLN\n"
-    "strategy against tokens per sample (16 .. 65536) and the crossover N* where\n"
-    "folding per sample beats online unrotation. Nothing is run, so any size works.\n"
-    "\n"
-    "For the other blocks (preln, rmsnorm, parallel) it prints, per transform of\n"
-    "the case, the closed-form FLOPs against the untransformed block and against\n"
-    "the transform it is applied after (the cost of the online ops R3 and R4),\n"
-    "in total and per token and layer, e.g. LLaMA-2-7B's sizes on\n"
-    "cases/quarot-llama.toml: --d-model 4096 --heads 32 --kv-heads 32 --d-mlp 11008.\n"
-    "\n"
-    "options (override the case's [model] sizes):\n"
-    "  --d-model N  --heads N  --mlp-ratio N  --d-cond N  --layers N  --d-out N\n"
-    "  --d-mlp N (the MLP width itself)  --kv-heads N  --tokens N\n";
-
 /* A positive decimal integer option value (at most 2^20), or -1. */
 static int pos_int(const char *s)
 {
@@ -700,7 +606,7 @@ static int cmd_flops(int argc, char **argv)
     cic_diag d;
     for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(FLOPS_USAGE, stdout);
+            fputs(CIC_FLOPS_USAGE, stdout);
             return CIC_OK;
         }
         for (k = 0; k < 9; k++)
@@ -744,43 +650,75 @@ static int cmd_flops(int argc, char **argv)
     return cic_report_dit_flops_table(stdout, &table) == 0 ? CIC_OK : CIC_EINTERNAL;
 }
 
+/* One merge option; 0, or the usage error's exit code. */
+static int merge_opt(cic_merge_args *m, const char **junit, const char **markdown, int argc,
+                     char **argv, int *i)
+{
+    const char *s = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    const char **dst = !strcmp(s, "--out") ? &m->out_dir
+                       : !strcmp(s, "--baseline") ? &m->baseline_dir
+                       : !strcmp(s, "--junit") ? junit
+                       : !strcmp(s, "--markdown") ? markdown : NULL;
+    if (dst || !strcmp(s, "--tolerance")) {
+        if (!v || !v[0])
+            return usage_error("%s needs a non-empty value", s);
+        ++*i;
+        if (!dst)
+            return parse_tolerance(&m->tol, v) < 0
+                       ? usage_error("--tolerance takes S or S,U, decimal numbers >= 0 (got "
+                                     "'%s')", v) : 0;
+        if (*dst)
+            return usage_error("%s is given twice", s);
+        *dst = v;
+    } else if (!strcmp(s, "--no-plots")) {
+        m->no_plots = true;
+    } else if (!strcmp(s, "--no-baseline")) {
+        m->no_baseline = true;
+    } else if (!strcmp(s, "--no-color") || !strcmp(s, "--color")) {
+        m->color = !strcmp(s, "--color");
+    } else {
+        return usage_error("unknown option '%s' for merge", s);
+    }
+    return 0;
+}
+
 static int cmd_merge(int argc, char **argv)
 {
-    const char *out = NULL;
     const char **dirs = cic_calloc((size_t)argc + 1, sizeof *dirs);
-    bool no_plots = false;
+    const char *junit = NULL, *markdown = NULL;
+    cic_merge_args m;
     int i, n = 0, rc = CIC_OK;
     if (!dirs)
         return CIC_EINTERNAL;
+    memset(&m, 0, sizeof m);
+    m.color = -1;
+    m.tol = CIC_TOLERANCE_DEFAULT;
     for (i = 0; i < argc && rc == CIC_OK; i++) {
-        const char *s = argv[i];
-        if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            fputs(MERGE_USAGE, stdout);
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            fputs(CIC_MERGE_USAGE, stdout);
             free(dirs);
             return CIC_OK;
-        } else if (!strcmp(s, "--out")) {
-            if (out)
-                rc = usage_error("--out is given twice%s", "");
-            else if (i + 1 >= argc || !argv[i + 1][0])
-                rc = usage_error("--out needs a non-empty value%s", "");
-            else
-                out = argv[++i];
-        } else if (!strcmp(s, "--no-plots")) {
-            if (no_plots)
-                rc = usage_error("--no-plots is given twice%s", "");
-            no_plots = true;
-        } else if (s[0] == '-') {
-            rc = usage_error("unknown option '%s' for merge", s);
-        } else {
-            dirs[n++] = s;
         }
+        if (argv[i][0] == '-')
+            rc = merge_opt(&m, &junit, &markdown, argc, argv, &i);
+        else
+            dirs[n++] = argv[i];
     }
-    if (rc == CIC_OK && (!out || n == 0))
+    if (rc == CIC_OK && (!m.out_dir || n == 0))
         rc = usage_error("merge needs --out DIR and the shard folders%s", "");
-    if (rc == CIC_OK && check_dir_opt("--out", out, false) != 0)
+    if (rc == CIC_OK && check_dir_opt("--out", m.out_dir, false) != 0)
         rc = CIC_EINPUT;
-    if (rc == CIC_OK)
-        rc = cic_merge_sweeps(dirs, n, out, no_plots);
+    if (rc == CIC_OK && cic_is_case_shard(dirs[0])) {
+        cic_case_run *cr = NULL;
+        int src;
+        rc = cic_case_merge(dirs, n, &m, &cr);
+        src = summaries(&cr, 1, junit, markdown);
+        if (src > rc)
+            rc = src;
+        cic_case_run_free(cr);
+    } else if (rc == CIC_OK) {
+        rc = cic_merge_sweeps(dirs, n, m.out_dir, m.no_plots);
+    }
     free(dirs);
     return rc;
 }
@@ -794,7 +732,7 @@ static int cmd_plot(int argc, char **argv)
         cic_diag d;
         int n = 0;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(PLOT_USAGE, stdout);
+            fputs(CIC_PLOT_USAGE, stdout);
             return CIC_OK;
         }
         if (cic_plot_dir(argv[i], &n, &d) < 0) {
@@ -807,12 +745,6 @@ static int cmd_plot(int argc, char **argv)
     return worst;
 }
 
-static const char HASH_USAGE[] =
-    "usage: cicheck hash CASE.toml...\n"
-    "\n"
-    "Prints the SHA-256 of each case's original weights and inputs, the\n"
-    "fingerprints kept in reference/weights.sha256.\n";
-
 static int cmd_hash(int argc, char **argv)
 {
     int i, worst = CIC_OK;
@@ -820,7 +752,7 @@ static int cmd_hash(int argc, char **argv)
         return usage_error("hash needs a case file%s", "");
     for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-            fputs(HASH_USAGE, stdout);
+            fputs(CIC_HASH_USAGE, stdout);
             return CIC_OK;
         }
         if (argv[i][0] == '-' && argv[i][1] != '\0')
@@ -864,11 +796,11 @@ static int finish(int rc)
 static int dispatch(int argc, char **argv)
 {
     if (argc < 2) {
-        fputs(USAGE, stderr);
+        fputs(CIC_MAIN_USAGE, stderr);
         return CIC_EINPUT;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
-        fputs(USAGE, stdout);
+        fputs(CIC_MAIN_USAGE, stdout);
         return CIC_OK;
     }
     if (!strcmp(argv[1], "--version")) {

@@ -144,7 +144,7 @@ static void print_expectations(const cic_report *rep, const cic_case *c)
 
 /* The table, the failures, for an adaLN block the analytical table of
  * the strategies and the conclusion (nothing in compact mode but the baseline's failures). */
-static void print_run(const cic_run_args *a, const cic_report *rep, const cic_case *c)
+void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case *c)
 {
     int color = a->color >= 0 ? a->color : isatty(fileno(stdout));
     bool adaln = cic_block(c->model.block)->norm == CIC_NORM_ADALN;
@@ -262,7 +262,7 @@ static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *p
 }
 
 /* Load (or take the preloaded case) and check what needs no pipeline: the
- * transforms against the block, the dump's file names, --shard. */
+ * transforms against the block, the dump's file names. */
 static int prepare(const cic_run_args *a, cic_case_run *cr, const char *path, cic_diag *d)
 {
     if (a->preloaded)
@@ -271,12 +271,6 @@ static int prepare(const cic_run_args *a, cic_case_run *cr, const char *path, ci
         return CIC_EINPUT;
     if (cic_pipeline_check(&cr->kase, a->dump_dir != NULL, d) != CIC_OK)
         return CIC_EINPUT;
-    if (a->shard && !a->preloaded && !cr->kase.sweep.on) {
-        cic_diag_set(d, cr->kase.path, 0, 0,
-                     "--shard splits the points of a sweep, and case '%s' has no [sweep] table",
-                     cr->kase.name);
-        return CIC_EINPUT;
-    }
     return CIC_OK;
 }
 
@@ -295,7 +289,7 @@ static int run_single(const cic_run_args *a, cic_case_run *cr, cic_diag *d)
     rc = cic_pipeline_run(&pl, &cr->kase, &o, d);
     if (rc == CIC_OK || rc == CIC_EGATE) {
         const cic_report *rep = cic_pipeline_report(pl);
-        print_run(a, rep, &cr->kase);
+        cic_run_print(a, rep, &cr->kase);
         if (write_outputs(a, pl, rep, &cr->kase, &p, d) < 0) {
             rc = CIC_EINTERNAL;
         } else { /* hand the results to the summaries */
@@ -320,9 +314,12 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         return CIC_EINTERNAL;
     }
     rc = prepare(a, cr, path, &d);
-    if (rc == CIC_OK)
-        rc = cr->kase.sweep.on && !a->preloaded ? run_sweep_case(a, cr, path, &d)
-                                                : run_single(a, cr, &d);
+    if (rc == CIC_OK && cr->kase.sweep.on && !a->preloaded)
+        rc = run_sweep_case(a, cr, path, &d);
+    else if (rc == CIC_OK && a->shard && !a->preloaded)
+        rc = cic_run_case_shard(&cr->kase, a, &d);
+    else if (rc == CIC_OK)
+        rc = run_single(a, cr, &d);
     if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
         if (d.msg[0] && !(cr->kase.sweep.on && !a->preloaded))
             cic_diag_print(stderr, &d);

@@ -61,6 +61,43 @@ int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool n
 int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
                     cic_diag *d);
 
+/* ---- a case split by samples (case_shard.c) ---- */
+
+/* `cicheck run --shard K/N` on case c without a [sweep] table: run its
+ * K-th slice of samples and write case-shard.json and case-shard.bin into
+ * a->out_dir (default reports/<case name>). The exit code: 0 when they
+ * are written (verdicts, gates and the baseline are the merge's), 2 when
+ * the case cannot be split so (d says why), 3 on memory or I/O. */
+int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d);
+
+/* Does dir hold a case shard (case-shard.json)? */
+bool cic_is_case_shard(const char *dir);
+
+typedef struct {
+    const char *out_dir;
+    bool no_plots;
+    const char *baseline_dir; /* NULL: reference/ */
+    bool no_baseline;
+    cic_tolerance tol;
+    int color;                /* -1 auto, 0 off, 1 on */
+} cic_merge_args;
+
+/* `cicheck merge` of the shards of one case: refuses (exit 2, naming the
+ * file) shards of another case file or cicheck version, a shard given twice
+ * or missing, and any whose numbers are not what its header says; else
+ * scores the whole case from them, prints its table like a run and writes
+ * out_dir/report.json. *out receives the run for the summaries (free with
+ * cic_case_run_free). Returns the exit code a run of the case gives. */
+int cic_case_merge(const char *const *dirs, int n, const cic_merge_args *ma, cic_case_run **out);
+
+/* Refuse an out_dir that is one of the shard folders (told apart by what
+ * they are: s1, ./s1 and a link to s1 are one). CIC_OK or CIC_EINPUT. */
+int cic_merge_check_out(const char *const *dirs, int n, const char *out_dir, cic_diag *d);
+
+/* What a run prints on stdout after its pipeline: the table, failures,
+ * the analytical FLOPs and conclusion (run.c). */
+void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case *c);
+
 /* `cicheck verify ORIGINAL TRANSFORMED [options]` (src/cli/verify.c); the
  * exit code. */
 int cic_cmd_verify(int argc, char **argv);

@@ -620,7 +620,7 @@ static int check_point(const shard *s, size_t j, json_t *p, const cic_case *c, l
 
 /* The folders are told apart by what they are, not how they are spelled
  * (s1, ./s1, a link to s1). */
-static int check_out_dir(const char *const *dirs, int n, const char *out_dir, cic_diag *d)
+int cic_merge_check_out(const char *const *dirs, int n, const char *out_dir, cic_diag *d)
 {
     struct stat so, si;
     int k;
@@ -633,7 +633,7 @@ static int check_out_dir(const char *const *dirs, int n, const char *out_dir, ci
     for (k = 0; k < n; k++)
         if (stat(dirs[k], &si) == 0 && si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
             cic_diag_set(d, out_dir, 0, 0, "refusing to merge into a shard: --out is the same "
-                         "folder as the shard %s (its sweep.json would be replaced)", dirs[k]);
+                         "folder as the shard %s (its files would be replaced)", dirs[k]);
             return CIC_EINPUT;
         }
     return CIC_OK;
@@ -791,7 +791,7 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
         cic_diag_set(d, "", 0, 0, "merge: no shard folders");
         return CIC_EINPUT;
     }
-    rc = check_out_dir(dirs, n, out_dir, d);
+    rc = cic_merge_check_out(dirs, n, out_dir, d);
     if (rc != CIC_OK)
         return rc;
     m.n = n;

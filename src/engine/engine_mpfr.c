@@ -690,16 +690,12 @@ static void rope_rows(void *c, int lo, int hi, mpws *w)
     }
 }
 
-/* RoPE at prec: inv_i = theta^(-2i / hd) (the exponent rounded once, then
- * mpfr_pow of theta as the case gives it), angle = p inv_i, and its cos
- * and sin, each step correctly rounded at prec; then the pairs as the real
- * engines rotate them. */
+/* RoPE at prec: the cos and sin table (cic_mp_rope_table), then the pairs
+ * as the real engines rotate them. */
 static int mp_rope(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_model *m = r->m;
     rope_job J;
-    mpfr_t e, inv, ang;
-    int p, i, half;
     size_t n;
     J.x = wsrc(r, o->in[0]);
     if (!J.x)
@@ -710,24 +706,11 @@ static int mp_rope(mprun *r, const cic_op *o, mpfr_t *y)
     J.heads = o->heads;
     J.hd = J.w / o->heads;
     J.interleaved = o->rope == CIC_ROPE_INTERLEAVED;
-    half = J.hd / 2;
     n = (size_t)J.N * J.hd;
     J.cs = cic_mpvec_create(n, r->prec);
     if (!J.cs)
         return -1;
-    mpfr_inits2(r->prec, e, inv, ang, (mpfr_ptr)0);
-    for (i = 0; i < half; i++) {
-        mpfr_set_si(e, -2 * i, MPFR_RNDN);
-        mpfr_div_ui(e, e, (unsigned long)J.hd, MPFR_RNDN);
-        mpfr_set_d(inv, o->theta, MPFR_RNDN);
-        mpfr_pow(inv, inv, e, MPFR_RNDN);
-        for (p = 0; p < J.N; p++) {
-            mpfr_t *cs = (mpfr_t *)J.cs + 2 * ((size_t)p * half + i);
-            mpfr_mul_ui(ang, inv, (unsigned long)p, MPFR_RNDN);
-            mpfr_sin_cos(cs[1], cs[0], ang, MPFR_RNDN);
-        }
-    }
-    mpfr_clears(e, inv, ang, (mpfr_ptr)0);
+    cic_mp_rope_table((mpfr_t *)J.cs, J.N, J.hd, o->theta, r->prec);
     if (r->ball && cic_ball_rope(r->ball, o, J.cs, J.x) < 0) {
         cic_mpvec_destroy((mpfr_t *)J.cs, n);
         return -1;

@@ -58,3 +58,22 @@ void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec
         CIC_ASSERT(0 && "activation without a formula in mp_act.c");
     }
 }
+
+void cic_mp_rope_table(mpfr_t *cs, int N, int hd, double theta, mpfr_prec_t prec)
+{
+    mpfr_t e, inv, ang;
+    int i, p, half = hd / 2;
+    mpfr_inits2(prec, e, inv, ang, (mpfr_ptr)0);
+    for (i = 0; i < half; i++) {
+        mpfr_set_si(e, -2 * i, MPFR_RNDN);
+        mpfr_div_ui(e, e, (unsigned long)hd, MPFR_RNDN);
+        mpfr_set_d(inv, theta, MPFR_RNDN);
+        mpfr_pow(inv, inv, e, MPFR_RNDN);
+        for (p = 0; p < N; p++) {
+            mpfr_t *c = cs + 2 * ((size_t)p * half + i);
+            mpfr_mul_ui(ang, inv, (unsigned long)p, MPFR_RNDN);
+            mpfr_sin_cos(c[1], c[0], ang, MPFR_RNDN);
+        }
+    }
+    mpfr_clears(e, inv, ang, (mpfr_ptr)0);
+}

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* mp_act.h: the activations of the MPFR engine, one value at a time: each
- * MPFR operation correctly rounded at the precision of its output, in the
- * formula's order (GELU by erf, GELU's tanh form, ReLU, SiLU, QuickGELU). */
+/* mp_act.h: the activations of the MPFR engine, one value at a time, and
+ * RoPE's cos/sin table: each MPFR operation correctly rounded at the
+ * precision of its output, in the formula's order (GELU by erf, GELU's tanh
+ * form, ReLU, SiLU, QuickGELU). */
 #ifndef CIC_MP_ACT_H
 #define CIC_MP_ACT_H
 
@@ -12,5 +13,11 @@
 /* y = a(x); t is scratch at y's precision, prec the precision of the
  * constants (y's). y may alias x. */
 void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec_t prec);
+
+/* RoPE's table at prec, as real_rope_table lays it out: cs[2 (p hd/2 +
+ * i)] = cos and + 1 = sin of p inv_i for positions p < N, inv_i =
+ * theta^(-2i / hd) (the exponent rounded once, then mpfr_pow of theta as
+ * the case gives it), each step correctly rounded. */
+void cic_mp_rope_table(mpfr_t *cs, int N, int hd, double theta, mpfr_prec_t prec);
 
 #endif

@@ -10,6 +10,34 @@
 
 #include "../base/rng.h"
 
+#include <stdlib.h>
+#include <string.h>
+
+/* Draw tensor t of m from its stream. The block input and the condition
+ * hold one slice per sample; a model that is a shard of a case (sample0 >
+ * 0) takes the slices its samples have in the whole case, so it draws the
+ * stream up to its last sample and keeps the tail. -1 without memory. */
+static int _cic_draw(cic_model *m, int id)
+{
+    cic_tensor *t = &m->t[id];
+    size_t n = (size_t)t->rows * (size_t)t->cols, skip = 0;
+    uint64_t key = cic_rng_key(m->cfg.seed, t->name);
+    float *all;
+    if ((id == m->input || id == m->cond) && m->cfg.sample0 > 0)
+        skip = (size_t)m->cfg.sample0 * (n / (size_t)m->cfg.samples);
+    if (skip == 0) {
+        cic_rng_fill_f32(t->f32, (uint64_t)n, key, (int)m->cfg.dist, t->fill_std);
+        return 0;
+    }
+    all = cic_calloc(skip + n, sizeof *all);
+    if (!all)
+        return -1;
+    cic_rng_fill_f32(all, (uint64_t)(skip + n), key, (int)m->cfg.dist, t->fill_std);
+    memcpy(t->f32, all + skip, n * sizeof *all);
+    free(all);
+    return 0;
+}
+
 static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p, cic_diag *d)
 {
     double total = 0, done = 0;
@@ -25,8 +53,8 @@ static int _cic_source_seed_fill(cic_model *m, const cic_model_progress *p, cic_
         size_t i, n = (size_t)t->rows * (size_t)t->cols;
         if (t->fill == CIC_FILL_NONE)
             continue;
-        cic_rng_fill_f32(t->f32, (uint64_t)n, cic_rng_key(m->cfg.seed, t->name),
-                         (int)m->cfg.dist, t->fill_std);
+        if (_cic_draw(m, id) < 0)
+            return -1; /* out of memory: d stays empty */
         if (t->fill == CIC_FILL_GAIN)
             for (i = 0; i < n; i++)
                 t->f32[i] = 1.0f + t->f32[i]; /* one IEEE rounding: deterministic */

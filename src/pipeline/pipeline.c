@@ -188,6 +188,87 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
         return rc;
     p->rep.wall_seconds = _cic_pl_now() - p->t0;
+    p->parts.n = p->n;
+    p->parts.truth = p->truth;
+    p->parts.ref = p->ref_own;
+    p->parts.base_counted = p->base_counted;
+    p->parts.truth_certified = p->rep.truth_certified;
+    p->parts.truth_cert_diff = p->rep.truth_cert_diff;
+    p->parts.proof = p->rep.proof;
+    return p->rep.pass ? CIC_OK : CIC_EGATE;
+}
+
+const cic_pipeline_partials *cic_pipeline_partials_of(const cic_pipeline *p)
+{
+    return &p->parts;
+}
+
+void cic_pipeline_partials_free(cic_pipeline_partials *pp)
+{
+    size_t n = pp->n;
+    int i, e;
+    cic_mpvec_destroy(pp->truth, n);
+    cic_mpvec_destroy(pp->ref, n);
+    for (e = 0; e < CIC_MATMUL_COUNT; e++)
+        free(pp->before[e]);
+    for (i = 0; i < CIC_MAX_XFORMS; i++) {
+        cic_mpvec_destroy(pp->yhp[i], n);
+        cic_mpvec_destroy(pp->yrw[i], n);
+        for (e = 0; e < CIC_MATMUL_COUNT; e++)
+            free(pp->y[i][e]);
+    }
+    memset(pp, 0, sizeof *pp);
+}
+
+int cic_pipeline_replay(cic_pipeline **out, const cic_case *c, const cic_pipeline_opts *o,
+                        cic_pipeline_partials *parts, cic_diag *d)
+{
+    cic_pipeline *p = cic_calloc(1, sizeof *p);
+    int rc;
+    *out = p;
+    if (!p || c->n_lowp > 0) {
+        if (p)
+            cic_diag_set(d, c->path, 0, 0, "case '%s': a case with low-precision engines "
+                         "cannot be scored from partials", c->name);
+        else
+            cic_diag_set(d, c->path, 0, 0, "out of memory");
+        cic_pipeline_partials_free(parts);
+        return p ? CIC_EINPUT : CIC_EINTERNAL;
+    }
+    p->o = *o;
+    p->c = c;
+    p->t0 = _cic_pl_now();
+    if ((rc = allocate(p, d)) != CIC_OK) {
+        cic_pipeline_partials_free(parts);
+        return rc;
+    }
+    if (parts->n != p->n) {
+        cic_diag_set(d, c->path, 0, 0, "case '%s': %zu values per output in the partials, "
+                     "%zu in the case", c->name, parts->n, p->n);
+        cic_pipeline_partials_free(parts);
+        return CIC_EINPUT;
+    }
+    cic_mpvec_destroy(p->truth, p->n);
+    p->parts = *parts;
+    memset(parts, 0, sizeof *parts);
+    p->truth = p->parts.truth;
+    p->ref = p->ref_own = p->parts.ref;
+    if (!p->ref)
+        p->ref = p->truth;
+    p->base_counted = p->parts.base_counted;
+    _cic_pl_flops_formula(p, &p->base_analytical, -1);
+    p->rep.truth_certified = p->parts.truth_certified;
+    p->rep.truth_cert_diff = p->parts.truth_cert_diff;
+    p->rep.proof = p->parts.proof;
+    _cic_pl_stage(p, "scoring %s from its shards", c->name);
+    if (_cic_pl_replay_rows(p, d) < 0)
+        return CIC_EINTERNAL;
+    _cic_pl_gates(p);
+    _cic_pl_hashes(p);
+    assemble(p);
+    if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
+        return rc;
+    p->rep.wall_seconds = _cic_pl_now() - p->t0;
     return p->rep.pass ? CIC_OK : CIC_EGATE;
 }
 
@@ -230,6 +311,8 @@ void cic_pipeline_destroy(cic_pipeline *p)
     free(p->gates);
     free(p->rep.regress);
     cic_lowp_report_free(&p->rep.lowp);
+    for (i = 0; i < CIC_MAX_XFORMS; i++)
+        cic_mpvec_destroy(p->parts.yrw[i], p->n);
     _cic_pl_lin_ref_free(p);
     _cic_pl_acts_free(p);
     free(p);

@@ -18,6 +18,7 @@
 #define CIC_PIPELINE_H
 
 #include "../report/baseline.h"
+#include "../engine/engine.h"
 #include "../report/report.h"
 
 #include <stdbool.h>
@@ -47,7 +48,33 @@ typedef struct {
     cic_tolerance tol;        /* for the f32 figures against the baseline */
     bool recheck;             /* also recompute the truth of sample 0 at
                                * prec + 64 and compare (the proof's check) */
+    bool keep_partials;       /* keep what cic_pipeline_partials gives */
 } cic_pipeline_opts;
+
+/* The numbers a run's report is scored from, before any scoring: the
+ * truth, the verdict reference, every engine output (after the readout
+ * map), each MPFR run with float32 weights, and the FLOPs each engine run
+ * counted. A case split by samples (--shard K/N) is run shard by shard;
+ * each keeps these for its samples (rows are samples times tokens, so the
+ * shards' arrays laid end to end in sample order are the whole run's), and
+ * cic_pipeline_replay scores the whole case from them. Only the f32
+ * engines the case enables and its transforms have entries. */
+typedef struct {
+    size_t n;                              /* values in each array: rows x cols */
+    mpfr_t *truth;                         /* at mpfr_prec */
+    mpfr_t *ref;                           /* the f64 verdict reference; NULL: the truth */
+    float *before[CIC_MATMUL_COUNT];       /* each f32 engine on the original */
+    mpfr_t *yhp[CIC_MAX_XFORMS];           /* verdict run, unrounded weights */
+    mpfr_t *yrw[CIC_MAX_XFORMS];           /* verdict run, float32 weights */
+    float *y[CIC_MAX_XFORMS][CIC_MATMUL_COUNT];
+    cic_flop_count base_counted;           /* the truth's run */
+    cic_flop_count before_fc[CIC_MATMUL_COUNT];
+    cic_flop_count xf_counted[CIC_MAX_XFORMS]; /* the verdict run's */
+    cic_flop_count xf_fc[CIC_MAX_XFORMS][CIC_MATMUL_COUNT];
+    bool truth_certified;                  /* the truth holds (report.h) */
+    double truth_cert_diff;                /* --recheck, of sample 0 */
+    cic_truth_proof proof;                 /* of these samples */
+} cic_pipeline_partials;
 
 typedef struct cic_pipeline cic_pipeline;
 
@@ -76,6 +103,23 @@ void cic_pipeline_take_report(cic_pipeline *p, cic_report *out);
 /* The --dump folder (report/dump.h: weights of every model, inputs, the
  * outputs and the truth). Needs keep_models. 0, or -1 with d set. */
 int cic_pipeline_dump(const cic_pipeline *p, const char *dir, cic_diag *d);
+
+/* The partials of a finished run made with keep_partials (owned by p). */
+const cic_pipeline_partials *cic_pipeline_partials_of(const cic_pipeline *p);
+
+/* Score case c (the whole case) from partials instead of running engines:
+ * the original model is built for its weights hash, then every row, gate,
+ * hash and the baseline comparison as cic_pipeline_run gives them from the
+ * same numbers. Cases with low-precision engines are not replayed (their
+ * per-linear figures need the runs). The arrays of *parts pass to the
+ * pipeline (freed by cic_pipeline_destroy, also on failure). Returns as
+ * cic_pipeline_run. */
+int cic_pipeline_replay(cic_pipeline **out, const cic_case *c, const cic_pipeline_opts *o,
+                        cic_pipeline_partials *parts, cic_diag *d);
+
+/* Free the arrays of partials that did not pass to a pipeline (a merge
+ * that was refused); *pp is zeroed. */
+void cic_pipeline_partials_free(cic_pipeline_partials *pp);
 
 void cic_pipeline_destroy(cic_pipeline *p);
 

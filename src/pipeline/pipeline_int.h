@@ -58,6 +58,10 @@ struct cic_pipeline {
     int n_saved;
     cic_report rep;
     double t0;
+    /* keep_partials (or a replay): the numbers behind the report; the
+     * arrays are those of truth, ref_own and saved[], but yrw, which only
+     * these keep */
+    cic_pipeline_partials parts;
 };
 
 /* A long stage's progress: the engine's per-op callback and the model
@@ -101,6 +105,8 @@ void _cic_pl_copy_verdict(cic_result *x, const cic_result *mx);
 int _cic_pl_before(cic_pipeline *p);
 int _cic_pl_verdict_ref(cic_pipeline *p);
 int _cic_pl_xform(cic_pipeline *p, int i, cic_diag *d);
+/* The rows of every f32 engine and transform from p->parts (a replay). */
+int _cic_pl_replay_rows(cic_pipeline *p, cic_diag *d);
 
 /* lowp_run.c: the low-precision engines' rows, the outlier statistics */
 bool _cic_pl_lowp_on(const cic_pipeline *p);

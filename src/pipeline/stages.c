@@ -105,15 +105,29 @@ static bool tap_engine(const cic_case *c, int e)
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : !c->f32_openblas;
 }
 
+/* Engine e's "before" row from its output r->before[e] and the FLOPs fc
+ * its run counted. */
+static void before_row(cic_pipeline *r, int e, const cic_flop_count *fc)
+{
+    cic_result *x = _cic_pl_new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
+    char nm[128];
+    x->has_metrics = true;
+    _cic_pl_score_f32(r, x, r->before[e]);
+    _cic_pl_fill_flops(r, &x->flops, fc, &r->base_analytical, _cic_pl_sites_equal(fc, &r->base_counted));
+    x->n_samples = 0;
+    snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
+    _cic_pl_save_out(r, nm, r->before[e], NULL, -1);
+    r->parts.before[e] = r->before[e];
+    r->parts.before_fc[e] = *fc;
+}
+
 int _cic_pl_before(cic_pipeline *r)
 {
     int e;
     for (e = 0; e < CIC_MATMUL_COUNT; e++) {
-        cic_result *x;
         cic_run_opts o;
         cic_flop_count fc;
         cic_pl_tap t;
-        char nm[128];
         if (!_cic_pl_engine_on(r->c, e))
             continue;
         _cic_pl_stage(r, "before: %s", CIC_ENGINE_F32_NAME[e]);
@@ -126,15 +140,12 @@ int _cic_pl_before(cic_pipeline *r)
         o.flops = &fc;
         if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, r->orig, "none", &o) < 0) ||
             cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
-            _cic_pl_outlier_end(&t) < 0 || _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0)
+            _cic_pl_outlier_end(&t) < 0 || _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0) {
+            free(r->before[e]); /* not yet saved */
+            r->before[e] = NULL;
             return -1;
-        x = _cic_pl_new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
-        x->has_metrics = true;
-        _cic_pl_score_f32(r, x, r->before[e]);
-        _cic_pl_fill_flops(r, &x->flops, &fc, &r->base_analytical, _cic_pl_sites_equal(&fc, &r->base_counted));
-        x->n_samples = 0;
-        snprintf(nm, sizeof nm, "%s:none", CIC_ENGINE_F32_NAME[e]);
-        _cic_pl_save_out(r, nm, r->before[e], NULL, -1);
+        }
+        before_row(r, e, &fc);
     }
     if (_cic_pl_lowp_rows(r, "none", r->orig, NULL, &r->base_analytical) < 0)
         return -1;
@@ -243,36 +254,18 @@ static cic_result *verdict_row(cic_pipeline *r, const cic_xform_spec *xs, const 
     return mx;
 }
 
-/* Engine e's row for transform xs: the verdict copied from mx, then the
- * errors against the truth, the drift from the engine's "before" output,
- * and the decomposition (w_err from the rounded-weights run yrw). */
-static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m, int e,
-                   const cic_result *mx, double w_err, const mpfr_t *yrw,
-                   const cic_flop_count *counted, const cic_flop_count *analytical)
+/* Engine e's row for transform xs from its output y and the FLOPs fc its
+ * run counted: the verdict copied from mx, then the errors against the
+ * truth, the drift from the engine's "before" output, and the
+ * decomposition (w_err from the rounded-weights run yrw). */
+static void f32_scores(cic_pipeline *r, const cic_xform_spec *xs, int e, const cic_result *mx,
+                       double w_err, const mpfr_t *yrw, const float *y, const cic_flop_count *fc,
+                       const cic_flop_count *counted, const cic_flop_count *analytical)
 {
     const cic_format *f32 = cic_format_get(CIC_FORMAT_FLOAT32);
     const cic_result *b = NULL;
     cic_result *x;
-    cic_flop_count fc;
-    cic_run_opts o;
-    cic_pl_tap t;
-    char nm[128];
-    float *y;
     int k;
-    _cic_pl_stage(r, "transform %s: %s", xs->name, CIC_ENGINE_F32_NAME[e]);
-    y = cic_calloc(r->n, sizeof *y);
-    if (!y)
-        return -1;
-    snprintf(nm, sizeof nm, "%s:%s", CIC_ENGINE_F32_NAME[e], xs->name);
-    _cic_pl_save_out(r, nm, y, NULL, -1);
-    memset(&o, 0, sizeof o);
-    memset(&fc, 0, sizeof fc);
-    memset(&t, 0, sizeof t);
-    o.flops = &fc;
-    if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, m, xs->name, &o) < 0) ||
-        cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_outlier_end(&t) < 0 ||
-        _cic_pl_map_out_f32(r, y, m) < 0)
-        return -1;
     x = _cic_pl_new_result(r, xs->name, CIC_ENGINE_F32_NAME[e]);
     _cic_pl_copy_verdict(x, mx);
     x->has_metrics = true;
@@ -291,8 +284,62 @@ static int f32_row(cic_pipeline *r, const cic_xform_spec *xs, const cic_model *m
     x->metrics.decomp_weights = w_err;
     x->metrics.decomp_arith = cic_metric_rel_diff_f32(y, yrw, r->n, r->prec);
     x->metrics.has_decomp = 1;
-    _cic_pl_fill_flops(r, &x->flops, &fc, analytical, _cic_pl_sites_equal(&fc, counted));
+    _cic_pl_fill_flops(r, &x->flops, fc, analytical, _cic_pl_sites_equal(fc, counted));
+}
+
+/* Run engine e on transform i's model m and score its row. */
+static int f32_row(cic_pipeline *r, int i, const cic_model *m, int e, const cic_result *mx,
+                   double w_err, const mpfr_t *yrw, const cic_flop_count *counted,
+                   const cic_flop_count *analytical)
+{
+    const cic_xform_spec *xs = &r->c->xf[i];
+    cic_flop_count fc;
+    cic_run_opts o;
+    cic_pl_tap t;
+    char nm[128];
+    float *y;
+    _cic_pl_stage(r, "transform %s: %s", xs->name, CIC_ENGINE_F32_NAME[e]);
+    y = cic_calloc(r->n, sizeof *y);
+    if (!y)
+        return -1;
+    snprintf(nm, sizeof nm, "%s:%s", CIC_ENGINE_F32_NAME[e], xs->name);
+    _cic_pl_save_out(r, nm, y, NULL, -1);
+    memset(&o, 0, sizeof o);
+    memset(&fc, 0, sizeof fc);
+    memset(&t, 0, sizeof t);
+    o.flops = &fc;
+    if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, m, xs->name, &o) < 0) ||
+        cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_outlier_end(&t) < 0 ||
+        _cic_pl_map_out_f32(r, y, m) < 0)
+        return -1;
+    f32_scores(r, xs, e, mx, w_err, yrw, y, &fc, counted, analytical);
+    r->parts.y[i][e] = y;
+    r->parts.xf_fc[i][e] = fc;
     return 0;
+}
+
+/* Transform i's exactness row from its verdict runs yhp and yrw (counted:
+ * the FLOPs of the first), with the Q file's check; *w_err the weights'
+ * share of the error. */
+static cic_result *xform_verdict(cic_pipeline *r, int i, const mpfr_t *yhp, const mpfr_t *yrw,
+                                 const cic_flop_count *counted, const cic_flop_count *analytical,
+                                 double *w_err, cic_diag *d)
+{
+    const cic_xform_spec *xs = &r->c->xf[i];
+    cic_result *mx;
+    *w_err = cic_metric_rel_diff(yrw, (const mpfr_t *)r->ref, r->n, r->prec);
+    mx = verdict_row(r, xs, yhp);
+    if (xs->q == CIC_Q_FILE) {
+        int qn = xs->kind == CIC_XFORM_ROTATE ? r->c->model.d_model
+                                              : r->c->model.d_model / r->c->model.heads;
+        mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn, d) == 0;
+        if (mx->has_q_orth)
+            _cic_pl_stage(r, "transform %s: Q '%s' of %s, max |Q^T Q - I| = %.3g", xs->name,
+                          xs->q_tensor, xs->q_file, mx->q_orth_error);
+    }
+    _cic_pl_fill_flops(r, &mx->flops, counted, analytical, true);
+    r->parts.xf_counted[i] = *counted;
+    return mx;
 }
 
 /* Keep transform i's model only for a later 'after' or the dump: at real
@@ -334,28 +381,24 @@ int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
     memset(&counted, 0, sizeof counted);
     if (verdict_runs(r, xs, m, yhp, yrw, &counted, &analytical) < 0)
         goto cleanup;
-    w_err = cic_metric_rel_diff((const mpfr_t *)yrw, (const mpfr_t *)r->ref, r->n, r->prec);
-    mx = verdict_row(r, xs, (const mpfr_t *)yhp);
+    mx = xform_verdict(r, i, (const mpfr_t *)yhp, (const mpfr_t *)yrw, &counted, &analytical,
+                       &w_err, d);
     mx_index = (int)(mx - r->res);
-    if (xs->q == CIC_Q_FILE) {
-        int qn = xs->kind == CIC_XFORM_ROTATE ? r->c->model.d_model
-                                              : r->c->model.d_model / r->c->model.heads;
-        mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn, d) == 0;
-        if (mx->has_q_orth)
-            _cic_pl_stage(r, "transform %s: Q '%s' of %s, max |Q^T Q - I| = %.3g", xs->name,
-                          xs->q_tensor, xs->q_file, mx->q_orth_error);
-    }
-    _cic_pl_fill_flops(r, &mx->flops, &counted, &analytical, true);
     for (e = 0; e < CIC_MATMUL_COUNT; e++)
         if (_cic_pl_engine_on(r->c, e) &&
-            f32_row(r, xs, m, e, mx, w_err, (const mpfr_t *)yrw, &counted, &analytical) < 0)
+            f32_row(r, i, m, e, mx, w_err, (const mpfr_t *)yrw, &counted, &analytical) < 0)
             goto cleanup;
     if (_cic_pl_lowp_rows(r, xs->name, m, mx, &analytical) < 0)
         goto cleanup;
     _cic_pl_lin_ref_free(r);
     snprintf(nm, sizeof nm, "%s:%s", _cic_pl_verdict_label(r), xs->name);
     _cic_pl_save_out(r, nm, NULL, yhp, mx_index);
+    r->parts.yhp[i] = yhp;
     yhp = NULL;
+    if (r->o.keep_partials) {
+        r->parts.yrw[i] = yrw;
+        yrw = NULL;
+    }
     rc = 0;
     release_model(r, i);
 cleanup:
@@ -364,6 +407,45 @@ cleanup:
     if (rc < 0 && !d->msg[0])
         cic_diag_set(d, r->c->path, 0, 0, "transform '%s': out of memory", xs->name);
     return rc;
+}
+
+/* The rows _cic_pl_before and _cic_pl_xform give, in their order, from
+ * the numbers in r->parts instead of engine runs; the arrays pass to r
+ * (saved[], parts.yrw). */
+int _cic_pl_replay_rows(cic_pipeline *r, cic_diag *d)
+{
+    cic_pipeline_partials *pp = &r->parts;
+    int i, e;
+    for (e = 0; e < CIC_MATMUL_COUNT; e++)
+        if (_cic_pl_engine_on(r->c, e)) {
+            r->before[e] = pp->before[e];
+            pp->before[e] = NULL; /* saved[] owns it from here */
+            before_row(r, e, &pp->before_fc[e]);
+        }
+    for (i = 0; i < r->c->n_xf; i++) {
+        const cic_xform_spec *xs = &r->c->xf[i];
+        cic_flop_count analytical, counted = pp->xf_counted[i];
+        cic_result *mx;
+        double w_err;
+        char nm[128];
+        int mx_index;
+        _cic_pl_flops_formula(r, &analytical, i);
+        mx = xform_verdict(r, i, (const mpfr_t *)pp->yhp[i], (const mpfr_t *)pp->yrw[i],
+                           &counted, &analytical, &w_err, d);
+        mx_index = (int)(mx - r->res);
+        for (e = 0; e < CIC_MATMUL_COUNT; e++) {
+            float *y = pp->y[i][e];
+            if (!_cic_pl_engine_on(r->c, e))
+                continue;
+            snprintf(nm, sizeof nm, "%s:%s", CIC_ENGINE_F32_NAME[e], xs->name);
+            _cic_pl_save_out(r, nm, y, NULL, -1);
+            f32_scores(r, xs, e, mx, w_err, (const mpfr_t *)pp->yrw[i], y, &pp->xf_fc[i][e],
+                       &counted, &analytical);
+        }
+        snprintf(nm, sizeof nm, "%s:%s", _cic_pl_verdict_label(r), xs->name);
+        _cic_pl_save_out(r, nm, NULL, pp->yhp[i], mx_index);
+    }
+    return 0;
 }
 
 /* What ce compares with: the truth, or with verdicts from the f64 engine

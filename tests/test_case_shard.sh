@@ -1,0 +1,118 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# test_case_shard.sh: a case without a [sweep] table split by samples
+# (`cicheck run --shard K/N`) and merged (`cicheck merge`) gives the
+# unsharded run's report.json in every field but wall_seconds, and its exit
+# code: an rmsnorm case with RoPE and an adaLN (dit) case, 4 samples each,
+# in 2 and 3 shards. The f32 engine is the fixed-order one: OpenBLAS sums a
+# row in an order that depends on how many rows the call has (its small-
+# matrix kernels), so its bits move with the shard's size. Refused: more
+# shards than samples, a static-fold whose calibration sample is in another
+# shard, a missing or repeated shard, a shard of another case, another
+# cicheck version, an edited or truncated .bin, --out naming a shard.
+# Usage: test_case_shard.sh PATH/TO/cicheck
+set -u
+bin=$1
+here=$(dirname "$0")
+. "$here/lib.sh"
+cic_need "$py" "Debian's python3 compares the reports"
+cic_test_init case_shard
+export OPENBLAS_NUM_THREADS=1
+
+# same A B: every field of two report.json files but wall_seconds
+same() {
+    "$py" - "$1" "$2" <<'PY'
+import json, sys
+def walk(a, b, p):
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if k == "wall_seconds":
+                continue
+            if k not in a or k not in b:
+                yield p + "/" + k + " in one only"
+            else:
+                yield from walk(a[k], b[k], p + "/" + k)
+    elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+        for i, (x, y) in enumerate(zip(a, b)):
+            yield from walk(x, y, "%s[%d]" % (p, i))
+    elif type(a) != type(b) or a != b:
+        yield "%s: %r != %r" % (p, a, b)
+d = list(walk(json.load(open(sys.argv[1])), json.load(open(sys.argv[2])), ""))
+print("\n".join(d[:10]))
+sys.exit(1 if d else 0)
+PY
+}
+
+# split NAME CASE N...: run CASE unsharded and in each N shards, merge, compare
+split() {
+    name=$1; case=$2; shift 2
+    "$bin" run --quiet --no-color --no-baseline --out "$tmp/$name-full" "$case" >"$tmp/full.txt"
+    full_rc=$?
+    for n in "$@"; do
+        k=1; dirs=""
+        while [ "$k" -le "$n" ]; do
+            "$bin" run --quiet --shard "$k/$n" --out "$tmp/$name-$n-$k" "$case" >/dev/null ||
+                bad "$name shard $k/$n did not run"
+            dirs="$dirs $tmp/$name-$n-$k"; k=$((k + 1))
+        done
+        # shellcheck disable=SC2086 # the folder list
+        expect_rc "$full_rc" "$name: the merge of $n shards exits as the unsharded run" \
+            "$bin" merge --no-baseline --no-color --out "$tmp/$name-m$n" $dirs
+        if same "$tmp/$name-full/report.json" "$tmp/$name-m$n/report.json" >"$tmp/diff"; then
+            ok "$name: $n shards merge to the unsharded report.json"
+        else bad "$name: $n shards differ from the unsharded run"; sed 's/^/    /' "$tmp/diff"; fi
+    done
+}
+
+sed 's/^f32 = .*/f32 = ["fixed-order"]/; s/^name = "rmsnorm"/name = "rms-shard"/' \
+    "$here/../cases/rmsnorm.toml" | awk '{print} /^block = "rmsnorm"/ {print "rope = \"half\""}' \
+    >"$tmp/rms.toml"
+"$py" - "$here/../cases/adaln.toml" >"$tmp/dit.toml" <<'PY'
+import sys
+text = open(sys.argv[1]).read().replace('name = "adaln"', 'name = "dit-shard"')
+text = text.replace('f32 = ["openblas", "fixed-order"]', 'f32 = ["fixed-order"]')
+parts = text.split("[[transforms]]")
+keep = [p for p in parts[1:] if 'kind = "static-fold"' not in p]
+print("[[transforms]]".join([parts[0]] + keep))
+PY
+split rms "$tmp/rms.toml" 2 3
+split dit "$tmp/dit.toml" 3
+
+# ---- refusals ----
+expect_rc 2 "5 shards of 4 samples are refused" \
+    "$bin" run --quiet --shard 5/5 --out "$tmp/x" "$tmp/rms.toml"
+expect_err "at most 4 shards" "the refusal says how many shards the case allows"
+expect_rc 2 "a static-fold calibrated on another shard's sample is refused" \
+    "$bin" run --quiet --shard 2/2 --out "$tmp/x" "$here/../cases/adaln.toml"
+expect_err "bakes in sample 0" "the refusal names the calibration sample"
+expect_rc 2 "a missing shard is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/rms-3-3"
+expect_err "shard 2/3 of case 'rms-shard' is missing" "the missing shard is named"
+expect_rc 2 "a shard given twice is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/rms-3-2" "$tmp/rms-3-2"
+expect_err "rms-3-2/case-shard.json: refusing to merge: shard 2/3 given twice" \
+    "the repeated shard's file is named"
+expect_rc 2 "a shard of another case is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/dit-3-2"
+expect_err "dit-3-2/case-shard.json: refusing to merge: a shard of another case file" \
+    "the other case's shard is named"
+expect_rc 2 "shards of 2 and of 3 are refused together" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-2-1" "$tmp/rms-3-2" "$tmp/rms-3-3"
+expect_err "shard count 3, the first shard's 2" "the shard counts are named"
+cp -r "$tmp/rms-3-2" "$tmp/ver"
+sed 's/"cicheck_version": "[^"]*"/"cicheck_version": "0.0.1"/' "$tmp/rms-3-2/case-shard.json" \
+    >"$tmp/ver/case-shard.json"
+expect_rc 2 "a shard of another cicheck version is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/ver" "$tmp/rms-3-3"
+expect_err "ver/case-shard.json: refusing to merge: written by cicheck 0.0.1" \
+    "the version is named"
+cp -r "$tmp/rms-3-2" "$tmp/cut"
+head -c 1000 "$tmp/rms-3-2/case-shard.bin" >"$tmp/cut/case-shard.bin"
+expect_rc 2 "a truncated .bin is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/cut" "$tmp/rms-3-3"
+expect_err "cut/case-shard.bin: 1000 bytes that do not hash" "the truncated file is named"
+expect_rc 2 "--out naming a shard is refused" \
+    "$bin" merge --no-baseline --out "$tmp/rms-3-1" "$tmp/rms-3-1" "$tmp/rms-3-2" "$tmp/rms-3-3"
+expect_err "--out is the same folder as the shard" "the shard folder is named"
+
+cic_test_done
