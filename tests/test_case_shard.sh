@@ -3,13 +3,14 @@
 # test_case_shard.sh: a case without a [sweep] table split by samples
 # (`cicheck run --shard K/N`) and merged (`cicheck merge`) gives the
 # unsharded run's report.json in every field but wall_seconds, and its exit
-# code: an rmsnorm case with RoPE and an adaLN (dit) case, 4 samples each,
-# in 2 and 3 shards. The f32 engine is the fixed-order one: OpenBLAS sums a
+# code: an rmsnorm case with RoPE and an adaLN (dit) case (two of its
+# transforms, 16 tokens), 4 samples each, in 2 and 3 shards. The f32 engine is the fixed-order one: OpenBLAS sums a
 # row in an order that depends on how many rows the call has (its small-
 # matrix kernels), so its bits move with the shard's size. Refused: more
 # shards than samples, a static-fold whose calibration sample is in another
 # shard, a missing or repeated shard, a shard of another case, another
-# cicheck version, an edited or truncated .bin, --out naming a shard.
+# cicheck version, a proof of the truth that does not add up, an edited or
+# truncated .bin, --out naming a shard.
 # Usage: test_case_shard.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -72,8 +73,9 @@ import sys
 text = open(sys.argv[1]).read().replace('name = "adaln"', 'name = "dit-shard"')
 text = text.replace('f32 = ["openblas", "fixed-order"]', 'f32 = ["fixed-order"]')
 parts = text.split("[[transforms]]")
-keep = [p for p in parts[1:] if 'kind = "static-fold"' not in p]
-print("[[transforms]]".join([parts[0]] + keep))
+# two of its transforms keep the test short (each merge scores them all)
+keep = [p for p in parts[1:] if 'kind = "static-fold"' not in p][:2]
+print("[[transforms]]".join([parts[0].replace("tokens = 32", "tokens = 16")] + keep))
 PY
 split rms "$tmp/rms.toml" 2 3
 split dit "$tmp/dit.toml" 3
@@ -106,6 +108,16 @@ expect_rc 2 "a shard of another cicheck version is refused" \
     "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/ver" "$tmp/rms-3-3"
 expect_err "ver/case-shard.json: refusing to merge: written by cicheck 0.0.1" \
     "the version is named"
+cp -r "$tmp/rms-3-2" "$tmp/proof"
+"$py" - "$tmp/rms-3-2/case-shard.json" "$tmp/proof/case-shard.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["truth_proof"]["escalated"] = s["truth_proof"]["values"]  # more proven than there are
+json.dump(s, open(sys.argv[2], "w"))
+PY
+expect_rc 2 "a shard whose proof does not add up is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/proof" "$tmp/rms-3-3"
+expect_err "proof/case-shard.json: truth_proof is not a proof of the shard's" "the proof's file is named"
 cp -r "$tmp/rms-3-2" "$tmp/cut"
 head -c 1000 "$tmp/rms-3-2/case-shard.bin" >"$tmp/cut/case-shard.bin"
 expect_rc 2 "a truncated .bin is refused" \

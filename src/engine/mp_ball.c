@@ -411,45 +411,52 @@ static float w_abs(const cic_tensor *t, size_t i)
     return a > 0 && a < FLT_MIN ? FLT_MIN : a;
 }
 
-/* next[R, n] = sum_p |W[j, p]| rx[i, p], bounded above: the radii scaled by
- * 2^S (S exact, max scaled radius in [1, 2)), rounded up to float, times
- * |W| through sgemm; its error in any order is within (k + 2) 2^-23 of the
- * sum, and k 2^-125 covers products lost to underflow. */
-static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R, int n, int k)
+/* next[R, n] = sum_p |W[j, p]| rx[i, p], bounded above, one sample's
+ * rows at a time (so a run over some samples bounds them as a run over
+ * all does, bit for bit): the radii scaled by 2^S (S exact, the sample's
+ * largest scaled radius in [1, 2)), rounded up to float, times |W| through
+ * sgemm; its error in any order is within (k + 2) 2^-23 of the sum, and
+ * k 2^-125 covers products lost to underflow. */
+static void spread_rows(double *next, const double *rx, const float *aw, float *xf, float *c,
+                        int R, int n, int k)
 {
-    size_t nx = (size_t)R * k, nw = (size_t)n * k, i;
+    size_t nx = (size_t)R * k, i;
     double M = 0;
-    float *xf, *aw, *c;
     int S;
     for (i = 0; i < nx; i++)
         M = rx[i] > M ? rx[i] : M;
-    if (M == 0)
-        return 0;
-    if (!isfinite(M)) {
+    if (M == 0 || !isfinite(M)) {
         for (i = 0; i < (size_t)R * n; i++)
-            b->next[i] = INFINITY;
-        return 0;
+            next[i] = M == 0 ? 0 : INFINITY;
+        return;
     }
     S = -ilogb(M);
-    xf = malloc(nx * sizeof *xf);
-    aw = malloc(nw * sizeof *aw);
-    c = malloc((size_t)R * n * sizeof *c);
+    for (i = 0; i < nx; i++)
+        xf[i] = f_up(ldexp(rx[i], S));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, k, 1.0f, xf, k, aw, k, 0.0f, c,
+                n);
+    for (i = 0; i < (size_t)R * n; i++)
+        next[i] = up(ldexp(up((double)c[i] * (1.0 + (double)(k + 2) * 0x1p-23) +
+                              (double)k * 0x1p-125),
+                           -S));
+}
+
+static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R, int n, int k)
+{
+    int per = R / b->ns, s;
+    size_t nw = (size_t)n * k, i;
+    float *xf = malloc((size_t)per * k * sizeof *xf), *aw = malloc(nw * sizeof *aw);
+    float *c = malloc((size_t)per * n * sizeof *c);
     if (!xf || !aw || !c) {
         free(xf);
         free(aw);
         free(c);
         return -1;
     }
-    for (i = 0; i < nx; i++)
-        xf[i] = f_up(ldexp(rx[i], S));
     for (i = 0; i < nw; i++)
         aw[i] = w_abs(wt, i);
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, k, 1.0f, xf, k, aw, k, 0.0f, c,
-                n);
-    for (i = 0; i < (size_t)R * n; i++)
-        b->next[i] = up(ldexp(up((double)c[i] * (1.0 + (double)(k + 2) * 0x1p-23) +
-                                 (double)k * 0x1p-125),
-                              -S));
+    for (s = 0; s < b->ns; s++)
+        spread_rows(b->next + (size_t)s * per * n, rx + (size_t)s * per * k, aw, xf, c, per, n, k);
     free(xf);
     free(aw);
     free(c);
