@@ -71,7 +71,7 @@ int _cic_load_engines(cic_case_ctx *x, cic_case *c, const cic_toml_node *et)
 
     c->f32_openblas = true;
     c->f32_fixed = true;
-    c->mpfr_prec = 128;
+    c->mpfr_prec = 64;
     c->verdict_engine = CIC_VERDICT_ENGINE_MPFR;
     c->n_lowp = 0;
     x->engines_ok = true;

@@ -267,6 +267,7 @@ static const struct {
     {"--no-plots", false, false},  {"--force", false, true},
     {"--quiet", false, false},     {"-q", false, false},
     {"--color", false, false},     {"--no-color", false, false},
+    {"--recheck", false, false},
 };
 #define RUN_N_OPTS (sizeof RUN_OPTS / sizeof RUN_OPTS[0])
 
@@ -338,6 +339,8 @@ static int run_opt_flag(run_cmd *c, const char *opt)
 {
     if (!strcmp(opt, "--no-baseline"))
         c->a.no_baseline = true;
+    else if (!strcmp(opt, "--recheck"))
+        c->a.recheck = true;
     else if (!strcmp(opt, "--no-plots"))
         c->a.no_plots = true;
     else if (!strcmp(opt, "--force"))

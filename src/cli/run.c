@@ -99,6 +99,7 @@ static cic_pipeline_opts pipeline_opts(const cic_run_args *a, cli_progress *p)
     o.threads = a->threads;
     o.keep_models = a->dump_dir != NULL;
     o.no_baseline = a->no_baseline;
+    o.recheck = a->recheck;
     o.baseline_dir = a->baseline_dir;
     o.tol = a->tol;
     return o;

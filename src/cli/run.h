@@ -17,6 +17,7 @@ typedef struct {
     bool quiet_tables;    /* no analytical FLOP table after the results */
     const char *baseline_dir; /* NULL: reference/ (compared when the file exists) */
     bool no_baseline;     /* skip the baseline comparison */
+    bool recheck;         /* also recompute the truth of sample 0 at prec + 64 */
     cic_tolerance tol;    /* for the f32 metrics against the baseline */
     const cic_case *preloaded; /* run this case instead of loading path */
     bool compact;         /* one summary line instead of the tables (sweep points) */

@@ -43,6 +43,8 @@ const char CIC_RUN_USAGE[] =
     "  --baseline DIR   compare with DIR/<case name>.json (default reference/,\n"
     "                   compared when the file exists)\n"
     "  --no-baseline    do not compare with a baseline\n"
+    "  --recheck        also recompute the truth of sample 0 at mpfr_prec + 64 bits\n"
+    "                   and compare (the check the proof replaced)\n"
     "  --tolerance S[,U] scale the allowed growth of the f32 metrics over the\n"
     "                   baseline by S and allow U more ULPs (default 1,4: x2 for\n"
     "                   stable, x3 for spread, x20 for tail figures; 0,0: exact)\n"

@@ -161,7 +161,7 @@ void cic_truth_words(char *buf, size_t cap, const cic_report *r)
     for (i = 0; i < pf->n_precs && len < sizeof precs; i++)
         len += (size_t)snprintf(precs + len, sizeof precs - len, "%s%ld", i ? ", " : "",
                                 pf->precs[i]);
-    cic_fmt_num(rel, sizeof rel, pf->max_rel_radius);
+    snprintf(rel, sizeof rel, "%.3g", pf->max_rel_radius);
     if (pf->proven)
         len = (size_t)snprintf(buf, cap,
                                "proven: %zu values, %zu at a higher precision; max relative "
@@ -175,7 +175,7 @@ void cic_truth_words(char *buf, size_t cap, const cic_report *r)
                                "boundary at %s bits",
                                pf->values - pf->first - pf->escalated, pf->values, precs);
     if (pf->rechecked && len < cap) {
-        cic_fmt_num(diff, sizeof diff, r->truth_cert_diff);
+        snprintf(diff, sizeof diff, "%.3g", r->truth_cert_diff);
         snprintf(buf + len, cap - len, "; recheck at +64 bits: max rel diff %s%s", diff,
                  r->truth_certified || !pf->proven ? "" : " (disagrees)");
     }
