@@ -12,7 +12,9 @@
  *       >= 0.7);
  *   (3) the speed-up from 1 to 2 threads: MPFR engine (cic_engine_mpfr_set_threads)
  *       on a mid-size dit block (target >= 1.8), f32 engine and bare sgemm
- *       (openblas_set_num_threads) on the DiT-XL/2 block.
+ *       (openblas_set_num_threads) on the DiT-XL/2 block;
+ *   (5) the truth of cases/dit-xl2.toml, before and proven (bench_truth.c;
+ *       run from the source root).
  *
  * Every timing is the best (minimum wall time) of --reps runs (default 3)
  * after one untimed warm-up; the two sides of a ratio are run interleaved
@@ -24,6 +26,8 @@
  *
  * Usage: cicheck-bench [--reps N] [--quick]
  *        cicheck-bench --time LOG CMD [ARG...] */
+#include "bench_int.h"
+
 #include "base/mpvec.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -179,7 +183,7 @@ static double time_dot(lin_data *L, cic_dot_scratch *s)
         exit(2);
     }
     cic_mp_linear_rows(L->y_dot, (const mpfr_t *)L->x, (size_t)L->M, (const mpfr_t *)L->w, views,
-                       (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K, s);
+                       (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K, NULL, s);
     free(views);
     cic_mp_pack_clear(&all);
     return now() - t0;
@@ -655,6 +659,7 @@ int main(int argc, char **argv)
         cic_mpvec_destroy(out, n);
         cic_model_destroy(m);
     }
+    cic_bench_truth("cases/dit-xl2.toml", quick);
     mpfr_free_cache();
     return 0;
 }

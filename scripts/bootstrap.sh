@@ -10,7 +10,7 @@ build=${1:-build}
 
 pkgs="meson ninja-build pkg-config gcc g++ libopenblas-dev libmpfr-dev libgmp-dev
 libcmocka-dev gnuplot-nox libjansson-dev libtomlplusplus-dev python3-numpy
-libxml2-utils"
+libxml2-utils libflint-arb-dev"
 
 missing=""
 for p in $pkgs; do
