@@ -107,6 +107,20 @@ static void keep_value(mpfr_ptr v, mpfr_srcptr w, float f)
         mpfr_set_flt(v, f, MPFR_RNDN);
 }
 
+/* The largest rad / |mid| of the values proven (the radius the report
+ * gives: of the values kept). */
+static double kept_rel(const mpfr_t *mid, const double *rad, const unsigned char *ok, size_t n)
+{
+    double w = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (ok[i] && !mpfr_zero_p(mid[i])) {
+            double rel = rad[i] / fabs(mpfr_get_d(mid[i], MPFR_RNDZ));
+            w = rel > w ? rel : w;
+        }
+    return w;
+}
+
 /* The largest rad / |mid| of the values not proven (infinite for a zero
  * midpoint), the measure of the bits the next precision must add. */
 static double worst_rel(const mpfr_t *mid, const double *rad, const unsigned char *ok, size_t n)
@@ -192,6 +206,8 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
         free(rad2);
         worst = next_worst;
     }
+    if (*left > 0) /* the values not proven count with their last radius */
+        *maxrel = worst > *maxrel || isnan(worst) ? worst : *maxrel;
     return 0;
 }
 
@@ -273,6 +289,7 @@ int _cic_pl_truth(cic_pipeline *r)
     pf->precs[pf->n_precs++] = (long)r->prec;
     pf->first = cic_ball_prove((const mpfr_t *)r->truth, rad, r->n, ok, &maxrel);
     left = r->n - pf->first;
+    maxrel = kept_rel((const mpfr_t *)r->truth, rad, ok, r->n);
     if (!pf->why[0] &&
         escalate(r, ok, &left, &maxrel, worst_rel((const mpfr_t *)r->truth, rad, ok, r->n)) < 0)
         goto done;
