@@ -286,7 +286,7 @@ static void test_defaults(void **state)
     cic_assert_close(c.model.outlier_scale, 1, 0, 0);
     assert_true(c.f32_openblas);
     assert_true(c.f32_fixed);
-    assert_int_equal(c.mpfr_prec, 128);
+    assert_int_equal(c.mpfr_prec, 64);
     assert_int_equal(c.readout, CIC_READOUT_HEAD);
     assert_int_equal(c.n_xf, 0);
     assert_int_equal(c.n_gates, 0);
@@ -996,11 +996,12 @@ static void test_messages(void **state)
     {
         char why[512];
         cic_case_memory_explain(why, sizeof why, &c);
-        /* 12,905,099,264 float32 weights (48.1 GiB) and the largest,
-         * 4096 x 16384, packed at 128 bits (24 bytes each, 1.5 GiB) */
-        assert_non_null(strstr(why, "weights 49.6 GiB (12905099264 weights: float32 for the "
+        /* 12,905,099,264 float32 weights (48.1 GiB), the largest, 4096 x
+         * 16384, packed at the default 64 bits (16 bytes each, 1 GiB) and
+         * as |W| in float for the truth's radii (0.25 GiB) */
+        assert_non_null(strstr(why, "weights 49.3 GiB (12905099264 weights: float32 for the "
                                     "original and 0 transformed models held at once, 0 of "
-                                    "them also as MPFR numbers at mpfr_prec 128"));
+                                    "them also as MPFR numbers at mpfr_prec 64"));
         assert_non_null(strstr(why, "activations 0.1 GiB (8 tokens x 2 samples)"));
     }
     /* A fold and a Hadamard rotation after it keep recipes (8 bytes a

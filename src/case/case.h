@@ -38,7 +38,7 @@
  *   massive_scale = 300.0           # > 0, at most 1e6 (default 100)
  *   [engines]
  *   f32 = ["openblas", "fixed-order"]   # at least one
- *   mpfr_prec = 128                 # 64 .. 1024
+ *   mpfr_prec = 64                  # 64 .. 1024: where the proof starts
  *   verdict = "mpfr"                # mpfr | f64 | f64-openblas (default mpfr)
  *   [[engines.lowp]]                # up to CIC_MAX_LOWP low-precision engines
  *   name = "w4a4"                   # unique, [A-Za-z0-9_.-]+, not a built-in engine's
@@ -88,7 +88,7 @@
  * false; activation gelu (rmsnorm silu, dit gelu-tanh); d_out = d_model;
  * d_cond = d_model and final_layer true (read only for dit; d_cond and
  * final_layer in a non-dit file are errors); seed 0; dist normal; std 0.02;
- * outlier_channels 0; outlier_scale 1; [engines] f32 both, mpfr_prec 128;
+ * outlier_channels 0; outlier_scale 1; [engines] f32 both, mpfr_prec 64;
  * readout head. Transforms: name, kind required; q required for rotate; q and
  * seed only for rotate (seed default 0); precision mpfr; mistake none; expect
  * equivalent. Gates: metric and max required; transform and engine default

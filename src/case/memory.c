@@ -83,6 +83,9 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr
         big = _cic_sat_mul(d, dout);
     scratch = n_eager > 0 ? _cic_sat_mul(W, hp)
                           : _cic_sat_mul(big, 8 * (((prec > 4096 ? 4096 : prec) + 63) / 64) + 8);
+    /* the truth's ball run: |W| of the largest weight as float for its
+     * radii (mp_ball.c) */
+    scratch = _cic_sat_add(scratch, _cic_sat_mul(big, 4));
     *wbytes = _cic_sat_add(
         _cic_sat_add(_cic_sat_mul(W, 4), scratch),
         _cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager), W), 8),
@@ -91,7 +94,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr
     /* Activations: R rows, each as wide as the widest intermediate (qkv 3d,
      * the MLP m, one attention score row N, the head d_out), about 8 live
      * buffers of MPFR elements of ~48 bytes at 128 bits (32-byte struct +
-     * limbs). */
+     * limbs), and the ball run's radius (a double) beside each. */
     width = 3 * d;
     if (f > width)
         width = f;
@@ -99,7 +102,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr
         width = N;
     if (dout > width)
         width = dout;
-    elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8;
+    elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8 + 8;
     *abytes = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
 }
 
