@@ -53,42 +53,6 @@ static double now(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static void sha256_hex(char hex[65], const void *data, size_t len)
-{
-    cic_sha256 s;
-    unsigned char dig[32];
-    int i;
-    cic_sha256_init(&s);
-    cic_sha256_update(&s, data, len);
-    cic_sha256_final(&s, dig);
-    for (i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
-}
-
-/* The whole file (NUL-terminated; *len without the NUL), NULL when it
- * cannot be read or is larger than max. */
-static char *slurp(const char *path, size_t max, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf;
-    long sz;
-    if (!f)
-        return NULL;
-    if (fseek(f, 0, SEEK_END) != 0 || (sz = ftell(f)) < 0 || (size_t)sz > max ||
-        fseek(f, 0, SEEK_SET) != 0 || !(buf = malloc((size_t)sz + 1))) {
-        fclose(f);
-        return NULL;
-    }
-    if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
-        fclose(f);
-        free(buf);
-        return NULL;
-    }
-    fclose(f);
-    buf[sz] = '\0';
-    *len = (size_t)sz;
-    return buf;
-}
 
 /* ---- the split ---- */
 
@@ -345,7 +309,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     json_t *root, *sh;
     io s;
     int rc;
-    if (!(src = slurp(full->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len))) {
+    if (!(src = cic_read_file(full->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len))) {
         cic_diag_set(d, full->path, 0, 0, "cannot read the case file to fingerprint it");
         return CIC_EINPUT;
     }
@@ -361,8 +325,8 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
         cic_diag_set(d, dir, 0, 0, "out of memory writing the shard's numbers");
         return CIC_EINTERNAL;
     }
-    sha256_hex(sha, src, src_len);
-    sha256_hex(bsha, bin, bin_len);
+    cic_sha256_hex(sha, src, src_len);
+    cic_sha256_hex(bsha, bin, bin_len);
     root = json_object();
     json_object_set_new(root, "cicheck_version", json_string(CIC_VERSION));
     json_object_set_new(root, "kind", json_string("case-shard"));
@@ -625,7 +589,7 @@ static int check_shard(cmerge *m, int k, const char *path, const json_t *r, long
         cic_diag_set(d, path, 0, 0, "no case_sha256 or case_source");
         return CIC_EINPUT;
     }
-    sha256_hex(hex, json_string_value(src), json_string_length(src));
+    cic_sha256_hex(hex, json_string_value(src), json_string_length(src));
     if (strcmp(hex, sha) != 0) {
         cic_diag_set(d, path, 0, 0, "case_source does not hash to case_sha256: the shard was "
                      "edited");
@@ -675,11 +639,11 @@ static int read_bin(cmerge *m, const char *dir, const char *jpath, const json_t 
     char *bin;
     io s;
     snprintf(path, sizeof path, "%s/" SHARD_BIN, dir);
-    if (!(bin = slurp(path, SIZE_MAX / 4, &len))) {
+    if (!(bin = cic_read_file(path, SIZE_MAX / 4, &len))) {
         cic_diag_set(d, path, 0, 0, "cannot read the shard's numbers");
         return CIC_EINPUT;
     }
-    sha256_hex(hex, bin, len);
+    cic_sha256_hex(hex, bin, len);
     if (!json_is_integer(bytes) || (json_int_t)len != json_integer_value(bytes) || !want ||
         strcmp(hex, want) != 0) {
         cic_diag_set(d, path, 0, 0, "%zu bytes that do not hash to data_sha256 of %s (truncated "

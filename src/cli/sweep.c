@@ -59,21 +59,7 @@ static json_t *point_params(const cic_sweep *s, long i)
     return o;
 }
 
-static void sha256_hex(char hex[65], const void *data, size_t len)
-{
-    cic_sha256 s;
-    unsigned char dig[32];
-    int i;
-    cic_sha256_init(&s);
-    cic_sha256_update(&s, data, len);
-    cic_sha256_final(&s, dig);
-    for (i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
-}
-
-/* The case file's bytes (NUL-terminated; *len without the NUL), to hash
- * and to embed in sweep.json. NULL when it cannot be read. */
-static char *read_case_file(const char *path, size_t *len)
+char *cic_read_file(const char *path, size_t max, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     char *buf = NULL, *nb;
@@ -82,7 +68,7 @@ static char *read_case_file(const char *path, size_t *len)
         return NULL;
     for (;;) {
         if (n == cap) {
-            if (cap >= (size_t)CIC_CASE_MAX_FILE_BYTES)
+            if (cap >= max)
                 goto fail;
             cap = cap ? 2 * cap : 65536;
             nb = realloc(buf, cap + 1);
@@ -311,12 +297,12 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
             return CIC_EINPUT;
         }
     }
-    src = read_case_file(c->path, &src_len);
+    src = cic_read_file(c->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len);
     if (!src) {
         fprintf(stderr, "cicheck: %s: cannot read the case file to fingerprint it\n", c->path);
         return CIC_EINPUT;
     }
-    sha256_hex(sha, src, src_len);
+    cic_sha256_hex(sha, src, src_len);
     root = sweep_header(c, sha, src, src_len);
     free(src);
     if (a->shard) {
@@ -470,7 +456,7 @@ static int check_header(const shard *s, cic_case *c, long *total, long *count, c
                      "must be written by this version of cicheck)");
         return CIC_EINPUT;
     }
-    sha256_hex(hex, json_string_value(src), json_string_length(src));
+    cic_sha256_hex(hex, json_string_value(src), json_string_length(src));
     if (strcmp(hex, sha) != 0) {
         cic_diag_set(d, s->path, 0, 0, "case_source does not hash to case_sha256 (%.16s... vs "
                      "%.16s...): the shard was edited", hex, sha);

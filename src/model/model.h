@@ -144,6 +144,8 @@ typedef struct {
 void cic_sha256_init(cic_sha256 *s);
 void cic_sha256_update(cic_sha256 *s, const void *data, size_t len);
 void cic_sha256_final(cic_sha256 *s, unsigned char out[32]);
+/* The SHA-256 of len bytes as 64 hex digits. */
+void cic_sha256_hex(char hex[65], const void *data, size_t len);
 
 #endif
 

@@ -5,6 +5,7 @@
  * tests/test_model.c. */
 #include "model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const uint32_t K[64] = {
@@ -89,4 +90,16 @@ void cic_sha256_final(cic_sha256 *s, unsigned char out[32])
     cic_sha256_update(s, lenb, 8);
     for (i = 0; i < 32; i++)
         out[i] = (unsigned char)(s->h[i / 4] >> (24 - 8 * (i % 4)));
+}
+
+void cic_sha256_hex(char hex[65], const void *data, size_t len)
+{
+    cic_sha256 s;
+    unsigned char dig[32];
+    int i;
+    cic_sha256_init(&s);
+    cic_sha256_update(&s, data, len);
+    cic_sha256_final(&s, dig);
+    for (i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
 }
