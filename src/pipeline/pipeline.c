@@ -134,6 +134,7 @@ static int stages(cic_pipeline *p, cic_diag *d)
     return CIC_OK;
 }
 
+
 /* The report: every row and gate, the overall pass. */
 static void assemble(cic_pipeline *p)
 {
@@ -151,6 +152,20 @@ static void assemble(cic_pipeline *p)
         rep->pass = rep->pass && p->res[i].pass;
     for (i = 0; i < p->n_gates; i++)
         rep->pass = rep->pass && p->gates[i].pass;
+}
+
+/* After the rows: gates, hashes, the report, the baseline, the wall time.
+ * CIC_OK, or the baseline comparison's error. */
+static int score(cic_pipeline *p, cic_diag *d)
+{
+    int rc;
+    _cic_pl_gates(p);
+    _cic_pl_hashes(p);
+    assemble(p);
+    if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
+        return rc;
+    p->rep.wall_seconds = _cic_pl_now() - p->t0;
+    return CIC_OK;
 }
 
 int cic_pipeline_check(const cic_case *c, bool dump, cic_diag *d)
@@ -182,12 +197,8 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     if ((rc = memory_guard(p, d)) != CIC_OK || (rc = allocate(p, d)) != CIC_OK ||
         (rc = stages(p, d)) != CIC_OK)
         return rc;
-    _cic_pl_gates(p);
-    _cic_pl_hashes(p);
-    assemble(p);
-    if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
+    if ((rc = score(p, d)) != CIC_OK)
         return rc;
-    p->rep.wall_seconds = _cic_pl_now() - p->t0;
     p->parts.n = p->n;
     p->parts.truth = p->truth;
     p->parts.ref = p->ref_own;
@@ -263,12 +274,8 @@ int cic_pipeline_replay(cic_pipeline **out, const cic_case *c, const cic_pipelin
     _cic_pl_stage(p, "scoring %s from its shards", c->name);
     if (_cic_pl_replay_rows(p, d) < 0)
         return CIC_EINTERNAL;
-    _cic_pl_gates(p);
-    _cic_pl_hashes(p);
-    assemble(p);
-    if ((rc = _cic_pl_compare(p, d)) != CIC_OK)
+    if ((rc = score(p, d)) != CIC_OK)
         return rc;
-    p->rep.wall_seconds = _cic_pl_now() - p->t0;
     return p->rep.pass ? CIC_OK : CIC_EGATE;
 }
 
