@@ -13,6 +13,8 @@
  *     64-bit midpoint is wrong in its leading bits, its ball holds the
  *     300-bit value and is not proven; at 128 bits it is proven, to the
  *     300-bit value's binary32.
+ *   - A linear layer's radius (|W| r by float32 sgemm) is as tight as
+ *     Arb's arb_dot of the same balls and holds Arb's midpoint.
  *   - cic_ball_prove: a ball across a binary32 rounding boundary is not
  *     proven, one inside is; NaN and infinite radii prove nothing.
  *   - An op a transform adds (FWHT) fails the ball with why. */
@@ -25,6 +27,7 @@
 #include "model/model.h"
 #include "model/op.h"
 
+#include <arb.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -249,6 +252,99 @@ static void test_cancellation(void **state)
     cic_model_destroy(m);
 }
 
+/* The linear layer's radii against Arb's: y = W2 (W1 x) with a ball
+ * input to the second linear (the first's output); arb_dot of those balls
+ * with the exact W2 gives Arb's enclosure of each y. The engine's radius
+ * (|W2| r by float32 sgemm, plus u |y|) must hold the Arb midpoint and be
+ * no wider than Arb's radius plus the few ulps the two midpoints differ
+ * by: as tight as the reference. */
+static void test_linear_vs_arb(void **state)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    int d = 24, w1, w2, y1, y2, j, p;
+    uint64_t s = 99;
+    mpfr_t *mid, *y1m;
+    double *rad, *r1, worst = 0;
+    cic_ball_out bo;
+    cic_op o;
+    arb_ptr xb, wb;
+    arb_t e;
+    (void)state;
+    assert_non_null(m);
+    m->cfg = base_cfg(CIC_BLOCK_PRELN, 5);
+    m->cfg.d_model = d;
+    m->cfg.tokens = 3;
+    m->cfg.samples = 1;
+    m->rows = 3;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, 3, d);
+    w1 = cic_model_tensor_add(m, "w1", CIC_T_WEIGHT, d, d);
+    w2 = cic_model_tensor_add(m, "w2", CIC_T_WEIGHT, d, d);
+    y1 = cic_model_tensor_add(m, "y1", CIC_T_ACT, 3, d);
+    y2 = cic_model_tensor_add(m, "y2", CIC_T_ACT, 3, d);
+    for (j = 0; j < 3 * d; j++)
+        m->t[m->input].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 333.0f;
+    for (j = 0; j < d * d; j++) {
+        m->t[w1].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 777.0f;
+        m->t[w2].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 555.0f;
+    }
+    o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_INPUT, -1);
+    o.in[0] = m->input;
+    o.w = w1;
+    o.out = y1;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    o.in[0] = y1;
+    o.w = w2;
+    o.out = y2;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    /* the first linear alone: its midpoints and radii, the second's input */
+    m->output = m->residual = y1;
+    ball_run(m, 64, (size_t)3 * d, &y1m, &r1, &bo);
+    m->output = m->residual = y2;
+    ball_run(m, 64, (size_t)3 * d, &mid, &rad, &bo);
+    assert_false(bo.failed);
+    xb = _arb_vec_init(d);
+    wb = _arb_vec_init(d);
+    arb_init(e);
+    for (p = 0; p < 3; p++)
+        for (j = 0; j < d; j++) {
+            int k;
+            double dist;
+            mpfr_t t;
+            for (k = 0; k < d; k++) {
+                arf_set_mpfr(arb_midref(xb + k), y1m[p * d + k]);
+                mag_set_d(arb_radref(xb + k), r1[p * d + k]);
+                arb_set_d(wb + k, (double)m->t[w2].f32[j * d + k]);
+            }
+            arb_dot(e, NULL, 0, xb, 1, wb, 1, d, 200);
+            /* Arb's midpoint inside the engine's ball */
+            mpfr_init2(t, 300);
+            arf_get_mpfr(t, arb_midref(e), MPFR_RNDN);
+            mpfr_sub(t, t, mid[p * d + j], MPFR_RNDN);
+            dist = fabs(mpfr_get_d(t, MPFR_RNDU));
+            mpfr_clear(t);
+            assert_true(dist <= rad[p * d + j]);
+            /* and no wider than Arb's radius plus 4 ulps at 64 bits */
+            {
+                double ar = mag_get_d(arb_radref(e)),
+                       slack = 4 * ldexp(fabs(mpfr_get_d(mid[p * d + j], MPFR_RNDN)), -63);
+                double ratio = rad[p * d + j] / (ar + slack);
+                worst = ratio > worst ? ratio : worst;
+            }
+        }
+    print_message("largest radius / Arb's: %.6f\n", worst);
+    if (worst > 1.01)
+        fail_msg("a linear layer's radius is %.4f times Arb's", worst);
+    arb_clear(e);
+    _arb_vec_clear(xb, d);
+    _arb_vec_clear(wb, d);
+    cic_mpvec_destroy(mid, (size_t)3 * d);
+    cic_mpvec_destroy(y1m, (size_t)3 * d);
+    free(rad);
+    free(r1);
+    cic_model_destroy(m);
+}
+
 static void test_prove(void **state)
 {
     mpfr_t *v = cic_mpvec_create(5, 64);
@@ -322,6 +418,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_inside),
         cmocka_unit_test(test_cancellation),
+        cmocka_unit_test(test_linear_vs_arb),
         cmocka_unit_test(test_prove),
         cmocka_unit_test(test_no_rule),
     };
