@@ -98,7 +98,7 @@ static void block_clear(x_block *B)
  * see _cic_dot_rows_setup's emin). z = 4 d + 2 s gives the bin's byte
  * offset (128 (d / 32) + 16 s), the shift (d % 32) and the sign at once. */
 DOT_INLINE void narrow_run(narrow_bins *bins, const x_block *B, const cic_mp_pack *y, int64_t c,
-                            size_t i0, size_t i1, int nr, int la)
+                           size_t i0, size_t i1, int nr, int la)
 {
     const int64_t *xe = B->xe + i0 * (size_t)nr, *ye = y->es;
     const mp_limb_t *xl = B->xl + i0 * (size_t)nr * (size_t)la, *yl = y->limbs;
@@ -118,8 +118,8 @@ DOT_INLINE void narrow_run(narrow_bins *bins, const x_block *B, const cic_mp_pac
         for (t = 0; t < nr; t++) {
             uint64_t z = (uint64_t)(xe[t] + ec) ^ sb;
             mp_limb_t bs = b << (z >> 2 & 31);
-            dot_u128 *bt = (dot_u128 *)(void *)(base + (z & ~(uint64_t)127) + 8 * (z & 2) +
-                                                32 * (size_t)t);
+            size_t off = (size_t)(z & ~(uint64_t)127) + 8 * (size_t)(z & 2) + 32 * (size_t)t;
+            dot_u128 *bt = (dot_u128 *)(void *)(base + off);
 #pragma GCC unroll 4
             for (k = 0; k < la; k++) /* limb k: 64 k bits, 2 k bins up */
                 bt[16 * k] += (dot_u128)xl[t * la + k] * bs;
@@ -139,8 +139,14 @@ static void narrow_carry(narrow_bins *bins, int nb, int lanes)
         }
 }
 
+/* Limb k of a lane once normalised: bins 2 k and 2 k + 1. */
+static mp_limb_t bins_limb(const narrow_bins *bins, int k, int lane)
+{
+    return (mp_limb_t)bins->b[2 * k][lane] | (mp_limb_t)bins->b[2 * k + 1][lane] << 32;
+}
+
 DOT_INLINE void narrow_pass(narrow_bins *bins, const x_block *B, const cic_mp_pack *y, int64_t c,
-                            int nb, int nr, int la)
+                           int nb, int nr, int la)
 {
     size_t i, end, n = y->n;
     for (i = 0; i < n; i = end) {
@@ -189,14 +195,14 @@ static unsigned block_dot(mpfr_ptr *r, const x_block *B, const cic_mp_pack *y, m
 #undef NARROW
     for (t = 0; t < nr; t++) {
         dot_acc *A = &acc[t];
-        CIC_ASSERT(bins->b[2 * w - 1][2 * t] >> 32 == 0 && bins->b[2 * w - 1][2 * t + 1] >> 32 == 0);
+        CIC_ASSERT(bins->b[2 * w - 1][2 * t] >> 32 == 0 &&
+                   bins->b[2 * w - 1][2 * t + 1] >> 32 == 0);
         A->emin = u;
         A->w = w;
         A->nz = 0;
         for (k = 0; k < w; k++) {
-            A->pos[k] = (mp_limb_t)bins->b[2 * k][2 * t] | (mp_limb_t)bins->b[2 * k + 1][2 * t] << 32;
-            A->neg[k] =
-                (mp_limb_t)bins->b[2 * k][2 * t + 1] | (mp_limb_t)bins->b[2 * k + 1][2 * t + 1] << 32;
+            A->pos[k] = bins_limb(bins, k, 2 * t);
+            A->neg[k] = bins_limb(bins, k, 2 * t + 1);
             /* products only add, and a zero one is 0: a nonzero sum of
              * either sign means a nonzero product */
             A->nz += (A->pos[k] | A->neg[k]) != 0;
