@@ -17,8 +17,11 @@
  * same correctly rounded value, bit for bit.
  *
  * The block's rows are copied once, interleaved (entry i of every row
- * together), with the exponent and sign in one word: per term the loop
- * finds the bin, the shift and the sign from one addition. Whatever the
+ * together), with the exponent and sign in one word (8 e + 2 s); y's word
+ * adds the bins' address, so that per term one addition gives the bin's
+ * address, the shift and the sign lane. The sign lane counts negative
+ * factors (0, 1 or 2: a sum, which needs no exclusive or; lanes 0 and 2
+ * both hold positive products and are added at the end). Whatever the
  * hot case does not cover (other precisions, a span too wide for the
  * accumulator, NaN, Inf, all-zero rows) goes to cic_mp_dot_rows_packed and
  * cic_mp_dot, which decide exactly as before. */
@@ -31,20 +34,22 @@
 #define NARROW_BITS 24 /* significant bits of a weight: float32 */
 #define NARROW_RUN 256 /* terms between normalisations: 2^8 2^119 < 2^128 */
 #define NARROW_LA 4    /* most x limbs the block takes */
-#define NARROW_EXP ((int64_t)1 << 60) /* |exponent| bound for 4 e + 2 s */
+#define NARROW_EXP ((int64_t)1 << 56) /* |exponent| bound for 8 e + 2 s */
+#define NARROW_LANES 16 /* a bin index: 3 lanes a row, padded to 256 bytes */
 
 /* Rows [i, i + nr) of x, interleaved: entry p of row t at p nr + t. */
 typedef struct {
-    int64_t *xe;   /* 4 e + 2 s (e MPFR's exponent, s the sign); a zero as 4 emin */
+    int64_t *xe;   /* 8 e + 2 s (e MPFR's exponent, s the sign); a zero as 8 emin */
     mp_limb_t *xl; /* la limbs an entry, MPFR's layout; a zero's are 0 */
     int nr, la;
     cic_mp_span sx[CIC_DOT_ROWS];
 } x_block;
 
-/* Bins of every row: bin j of row t and sign s (1: negative products) at
- * b[j][2 t + s], 128 bytes a bin index. */
+/* Bins of every row: bin j of row t at b[j][3 t + q], q the number of
+ * negative factors (q = 1: negative products, 0 and 2 positive ones; so q
+ * is a sum, not an exclusive or). 256-byte aligned. */
 typedef struct {
-    dot_u128 b[2 * DOT_ACC_LIMBS][2 * CIC_DOT_ROWS];
+    dot_u128 b[2 * DOT_ACC_LIMBS][NARROW_LANES];
 } narrow_bins;
 
 /* 0, or -1 (B empty) when the rows do not suit the hot case or memory
@@ -76,10 +81,10 @@ static int block_init(x_block *B, const cic_mp_pack *xp, int nr, size_t k)
             int64_t es = xp[t].es[p];
             size_t q = p * (size_t)nr + (size_t)t;
             if (PACK_IS_ZERO(es)) {
-                B->xe[q] = 4 * (int64_t)B->sx[t].emin; /* in range; adds 0 */
+                B->xe[q] = 8 * (int64_t)B->sx[t].emin; /* in range; adds 0 */
                 continue;
             }
-            B->xe[q] = 4 * (es >> 1) + 2 * (es & 1);
+            B->xe[q] = 8 * (es >> 1) + 2 * (es & 1);
             memcpy(B->xl + q * (size_t)la, xp[t].limbs + p * (size_t)la,
                    (size_t)la * sizeof *B->xl);
         }
@@ -95,34 +100,34 @@ static void block_clear(x_block *B)
 
 /* Terms [i0, i1) of nr rows of la limbs (constants where inlined). c takes
  * the exponent sum to d, the bit offset of a term's lowest limb (>= 40:
- * see _cic_dot_rows_setup's emin). z = 4 d + 2 s gives the bin's byte
- * offset (128 (d / 32) + 16 s), the shift (d % 32) and the sign at once. */
+ * see _cic_dot_rows_setup's emin). With y's part the bins' address,
+ * z = bins + 8 d + 2 q gives at once the bin's address (bins + 256 (d / 32)
+ * + 16 q), the shift (d % 32) and the lane. */
 DOT_INLINE void narrow_run(narrow_bins *bins, const x_block *B, const cic_mp_pack *y, int64_t c,
                            size_t i0, size_t i1, int nr, int la)
 {
     const int64_t *xe = B->xe + i0 * (size_t)nr, *ye = y->es;
     const mp_limb_t *xl = B->xl + i0 * (size_t)nr * (size_t)la, *yl = y->limbs;
-    char *base = (char *)bins->b;
+    uint64_t base = (uint64_t)(uintptr_t)bins->b;
     size_t i;
     int t, k;
     for (i = i0; i < i1; i++, xe += nr, xl += (size_t)nr * (size_t)la) {
-        int64_t eb = ye[i], ec;
-        uint64_t sb;
+        int64_t eb = ye[i];
+        uint64_t yz;
         mp_limb_t b;
         if (PACK_IS_ZERO(eb))
             continue;
-        ec = 4 * ((eb >> 1) + c);
-        sb = (uint64_t)(eb & 1) << 1;
+        yz = base + (uint64_t)(8 * ((eb >> 1) + c) + 2 * (eb & 1));
         b = yl[i] >> (GMP_NUMB_BITS - NARROW_BITS);
 #pragma GCC unroll 4
         for (t = 0; t < nr; t++) {
-            uint64_t z = (uint64_t)(xe[t] + ec) ^ sb;
-            mp_limb_t bs = b << (z >> 2 & 31);
-            size_t off = (size_t)(z & ~(uint64_t)127) + 8 * (size_t)(z & 2) + 32 * (size_t)t;
-            dot_u128 *bt = (dot_u128 *)(void *)(base + off);
+            uint64_t z = (uint64_t)xe[t] + yz;
+            mp_limb_t bs = b << (z >> 3 & 31);
+            dot_u128 *bt =
+                (dot_u128 *)(uintptr_t)((z & ~(uint64_t)255) + 8 * (z & 6) + 48 * (uint64_t)t);
 #pragma GCC unroll 4
             for (k = 0; k < la; k++) /* limb k: 64 k bits, 2 k bins up */
-                bt[16 * k] += (dot_u128)xl[t * la + k] * bs;
+                bt[2 * NARROW_LANES * k] += (dot_u128)xl[t * la + k] * bs;
         }
     }
 }
@@ -152,7 +157,7 @@ DOT_INLINE void narrow_pass(narrow_bins *bins, const x_block *B, const cic_mp_pa
     for (i = 0; i < n; i = end) {
         end = n - i < NARROW_RUN ? n : i + NARROW_RUN;
         narrow_run(bins, B, y, c, i, end, nr, la);
-        narrow_carry(bins, nb, 2 * nr);
+        narrow_carry(bins, nb, 3 * nr);
     }
 }
 
@@ -193,16 +198,20 @@ static unsigned block_dot(mpfr_ptr *r, const x_block *B, const cic_mp_pack *y, m
     default: NARROW(nr, la);
     }
 #undef NARROW
+    for (k = 0; k < 2 * w; k++) /* both positive lanes in one */
+        for (t = 0; t < nr; t++)
+            bins->b[k][3 * t] += bins->b[k][3 * t + 2];
+    narrow_carry(bins, 2 * w, 3 * nr);
     for (t = 0; t < nr; t++) {
         dot_acc *A = &acc[t];
-        CIC_ASSERT(bins->b[2 * w - 1][2 * t] >> 32 == 0 &&
-                   bins->b[2 * w - 1][2 * t + 1] >> 32 == 0);
+        CIC_ASSERT(bins->b[2 * w - 1][3 * t] >> 32 == 0 &&
+                   bins->b[2 * w - 1][3 * t + 1] >> 32 == 0);
         A->emin = u;
         A->w = w;
         A->nz = 0;
         for (k = 0; k < w; k++) {
-            A->pos[k] = bins_limb(bins, k, 2 * t);
-            A->neg[k] = bins_limb(bins, k, 2 * t + 1);
+            A->pos[k] = bins_limb(bins, k, 3 * t);
+            A->neg[k] = bins_limb(bins, k, 3 * t + 1);
             /* products only add, and a zero one is 0: a nonzero sum of
              * either sign means a nonzero product */
             A->nz += (A->pos[k] | A->neg[k]) != 0;
@@ -215,7 +224,8 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
                         mpfr_t *wrow, cic_dot_scratch *s)
 {
-    narrow_bins *bins = cic_calloc(1, sizeof *bins); /* NULL: no hot case */
+    /* NULL: no hot case */
+    narrow_bins *bins = aligned_alloc(256, sizeof(narrow_bins));
     size_t i, j;
     int t, nr;
     for (i = 0; i < m; i += (size_t)nr) {
@@ -225,6 +235,7 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
         mpfr_ptr yr[CIC_DOT_ROWS];
         x_block B;
         bool packed = true, blk;
+        memset(xp, 0, sizeof xp);
         nr = m - i < CIC_DOT_ROWS ? (int)(m - i) : CIC_DOT_ROWS;
         for (t = 0; t < nr; t++) {
             xr[t] = x + (i + (size_t)t) * k;
