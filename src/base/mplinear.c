@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* mplinear.c: the MPFR engine's linear op, cic_mp_linear_rows (mpvec.h),
- * and the kernel of its hot case: a block of up to CIC_DOT_ROWS activation
+ * and the kernel of its hot case: a block of up to NARROW_ROWS activation
  * rows at the working precision (64 or 128 bits: 1 or 2 limbs) against
  * float32 weight rows (24 significant bits at the top of one limb).
  *
@@ -34,20 +34,23 @@
 #define NARROW_BITS 24 /* significant bits of a weight: float32 */
 #define NARROW_RUN 256 /* terms between normalisations: 2^8 2^119 < 2^128 */
 #define NARROW_LA 4    /* most x limbs the block takes */
-#define NARROW_EXP ((int64_t)1 << 56) /* |exponent| bound for 8 e + 2 s */
-#define NARROW_LANES 16 /* a bin index: 3 lanes a row, padded to 256 bytes */
+#define NARROW_EXP ((int64_t)1 << 54) /* |exponent| bound, so that words fit */
+#define NARROW_ROWS (2 * CIC_DOT_ROWS)  /* rows a block: 8 */
+#define NARROW_LANES 32 /* a bin index: 3 lanes a row, padded to a power of 2 */
+#define NARROW_SLOT (16 * NARROW_LANES) /* bytes a bin index: 512 */
+#define NARROW_E (NARROW_SLOT / 32)     /* a word is NARROW_E e + 2 s: 16 e + 2 s */
 
 /* Rows [i, i + nr) of x, interleaved: entry p of row t at p nr + t. */
 typedef struct {
-    int64_t *xe;   /* 8 e + 2 s (e MPFR's exponent, s the sign); a zero as 8 emin */
+    int64_t *xe;   /* NARROW_E e + 2 s (e MPFR's exponent, s the sign); a zero as at emin */
     mp_limb_t *xl; /* la limbs an entry, MPFR's layout; a zero's are 0 */
     int nr, la;
-    cic_mp_span sx[CIC_DOT_ROWS];
+    cic_mp_span sx[NARROW_ROWS];
 } x_block;
 
 /* Bins of every row: bin j of row t at b[j][3 t + q], q the number of
  * negative factors (q = 1: negative products, 0 and 2 positive ones; so q
- * is a sum, not an exclusive or). 256-byte aligned. */
+ * is a sum, not an exclusive or). NARROW_SLOT-byte aligned. */
 typedef struct {
     dot_u128 b[2 * DOT_ACC_LIMBS][NARROW_LANES];
 } narrow_bins;
@@ -81,10 +84,10 @@ static int block_init(x_block *B, const cic_mp_pack *xp, int nr, size_t k)
             int64_t es = xp[t].es[p];
             size_t q = p * (size_t)nr + (size_t)t;
             if (PACK_IS_ZERO(es)) {
-                B->xe[q] = 8 * (int64_t)B->sx[t].emin; /* in range; adds 0 */
+                B->xe[q] = NARROW_E * (int64_t)B->sx[t].emin; /* in range; adds 0 */
                 continue;
             }
-            B->xe[q] = 8 * (es >> 1) + 2 * (es & 1);
+            B->xe[q] = NARROW_E * (es >> 1) + 2 * (es & 1);
             memcpy(B->xl + q * (size_t)la, xp[t].limbs + p * (size_t)la,
                    (size_t)la * sizeof *B->xl);
         }
@@ -117,14 +120,14 @@ DOT_INLINE void narrow_run(narrow_bins *bins, const x_block *B, const cic_mp_pac
         mp_limb_t b;
         if (PACK_IS_ZERO(eb))
             continue;
-        yz = base + (uint64_t)(8 * ((eb >> 1) + c) + 2 * (eb & 1));
+        yz = base + (uint64_t)(NARROW_E * ((eb >> 1) + c) + 2 * (eb & 1));
         b = yl[i] >> (GMP_NUMB_BITS - NARROW_BITS);
-#pragma GCC unroll 4
+#pragma GCC unroll 8
         for (t = 0; t < nr; t++) {
             uint64_t z = (uint64_t)xe[t] + yz;
-            mp_limb_t bs = b << (z >> 3 & 31);
-            dot_u128 *bt =
-                (dot_u128 *)(uintptr_t)((z & ~(uint64_t)255) + 8 * (z & 6) + 48 * (uint64_t)t);
+            mp_limb_t bs = b << (z / NARROW_E & 31);
+            dot_u128 *bt = (dot_u128 *)(uintptr_t)((z & ~(uint64_t)(NARROW_SLOT - 1)) +
+                                                   8 * (z & 6) + 48 * (uint64_t)t);
 #pragma GCC unroll 4
             for (k = 0; k < la; k++) /* limb k: 64 k bits, 2 k bins up */
                 bt[2 * NARROW_LANES * k] += (dot_u128)xl[t * la + k] * bs;
@@ -167,11 +170,12 @@ DOT_INLINE void narrow_pass(narrow_bins *bins, const x_block *B, const cic_mp_pa
 static unsigned block_dot(mpfr_ptr *r, const x_block *B, const cic_mp_pack *y, mpfr_srcptr bias,
                           narrow_bins *bins)
 {
-    dot_acc acc[CIC_DOT_ROWS];
+    dot_acc acc[NARROW_ROWS];
     mpfr_exp_t u = 0, top = 0; /* the common unit; every row's bits below 2^top */
     int t, k, w, nr = B->nr, la = B->la, kb = _cic_dot_bias_limbs(bias);
     int64_t c;
     if (kb < 0 || !y->span.usable || y->L != 1 || y->prec > NARROW_BITS ||
+        y->span.emin < -NARROW_EXP || y->span.emax > NARROW_EXP ||
         _cic_dot_rows_setup(acc, nr, B->sx, &y->span, bias, kb) != la)
         return 0;
     for (t = 0; t < nr; t++) {
@@ -190,6 +194,11 @@ static unsigned block_dot(mpfr_ptr *r, const x_block *B, const cic_mp_pack *y, m
     c = -(int64_t)u - NARROW_BITS - GMP_NUMB_BITS * (int64_t)la;
 #define NARROW(R, L) narrow_pass(bins, B, y, c, 2 * w, (R), (L))
     switch (nr * 16 + (la <= 2 ? la : 0)) {
+    case 8 * 16 + 1: NARROW(8, 1); break;
+    case 8 * 16 + 2: NARROW(8, 2); break;
+    case 7 * 16 + 1: NARROW(7, 1); break;
+    case 6 * 16 + 1: NARROW(6, 1); break;
+    case 5 * 16 + 1: NARROW(5, 1); break;
     case 4 * 16 + 1: NARROW(4, 1); break;
     case 4 * 16 + 2: NARROW(4, 2); break;
     case 3 * 16 + 1: NARROW(3, 1); break;
@@ -225,18 +234,18 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                         mpfr_t *wrow, cic_dot_scratch *s)
 {
     /* NULL: no hot case */
-    narrow_bins *bins = aligned_alloc(256, sizeof(narrow_bins));
+    narrow_bins *bins = aligned_alloc(NARROW_SLOT, sizeof(narrow_bins));
     size_t i, j;
     int t, nr;
     for (i = 0; i < m; i += (size_t)nr) {
-        const mpfr_t *xr[CIC_DOT_ROWS];
-        cic_mp_pack xp[CIC_DOT_ROWS];
-        const cic_mp_pack *xpp[CIC_DOT_ROWS];
-        mpfr_ptr yr[CIC_DOT_ROWS];
+        const mpfr_t *xr[NARROW_ROWS];
+        cic_mp_pack xp[NARROW_ROWS];
+        const cic_mp_pack *xpp[NARROW_ROWS];
+        mpfr_ptr yr[NARROW_ROWS];
         x_block B;
         bool packed = true, blk;
         memset(xp, 0, sizeof xp);
-        nr = m - i < CIC_DOT_ROWS ? (int)(m - i) : CIC_DOT_ROWS;
+        nr = m - i < NARROW_ROWS ? (int)(m - i) : NARROW_ROWS;
         for (t = 0; t < nr; t++) {
             xr[t] = x + (i + (size_t)t) * k;
             /* out of memory: unpacked, every dot through cic_mp_dot */
@@ -245,14 +254,17 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
         }
         blk = packed && bins && block_init(&B, xp, nr, k) == 0;
         for (j = 0; j < n; j++) {
-            unsigned done = 0;
+            unsigned done = 0, fall = 0;
             mpfr_srcptr bj = b ? b[j] : NULL;
             for (t = 0; t < nr; t++)
                 yr[t] = y[(i + (size_t)t) * n + j];
             if (blk)
                 done = block_dot(yr, &B, &wp[j], bj, bins);
-            if (packed && !done)
-                done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], bj);
+            for (t = 0; packed && !done && t < nr; t += CIC_DOT_ROWS) {
+                int h = nr - t < CIC_DOT_ROWS ? nr - t : CIC_DOT_ROWS;
+                fall |= cic_mp_dot_rows_packed(yr + t, xpp + t, h, &wp[j], bj) << t;
+            }
+            done |= fall;
             if (!w && done != (1u << nr) - 1) {
                 size_t p; /* the row back out of its pack */
                 for (p = 0; p < k; p++)
