@@ -276,6 +276,25 @@ static double bench_kernel(int M, int N, int K, mpfr_prec_t prec, mpfr_prec_t wp
     return ratio;
 }
 
+/* Part (1): the kernel at 64 and 128 bits, f32 and full-mantissa weights. */
+static void part1(int quick)
+{
+    static const mpfr_prec_t precs[2] = {64, 128};
+    int M = quick ? 4 : 32, K = 1152, N = 1152, q;
+    double ns_real[2], ns_full[2];
+    printf("\n(1) MPFR dot kernel vs plain mpfr_fma loop (1 thread, LINEAR-shaped loop)\n");
+    for (q = 0; q < 2; q++) {
+        bench_kernel(M, N, K, precs[q], 24,
+                     "real use: untransformed weights (f32 values at 24 bits)", &ns_real[q]);
+        bench_kernel(quick ? 2 : 24, N, K, precs[q], precs[q],
+                     "transformed weights (full mantissas at x's precision, as hp tensors)",
+                     &ns_full[q]);
+    }
+    printf("  summary, ns per multiply-add: f32 weights %.2f at 64 bits (target < 3: %s),"
+           " %.2f at 128;\n    full-mantissa weights %.2f at 64 bits, %.2f at 128\n",
+           ns_real[0], ns_real[0] < 3 ? "met" : "NOT met", ns_real[1], ns_full[0], ns_full[1]);
+}
+
 /* ---- models ---- */
 
 static cic_model_cfg dit_cfg(int d, int heads, int tokens, int samples, int layers,
@@ -545,24 +564,7 @@ int main(int argc, char **argv)
            "of each ratio run interleaved. Other work on the machine makes the numbers noisy.\n",
            g_reps);
 
-    /* (1) */
-    printf("\n(1) MPFR dot kernel vs plain mpfr_fma loop (1 thread, LINEAR-shaped loop)\n");
-    {
-        static const mpfr_prec_t precs[2] = {64, 128};
-        int M = quick ? 4 : 32, K = 1152, N = 1152, q;
-        double ns_real[2], ns_full[2];
-        for (q = 0; q < 2; q++) {
-            bench_kernel(M, N, K, precs[q], 24,
-                         "real use: untransformed weights (f32 values at 24 bits)", &ns_real[q]);
-            bench_kernel(quick ? 2 : 24, N, K, precs[q], precs[q],
-                         "transformed weights (full mantissas at x's precision, as hp tensors)",
-                         &ns_full[q]);
-        }
-        printf("  summary, ns per multiply-add: f32 weights %.2f at 64 bits (target < 3: %s),"
-               " %.2f at 128;\n    full-mantissa weights %.2f at 64 bits, %.2f at 128\n",
-               ns_real[0], ns_real[0] < 3 ? "met" : "NOT met", ns_real[1], ns_full[0],
-               ns_full[1]);
-    }
+    part1(quick);
 
     /* (2) */
     {
