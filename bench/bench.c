@@ -4,9 +4,10 @@
  *
  *   (1) the MPFR dot kernel in its real use, the engine's linear op
  *       (cic_mp_linear_rows: y[i,j] = b[j] + sum_p x[i,p] w[j,p], each
- *       correctly rounded, at 128 bits), against a plain
+ *       correctly rounded), at 64 and at 128 bits, against a plain
  *       mpfr_fma accumulation over the same values: ns per multiply-add and
- *       the ratio (target <= 0.75);
+ *       the ratio (target <= 0.75; at 64 bits with f32 weights, below 3 ns
+ *       per multiply-add);
  *   (2) the f32 engine (OpenBLAS) on a DiT-XL/2 block: counted FLOPs / time,
  *       against bare cblas_sgemm on the block's matmul shapes (target ratio
  *       >= 0.7);
@@ -124,25 +125,27 @@ static double loadavg1(void)
 
 typedef struct {
     int M, N, K;
+    mpfr_prec_t prec; /* of x, the outputs and the fma accumulator */
     mpfr_t *x, *w, *b, *y_dot, *y_fma;
 } lin_data;
 
-static void lin_init(lin_data *L, int M, int N, int K, mpfr_prec_t wprec)
+static void lin_init(lin_data *L, int M, int N, int K, mpfr_prec_t prec, mpfr_prec_t wprec)
 {
     size_t i;
     L->M = M;
     L->N = N;
     L->K = K;
-    L->x = cic_mpvec_create((size_t)M * K, PREC);
+    L->prec = prec;
+    L->x = cic_mpvec_create((size_t)M * K, prec);
     L->w = cic_mpvec_create((size_t)N * K, wprec);
     L->b = cic_mpvec_create((size_t)N, wprec);
-    L->y_dot = cic_mpvec_create((size_t)M * N, PREC);
-    L->y_fma = cic_mpvec_create((size_t)M * N, PREC);
+    L->y_dot = cic_mpvec_create((size_t)M * N, prec);
+    L->y_fma = cic_mpvec_create((size_t)M * N, prec);
     if (!L->x || !L->w || !L->b || !L->y_dot || !L->y_fma) {
         fprintf(stderr, "cicheck-bench: out of memory\n");
         exit(2);
     }
-    /* activations: 128-bit values as the engine carries them; weights and
+    /* activations: prec-bit values as the engine carries them; weights and
      * bias: f32 values (24 bits, what the engine converts an untransformed
      * weight to) or full-mantissa values at wprec (transformed hp weights) */
     for (i = 0; i < (size_t)M * K; i++)
@@ -189,7 +192,7 @@ static double time_dot(lin_data *L, cic_dot_scratch *s)
     return now() - t0;
 }
 
-/* The same sums as a plain mpfr_fma accumulation at PREC bits. */
+/* The same sums as a plain mpfr_fma accumulation at L->prec bits. */
 static double time_fma(lin_data *L, mpfr_ptr acc)
 {
     int i, j, p;
@@ -214,7 +217,7 @@ static double lin_maxrel(const lin_data *L)
     size_t i, n = (size_t)L->M * L->N;
     double mx = 0;
     mpfr_t d;
-    mpfr_init2(d, PREC);
+    mpfr_init2(d, L->prec);
     for (i = 0; i < n; i++) {
         double r;
         mpfr_sub(d, L->y_dot[i], L->y_fma[i], MPFR_RNDN);
@@ -229,19 +232,22 @@ static double lin_maxrel(const lin_data *L)
     return mx;
 }
 
-static double bench_kernel(int M, int N, int K, mpfr_prec_t wprec, const char *label)
+/* Part (1) at prec bits: ns per multiply-add of the kernel, returned in
+ * *ns, and the ratio to the fma loop. */
+static double bench_kernel(int M, int N, int K, mpfr_prec_t prec, mpfr_prec_t wprec,
+                           const char *label, double *ns)
 {
     lin_data L;
     cic_dot_scratch s;
     mpfr_t acc;
     double best_dot = 1e300, best_fma = 1e300, mac = (double)M * N * K, ratio;
     int r;
-    lin_init(&L, M, N, K, wprec);
-    if (cic_dot_scratch_init(&s, (size_t)K, PREC) < 0) {
+    lin_init(&L, M, N, K, prec, wprec);
+    if (cic_dot_scratch_init(&s, (size_t)K, prec) < 0) {
         fprintf(stderr, "cicheck-bench: out of memory\n");
         exit(2);
     }
-    mpfr_init2(acc, PREC);
+    mpfr_init2(acc, prec);
     /* warm-up: one output row each */
     {
         lin_data W = L;
@@ -257,13 +263,14 @@ static double bench_kernel(int M, int N, int K, mpfr_prec_t wprec, const char *l
             best_fma = b;
     }
     ratio = best_dot / best_fma;
-    printf("  %s\n", label);
-    printf("    shape M x N x K = %d x %d x %d (%.3g multiply-adds), x %d bits, w and b %ld bits\n",
-           M, N, K, mac, PREC, (long)wprec);
+    *ns = 1e9 * best_dot / mac;
+    printf("  %s, x at %ld bits\n", label, (long)prec);
+    printf("    shape M x N x K = %d x %d x %d (%.3g multiply-adds), w and b %ld bits\n",
+           M, N, K, mac, (long)wprec);
     printf("    engine kernel (exact fixed-point sums):      %8.2f ns/multiply-add  (best %.3f s)\n",
-           1e9 * best_dot / mac, best_dot);
-    printf("    mpfr_fma loop (acc %d bits):                  %8.2f ns/multiply-add  (best %.3f s)\n",
-           PREC, 1e9 * best_fma / mac, best_fma);
+           *ns, best_dot);
+    printf("    mpfr_fma loop (acc %3ld bits):                 %8.2f ns/multiply-add  (best %.3f s)\n",
+           (long)prec, 1e9 * best_fma / mac, best_fma);
     printf("    max |dot - fma| / |dot| = %.2g\n", lin_maxrel(&L));
     printf("    ratio kernel / fma = %.3f   (target <= 0.75: %s)\n", ratio,
            ratio <= 0.75 ? "met" : "NOT met");
@@ -271,6 +278,25 @@ static double bench_kernel(int M, int N, int K, mpfr_prec_t wprec, const char *l
     cic_dot_scratch_clear(&s);
     lin_clear(&L);
     return ratio;
+}
+
+/* Part (1): the kernel at 64 and 128 bits, f32 and full-mantissa weights. */
+static void part1(int quick)
+{
+    static const mpfr_prec_t precs[2] = {64, 128};
+    int M = quick ? 4 : 32, K = 1152, N = 1152, q;
+    double ns_real[2], ns_full[2];
+    printf("\n(1) MPFR dot kernel vs plain mpfr_fma loop (1 thread, LINEAR-shaped loop)\n");
+    for (q = 0; q < 2; q++) {
+        bench_kernel(M, N, K, precs[q], 24,
+                     "real use: untransformed weights (f32 values at 24 bits)", &ns_real[q]);
+        bench_kernel(quick ? 2 : 24, N, K, precs[q], precs[q],
+                     "transformed weights (full mantissas at x's precision, as hp tensors)",
+                     &ns_full[q]);
+    }
+    printf("  summary, ns per multiply-add: f32 weights %.2f at 64 bits (target < 3: %s),"
+           " %.2f at 128;\n    full-mantissa weights %.2f at 64 bits, %.2f at 128\n",
+           ns_real[0], ns_real[0] < 3 ? "met" : "NOT met", ns_real[1], ns_full[0], ns_full[1]);
 }
 
 /* ---- models ---- */
@@ -536,19 +562,13 @@ int main(int argc, char **argv)
            openblas_get_parallel() == 0 ? "sequential build"
            : openblas_get_parallel() == 1 ? "pthreads" : "OpenMP",
            openblas_get_config());
-    printf("MPFR %s, GMP %s, precision %d bits\n", mpfr_get_version(), gmp_version, PREC);
+    printf("MPFR %s, GMP %s, precision %d bits (part (1): 64 and 128)\n", mpfr_get_version(),
+           gmp_version, PREC);
     printf("timing: best (minimum wall time) of %d runs after one warm-up; the two sides\n"
            "of each ratio run interleaved. Other work on the machine makes the numbers noisy.\n",
            g_reps);
 
-    /* (1) */
-    printf("\n(1) MPFR dot kernel vs plain mpfr_fma loop (1 thread, LINEAR-shaped loop)\n");
-    {
-        int M = quick ? 4 : 32, K = 1152, N = 1152;
-        bench_kernel(M, N, K, 24, "real use: untransformed weights (f32 values at 24 bits)");
-        bench_kernel(quick ? 2 : 24, N, K, PREC,
-                     "transformed weights (full 128-bit mantissas, as hp tensors)");
-    }
+    part1(quick);
 
     /* (2) */
     {

@@ -42,6 +42,12 @@ static void rand_value(mpfr_ptr v, uint64_t key, uint64_t *ctr, int span, int pz
     mpfr_clear(t);
 }
 
+static bool same_bits(mpfr_srcptr got, mpfr_srcptr want)
+{
+    return (mpfr_equal_p(got, want) && mpfr_signbit(got) == mpfr_signbit(want)) ||
+           (mpfr_nan_p(got) && mpfr_nan_p(want));
+}
+
 static void check_equal(mpfr_srcptr got, mpfr_srcptr want, const char *what, int trial)
 {
     if (mpfr_equal_p(got, want) && mpfr_signbit(got) == mpfr_signbit(want))
@@ -371,6 +377,202 @@ static void test_matmul_packed(void **state)
     cic_mpvec_destroy(want, M * N);
 }
 
+/* ---- the linear op (mplinear.c) against correctly rounded references ---- */
+
+typedef struct {
+    mpfr_prec_t px, pw; /* activations (and outputs); weights (24: float32) */
+    int M, N, K;
+    int kind; /* 0 ordinary, 1 cancellation, 2 signed zeros, 3 wide spans,
+               * 4 the largest terms, many to a bin */
+    bool bias;
+} lin_shape;
+
+/* A float32 weight: mostly N(0, 0.02); in kind 3 also huge, tiny and
+ * subnormal ones; in kind 2 a quarter +-0. */
+static float lin_weight(const lin_shape *sh, uint64_t key, uint64_t i)
+{
+    uint64_t u = cic_rng_u64(key, 2 * i);
+    float v = 0.02f * (float)cic_rng_normal_f32(key, 2 * i + 1);
+    if (sh->kind == 4)
+        return 0x1.fffffep-1f; /* every significand bit set */
+    if (sh->kind == 2 && i % (uint64_t)sh->K % 2 == 1 && i / (uint64_t)sh->K == 2)
+        return -1.5f; /* row 2 against x's row 8: every product -0 */
+    if (sh->kind == 2 && i / (uint64_t)sh->K == 2)
+        return -0.0f;
+    if (sh->kind == 2 && (u & 3) == 0)
+        return (u >> 2) & 1 ? -0.0f : 0.0f;
+    if (sh->kind == 3 && (u & 15) == 0)
+        return (u >> 4) % 3 == 0 ? 0x1.2345p100f : (u >> 4) % 3 == 1 ? 0x1.5p-140f : -0x1p-126f;
+    return v;
+}
+
+/* The activations of kind: row i of x (K values at px bits). */
+static void lin_row(mpfr_t *xr, const lin_shape *sh, int i, uint64_t key, uint64_t *ctr)
+{
+    int p, h = sh->K / 2;
+    for (p = 0; p < sh->K; p++)
+        rand_value(xr[p], key, ctr, sh->kind == 3 ? 1800 : 8, sh->kind == 2 ? 4 : 0);
+    if (sh->kind == 1 && i % 2 == 0)
+        /* weights repeat by halves: exact cancellation (a term left when
+         * K is odd) */
+        for (p = 0; p < h; p++)
+            mpfr_neg(xr[h + p], xr[p], MPFR_RNDN);
+    if (sh->kind == 2 && i == 1)
+        for (p = 0; p < sh->K; p++)
+            mpfr_set_zero(xr[p], -1); /* an all-zero row: signed-zero rules */
+    if (sh->kind == 2 && i == 8) { /* nonzero where weight row 2 is -0 */
+        for (p = 0; p < sh->K; p++) {
+            if (p % 2)
+                mpfr_set_zero(xr[p], 1);
+            else
+                mpfr_abs(xr[p], xr[p], MPFR_RNDN);
+        }
+    }
+    if (sh->kind == 4) /* 2^64 - 1 at 32 exponents, 600 terms each */
+        for (p = 0; p < sh->K; p++) {
+            mpfr_set_ui_2exp(xr[p], 1, 0, MPFR_RNDN);
+            mpfr_nextbelow(xr[p]);
+            mpfr_set_exp(xr[p], (mpfr_exp_t)(p / 600 % 32));
+        }
+    if (sh->kind == 3 && i == 0) {
+        mpfr_set_ui_2exp(xr[0], 1, 3000, MPFR_RNDN); /* over 3968 bits: declined */
+        mpfr_set_ui_2exp(xr[1], 3, -1000, MPFR_RNDN);
+    }
+    if (sh->kind == 3 && (i == 1 || i == 2)) /* rows of one block 2^4000 apart */
+        for (p = 0; p < sh->K; p++) {
+            mpfr_set_exp(xr[p], (i == 1 ? 2000 : -2000) + (p % 5));
+        }
+}
+
+/* Kind 1, odd rows: the last activation cancels the dot with weight row 0
+ * to within a few bits of the working precision. */
+static void lin_cancel(mpfr_t *xr, const lin_shape *sh, const mpfr_t *w0, cic_dot_scratch *sc)
+{
+    mpfr_t d;
+    if (mpfr_zero_p(w0[sh->K - 1]))
+        return;
+    mpfr_init2(d, sh->px);
+    mpfr_set_zero(xr[sh->K - 1], 1);
+    cic_mp_dot_mpfr(d, (const mpfr_t *)xr, 1, w0, 1, (size_t)sh->K, NULL, sc);
+    mpfr_div(d, d, w0[sh->K - 1], MPFR_RNDN);
+    mpfr_neg(xr[sh->K - 1], d, MPFR_RNDN);
+    mpfr_clear(d);
+}
+
+static void run_linear(const lin_shape *sh, uint64_t key)
+{
+    size_t M = (size_t)sh->M, N = (size_t)sh->N, K = (size_t)sh->K, q, i, j, p;
+    mpfr_t *x = cic_mpvec_create(M * K, sh->px), *wm = cic_mpvec_create(N * K, sh->pw);
+    mpfr_t *b = cic_mpvec_create(N, sh->pw), *wrow = cic_mpvec_create(K, sh->pw);
+    mpfr_t *y1 = cic_mpvec_create(M * N, sh->px), *y2 = cic_mpvec_create(M * N, sh->px), want;
+    const mpfr_t *bias = sh->bias ? (const mpfr_t *)b : NULL;
+    float *w = malloc(N * K * sizeof *w);
+    cic_mp_pack all, *views, all2, *views2 = NULL;
+    cic_dot_scratch sc;
+    uint64_t ctr = 0;
+    assert_true(x && wm && b && wrow && y1 && y2 && w);
+    assert_int_equal(cic_dot_scratch_init(&sc, K, sh->px > sh->pw ? sh->px : sh->pw), 0);
+    mpfr_init2(want, sh->px);
+    for (q = 0; q < N * K; q++) {
+        w[q] = lin_weight(sh, key, q);
+        if (sh->pw == 24)
+            mpfr_set_flt(wm[q], w[q], MPFR_RNDN);
+        else
+            rand_value(wm[q], key, &ctr, 8, 0);
+    }
+    if (sh->kind == 1) /* weights repeat by halves */
+        for (j = 0; j < N; j++)
+            for (p = 0; p < K / 2; p++) {
+                w[j * K + K / 2 + p] = w[j * K + p];
+                mpfr_set(wm[j * K + K / 2 + p], wm[j * K + p], MPFR_RNDN);
+            }
+    for (j = 0; j < N; j++)
+        if (sh->kind == 2 && j < 2)
+            mpfr_set_zero(b[j], j ? -1 : 1);
+        else
+            mpfr_set_flt(b[j], lin_weight(sh, key ^ 1, (uint64_t)j), MPFR_RNDN);
+    for (i = 0; i < M; i++) {
+        lin_row(x + i * K, sh, (int)i, key, &ctr);
+        if (sh->kind == 1 && i % 2 == 1)
+            lin_cancel(x + i * K, sh, (const mpfr_t *)wm, &sc);
+    }
+    assert_int_equal(cic_mp_pack_rows(&all, &views, (const mpfr_t *)wm, N, K), 0);
+    cic_mp_linear_rows(y1, (const mpfr_t *)x, M, (const mpfr_t *)wm, views, bias, N, K, NULL, &sc);
+    if (sh->pw == 24) {
+        /* the engine's form: float32 rows packed directly, read back when declined */
+        assert_int_equal(cic_mp_pack_rows_f32(&all2, &views2, w, N, K), 0);
+        cic_mp_linear_rows(y2, (const mpfr_t *)x, M, NULL, views2, bias, N, K, wrow, &sc);
+    }
+    for (i = 0; i < M; i++)
+        for (j = 0; j < N; j++) {
+            mpfr_ptr g1 = y1[i * N + j], g2 = y2[i * N + j];
+            cic_mp_dot_mpfr(want, (const mpfr_t *)x + i * K, 1, (const mpfr_t *)wm + j * K, 1, K,
+                            bias ? bias[j] : NULL, &sc);
+            if (!same_bits(g1, want) || (views2 && !same_bits(g2, want)))
+                mpfr_fprintf(stderr,
+                             "linear px %ld pw %ld kind %d M %zu K %zu bias %d, row %zu col %zu:"
+                             " got %Ra and %Ra\n",
+                             (long)sh->px, (long)sh->pw, sh->kind, M, K, (int)sh->bias, i, j, g1,
+                             g2);
+            check_equal(g1, want, "linear rows", (int)(i * N + j));
+            if (views2)
+                check_equal(g2, want, "linear rows from float32", (int)(i * N + j));
+        }
+    /* the comparison sees one ulp */
+    mpfr_nextabove(y1[0]);
+    cic_mp_dot_mpfr(want, (const mpfr_t *)x, 1, (const mpfr_t *)wm, 1, K, bias ? bias[0] : NULL,
+                    &sc);
+    assert_false(same_bits(y1[0], want));
+    free(views);
+    cic_mp_pack_clear(&all);
+    if (views2) {
+        free(views2);
+        cic_mp_pack_clear(&all2);
+    }
+    free(w);
+    mpfr_clear(want);
+    cic_dot_scratch_clear(&sc);
+    cic_mpvec_destroy(x, M * K);
+    cic_mpvec_destroy(wm, N * K);
+    cic_mpvec_destroy(b, N);
+    cic_mpvec_destroy(wrow, K);
+    cic_mpvec_destroy(y1, M * N);
+    cic_mpvec_destroy(y2, M * N);
+}
+
+/* Activations at 53 to 256 bits (1 to 4 limbs) against float32 weights
+ * (the carry-free kernel, blocks of 8 rows) and full-precision ones (the
+ * general kernel): 1 to 13 rows (full and partial blocks), lengths past a
+ * normalisation run (256 terms), cancellation, signed zeros, spans near
+ * the accumulator's limit, beyond it, and rows of one block without a
+ * common unit. */
+static void test_linear_rows(void **state)
+{
+    static const mpfr_prec_t px[] = {64, 128, 192, 256, 53};
+    static const int rows[] = {1, 2, 3, 4, 6, 9, 13};
+    size_t a, m;
+    int kind, rep, reps = cic_test_multiplier();
+    (void)state;
+    for (rep = 0; rep < reps; rep++)
+        for (a = 0; a < sizeof px / sizeof px[0]; a++)
+            for (kind = 0; kind < 5; kind++)
+                for (m = 0; m < sizeof rows / sizeof rows[0]; m++) {
+                    int M = kind == 4 ? 8 : rows[m];
+                    lin_shape sh = {px[a], 24, M, 3, kind == 0 ? 700 : kind == 4 ? 19200 : 301,
+                                    kind, (M + kind) % 2 == 0};
+                    uint64_t key = cic_rng_key((uint64_t)(rep * 1000 + kind * 100 + M),
+                                               "test_linear_rows") ^ (uint64_t)px[a];
+                    run_linear(&sh, key);
+                    if (kind == 0 && M == 6) {
+                        sh.pw = px[a]; /* full-precision weights */
+                        sh.K = 40;
+                        run_linear(&sh, key);
+                    }
+                    if (kind == 4)
+                        break;
+                }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -379,6 +581,7 @@ int main(void)
         cmocka_unit_test(test_rows),
         cmocka_unit_test(test_gemm_f64),
         cmocka_unit_test(test_matmul_packed),
+        cmocka_unit_test(test_linear_rows),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mpfr_free_cache();

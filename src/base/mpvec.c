@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* mpvec.c: MPFR vectors and the correctly rounded dot product (mpvec.h). */
 #include "mpvec.h"
+#include "mpdot_impl.h"
 
 #include "format.h"
 
@@ -59,13 +60,6 @@ void cic_dot_scratch_clear(cic_dot_scratch *s)
  * when every term is zero (signed-zero rules), on factors of over 512 bits
  * together (8 limbs) or when the terms span more than the accumulator holds;
  * the caller then takes the MPFR path. */
-#define DOT_MAX_LIMBS 8   /* Lx + Ly: up to 256-bit by 256-bit factors */
-#define DOT_ACC_LIMBS 64  /* 4096 bits of exponent span */
-
-typedef unsigned __int128 dot_u128;
-
-#define DOT_INLINE static inline __attribute__((always_inline))
-
 /* *a += b + c (c a carry of 0 or 1); returns the carry out. */
 DOT_INLINE mp_limb_t addc(mp_limb_t *a, mp_limb_t b, mp_limb_t c)
 {
@@ -169,15 +163,6 @@ void cic_mp_span_init(cic_mp_span *sp, const mpfr_t *x, size_t inc, size_t n)
     sp->usable = any && sp->limbs < DOT_MAX_LIMBS;
 }
 
-/* One row's accumulators: positive and negative terms apart, unit 2^emin. */
-typedef struct {
-    mp_limb_t pos[DOT_ACC_LIMBS], neg[DOT_ACC_LIMBS];
-    mpfr_exp_t emin, ebase; /* ebase = emin + 64 (la + lb) */
-    size_t nz;              /* nonzero products */
-    int w;
-    bool on;
-} dot_acc;
-
 /* Pass 2 for nr rows of la-limb x values against lb-limb y values (la, lb
  * constants where inlined): y[i] is read once for all rows. */
 DOT_INLINE void rows_pass2(dot_acc *acc, int nr, const mpfr_t *const *x, size_t incx,
@@ -211,8 +196,7 @@ DOT_INLINE void rows_pass2(dot_acc *acc, int nr, const mpfr_t *const *x, size_t 
     }
 }
 
-/* Accumulators for nr rows from the spans; returns la (0: no row on). */
-static int rows_setup(dot_acc *acc, int nr, const cic_mp_span *sx, const cic_mp_span *sy,
+int _cic_dot_rows_setup(dot_acc *acc, int nr, const cic_mp_span *sx, const cic_mp_span *sy,
                       mpfr_srcptr bias, int kb)
 {
     int t, la = 0, lb = sy->limbs;
@@ -248,8 +232,7 @@ static int rows_setup(dot_acc *acc, int nr, const cic_mp_span *sx, const cic_mp_
     return la;
 }
 
-/* Add the bias, round each row once; returns the mask of rows set. */
-static unsigned rows_finish(mpfr_ptr *r, dot_acc *acc, int nr, mpfr_srcptr bias, int kb)
+unsigned _cic_dot_rows_finish(mpfr_ptr *r, dot_acc *acc, int nr, mpfr_srcptr bias, int kb)
 {
     unsigned done = 0;
     int t;
@@ -290,9 +273,7 @@ static unsigned rows_finish(mpfr_ptr *r, dot_acc *acc, int nr, mpfr_srcptr bias,
     return done;
 }
 
-/* The bias's limb count (0 for none or zero), or -1 when it rules out the
- * fast path. */
-static int bias_limbs(mpfr_srcptr bias)
+int _cic_dot_bias_limbs(mpfr_srcptr bias)
 {
     if (!bias || mpfr_zero_p(bias))
         return 0;
@@ -319,25 +300,20 @@ unsigned cic_mp_dot_rows(mpfr_ptr *r, const mpfr_t *const *x, const cic_mp_span 
                          mpfr_srcptr bias)
 {
     dot_acc acc[CIC_DOT_ROWS];
-    int la, lb = sy->limbs, kb = bias_limbs(bias);
+    int la, lb = sy->limbs, kb = _cic_dot_bias_limbs(bias);
     CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
     if (!sy->usable || kb < 0)
         return 0;
-    la = rows_setup(acc, nr, sx, sy, bias, kb);
+    la = _cic_dot_rows_setup(acc, nr, sx, sy, bias, kb);
     if (la == 0)
         return 0;
 #define PASS2(A, B) rows_pass2(acc, nr, x, incx, y, incy, n, (A), (B))
     DOT_SWITCH(PASS2)
 #undef PASS2
-    return rows_finish(r, acc, nr, bias, kb);
+    return _cic_dot_rows_finish(r, acc, nr, bias, kb);
 }
 
 /* ---- packed vectors ---- */
-
-/* es of a zero: +0 and -0 (below every 2 e + sign of a regular value) */
-#define PACK_ZERO INT64_MIN
-#define PACK_NZERO (INT64_MIN + 1)
-#define PACK_IS_ZERO(es) ((es) <= PACK_NZERO)
 
 int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
 {
@@ -445,7 +421,7 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
 {
     dot_acc acc[CIC_DOT_ROWS];
     cic_mp_span sx[CIC_DOT_ROWS];
-    int t, la, lb = y->span.limbs, kb = bias_limbs(bias);
+    int t, la, lb = y->span.limbs, kb = _cic_dot_bias_limbs(bias);
     CIC_ASSERT(nr >= 1 && nr <= CIC_DOT_ROWS);
     if (!y->span.usable || kb < 0)
         return 0;
@@ -453,13 +429,13 @@ unsigned cic_mp_dot_rows_packed(mpfr_ptr *r, const cic_mp_pack *const *x, int nr
         CIC_ASSERT(x[t]->n == y->n);
         sx[t] = x[t]->span;
     }
-    la = rows_setup(acc, nr, sx, &y->span, bias, kb);
+    la = _cic_dot_rows_setup(acc, nr, sx, &y->span, bias, kb);
     if (la == 0)
         return 0;
 #define PASS2(A, B) packed_pass2(acc, nr, x, y, (A), (B))
     DOT_SWITCH(PASS2)
 #undef PASS2
-    return rows_finish(r, acc, nr, bias, kb);
+    return _cic_dot_rows_finish(r, acc, nr, bias, kb);
 }
 
 cic_mp_pack *cic_mp_pack_row_views(const cic_mp_pack *all, size_t n, size_t k)
@@ -572,46 +548,6 @@ int cic_mp_pack_rows_f32(cic_mp_pack *all, cic_mp_pack **views, const float *w, 
         return -1;
     }
     return 0;
-}
-
-void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
-                        const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k,
-                        mpfr_t *wrow, cic_dot_scratch *s)
-{
-    size_t i, j;
-    int t, nr;
-    for (i = 0; i < m; i += (size_t)nr) {
-        const mpfr_t *xr[CIC_DOT_ROWS];
-        cic_mp_pack xp[CIC_DOT_ROWS];
-        const cic_mp_pack *xpp[CIC_DOT_ROWS];
-        mpfr_ptr yr[CIC_DOT_ROWS];
-        bool packed = true;
-        nr = m - i < CIC_DOT_ROWS ? (int)(m - i) : CIC_DOT_ROWS;
-        for (t = 0; t < nr; t++) {
-            xr[t] = x + (i + (size_t)t) * k;
-            /* out of memory: unpacked, every dot through cic_mp_dot */
-            packed = cic_mp_pack_init(&xp[t], xr[t], k) == 0 && packed;
-            xpp[t] = &xp[t];
-        }
-        for (j = 0; j < n; j++) {
-            unsigned done = 0;
-            for (t = 0; t < nr; t++)
-                yr[t] = y[(i + (size_t)t) * n + j];
-            if (packed)
-                done = cic_mp_dot_rows_packed(yr, xpp, nr, &wp[j], b ? b[j] : NULL);
-            if (!w && done != (1u << nr) - 1) {
-                size_t p; /* the row back out of its pack */
-                for (p = 0; p < k; p++)
-                    cic_mp_pack_get(wrow[p], &wp[j], p);
-            }
-            for (t = 0; t < nr; t++)
-                if (!(done >> t & 1))
-                    cic_mp_dot(yr[t], xr[t], 1, w ? w + j * k : (const mpfr_t *)wrow, 1, k,
-                               b ? b[j] : NULL, s);
-        }
-        for (t = 0; t < nr; t++)
-            cic_mp_pack_clear(&xp[t]);
-    }
 }
 
 bool cic_mp_fwht_row(mpfr_t *v, int w, int K, const signed char *hk, bool transpose,

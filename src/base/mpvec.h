@@ -105,9 +105,11 @@ int cic_mp_pack_rows_f32(cic_mp_pack *all, cic_mp_pack **views, const float *w, 
                          size_t k);
 
 /* A linear layer, row-major: y[i*n + j] = b[j] + sum_p x[i*k + p] w[j*k + p]
- * for rows i < m, each correctly rounded. Rows go in blocks of CIC_DOT_ROWS
- * against wp (w's rows packed by cic_mp_pack_rows), so each weight is read
- * once per block; declined dots take cic_mp_dot with s (cap >= k). w may be
+ * for rows i < m, each correctly rounded (src/base/mplinear.c). Rows go in
+ * blocks of 8 against wp (w's rows packed by cic_mp_pack_rows), so each
+ * weight is read once per block, without carries when the weights have at
+ * most 24 bits, else through cic_mp_dot_rows_packed; declined dots take
+ * cic_mp_dot with s (cap >= k). w may be
  * NULL when wp holds every entry (cic_mp_pack_alloc): a declined dot then
  * reads its row back from wp into wrow (k values at the pack's precision;
  * unused, and may be NULL, when w is given). b may be NULL; y may not alias x, w or b. */
