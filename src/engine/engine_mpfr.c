@@ -769,7 +769,7 @@ static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool round
         if (mpws_init(&r->ws[i], cap, (size_t)m->cfg.tokens, prec) < 0 ||
             (ball && !(r->ws[i].bscr = malloc(cic_ball_attn_scratch(m) * sizeof(double)))))
             return -1;
-    if (ball && !(r->ball = cic_ball_create(m, prec, ns, r->nt)))
+    if (ball && !(r->ball = cic_ball_create(m, prec, ns)))
         return -1;
     mpfr_inits2(prec, r->t0, r->t1, r->t2, r->c_scale, (mpfr_ptr)0);
     r->inited = true;
@@ -822,7 +822,7 @@ static int mprun_op(mprun *r, int i, const int *last)
         return -1;
     if (MP_KERNEL[op->kind](r, op, r->buf[op->out]) < 0)
         return -1;
-    if (r->ball && cic_ball_post(r->ball, op, (const mpfr_t *)r->buf[op->out], ball_mid, r) < 0)
+    if (r->ball && cic_ball_post(r->ball, op, (const mpfr_t *)r->buf[op->out]) < 0)
         return -1;
     r->fc.site[op->site] += cic_op_cost(m, op, r->ns);
     for (k = 0; k < 3; k++) {

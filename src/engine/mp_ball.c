@@ -83,10 +83,9 @@ static int fail(cic_ball *b, const char *what)
     return 0;
 }
 
-cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads)
+cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns)
 {
     cic_ball *b = cic_calloc(1, sizeof *b);
-    (void)threads;
     if (!b)
         return NULL;
     b->m = m;
@@ -730,11 +729,9 @@ int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
     }
 }
 
-int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y, cic_ball_mid_fn mid, void *ctx)
+int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
     int k;
-    (void)mid;
-    (void)ctx;
     if (b->failed)
         return 0;
     if (o->kind == CIC_OP_LINEAR && lin_post(b, o, y) < 0)
@@ -748,14 +745,6 @@ int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y, cic_ball_mid_fn
             free(b->absv[o->in[k]]);
             b->absv[o->in[k]] = NULL;
         }
-    if (getenv("CIC_BALL_DEBUG")) {
-        size_t n = count(b, o->out), j;
-        double mx = 0;
-        for (j = 0; j < n; j++)
-            mx = b->next[j] > mx ? b->next[j] : mx;
-        fprintf(stderr, "ball: op %d (%s) out %s max radius %.3g\n", o->kind,
-                CIC_OP_DESC[o->kind].name, b->m->t[o->out].name, mx);
-    }
     free(b->rad[o->out]);
     b->rad[o->out] = b->next;
     b->next = NULL;

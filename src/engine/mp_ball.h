@@ -42,14 +42,14 @@ typedef struct cic_ball_out {
 /* The midpoints of tensor id (the engine's values), for the hooks. */
 typedef const mpfr_t *(*cic_ball_mid_fn)(void *ctx, int id);
 
-cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads);
+cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns);
 void cic_ball_destroy(cic_ball *b);
 
 /* Before op o's kernel runs (its inputs intact): the bounds that need the
  * inputs' midpoints. After it: those that need the output's. 0, or -1 when
  * memory runs out; an op without a rule marks the ball failed (0). */
 int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
-int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y, cic_ball_mid_fn mid, void *ctx);
+int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y);
 /* Tensor id is dead: its radii go. */
 void cic_ball_drop(cic_ball *b, int id);
 /* The result: the radii of tensor id into out (n values), or the failure. */
