@@ -82,10 +82,11 @@ static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *m
         } else {
             cic_ball_center_rows(rad, (const mpfr_t *)mid, n / r->cols, r->cols, r->prec);
         }
+        int rc;
         r->rows = n / r->cols;
-        i = (size_t)_cic_pl_map_out(r, mid, (const mpfr_t *)mid, r->orig);
+        rc = _cic_pl_map_out(r, mid, (const mpfr_t *)mid, r->orig);
         r->rows = keep;
-        if ((int)i < 0)
+        if (rc < 0)
             return -1;
     }
     return 0;
