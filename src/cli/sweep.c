@@ -399,6 +399,8 @@ typedef struct {
     const char *dir;
     json_t *root;
     long index;         /* K of K/N */
+    const cic_case *kase; /* its embedded case as loaded (while its points are checked) */
+    json_t *want;       /* the header that case gives (sweep_header) */
 } shard;
 
 /* The "case" object report.json gives c. */
@@ -414,17 +416,69 @@ static json_t *case_object(const cic_case *c)
     return o;
 }
 
-/* The header of a shard against what its embedded case gives. On success
- * *c holds the case (the first shard's is used for every point). */
-static int check_header(const shard *s, cic_case *c, long *total, long *count, cic_diag *d)
+/* The header a shard must have: its case_source must hash to its
+ * case_sha256 and load into *c, as a sweep; s->kase and s->want are then
+ * that case and the header it gives. A shard after the first whose case
+ * source and file name are the first's (first->root) gives what the first
+ * gave, so its case is not loaded again: loading checks every point of the
+ * sweep, and doing it per shard made a merge of N shards of an N-point
+ * sweep quadratic. */
+static int header_want(shard *s, cic_case *c, const shard *first, cic_diag *d)
 {
-    static const char *const same[] = {"case", "axes", "axis_values", "total_points"};
-    json_t *r = s->root, *sh, *src, *file, *want = NULL;
+    json_t *r = s->root, *src, *file;
     const char *sha = json_string_value(json_object_get(r, "case_sha256"));
     char hex[65];
     cic_diag cd;
+    src = json_object_get(r, "case_source");
+    file = json_object_get(json_object_get(r, "case"), "file");
+    if (!sha || !json_is_string(src) || !json_is_string(file)) {
+        cic_diag_set(d, s->path, 0, 0, "no case_sha256, case_source or case.file (shards "
+                     "must be written by this version of cicheck)");
+        return CIC_EINPUT;
+    }
+    cic_sha256_hex(hex, json_string_value(src), json_string_length(src));
+    if (strcmp(hex, sha) != 0) {
+        cic_diag_set(d, s->path, 0, 0, "case_source does not hash to case_sha256 (%.16s... vs "
+                     "%.16s...): the shard was edited", hex, sha);
+        return CIC_EINPUT;
+    }
+    if (first && json_equal(src, json_object_get(first->root, "case_source")) &&
+        json_equal(file, json_object_get(json_object_get(first->root, "case"), "file"))) {
+        s->kase = first->kase; /* the same bytes load the same case */
+        s->want = json_incref(first->want);
+        return CIC_OK;
+    }
+    if (strlen(json_string_value(src)) != json_string_length(src) ||
+        cic_case_load_string(c, json_string_value(src), json_string_value(file), &cd) !=
+            CIC_OK) {
+        cic_diag_set(d, s->path, 0, 0, "the embedded case does not load: %s",
+                     strlen(json_string_value(src)) != json_string_length(src)
+                         ? "it holds a NUL byte" : cd.msg);
+        return CIC_EINPUT;
+    }
+    if (!c->sweep.on) {
+        cic_diag_set(d, s->path, 0, 0, "the embedded case has no [sweep] table");
+        return CIC_EINPUT;
+    }
+    s->kase = c;
+    s->want = sweep_header(c, sha, json_string_value(src), json_string_length(src));
+    if (!s->want) {
+        cic_diag_set(d, s->path, 0, 0, "out of memory");
+        return CIC_EINTERNAL;
+    }
+    return CIC_OK;
+}
+
+/* The header of a shard against what its embedded case gives (s->kase and
+ * s->want on success, see header_want; first is the first shard, or NULL
+ * for the first itself). */
+static int check_header(shard *s, cic_case *c, const shard *first, long *total, long *count,
+                        cic_diag *d)
+{
+    static const char *const same[] = {"case", "axes", "axis_values", "total_points"};
+    json_t *r = s->root, *sh, *want;
     size_t q;
-    int rc = CIC_EINPUT;
+    int rc;
     if (!json_is_object(r) || !json_is_string(json_object_get(r, "kind")) ||
         strcmp(json_string_value(json_object_get(r, "kind")), "sweep") != 0) {
         cic_diag_set(d, s->path, 0, 0, "not a sweep report (no \"kind\": \"sweep\")");
@@ -449,52 +503,22 @@ static int check_header(const shard *s, cic_case *c, long *total, long *count, c
                      (long long)json_integer_value(json_object_get(sh, "count")));
         return CIC_EINPUT;
     }
-    src = json_object_get(r, "case_source");
-    file = json_object_get(json_object_get(r, "case"), "file");
-    if (!sha || !json_is_string(src) || !json_is_string(file)) {
-        cic_diag_set(d, s->path, 0, 0, "no case_sha256, case_source or case.file (shards "
-                     "must be written by this version of cicheck)");
-        return CIC_EINPUT;
-    }
-    cic_sha256_hex(hex, json_string_value(src), json_string_length(src));
-    if (strcmp(hex, sha) != 0) {
-        cic_diag_set(d, s->path, 0, 0, "case_source does not hash to case_sha256 (%.16s... vs "
-                     "%.16s...): the shard was edited", hex, sha);
-        return CIC_EINPUT;
-    }
-    if (strlen(json_string_value(src)) != json_string_length(src) ||
-        cic_case_load_string(c, json_string_value(src), json_string_value(file), &cd) !=
-            CIC_OK) {
-        cic_diag_set(d, s->path, 0, 0, "the embedded case does not load: %s",
-                     strlen(json_string_value(src)) != json_string_length(src)
-                         ? "it holds a NUL byte" : cd.msg);
-        return CIC_EINPUT;
-    }
-    if (!c->sweep.on) {
-        cic_diag_set(d, s->path, 0, 0, "the embedded case has no [sweep] table");
-        return CIC_EINPUT;
-    }
-    want = sweep_header(c, sha, json_string_value(src), json_string_length(src));
-    if (!want) {
-        cic_diag_set(d, s->path, 0, 0, "out of memory");
-        return CIC_EINTERNAL;
-    }
+    if ((rc = header_want(s, c, first, d)) != CIC_OK)
+        return rc;
+    want = s->want;
     for (q = 0; q < sizeof same / sizeof same[0]; q++)
         if (!json_equal(json_object_get(r, same[q]), json_object_get(want, same[q]))) {
             cic_diag_set(d, s->path, 0, 0, "%s is not what the embedded case gives (the shard "
                          "was edited, or written from another case)", same[q]);
-            goto done;
+            return CIC_EINPUT;
         }
-    *total = c->sweep.points;
+    *total = s->kase->sweep.points;
     if (!json_is_array(json_object_get(r, "points"))) {
         cic_diag_set(d, s->path, 0, 0, "points is %s; an array expected",
                      cic_json_type_name(json_object_get(r, "points")));
-        goto done;
+        return CIC_EINPUT;
     }
-    rc = CIC_OK;
-done:
-    json_decref(want);
-    return rc;
+    return CIC_OK;
 }
 
 /* One point of shard s (the j-th of its points array). */
@@ -630,7 +654,7 @@ typedef struct {
     shard *sh;
     int n;
     char (*paths)[1200];
-    cic_case *c, *ci;  /* the first shard's case, and any other's */
+    cic_case *c, *ci;  /* the first shard's case; another's, when its source or file differ */
     long total, count; /* points, shards */
     bool *shard_seen;
     json_t **byidx;    /* point index -> the point (borrowed from its shard) */
@@ -650,7 +674,8 @@ static int merge_header(merge_ctx *m, int k, const char *dir, cic_diag *d)
     m->sh[k].root = cic_report_json_load(m->paths[k], SHARD_MAX_BYTES, d);
     if (!m->sh[k].root)
         return CIC_EINPUT;
-    if ((r = check_header(&m->sh[k], k == 0 ? m->c : m->ci, &tk, &ck, d)) != CIC_OK)
+    if ((r = check_header(&m->sh[k], k == 0 ? m->c : m->ci, k == 0 ? NULL : &m->sh[0], &tk,
+                          &ck, d)) != CIC_OK)
         return r;
     m->sh[k].index = (long)json_integer_value(
         json_object_get(json_object_get(m->sh[k].root, "shard"), "index"));
@@ -700,7 +725,7 @@ static int merge_points(merge_ctx *m, int k, cic_diag *d)
     m->shard_seen[s->index] = true;
     json_array_foreach(json_object_get(s->root, "points"), j, p) {
         long idx;
-        r = check_point(s, j, p, k == 0 ? m->c : m->ci, m->total, m->count, d);
+        r = check_point(s, j, p, s->kase, m->total, m->count, d);
         if (r != CIC_OK)
             return r;
         idx = (long)json_integer_value(json_object_get(p, "index"));
@@ -796,8 +821,10 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
             goto done;
     rc = merge_write(&m, out_dir, no_plots, d);
 done:
-    for (k = 0; m.sh && k < n; k++)
+    for (k = 0; m.sh && k < n; k++) {
         json_decref(m.sh[k].root);
+        json_decref(m.sh[k].want);
+    }
     free(m.sh);
     free(m.paths);
     free(m.c);
