@@ -484,8 +484,9 @@ static int truth_fields_add(cmerge *m, const json_t *r, int sample0, const char 
              prec_add(pf, (long)json_integer_value(p));
     }
     if (!ok) {
-        cic_diag_set(d, path, 0, 0, "truth_proof is not a proof of the shard's %zu values",
-                     (size_t)m->per);
+        cic_diag_set(d, path, 0, 0,
+                     "truth_proof is not a proof of the shard's values (its counts, "
+                     "precisions or types do not add up)");
         return CIC_EINPUT;
     }
     if (pf->values == 0)
