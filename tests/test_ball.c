@@ -74,6 +74,33 @@ static void ball_run(const cic_model *m, mpfr_prec_t prec, size_t n, mpfr_t **mi
     assert_int_equal(cic_engine_mpfr_run(*mid, m, prec, false, &o), 0);
 }
 
+/* A graph of hand-made ops over one sample of `tokens` rows: the input (d
+ * wide) only; the caller adds tensors and ops. */
+static cic_model *bare_model(int tokens, int d, uint64_t seed)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    assert_non_null(m);
+    m->cfg = base_cfg(CIC_BLOCK_PRELN, seed);
+    m->cfg.d_model = d;
+    m->cfg.tokens = tokens;
+    m->cfg.samples = 1;
+    m->rows = tokens;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, tokens, d);
+    assert_true(m->input >= 0);
+    return m;
+}
+
+/* out = in W^T, appended to m. */
+static void add_linear(cic_model *m, int in, int w, int out)
+{
+    cic_op o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_INPUT, -1);
+    o.in[0] = in;
+    o.w = w;
+    o.out = out;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+}
+
 /* |mid - exact| <= rad for every value (exact: a 300-bit run, its own
  * error far below the 64-bit radii). Returns the largest |exact|. */
 static double check_inside(const mpfr_t *mid, const double *rad, const mpfr_t *exact, size_t n,
@@ -167,23 +194,15 @@ static void test_inside(void **state)
  * about 2^30 each. */
 static cic_model *cancel_model(void)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
-    cic_op o;
     int w1, w2, y1, y2, y, d = 4, j, p;
-    assert_non_null(m);
-    m->cfg = base_cfg(CIC_BLOCK_PRELN, 1);
-    m->cfg.d_model = d;
-    m->cfg.tokens = 1;
-    m->cfg.samples = 1;
-    m->rows = 1;
-    m->cond = -1;
-    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, 1, d);
+    cic_model *m = bare_model(1, d, 1);
+    cic_op o;
     w1 = cic_model_tensor_add(m, "w1", CIC_T_WEIGHT, d, d);
     w2 = cic_model_tensor_add(m, "w2", CIC_T_WEIGHT, d, d);
     y1 = cic_model_tensor_add(m, "y1", CIC_T_ACT, 1, d);
     y2 = cic_model_tensor_add(m, "y2", CIC_T_ACT, 1, d);
     y = cic_model_tensor_add(m, "y", CIC_T_ACT, 1, d);
-    assert_true(m->input >= 0 && w1 >= 0 && w2 >= 0 && y1 >= 0 && y2 >= 0 && y >= 0);
+    assert_true(w1 >= 0 && w2 >= 0 && y1 >= 0 && y2 >= 0 && y >= 0);
     m->t[m->input].f32[0] = 0x1p30f;
     m->t[m->input].f32[1] = 1;
     m->t[m->input].f32[2] = -3;
@@ -194,14 +213,8 @@ static cic_model *cancel_model(void)
             m->t[w1].f32[j * d + p] = v;
             m->t[w2].f32[j * d + p] = p == 3 ? -v * (1.0f - 0x1p-23f) : -v;
         }
-    o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_INPUT, -1);
-    o.in[0] = m->input;
-    o.w = w1;
-    o.out = y1;
-    assert_true(cic_model_op_add(m, &o) >= 0);
-    o.w = w2;
-    o.out = y2;
-    assert_true(cic_model_op_add(m, &o) >= 0);
+    add_linear(m, m->input, w1, y1);
+    add_linear(m, m->input, w2, y2);
     o = cic_op_blank(CIC_OP_ADD, CIC_SITE_INPUT, -1);
     o.in[0] = y1;
     o.in[1] = y2;
@@ -260,24 +273,15 @@ static void test_cancellation(void **state)
  * by: as tight as the reference. */
 static void test_linear_vs_arb(void **state)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
     int d = 24, w1, w2, y1, y2, j, p;
+    cic_model *m = bare_model(3, d, 5);
     uint64_t s = 99;
     mpfr_t *mid, *y1m;
     double *rad, *r1, worst = 0;
     cic_ball_out bo;
-    cic_op o;
     arb_ptr xb, wb;
     arb_t e;
     (void)state;
-    assert_non_null(m);
-    m->cfg = base_cfg(CIC_BLOCK_PRELN, 5);
-    m->cfg.d_model = d;
-    m->cfg.tokens = 3;
-    m->cfg.samples = 1;
-    m->rows = 3;
-    m->cond = -1;
-    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, 3, d);
     w1 = cic_model_tensor_add(m, "w1", CIC_T_WEIGHT, d, d);
     w2 = cic_model_tensor_add(m, "w2", CIC_T_WEIGHT, d, d);
     y1 = cic_model_tensor_add(m, "y1", CIC_T_ACT, 3, d);
@@ -288,15 +292,8 @@ static void test_linear_vs_arb(void **state)
         m->t[w1].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 777.0f;
         m->t[w2].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 555.0f;
     }
-    o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_INPUT, -1);
-    o.in[0] = m->input;
-    o.w = w1;
-    o.out = y1;
-    assert_true(cic_model_op_add(m, &o) >= 0);
-    o.in[0] = y1;
-    o.w = w2;
-    o.out = y2;
-    assert_true(cic_model_op_add(m, &o) >= 0);
+    add_linear(m, m->input, w1, y1);
+    add_linear(m, y1, w2, y2);
     /* the first linear alone: its midpoints and radii, the second's input */
     m->output = m->residual = y1;
     ball_run(m, 64, (size_t)3 * d, &y1m, &r1, &bo);
@@ -379,20 +376,13 @@ static void test_prove(void **state)
 /* A graph with an FWHT op: no rule, the ball says why. */
 static void test_no_rule(void **state)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
+    int w = 8, i;
+    cic_model *m = bare_model(2, w, 3);
     cic_ball_out bo;
     mpfr_t *mid;
     double *rad;
     cic_op o;
-    int w = 8, i;
     (void)state;
-    assert_non_null(m);
-    m->cfg = base_cfg(CIC_BLOCK_PRELN, 3);
-    m->cfg.tokens = 2;
-    m->cfg.samples = 1;
-    m->rows = 2;
-    m->cond = -1;
-    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, m->rows, w);
     o = cic_op_blank(CIC_OP_FWHT, CIC_SITE_INPUT, -1);
     o.in[0] = m->input;
     o.g = cic_model_tensor_add(m, "signs", CIC_T_WEIGHT, 1, w);
