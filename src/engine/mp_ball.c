@@ -177,6 +177,25 @@ static arb_ptr enc_make(cic_ball *b, size_t n)
     return b->enc;
 }
 
+/* y = x (1 + t) / 2, the tail of both GELU forms (t scratch). */
+static void gelu_tail(arb_t y, const arb_t x, arb_t t, slong prec)
+{
+    arb_add_ui(t, t, 1, prec);
+    arb_mul(t, t, x, prec);
+    arb_mul_2exp_si(y, t, -1);
+}
+
+/* y = x / (1 + exp(k x)) with the decimal k exact: SiLU (k = -1) and
+ * QuickGELU (k = -1.702). */
+static void x_over_1p_exp(arb_t y, const arb_t x, const char *k, arb_t t, arb_t c, slong prec)
+{
+    arb_set_str(c, k, prec);
+    arb_mul(t, c, x, prec);
+    arb_exp(t, t, prec);
+    arb_add_ui(t, t, 1, prec);
+    arb_div(y, x, t, prec);
+}
+
 /* The exact activation of the ball x, the formulas of mp_act.c with their
  * decimal constants exact. */
 static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, slong prec)
@@ -186,9 +205,7 @@ static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, s
         arb_rsqrt_ui(c, 2, prec);
         arb_mul(t, x, c, prec);
         arb_hypgeom_erf(t, t, prec);
-        arb_add_ui(t, t, 1, prec);
-        arb_mul(t, t, x, prec);
-        arb_mul_2exp_si(y, t, -1);
+        gelu_tail(y, x, t, prec);
         break;
     case CIC_ACT_GELU_TANH: /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         arb_mul(t, x, x, prec);
@@ -201,9 +218,7 @@ static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, s
         arb_sqrt(c, c, prec);
         arb_mul(t, t, c, prec);
         arb_tanh(t, t, prec);
-        arb_add_ui(t, t, 1, prec);
-        arb_mul(t, t, x, prec);
-        arb_mul_2exp_si(y, t, -1);
+        gelu_tail(y, x, t, prec);
         break;
     case CIC_ACT_RELU:
         if (arb_is_positive(x)) {
@@ -221,17 +236,10 @@ static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, s
         }
         break;
     case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
-        arb_neg(t, x);
-        arb_exp(t, t, prec);
-        arb_add_ui(t, t, 1, prec);
-        arb_div(y, x, t, prec);
+        x_over_1p_exp(y, x, "-1", t, c, prec);
         break;
     case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)) */
-        arb_set_str(c, "-1.702", prec);
-        arb_mul(t, c, x, prec);
-        arb_exp(t, t, prec);
-        arb_add_ui(t, t, 1, prec);
-        arb_div(y, x, t, prec);
+        x_over_1p_exp(y, x, "-1.702", t, c, prec);
         break;
     default:
         CIC_ASSERT(0 && "activation without a ball formula");
