@@ -56,7 +56,8 @@ void _cic_pl_flops_formula(const cic_pipeline *r, cic_flop_count *fc, int i)
 /* A ball run (mp_ball.h) of samples s0 .. s0 + ns - 1 at prec: midpoints
  * and radii of the readout, after the readout map (the centring of a
  * residual readout; y Q^T has no bound, the original has none). why gets
- * the reason when no bound could be made (radii infinite then). */
+ * the reason when no bound could be made (radii infinite then). rad NULL:
+ * a plain run, the midpoints alone. */
 static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *mid, double *rad,
                     cic_run_opts *o, char *why, size_t why_len)
 {
@@ -66,7 +67,7 @@ static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *m
     bo.rad = rad;
     o->sample0 = s0;
     o->n_samples = ns;
-    o->ball = &bo;
+    o->ball = rad ? &bo : NULL;
     if (cic_engine_mpfr_run(mid, r->orig, prec, false, o) < 0)
         return -1;
     if (bo.failed && !why[0])
@@ -74,15 +75,15 @@ static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *m
     if (_cic_pl_needs_map(r->orig)) {
         /* the map works on the run's rows; apply it to these rows */
         size_t keep = r->rows;
-        if (r->orig->out_q) {
+        int rc;
+        if (rad && r->orig->out_q) {
             for (i = 0; i < n; i++)
                 rad[i] = INFINITY;
             if (!why[0])
                 snprintf(why, why_len, "the readout map y Q^T has no error bound");
-        } else {
+        } else if (rad) {
             cic_ball_center_rows(rad, (const mpfr_t *)mid, n / r->cols, r->cols, r->prec);
         }
-        int rc;
         r->rows = n / r->cols;
         rc = _cic_pl_map_out(r, mid, (const mpfr_t *)mid, r->orig);
         r->rows = keep;
@@ -219,24 +220,20 @@ static int recheck(cic_pipeline *r)
 {
     size_t per = (size_t)r->c->model.tokens * r->cols, i;
     mpfr_t *cert = cic_mpvec_create(per, r->prec + 64);
-    double *rad = malloc(per * sizeof *rad), maxrel = 0;
+    double maxrel = 0;
     char why[160] = "";
     cic_run_opts o;
     cic_pl_work cb;
     bool same = true;
     mpfr_t diff;
-    if (!cert || !rad) {
-        cic_mpvec_destroy(cert, per);
-        free(rad);
+    if (!cert)
         return -1;
-    }
     _cic_pl_stage(r, "recheck: sample 0 at %ld bits", (long)r->prec + 64);
     memset(&o, 0, sizeof o);
     _cic_pl_work_begin(&cb, r, "recheck", cic_flop_total(&r->base_analytical) / r->c->model.samples,
                        &o);
-    if (ball_run(r, 0, 1, r->prec + 64, cert, rad, &o, why, sizeof why) < 0) {
+    if (ball_run(r, 0, 1, r->prec + 64, cert, NULL, &o, why, sizeof why) < 0) {
         cic_mpvec_destroy(cert, per);
-        free(rad);
         return -1;
     }
     _cic_pl_work_end(&cb);
@@ -255,7 +252,6 @@ static int recheck(cic_pipeline *r)
     }
     mpfr_clear(diff);
     cic_mpvec_destroy(cert, per);
-    free(rad);
     r->rep.truth_cert_diff = maxrel;
     r->rep.proof.rechecked = true;
     if (!same || maxrel > ldexp(1.0, 16 - (int)r->prec))
