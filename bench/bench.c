@@ -51,7 +51,7 @@
 
 static int g_reps = 3;
 
-static double now(void)
+double cic_bench_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -180,7 +180,7 @@ static void lin_clear(lin_data *L)
 static double time_dot(lin_data *L, cic_dot_scratch *s)
 {
     cic_mp_pack all, *views;
-    double t0 = now();
+    double t0 = cic_bench_now();
     if (cic_mp_pack_rows(&all, &views, (const mpfr_t *)L->w, (size_t)L->N, (size_t)L->K) < 0) {
         fprintf(stderr, "cicheck-bench: out of memory\n");
         exit(2);
@@ -189,14 +189,14 @@ static double time_dot(lin_data *L, cic_dot_scratch *s)
                        (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K, NULL, s);
     free(views);
     cic_mp_pack_clear(&all);
-    return now() - t0;
+    return cic_bench_now() - t0;
 }
 
 /* The same sums as a plain mpfr_fma accumulation at L->prec bits. */
 static double time_fma(lin_data *L, mpfr_ptr acc)
 {
     int i, j, p;
-    double t0 = now();
+    double t0 = cic_bench_now();
     for (i = 0; i < L->M; i++) {
         const mpfr_t *x = L->x + (size_t)i * L->K;
         for (j = 0; j < L->N; j++) {
@@ -207,7 +207,7 @@ static double time_fma(lin_data *L, mpfr_ptr acc)
             mpfr_set(L->y_fma[(size_t)i * L->N + j], acc, MPFR_RNDN);
         }
     }
-    return now() - t0;
+    return cic_bench_now() - t0;
 }
 
 /* Largest |dot - fma| / |dot| over the outputs (a check that both loops
@@ -418,7 +418,7 @@ static double bare_block(bare_bufs *B)
     const cic_model_cfg *c = B->c;
     int S = c->samples, N = c->tokens, R = S * N, d = c->d_model, f = c->d_mlp,
         dc = c->d_cond, H = c->heads, dh = d / H, s, hh;
-    double t0 = now();
+    double t0 = cic_bench_now();
     g_bare_flops = 0;
     gemm(B->cond, dc, B->wada, dc, B->mod, 6 * d, S, 6 * d, dc, 1);     /* adaLN */
     gemm(B->h, d, B->wqkv, d, B->qkv, 3 * d, R, 3 * d, d, 1);           /* qkv */
@@ -436,7 +436,7 @@ static double bare_block(bare_bufs *B)
         gemm(B->cond, dc, B->wfada, dc, B->fmod, 2 * d, S, 2 * d, dc, 1); /* final adaLN */
         gemm(B->h, d, B->wl, d, B->out, c->d_out, R, c->d_out, d, 1);     /* final */
     }
-    return now() - t0;
+    return cic_bench_now() - t0;
 }
 
 static double f32_run(const cic_model *m, float *out, double *flops)
@@ -447,12 +447,12 @@ static double f32_run(const cic_model *m, float *out, double *flops)
     memset(&fc, 0, sizeof fc);
     memset(&o, 0, sizeof o);
     o.flops = &fc;
-    t0 = now();
+    t0 = cic_bench_now();
     if (cic_engine_f32_run(out, m, CIC_MATMUL_OPENBLAS, &o) < 0) {
         fprintf(stderr, "cicheck-bench: f32 engine out of memory\n");
         exit(2);
     }
-    t = now() - t0;
+    t = cic_bench_now() - t0;
     if (flops)
         *flops = cic_flop_total(&fc);
     return t;
@@ -486,12 +486,12 @@ static double mpfr_run(const cic_model *m, mpfr_t *out, double *flops)
     memset(&fc, 0, sizeof fc);
     memset(&o, 0, sizeof o);
     o.flops = &fc;
-    t0 = now();
+    t0 = cic_bench_now();
     if (cic_engine_mpfr_run(out, m, PREC, false, &o) < 0) {
         fprintf(stderr, "cicheck-bench: MPFR engine out of memory\n");
         exit(2);
     }
-    t = now() - t0;
+    t = cic_bench_now() - t0;
     if (flops)
         *flops = cic_flop_total(&fc);
     return t;
@@ -503,7 +503,7 @@ static int time_child(const char *log, char **argv)
 {
     struct rusage ru;
     int status = 0, fd;
-    double t0 = now(), t;
+    double t0 = cic_bench_now(), t;
     pid_t pid = fork();
     if (pid < 0) {
         perror("cicheck-bench: fork");
@@ -525,7 +525,7 @@ static int time_child(const char *log, char **argv)
         perror("cicheck-bench: wait4");
         return 2;
     }
-    t = now() - t0;
+    t = cic_bench_now() - t0;
     printf("wall %.2f s, peak RSS %.1f MiB (ru_maxrss %ld KiB), user %.2f s, sys %.2f s, exit %d\n",
            t, ru.ru_maxrss / 1024.0, ru.ru_maxrss,
            ru.ru_utime.tv_sec + 1e-6 * ru.ru_utime.tv_usec,
@@ -584,9 +584,9 @@ int main(int argc, char **argv)
         printf("  d_model %d, heads %d, MLP %d, tokens %d, samples %d, layers %d, d_cond %d,"
                " final layer, d_out %d\n",
                c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond, c.d_out);
-        t0 = now();
+        t0 = cic_bench_now();
         m = make_model(&c);
-        printf("  model construction (not timed below): %.2f s\n", now() - t0);
+        printf("  model construction (not timed below): %.2f s\n", cic_bench_now() - t0);
         out = xmalloc((size_t)c.samples * c.tokens * cic_model_out_cols(m) * sizeof *out);
         bare_init(&B, m);
         f32_pair(m, out, &B, &te, &tb, &fe, &fb);

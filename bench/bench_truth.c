@@ -21,21 +21,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A run of samples s0 .. s0 + ns - 1 at prec; a ball run when rad. */
 static double run(const cic_model *m, mpfr_prec_t prec, int s0, int ns, mpfr_t *y, double *rad)
 {
     cic_run_opts o;
     cic_ball_out bo;
-    double t0 = now();
+    double t0 = cic_bench_now();
     memset(&o, 0, sizeof o);
     memset(&bo, 0, sizeof bo);
     o.sample0 = s0;
@@ -47,7 +39,7 @@ static double run(const cic_model *m, mpfr_prec_t prec, int s0, int ns, mpfr_t *
                 bo.why);
         exit(2);
     }
-    return now() - t0;
+    return cic_bench_now() - t0;
 }
 
 /* The proof: ball run at prec, then each sample with unproven values at
@@ -131,9 +123,10 @@ void cic_bench_truth(const char *path, int quick)
            "left after %ld)\n", (long)p, t_proof, first, n, (long)p, (double)first / (double)n,
            left, (long)(2 * p));
     printf("  cost of the truth, proven / before: %.2f   (target <= 0.33: %s)\n",
-           t_proof / (t_plain + t_cert), t_proof / (t_plain + t_cert) <= 1.0 / 3 ? "met" : "NOT met");
-    printf("  at 64 bits: %.1f s, %zu of %zu values proven at 64 bits = %.4f (%zu left after 128)\n",
-           t64, first64, n, (double)first64 / (double)n, left64);
+           t_proof / (t_plain + t_cert),
+           t_proof / (t_plain + t_cert) <= 1.0 / 3 ? "met" : "NOT met");
+    printf("  at 64 bits: %.1f s, %zu of %zu values proven at 64 bits = %.4f "
+           "(%zu left after 128)\n", t64, first64, n, (double)first64 / (double)n, left64);
     cic_mpvec_destroy(y, n);
     cic_mpvec_destroy(y2, per);
     cic_model_destroy(m);

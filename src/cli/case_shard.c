@@ -46,13 +46,6 @@
 #define SHARD_BIN "case-shard.bin"
 #define SHARD_JSON_MAX ((size_t)1 << 24)
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 
 /* ---- the split ---- */
 
@@ -376,7 +369,7 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
     cic_pipeline *pl = NULL;
     char dir[1200];
     long k, n;
-    double t0 = now();
+    double t0 = cic_cli_now();
     int rc;
     if (!sc) {
         cic_diag_set(d, c->path, 0, 0, "out of memory");
@@ -409,7 +402,7 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
            sc->model.sample0, sc->model.sample0 + sc->model.samples - 1, c->model.samples);
     rc = cic_pipeline_run(&pl, sc, &o, d);
     if (rc == CIC_OK || rc == CIC_EGATE) {
-        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), now() - t0, d);
+        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), cic_cli_now() - t0, d);
         if (rc == CIC_OK)
             printf("wrote %s/" SHARD_JSON " and " SHARD_BIN " (merge the %ld shards with "
                    "'cicheck merge')\n", dir, n);
@@ -461,12 +454,15 @@ static bool prec_add(cic_truth_proof *pf, long p)
 static int truth_fields_add(cmerge *m, const json_t *r, int sample0, const char *path,
                             cic_diag *d)
 {
-    const json_t *pj = json_object_get(r, "truth_proof"), *precs = json_object_get(pj, "precisions");
-    const json_t *rel = json_object_get(pj, "max_rel_radius"), *why = json_object_get(pj, "why");
+    const json_t *pj = json_object_get(r, "truth_proof");
+    const json_t *precs = json_object_get(pj, "precisions"), *why = json_object_get(pj, "why");
+    const json_t *rel = json_object_get(pj, "max_rel_radius");
+    json_int_t samples = json_integer_value(json_object_get(json_object_get(r, "shard"), "samples"));
     cic_truth_proof *pf = &m->pp.proof;
+    bool inf = json_is_string(rel) && !strcmp(json_string_value(rel), "inf");
     bool ok = json_is_object(pj) && json_is_array(precs) && json_is_string(why) &&
               json_is_boolean(json_object_get(pj, "proven")) && json_array_size(precs) >= 1 &&
-              (json_is_number(rel) || (json_is_string(rel) && !strcmp(json_string_value(rel), "inf")));
+              (json_is_number(rel) || inf);
     json_int_t v = 0, f = 0, e = 0;
     size_t i;
     if (ok) {
@@ -476,7 +472,7 @@ static int truth_fields_add(cmerge *m, const json_t *r, int sample0, const char 
     }
     ok = ok && v >= 0 && f >= 0 && e >= 0 && f + e <= v &&
          json_is_true(json_object_get(pj, "proven")) == (f + e == v) &&
-         (size_t)v == (size_t)m->per * json_integer_value(json_object_get(json_object_get(r, "shard"), "samples"));
+         (size_t)v == (size_t)m->per * (size_t)samples;
     for (i = 0; ok && i < json_array_size(precs); i++) {
         const json_t *p = json_array_get(precs, i);
         ok = json_is_integer(p) && json_integer_value(p) >= 64 && json_integer_value(p) <= 8192 &&

@@ -31,7 +31,7 @@ typedef struct {
     bool drawn;
 } cli_progress;
 
-static double now(void)
+double cic_cli_now(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -42,7 +42,7 @@ static void on_stage(void *ctx, const char *text)
 {
     cli_progress *p = ctx;
     if (!p->a->quiet)
-        fprintf(stderr, "[%s %6.1fs] %s\n", p->name, now() - p->t0, text);
+        fprintf(stderr, "[%s %6.1fs] %s\n", p->name, cic_cli_now() - p->t0, text);
 }
 
 static void on_work(void *ctx, const char *label, double done, double total)
@@ -52,10 +52,10 @@ static void on_work(void *ctx, const char *label, double done, double total)
     int i, w = 30, fill;
     if (strcmp(p->label, label) != 0) { /* new work: its clock starts now */
         cic_strlcpy(p->label, label, sizeof p->label);
-        p->bar_t0 = now();
+        p->bar_t0 = cic_cli_now();
         p->drawn = false;
     }
-    el = now() - p->bar_t0;
+    el = cic_cli_now() - p->bar_t0;
     if (el < 1.0 || f <= 0)
         return;
     if (f > 1)
@@ -285,7 +285,7 @@ static int run_single(const cic_run_args *a, cic_case_run *cr, cic_diag *d)
     memset(&p, 0, sizeof p);
     p.a = a;
     p.name = cr->kase.name;
-    p.t0 = now();
+    p.t0 = cic_cli_now();
     o = pipeline_opts(a, &p);
     rc = cic_pipeline_run(&pl, &cr->kase, &o, d);
     if (rc == CIC_OK || rc == CIC_EGATE) {

@@ -104,6 +104,9 @@ void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case 
 int cic_cmd_verify(int argc, char **argv);
 extern const char CIC_VERIFY_USAGE[];
 
+/* Seconds on the monotonic clock (run.c). */
+double cic_cli_now(void);
+
 /* A whole file, NUL-terminated (*len without the NUL): regular files,
  * FIFOs and the like alike; NULL when it cannot be read or holds max bytes
  * or more (sweep.c). */

@@ -475,7 +475,8 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     const cic_model *m = b->m;
     const cic_tensor *wt = &m->t[o->w];
     const double *rx = b->rad[o->in[0]], *rb = o->b >= 0 ? b->rad[o->b] : NULL;
-    int R = cic_model_run_rows(m, o->in[0], b->ns) * (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
+    int R = cic_model_run_rows(m, o->in[0], b->ns) *
+            (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
     int n = wt->rows, k = wt->cols, i, j, per_s = R / b->ns;
     bool bper = o->b >= 0 && m->t[o->b].role == CIC_T_ACT;
     if (wt->role != CIC_T_WEIGHT || wt->lazy)
