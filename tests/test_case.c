@@ -1005,19 +1005,32 @@ static void test_messages(void **state)
         assert_non_null(strstr(why, "activations 0.1 GiB (8 tokens x 2 samples)"));
     }
     /* A fold and a Hadamard rotation after it keep recipes (8 bytes a
-     * weight each); a random rotation holds MPFR values. */
+     * weight each); a random rotation holds MPFR values, one through dgemm
+     * doubles. The fold is rotated in place unless a later transform is
+     * applied after it too; then both are held. */
     {
-        static const char *const q[] = { "hadamard", "random" };
-        static const char *const want[] = { "2 transformed models held at once, 0 of them",
-                                            "2 transformed models held at once, 1 of them" };
+        static const char *const q[] = { "hadamard\"", "random\"",
+                                         "random\"\nprecision = \"f64-openblas\"",
+                                         "random\"\n[[transforms]]\nname = \"r1b\"\n"
+                                         "kind = \"rotate\"\nafter = \"fold\"\n"
+                                         "q = \"hadamard\"" };
+        static const char *const want[] = {
+            "1 transformed models held at once, 0 of them also as MPFR numbers at mpfr_prec 64 "
+            "and 0 as doubles",
+            "1 transformed models held at once, 1 of them also as MPFR numbers at mpfr_prec 64 "
+            "and 0 as doubles",
+            "1 transformed models held at once, 0 of them also as MPFR numbers at mpfr_prec 64 "
+            "and 1 as doubles",
+            "2 transformed models held at once, 1 of them also as MPFR numbers at mpfr_prec 64 "
+            "and 0 as doubles" };
         int k;
-        for (k = 0; k < 2; k++) {
-            char text[512], why[512];
+        for (k = 0; k < 4; k++) {
+            char text[640], why[512];
             snprintf(text, sizeof text,
                      "[model]\nblock = \"rmsnorm\"\nd_model = 64\nheads = 4\ntokens = 8\n"
                      "samples = 2\nlayers = 1\n[[transforms]]\nname = \"fold\"\n"
                      "kind = \"fold-rmsnorm-gamma\"\n[[transforms]]\nname = \"r1\"\n"
-                     "kind = \"rotate\"\nafter = \"fold\"\nq = \"%s\"\n",
+                     "kind = \"rotate\"\nafter = \"fold\"\nq = \"%s\n",
                      q[k]);
             rc = cic_case_load_string(&c, text, "t.toml", &d);
             assert_int_equal(rc, CIC_OK);

@@ -20,6 +20,14 @@ static double *to_double(const mpfr_t *v, size_t n)
     return d;
 }
 
+void cic_gemm_f64(double *c, const double *a, bool ta, const double *b, bool tb, int m, int n,
+                  int k)
+{
+    if (m > 0 && n > 0 && k > 0)
+        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                    m, n, k, 1.0, a, ta ? m : k, b, tb ? k : n, 0.0, c, n);
+}
+
 int cic_mp_gemm_f64(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
                     int k)
 {
@@ -28,9 +36,7 @@ int cic_mp_gemm_f64(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool t
     int rc = -1;
     if (!da || !db || !dc)
         goto cleanup;
-    if (m > 0 && n > 0 && k > 0)
-        cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                    m, n, k, 1.0, da, ta ? m : k, db, tb ? k : n, 0.0, dc, n);
+    cic_gemm_f64(dc, da, ta, db, tb, m, n, k);
     for (i = 0; i < nc; i++)
         mpfr_set_d(c[i], dc[i], MPFR_RNDN);
     rc = 0;

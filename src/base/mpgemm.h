@@ -34,4 +34,9 @@ void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb
 int cic_mp_gemm_f64(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
                     int k);
 
+/* The same product of doubles (the dgemm call cic_mp_gemm_f64 makes): C
+ * (m x n) := op(A) op(B), row-major, C not aliasing A or B. */
+void cic_gemm_f64(double *c, const double *a, bool ta, const double *b, bool tb, int m, int n,
+                  int k);
+
 #endif

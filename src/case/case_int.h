@@ -218,10 +218,19 @@ static inline uint64_t _cic_u(int v)
 
 /* Transformed models a run holds at once (without --dump). */
 int _cic_xforms_live(const cic_case *c);
+/* The transformed models behind a memory estimate. */
+typedef struct {
+    int n_xf;     /* held at once */
+    int n_eager;  /* of them holding MPFR values */
+    int n_double; /* holding doubles (products through dgemm); the rest recipes */
+    int q_order;  /* the largest Q held as doubles, 0 none */
+    bool f64_run; /* the f64 engine runs (a double copy of the weights) */
+} cic_mem_models;
+
 /* Weights (element count), their bytes and the activation bytes behind the
- * estimate of a model m with n_xf transformed models held at once, n_eager
- * of them holding MPFR values (the others recipes, model/lazy.h). */
-void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr_prec,
+ * estimate of a model m with the transformed models mm (model/lazy.h for
+ * recipes). */
+void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int mpfr_prec,
                          uint64_t *weights, uint64_t *wbytes, uint64_t *abytes);
 
 #endif

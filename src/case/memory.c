@@ -22,35 +22,75 @@ static bool xform_lazy(const cic_case *c, int i)
                             xform_lazy(c, x->after));
 }
 
-/* Transformed models a run holds at once (without --dump): the one being
- * run and every earlier one that a later transform is applied after; how
- * many of them hold their weights as MPFR values (*eager). */
-static int xforms_live(const cic_case *c, int *eager)
+/* How transform i holds its weights: recipes (8 bytes a weight), doubles
+ * (products through dgemm: 12 bytes, float32 and double) or MPFR values. */
+enum xf_store { XF_LAZY, XF_DOUBLE, XF_EAGER };
+
+static enum xf_store xform_store(const cic_case *c, int i)
 {
-    int i, j, n = 0, run_eager = 0;
-    bool kept;
-    *eager = 0;
-    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++) {
-        for (kept = false, j = i + 1; j < c->n_xf && j < CIC_MAX_XFORMS && !kept; j++)
-            kept = c->xf[j].after == i;
-        if (kept) {
+    const cic_xform_spec *x = &c->xf[i];
+    enum xf_store base = x->after >= 0 && x->after < i ? xform_store(c, x->after) : XF_LAZY;
+    bool blas_kind = x->kind == CIC_XFORM_ROTATE || x->kind == CIC_XFORM_ROTATE_HEADS ||
+                     x->kind == CIC_XFORM_ONLINE_DOWN ||
+                     (x->kind == CIC_XFORM_ONLINE_QK && x->mistake == CIC_MISTAKE_NONE);
+    if (xform_lazy(c, i))
+        return XF_LAZY;
+    if (x->prec == CIC_TPREC_F64_BLAS && blas_kind && base != XF_EAGER)
+        return XF_DOUBLE;
+    return XF_EAGER;
+}
+
+/* The transformed models a run holds at once (without --dump), at the
+ * moment that holds the most: while transform i runs, its own and every
+ * earlier one a later transform is applied after (the one it is applied
+ * after is transformed in place when nothing later needs it). How many of
+ * them hold doubles (*dbl) and MPFR values (*eager). */
+static int xforms_live(const cic_case *c, int *eager, int *dbl)
+{
+    int i, j, k, best = 0, n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
+    uint64_t best_w = 0;
+    *eager = *dbl = 0;
+    for (i = 0; i < n_xf; i++) {
+        int n = 0, ne = 0, nd = 0;
+        uint64_t w;
+        for (j = 0; j <= i; j++) {
+            bool held = j == i;
+            for (k = i + 1; k < n_xf && !held; k++)
+                held = c->xf[k].after == j;
+            if (!held)
+                continue;
             n++;
-            *eager += !xform_lazy(c, i);
-        } else {
-            run_eager = run_eager || !xform_lazy(c, i);
+            ne += xform_store(c, j) == XF_EAGER;
+            nd += xform_store(c, j) == XF_DOUBLE;
+        }
+        w = (uint64_t)(n - ne - nd) * 8 + (uint64_t)nd * 12 + (uint64_t)ne * 64;
+        if (w >= best_w) {
+            best_w = w;
+            best = n;
+            *eager = ne;
+            *dbl = nd;
         }
     }
-    if (c->n_xf > 0) { /* the one being run, eager if any unkept one is */
-        n++;
-        *eager += run_eager;
-    }
-    return n;
+    return best;
 }
 
 int _cic_xforms_live(const cic_case *c)
 {
-    int eager;
-    return xforms_live(c, &eager);
+    int eager, dbl;
+    return xforms_live(c, &eager, &dbl);
+}
+
+/* The largest order of a Q held as doubles (products through dgemm), 0
+ * none: d_model for a rotation, the MLP width for the online-down one. */
+static int double_q_order(const cic_case *c)
+{
+    int i, q = 0;
+    for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++) {
+        int o = c->xf[i].kind == CIC_XFORM_ONLINE_DOWN ? c->model.d_mlp : c->model.d_model;
+        if (xform_store(c, i) == XF_DOUBLE && o > q)
+            q = o;
+    }
+    return q;
 }
 
 /* Weights (element count) and activation bytes behind the estimate: the
@@ -58,9 +98,10 @@ int _cic_xforms_live(const cic_case *c)
  * MPFR values at mpfr_prec, the scratch of the MPFR runs (the largest
  * weight packed, or beside eager values the new values a transform makes),
  * and the activations. */
-void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr_prec,
+void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int mpfr_prec,
                          uint64_t *weights, uint64_t *wbytes, uint64_t *abytes)
 {
+    int n_xf = mm->n_xf, n_eager = mm->n_eager, n_double = mm->n_double;
     uint64_t d = _cic_u(m->d_model), f = _cic_u(m->d_mlp);
     uint64_t L = _cic_u(m->layers), dout = _cic_u(m->d_out);
     uint64_t N = _cic_u(m->tokens);
@@ -86,9 +127,18 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr
     /* the truth's ball run: |W| of the largest weight as float for its
      * radii (mp_ball.c) */
     scratch = _cic_sat_add(scratch, _cic_sat_mul(big, 4));
+    /* a product through dgemm: the weight in and out and Q as doubles */
+    if (n_double > 0)
+        scratch = _cic_sat_add(scratch, _cic_sat_add(_cic_sat_mul(big, 16),
+                                                     _cic_sat_mul(_cic_sat_mul(_cic_u(mm->q_order),
+                                                                               _cic_u(mm->q_order)),
+                                                                  8)));
+    if (mm->f64_run) /* the f64 engine's copy of a model's weights */
+        scratch = _cic_sat_add(scratch, _cic_sat_mul(W, 8));
     *wbytes = _cic_sat_add(
         _cic_sat_add(_cic_sat_mul(W, 4), scratch),
-        _cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager), W), 8),
+        _cic_sat_add(_cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager - n_double), W), 8),
+                                  _cic_sat_mul(_cic_sat_mul(_cic_u(n_double), W), 12)),
                      _cic_sat_mul(_cic_sat_mul(_cic_u(n_eager), W), hp + 8)));
 
     /* Activations: R rows, each as wide as the widest intermediate (qkv 3d,
@@ -106,11 +156,19 @@ void _cic_memory_parts_m(const cic_model_cfg *m, int n_xf, int n_eager, int mpfr
     *abytes = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
 }
 
+static void mem_models(const cic_case *c, cic_mem_models *mm)
+{
+    mm->n_xf = xforms_live(c, &mm->n_eager, &mm->n_double);
+    mm->q_order = double_q_order(c);
+    mm->f64_run = c->verdict_engine != CIC_VERDICT_ENGINE_MPFR;
+}
+
 static void _cic_memory_parts(const cic_case *c, uint64_t *weights, uint64_t *wbytes,
                               uint64_t *abytes)
 {
-    int eager, n = xforms_live(c, &eager);
-    _cic_memory_parts_m(&c->model, n, eager, c->mpfr_prec, weights, wbytes, abytes);
+    cic_mem_models mm;
+    mem_models(c, &mm);
+    _cic_memory_parts_m(&c->model, &mm, c->mpfr_prec, weights, wbytes, abytes);
 }
 
 uint64_t cic_case_memory_estimate(const cic_case *c)
@@ -135,13 +193,14 @@ uint64_t cic_case_weight_count(const cic_case *c)
 void cic_case_memory_explain(char *buf, size_t cap, const cic_case *c)
 {
     uint64_t w, wb, ab;
-    int eager, n_xf = xforms_live(c, &eager);
-    _cic_memory_parts_m(&c->model, n_xf, eager, c->mpfr_prec, &w, &wb, &ab);
+    cic_mem_models mm;
+    mem_models(c, &mm);
+    _cic_memory_parts_m(&c->model, &mm, c->mpfr_prec, &w, &wb, &ab);
     snprintf(buf, cap,
              "weights %.1f GiB (%llu weights: float32 for the original and %d transformed "
-             "models held at once, %d of them also as MPFR numbers at mpfr_prec %d, the rest "
-             "made when read; and the MPFR runs' scratch), activations %.1f GiB "
-             "(%d tokens x %d samples)",
-             (double)wb / (1u << 30), (unsigned long long)w, n_xf, eager, c->mpfr_prec,
-             (double)ab / (1u << 30), c->model.tokens, c->model.samples);
+             "models held at once, %d of them also as MPFR numbers at mpfr_prec %d and %d as "
+             "doubles, the rest made when read; and the scratch of the runs and products), "
+             "activations %.1f GiB (%d tokens x %d samples)",
+             (double)wb / (1u << 30), (unsigned long long)w, mm.n_xf, mm.n_eager, c->mpfr_prec,
+             mm.n_double, (double)ab / (1u << 30), c->model.tokens, c->model.samples);
 }

@@ -19,36 +19,13 @@
 #define R_COS cos
 #define R_SIN sin
 #define R_VALS_OWNED 1
-#define R_VALS_CREATE(r, id, rounded) f64_vals_create(&(r)->m->t[id], rounded)
+#define R_VALS_CREATE(r, id, rounded) cic_tensor_f64_create(&(r)->m->t[id], rounded)
 
 #include "../base/mpvec.h"
 #include "../model/model.h"
 
 #include <stdbool.h>
 #include <stdlib.h>
-
-/* All rows*cols values of weight or input tensor t as double. */
-static double *f64_vals_create(const cic_tensor *t, bool rounded)
-{
-    size_t i, n = (size_t)t->rows * (size_t)t->cols;
-    double *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v)
-        return NULL;
-    if (cic_tensor_has_hp(t) && !rounded) {
-        mpfr_t *tmp;
-        const mpfr_t *hp = cic_tensor_hp_make(t, &tmp);
-        if (!hp) {
-            free(v);
-            return NULL;
-        }
-        for (i = 0; i < n; i++)
-            v[i] = mpfr_get_d(hp[i], MPFR_RNDN);
-        cic_mpvec_destroy(tmp, n);
-    } else
-        for (i = 0; i < n; i++)
-            v[i] = (double)t->f32[i];
-    return v;
-}
 
 #include "engine_real.h"
 

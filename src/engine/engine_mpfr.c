@@ -175,16 +175,17 @@ static const mpfr_t *wsrc(mprun *r, int id)
         return (const mpfr_t *)r->buf[id];
     if (t->hp && !r->rounded)
         return (const mpfr_t *)t->hp + off;
-    if (!r->wt[id]) {
+    if (!r->wt[id] && (t->lazy || t->f64) && !r->rounded) {
+        mpfr_t *tmp; /* a recipe's values or the doubles, made (freed with the run) */
+        if (!cic_tensor_hp_make(t, &tmp))
+            return NULL;
+        r->wt[id] = tmp;
+    } else if (!r->wt[id]) {
         size_t n = (size_t)t->rows * t->cols;
-        bool lazy = t->lazy && !r->rounded;
-        r->wt[id] = cic_mpvec_create(n, lazy ? t->lazy->prec : 24);
+        r->wt[id] = cic_mpvec_create(n, 24);
         if (!r->wt[id])
             return NULL;
-        if (!lazy)
-            cic_mpvec_set_f32(r->wt[id], t->f32, n);
-        else if (cic_lazy_make(t->lazy, r->wt[id]) < 0)
-            return NULL; /* (freed with the run) */
+        cic_mpvec_set_f32(r->wt[id], t->f32, n);
     }
     return (const mpfr_t *)r->wt[id] + off;
 }
@@ -229,7 +230,7 @@ static int linear_pack(mprun *r, const cic_op *o, const mpfr_t **w, cic_mp_pack 
 {
     const cic_tensor *t = &r->m->t[o->w];
     *w = NULL;
-    if (t->role == CIC_T_WEIGHT && !(t->hp && !r->rounded)) {
+    if (t->role == CIC_T_WEIGHT && !((t->hp || t->f64) && !r->rounded)) {
         int rc;
         if (t->lazy && !r->rounded) {
             if (cic_lazy_make_pack(t->lazy, all) < 0)

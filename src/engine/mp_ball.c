@@ -414,7 +414,9 @@ static float f_up(double v)
 
 static float w_abs(const cic_tensor *t, size_t i)
 {
-    float a = t->hp ? fabsf(mpfr_get_flt(t->hp[i], MPFR_RNDA)) : fabsf(t->f32[i]);
+    float a = t->hp    ? fabsf(mpfr_get_flt(t->hp[i], MPFR_RNDA))
+              : t->f64 ? f_up(fabs(t->f64[i]))
+                       : fabsf(t->f32[i]);
     return a > 0 && a < FLT_MIN ? FLT_MIN : a;
 }
 

@@ -28,9 +28,11 @@ static void tensor_free(cic_tensor *t)
     t->f32_mapped = false;
     cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
     cic_lazy_unref(t->lazy);
+    free(t->f64);
     t->f32 = NULL;
     t->hp = NULL;
     t->lazy = NULL;
+    t->f64 = NULL;
 }
 
 void cic_model_destroy(cic_model *m)
@@ -101,28 +103,71 @@ int cic_model_tensor_find(const cic_model *m, const char *name)
 
 bool cic_tensor_has_hp(const cic_tensor *t)
 {
-    return t->hp || t->lazy;
+    return t->hp || t->lazy || t->f64;
 }
 
 mpfr_prec_t cic_tensor_hp_prec(const cic_tensor *t)
 {
-    return t->lazy ? t->lazy->prec : t->hp ? t->hp_prec : 0;
+    return t->lazy ? t->lazy->prec : t->hp || t->f64 ? t->hp_prec : 0;
 }
 
 const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp)
 {
-    size_t n = (size_t)t->rows * (size_t)t->cols;
+    size_t n = (size_t)t->rows * (size_t)t->cols, i;
     *tmp = NULL;
     if (t->hp)
         return (const mpfr_t *)t->hp;
-    if (!t->lazy)
+    if (!t->lazy && !t->f64)
         return NULL;
-    *tmp = cic_mpvec_create(n, t->lazy->prec);
-    if (*tmp && cic_lazy_make(t->lazy, *tmp) < 0) {
+    *tmp = cic_mpvec_create(n, cic_tensor_hp_prec(t));
+    if (*tmp && t->f64) {
+        for (i = 0; i < n; i++) /* exact: each double carries <= hp_prec bits */
+            mpfr_set_d((*tmp)[i], t->f64[i], MPFR_RNDN);
+    } else if (*tmp && cic_lazy_make(t->lazy, *tmp) < 0) {
         cic_mpvec_destroy(*tmp, n);
         *tmp = NULL;
     }
     return (const mpfr_t *)*tmp;
+}
+
+double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
+{
+    size_t n = (size_t)t->rows * (size_t)t->cols, i;
+    double *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v)
+        return NULL;
+    if (!rounded && t->f64) {
+        memcpy(v, t->f64, n * sizeof *v);
+    } else if (!rounded && cic_tensor_has_hp(t)) {
+        mpfr_t *tmp;
+        const mpfr_t *hp = cic_tensor_hp_make(t, &tmp);
+        if (!hp) {
+            free(v);
+            return NULL;
+        }
+        for (i = 0; i < n; i++)
+            v[i] = mpfr_get_d(hp[i], MPFR_RNDN);
+        cic_mpvec_destroy(tmp, n);
+    } else {
+        for (i = 0; i < n; i++)
+            v[i] = (double)t->f32[i];
+    }
+    return v;
+}
+
+void cic_tensor_set_f64(cic_tensor *t, double *v, mpfr_prec_t prec)
+{
+    size_t n = (size_t)t->rows * (size_t)t->cols, i;
+    CIC_ASSERT(prec <= 53);
+    cic_mpvec_destroy(t->hp, n);
+    cic_lazy_unref(t->lazy);
+    free(t->f64);
+    t->hp = NULL;
+    t->lazy = NULL;
+    t->f64 = v;
+    t->hp_prec = prec;
+    for (i = 0; i < n; i++) /* RN, as mpfr_get_flt: one rounding of an exact value */
+        t->f32[i] = (float)v[i];
 }
 
 int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
@@ -131,7 +176,9 @@ int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
     size_t n = (size_t)t->rows * (size_t)t->cols;
     cic_mpvec_destroy(t->hp, n);
     cic_lazy_unref(t->lazy);
+    free(t->f64);
     t->lazy = NULL;
+    t->f64 = NULL;
     t->hp = cic_mpvec_create(n, prec);
     t->hp_prec = prec;
     return t->hp ? 0 : -1;
@@ -185,6 +232,7 @@ cic_model *cic_model_clone(const cic_model *m)
         *d = *s;
         d->f32 = NULL;
         d->hp = NULL;
+        d->f64 = NULL;
         d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
         d->f32_mapped = false;           /* the copy is the clone's own */
         c->n_t = i + 1;
@@ -200,6 +248,12 @@ cic_model *cic_model_clone(const cic_model *m)
                 goto fail;
             for (k = 0; k < n; k++)
                 mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
+        }
+        if (s->f64) {
+            d->f64 = malloc(n * sizeof *d->f64);
+            if (!d->f64)
+                goto fail;
+            memcpy(d->f64, s->f64, n * sizeof *d->f64);
         }
     }
     if (m->out_q) {

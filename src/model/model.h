@@ -43,6 +43,10 @@ typedef struct {
                       * model's keep): never written, not freed */
     mpfr_t *hp;      /* unrounded values at hp_prec, or NULL: f32 is exact */
     mpfr_prec_t hp_prec;
+    /* or the unrounded values as doubles (hp_prec <= 53, each value exact
+     * at hp_prec; hp and lazy NULL): what products through dgemm give
+     * (transform precision f64-openblas), at 8 bytes a value */
+    double *f64;
     /* or the unrounded values as a recipe, made when read (lazy.h; then hp
      * is NULL and f32 holds them rounded): cic_tensor_hp_make */
     struct cic_lazy *lazy;
@@ -123,6 +127,15 @@ int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec);
 bool cic_tensor_has_hp(const cic_tensor *t);
 mpfr_prec_t cic_tensor_hp_prec(const cic_tensor *t);
 const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp);
+/* All rows * cols values of t as doubles, in a fresh array (the caller
+ * frees it): the unrounded values (hp, a recipe's, the doubles) each
+ * rounded once to double, or the float32 ones when t has none or rounded
+ * is set. NULL when memory runs out. */
+double *cic_tensor_f64_create(const cic_tensor *t, bool rounded);
+/* Install v (rows * cols doubles, ownership taken) as tensor id's unrounded
+ * values at prec <= 53 (each exact at prec), replacing hp or a recipe; f32
+ * gets them rounded to binary32. */
+void cic_tensor_set_f64(cic_tensor *t, double *v, mpfr_prec_t prec);
 
 /* Rows of tensor id in a run over n_samples samples. */
 int cic_model_run_rows(const cic_model *m, int id, int n_samples);

@@ -342,24 +342,44 @@ static cic_result *xform_verdict(cic_pipeline *r, int i, const mpfr_t *yhp, cons
     return mx;
 }
 
+/* Whether transform i's model is needed after transform `from` is built:
+ * by a transform after `from` that is applied after i, or for the dump. */
+static bool model_needed(const cic_pipeline *r, int i, int from)
+{
+    int j;
+    bool keep = r->o.keep_models;
+    for (j = from + 1; j < r->c->n_xf; j++)
+        keep = keep || r->c->xf[j].after == i;
+    return keep;
+}
+
 /* Keep transform i's model only for a later 'after' or the dump: at real
  * model sizes one copy of the weights is gigabytes. */
 static void release_model(cic_pipeline *r, int i)
 {
-    int j;
-    bool keep = r->o.keep_models;
-    for (j = i + 1; j < r->c->n_xf; j++)
-        keep = keep || r->c->xf[j].after == i;
-    if (!keep) {
+    if (!model_needed(r, i, i)) {
         cic_model_destroy(r->xm[i]);
         r->xm[i] = NULL;
     }
 }
 
+/* Transform i's model, built from its base: the model it is applied after
+ * is transformed in place when nothing later needs it (no copy of its
+ * weights), else copied; the original is always copied. */
+static cic_model *build_model(cic_pipeline *r, int i, cic_diag *d)
+{
+    const cic_xform_spec *xs = &r->c->xf[i];
+    cic_model *base;
+    if (xs->after < 0 || model_needed(r, xs->after, i))
+        return cic_xform_apply(xs->after >= 0 ? r->xm[xs->after] : r->orig, xs, r->prec, d);
+    base = r->xm[xs->after];
+    r->xm[xs->after] = NULL;
+    return cic_xform_apply_take(base, xs, r->prec, d);
+}
+
 int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
 {
     const cic_xform_spec *xs = &r->c->xf[i];
-    const cic_model *base = xs->after >= 0 ? r->xm[xs->after] : r->orig;
     cic_model *m;
     mpfr_t *yhp = NULL, *yrw = NULL;
     cic_flop_count counted, analytical;
@@ -370,7 +390,7 @@ int _cic_pl_xform(cic_pipeline *r, int i, cic_diag *d)
 
     _cic_pl_stage(r, "transform %s: building (%s, %s precision)", xs->name,
                   CIC_XFORM_NAME[xs->kind], CIC_TPREC_NAME[xs->prec]);
-    m = r->xm[i] = cic_xform_apply(base, xs, r->prec, d);
+    m = r->xm[i] = build_model(r, i, d);
     if (!m)
         return -1;
     yhp = cic_mpvec_create(r->n, r->prec);

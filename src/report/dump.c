@@ -74,26 +74,6 @@ static int hadamard_bases(cic_st_tensor *t, int *n, float **vals, char names[][3
     return 0;
 }
 
-/* The values of s the MPFR verdict used (its unrounded values, or its
- * float32 ones), each rounded once to double; NULL when memory runs out. */
-static double *unrounded_f64(const cic_tensor *s)
-{
-    size_t cnt = (size_t)s->rows * (size_t)s->cols, j;
-    double *v = cic_calloc(cnt ? cnt : 1, sizeof *v);
-    mpfr_t *tmp;
-    const mpfr_t *hp;
-    if (!v)
-        return NULL;
-    hp = cic_tensor_hp_make(s, &tmp);
-    if (!hp && cic_tensor_has_hp(s)) {
-        free(v);
-        return NULL;
-    }
-    for (j = 0; j < cnt; j++)
-        v[j] = hp ? mpfr_get_d(hp[j], MPFR_RNDN) : (double)s->f32[j];
-    cic_mpvec_destroy(tmp, cnt);
-    return v;
-}
 
 int cic_dump_model(const char *path, const cic_model *m, const char *const *meta,
                    bool unrounded, cic_diag *d)
@@ -120,7 +100,7 @@ int cic_dump_model(const char *path, const cic_model *m, const char *const *meta
         t[n].dtype = CIC_DT_F32;
         t[n].data = s->f32;
         if (unrounded) {
-            if (!(f64[i] = unrounded_f64(s))) {
+            if (!(f64[i] = cic_tensor_f64_create(s, false))) {
                 cic_diag_set(d, path, 0, 0, "out of memory");
                 rc = -1;
                 goto cleanup;

@@ -30,7 +30,9 @@
 #include "qmat.h"
 #include "xform_util.h"
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef cic_xf_ctx ctx;
@@ -56,8 +58,9 @@ static void derived_name(char *buf, size_t cap, const char *w, const char *suffi
 }
 
 /* The FWHT op and its signs before MLP writer op i (index in m->ops), the
- * writer then reading its output. */
-static int add_online(cic_model *m, int i, const mpfr_t *q, int f, int K)
+ * writer then reading its output. neg[j]: whether Q[0][j] < 0 (row 0 of H
+ * is +1, so Q[0][j] = s_j / sqrt(f)); neg NULL: H itself. */
+static int add_online(cic_model *m, int i, const bool *neg, int f, int K)
 {
     cic_op o = cic_op_blank(CIC_OP_FWHT, CIC_SITE_MLP, m->ops[i].layer);
     int x = m->ops[i].in[0], s, y, j;
@@ -69,8 +72,8 @@ static int add_online(cic_model *m, int i, const mpfr_t *q, int f, int K)
     if (y < 0)
         return -1;
     m->t[y].rows_kind = m->t[x].rows_kind;
-    for (j = 0; j < f; j++) /* Q[0][j] = s_j / sqrt(f): row 0 of H is +1; q NULL: H */
-        m->t[s].f32[j] = q && mpfr_signbit(q[j]) ? -1.0f : 1.0f;
+    for (j = 0; j < f; j++)
+        m->t[s].f32[j] = neg && neg[j] ? -1.0f : 1.0f;
     o.in[0] = x;
     o.g = s;
     o.hbase = K;
@@ -81,32 +84,51 @@ static int add_online(cic_model *m, int i, const mpfr_t *q, int f, int K)
     return 0;
 }
 
+/* Q of layer l's down projection (f x f): MPFR at c->p into q, or with
+ * c->blas doubles into qd (no MPFR copy: f^2 values); neg[j] gets the sign
+ * of Q[0][j]. */
+static int down_q(ctx *c, const cic_xform_spec *x, int l, int f, mpfr_t *q, double *qd, bool *neg)
+{
+    uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-down"), (uint64_t)l);
+    int j;
+    if (c->blas ? cic_q_hadamard_k_f64(qd, f, x->hadamard_base, seed) < 0
+                : cic_q_hadamard_k(q, f, x->hadamard_base, seed, c->p) < 0)
+        return -1;
+    for (j = 0; j < f; j++)
+        neg[j] = c->blas ? qd[j] < 0 : mpfr_signbit(q[j]) != 0;
+    return 0;
+}
+
 int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
 {
     cic_model *m = c->m;
     int f = m->cfg.d_mlp, i, rc = -1;
     int K = cic_hadamard_base_order_k(f, x->hadamard_base);
-    mpfr_t *q = cic_mpvec_create((size_t)f * f, c->p);
-    if (!q)
-        return -1;
+    size_t ff = (size_t)f * f;
+    mpfr_t *q = c->blas ? NULL : cic_mpvec_create(ff, c->p);
+    double *qd = c->blas ? cic_calloc(ff, sizeof *qd) : NULL;
+    bool *neg = cic_calloc((size_t)f, sizeof *neg);
+    if ((!q && !qd) || !neg)
+        goto cleanup;
     for (i = 0; i < m->n_ops; i++) {
         cic_op *o = &m->ops[i];
-        uint64_t seed;
         if (o->kind != CIC_OP_LINEAR || o->role != CIC_ROLE_WRITER || o->site != CIC_SITE_MLP)
             continue;
-        seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-down"), (uint64_t)o->layer);
-        if (cic_q_hadamard_k(q, f, x->hadamard_base, seed, c->p) < 0 ||
-            _cic_xf_rotate_right(c, o->w, (const mpfr_t *)q, f) < 0)
+        if (down_q(c, x, o->layer, f, q, qd, neg) < 0 ||
+            (qd ? _cic_xf_rotate_f64(c, o->w, false, qd, f)
+                : _cic_xf_rotate_right(c, o->w, (const mpfr_t *)q, f)) < 0)
             goto cleanup;
         if (x->mistake != CIC_MISTAKE_SKIP_ONLINE) {
-            if (add_online(m, i, (const mpfr_t *)q, f, K) < 0)
+            if (add_online(m, i, neg, f, K) < 0)
                 goto cleanup;
             i++; /* the writer moved one place on */
         }
     }
     rc = 0;
 cleanup:
-    cic_mpvec_destroy(q, (size_t)f * f);
+    cic_mpvec_destroy(q, ff);
+    free(qd);
+    free(neg);
     return rc;
 }
 

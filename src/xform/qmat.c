@@ -201,18 +201,23 @@ int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
     return cic_q_hadamard_k(q, d, 0, seed, prec);
 }
 
-int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
+/* Q[i][j] = H[i][j] s_j / sqrt(d) into q (MPFR at prec) or, q NULL, qd
+ * (doubles: prec 53, the same values). */
+static int hadamard_fill(mpfr_t *q, double *qd, int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
 {
     signed char *hk = NULL;
     mpfr_t r;
+    double rd;
     size_t n, K, P, i, j;
     uint64_t key;
 
     if (!cic_q_hadamard_k_supported(d, Kreq))
         return -1;
-    _cic_q_check(q, d, prec);
+    if (q)
+        _cic_q_check(q, d, prec);
     if (cic_hadamard_base_k(&hk, Kreq, d) < 0) {
-        cic_q_identity(q, d); /* a defined state */
+        if (q)
+            cic_q_identity(q, d); /* a defined state */
         return -1;
     }
     n = (size_t)d;
@@ -223,6 +228,7 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
     mpfr_init2(r, prec);
     mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
     mpfr_rec_sqrt(r, r, MPFR_RNDN);
+    rd = mpfr_get_d(r, MPFR_RNDN);
 
     /* Q[i][j] = H[i][j] * s_j / sqrt(d) */
     key = cic_rng_key(seed, "q.hadamard.signs");
@@ -230,6 +236,10 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
         int sj = hadamard_sign(key, j);
         for (i = 0; i < n; i++) {
             int h = cic_hadamard_kron_entry(hk, K, P, i, j) * sj;
+            if (!q) {
+                qd[i * n + j] = h < 0 ? -rd : rd;
+                continue;
+            }
             /* negation is exact: every entry is +-r bit for bit */
             mpfr_set(q[i * n + j], r, MPFR_RNDN);
             if (h < 0)
@@ -239,6 +249,16 @@ int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec
     mpfr_clear(r);
     free(hk);
     return 0;
+}
+
+int cic_q_hadamard_k(mpfr_t *q, int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
+{
+    return hadamard_fill(q, NULL, d, Kreq, seed, prec);
+}
+
+int cic_q_hadamard_k_f64(double *q, int d, int Kreq, uint64_t seed)
+{
+    return hadamard_fill(NULL, q, d, Kreq, seed, 53);
 }
 
 int cic_q_regular_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)

@@ -42,6 +42,9 @@ void cic_q_hadamard_suggest(char *buf, size_t cap, int d);
  * Sylvester's. The signs s come from the same stream whatever K, so two
  * bases with one seed differ in H only. -1 when (d, K) is not supported. */
 int cic_q_hadamard_k(mpfr_t *q, int d, int K, uint64_t seed, mpfr_prec_t prec);
+/* The same Q at 53 bits as doubles (d x d, row-major): for products
+ * through dgemm at sizes where d^2 MPFR values take gigabytes. */
+int cic_q_hadamard_k_f64(double *q, int d, int K, uint64_t seed);
 /* The signs s_j of those Q (d values of +-1), for the transforms that apply
  * Q without forming it (model/lazy.h). Returns 0. */
 int cic_q_hadamard_signs(signed char *s, int d, uint64_t seed);

@@ -26,6 +26,8 @@
 #include "qmat.h"
 #include "xform_util.h"
 
+#include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef cic_xf_ctx ctx;
@@ -102,67 +104,127 @@ static void cols_block(ctx *c, mpfr_t *dst, const mpfr_t *src, int rows, int col
                        q + i, (size_t)dh, (size_t)dh, NULL, &c->dot);
 }
 
+/* A tensor's values while head blocks of it change: MPFR at c->p, or with
+ * c->blas doubles, the products by Q through dgemm (transform precision
+ * f64-openblas), installed as doubles (model.h). */
+typedef struct {
+    mpfr_t *m;
+    double *d;
+    size_t n;
+} head_vals;
+
+static int hv_copy(ctx *c, head_vals *v, int id)
+{
+    const cic_tensor *t = &c->m->t[id];
+    v->n = (size_t)t->rows * t->cols;
+    v->m = NULL;
+    v->d = NULL;
+    if (c->blas)
+        return (v->d = cic_tensor_f64_create(t, false)) ? 0 : -1;
+    return (v->m = _cic_xf_values_copy(c, id)) ? 0 : -1;
+}
+
+static void hv_free(head_vals *v)
+{
+    cic_mpvec_destroy(v->m, v->n);
+    free(v->d);
+    v->m = NULL;
+    v->d = NULL;
+}
+
+static void hv_install(ctx *c, int id, head_vals *v)
+{
+    if (v->d)
+        cic_tensor_set_f64(&c->m->t[id], v->d, c->p);
+    else
+        _cic_xf_install(c->m, id, v->m, c->p);
+    v->m = NULL;
+    v->d = NULL;
+}
+
+/* Q_g as head_q makes it, and with c->blas also as doubles in qd. */
+static int head_q_both(ctx *c, mpfr_t *q, double *qd, const cic_xform_spec *x, int dh, int l,
+                       int kv, int g)
+{
+    size_t k;
+    if (head_q(c, q, x, dh, l, kv, g) < 0)
+        return -1;
+    for (k = 0; c->blas && k < (size_t)dh * dh; k++)
+        qd[k] = mpfr_get_d(q[k], MPFR_RNDN);
+    return 0;
+}
+
+/* dst rows r0 .. r0+dh-1 := Q^T (those rows of src), [rows, cols]. */
+static void hv_rows(ctx *c, head_vals *dst, const head_vals *src, int cols, int r0,
+                    const mpfr_t *q, const double *qd, int dh)
+{
+    size_t off = (size_t)r0 * cols;
+    if (dst->d)
+        cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, cols, dh, 1.0, qd, dh,
+                    src->d + off, cols, 0.0, dst->d + off, cols);
+    else
+        _cic_xf_rows_block(c, dst->m, src->m, cols, r0, q, dh);
+}
+
+/* dst columns c0 .. c0+dh-1 := (those columns of src) Q, [rows, cols]. */
+static void hv_cols(ctx *c, head_vals *dst, const head_vals *src, int rows, int cols, int c0,
+                    const mpfr_t *q, const double *qd, int dh)
+{
+    if (dst->d)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, dh, 1.0, src->d + c0,
+                    cols, qd, dh, 0.0, dst->d + c0, cols);
+    else
+        cols_block(c, dst->m, src->m, rows, cols, c0, q, dh);
+}
+
 /* One attention op: its value linear's rows (and bias), its output
  * projection's columns, head by head. */
-static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t *q)
+static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t *q, double *qd)
 {
     cic_model *m = c->m;
     int H = a->heads, kv = a->kv_heads > 0 ? a->kv_heads : a->heads, d = m->t[a->out].cols;
     int dh = d / H, pv = _cic_xf_producer(m, a->in[2]), po = linear_reader(m, a->out), g, h, rc = -1;
     const cic_op *lv, *lo;
-    mpfr_t *wv = NULL, *bv = NULL, *wo = NULL, *sv = NULL, *sb = NULL, *so = NULL;
+    head_vals wv = {0}, bv = {0}, wo = {0}, sv = {0}, sb = {0}, so = {0};
     CIC_ASSERT(pv >= 0 && po >= 0 && m->ops[pv].kind == CIC_OP_LINEAR);
     lv = &m->ops[pv];
     lo = &m->ops[po];
-    wv = _cic_xf_values_copy(c, lv->w);
-    sv = _cic_xf_values_copy(c, lv->w);
-    wo = _cic_xf_values_copy(c, lo->w);
-    so = _cic_xf_values_copy(c, lo->w);
-    if (lv->b >= 0) {
-        bv = _cic_xf_values_copy(c, lv->b);
-        sb = _cic_xf_values_copy(c, lv->b);
-    }
-    if (!wv || !sv || !wo || !so || (lv->b >= 0 && (!bv || !sb)))
+    if (hv_copy(c, &wv, lv->w) < 0 || hv_copy(c, &sv, lv->w) < 0 || hv_copy(c, &wo, lo->w) < 0 ||
+        hv_copy(c, &so, lo->w) < 0 ||
+        (lv->b >= 0 && (hv_copy(c, &bv, lv->b) < 0 || hv_copy(c, &sb, lv->b) < 0)))
         goto cleanup;
     for (g = 0; g < kv; g++) {
         int r0 = a->in_col[2] + g * dh;
         if ((x->mistake == CIC_MISTAKE_PER_QUERY_HEAD
-                 ? head_q(c, q, x, dh, a->layer, H, g * (H / kv))
-                 : head_q(c, q, x, dh, a->layer, kv, g)) < 0)
+                 ? head_q_both(c, q, qd, x, dh, a->layer, H, g * (H / kv))
+                 : head_q_both(c, q, qd, x, dh, a->layer, kv, g)) < 0)
             goto cleanup;
-        _cic_xf_rows_block(c, wv, sv, m->t[lv->w].cols, r0, q, dh);
-        if (bv)
-            cols_block(c, bv, sb, 1, m->t[lv->b].cols, r0, q, dh);
+        hv_rows(c, &wv, &sv, m->t[lv->w].cols, r0, q, qd, dh);
+        if (lv->b >= 0)
+            hv_cols(c, &bv, &sb, 1, m->t[lv->b].cols, r0, q, qd, dh);
         for (h = g * (H / kv); h < (g + 1) * (H / kv); h++) {
             if (x->mistake == CIC_MISTAKE_SKIP_OUT_PROJ)
                 continue;
             /* the mistake per-query-head: each query head's own Q on its
              * o_proj columns (the value head took its first head's) */
             if (x->mistake == CIC_MISTAKE_PER_QUERY_HEAD &&
-                head_q(c, q, x, dh, a->layer, H, h) < 0)
+                head_q_both(c, q, qd, x, dh, a->layer, H, h) < 0)
                 goto cleanup;
-            cols_block(c, wo, so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, dh);
+            hv_cols(c, &wo, &so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, qd, dh);
         }
     }
-    _cic_xf_install(m, lv->w, wv, c->p);
-    _cic_xf_install(m, lo->w, wo, c->p);
-    wv = wo = NULL;
-    if (bv) {
-        _cic_xf_install(m, lv->b, bv, c->p);
-        bv = NULL;
-    }
+    hv_install(c, lv->w, &wv);
+    hv_install(c, lo->w, &wo);
+    if (lv->b >= 0)
+        hv_install(c, lv->b, &bv);
     rc = 0;
 cleanup:
-#define FREE_T(p, id) cic_mpvec_destroy(p, (size_t)m->t[id].rows * m->t[id].cols)
-    FREE_T(wv, lv->w);
-    FREE_T(sv, lv->w);
-    FREE_T(wo, lo->w);
-    FREE_T(so, lo->w);
-    if (lv->b >= 0) {
-        FREE_T(bv, lv->b);
-        FREE_T(sb, lv->b);
-    }
-#undef FREE_T
+    hv_free(&wv);
+    hv_free(&sv);
+    hv_free(&wo);
+    hv_free(&so);
+    hv_free(&bv);
+    hv_free(&sb);
     return rc;
 }
 
@@ -171,14 +233,16 @@ int _cic_xf_rotate_heads(ctx *c, const cic_xform_spec *x)
     cic_model *m = c->m;
     int i, dh = _cic_xf_head_dim(m), rc = 0;
     mpfr_t *q;
+    double *qd;
     if (dh == 0)
         return 0;
     q = cic_mpvec_create((size_t)dh * dh, c->p);
-    if (!q)
-        return -1;
+    qd = cic_calloc((size_t)dh * dh, sizeof *qd);
+    rc = q && qd ? 0 : -1;
     for (i = 0; i < m->n_ops && rc == 0; i++)
         if (m->ops[i].kind == CIC_OP_ATTN)
-            rc = rotate_attn(c, x, &m->ops[i], q);
+            rc = rotate_attn(c, x, &m->ops[i], q, qd);
     cic_mpvec_destroy(q, (size_t)dh * dh);
+    free(qd);
     return rc;
 }

@@ -315,7 +315,9 @@ void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
     size_t n = (size_t)t->rows * t->cols;
     cic_mpvec_destroy(t->hp, n);
     cic_lazy_unref(t->lazy);
+    free(t->f64);
     t->lazy = NULL;
+    t->f64 = NULL;
     t->hp = v;
     t->hp_prec = p;
     cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, n);
@@ -381,7 +383,7 @@ static int rotate_lazy(ctx *c, int id, enum cic_lazy_side side)
     cic_tensor *t = &c->m->t[id];
     const cic_xf_hq *h = c->hq;
     cic_lazy *z;
-    if (!h || t->hp || (t->lazy && t->lazy->side != CIC_LAZY_VALUES))
+    if (!h || t->hp || t->f64 || (t->lazy && t->lazy->side != CIC_LAZY_VALUES))
         return 0;
     if (!t->lazy && to_recipe(t, NULL, 24) < 0) /* the base: its float32 values */
         return -1;
@@ -496,6 +498,26 @@ cleanup:
     return rc;
 }
 
+int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
+{
+    cic_tensor *t = &c->m->t[id];
+    size_t n = (size_t)t->rows * t->cols;
+    double *v = cic_tensor_f64_create(t, false), *nv = cic_calloc(n ? n : 1, sizeof *nv);
+    if (!v || !nv) {
+        free(v);
+        free(nv);
+        return -1;
+    }
+    /* the products cic_mp_matmul would form through dgemm, the same call */
+    if (left)
+        cic_gemm_f64(nv, q, true, v, false, d, t->cols, d);
+    else
+        cic_gemm_f64(nv, v, false, q, false, t->rows, d, d);
+    free(v);
+    cic_tensor_set_f64(t, nv, c->p);
+    return 0;
+}
+
 /* Multiply by Q over the residual dimension: right (W Q, for readers and
  * the input: rows stay, the d columns mix) or left-transposed (Q^T W for
  * writer weights [d, k] and biases [1, d], which mix the d rows / cols). */
@@ -509,6 +531,8 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
     CIC_ASSERT(cols == d);
     if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_RIGHT)) != 0)
         return lz < 0 ? -1 : 0;
+    if (c->blas && c->qd && c->qd_n == d)
+        return _cic_xf_rotate_f64(c, id, false, c->qd, d);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
@@ -536,6 +560,8 @@ static int rotate_writer(ctx *c, int id, bool bias, const mpfr_t *q, int d)
     CIC_ASSERT(rows == d);
     if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_LEFT)) != 0)
         return lz < 0 ? -1 : 0;
+    if (c->blas && c->qd && c->qd_n == d)
+        return _cic_xf_rotate_f64(c, id, true, c->qd, d);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
@@ -593,6 +619,7 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     int d = m->cfg.d_model, i, rc = -1;
     size_t dd = (size_t)d * d, k;
     mpfr_t *q = cic_mpvec_create(dd, c->p), *nq = NULL;
+    double *qd = NULL;
     cic_xf_hq hq = { 0, 0, NULL, NULL };
     if (!q)
         return -1;
@@ -628,6 +655,14 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     default:
         cic_q_identity(q, d);
         break;
+    }
+    if (c->blas) { /* the products by Q in double, kept as doubles */
+        if (!(qd = cic_calloc(dd, sizeof *qd)))
+            goto cleanup;
+        for (k = 0; k < dd; k++)
+            qd[k] = mpfr_get_d(q[k], MPFR_RNDN);
+        c->qd = qd;
+        c->qd_n = d;
     }
     for (i = 0; i < m->n_ops; i++) {
         cic_op *o = &m->ops[i];
@@ -668,6 +703,8 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     rc = 0;
 cleanup:
     c->hq = NULL;
+    c->qd = NULL;
+    free(qd);
     free(hq.hk);
     free(hq.sign);
     cic_mpvec_destroy(q, dd);
@@ -675,14 +712,21 @@ cleanup:
     return rc;
 }
 
-cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
-                           mpfr_prec_t engine_prec, cic_diag *d)
+static bool adaln_kind(enum cic_xform_kind k)
 {
-    cic_model *m = cic_model_clone(src);
+    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
+           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+}
+
+/* x applied to m itself (not an adaLN strategy): m, or NULL with m
+ * destroyed and d set. */
+static cic_model *apply_in_place(cic_model *m, const cic_xform_spec *x, mpfr_prec_t engine_prec,
+                                 cic_diag *d)
+{
     ctx c;
     int rc = -1;
     memset(&c, 0, sizeof c);
-    if (!m || ctx_init(&c, m, cic_xform_prec(x, engine_prec)) < 0)
+    if (ctx_init(&c, m, cic_xform_prec(x, engine_prec)) < 0)
         goto done;
     c.blas = x->prec == CIC_TPREC_F64_BLAS;
     switch (x->kind) {
@@ -704,13 +748,6 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
     case CIC_XFORM_ONLINE_QK:
         rc = _cic_xf_online_qk(&c, x);
         break;
-    case CIC_XFORM_STATIC_FOLD:
-    case CIC_XFORM_ONLINE_UNROTATE:
-    case CIC_XFORM_PER_SAMPLE_FOLD:
-    case CIC_XFORM_BRANCH_ROTATE:
-        cic_dot_scratch_clear(&c.dot);
-        cic_model_destroy(m);
-        return cic_adaln_apply(src, x, engine_prec, d);
     default:
         CIC_ASSERT(0 && "transform kind");
     }
@@ -721,5 +758,29 @@ done:
         cic_model_destroy(m);
         return NULL;
     }
+    return m;
+}
+
+cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
+                           mpfr_prec_t engine_prec, cic_diag *d)
+{
+    cic_model *m;
+    if (adaln_kind(x->kind))
+        return cic_adaln_apply(src, x, engine_prec, d);
+    if (!(m = cic_model_clone(src))) {
+        cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
+        return NULL;
+    }
+    return apply_in_place(m, x, engine_prec, d);
+}
+
+cic_model *cic_xform_apply_take(cic_model *src, const cic_xform_spec *x,
+                                mpfr_prec_t engine_prec, cic_diag *d)
+{
+    cic_model *m;
+    if (!adaln_kind(x->kind))
+        return apply_in_place(src, x, engine_prec, d);
+    m = cic_adaln_apply(src, x, engine_prec, d);
+    cic_model_destroy(src);
     return m;
 }

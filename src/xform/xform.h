@@ -32,6 +32,10 @@ int cic_xform_check(const cic_case *c, cic_diag *d);
 /* Apply x to src; a new model, or NULL with d set (allocation failure). */
 cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
                            mpfr_prec_t engine_prec, cic_diag *d);
+/* The same, src taken: transformed in place (no copy of its weights) and
+ * returned, or destroyed. For a model no other transform needs. */
+cic_model *cic_xform_apply_take(cic_model *src, const cic_xform_spec *x,
+                                mpfr_prec_t engine_prec, cic_diag *d);
 
 /* The online ops a rewritten checkpoint needs at run time (cicheck
  * verify: --online down_proj:hadamard, --online qk:hadamard), inserted into

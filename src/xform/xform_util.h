@@ -22,6 +22,10 @@ typedef struct {
     int ok;
     bool blas;          /* dense products by Q through dgemm (f64-openblas) */
     const cic_xf_hq *hq; /* set while a rotation's Q is that Hadamard */
+    /* with blas, while a rotation runs: its Q (qd_n x qd_n) as doubles, so
+     * the products by it are doubles kept as doubles (model.h) */
+    const double *qd;
+    int qd_n;
 } cic_xf_ctx;
 
 /* The op of m that writes tensor t, or -1. */
@@ -36,6 +40,9 @@ void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p);
 int _cic_xf_ctx_init(cic_xf_ctx *c, cic_model *m, mpfr_prec_t p);
 /* Subtract the mean over dim 0 (columns of a [d, k] writer) or dim 1 (rows). */
 int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
+/* Tensor id times Q (d x d doubles) through dgemm, the doubles kept:
+ * right W Q (cols d), or left Q^T W (rows d). 0, or -1 (out of memory). */
+int _cic_xf_rotate_f64(cic_xf_ctx *c, int id, bool left, const double *q, int d);
 /* Tensor id [rows, d] times Q (d x d, row-major). */
 int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
 
