@@ -11,6 +11,7 @@
 #include "testutil.h"
 
 #include "base/base.h"
+#include "base/mpgemm.h"
 #include "base/mpvec.h"
 #include "base/rng.h"
 
@@ -713,6 +714,40 @@ static uint64_t fill_mismatches(const float *got, const float *want, uint64_t n,
     return bad;
 }
 
+/* cic_rng_fill_f32 splits a large fill over threads (cic_mp_matmul_threads)
+ * at even indices: the bits are those of one thread, for both
+ * distributions, an odd length, 2 and 3 threads (slices that start inside
+ * a normal pair would be caught: the pair's cos and sin swap roles), and
+ * (3 threads, normal) a std that takes the MPFR fallback for the whole
+ * fill. */
+static void test_rng_fill_threads(void **state)
+{
+    static const double stds[] = {0.02, 0.0};
+    uint64_t n = ((uint64_t)3 << 20) + 1, first = 0;
+    float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+    int dist, k, th;
+    (void)state;
+    assert_non_null(a);
+    assert_non_null(b);
+    for (th = 2; th <= 3; th++)
+        for (dist = 0; dist < 2; dist++)
+            for (k = 0; k < (th == 3 && dist == 0 ? 2 : 1); k++) {
+                uint64_t key = cic_rng_key(7 + (uint64_t)k, "layers.0.mlp.down_proj.weight");
+                uint64_t m = k ? 1000001 : n; /* the fallback fill is slow: fewer */
+                (void)_cic_rng_fill_f32_count(b, m, key, dist, stds[k]);
+                cic_mp_matmul_set_threads(th);
+                memset(a, 0xff, m * sizeof *a);
+                cic_rng_fill_f32(a, m < ((uint64_t)2 << 20) ? ((uint64_t)2 << 20) + 1 : m, key,
+                                 dist, stds[k]);
+                cic_mp_matmul_set_threads(0);
+                if (fill_mismatches(a, b, m, &first))
+                    fail_msg("%d threads, dist %d, std %g: value %llu differs", th, dist,
+                             stds[k], (unsigned long long)first);
+            }
+    free(a);
+    free(b);
+}
+
 /* cic_rng_fill_f32 (double path with an error bound, MPFR fallback) gives
  * the bits of the MPFR definition, _cic_rng_fill_f32_mp, value for value:
  * 2^20 values (times CIC_TEST_MULTIPLIER) per dist over the stds the models
@@ -870,6 +905,7 @@ int main(void)
         cmocka_unit_test(test_rng_fill),
         cmocka_unit_test(test_rng_golden),
         cmocka_unit_test(test_rng_fill_fast_vs_mp),
+        cmocka_unit_test(test_rng_fill_threads),
         cmocka_unit_test(test_mul_size_calloc),
         cmocka_unit_test(test_diag_strlcpy),
     };

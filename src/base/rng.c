@@ -6,11 +6,14 @@
  * the few values it cannot prove go through MPFR. */
 #include "rng.h"
 
+#include "mpgemm.h"
 #include "mpvec.h"
 
 #include <fenv.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <string.h>
 
 static uint64_t mix64(uint64_t z)
@@ -107,7 +110,7 @@ static float mp_value_f32(mpfr_ptr z, mpfr_srcptr v, mpfr_srcptr s3, uint64_t ke
 
 /* The fill in MPFR, value by value: cic_rng_fill_f32 must give these bits
  * exactly. */
-static void fill_mp(float *x, uint64_t n, uint64_t key, int dist, double std)
+static void fill_mp(float *x, uint64_t i0, uint64_t n, uint64_t key, int dist, double std)
 {
     uint64_t i;
     mpfr_t z, c, s, s3;
@@ -115,10 +118,10 @@ static void fill_mp(float *x, uint64_t n, uint64_t key, int dist, double std)
     mpfr_inits2(64 + 32, c, s, (mpfr_ptr)0);
     mpfr_init2(s3, 64);
     mpfr_sqrt_ui(s3, 3, MPFR_RNDN);
-    for (i = 0; i < n; i++) {
+    for (i = i0; i < n; i++) {
         /* the same bits as cic_rng_normal_mp at 64 bits, one pair per two
          * values */
-        if (dist == 0 && (i & 1) == 0)
+        if (dist == 0 && ((i & 1) == 0 || i == i0))
             normal_pair(c, s, key, i / 2, 64 + 32);
         x[i] = mp_value_f32(z, (i & 1) ? s : c, s3, key, i, dist, std);
     }
@@ -127,7 +130,7 @@ static void fill_mp(float *x, uint64_t n, uint64_t key, int dist, double std)
 
 void _cic_rng_fill_f32_mp(float *x, uint64_t n, uint64_t key, int dist, double std)
 {
-    fill_mp(x, n, key, dist, std);
+    fill_mp(x, 0, n, key, dist, std);
 }
 
 /* Fast path: proof of equality with fill_mp.
@@ -200,7 +203,9 @@ static int f32_proved(float *f, double y, double b)
     return 1;
 }
 
-uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, double std)
+/* Values [i0, n) of the fill into x[i0 ..] (i0 even); how many took the
+ * MPFR fallback. */
+static uint64_t fill_range(float *x, uint64_t i0, uint64_t n, uint64_t key, int dist, double std)
 {
     const double two_pi = 2 * 3.14159265358979323846; /* RN(pi) doubled: RN(2 pi) */
     double as = fabs(std), s3 = sqrt(3.0);
@@ -208,15 +213,15 @@ uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, d
     mpfr_t z, c, s, s3m;
     if (FLT_EVAL_METHOD != 0 || !(as >= 0x1p-300 && as <= 0x1p300) ||
         fegetround() != FE_TONEAREST) {
-        fill_mp(x, n, key, dist, std);
-        return n;
+        fill_mp(x, i0, n, key, dist, std);
+        return n - i0;
     }
     mpfr_init2(z, 64);
     mpfr_inits2(64 + 32, c, s, (mpfr_ptr)0);
     mpfr_init2(s3m, 64);
     mpfr_sqrt_ui(s3m, 3, MPFR_RNDN);
     if (dist == 0) {
-        for (i = 0; i < n; i += 2) {
+        for (i = i0; i < n; i += 2) {
             double r = sqrt(-2.0 * log(cic_rng_uniform(key, i)));
             double t = two_pi * cic_rng_uniform(key, i + 1), sn, cs;
             double b = r * as * FAST_B_NORMAL;
@@ -237,7 +242,7 @@ uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, d
                 }
         }
     } else {
-        for (i = 0; i < n; i++) {
+        for (i = i0; i < n; i++) {
             double w = 2.0 * cic_rng_uniform(key, i) - 1.0;
             double y = w * s3 * std;
             if (f32_proved(&x[i], y, fabs(y) * FAST_B_UNIFORM))
@@ -250,7 +255,56 @@ uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, d
     return slow;
 }
 
+uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, double std)
+{
+    return fill_range(x, 0, n, key, dist, std);
+}
+
+/* A slice of a fill for one thread: values [i0, i1). */
+typedef struct {
+    float *x;
+    uint64_t i0, i1, key;
+    int dist;
+    double std;
+} fill_slice;
+
+static void *fill_thread(void *a)
+{
+    fill_slice *f = a;
+    (void)fill_range(f->x, f->i0, f->i1, f->key, f->dist, f->std);
+    return NULL;
+}
+
+#define FILL_MAX_THREADS 16
+#define FILL_MIN_SLICE ((uint64_t)1 << 20) /* values a thread is worth */
+
+/* Each value depends on (key, i) alone, so slices of the fill (cut at even
+ * i: a normal pair stays whole) go to cic_mp_matmul_threads() threads and
+ * give the same bits as one thread. */
 void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
 {
-    (void)_cic_rng_fill_f32_count(x, n, key, dist, std);
+    fill_slice sl[FILL_MAX_THREADS];
+    pthread_t th[FILL_MAX_THREADS];
+    bool started[FILL_MAX_THREADS];
+    int T = cic_mp_matmul_threads(), t;
+    if (T > FILL_MAX_THREADS)
+        T = FILL_MAX_THREADS;
+    if ((uint64_t)T > n / FILL_MIN_SLICE)
+        T = (int)(n / FILL_MIN_SLICE);
+    if (T < 2) {
+        (void)fill_range(x, 0, n, key, dist, std);
+        return;
+    }
+    for (t = 0; t < T; t++) {
+        sl[t] = (fill_slice){x, (n * (uint64_t)t / (uint64_t)T) & ~(uint64_t)1,
+                             t + 1 == T ? n : (n * (uint64_t)(t + 1) / (uint64_t)T) & ~(uint64_t)1,
+                             key, dist, std};
+        started[t] = t > 0 && pthread_create(&th[t], NULL, fill_thread, &sl[t]) == 0;
+    }
+    for (t = 0; t < T; t++) /* the caller's slice, and any a thread did not take */
+        if (!started[t])
+            fill_thread(&sl[t]);
+    for (t = 1; t < T; t++)
+        if (started[t])
+            pthread_join(th[t], NULL);
 }

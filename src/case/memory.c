@@ -127,14 +127,16 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     /* the truth's ball run: |W| of the largest weight as float for its
      * radii (mp_ball.c) */
     scratch = _cic_sat_add(scratch, _cic_sat_mul(big, 4));
-    /* a product through dgemm: the weight in and out and Q as doubles */
-    if (n_double > 0)
-        scratch = _cic_sat_add(scratch, _cic_sat_add(_cic_sat_mul(big, 16),
-                                                     _cic_sat_mul(_cic_sat_mul(_cic_u(mm->q_order),
-                                                                               _cic_u(mm->q_order)),
-                                                                  8)));
-    if (mm->f64_run) /* the f64 engine's copy of a model's weights */
-        scratch = _cic_sat_add(scratch, _cic_sat_mul(W, 8));
+    /* Other steps need their own scratch, not at the same time as the MPFR
+     * runs': a product through dgemm (the weight in and out and Q as
+     * doubles), an f64 engine run (its double copy of a model's weights). */
+    if (n_double > 0) {
+        uint64_t q2 = _cic_sat_mul(_cic_u(mm->q_order), _cic_u(mm->q_order));
+        uint64_t g = _cic_sat_add(_cic_sat_mul(big, 16), _cic_sat_mul(q2, 8));
+        scratch = g > scratch ? g : scratch;
+    }
+    if (mm->f64_run && _cic_sat_mul(W, 8) > scratch)
+        scratch = _cic_sat_mul(W, 8);
     *wbytes = _cic_sat_add(
         _cic_sat_add(_cic_sat_mul(W, 4), scratch),
         _cic_sat_add(_cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager - n_double), W), 8),
