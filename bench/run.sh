@@ -2,11 +2,11 @@
 # SPDX-License-Identifier: MIT
 # run.sh: the benchmark in one command (bench/bench.c says what it measures).
 # Configures build-bench (-Dbench=true, --buildtype=release), builds
-# cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3), then times
-# 'cicheck run' on cases/adaln.toml and cases/dit-xl2.toml (part 4) with the
-# normal build/cicheck when present, else build-bench/cicheck. With
-# CIC_BENCH_LARGE=1 part 4 also runs bench/cases/llama7b-layer.toml (one
-# LLaMA-2-7B-shaped layer; tens of minutes).
+# cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3 and 5),
+# then times 'cicheck run' on cases/adaln.toml, cases/dit-xl2.toml and
+# bench/cases/llama7b-layer.toml (one LLaMA-2-7B-shaped layer with R1 to R4;
+# minutes) (part 4) with the normal build/cicheck when present, else
+# build-bench/cicheck. CIC_BENCH_LARGE=0 leaves the 7B layer out.
 # Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
 set -eu
 cd "$(dirname "$0")/.."
@@ -28,8 +28,8 @@ if [ -x build/cicheck ]; then cic=build/cicheck; else cic="$bdir/cicheck"; fi
 echo "  binary: $cic (built $(date -r "$cic" '+%Y-%m-%d %H:%M'))"
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bench.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-large=
-[ "${CIC_BENCH_LARGE:-0}" = 1 ] && large=bench/cases/llama7b-layer.toml
+large=bench/cases/llama7b-layer.toml
+[ "${CIC_BENCH_LARGE:-1}" = 0 ] && large=
 for c in cases/adaln.toml cases/dit-xl2.toml $large; do
     if [ -f "$c" ]; then
         n=$(basename "$c" .toml)

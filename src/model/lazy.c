@@ -277,6 +277,11 @@ static void put_f32(void *dst, size_t idx, mpfr_srcptr res)
     ((float *)dst)[idx] = cic_mp_get_f32(res);
 }
 
+static void put_f64(void *dst, size_t idx, mpfr_srcptr res)
+{
+    ((double *)dst)[idx] = mpfr_get_d(res, MPFR_RNDN);
+}
+
 int cic_lazy_make(const cic_lazy *z, mpfr_t *out)
 {
     return walk(z, (sink){ put_mpfr, out });
@@ -297,4 +302,9 @@ int cic_lazy_make_pack(const cic_lazy *z, cic_mp_pack *pk)
 int cic_lazy_make_f32(const cic_lazy *z, float *out)
 {
     return walk(z, (sink){ put_f32, out });
+}
+
+int cic_lazy_make_f64(const cic_lazy *z, double *out)
+{
+    return walk(z, (sink){ put_f64, out });
 }

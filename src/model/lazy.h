@@ -64,6 +64,8 @@ void cic_lazy_unref(cic_lazy *z);
 int cic_lazy_make(const cic_lazy *z, mpfr_t *out);
 int cic_lazy_make_pack(const cic_lazy *z, cic_mp_pack *pk);
 int cic_lazy_make_f32(const cic_lazy *z, float *out);
+/* ... or each rounded to double (no MPFR copy of the whole tensor). */
+int cic_lazy_make_f64(const cic_lazy *z, double *out);
 
 /* Lines that took the dot products so far (all threads; for the tests). */
 unsigned long cic_lazy_fallback_lines(void);

@@ -138,16 +138,14 @@ double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
         return NULL;
     if (!rounded && t->f64) {
         memcpy(v, t->f64, n * sizeof *v);
-    } else if (!rounded && cic_tensor_has_hp(t)) {
-        mpfr_t *tmp;
-        const mpfr_t *hp = cic_tensor_hp_make(t, &tmp);
-        if (!hp) {
+    } else if (!rounded && t->lazy) {
+        if (cic_lazy_make_f64(t->lazy, v) < 0) {
             free(v);
             return NULL;
         }
+    } else if (!rounded && t->hp) {
         for (i = 0; i < n; i++)
-            v[i] = mpfr_get_d(hp[i], MPFR_RNDN);
-        cic_mpvec_destroy(tmp, n);
+            v[i] = mpfr_get_d(t->hp[i], MPFR_RNDN);
     } else {
         for (i = 0; i < n; i++)
             v[i] = (double)t->f32[i];
