@@ -9,6 +9,7 @@
  * Seeds and shapes are printed on failure; CIC_TEST_MULTIPLIER runs more. */
 #include "testutil.h"
 
+#include "base/mpgemm.h"
 #include "base/mpvec.h"
 #include "base/rng.h"
 #include "engine/engine.h"
@@ -292,6 +293,107 @@ static void test_llama_rotations(void **state)
     }
 }
 
+/* Whether every weight tensor of a and b holds the same doubles (or none). */
+static bool same_doubles(const cic_model *a, const cic_model *b)
+{
+    int i;
+    if (a->n_t != b->n_t)
+        return false;
+    for (i = 0; i < a->n_t; i++) {
+        size_t n = (size_t)a->t[i].rows * a->t[i].cols;
+        if (!a->t[i].f64 != !b->t[i].f64 ||
+            (a->t[i].f64 && memcmp(a->t[i].f64, b->t[i].f64, n * sizeof(double)) != 0))
+            return false;
+    }
+    return true;
+}
+
+/* The rotations in f64-openblas (products through dgemm, the weights held
+ * as doubles): fold, R1, R2, R3 and R4 are each equivalent at the f64
+ * thresholds, run in MPFR from the doubles; R2 without o_proj and R4
+ * without the online op are broken. R1's doubles are what
+ * cic_mp_gemm_f64 gives on the folded values (the path that held them as
+ * MPFR numbers), their float32 values their rounding, and no MPFR copy is
+ * kept; a model transformed in place (cic_xform_apply_take) holds the same
+ * doubles as a copy transformed. */
+static void test_llama_rotations_dgemm(void **state)
+{
+    int it, n = 2 * cic_test_multiplier();
+    (void)state;
+    for (it = 0; it < n; it++) {
+        uint64_t seed = 5000 + (uint64_t)it;
+        cic_model_cfg c = random_cfg(seed, CIC_BLOCK_RMSNORM);
+        cic_model *orig, *folded = NULL, *r1 = NULL, *r12 = NULL, *taken;
+        cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
+                                   CIC_MISTAKE_NONE, CIC_TPREC_F64_BLAS);
+        cic_xform_spec rh = spec("r1", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_F64_BLAS);
+        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_F64_BLAS);
+        cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
+                                    CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_F64_BLAS);
+        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_F64_BLAS);
+        cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                 CIC_TPREC_F64_BLAS);
+        cic_xform_spec r4bad = spec("r4bad", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
+                                    CIC_MISTAKE_SKIP_ONLINE, CIC_TPREC_F64_BLAS);
+        cic_diag d;
+        int w, i;
+        c.d_model = 32;
+        c.heads = 4;
+        c.kv_heads = it % 2 ? 2 : 1;
+        c.d_mlp = 64;
+        c.rope = CIC_ROPE_HALF;
+        c.rope_theta = 10000.0;
+        orig = cic_model_create(&c, CIC_READOUT_HEAD);
+        assert_non_null(orig);
+        check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold (dgemm)");
+        check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1 (dgemm)");
+        check_eq(ce_of(orig, r1, &r2, &r12), &r2, &c, "R1 + R2 (dgemm)");
+        check_broken(ce_of(orig, r1, &r2bad, NULL), &r2bad, &c, "R2 without o_proj (dgemm)");
+        check_eq(ce_of(orig, r12, &r3, NULL), &r3, &c, "R1 + R2 + R3 (dgemm)");
+        check_eq(ce_of(orig, r12, &r4, NULL), &r4, &c, "R1 + R2 + R4 (dgemm)");
+        check_broken(ce_of(orig, r12, &r4bad, NULL), &r4bad, &c, "R4 without the online op");
+        /* the first layer's q projection, a reader: W Q */
+        w = cic_model_tensor_find(r1, "layers.0.self_attn.q_proj.weight");
+        assert_true(w >= 0);
+        {
+            const cic_tensor *t = &r1->t[w];
+            size_t nw = (size_t)t->rows * t->cols, dd = (size_t)c.d_model * c.d_model, k;
+            mpfr_t *tv, *q = cic_mpvec_create(dd, 53), *want = cic_mpvec_create(nw, 53);
+            const mpfr_t *v = cic_tensor_hp_make(&folded->t[w], &tv);
+            assert_non_null(v);
+            assert_null(t->hp);
+            assert_null(t->lazy);
+            assert_non_null(t->f64);
+            assert_int_equal(cic_tensor_hp_prec(t), 53);
+            assert_int_equal(cic_q_hadamard_k(q, c.d_model, 0, rh.q_seed, 53), 0);
+            assert_int_equal(cic_mp_gemm_f64(want, v, false, (const mpfr_t *)q, false, t->rows,
+                                             c.d_model, c.d_model), 0);
+            for (k = 0; k < nw; k++) {
+                assert_true(mpfr_cmp_d(want[k], t->f64[k]) == 0);
+                assert_true(t->f32[k] == (float)t->f64[k]);
+            }
+            cic_mpvec_destroy(tv, nw);
+            cic_mpvec_destroy(q, dd);
+            cic_mpvec_destroy(want, nw);
+        }
+        taken = cic_xform_apply_take(cic_model_clone(r1), &r2, PREC, &d);
+        assert_non_null(taken);
+        assert_true(same_doubles(taken, r12));
+        for (i = 0; i < taken->n_t; i++)
+            if (taken->t[i].f32)
+                assert_memory_equal(taken->t[i].f32, r12->t[i].f32,
+                                    (size_t)taken->t[i].rows * taken->t[i].cols * sizeof(float));
+        cic_model_destroy(taken);
+        cic_model_destroy(r12);
+        cic_model_destroy(r1);
+        cic_model_destroy(folded);
+        cic_model_destroy(orig);
+    }
+}
+
 /* R1 from a file (q = "file:..."): a Hadamard matrix of order 32 stored
  * as F64 (tests/fixtures) is exact to its dtype's precision after the
  * gains are folded: the verdict threshold follows the file's 53 bits; the
@@ -434,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_preln_exact_and_mistakes),
         cmocka_unit_test(test_rmsnorm_exact_and_mistakes),
         cmocka_unit_test(test_llama_rotations),
+        cmocka_unit_test(test_llama_rotations_dgemm),
         cmocka_unit_test(test_rotation_from_file),
         cmocka_unit_test(test_f32_transform_precision),
     };
