@@ -212,6 +212,52 @@ static void test_fold_values(void **state)
     cic_mpvec_destroy(got, R * C);
 }
 
+/* A fold's values as float32 and as doubles (cic_lazy_make_f32 / _f64):
+ * the MPFR values rounded once, at 30 bits (through MPFR) and at 48, 53
+ * and 128 (exact products, made in double), with and without a gain, over
+ * signed zeros, subnormal and huge entries whose products leave float's
+ * range (to zero, a subnormal, infinity). */
+static void test_fold_f32_f64(void **state)
+{
+    enum { R = 4, C = 6 };
+    static const mpfr_prec_t precs[] = {30, 48, 53, 128};
+    static const float odd[] = {0.0f, -0.0f, 0x1p-140f, -0x1p-130f, 0x1.8p120f, -0x1.fffffep127f};
+    float *src = malloc(R * C * sizeof *src), g[C], f[R * C];
+    double dv[R * C];
+    size_t k, i;
+    int withg;
+    (void)state;
+    assert_non_null(src);
+    for (k = 0; k < sizeof precs / sizeof precs[0]; k++)
+        for (withg = 0; withg < 2; withg++) {
+            mpfr_t *got = cic_mpvec_create(R * C, precs[k]);
+            cic_lazy *z;
+            float *own = malloc(R * C * sizeof *own);
+            assert_true(got && own);
+            for (i = 0; i < R * C; i++)
+                own[i] = i < C ? odd[i] : cic_rng_normal_f32(7, (uint64_t)i);
+            for (i = 0; i < C; i++)
+                g[i] = i % 2 ? 0x1p-20f * (float)(i + 1) : 0x1.3p30f / (float)(i + 1);
+            memcpy(src, own, R * C * sizeof *src);
+            z = cic_lazy_values(own, R, C, withg ? g : NULL, precs[k]);
+            assert_non_null(z);
+            assert_int_equal(cic_lazy_make(z, got), 0);
+            assert_int_equal(cic_lazy_make_f32(z, f), 0);
+            assert_int_equal(cic_lazy_make_f64(z, dv), 0);
+            for (i = 0; i < R * C; i++) {
+                float wf = cic_mp_get_f32(got[i]);
+                double wd = mpfr_get_d(got[i], MPFR_RNDN);
+                if (memcmp(&wf, &f[i], sizeof wf) || memcmp(&wd, &dv[i], sizeof wd))
+                    fail_msg("prec %d gain %d entry %zu (%a x %a): f32 %a want %a, f64 %a want %a",
+                             (int)precs[k], withg, i, (double)src[i], withg ? (double)g[i % C] : 1.0,
+                             (double)f[i], (double)wf, dv[i], wd);
+            }
+            cic_lazy_unref(z);
+            cic_mpvec_destroy(got, R * C);
+        }
+    free(src);
+}
+
 /* A pack of float32 values is the pack of the same values as 24-bit MPFR
  * numbers, limbs and exponents, signed zeros and subnormals included. */
 static void test_pack_f32(void **state)
@@ -312,6 +358,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fold_values),
+        cmocka_unit_test(test_fold_f32_f64),
         cmocka_unit_test(test_pack_f32),
         cmocka_unit_test(test_linear_from_pack),
         cmocka_unit_test(test_rotations_match_eager),

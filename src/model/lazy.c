@@ -299,12 +299,41 @@ int cic_lazy_make_pack(const cic_lazy *z, cic_mp_pack *pk)
     return 0;
 }
 
+/* A VALUES recipe at 48 bits or more holds exact products of two floats
+ * (24 + 24 significant bits, exponents within double's range): each value
+ * is (double)w * (double)g, exactly, so it needs no MPFR; into f32 (its
+ * one rounding to binary32, as cic_mp_get_f32 gives) or f64. */
+static bool values_exact(const cic_lazy *z)
+{
+    return z->side == CIC_LAZY_VALUES && z->prec >= 48;
+}
+
+static void values_direct(const cic_lazy *z, float *f32, double *f64)
+{
+    size_t i, n = (size_t)z->rows * z->cols, c = (size_t)z->cols;
+    for (i = 0; i < n; i++) {
+        double v = z->gain ? (double)z->src[i] * (double)z->gain[i % c] : (double)z->src[i];
+        if (f32)
+            f32[i] = (float)v;
+        else
+            f64[i] = v;
+    }
+}
+
 int cic_lazy_make_f32(const cic_lazy *z, float *out)
 {
+    if (values_exact(z)) {
+        values_direct(z, out, NULL);
+        return 0;
+    }
     return walk(z, (sink){ put_f32, out });
 }
 
 int cic_lazy_make_f64(const cic_lazy *z, double *out)
 {
+    if (values_exact(z)) {
+        values_direct(z, NULL, out);
+        return 0;
+    }
     return walk(z, (sink){ put_f64, out });
 }
