@@ -21,18 +21,24 @@
 
 /* ---- container ---- */
 
+/* t's unrounded values (MPFR, a recipe or doubles) dropped. */
+static void drop_unrounded(cic_tensor *t)
+{
+    cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
+    cic_lazy_unref(t->lazy);
+    free(t->f64);
+    t->hp = NULL;
+    t->lazy = NULL;
+    t->f64 = NULL;
+}
+
 static void tensor_free(cic_tensor *t)
 {
     if (!t->f32_mapped)
         free(t->f32);
     t->f32_mapped = false;
-    cic_mpvec_destroy(t->hp, (size_t)t->rows * (size_t)t->cols);
-    cic_lazy_unref(t->lazy);
-    free(t->f64);
     t->f32 = NULL;
-    t->hp = NULL;
-    t->lazy = NULL;
-    t->f64 = NULL;
+    drop_unrounded(t);
 }
 
 void cic_model_destroy(cic_model *m)
@@ -157,26 +163,26 @@ void cic_tensor_set_f64(cic_tensor *t, double *v, mpfr_prec_t prec)
 {
     size_t n = (size_t)t->rows * (size_t)t->cols, i;
     CIC_ASSERT(prec <= 53);
-    cic_mpvec_destroy(t->hp, n);
-    cic_lazy_unref(t->lazy);
-    free(t->f64);
-    t->hp = NULL;
-    t->lazy = NULL;
+    drop_unrounded(t);
     t->f64 = v;
     t->hp_prec = prec;
     for (i = 0; i < n; i++) /* RN, as mpfr_get_flt: one rounding of an exact value */
         t->f32[i] = (float)v[i];
 }
 
+void cic_tensor_set_hp(cic_tensor *t, mpfr_t *v, mpfr_prec_t prec)
+{
+    drop_unrounded(t);
+    t->hp = v;
+    t->hp_prec = prec;
+    cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, (size_t)t->rows * (size_t)t->cols);
+}
+
 int cic_model_tensor_hp(cic_model *m, int id, mpfr_prec_t prec)
 {
     cic_tensor *t = &m->t[id];
     size_t n = (size_t)t->rows * (size_t)t->cols;
-    cic_mpvec_destroy(t->hp, n);
-    cic_lazy_unref(t->lazy);
-    free(t->f64);
-    t->lazy = NULL;
-    t->f64 = NULL;
+    drop_unrounded(t);
     t->hp = cic_mpvec_create(n, prec);
     t->hp_prec = prec;
     return t->hp ? 0 : -1;

@@ -136,6 +136,8 @@ double *cic_tensor_f64_create(const cic_tensor *t, bool rounded);
  * values at prec <= 53 (each exact at prec), replacing hp or a recipe; f32
  * gets them rounded to binary32. */
 void cic_tensor_set_f64(cic_tensor *t, double *v, mpfr_prec_t prec);
+/* The same with MPFR values v at prec (ownership taken). */
+void cic_tensor_set_hp(cic_tensor *t, mpfr_t *v, mpfr_prec_t prec);
 
 /* Rows of tensor id in a run over n_samples samples. */
 int cic_model_run_rows(const cic_model *m, int id, int n_samples);

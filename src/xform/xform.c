@@ -311,16 +311,7 @@ const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp)
 /* Install v (n values at p bits, ownership taken) as tensor id's values. */
 void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
 {
-    cic_tensor *t = &m->t[id];
-    size_t n = (size_t)t->rows * t->cols;
-    cic_mpvec_destroy(t->hp, n);
-    cic_lazy_unref(t->lazy);
-    free(t->f64);
-    t->lazy = NULL;
-    t->f64 = NULL;
-    t->hp = v;
-    t->hp_prec = p;
-    cic_mpvec_get_f32(t->f32, (const mpfr_t *)v, n);
+    cic_tensor_set_hp(&m->t[id], v, p);
 }
 
 typedef cic_xf_ctx ctx;
