@@ -268,10 +268,17 @@ typedef struct {
     double std;
 } fill_slice;
 
+static void fill_slice_run(fill_slice *f)
+{
+    (void)fill_range(f->x, f->i0, f->i1, f->key, f->dist, f->std);
+}
+
+/* A worker: MPFR's per-thread constant caches (pi, log 2: the fallback's
+ * sin, cos and log) are freed before it ends, or they leak. */
 static void *fill_thread(void *a)
 {
-    fill_slice *f = a;
-    (void)fill_range(f->x, f->i0, f->i1, f->key, f->dist, f->std);
+    fill_slice_run(a);
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
     return NULL;
 }
 
@@ -303,7 +310,7 @@ void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
     }
     for (t = 0; t < T; t++) /* the caller's slice, and any a thread did not take */
         if (!started[t])
-            fill_thread(&sl[t]);
+            fill_slice_run(&sl[t]);
     for (t = 1; t < T; t++)
         if (started[t])
             pthread_join(th[t], NULL);
