@@ -25,8 +25,10 @@
  * to LOG and prints its wall time and peak RSS (wait4 ru_maxrss): part (4),
  * driven by bench/run.sh.
  *
- * Usage: cicheck-bench [--reps N] [--quick]
- *        cicheck-bench --time LOG CMD [ARG...] */
+ * Usage: cicheck-bench [--reps N] [--quick] [--part LIST]
+ *        cicheck-bench --time LOG CMD [ARG...]
+ * --part LIST runs only the parts named by the digits of LIST (1, 2, 3, 5:
+ * "23" is the f32 engine's parts; (3) then also times the MPFR engine). */
 #include "bench_int.h"
 
 #include "base/mpvec.h"
@@ -534,9 +536,152 @@ static int time_child(const char *log, char **argv)
     return 0;
 }
 
+/* Part (2): the f32 engine against bare sgemm at the default thread count. */
+static void part2(const cic_model *m, float *out, bare_bufs *B)
+{
+    const cic_model_cfg *c = &m->cfg;
+    double te, tb, fe, fb, ratio;
+    int R = c->tokens * c->samples, dh = c->d_model / c->heads;
+    f32_pair(m, out, B, &te, &tb, &fe, &fb);
+    ratio = (fe / te) / (fb / tb);
+    printf("  OpenBLAS threads: %d\n", openblas_get_num_threads());
+    printf("  f32 engine:  %.4f s, %.4g counted FLOPs (cic_flop_total) -> %7.2f GFLOP/s\n",
+           te, fe, 1e-9 * fe / te);
+    printf("  bare sgemm:  %.4f s, %.4g matmul FLOPs (2 M N K, %.1f%% of the counted) -> %7.2f GFLOP/s\n",
+           tb, fb, 100.0 * fb / fe, 1e-9 * fb / tb);
+    printf("  bare shapes (M x N x K, the engine's order): adaLN %dx%dx%d, qkv %dx%dx%d,\n"
+           "    attention %d samples x %d heads x (q k^T %dx%dx%d + p v %dx%dx%d), proj %dx%dx%d,\n"
+           "    fc1 %dx%dx%d, fc2 %dx%dx%d, final adaLN %dx%dx%d, final %dx%dx%d\n",
+           c->samples, 6 * c->d_model, c->d_cond, R, 3 * c->d_model, c->d_model,
+           c->samples, c->heads, c->tokens, c->tokens, dh, c->tokens, dh, c->tokens,
+           R, c->d_model, c->d_model, R, c->d_mlp, c->d_model, R, c->d_model, c->d_mlp,
+           c->samples, 2 * c->d_model, c->d_cond, R, c->d_out, c->d_model);
+    printf("  ratio engine / bare = %.3f   (target >= 0.7: %s)\n", ratio,
+           ratio >= 0.7 ? "met" : "NOT met");
+}
+
+/* Part (3), f32 side: the engine and bare sgemm at 1 and at 2 OpenBLAS
+ * threads, the four interleaved; the thread count is nt0 again after. */
+static void part3_f32(const cic_model *m, float *out, bare_bufs *B, int nt0)
+{
+    double te1 = 1e300, te2 = 1e300, tb1 = 1e300, tb2 = 1e300, a, b, fe = 0, fb;
+    int r;
+    openblas_set_num_threads(1);
+    f32_run(m, out, &fe);
+    bare_block(B);
+    fb = g_bare_flops;
+    openblas_set_num_threads(2);
+    f32_run(m, out, NULL);
+    bare_block(B);
+    for (r = 0; r < g_reps; r++) {
+        openblas_set_num_threads(1);
+        a = f32_run(m, out, NULL);
+        b = bare_block(B);
+        te1 = a < te1 ? a : te1;
+        tb1 = b < tb1 ? b : tb1;
+        openblas_set_num_threads(2);
+        a = f32_run(m, out, NULL);
+        b = bare_block(B);
+        te2 = a < te2 ? a : te2;
+        tb2 = b < tb2 ? b : tb2;
+    }
+    openblas_set_num_threads(nt0);
+    printf("  f32 engine, same block, openblas_set_num_threads(1) vs (2):\n");
+    printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
+           " -> speed-up %.2f   (target >= 1.8: %s)\n", te1, 1e-9 * fe / te1, te2,
+           1e-9 * fe / te2, te1 / te2, te1 / te2 >= 1.8 ? "met" : "NOT met");
+    printf("  bare sgemm, same shapes:\n");
+    printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
+           " -> speed-up %.2f\n", tb1, 1e-9 * fb / tb1, tb2, 1e-9 * fb / tb2, tb1 / tb2);
+}
+
+/* Parts (2) and (3)'s f32 side on one DiT-XL/2 block (reduced: --quick),
+ * those of them asked for. */
+static void parts_f32(int quick, bool want2, bool want3, int nt0)
+{
+    cic_model_cfg c = quick ? dit_cfg(384, 6, 64, 2, 1, 384, 32)
+                            : dit_cfg(1152, 16, 256, 2, 1, 1152, 32);
+    cic_model *m;
+    bare_bufs B;
+    float *out;
+    double t0;
+    printf("\n(2%s) f32 engine (OpenBLAS) and bare cblas_sgemm on a %s block\n",
+           want3 ? ", 3" : "", quick ? "reduced DiT" : "DiT-XL/2");
+    printf("  d_model %d, heads %d, MLP %d, tokens %d, samples %d, layers %d, d_cond %d,"
+           " final layer, d_out %d\n",
+           c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond, c.d_out);
+    t0 = cic_bench_now();
+    m = make_model(&c);
+    printf("  model construction (not timed below): %.2f s\n", cic_bench_now() - t0);
+    out = xmalloc((size_t)c.samples * c.tokens * cic_model_out_cols(m) * sizeof *out);
+    bare_init(&B, m);
+    if (want2)
+        part2(m, out, &B);
+    if (want3) {
+        printf("\n(3) speed-up from 1 to 2 threads (load average %.2f)\n", loadavg1());
+        part3_f32(m, out, &B, nt0);
+    }
+    bare_free(&B);
+    free(out);
+    cic_model_destroy(m);
+}
+
+/* Part (3), MPFR side: the MPFR engine at 1 and at 2 threads. */
+static void part3_mpfr(int quick)
+{
+    cic_model_cfg c = quick ? dit_cfg(64, 4, 16, 2, 1, 64, 32)
+                            : dit_cfg(256, 4, 64, 2, 1, 256, 32);
+    cic_model *m = make_model(&c);
+    size_t n = (size_t)c.samples * c.tokens * cic_model_out_cols(m);
+    mpfr_t *out = cic_mpvec_create(n, PREC);
+    double t1 = 1e300, t2 = 1e300, fl = 0, a;
+    int r;
+    if (!out) {
+        fprintf(stderr, "cicheck-bench: out of memory\n");
+        exit(2);
+    }
+    printf("  MPFR engine at %d bits, dit d_model %d, heads %d, MLP %d, tokens %d, samples %d,"
+           " layers %d, d_cond %d, final layer, d_out %d:\n",
+           PREC, c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond,
+           c.d_out);
+    cic_engine_mpfr_set_threads(1);
+    mpfr_run(m, out, &fl);
+    cic_engine_mpfr_set_threads(2);
+    mpfr_run(m, out, &fl);
+    for (r = 0; r < g_reps; r++) {
+        cic_engine_mpfr_set_threads(1);
+        a = mpfr_run(m, out, &fl);
+        t1 = a < t1 ? a : t1;
+        cic_engine_mpfr_set_threads(2);
+        a = mpfr_run(m, out, &fl);
+        t2 = a < t2 ? a : t2;
+    }
+    cic_engine_mpfr_set_threads(0);
+    printf("    cic_engine_mpfr_set_threads(1) %.3f s, (2) %.3f s -> speed-up %.2f"
+           "   (target >= 1.8: %s)\n", t1, t2, t1 / t2, t1 / t2 >= 1.8 ? "met" : "NOT met");
+    printf("    %.4g counted FLOPs: %.1f ns per FLOP-pair (multiply-add) at 1 thread\n", fl,
+           1e9 * t1 / (fl / 2));
+    cic_mpvec_destroy(out, n);
+    cic_model_destroy(m);
+}
+
+/* The parts of --part LIST (digits 1, 2, 3, 5 in any order, e.g. "23") as
+ * bits 1 << n; 0 when LIST names another. */
+static unsigned parse_parts(const char *list)
+{
+    unsigned bits = 0;
+    for (; *list; list++) {
+        if (!strchr("1235", *list))
+            return 0;
+        bits |= 1u << (*list - '0');
+    }
+    return bits;
+}
+
 int main(int argc, char **argv)
 {
     int quick = 0, i, nt0;
+    unsigned parts = 1u << 1 | 1u << 2 | 1u << 3 | 1u << 5;
     if (argc >= 4 && !strcmp(argv[1], "--time"))
         return time_child(argv[2], argv + 3);
     for (i = 1; i < argc; i++) {
@@ -546,9 +691,12 @@ int main(int argc, char **argv)
                 g_reps = 1;
         } else if (!strcmp(argv[i], "--quick")) {
             quick = 1;
+        } else if (!strcmp(argv[i], "--part") && i + 1 < argc && parse_parts(argv[i + 1])) {
+            parts = parse_parts(argv[++i]);
         } else {
-            fprintf(stderr, "usage: cicheck-bench [--reps N] [--quick]\n"
-                            "       cicheck-bench --time LOG CMD [ARG...]\n");
+            fprintf(stderr, "usage: cicheck-bench [--reps N] [--quick] [--part LIST]\n"
+                            "       cicheck-bench --time LOG CMD [ARG...]\n"
+                            "  LIST: the parts to run, digits of 1 2 3 5 (e.g. 23); default all\n");
             return 2;
         }
     }
@@ -567,119 +715,15 @@ int main(int argc, char **argv)
     printf("timing: best (minimum wall time) of %d runs after one warm-up; the two sides\n"
            "of each ratio run interleaved. Other work on the machine makes the numbers noisy.\n",
            g_reps);
-
-    part1(quick);
-
-    /* (2) */
-    {
-        cic_model_cfg c = quick ? dit_cfg(384, 6, 64, 2, 1, 384, 32)
-                                : dit_cfg(1152, 16, 256, 2, 1, 1152, 32);
-        cic_model *m;
-        bare_bufs B;
-        float *out;
-        double te, tb, fe, fb, t0, ratio;
-        int R = c.tokens * c.samples, dh = c.d_model / c.heads;
-        printf("\n(2) f32 engine (OpenBLAS) vs bare cblas_sgemm on a %s block\n",
-               quick ? "reduced DiT" : "DiT-XL/2");
-        printf("  d_model %d, heads %d, MLP %d, tokens %d, samples %d, layers %d, d_cond %d,"
-               " final layer, d_out %d\n",
-               c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond, c.d_out);
-        t0 = cic_bench_now();
-        m = make_model(&c);
-        printf("  model construction (not timed below): %.2f s\n", cic_bench_now() - t0);
-        out = xmalloc((size_t)c.samples * c.tokens * cic_model_out_cols(m) * sizeof *out);
-        bare_init(&B, m);
-        f32_pair(m, out, &B, &te, &tb, &fe, &fb);
-        ratio = (fe / te) / (fb / tb);
-        printf("  OpenBLAS threads: %d\n", openblas_get_num_threads());
-        printf("  f32 engine:  %.4f s, %.4g counted FLOPs (cic_flop_total) -> %7.2f GFLOP/s\n",
-               te, fe, 1e-9 * fe / te);
-        printf("  bare sgemm:  %.4f s, %.4g matmul FLOPs (2 M N K, %.1f%% of the counted) -> %7.2f GFLOP/s\n",
-               tb, fb, 100.0 * fb / fe, 1e-9 * fb / tb);
-        printf("  bare shapes (M x N x K, the engine's order): adaLN %dx%dx%d, qkv %dx%dx%d,\n"
-               "    attention %d samples x %d heads x (q k^T %dx%dx%d + p v %dx%dx%d), proj %dx%dx%d,\n"
-               "    fc1 %dx%dx%d, fc2 %dx%dx%d, final adaLN %dx%dx%d, final %dx%dx%d\n",
-               c.samples, 6 * c.d_model, c.d_cond, R, 3 * c.d_model, c.d_model,
-               c.samples, c.heads, c.tokens, c.tokens, dh, c.tokens, dh, c.tokens,
-               R, c.d_model, c.d_model, R, c.d_mlp, c.d_model, R, c.d_model, c.d_mlp,
-               c.samples, 2 * c.d_model, c.d_cond, R, c.d_out, c.d_model);
-        printf("  ratio engine / bare = %.3f   (target >= 0.7: %s)\n", ratio,
-               ratio >= 0.7 ? "met" : "NOT met");
-
-        /* (3), f32 part */
-        printf("\n(3) speed-up from 1 to 2 threads\n");
-        {
-            double te1 = 1e300, te2 = 1e300, tb1 = 1e300, tb2 = 1e300, a, b;
-            int r;
-            openblas_set_num_threads(1);
-            f32_run(m, out, NULL);
-            bare_block(&B);
-            openblas_set_num_threads(2);
-            f32_run(m, out, NULL);
-            bare_block(&B);
-            for (r = 0; r < g_reps; r++) {
-                openblas_set_num_threads(1);
-                a = f32_run(m, out, NULL);
-                b = bare_block(&B);
-                te1 = a < te1 ? a : te1;
-                tb1 = b < tb1 ? b : tb1;
-                openblas_set_num_threads(2);
-                a = f32_run(m, out, NULL);
-                b = bare_block(&B);
-                te2 = a < te2 ? a : te2;
-                tb2 = b < tb2 ? b : tb2;
-            }
-            openblas_set_num_threads(nt0);
-            printf("  f32 engine, same block, openblas_set_num_threads(1) vs (2):\n");
-            printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
-                   " -> speed-up %.2f\n", te1, 1e-9 * fe / te1, te2, 1e-9 * fe / te2, te1 / te2);
-            printf("  bare sgemm, same shapes:\n");
-            printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
-                   " -> speed-up %.2f\n", tb1, 1e-9 * fb / tb1, tb2, 1e-9 * fb / tb2, tb1 / tb2);
-        }
-        bare_free(&B);
-        free(out);
-        cic_model_destroy(m);
-    }
-
-    /* (3), MPFR part */
-    {
-        cic_model_cfg c = quick ? dit_cfg(64, 4, 16, 2, 1, 64, 32)
-                                : dit_cfg(256, 4, 64, 2, 1, 256, 32);
-        cic_model *m = make_model(&c);
-        size_t n = (size_t)c.samples * c.tokens * cic_model_out_cols(m);
-        mpfr_t *out = cic_mpvec_create(n, PREC);
-        double t1 = 1e300, t2 = 1e300, fl = 0, a;
-        int r;
-        if (!out) {
-            fprintf(stderr, "cicheck-bench: out of memory\n");
-            return 2;
-        }
-        printf("  MPFR engine at %d bits, dit d_model %d, heads %d, MLP %d, tokens %d, samples %d,"
-               " layers %d, d_cond %d, final layer, d_out %d:\n",
-               PREC, c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond,
-               c.d_out);
-        cic_engine_mpfr_set_threads(1);
-        mpfr_run(m, out, &fl);
-        cic_engine_mpfr_set_threads(2);
-        mpfr_run(m, out, &fl);
-        for (r = 0; r < g_reps; r++) {
-            cic_engine_mpfr_set_threads(1);
-            a = mpfr_run(m, out, &fl);
-            t1 = a < t1 ? a : t1;
-            cic_engine_mpfr_set_threads(2);
-            a = mpfr_run(m, out, &fl);
-            t2 = a < t2 ? a : t2;
-        }
-        cic_engine_mpfr_set_threads(0);
-        printf("    cic_engine_mpfr_set_threads(1) %.3f s, (2) %.3f s -> speed-up %.2f"
-               "   (target >= 1.8: %s)\n", t1, t2, t1 / t2, t1 / t2 >= 1.8 ? "met" : "NOT met");
-        printf("    %.4g counted FLOPs: %.1f ns per FLOP-pair (multiply-add) at 1 thread\n", fl,
-               1e9 * t1 / (fl / 2));
-        cic_mpvec_destroy(out, n);
-        cic_model_destroy(m);
-    }
-    cic_bench_truth("cases/dit-xl2.toml", quick);
+    if (parts & 1u << 1)
+        part1(quick);
+    if (parts & (1u << 2 | 1u << 3))
+        parts_f32(quick, parts & 1u << 2, parts & 1u << 3, nt0);
+    if (parts & 1u << 3)
+        part3_mpfr(quick);
+    if (parts & 1u << 5)
+        cic_bench_truth("cases/dit-xl2.toml", quick);
+    printf("load average (1 min) %.2f at end\n", loadavg1());
     mpfr_free_cache();
     return 0;
 }
