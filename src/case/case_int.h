@@ -224,6 +224,7 @@ typedef struct {
     int n_eager;  /* of them holding MPFR values */
     int n_double; /* holding doubles (products through dgemm); the rest recipes */
     int q_order;  /* the largest Q held as doubles, 0 none */
+    bool any_eager; /* some transform makes MPFR values (scratch beside them) */
     bool f64_run; /* the f64 engine runs (a double copy of the weights) */
 } cic_mem_models;
 

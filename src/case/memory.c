@@ -122,7 +122,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     big = _cic_sat_mul(d, f > 3 * d ? f : 3 * d);
     if (_cic_sat_mul(d, dout) > big)
         big = _cic_sat_mul(d, dout);
-    scratch = n_eager > 0 ? _cic_sat_mul(W, hp)
+    scratch = mm->any_eager ? _cic_sat_mul(W, hp)
                           : _cic_sat_mul(big, 8 * (((prec > 4096 ? 4096 : prec) + 63) / 64) + 8);
     /* the truth's ball run: |W| of the largest weight as float for its
      * radii (mp_ball.c) */
@@ -160,8 +160,11 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
 
 static void mem_models(const cic_case *c, cic_mem_models *mm)
 {
+    int i;
     mm->n_xf = xforms_live(c, &mm->n_eager, &mm->n_double);
     mm->q_order = double_q_order(c);
+    for (i = 0, mm->any_eager = false; i < c->n_xf && i < CIC_MAX_XFORMS; i++)
+        mm->any_eager = mm->any_eager || xform_store(c, i) == XF_EAGER;
     mm->f64_run = c->verdict_engine != CIC_VERDICT_ENGINE_MPFR;
 }
 
