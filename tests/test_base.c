@@ -723,7 +723,7 @@ static uint64_t fill_mismatches(const float *got, const float *want, uint64_t n,
 static void test_rng_fill_threads(void **state)
 {
     static const double stds[] = {0.02, 0.0};
-    uint64_t n = ((uint64_t)3 << 20) + 1, first = 0;
+    uint64_t n = ((uint64_t)3 << 16) + 1, first = 0;
     float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
     int dist, k, th;
     (void)state;
@@ -733,11 +733,11 @@ static void test_rng_fill_threads(void **state)
         for (dist = 0; dist < 2; dist++)
             for (k = 0; k < (th == 3 && dist == 0 ? 2 : 1); k++) {
                 uint64_t key = cic_rng_key(7 + (uint64_t)k, "layers.0.mlp.down_proj.weight");
-                uint64_t m = k ? 1000001 : n; /* the fallback fill is slow: fewer */
+                uint64_t m = k ? 65537 : n; /* the fallback fill is slow: fewer */
                 (void)_cic_rng_fill_f32_count(b, m, key, dist, stds[k]);
                 cic_mp_matmul_set_threads(th);
                 memset(a, 0xff, m * sizeof *a);
-                cic_rng_fill_f32(a, m < ((uint64_t)2 << 20) ? ((uint64_t)2 << 20) + 1 : m, key,
+                cic_rng_fill_f32(a, m < ((uint64_t)2 << 16) ? ((uint64_t)2 << 16) + 1 : m, key,
                                  dist, stds[k]);
                 cic_mp_matmul_set_threads(0);
                 if (fill_mismatches(a, b, m, &first))

@@ -283,7 +283,7 @@ static void *fill_thread(void *a)
 }
 
 #define FILL_MAX_THREADS 16
-#define FILL_MIN_SLICE ((uint64_t)1 << 20) /* values a thread is worth */
+#define FILL_MIN_SLICE ((uint64_t)1 << 16) /* values a thread is worth (ms of work) */
 
 /* Each value depends on (key, i) alone, so slices of the fill (cut at even
  * i: a normal pair stays whole) go to cic_mp_matmul_threads() threads and
