@@ -587,10 +587,30 @@ static void settle(void)
  * engine's CPU time (the least over the runs) shows what the second thread
  * costs whatever the machine's load: about the 1-thread CPU time when the
  * threads only work, more when they spin or wait busily. */
+/* Best times at one thread count, over the repetitions. */
+typedef struct {
+    double engine, bare, cpu;
+} f32_best;
+
+/* One timed run of the engine and of bare sgemm at nt OpenBLAS threads,
+ * each after a pause, into the best so far. */
+static void f32_pair_at(const cic_model *m, float *out, bare_bufs *B, int nt, f32_best *t)
+{
+    double a, b;
+    openblas_set_num_threads(nt);
+    settle();
+    a = f32_run(m, out, NULL);
+    t->cpu = g_f32_cpu < t->cpu ? g_f32_cpu : t->cpu;
+    settle();
+    b = bare_block(B);
+    t->engine = a < t->engine ? a : t->engine;
+    t->bare = b < t->bare ? b : t->bare;
+}
+
 static void part3_f32(const cic_model *m, float *out, bare_bufs *B, int nt0)
 {
-    double te1 = 1e300, te2 = 1e300, tb1 = 1e300, tb2 = 1e300, a, b, fe = 0, fb;
-    double c1 = 1e300, c2 = 1e300;
+    f32_best t1 = {1e300, 1e300, 1e300}, t2 = {1e300, 1e300, 1e300};
+    double te1, te2, tb1, tb2, fe = 0, fb, c1, c2;
     int r;
     openblas_set_num_threads(1);
     f32_run(m, out, &fe);
@@ -600,24 +620,12 @@ static void part3_f32(const cic_model *m, float *out, bare_bufs *B, int nt0)
     f32_run(m, out, NULL);
     bare_block(B);
     for (r = 0; r < g_reps; r++) {
-        openblas_set_num_threads(1);
-        settle();
-        a = f32_run(m, out, NULL);
-        c1 = g_f32_cpu < c1 ? g_f32_cpu : c1;
-        settle();
-        b = bare_block(B);
-        te1 = a < te1 ? a : te1;
-        tb1 = b < tb1 ? b : tb1;
-        openblas_set_num_threads(2);
-        settle();
-        a = f32_run(m, out, NULL);
-        c2 = g_f32_cpu < c2 ? g_f32_cpu : c2;
-        settle();
-        b = bare_block(B);
-        te2 = a < te2 ? a : te2;
-        tb2 = b < tb2 ? b : tb2;
+        f32_pair_at(m, out, B, 1, &t1);
+        f32_pair_at(m, out, B, 2, &t2);
     }
     openblas_set_num_threads(nt0);
+    te1 = t1.engine, tb1 = t1.bare, c1 = t1.cpu;
+    te2 = t2.engine, tb2 = t2.bare, c2 = t2.cpu;
     printf("  f32 engine, same block, openblas_set_num_threads(1) vs (2):\n");
     printf("    1 thread  %.4f s (%7.2f GFLOP/s), 2 threads %.4f s (%7.2f GFLOP/s)"
            " -> speed-up %.2f   (target >= 1.8: %s)\n", te1, 1e-9 * fe / te1, te2,
