@@ -8,6 +8,9 @@
  *           with values not proven again at twice the precision (the first
  *           step of the pipeline's Ziv loop; the count left is printed);
  *   and a ball run at 64 bits, for the share of values it proves.
+ * Both sides use this build's kernels: the ratio is what the proof costs
+ * against the certificate it replaced. The cost against today's code (the
+ * code on which the proof was asked for) is part (6) of bench/run.sh.
  * The MPFR engine runs on every online core, as `cicheck run` does. */
 #include "bench_int.h"
 
@@ -122,9 +125,8 @@ void cic_bench_truth(const char *path, int quick)
     printf("  proven at %ld bits: %.1f s (%zu of %zu values proven at %ld bits = %.4f; %zu "
            "left after %ld)\n", (long)p, t_proof, first, n, (long)p, (double)first / (double)n,
            left, (long)(2 * p));
-    printf("  cost of the truth, proven / before: %.2f   (target <= 0.33: %s)\n",
-           t_proof / (t_plain + t_cert),
-           t_proof / (t_plain + t_cert) <= 1.0 / 3 ? "met" : "NOT met");
+    printf("  proven / before, both with this build's kernels: %.2f (the issue's target, a third\n"
+           "    of today's code, is part (6) of bench/run.sh)\n", t_proof / (t_plain + t_cert));
     printf("  at 64 bits: %.1f s, %zu of %zu values proven at 64 bits = %.4f "
            "(%zu left after 128)\n", t64, first64, n, (double)first64 / (double)n, left64);
     cic_mpvec_destroy(y, n);

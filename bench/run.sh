@@ -6,7 +6,11 @@
 # then times 'cicheck run' on cases/adaln.toml, cases/dit-xl2.toml and
 # bench/cases/llama7b-layer.toml (one LLaMA-2-7B-shaped layer with R1 to R4;
 # minutes) (part 4) with the normal build/cicheck when present, else
-# build-bench/cicheck. CIC_BENCH_LARGE=0 leaves the 7B layer out.
+# build-bench/cicheck, and last runs cases/dit-xl2.toml with today's code
+# (bench/today.sh builds it) and with that cicheck, interleaved, for the
+# truth's and the whole run's cost against today's (part 6).
+# CIC_BENCH_LARGE=0 leaves the 7B layer out; CIC_BENCH_TODAY=0 leaves part
+# (6) out, CIC_BENCH_TODAY_REPS=N sets its pairs of runs (default 2).
 # Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
 set -eu
 cd "$(dirname "$0")/.."
@@ -42,4 +46,73 @@ for c in cases/adaln.toml cases/dit-xl2.toml $large; do
         echo "  $c: not present"
     fi
 done
-echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "load average at end of (4): $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# stage_times LOG: "TRUTH WALL FIRST VALUES" from a 'cicheck run' log: the
+# truth is the span from its stage line ("truth: ...") to the first stage
+# line after it that is not the truth's (truth:, certify:, recheck:); the
+# wall time is cicheck-bench --time's; FIRST of VALUES proven at the first
+# precision from the summary line ("-" for today's code, which proved none).
+stage_times() {
+    awk '
+    /^\[[^]]*s\] / {
+        t = $0; sub(/^\[[^ ]+ +/, "", t); sub(/s\].*/, "", t)
+        w = $0; sub(/^[^]]*\] /, "", w)
+        if (w ~ /^truth:/ && t0 == "") t0 = t
+        else if (t0 != "" && t1 == "" && w !~ /^(truth|certify|recheck):/) t1 = t
+    }
+    /^truth proven: / { v = $3; f = $3 - $5 }
+    /^wall / { wall = $2 }
+    END {
+        if (t0 == "" || t1 == "" || wall == "") { print "- - - -"; exit }
+        printf "%.1f %s %s %s\n", t1 - t0, wall, (f == "" ? "-" : f), (v == "" ? "-" : v)
+    }' "$1"
+}
+
+# (6) cases/dit-xl2.toml with today's code and with this cicheck
+if [ "${CIC_BENCH_TODAY:-1}" != 0 ]; then
+    echo
+    echo "(6) cases/dit-xl2.toml against today's code (bench/today.sh: the main on which the"
+    echo "    proven-truth issue was filed; its truth was a plain run at mpfr_prec plus sample 0"
+    echo "    at mpfr_prec + 64), the two binaries run interleaved, best of each"
+    reps=${CIC_BENCH_TODAY_REPS:-2}
+    if today=$(bench/today.sh); then
+        echo "  today: $today ($(cat build-today/commit | cut -c1-12)), new: $cic"
+        r=1
+        while [ "$r" -le "$reps" ]; do
+            for side in today new; do
+                if [ "$side" = today ]; then b=$today; else b=$cic; fi
+                printf '  %s run %d: ' "$side" "$r"
+                "$bench" --time "$tmp/$side$r.log" "$b" run --no-color --no-baseline \
+                    --out "$tmp/$side$r" cases/dit-xl2.toml | tee -a "$tmp/$side$r.log"
+            done
+            r=$((r + 1))
+        done
+        for side in today new; do
+            best_t=; best_w=; first=-; vals=-
+            r=1
+            while [ "$r" -le "$reps" ]; do
+                set -- $(stage_times "$tmp/$side$r.log")
+                if [ "$1" != - ]; then
+                    best_t=$(echo "$1 ${best_t:-$1}" | awk '{print ($1 < $2 ? $1 : $2)}')
+                    best_w=$(echo "$2 ${best_w:-$2}" | awk '{print ($1 < $2 ? $1 : $2)}')
+                    first=$3; vals=$4
+                fi
+                r=$((r + 1))
+            done
+            eval "${side}_t=\${best_t:--} ${side}_w=\${best_w:--} ${side}_first=\$first ${side}_vals=\$vals"
+        done
+        echo "  truth (stage lines): today $today_t s, new $new_t s; whole run: today $today_w s, new $new_w s"
+        echo "  new truth proven at the first precision: $new_first of $new_vals values"
+        if [ "$today_t" != - ] && [ "$new_t" != - ]; then
+            awk -v a="$new_t" -v b="$today_t" -v c="$new_w" -v d="$today_w" 'BEGIN {
+                printf "  cost of the truth, new / today: %.2f   (target <= 0.33: %s)\n", a / b, a / b <= 1 / 3 ? "met" : "NOT met"
+                printf "  whole run of cases/dit-xl2.toml, new / today: %.2f   (target <= 0.33: %s)\n", c / d, c / d <= 1 / 3 ? "met" : "NOT met" }'
+        else
+            echo "  a run did not print its stage lines (see the logs above): no ratio"
+        fi
+    else
+        echo "  skipped: today's code could not be built (the reason is above)"
+    fi
+    echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
