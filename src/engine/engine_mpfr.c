@@ -610,7 +610,7 @@ typedef struct {
     const mpfr_t *a, *b; /* b: the GLU's second factor, or NULL */
     mpfr_t *y;
     enum cic_act act;
-    mpfr_prec_t prec;
+    const cic_mp_act_consts *k;
 } act_job;
 
 static void act_elems(void *c, int lo, int hi, mpws *w)
@@ -618,7 +618,7 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
     const act_job *J = c;
     int j;
     for (j = lo; j < hi; j++) {
-        cic_mp_act(J->act, J->y[j], J->a[j], w->t2, J->prec);
+        cic_mp_act(J->act, J->y[j], J->a[j], w->t2, J->k);
         if (J->b)
             mpfr_mul(J->y[j], J->y[j], J->b[j], MPFR_RNDN);
     }
@@ -628,6 +628,7 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
 static int act_run(mprun *r, const cic_op *o, mpfr_t *y, bool glu)
 {
     act_job J;
+    cic_mp_act_consts k;
     size_t cnt = (size_t)rows_of(r, o->out) * r->m->t[o->out].cols;
     J.a = wsrc(r, o->in[0]);
     J.b = glu ? wsrc(r, o->in[1]) : NULL;
@@ -635,8 +636,10 @@ static int act_run(mprun *r, const cic_op *o, mpfr_t *y, bool glu)
         return -1;
     J.y = y;
     J.act = o->act;
-    J.prec = r->prec;
+    cic_mp_act_consts_init(&k, o->act, r->prec);
+    J.k = &k;
     parallel(r, (int)cnt, act_elems, &J);
+    cic_mp_act_consts_clear(&k);
     return 0;
 }
 

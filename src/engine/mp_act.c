@@ -4,37 +4,55 @@
 
 #include "../base/base.h"
 
-void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec_t prec)
+void cic_mp_act_consts_init(cic_mp_act_consts *k, enum cic_act a, mpfr_prec_t prec)
+{
+    mpfr_inits2(prec, k->c[0], k->c[1], (mpfr_ptr)0);
+    switch (a) {
+    case CIC_ACT_GELU: /* 1 / sqrt 2 */
+        mpfr_set_ui(k->c[0], 2, MPFR_RNDN);
+        mpfr_rec_sqrt(k->c[0], k->c[0], MPFR_RNDN);
+        break;
+    case CIC_ACT_GELU_TANH: /* 0.044715 and sqrt(2 / pi), pi rounded first */
+        mpfr_set_str(k->c[0], "0.044715", 10, MPFR_RNDN);
+        mpfr_const_pi(k->c[1], MPFR_RNDN);
+        mpfr_ui_div(k->c[1], 2, k->c[1], MPFR_RNDN);
+        mpfr_sqrt(k->c[1], k->c[1], MPFR_RNDN);
+        break;
+    case CIC_ACT_QUICK_GELU:
+        mpfr_set_str(k->c[0], "-1.702", 10, MPFR_RNDN);
+        break;
+    default:
+        break;
+    }
+}
+
+void cic_mp_act_consts_clear(cic_mp_act_consts *k)
+{
+    mpfr_clears(k->c[0], k->c[1], (mpfr_ptr)0);
+}
+
+void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
+                const cic_mp_act_consts *k)
 {
     switch (a) {
     case CIC_ACT_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
-        mpfr_set_ui(t, 2, MPFR_RNDN);
-        mpfr_rec_sqrt(t, t, MPFR_RNDN);
-        mpfr_mul(t, x, t, MPFR_RNDN);
+        mpfr_mul(t, x, k->c[0], MPFR_RNDN);
         mpfr_erf(t, t, MPFR_RNDN);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
         mpfr_div_2ui(y, t, 1, MPFR_RNDN);
         break;
-    case CIC_ACT_GELU_TANH: { /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
-        mpfr_t c;
-        mpfr_init2(c, prec);
+    case CIC_ACT_GELU_TANH: /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         mpfr_mul(t, x, x, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
-        mpfr_set_str(c, "0.044715", 10, MPFR_RNDN);
-        mpfr_mul(t, t, c, MPFR_RNDN);
+        mpfr_mul(t, t, k->c[0], MPFR_RNDN);
         mpfr_add(t, t, x, MPFR_RNDN);
-        mpfr_const_pi(c, MPFR_RNDN);
-        mpfr_ui_div(c, 2, c, MPFR_RNDN);
-        mpfr_sqrt(c, c, MPFR_RNDN);
-        mpfr_mul(t, t, c, MPFR_RNDN);
+        mpfr_mul(t, t, k->c[1], MPFR_RNDN);
         mpfr_tanh(t, t, MPFR_RNDN);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
         mpfr_div_2ui(y, t, 1, MPFR_RNDN);
-        mpfr_clear(c);
         break;
-    }
     case CIC_ACT_RELU:
         if (mpfr_sgn(x) > 0)
             mpfr_set(y, x, MPFR_RNDN);
@@ -48,8 +66,7 @@ void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec
         mpfr_div(y, x, t, MPFR_RNDN);
         break;
     case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)), 1.702 at prec */
-        mpfr_set_str(t, "-1.702", 10, MPFR_RNDN);
-        mpfr_mul(t, t, x, MPFR_RNDN);
+        mpfr_mul(t, k->c[0], x, MPFR_RNDN);
         mpfr_exp(t, t, MPFR_RNDN);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);

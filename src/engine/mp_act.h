@@ -10,9 +10,21 @@
 
 #include <mpfr.h>
 
-/* y = a(x); t is scratch at y's precision, prec the precision of the
- * constants (y's). y may alias x. */
-void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t, mpfr_prec_t prec);
+/* The constants of activation a's formula at prec (y's precision): 1/sqrt 2
+ * for GELU, 0.044715 and sqrt(2/pi) for its tanh form, -1.702 for
+ * QuickGELU, each rounded as the formula rounds it. Made once per op and
+ * read by every element (and thread): the same values, so the same bits,
+ * as making them per element. */
+typedef struct {
+    mpfr_t c[2];
+} cic_mp_act_consts;
+void cic_mp_act_consts_init(cic_mp_act_consts *k, enum cic_act a, mpfr_prec_t prec);
+void cic_mp_act_consts_clear(cic_mp_act_consts *k);
+
+/* y = a(x); t is scratch at y's precision, k a's constants at y's
+ * precision. y may alias x. */
+void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
+                const cic_mp_act_consts *k);
 
 /* RoPE's table at prec, as real_rope_table lays it out: cs[2 (p hd/2 +
  * i)] = cos and + 1 = sin of p inv_i for positions p < N, inv_i =
