@@ -12,6 +12,8 @@
  * prec bits is within u |result| of its exact result. */
 #include "mp_ball.h"
 
+#include "engine.h"
+
 #include "../base/base.h"
 #include "../base/mpvec.h"
 
@@ -20,6 +22,7 @@
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +84,61 @@ static int fail(cic_ball *b, const char *what)
         snprintf(b->why, sizeof b->why, "%s has no error bound", what);
     b->failed = true;
     return 0;
+}
+
+/* ---- threads ---- */
+
+#define BALL_MAX_THREADS 16
+
+/* fn(ctx, lo, hi) over [0, n) in contiguous ranges, one per thread of the
+ * MPFR engine (cic_engine_mpfr_threads; the caller is one). Each value's
+ * bound is computed whole by one thread from its own inputs, so the radii
+ * are the same bits for any thread count. A worker frees Arb's per-thread
+ * caches (constants) before it ends. */
+typedef void (*ball_range_fn)(void *ctx, size_t lo, size_t hi);
+typedef struct {
+    ball_range_fn fn;
+    void *ctx;
+    size_t lo, hi;
+} ball_range;
+
+static void *ball_range_thread(void *a)
+{
+    ball_range *j = a;
+    j->fn(j->ctx, j->lo, j->hi);
+    flint_cleanup();
+    return NULL;
+}
+
+static void ball_parallel(size_t n, ball_range_fn fn, void *ctx)
+{
+    ball_range job[BALL_MAX_THREADS];
+    pthread_t th[BALL_MAX_THREADS];
+    bool started[BALL_MAX_THREADS] = {false};
+    size_t nt = (size_t)cic_engine_mpfr_threads(), t;
+    if (nt > BALL_MAX_THREADS)
+        nt = BALL_MAX_THREADS;
+    if (nt > n)
+        nt = n;
+    if (nt <= 1) {
+        fn(ctx, 0, n);
+        return;
+    }
+    for (t = 0; t < nt; t++) {
+        job[t].fn = fn;
+        job[t].ctx = ctx;
+        job[t].lo = n * t / nt;
+        job[t].hi = n * (t + 1) / nt;
+    }
+    for (t = 1; t < nt; t++)
+        started[t] = pthread_create(&th[t], NULL, ball_range_thread, &job[t]) == 0;
+    fn(ctx, job[0].lo, job[0].hi);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            fn(ctx, job[t].lo, job[t].hi); /* no thread: do it here */
+    }
 }
 
 cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns)
@@ -185,153 +243,243 @@ static void gelu_tail(arb_t y, const arb_t x, arb_t t, slong prec)
     arb_mul_2exp_si(y, t, -1);
 }
 
-/* y = x / (1 + exp(k x)) with the decimal k exact: SiLU (k = -1) and
- * QuickGELU (k = -1.702). */
-static void x_over_1p_exp(arb_t y, const arb_t x, const char *k, arb_t t, arb_t c, slong prec)
+/* The exact constants of an activation's formula (mp_act.c's decimals and
+ * irrationals) as balls, made once per op and read by every thread:
+ * 1 / sqrt 2 (GELU); 0.044715 and sqrt(2 / pi) (its tanh form); k of
+ * x / (1 + exp(k x)): -1 (SiLU), -1.702 (QuickGELU). */
+typedef struct {
+    arb_t c0, c1;
+} act_consts;
+
+static void act_consts_init(act_consts *k, enum cic_act a, slong prec)
 {
-    arb_set_str(c, k, prec);
-    arb_mul(t, c, x, prec);
-    arb_exp(t, t, prec);
-    arb_add_ui(t, t, 1, prec);
-    arb_div(y, x, t, prec);
+    arb_init(k->c0);
+    arb_init(k->c1);
+    switch (a) {
+    case CIC_ACT_GELU:
+        arb_rsqrt_ui(k->c0, 2, prec);
+        break;
+    case CIC_ACT_GELU_TANH:
+        arb_set_str(k->c0, "0.044715", prec);
+        arb_const_pi(k->c1, prec);
+        arb_ui_div(k->c1, 2, k->c1, prec);
+        arb_sqrt(k->c1, k->c1, prec);
+        break;
+    case CIC_ACT_SILU:
+        arb_set_si(k->c0, -1);
+        break;
+    case CIC_ACT_QUICK_GELU:
+        arb_set_str(k->c0, "-1.702", prec);
+        break;
+    default:
+        break;
+    }
+}
+
+static void act_consts_clear(act_consts *k)
+{
+    arb_clear(k->c0);
+    arb_clear(k->c1);
+}
+
+/* y = [0, max x] where the ball x straddles 0 (ReLU) */
+static void relu_ball(arb_t y, const arb_t x, slong prec)
+{
+    if (arb_is_positive(x)) {
+        arb_set(y, x);
+    } else if (arb_is_nonpositive(x)) {
+        arb_zero(y);
+    } else {
+        arf_t lo, hi;
+        arf_init(lo);
+        arf_init(hi);
+        arb_get_ubound_arf(hi, x, prec);
+        arb_set_interval_arf(y, lo, hi, prec);
+        arf_clear(lo);
+        arf_clear(hi);
+    }
 }
 
 /* The exact activation of the ball x, the formulas of mp_act.c with their
- * decimal constants exact. */
-static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, arb_t c, slong prec)
+ * constants k (t scratch). */
+static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, const act_consts *k,
+                     slong prec)
 {
     switch (a) {
     case CIC_ACT_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
-        arb_rsqrt_ui(c, 2, prec);
-        arb_mul(t, x, c, prec);
+        arb_mul(t, x, k->c0, prec);
         arb_hypgeom_erf(t, t, prec);
         gelu_tail(y, x, t, prec);
         break;
     case CIC_ACT_GELU_TANH: /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
         arb_mul(t, x, x, prec);
         arb_mul(t, t, x, prec);
-        arb_set_str(c, "0.044715", prec);
-        arb_mul(t, t, c, prec);
+        arb_mul(t, t, k->c0, prec);
         arb_add(t, t, x, prec);
-        arb_const_pi(c, prec);
-        arb_ui_div(c, 2, c, prec);
-        arb_sqrt(c, c, prec);
-        arb_mul(t, t, c, prec);
+        arb_mul(t, t, k->c1, prec);
         arb_tanh(t, t, prec);
         gelu_tail(y, x, t, prec);
         break;
     case CIC_ACT_RELU:
-        if (arb_is_positive(x)) {
-            arb_set(y, x);
-        } else if (arb_is_nonpositive(x)) {
-            arb_zero(y);
-        } else { /* [0, max x] */
-            arf_t lo, hi;
-            arf_init(lo);
-            arf_init(hi);
-            arb_get_ubound_arf(hi, x, prec);
-            arb_set_interval_arf(y, lo, hi, prec);
-            arf_clear(lo);
-            arf_clear(hi);
-        }
+        relu_ball(y, x, prec);
         break;
-    case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
-        x_over_1p_exp(y, x, "-1", t, c, prec);
-        break;
+    case CIC_ACT_SILU:       /* x / (1 + exp(-x)) */
     case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)) */
-        x_over_1p_exp(y, x, "-1.702", t, c, prec);
+        arb_mul(t, k->c0, x, prec);
+        arb_exp(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_div(y, x, t, prec);
         break;
     default:
         CIC_ASSERT(0 && "activation without a ball formula");
     }
 }
 
-static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
-{
-    const mpfr_t *a = mid(ctx, o->in[0]), *g = glu ? mid(ctx, o->in[1]) : NULL;
-    const double *ra = b->rad[o->in[0]], *rg = glu ? b->rad[o->in[1]] : NULL;
-    size_t n = count(b, o->out), j;
-    slong prec = (slong)b->prec;
+typedef struct {
+    const mpfr_t *a, *g; /* g: the GLU's second factor, or NULL */
+    const double *ra, *rg;
     arb_ptr e;
-    arb_t x, t, c;
-    if (!a || (glu && !g) || !(e = enc_make(b, n)))
-        return -1;
+    enum cic_act act;
+    const act_consts *k;
+    slong prec;
+} act_job;
+
+static void act_range(void *c, size_t lo, size_t hi)
+{
+    const act_job *J = c;
+    arb_t x, t;
+    size_t j;
     arb_init(x);
     arb_init(t);
-    arb_init(c);
-    for (j = 0; j < n; j++) {
-        ball_set(x, a[j], rad_at(ra, j));
-        act_ball(e + j, x, o->act, t, c, prec);
-        if (glu) {
-            ball_set(x, g[j], rad_at(rg, j));
-            arb_mul(e + j, e + j, x, prec);
+    for (j = lo; j < hi; j++) {
+        ball_set(x, J->a[j], rad_at(J->ra, j));
+        act_ball(J->e + j, x, J->act, t, J->k, J->prec);
+        if (J->g) {
+            ball_set(x, J->g[j], rad_at(J->rg, j));
+            arb_mul(J->e + j, J->e + j, x, J->prec);
         }
     }
     arb_clear(x);
     arb_clear(t);
-    arb_clear(c);
+}
+
+static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
+{
+    act_job J;
+    act_consts k;
+    size_t n = count(b, o->out);
+    J.a = mid(ctx, o->in[0]);
+    J.g = glu ? mid(ctx, o->in[1]) : NULL;
+    J.ra = b->rad[o->in[0]];
+    J.rg = glu ? b->rad[o->in[1]] : NULL;
+    if (!J.a || (glu && !J.g) || !(J.e = enc_make(b, n)))
+        return -1;
+    J.act = o->act;
+    J.prec = (slong)b->prec;
+    act_consts_init(&k, o->act, J.prec);
+    J.k = &k;
+    ball_parallel(n, act_range, &J);
+    act_consts_clear(&k);
     return 0;
 }
 
 /* LayerNorm / RMSNorm of each row's balls, as mp_norm computes it. */
-static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+typedef struct {
+    const mpfr_t *x, *g, *bb;
+    const double *rx, *rg, *rb;
+    arb_ptr e;
+    double eps;
+    int d;
+    bool center;
+    slong prec;
+} norm_job;
+
+static void norm_row(const norm_job *J, arb_ptr row, size_t off, arb_t mean, arb_t var, arb_t t)
 {
-    const mpfr_t *x = mid(ctx, o->in[0]);
-    const mpfr_t *g = o->g >= 0 ? mid(ctx, o->g) : NULL, *bb = o->b >= 0 ? mid(ctx, o->b) : NULL;
-    const double *rx = b->rad[o->in[0]];
-    const double *rg = o->g >= 0 ? b->rad[o->g] : NULL, *rb = o->b >= 0 ? b->rad[o->b] : NULL;
-    int d = b->m->t[o->in[0]].cols, R = cic_model_run_rows(b->m, o->in[0], b->ns), i, j;
-    slong prec = (slong)b->prec;
-    arb_ptr e, row;
+    int d = J->d, j;
+    slong prec = J->prec;
+    arb_zero(mean);
+    for (j = 0; j < d; j++) {
+        ball_set(row + j, J->x[off + j], rad_at(J->rx, off + j));
+        if (J->center)
+            arb_add(mean, mean, row + j, prec);
+    }
+    if (J->center) {
+        arb_div_ui(mean, mean, (ulong)d, prec);
+        for (j = 0; j < d; j++)
+            arb_sub(row + j, row + j, mean, prec);
+    }
+    arb_dot(var, NULL, 0, row, 1, row, 1, d, prec);
+    arb_div_ui(var, var, (ulong)d, prec);
+    arb_set_d(t, J->eps);
+    arb_add(var, var, t, prec);
+    arb_rsqrt(var, var, prec);
+    for (j = 0; j < d; j++) {
+        arb_mul(row + j, row + j, var, prec);
+        if (J->g) {
+            ball_set(t, J->g[j], rad_at(J->rg, (size_t)j));
+            arb_mul(row + j, row + j, t, prec);
+        }
+        if (J->bb) {
+            ball_set(t, J->bb[j], rad_at(J->rb, (size_t)j));
+            arb_add(row + j, row + j, t, prec);
+        }
+    }
+}
+
+static void norm_rows(void *c, size_t lo, size_t hi)
+{
+    const norm_job *J = c;
     arb_t mean, var, t;
-    if (!x || (o->g >= 0 && !g) || (o->b >= 0 && !bb) || !(e = enc_make(b, count(b, o->out))))
-        return -1;
+    size_t i;
     arb_init(mean);
     arb_init(var);
     arb_init(t);
-    for (i = 0; i < R; i++) {
-        size_t off = (size_t)i * d;
-        row = e + off;
-        arb_zero(mean);
-        for (j = 0; j < d; j++) {
-            ball_set(row + j, x[off + j], rad_at(rx, off + j));
-            if (o->center)
-                arb_add(mean, mean, row + j, prec);
-        }
-        if (o->center) {
-            arb_div_ui(mean, mean, (ulong)d, prec);
-            for (j = 0; j < d; j++)
-                arb_sub(row + j, row + j, mean, prec);
-        }
-        arb_dot(var, NULL, 0, row, 1, row, 1, d, prec);
-        arb_div_ui(var, var, (ulong)d, prec);
-        arb_set_d(t, (double)o->eps);
-        arb_add(var, var, t, prec);
-        arb_rsqrt(var, var, prec);
-        for (j = 0; j < d; j++) {
-            arb_mul(row + j, row + j, var, prec);
-            if (g) {
-                ball_set(t, g[j], rad_at(rg, (size_t)j));
-                arb_mul(row + j, row + j, t, prec);
-            }
-            if (bb) {
-                ball_set(t, bb[j], rad_at(rb, (size_t)j));
-                arb_add(row + j, row + j, t, prec);
-            }
-        }
-    }
+    for (i = lo; i < hi; i++)
+        norm_row(J, J->e + i * J->d, i * J->d, mean, var, t);
     arb_clear(mean);
     arb_clear(var);
     arb_clear(t);
+}
+
+static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    norm_job J;
+    J.x = mid(ctx, o->in[0]);
+    J.g = o->g >= 0 ? mid(ctx, o->g) : NULL;
+    J.bb = o->b >= 0 ? mid(ctx, o->b) : NULL;
+    J.rx = b->rad[o->in[0]];
+    J.rg = o->g >= 0 ? b->rad[o->g] : NULL;
+    J.rb = o->b >= 0 ? b->rad[o->b] : NULL;
+    if (!J.x || (o->g >= 0 && !J.g) || (o->b >= 0 && !J.bb) ||
+        !(J.e = enc_make(b, count(b, o->out))))
+        return -1;
+    J.d = b->m->t[o->in[0]].cols;
+    J.eps = (double)o->eps;
+    J.center = o->center;
+    J.prec = (slong)b->prec;
+    ball_parallel((size_t)cic_model_run_rows(b->m, o->in[0], b->ns), norm_rows, &J);
     return 0;
 }
 
 /* After the kernel: each radius is the distance to the enclosure. */
+typedef struct {
+    cic_ball *b;
+    const mpfr_t *y;
+} enc_job;
+
+static void enc_range(void *c, size_t lo, size_t hi)
+{
+    const enc_job *J = c;
+    size_t j;
+    for (j = lo; j < hi; j++)
+        J->b->next[j] = dist_up(J->b->enc + j, J->y[j], (slong)J->b->prec);
+}
+
 static void enc_post(cic_ball *b, const mpfr_t *y)
 {
-    size_t j;
-    for (j = 0; j < b->n_enc; j++)
-        b->next[j] = dist_up(b->enc + j, y[j], (slong)b->prec);
+    enc_job J = {b, y};
+    ball_parallel(b->n_enc, enc_range, &J);
     drop_enc(b);
 }
 
