@@ -532,46 +532,198 @@ typedef struct {
     const cic_ball *ball;
 } attn_job;
 
+/* A head's keys (N rows of dh) and values transposed (dh rows of N),
+ * packed once per job, and the packed query row and probabilities: the
+ * dot products go through cic_mp_dot_rows_packed, four at a time, each
+ * key, value and query limb read from contiguous memory. A dot product the
+ * packed path declines takes cic_mp_dot on the mpfr_t values, as the head
+ * did before; both are correctly rounded, so the bits are the same. */
+typedef struct {
+    cic_mp_pack k, vt, q, p; /* k: N dh entries, vt: dh N, q: dh, p: N */
+    cic_mp_pack *krow, *vrow;
+    bool ok;
+} attn_packs;
+
+static void attn_packs_clear(attn_packs *P)
+{
+    cic_mp_pack_clear(&P->k);
+    cic_mp_pack_clear(&P->vt);
+    cic_mp_pack_clear(&P->q);
+    cic_mp_pack_clear(&P->p);
+    free(P->krow);
+    free(P->vrow);
+    memset(P, 0, sizeof *P);
+}
+
+static bool attn_packs_init(attn_packs *P, int N, int dh, mpfr_prec_t prec)
+{
+    memset(P, 0, sizeof *P);
+    P->ok = cic_mp_pack_alloc(&P->k, (size_t)N * dh, prec) == 0 &&
+            cic_mp_pack_alloc(&P->vt, (size_t)dh * N, prec) == 0 &&
+            cic_mp_pack_alloc(&P->q, (size_t)dh, prec) == 0 &&
+            cic_mp_pack_alloc(&P->p, (size_t)N, prec) == 0 &&
+            (P->krow = cic_mp_pack_row_views(&P->k, (size_t)N, (size_t)dh)) != NULL;
+    if (!P->ok)
+        attn_packs_clear(P);
+    return P->ok;
+}
+
+/* Entries of a pack from strided mpfr_t values; false (the packed path is
+ * not for them) when one is NaN or Inf or not at the pack's precision. */
+static bool pack_strided(cic_mp_pack *pk, size_t off, const mpfr_t *x, size_t inc, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (!mpfr_number_p(x[i * inc]) || mpfr_get_prec(x[i * inc]) != pk->prec)
+            return false;
+        cic_mp_pack_set(pk, off + i, x[i * inc]);
+    }
+    return true;
+}
+
+/* The head's keys and values into P (row views and spans made); false when
+ * a value is not finite: the head then takes cic_mp_dot throughout. */
+static bool attn_pack_head(attn_packs *P, const attn_job *A, const mpfr_t *ks, const mpfr_t *vs)
+{
+    int N = A->N, dh = A->dh, j, c;
+    cic_mp_pack view;
+    free(P->vrow);
+    P->vrow = NULL;
+    for (j = 0; j < N; j++)
+        if (!pack_strided(&P->k, (size_t)j * dh, ks + (size_t)j * A->lk, 1, (size_t)dh))
+            return false;
+    for (c = 0; c < dh; c++)
+        if (!pack_strided(&P->vt, (size_t)c * N, vs + c, (size_t)A->lv, (size_t)N))
+            return false;
+    cic_mp_pack_finish(&P->k);
+    cic_mp_pack_finish(&P->vt);
+    for (j = 0; j < N; j++) { /* the row views' spans, the keys now set */
+        cic_mp_pack_view(&view, &P->k, (size_t)j * dh, (size_t)dh);
+        P->krow[j] = view;
+    }
+    P->vrow = cic_mp_pack_row_views(&P->vt, (size_t)dh, (size_t)N);
+    return P->vrow != NULL;
+}
+
+/* r[t] = x[t] . y for t < nr (<= CIC_DOT_ROWS): the rows the packed path
+ * declines are left for the caller (the returned mask lacks them). */
+static unsigned packed_dots(mpfr_ptr *r, const cic_mp_pack *const *x, int nr,
+                            const cic_mp_pack *y, bool usable)
+{
+    return usable ? cic_mp_dot_rows_packed(r, x, nr, y, NULL) : 0;
+}
+
+/* Scores of query row qi against keys 0 .. cnt-1, scaled: p[j] =
+ * RN(RN(q . k_j) scale). */
+static void attn_scores(const attn_job *A, attn_packs *P, bool packed, const mpfr_t *qi,
+                        const mpfr_t *ks, int cnt, mpws *w)
+{
+    mpfr_t *p = w->p;
+    bool qok = packed && pack_strided(&P->q, 0, qi, 1, (size_t)A->dh);
+    int j, t, nr;
+    if (qok)
+        cic_mp_pack_finish(&P->q);
+    for (j = 0; j < cnt; j += nr) {
+        mpfr_ptr r[CIC_DOT_ROWS];
+        const cic_mp_pack *x[CIC_DOT_ROWS];
+        unsigned done;
+        nr = cnt - j < CIC_DOT_ROWS ? cnt - j : CIC_DOT_ROWS;
+        for (t = 0; t < nr; t++) {
+            r[t] = p[j + t];
+            x[t] = &P->krow[j + t];
+        }
+        done = packed_dots(r, x, nr, &P->q, qok);
+        for (t = 0; t < nr; t++) {
+            if (!(done >> t & 1u))
+                cic_mp_dot(p[j + t], qi, 1, ks + (size_t)(j + t) * A->lk, 1, (size_t)A->dh,
+                           NULL, &w->dot);
+            mpfr_mul(p[j + t], p[j + t], A->scale, MPFR_RNDN);
+        }
+    }
+}
+
+/* y_i = P_i V over the first cnt values (row views cut to cnt for causal
+ * rows). */
+static void attn_pv(const attn_job *A, attn_packs *P, bool packed, mpfr_t *yi,
+                    const mpfr_t *vs, int cnt, mpws *w)
+{
+    const mpfr_t *p = (const mpfr_t *)w->p;
+    bool pok = packed && pack_strided(&P->p, 0, p, 1, (size_t)cnt);
+    cic_mp_pack prow;
+    int cc, t, nr;
+    if (pok) {
+        cic_mp_pack_view(&prow, &P->p, 0, (size_t)cnt);
+        pok = prow.span.usable;
+    }
+    for (cc = 0; cc < A->dh; cc += nr) {
+        mpfr_ptr r[CIC_DOT_ROWS];
+        cic_mp_pack vv[CIC_DOT_ROWS];
+        const cic_mp_pack *x[CIC_DOT_ROWS];
+        unsigned done;
+        nr = A->dh - cc < CIC_DOT_ROWS ? A->dh - cc : CIC_DOT_ROWS;
+        for (t = 0; t < nr; t++) {
+            r[t] = yi[cc + t];
+            if (cnt == A->N)
+                vv[t] = P->vrow[cc + t];
+            else if (pok)
+                cic_mp_pack_view(&vv[t], &P->vt, (size_t)(cc + t) * A->N, (size_t)cnt);
+            x[t] = &vv[t];
+        }
+        done = packed_dots(r, x, nr, &prow, pok);
+        for (t = 0; t < nr; t++)
+            if (!(done >> t & 1u))
+                cic_mp_dot(yi[cc + t], p, 1, vs + cc + t, (size_t)A->lv, (size_t)cnt, NULL,
+                           &w->dot);
+    }
+}
+
+/* Softmax of p[0 .. cnt) in place: exp(p_j - max), each divided by their
+ * correctly rounded sum. */
+static void attn_softmax(int cnt, mpws *w)
+{
+    mpfr_t *p = w->p;
+    mpfr_ptr mx = w->t0;
+    int j;
+    mpfr_set(mx, p[0], MPFR_RNDN);
+    for (j = 1; j < cnt; j++)
+        if (mpfr_greater_p(p[j], mx))
+            mpfr_set(mx, p[j], MPFR_RNDN);
+    for (j = 0; j < cnt; j++) {
+        mpfr_sub(p[j], p[j], mx, MPFR_RNDN);
+        mpfr_exp(p[j], p[j], MPFR_RNDN);
+        w->ptr[j] = p[j];
+    }
+    mpfr_sum(w->t1, w->ptr, (unsigned long)cnt, MPFR_RNDN);
+    for (j = 0; j < cnt; j++)
+        mpfr_div(p[j], p[j], w->t1, MPFR_RNDN);
+}
+
 /* Jobs are (sample, head) pairs; head h reads key/value head h / grp. */
 static void attn_heads(void *c, int lo, int hi, mpws *w)
 {
     const attn_job *A = c;
-    int job, i, j, cc, N = A->N, dh = A->dh, d = A->d;
+    int job, i, N = A->N, dh = A->dh, d = A->d;
+    attn_packs P;
+    bool have = attn_packs_init(&P, N, dh, mpfr_get_prec(w->t0));
     for (job = lo; job < hi; job++) {
         int s = job / A->H, h = job % A->H;
         const mpfr_t *qs = A->q + (size_t)s * N * A->lq + A->qc + h * dh;
         const mpfr_t *ks = A->k + (size_t)s * N * A->lk + A->kc + h / A->grp * dh;
         const mpfr_t *vs = A->v + (size_t)s * N * A->lv + A->vc + h / A->grp * dh;
-        mpfr_t *p = w->p;
+        bool packed = have && attn_pack_head(&P, A, ks, vs);
         for (i = 0; i < N; i++) {
             int cnt = A->causal ? i + 1 : N;
-            mpfr_ptr mx = w->t0;
-            for (j = 0; j < cnt; j++) {
-                cic_mp_dot(p[j], qs + (size_t)i * A->lq, 1, ks + (size_t)j * A->lk, 1,
-                           (size_t)dh, NULL, &w->dot);
-                mpfr_mul(p[j], p[j], A->scale, MPFR_RNDN);
-            }
+            attn_scores(A, &P, packed, qs + (size_t)i * A->lq, ks, cnt, w);
             if (A->ball)
-                cic_ball_attn_scores(A->ball, w->bscr, (const mpfr_t *)p, cnt);
-            mpfr_set(mx, p[0], MPFR_RNDN);
-            for (j = 1; j < cnt; j++)
-                if (mpfr_greater_p(p[j], mx))
-                    mpfr_set(mx, p[j], MPFR_RNDN);
-            for (j = 0; j < cnt; j++) {
-                mpfr_sub(p[j], p[j], mx, MPFR_RNDN);
-                mpfr_exp(p[j], p[j], MPFR_RNDN);
-                w->ptr[j] = p[j];
-            }
-            mpfr_sum(w->t1, w->ptr, (unsigned long)cnt, MPFR_RNDN);
-            for (j = 0; j < cnt; j++)
-                mpfr_div(p[j], p[j], w->t1, MPFR_RNDN);
-            for (cc = 0; cc < dh; cc++)
-                cic_mp_dot(A->y[((size_t)s * N + i) * d + h * dh + cc], (const mpfr_t *)p, 1,
-                           vs + cc, (size_t)A->lv, (size_t)cnt, NULL, &w->dot);
+                cic_ball_attn_scores(A->ball, w->bscr, (const mpfr_t *)w->p, cnt);
+            attn_softmax(cnt, w);
+            attn_pv(A, &P, packed, A->y + ((size_t)s * N + i) * d + h * dh, vs, cnt, w);
             if (A->ball)
-                cic_ball_attn_row(A->ball, w->bscr, s, h, i, (const mpfr_t *)p, cnt);
+                cic_ball_attn_row(A->ball, w->bscr, s, h, i, (const mpfr_t *)w->p, cnt);
         }
     }
+    if (have)
+        attn_packs_clear(&P);
 }
 
 static int mp_attn(mprun *r, const cic_op *o, mpfr_t *y)
