@@ -20,6 +20,7 @@
 #include "../model/lazy.h"
 #include "mp_act.h"
 #include "mp_ball.h"
+#include "mp_fn.h"
 #include "mp_fwht.h"
 
 #include <assert.h>
@@ -39,6 +40,7 @@ typedef struct {
     mpfr_ptr *ptr;
     mpfr_t *p;     /* attention probabilities, tokens values */
     double *bscr;  /* a ball run's attention scratch */
+    cic_mp_fn_ws fn; /* exp, tanh, erf through Arb (mp_fn.h) */
     bool ok;
 } mpws;
 
@@ -88,6 +90,7 @@ static int mpws_init(mpws *w, size_t cap, size_t tokens, mpfr_prec_t prec)
     w->ptr = cic_calloc(cap + 1, sizeof *w->ptr);
     w->p = cic_mpvec_create(tokens, prec);
     mpfr_inits2(prec, w->t0, w->t1, w->t2, (mpfr_ptr)0);
+    cic_mp_fn_ws_init(&w->fn);
     w->ok = true;
     return w->ptr && w->p ? 0 : -1;
 }
@@ -101,6 +104,7 @@ static void mpws_clear(mpws *w, size_t tokens)
     free(w->bscr);
     cic_mpvec_destroy(w->p, tokens);
     mpfr_clears(w->t0, w->t1, w->t2, (mpfr_ptr)0);
+    cic_mp_fn_ws_clear(&w->fn);
     w->ok = false;
 }
 
@@ -121,12 +125,13 @@ static void *range_run(void *a)
     return NULL;
 }
 
-/* A worker thread: MPFR keeps per-thread constant caches (log 2, pi, ...);
- * free them before the thread ends or they leak. */
+/* A worker thread: MPFR and Arb keep per-thread constant caches (log 2,
+ * pi, ...); free them before the thread ends or they leak. */
 static void *range_thread(void *a)
 {
     range_run(a);
     mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    flint_cleanup();
     return NULL;
 }
 
@@ -690,7 +695,7 @@ static void attn_softmax(int cnt, mpws *w)
             mpfr_set(mx, p[j], MPFR_RNDN);
     for (j = 0; j < cnt; j++) {
         mpfr_sub(p[j], p[j], mx, MPFR_RNDN);
-        mpfr_exp(p[j], p[j], MPFR_RNDN);
+        cic_mp_exp(p[j], p[j], &w->fn);
         w->ptr[j] = p[j];
     }
     mpfr_sum(w->t1, w->ptr, (unsigned long)cnt, MPFR_RNDN);
@@ -770,7 +775,7 @@ static void act_elems(void *c, int lo, int hi, mpws *w)
     const act_job *J = c;
     int j;
     for (j = lo; j < hi; j++) {
-        cic_mp_act(J->act, J->y[j], J->a[j], w->t2, J->k);
+        cic_mp_act(J->act, J->y[j], J->a[j], w->t2, J->k, &w->fn);
         if (J->b)
             mpfr_mul(J->y[j], J->y[j], J->b[j], MPFR_RNDN);
     }

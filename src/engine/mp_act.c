@@ -32,12 +32,12 @@ void cic_mp_act_consts_clear(cic_mp_act_consts *k)
 }
 
 void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
-                const cic_mp_act_consts *k)
+                const cic_mp_act_consts *k, cic_mp_fn_ws *fw)
 {
     switch (a) {
     case CIC_ACT_GELU: /* 0.5 x (1 + erf(x / sqrt 2)) */
         mpfr_mul(t, x, k->c[0], MPFR_RNDN);
-        mpfr_erf(t, t, MPFR_RNDN);
+        cic_mp_erf(t, t, fw);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
         mpfr_div_2ui(y, t, 1, MPFR_RNDN);
@@ -48,7 +48,7 @@ void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
         mpfr_mul(t, t, k->c[0], MPFR_RNDN);
         mpfr_add(t, t, x, MPFR_RNDN);
         mpfr_mul(t, t, k->c[1], MPFR_RNDN);
-        mpfr_tanh(t, t, MPFR_RNDN);
+        cic_mp_tanh(t, t, fw);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_mul(t, t, x, MPFR_RNDN);
         mpfr_div_2ui(y, t, 1, MPFR_RNDN);
@@ -61,13 +61,13 @@ void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
         break;
     case CIC_ACT_SILU: /* x / (1 + exp(-x)) */
         mpfr_neg(t, x, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
+        cic_mp_exp(t, t, fw);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);
         break;
     case CIC_ACT_QUICK_GELU: /* x / (1 + exp(-1.702 x)), 1.702 at prec */
         mpfr_mul(t, k->c[0], x, MPFR_RNDN);
-        mpfr_exp(t, t, MPFR_RNDN);
+        cic_mp_exp(t, t, fw);
         mpfr_add_ui(t, t, 1, MPFR_RNDN);
         mpfr_div(y, x, t, MPFR_RNDN);
         break;

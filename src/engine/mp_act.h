@@ -7,6 +7,7 @@
 #define CIC_MP_ACT_H
 
 #include "../case/case.h"
+#include "mp_fn.h"
 
 #include <mpfr.h>
 
@@ -22,9 +23,10 @@ void cic_mp_act_consts_init(cic_mp_act_consts *k, enum cic_act a, mpfr_prec_t pr
 void cic_mp_act_consts_clear(cic_mp_act_consts *k);
 
 /* y = a(x); t is scratch at y's precision, k a's constants at y's
- * precision. y may alias x. */
+ * precision, fw the thread's scratch for exp, tanh and erf (mp_fn.h: the
+ * same correctly rounded values as MPFR's). y may alias x. */
 void cic_mp_act(enum cic_act a, mpfr_ptr y, mpfr_srcptr x, mpfr_ptr t,
-                const cic_mp_act_consts *k);
+                const cic_mp_act_consts *k, cic_mp_fn_ws *fw);
 
 /* RoPE's table at prec, as real_rope_table lays it out: cs[2 (p hd/2 +
  * i)] = cos and + 1 = sin of p inv_i for positions p < N, inv_i =
