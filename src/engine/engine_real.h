@@ -20,10 +20,11 @@
  *   R_EXP, R_ERF, R_TANH, R_SQRT, R_POW, R_COS, R_SIN  the libm functions
  *                  of that type
  *   R_VALS_OWNED   0: weights and inputs are read from the tensors' f32
- *                  storage; 1: R_VALS_CREATE(const cic_tensor *t, bool
- *                  rounded) returns a malloc'd copy of all rows*cols
- *                  values as REAL (NULL when memory runs out), made once
- *                  per tensor per run and freed at its end
+ *                  storage; 1: the includer defines vals_borrow and
+ *                  vals_fill (engine_real_walk.h): a tensor's values read
+ *                  in place, or made into the run's arena before the first
+ *                  op that reads them, their place free again after the
+ *                  last
  * and gets the static real_run(out, m, mm, rounded, o); the exported run
  * function is the includer's, a thin wrapper.
  *
@@ -55,7 +56,6 @@
 #if R_LOWP
 static int lowp_linear(realrun *r, const cic_op *o, REAL *y);
 static void lowp_round(const realrun *r, REAL *y, size_t n);
-static REAL *lowp_vals(realrun *r, int id);
 #endif
 
 #include "../xform/qmat.h"

@@ -49,8 +49,11 @@ typedef struct {
     int ns;          /* samples this run covers */
     int s0;          /* first sample */
     int nt;          /* threads for the work outside the gemm calls */
-    REAL **buf;      /* per tensor: activation storage (in the run's arena) */
+    REAL **buf;      /* per tensor: storage in the run's arena (activations,
+                      * and weight and input values made for the run) */
     const REAL **val; /* per tensor: weight and input values (whole tensor) */
+    unsigned char *todo; /* per tensor: values to make before its first reader */
+    bool rounded;    /* the float32 values, not the unrounded ones */
     REAL *scores;    /* attention scores of a group of heads (in the arena) */
     cic_flop_count fc;
     const cic_run_opts *o; /* the caller's options (taps), or NULL */

@@ -136,26 +136,35 @@ const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp)
     return (const mpfr_t *)*tmp;
 }
 
+void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t lo, size_t hi)
+{
+    size_t i;
+    CIC_ASSERT(rounded || !t->lazy);
+    if (!rounded && t->f64) {
+        memcpy(v, t->f64 + lo, (hi - lo) * sizeof *v);
+    } else if (!rounded && t->hp) {
+        for (i = lo; i < hi; i++)
+            v[i - lo] = mpfr_get_d(t->hp[i], MPFR_RNDN);
+    } else {
+        for (i = lo; i < hi; i++)
+            v[i - lo] = (double)t->f32[i];
+    }
+}
+
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
 {
-    size_t n = (size_t)t->rows * (size_t)t->cols, i;
+    size_t n = (size_t)t->rows * (size_t)t->cols;
     double *v = malloc((n ? n : 1) * sizeof *v);
     if (!v)
         return NULL;
-    if (!rounded && t->f64) {
-        memcpy(v, t->f64, n * sizeof *v);
-    } else if (!rounded && t->lazy) {
+    if (!rounded && t->lazy) {
         if (cic_lazy_make_f64(t->lazy, v) < 0) {
             free(v);
             return NULL;
         }
-    } else if (!rounded && t->hp) {
-        for (i = 0; i < n; i++)
-            v[i] = mpfr_get_d(t->hp[i], MPFR_RNDN);
-    } else {
-        for (i = 0; i < n; i++)
-            v[i] = (double)t->f32[i];
+        return v;
     }
+    cic_tensor_f64_range(v, t, rounded, 0, n);
     return v;
 }
 

@@ -132,6 +132,10 @@ const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp);
  * rounded once to double, or the float32 ones when t has none or rounded
  * is set. NULL when memory runs out. */
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded);
+/* The same for the values lo .. hi - 1 (row-major index) into v[0 ..
+ * hi - lo - 1], for a tensor without a recipe or with rounded set (a
+ * recipe makes whole lines: cic_lazy_make_f64). */
+void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t lo, size_t hi);
 /* Install v (rows * cols doubles, ownership taken) as tensor id's unrounded
  * values at prec <= 53 (each exact at prec), replacing hp or a recipe; f32
  * gets them rounded to binary32. */
