@@ -314,6 +314,25 @@ void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
     cic_tensor_set_hp(&m->t[id], v, p);
 }
 
+const mpfr_t *_cic_xf_aq_mp(cic_xf_aq *q)
+{
+    size_t n = (size_t)q->d * q->d, k;
+    if (q->mp || !q->f64)
+        return (const mpfr_t *)q->mp;
+    if (!(q->mp = cic_mpvec_create(n, q->p)))
+        return NULL;
+    for (k = 0; k < n; k++) /* exact: 53 bits */
+        mpfr_set_d(q->mp[k], q->f64[k], MPFR_RNDN);
+    return (const mpfr_t *)q->mp;
+}
+
+void _cic_xf_aq_clear(cic_xf_aq *q)
+{
+    cic_mpvec_destroy(q->mp, (size_t)q->d * q->d);
+    free(q->f64);
+    memset(q, 0, sizeof *q);
+}
+
 typedef cic_xf_ctx ctx;
 
 /* A dot scratch wide enough for every factor the transform will see. */
@@ -604,102 +623,136 @@ static int do_fuse(ctx *c, const cic_xform_spec *x, bool layernorm)
     return 0;
 }
 
-static int do_rotate(ctx *c, const cic_xform_spec *x)
+/* Rotation x's Q of the stream (order d) into q: MPFR at c->p, with
+ * c->blas doubles too (c->qd: the products through dgemm), a Hadamard Q
+ * through dgemm as doubles alone (16 M MPFR numbers at d 4096, never read;
+ * _cic_xf_aq_mp makes them if the readout needs them). A Hadamard Q not
+ * through dgemm also gets *hq: the weights become recipes (lazy.h). */
+static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *hq)
 {
-    cic_model *m = c->m;
-    int d = m->cfg.d_model, i, rc = -1;
+    int d = c->m->cfg.d_model;
     size_t dd = (size_t)d * d, k;
-    mpfr_t *q = cic_mpvec_create(dd, c->p), *nq = NULL;
-    double *qd = NULL;
-    cic_xf_hq hq = { 0, 0, NULL, NULL };
-    if (!q)
+    cic_diag dg;
+    q->d = d;
+    q->p = c->p;
+    if (c->blas && x->q == CIC_Q_HADAMARD) {
+        q->f64 = cic_calloc(dd, sizeof *q->f64);
+        c->qd = q->f64;
+        c->qd_n = d;
+        return q->f64 ? cic_q_hadamard_k_f64(q->f64, d, x->hadamard_base, x->q_seed) : -1;
+    }
+    if (!(q->mp = cic_mpvec_create(dd, c->p)))
         return -1;
     switch (x->q) {
     case CIC_Q_RANDOM:
-        if (cic_q_random(q, d, x->q_seed, c->p) < 0)
-            goto cleanup;
+        if (cic_q_random(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
         break;
     case CIC_Q_HADAMARD:
-        if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
-            goto cleanup;
-        if (!c->blas) {
-            /* the weights rotated without forming W Q: recipes (lazy.h) */
-            hq.d = d;
-            hq.K = cic_hadamard_base_order_k(d, x->hadamard_base);
-            hq.sign = cic_calloc((size_t)d, 1);
-            if (!hq.sign || cic_hadamard_base_k(&hq.hk, x->hadamard_base, d) < 0)
-                goto cleanup;
-            cic_q_hadamard_signs(hq.sign, d, x->q_seed);
-            c->hq = &hq;
-        }
+        if (cic_q_hadamard_k(q->mp, d, x->hadamard_base, x->q_seed, c->p) < 0)
+            return -1;
+        hq->d = d;
+        hq->K = cic_hadamard_base_order_k(d, x->hadamard_base);
+        hq->sign = cic_calloc((size_t)d, 1);
+        if (!hq->sign || cic_hadamard_base_k(&hq->hk, x->hadamard_base, d) < 0)
+            return -1;
+        cic_q_hadamard_signs(hq->sign, d, x->q_seed);
+        c->hq = hq;
         break;
     case CIC_Q_REGULAR:
-        if (cic_q_regular_hadamard(q, d, x->q_seed, c->p) < 0)
-            goto cleanup;
+        if (cic_q_regular_hadamard(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
         break;
-    case CIC_Q_FILE: {
-        cic_diag dg;
-        if (cic_q_file(q, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
-            goto cleanup;
+    case CIC_Q_FILE:
+        if (cic_q_file(q->mp, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
+            return -1;
         break;
-    }
     default:
-        cic_q_identity(q, d);
+        cic_q_identity(q->mp, d);
         break;
     }
     if (c->blas) { /* the products by Q in double, kept as doubles */
-        if (!(qd = cic_calloc(dd, sizeof *qd)))
-            goto cleanup;
+        if (!(q->f64 = cic_calloc(dd, sizeof *q->f64)))
+            return -1;
         for (k = 0; k < dd; k++)
-            qd[k] = mpfr_get_d(q[k], MPFR_RNDN);
-        c->qd = qd;
+            q->f64[k] = mpfr_get_d(q->mp[k], MPFR_RNDN);
+        c->qd = q->f64;
         c->qd_n = d;
     }
+    return 0;
+}
+
+/* Every reader's weight W Q, every writer's Q^T W and b Q (but the
+ * attention writers with the mistake skip-attn-out), the input X Q. q->mp
+ * may be NULL when the products go through dgemm (c->qd). */
+static int rotate_weights(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    const mpfr_t *qm = (const mpfr_t *)q->mp;
+    int d = q->d, i;
     for (i = 0; i < m->n_ops; i++) {
         cic_op *o = &m->ops[i];
         if (o->kind != CIC_OP_LINEAR)
             continue;
-        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, q, d) < 0)
-            goto cleanup;
+        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, qm, d) < 0)
+            return -1;
         if (o->role == CIC_ROLE_WRITER) {
             if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
                 continue;
-            if (rotate_writer(c, o->w, false, q, d) < 0 ||
-                (o->b >= 0 && rotate_writer(c, o->b, true, q, d) < 0))
-                goto cleanup;
+            if (rotate_writer(c, o->w, false, qm, d) < 0 ||
+                (o->b >= 0 && rotate_writer(c, o->b, true, qm, d) < 0))
+                return -1;
         }
     }
-    if (rotate_right(c, m->input, q, d) < 0)
-        goto cleanup;
-    /* the readout map accumulates: X' = X Q_old Q (kept only for the
-     * residual readout; a head readout is in the original basis already) */
-    if (m->output == m->residual && m->out_q) {
-        mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
-        nq = cic_mpvec_create(dd, op);
-        if (!nq)
-            goto cleanup;
-        for (i = 0; i < d; i++)
-            for (k = 0; k < (size_t)d; k++)
-                cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
-                           (const mpfr_t *)q + k, (size_t)d, (size_t)d, NULL, &c->dot);
-        cic_mpvec_destroy(m->out_q, dd);
-        m->out_q = nq;
-        m->out_q_prec = op;
-        nq = NULL;
-    } else if (m->output == m->residual) {
-        m->out_q = q;
+    return rotate_right(c, m->input, qm, d);
+}
+
+/* The readout map accumulates, X' = X Q_old Q: kept only for the residual
+ * readout (a head readout is in the original basis already); q's MPFR
+ * values may pass to the model. */
+static int readout_q(ctx *c, cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    int d = q->d, i, k;
+    size_t dd = (size_t)d * d;
+    mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
+    const mpfr_t *qm;
+    mpfr_t *nq;
+    if (m->output != m->residual)
+        return 0;
+    if (!(qm = _cic_xf_aq_mp(q)))
+        return -1;
+    if (!m->out_q) {
+        m->out_q = q->mp;
         m->out_q_prec = c->p;
-        q = NULL;
+        q->mp = NULL;
+        return 0;
     }
-    rc = 0;
-cleanup:
+    if (!(nq = cic_mpvec_create(dd, op)))
+        return -1;
+    for (i = 0; i < d; i++)
+        for (k = 0; k < d; k++)
+            cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
+                       qm + k, (size_t)d, (size_t)d, NULL, &c->dot);
+    cic_mpvec_destroy(m->out_q, dd);
+    m->out_q = nq;
+    m->out_q_prec = op;
+    return 0;
+}
+
+static int do_rotate(ctx *c, const cic_xform_spec *x)
+{
+    cic_xf_aq q;
+    cic_xf_hq hq = { 0, 0, NULL, NULL };
+    int rc = -1;
+    memset(&q, 0, sizeof q);
+    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && readout_q(c, &q) == 0)
+        rc = 0;
     c->hq = NULL;
     c->qd = NULL;
-    free(qd);
     free(hq.hk);
     free(hq.sign);
-    cic_mpvec_destroy(q, dd);
-    cic_mpvec_destroy(nq, dd);
+    _cic_xf_aq_clear(&q);
     return rc;
 }
 

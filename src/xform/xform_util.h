@@ -64,6 +64,19 @@ int _cic_xf_online_qk(cic_xf_ctx *c, const cic_xform_spec *x);
  * its transpose fused into the writer. 0, or -1 when memory runs out. */
 int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
 
+/* A rotation's Q of order d: MPFR values at p or, with transform
+ * precision f64-openblas, doubles (p = 53: the same values) and the MPFR
+ * form made from them only when asked for (_cic_xf_aq_mp: NULL when
+ * memory runs out; q keeps it). _cic_xf_aq_clear frees both. */
+typedef struct {
+    int d;
+    mpfr_prec_t p;
+    mpfr_t *mp;
+    double *f64;
+} cic_xf_aq;
+const mpfr_t *_cic_xf_aq_mp(cic_xf_aq *q);
+void _cic_xf_aq_clear(cic_xf_aq *q);
+
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
