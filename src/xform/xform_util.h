@@ -77,6 +77,16 @@ typedef struct {
 const mpfr_t *_cic_xf_aq_mp(cic_xf_aq *q);
 void _cic_xf_aq_clear(cic_xf_aq *q);
 
+/* static-fold (adaln_fold.c): every reader and writer of orig's graph in
+ * m folded with the calibration sample's modulation and Q (centered
+ * writers on a centered stream). 0, or -1 when memory runs out. */
+int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec *x,
+                        cic_xf_aq *q, bool center, mpfr_prec_t p);
+
+/* Through dgemm, Q as doubles (on, the default) or as MPFR numbers (the
+ * products the same bits): for the tests (adaln.c). */
+void _cic_xf_adaln_doubles(bool on);
+
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
