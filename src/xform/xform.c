@@ -512,9 +512,13 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
 {
     cic_tensor *t = &c->m->t[id];
     size_t n = (size_t)t->rows * t->cols;
-    double *v = cic_tensor_f64_create(t, false), *nv = cic_calloc(n ? n : 1, sizeof *nv);
+    /* values held as doubles already are read in place (R4 after R1: 360
+     * MB not copied at a 7B layer's MLP width); set_f64 frees them */
+    double *own = t->f64 ? NULL : cic_tensor_f64_create(t, false);
+    const double *v = t->f64 ? t->f64 : own;
+    double *nv = cic_calloc(n ? n : 1, sizeof *nv);
     if (!v || !nv) {
-        free(v);
+        free(own);
         free(nv);
         return -1;
     }
@@ -523,7 +527,7 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
         cic_gemm_f64(nv, q, true, v, false, d, t->cols, d);
     else
         cic_gemm_f64(nv, v, false, q, false, t->rows, d, d);
-    free(v);
+    free(own);
     cic_tensor_set_f64(t, nv, c->p);
     return 0;
 }
