@@ -657,23 +657,29 @@ static int fold_out(realrun *r, const cic_op *o, REAL *y, bool isw)
     int d = r->m->cfg.d_model, cols = isw ? r->m->t[o->w].cols : 1, s, j, c;
     const REAL *w = isw ? wval(r, o->w) : NULL, *b = isw ? NULL : wval(r, o->b);
     const REAL *q = wval(r, o->g);
-    REAL *tmp = malloc((size_t)d * cols * sizeof *tmp);
+    REAL *tmp = malloc(((size_t)d * cols + (size_t)cols) * sizeof *tmp), *mean;
     if (!tmp)
         return -1;
+    mean = tmp + (size_t)d * cols;
     for (s = 0; s < r->ns; s++) {
         const REAL *v = fold_chunk(r, o, s);
         for (j = 0; j < d; j++)
             for (c = 0; c < cols; c++)
                 tmp[(size_t)j * cols + c] = v[j] * (isw ? w[(size_t)j * cols + c] : b[j]);
         if (o->center) {
-            for (c = 0; c < cols; c++) {
-                REAL mean = RC(0.0);
-                for (j = 0; j < d; j++)
-                    mean += tmp[(size_t)j * cols + c];
-                mean = mean / (REAL)d;
-                for (j = 0; j < d; j++)
-                    tmp[(size_t)j * cols + c] -= mean;
-            }
+            /* each column's mean summed j = 0 .. d-1 in order, the rows
+             * taken in memory order (a column at a time strode through
+             * the whole matrix) */
+            for (c = 0; c < cols; c++)
+                mean[c] = RC(0.0);
+            for (j = 0; j < d; j++)
+                for (c = 0; c < cols; c++)
+                    mean[c] += tmp[(size_t)j * cols + c];
+            for (c = 0; c < cols; c++)
+                mean[c] = mean[c] / (REAL)d;
+            for (j = 0; j < d; j++)
+                for (c = 0; c < cols; c++)
+                    tmp[(size_t)j * cols + c] -= mean[c];
         }
         mm_realt(r, y + (size_t)s * d * cols, cols, q, d, tmp, cols, d, cols, d, true, false);
     }
