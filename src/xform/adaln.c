@@ -267,8 +267,14 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     if (aq_make(&q, orig->cfg.d_model, 0, x, x->q_seed, mp, cx.blas && g_doubles, p) < 0 ||
         stream_q(m, orig, &g, x, &q, centered) < 0)
         goto done;
-    /* the stream: X C Q (centered) or X Q (mean-preserving Q) */
-    if ((centered && _cic_xf_center(&cx, m->input, 1) < 0) || aq_rotate(&cx, m->input, &q) < 0)
+    /* the stream: X C Q (centered) or X Q (mean-preserving Q); through
+     * dgemm X C in doubles when it rounds as MPFR's */
+    if (centered) {
+        int cr = q.f64 ? _cic_xf_center_rows_f64(&cx, m->input) : 1;
+        if (cr < 0 || (cr > 0 && _cic_xf_center(&cx, m->input, 1) < 0))
+            goto done;
+    }
+    if (aq_rotate(&cx, m->input, &q) < 0)
         goto done;
     if (!m->cfg.final_layer) { /* residual readout: map back with Q */
         if (!_cic_xf_aq_mp(&q))

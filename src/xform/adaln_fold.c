@@ -44,24 +44,44 @@ static void row_mp(mpfr_t *dst, const cic_tensor *t, int j)
     }
 }
 
-/* out_j = b_j + sum_k W[j, k] v_k for the rows of tensor w (cols = n v
- * values), each a correctly rounded dot product (cic_fold_in_b's, the
- * modulation's) with W's rows made one at a time: the adaLN linear's
- * 8 M weights as MPFR numbers would take 300 MB. 0, or -1. */
-static int dots_by_row(mpfr_t *out, const cic_tensor *w, const mpfr_t *v, const mpfr_t *b,
-                       cic_fold_ws *ws)
+typedef struct {
+    mpfr_t *out;
+    const cic_tensor *w;
+    const mpfr_t *v, *b;
+    mpfr_prec_t prec;
+} dots_job;
+
+/* Rows [lo, hi) of dots_by_row, with a scratch of their own. */
+static int dot_rows(void *p, int lo, int hi)
 {
+    const dots_job *J = p;
+    size_t c = (size_t)J->w->cols;
+    mpfr_t *row = cic_mpvec_create(c, vals_prec(J->w));
+    cic_dot_scratch s;
     int j;
-    mpfr_t *row = cic_mpvec_create((size_t)w->cols, vals_prec(w));
-    if (!row)
+    if (!row || cic_dot_scratch_init(&s, c, J->prec) < 0) {
+        cic_mpvec_destroy(row, c);
         return -1;
-    for (j = 0; j < w->rows; j++) {
-        row_mp(row, w, j);
-        cic_mp_dot(out[j], (const mpfr_t *)row, 1, v, 1, (size_t)w->cols, b ? b[j] : NULL,
-                   &ws->dot);
     }
-    cic_mpvec_destroy(row, (size_t)w->cols);
+    for (j = lo; j < hi; j++) {
+        row_mp(row, J->w, j);
+        cic_mp_dot(J->out[j], (const mpfr_t *)row, 1, J->v, 1, c, J->b ? J->b[j] : NULL, &s);
+    }
+    cic_dot_scratch_clear(&s);
+    cic_mpvec_destroy(row, c);
     return 0;
+}
+
+/* out_j = b_j + sum_k W[j, k] v_k for the rows of tensor w (cols = n v
+ * values, v and b at most prec bits), each a correctly rounded dot
+ * product (cic_fold_in_b's, the modulation's), W's rows made one at a
+ * time (the adaLN linear's 8 M weights as MPFR numbers would take 300
+ * MB), the rows split over threads. 0, or -1. */
+static int dots_by_row(mpfr_t *out, const cic_tensor *w, const mpfr_t *v, const mpfr_t *b,
+                       mpfr_prec_t prec)
+{
+    dots_job J = { out, w, v, b, prec > vals_prec(w) ? prec : vals_prec(w) };
+    return _cic_xf_par(w->rows, 4.0 * w->rows * (double)w->cols, dot_rows, &J);
 }
 
 /* The calibration sample's modulation: SiLU(c0) W^T + b, [rows of W]. */
@@ -84,7 +104,7 @@ static int modulation(mpfr_t *out, const cic_model *m, int w, int b, int sample,
         mpfr_div(sc[j], sc[j], t, MPFR_RNDN);
     }
     mpfr_clear(t);
-    rc = dots_by_row(out, &m->t[w], (const mpfr_t *)sc, bv, ws);
+    rc = dots_by_row(out, &m->t[w], (const mpfr_t *)sc, bv, ws->prec);
 done:
     cic_mpvec_destroy(sc, (size_t)dc);
     cic_mpvec_destroy(tb, (size_t)n);
@@ -165,7 +185,7 @@ static int fold_bias(mpfr_t *nb, const cic_model *m, int w, int b, bool reader,
     if (!bv || (!reader && !qm))
         goto done;
     if (reader)
-        rc = dots_by_row(nb, &m->t[w], shift_or_gate, bv, ws);
+        rc = dots_by_row(nb, &m->t[w], shift_or_gate, bv, ws->prec);
     else {
         cic_fold_out_b(nb, bv, rows, shift_or_gate, qm, center, ws);
         rc = 0;

@@ -4,6 +4,7 @@
 
 #include "../base/base.h"
 #include "../base/mpgemm.h"
+#include "xform_util.h"
 
 #include <float.h>
 #include <math.h>
@@ -138,38 +139,6 @@ done:
     return rc;
 }
 
-/* Each column c of t [d, k] less its mean, the mean as center_cols makes
- * it (the correctly rounded sum at 53 bits, divided by d), the subtraction
- * in double (exact in the subnormal range, RN above it). 0, 1 when a mean
- * is not a double, -1 when memory runs out. */
-static int center_cols_f64(double *t, int d, int k)
-{
-    mpfr_t *col = cic_mpvec_create((size_t)d, 53), mean;
-    mpfr_ptr *ptr = cic_calloc((size_t)d, sizeof *ptr);
-    int j, c, rc = col && ptr ? 0 : -1;
-    mpfr_init2(mean, 53);
-    for (j = 0; rc == 0 && j < d; j++)
-        ptr[j] = col[j];
-    for (c = 0; rc == 0 && c < k; c++) {
-        double md;
-        for (j = 0; j < d; j++)
-            mpfr_set_d(col[j], t[(size_t)j * k + c], MPFR_RNDN); /* exact */
-        mpfr_sum(mean, ptr, (unsigned long)d, MPFR_RNDN);
-        mpfr_div_ui(mean, mean, (unsigned long)d, MPFR_RNDN);
-        md = mpfr_get_d(mean, MPFR_RNDN);
-        if (mpfr_nan_p(mean) || mpfr_cmp_d(mean, md) != 0) {
-            rc = 1;
-            break;
-        }
-        for (j = 0; j < d; j++)
-            t[(size_t)j * k + c] -= md;
-    }
-    mpfr_clear(mean);
-    cic_mpvec_destroy(col, (size_t)d);
-    free(ptr);
-    return rc;
-}
-
 int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double *gate,
                        const double *q, bool center)
 {
@@ -187,7 +156,9 @@ int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double 
             }
             tmp[j * k + c] = v;
         }
-    if (center && (rc = center_cols_f64(tmp, d, k)) != 0)
+    /* each column's mean as center_cols makes it, the subtraction in
+     * double (exact in the subnormal range, RN above it) */
+    if (center && (rc = _cic_xf_center_f64(tmp, k, d, 1, (size_t)k)) != 0)
         goto done;
     cic_gemm_f64(out, q, true, tmp, false, d, k, d);
     rc = 0;

@@ -25,6 +25,7 @@
 #define rotate_right _cic_xf_rotate_right
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
@@ -333,6 +334,45 @@ void _cic_xf_aq_clear(cic_xf_aq *q)
     memset(q, 0, sizeof *q);
 }
 
+typedef struct {
+    int (*fn)(void *ctx, int lo, int hi);
+    void *ctx;
+    int lo, hi, rc;
+} par_job;
+
+static void *par_run(void *p)
+{
+    par_job *j = p;
+    j->rc = j->fn(j->ctx, j->lo, j->hi);
+    return NULL;
+}
+
+int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx)
+{
+    par_job jobs[64];
+    pthread_t th[64];
+    bool started[64] = { false };
+    int nt = work < 1e6 ? 1 : cic_mp_matmul_threads(), t, rc = 0;
+    if (nt > n)
+        nt = n > 0 ? n : 1;
+    for (t = 0; t < nt; t++) {
+        jobs[t] = (par_job){ fn, ctx, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt), 0 };
+        if (t > 0)
+            started[t] = pthread_create(&th[t], NULL, par_run, &jobs[t]) == 0;
+    }
+    par_run(&jobs[0]);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            par_run(&jobs[t]); /* no thread: this one does the range */
+    }
+    for (t = 0; t < nt; t++)
+        if (rc >= 0 && (jobs[t].rc < 0 || jobs[t].rc > rc))
+            rc = jobs[t].rc;
+    return rc;
+}
+
 typedef cic_xf_ctx ctx;
 
 /* A dot scratch wide enough for every factor the transform will see. */
@@ -466,6 +506,71 @@ cleanup:
     cic_mpvec_destroy(nw, (size_t)rows * cols);
     cic_mpvec_destroy(nb, (size_t)rows);
     return rc;
+}
+
+typedef struct {
+    double *t;
+    int n;
+    size_t ls, js;
+} center_job;
+
+/* Lines [lo, hi) of _cic_xf_center_f64, with a scratch of their own. */
+static int center_lines(void *p, int lo, int hi)
+{
+    const center_job *J = p;
+    int n = J->n, j, l, rc = 0;
+    mpfr_t *v = cic_mpvec_create((size_t)n, 53), mean;
+    mpfr_ptr *ptr = cic_calloc((size_t)n, sizeof *ptr);
+    if (!v || !ptr) {
+        cic_mpvec_destroy(v, (size_t)n);
+        free(ptr);
+        return -1;
+    }
+    mpfr_init2(mean, 53);
+    for (j = 0; j < n; j++)
+        ptr[j] = v[j];
+    for (l = lo; l < hi && rc == 0; l++) {
+        double *t = J->t + (size_t)l * J->ls, md;
+        for (j = 0; j < n; j++)
+            mpfr_set_d(v[j], t[(size_t)j * J->js], MPFR_RNDN); /* exact */
+        mpfr_sum(mean, ptr, (unsigned long)n, MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)n, MPFR_RNDN);
+        md = mpfr_get_d(mean, MPFR_RNDN);
+        if (mpfr_nan_p(mean) || mpfr_cmp_d(mean, md) != 0)
+            rc = 1;
+        for (j = 0; j < n && rc == 0; j++)
+            t[(size_t)j * J->js] -= md;
+    }
+    mpfr_clear(mean);
+    cic_mpvec_destroy(v, (size_t)n);
+    free(ptr);
+    return rc;
+}
+
+int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js)
+{
+    center_job J = { t, n, ls, js };
+    return _cic_xf_par(lines, 20.0 * lines * (double)n, center_lines, &J);
+}
+
+/* _cic_xf_center of the rows of tensor id at 53 bits in doubles, the
+ * result held as doubles: 0; 1 when its values are not all doubles or a
+ * mean is not a double (nothing changed); -1 when memory runs out. */
+int _cic_xf_center_rows_f64(ctx *c, int id)
+{
+    cic_tensor *t = &c->m->t[id];
+    double *v;
+    int rc;
+    if (c->p != 53 || cic_tensor_hp_prec(t) > 53)
+        return 1;
+    if (!(v = cic_tensor_f64_create(t, false)))
+        return -1;
+    if ((rc = _cic_xf_center_f64(v, t->rows, t->cols, (size_t)t->cols, 1)) != 0) {
+        free(v);
+        return rc;
+    }
+    cic_tensor_set_f64(t, v, c->p);
+    return 0;
 }
 
 /* Subtract the mean over the residual dimension: of each column of a writer
