@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define R_MAX_THREADS 16
 /* Below this much work (about ns on one core) an op stays on one thread:
@@ -38,9 +37,6 @@
  * sums in its own order, but R_IL independent chains keep the FP adder
  * busy where one chain waits on each add's latency. */
 #define R_IL 8
-/* Arenas this large are aligned for transparent huge pages: fewer page
- * faults (and fewer serialised faults from the gemm threads). */
-#define R_HUGE ((size_t)2 << 20)
 
 typedef struct {
     const cic_model *m;

@@ -222,23 +222,6 @@ cleanup:
     return rc;
 }
 
-/* n bytes for the arena; large ones aligned for transparent huge pages
- * (a hint: without them the arena works the same). Free with free(). */
-static void *arena_alloc(size_t n)
-{
-    void *p = NULL;
-    if (n >= R_HUGE) {
-        size_t a = n / R_HUGE * R_HUGE + (n % R_HUGE ? R_HUGE : 0);
-        if (posix_memalign(&p, R_HUGE, a) != 0)
-            return NULL;
-#ifdef MADV_HUGEPAGE
-        (void)madvise(p, a, MADV_HUGEPAGE);
-#endif
-        return p;
-    }
-    return malloc(n ? n : 1);
-}
-
 /* The run's values and its arena: r->val, r->buf (each activation's place,
  * and that of each value made for the run, val pointing there too) and
  * r->scores; *arena to free. 0, or -1 when memory runs out. */
@@ -255,7 +238,7 @@ static int real_setup(realrun *r, char **arena)
     point_vals(r);
     if (plan_arena(r, off, &total, &scores_off) < 0)
         goto cleanup;
-    *arena = arena_alloc(total);
+    *arena = cic_model_array_alloc(total, 1, false); /* huge pages when large */
     if (!*arena)
         goto cleanup;
     for (i = 0; i < m->n_t; i++) {

@@ -16,6 +16,7 @@
 #include "lazy.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 /* The op and site names are in op.c, with the op table. */
 
@@ -57,6 +58,27 @@ void cic_model_destroy(cic_model *m)
     free(m);
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *cic_model_array_alloc(size_t n, size_t size, bool zero)
+{
+    size_t bytes = cic_mul_size(n ? n : 1, size), a;
+    void *p = NULL;
+    if (bytes == SIZE_MAX)
+        return NULL;
+    if (bytes < HUGE_PAGE)
+        return zero ? calloc(1, bytes) : malloc(bytes);
+    a = bytes / HUGE_PAGE * HUGE_PAGE + (bytes % HUGE_PAGE ? HUGE_PAGE : 0);
+    if (posix_memalign(&p, HUGE_PAGE, a) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, a, MADV_HUGEPAGE);
+#endif
+    if (zero) /* a block of glibc's heap may be reused, not fresh */
+        memset(p, 0, bytes);
+    return p;
+}
+
 int cic_model_tensor_add(cic_model *m, const char *name,
                          enum cic_tensor_role role, int rows, int cols)
 {
@@ -77,7 +99,7 @@ int cic_model_tensor_add(cic_model *m, const char *name,
     t->rows = rows;
     t->cols = cols;
     if (role != CIC_T_ACT) {
-        t->f32 = cic_calloc((size_t)rows * (size_t)cols, sizeof *t->f32);
+        t->f32 = cic_model_array_alloc((size_t)rows * (size_t)cols, sizeof *t->f32, true);
         if (!t->f32)
             return -1;
     }
@@ -154,7 +176,7 @@ void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t l
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
 {
     size_t n = (size_t)t->rows * (size_t)t->cols;
-    double *v = malloc((n ? n : 1) * sizeof *v);
+    double *v = cic_model_array_alloc(n, sizeof *v, false);
     if (!v)
         return NULL;
     if (!rounded && t->lazy) {
@@ -250,7 +272,7 @@ cic_model *cic_model_clone(const cic_model *m)
         d->f32_mapped = false;           /* the copy is the clone's own */
         c->n_t = i + 1;
         if (s->f32) {
-            d->f32 = malloc(n * sizeof *d->f32);
+            d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false);
             if (!d->f32)
                 goto fail;
             memcpy(d->f32, s->f32, n * sizeof *d->f32);
@@ -263,7 +285,7 @@ cic_model *cic_model_clone(const cic_model *m)
                 mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
         }
         if (s->f64) {
-            d->f64 = malloc(n * sizeof *d->f64);
+            d->f64 = cic_model_array_alloc(n, sizeof *d->f64, false);
             if (!d->f64)
                 goto fail;
             memcpy(d->f64, s->f64, n * sizeof *d->f64);

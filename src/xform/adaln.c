@@ -134,7 +134,7 @@ static int aq_make(cic_xf_aq *q, int d, int G, const cic_xform_spec *x, uint64_t
         return G > 0 ? block_diag_q(q->mp, d, G, x, seed, p) : make_q(q->mp, d, x, seed, mp, p);
     }
     CIC_ASSERT(p == 53);
-    if (!(q->f64 = cic_calloc(n, sizeof *q->f64)))
+    if (!(q->f64 = cic_model_array_alloc(n, sizeof *q->f64, true)))
         return -1;
     return G > 0 ? block_diag_f64(q->f64, d, G, x, seed) : make_q_f64(q->f64, d, x, seed, mp);
 }
@@ -152,7 +152,7 @@ static int aq_rotate(cic_xf_ctx *cx, int id, const cic_xf_aq *q)
 static int set_block(cic_model *m, int id, const cic_xf_aq *q, int n, bool transpose)
 {
     size_t d = (size_t)q->d, nn = (size_t)n * n, i, j;
-    double *v = q->f64 ? malloc(nn * sizeof *v) : NULL;
+    double *v = q->f64 ? cic_model_array_alloc(nn, sizeof *v, false) : NULL;
     mpfr_t *w = q->f64 ? NULL : cic_mpvec_create(nn, q->p);
     if (!v && !w)
         return -1;

@@ -212,7 +212,7 @@ static int fold_f64(cic_model *m, int w, int b, bool reader, const mpfr_t *shift
     if (cic_tensor_hp_prec(t) > 53 || exact_f64(v, reader ? scale : shift_or_gate, d))
         goto done;
     rc = -1;
-    if (!(wv = cic_tensor_f64_create(t, false)) || !(nw = malloc((n ? n : 1) * sizeof *nw)))
+    if (!(wv = cic_tensor_f64_create(t, false)) || !(nw = cic_model_array_alloc(n, sizeof *nw, false)))
         goto done;
     rc = reader ? cic_fold_in_w_f64(nw, wv, rows, cols, v, q->f64)
                 : cic_fold_out_w_f64(nw, wv, rows, cols, v, q->f64, center);

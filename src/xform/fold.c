@@ -116,7 +116,7 @@ int cic_fold_in_w_f64(double *out, const double *w, int n, int d, const double *
                       const double *q)
 {
     size_t j, k, nd = (size_t)n * d;
-    double *tmp = malloc((nd ? nd : 1) * sizeof *tmp), *t = malloc((size_t)d * sizeof *t);
+    double *tmp = cic_model_array_alloc(nd, sizeof *tmp, false), *t = malloc((size_t)d * sizeof *t);
     int rc = -1;
     if (!tmp || !t)
         goto done;
@@ -143,7 +143,7 @@ int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double 
                        const double *q, bool center)
 {
     size_t j, c, dk = (size_t)d * k;
-    double *tmp = malloc((dk ? dk : 1) * sizeof *tmp);
+    double *tmp = cic_model_array_alloc(dk, sizeof *tmp, false);
     int rc = -1;
     if (!tmp)
         return -1;

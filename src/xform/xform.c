@@ -402,7 +402,7 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
 static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec)
 {
     size_t n = (size_t)t->rows * t->cols;
-    float *rounded = malloc((n ? n : 1) * sizeof *rounded);
+    float *rounded = cic_model_array_alloc(n, sizeof *rounded, false);
     cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols, gain, prec) : NULL;
     if (!z) {
         free(rounded);
@@ -621,7 +621,7 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
      * MB not copied at a 7B layer's MLP width); set_f64 frees them */
     double *own = t->f64 ? NULL : cic_tensor_f64_create(t, false);
     const double *v = t->f64 ? t->f64 : own;
-    double *nv = cic_calloc(n ? n : 1, sizeof *nv);
+    double *nv = cic_model_array_alloc(n, sizeof *nv, false); /* dgemm writes every value */
     if (!v || !nv) {
         free(own);
         free(nv);
@@ -745,7 +745,7 @@ static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *
     q->d = d;
     q->p = c->p;
     if (c->blas && x->q == CIC_Q_HADAMARD) {
-        q->f64 = cic_calloc(dd, sizeof *q->f64);
+        q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false);
         c->qd = q->f64;
         c->qd_n = d;
         return q->f64 ? cic_q_hadamard_k_f64(q->f64, d, x->hadamard_base, x->q_seed) : -1;
@@ -781,7 +781,7 @@ static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *
         break;
     }
     if (c->blas) { /* the products by Q in double, kept as doubles */
-        if (!(q->f64 = cic_calloc(dd, sizeof *q->f64)))
+        if (!(q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false)))
             return -1;
         for (k = 0; k < dd; k++)
             q->f64[k] = mpfr_get_d(q->mp[k], MPFR_RNDN);
