@@ -173,20 +173,21 @@ void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t l
     }
 }
 
+int cic_tensor_f64_get(double *v, const cic_tensor *t, bool rounded)
+{
+    if (!rounded && t->lazy)
+        return cic_lazy_make_f64(t->lazy, v);
+    cic_tensor_f64_range(v, t, rounded, 0, (size_t)t->rows * (size_t)t->cols);
+    return 0;
+}
+
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
 {
-    size_t n = (size_t)t->rows * (size_t)t->cols;
-    double *v = cic_model_array_alloc(n, sizeof *v, false);
-    if (!v)
+    double *v = cic_model_array_alloc((size_t)t->rows * (size_t)t->cols, sizeof *v, false);
+    if (v && cic_tensor_f64_get(v, t, rounded) < 0) {
+        free(v);
         return NULL;
-    if (!rounded && t->lazy) {
-        if (cic_lazy_make_f64(t->lazy, v) < 0) {
-            free(v);
-            return NULL;
-        }
-        return v;
     }
-    cic_tensor_f64_range(v, t, rounded, 0, n);
     return v;
 }
 

@@ -132,6 +132,8 @@ const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp);
  * rounded once to double, or the float32 ones when t has none or rounded
  * is set. NULL when memory runs out. */
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded);
+/* The same into v (rows * cols doubles): 0, or -1 when memory runs out. */
+int cic_tensor_f64_get(double *v, const cic_tensor *t, bool rounded);
 /* The same for the values lo .. hi - 1 (row-major index) into v[0 ..
  * hi - lo - 1], for a tensor without a recipe or with rounded set (a
  * recipe makes whole lines: cic_lazy_make_f64). */

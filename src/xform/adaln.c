@@ -285,7 +285,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     }
     rc = 0;
 done:
-    cic_dot_scratch_clear(&cx.dot);
+    _cic_xf_ctx_clear(&cx);
     _cic_xf_aq_clear(&q);
     if (rc < 0) {
         cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory or unsupported size",

@@ -394,6 +394,14 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
     return cic_dot_scratch_init(&c->dot, (size_t)cap, mx);
 }
 
+void _cic_xf_ctx_clear(ctx *c)
+{
+    cic_dot_scratch_clear(&c->dot);
+    free(c->in);
+    c->in = NULL;
+    c->in_n = 0;
+}
+
 /* Fold a norm's gain g and bias b into the reader linear op r. */
 /* Tensor t's float32 values made a recipe of their own (lazy.h), with
  * gain (cols values; NULL none) at prec: the recipe takes the values, and
@@ -617,22 +625,30 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
 {
     cic_tensor *t = &c->m->t[id];
     size_t n = (size_t)t->rows * t->cols;
+    const double *v = t->f64;
+    double *nv;
     /* values held as doubles already are read in place (R4 after R1: 360
-     * MB not copied at a 7B layer's MLP width); set_f64 frees them */
-    double *own = t->f64 ? NULL : cic_tensor_f64_create(t, false);
-    const double *v = t->f64 ? t->f64 : own;
-    double *nv = cic_model_array_alloc(n, sizeof *nv, false); /* dgemm writes every value */
-    if (!v || !nv) {
-        free(own);
-        free(nv);
-        return -1;
+     * MB not copied at a 7B layer's MLP width; set_f64 frees them); the
+     * others are made into c->in, grown as needed: fresh memory is
+     * zeroed by the kernel at about 1 GB/s on the machines we measured,
+     * and R1 of a 7B layer reads 1.6 GB of them */
+    if (!v) {
+        if (c->in_n < n) {
+            free(c->in);
+            c->in = cic_model_array_alloc(n, sizeof *c->in, false);
+            c->in_n = c->in ? n : 0;
+        }
+        if (!c->in || cic_tensor_f64_get(c->in, t, false) < 0)
+            return -1;
+        v = c->in;
     }
+    if (!(nv = cic_model_array_alloc(n, sizeof *nv, false))) /* dgemm writes every value */
+        return -1;
     /* the products cic_mp_matmul would form through dgemm, the same call */
     if (left)
         cic_gemm_f64(nv, q, true, v, false, d, t->cols, d);
     else
         cic_gemm_f64(nv, v, false, q, false, t->rows, d, d);
-    free(own);
     cic_tensor_set_f64(t, nv, c->p);
     return 0;
 }
@@ -905,7 +921,7 @@ static cic_model *apply_in_place(cic_model *m, const cic_xform_spec *x, mpfr_pre
         CIC_ASSERT(0 && "transform kind");
     }
 done:
-    cic_dot_scratch_clear(&c.dot);
+    _cic_xf_ctx_clear(&c);
     if (rc < 0) {
         cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
         cic_model_destroy(m);

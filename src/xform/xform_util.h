@@ -26,6 +26,10 @@ typedef struct {
      * the products by it are doubles kept as doubles (model.h) */
     const double *qd;
     int qd_n;
+    /* doubles a product through dgemm reads, reused from one weight to the
+     * next (_cic_xf_rotate_f64; freed by _cic_xf_ctx_clear) */
+    double *in;
+    size_t in_n;
 } cic_xf_ctx;
 
 /* The op of m that writes tensor t, or -1. */
@@ -38,6 +42,8 @@ const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp);
 void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p);
 /* A dot scratch wide and precise enough for every tensor of m. */
 int _cic_xf_ctx_init(cic_xf_ctx *c, cic_model *m, mpfr_prec_t p);
+/* Frees what the context holds (the scratches). */
+void _cic_xf_ctx_clear(cic_xf_ctx *c);
 /* Subtract the mean over dim 0 (columns of a [d, k] writer) or dim 1 (rows). */
 int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
 /* The same at 53 bits in doubles: each of lines lines of n values (value
