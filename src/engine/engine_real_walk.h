@@ -124,6 +124,15 @@ static void slot_take(arena_plan *p, int id, size_t need, int s)
     p->slot[id] = s;
 }
 
+/* Tensor t's slot freed when op i is its last reader (the readout's
+ * never). */
+static void slot_free(const realrun *r, arena_plan *p, int t, int i)
+{
+    if (in_arena(r, t) && p->last[t] == i && t != r->m->output && p->slot[t] >= 0 &&
+        p->owner[p->slot[t]] == t)
+        p->owner[p->slot[t]] = -1;
+}
+
 /* Op i's slots: the values it is the first to read, then its output (over
  * a dying input, inplace_ok, or in a free slot); then the slots of what
  * dies there are freed. -1 when a size overflows. */
@@ -149,14 +158,10 @@ static int plan_op(const realrun *r, arena_plan *p, int i)
                 s = p->slot[op->in[k]];
         slot_take(p, o, need, s);
     }
-    for (k = 0; k < 6; k++) {
-        int t = ids[k];
-        if (in_arena(r, t) && p->last[t] == i && t != m->output && p->slot[t] >= 0 &&
-            p->owner[p->slot[t]] == t)
-            p->owner[p->slot[t]] = -1;
-    }
-    if (p->last[o] < i && o != m->output && p->owner[p->slot[o]] == o)
-        p->owner[p->slot[o]] = -1;
+    for (k = 0; k < 6; k++)
+        slot_free(r, p, ids[k], i);
+    if (p->last[o] < i) /* no reader */
+        slot_free(r, p, o, p->last[o]);
     return 0;
 }
 
