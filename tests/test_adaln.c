@@ -1340,7 +1340,8 @@ static void fold_pair(bool in, const double *w, const double *v, const double *q
     cic_mpvec_destroy(om, n);
 }
 
-/* The folds in doubles: the MPFR folds' bits on random values, and
+/* The folds in doubles: the MPFR folds' bits on random values (and on
+ * 400 x 400, whose column means go over threads), and
  * declined (1) where a double step rounds otherwise: a product in the
  * subnormal range, one that overflows, a column mean that is not a double. */
 static void test_fold_doubles(void **state)
@@ -1369,6 +1370,23 @@ static void test_fold_doubles(void **state)
         v[0] = 0x1p1000;
         w[0] = 0x1p100; /* an overflow */
         fold_pair(false, w, v, q, r, c, false, 1);
+        free(w);
+        free(v);
+        free(q);
+    }
+    {
+        /* 400 columns of 400: the means split over threads */
+        int r = 400, c = 400;
+        double *w = malloc((size_t)r * c * sizeof *w), *v = malloc((size_t)r * sizeof *v);
+        double *q = malloc((size_t)r * r * sizeof *q);
+        assert_true(w && v && q);
+        for (k = 0; k < r * c; k++)
+            w[k] = (float)((double)cic_test_rand(&s) / 0x1p64 - 0.5);
+        for (k = 0; k < r; k++)
+            v[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        for (k = 0; k < r * r; k++)
+            q[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        fold_pair(false, w, v, q, r, c, true, 0);
         free(w);
         free(v);
         free(q);
