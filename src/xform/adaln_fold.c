@@ -254,7 +254,7 @@ static int calibration_mod(mpfr_t *cur, int *cur_id, const cic_model *orig, cons
     return modulation(cur, m, orig->ops[pi].w, orig->ops[pi].b, sample, ws);
 }
 
-/* Reader or writer op li of the original folded: in doubles when Q is
+/* The original's reader or writer lin folded: in doubles when Q is
  * (f64-openblas), else (or when the doubles would round otherwise) in
  * MPFR. */
 static int fold_one(cic_model *m, const cic_op *lin, bool reader, const mpfr_t *shift_or_gate,
