@@ -17,6 +17,10 @@
  *     cic_xform_check where it does not fit d_model or (branch-rotate)
  *     d_mlp; every Hadamard strategy with a forced base equivalent, its
  *     fast ops of that base, fast = dense, FLOPs = cic_flops_dit.
+ *  7. Through dgemm (f64-openblas), every strategy with Q as doubles gives
+ *     the bits of Q as MPFR numbers (the MPFR folds, cic_mp_matmul): every
+ *     weight's float32 and unrounded values, the readout map; the folds in
+ *     doubles decline where a double step would round otherwise.
  *  A planted fault (one entry of rot.q perturbed) is caught by the ce check.
  *
  * Models are built by hand from a cic_model_cfg drawn from a test seed (the
@@ -31,8 +35,12 @@
 #include "metric/flops.h"
 #include "metric/metric.h"
 #include "model/model.h"
+#include "xform/fold.h"
 #include "xform/qmat.h"
 #include "xform/xform.h"
+#include "xform/xform_util.h"
+
+#include <float.h>
 
 #include <mpfr.h>
 #include <string.h>
@@ -1154,6 +1162,244 @@ static void test_mpfr_threads(void **state)
     cic_model_destroy(orig);
 }
 
+/* ---- 7. through dgemm: Q as doubles = Q as MPFR numbers, bit for bit ---- */
+
+/* The first tensor of a and b (same graph) whose float32 or unrounded
+ * values (as doubles: both at most 53 bits) differ, or whose readout maps
+ * differ: its index (n_t for the map), or -1. Bits are compared, not
+ * values (+0 and -0 compare equal as values). */
+static int first_tensor_diff(const cic_model *a, const cic_model *b)
+{
+    int i;
+    size_t dd = (size_t)a->cfg.d_model * a->cfg.d_model;
+    assert_int_equal(a->n_t, b->n_t);
+    for (i = 0; i < a->n_t; i++) {
+        const cic_tensor *s = &a->t[i], *t = &b->t[i];
+        size_t n = (size_t)s->rows * s->cols;
+        double *u, *v;
+        bool same;
+        if (s->role == CIC_T_ACT)
+            continue;
+        if (memcmp(s->f32, t->f32, n * sizeof *s->f32) != 0 ||
+            cic_tensor_has_hp(s) != cic_tensor_has_hp(t) ||
+            cic_tensor_hp_prec(s) != cic_tensor_hp_prec(t))
+            return i;
+        if (!cic_tensor_has_hp(s))
+            continue;
+        u = cic_tensor_f64_create(s, false);
+        v = cic_tensor_f64_create(t, false);
+        assert_non_null(u);
+        assert_non_null(v);
+        same = memcmp(u, v, n * sizeof *u) == 0;
+        free(u);
+        free(v);
+        if (!same)
+            return i;
+    }
+    if ((a->out_q == NULL) != (b->out_q == NULL) || a->out_q_prec != b->out_q_prec ||
+        (a->out_q && cic_test_first_diff_mp((const mpfr_t *)a->out_q, (const mpfr_t *)b->out_q,
+                                            dd) >= 0))
+        return a->n_t;
+    return -1;
+}
+
+/* How many of m's weights hold their unrounded values as doubles. */
+static int n_doubles(const cic_model *m)
+{
+    int i, n = 0;
+    for (i = 0; i < m->n_t; i++)
+        n += m->t[i].f64 != NULL;
+    return n;
+}
+
+/* x through dgemm on orig, Q as doubles and as MPFR numbers: the same
+ * bits, the doubles really used (the rotated or folded weights are held
+ * as doubles). A planted change of one bit in the doubles is caught. */
+static void check_doubles_same(const cic_model *orig, cic_xform_spec x, const shape *sh,
+                               bool plant)
+{
+    cic_model *a, *b;
+    int diff;
+    char buf[512];
+    x.prec = CIC_TPREC_F64_BLAS;
+    _cic_xf_adaln_doubles(false);
+    b = apply(orig, &x, sh);
+    _cic_xf_adaln_doubles(true);
+    a = apply(orig, &x, sh);
+    if (n_doubles(a) == 0)
+        fail_msg("%s q %s: no weight held as doubles (%s)", CIC_XFORM_NAME[x.kind],
+                 CIC_Q_NAME[x.q], shape_str(buf, sizeof buf, sh));
+    diff = first_tensor_diff(a, b);
+    if (diff >= 0)
+        fail_msg("%s q %s stream %d fast %d group %d: tensor %d (%s) differs between Q as "
+                 "doubles and as MPFR (%s)", CIC_XFORM_NAME[x.kind], CIC_Q_NAME[x.q],
+                 (int)x.stream, (int)x.fast, x.group, diff,
+                 diff < a->n_t ? a->t[diff].name : "the readout map",
+                 shape_str(buf, sizeof buf, sh));
+    if (plant) {
+        int i;
+        for (i = 0; i < a->n_t && !a->t[i].f64; i++)
+            ;
+        assert_true(i < a->n_t);
+        a->t[i].f64[0] = nextafter(a->t[i].f64[0], INFINITY);
+        assert_int_equal(first_tensor_diff(a, b), i);
+    }
+    cic_model_destroy(a);
+    cic_model_destroy(b);
+}
+
+static void test_doubles_same_bits(void **state)
+{
+    static const int ds[] = {16, 12}, hs[] = {2, 4};
+    static const struct {
+        enum cic_xform_kind kind;
+        enum cic_qkind q;
+        enum cic_stream stream;
+        bool fast;
+        int group;
+    } cases[] = {
+        {CIC_XFORM_STATIC_FOLD, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, 0},
+        {CIC_XFORM_STATIC_FOLD, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, 0},
+        {CIC_XFORM_STATIC_FOLD, CIC_Q_RANDOM, CIC_STREAM_MEAN_PRESERVING, false, 0},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 0},
+        {CIC_XFORM_ONLINE_UNROTATE, CIC_Q_RANDOM, CIC_STREAM_MEAN_PRESERVING, false, 0},
+        {CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, 0},
+        {CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, 0},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 0},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, false, 0},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_RANDOM, CIC_STREAM_CENTERED, false, 4},
+        {CIC_XFORM_BRANCH_ROTATE, CIC_Q_HADAMARD, CIC_STREAM_CENTERED, true, 4},
+    };
+    int k, n = 2 * cic_test_multiplier();
+    size_t a;
+    (void)state;
+    for (k = 0; k < n; k++) {
+        shape sh = shape_draw_d(900 + (uint64_t)k, ds, 2, hs, 2);
+        cic_model *orig;
+        if (sh.cfg.samples < 2)
+            sh.cfg.samples = 2;
+        orig = make_orig(&sh);
+        for (a = 0; a < sizeof cases / sizeof cases[0]; a++) {
+            cic_xform_spec x = spec_of("f64-openblas", cases[a].kind, cases[a].q,
+                                       cases[a].stream, cases[a].fast, 60 + (uint64_t)k);
+            bool mp = cases[a].stream == CIC_STREAM_MEAN_PRESERVING;
+            x.group = cases[a].group;
+            x.calibration = k % sh.cfg.samples;
+            if (x.q == CIC_Q_HADAMARD && !x.group && sh.cfg.d_model != 16 && mp)
+                continue; /* a mean-preserving Hadamard needs d a power of two */
+            check_doubles_same(orig, x, &sh, k == 0 && a == 0);
+        }
+        cic_model_destroy(orig);
+    }
+    print_message("through dgemm: %zu strategies x %d shapes, Q as doubles = Q as MPFR\n",
+                  sizeof cases / sizeof cases[0], n);
+}
+
+/* One fold in doubles against the MPFR folds through dgemm: n x d (in) or
+ * d x k (out) weights w, the vector v (scale or gate); rc expected. */
+static void fold_pair(bool in, const double *w, const double *v, const double *q, int r, int c,
+                      bool center, int want)
+{
+    int d = in ? c : r, i, rc;
+    size_t n = (size_t)r * c;
+    double *out = malloc(n * sizeof *out);
+    mpfr_t *wm = cic_mpvec_create(n, 53), *vm = cic_mpvec_create((size_t)d, 53);
+    mpfr_t *qm = cic_mpvec_create((size_t)d * d, 53), *om = cic_mpvec_create(n, 53);
+    cic_fold_ws ws;
+    assert_true(out && wm && vm && qm && om);
+    assert_int_equal(cic_fold_ws_init(&ws, n, (size_t)(r > c ? r : c), 53), 0);
+    ws.blas = true;
+    for (i = 0; i < (int)n; i++)
+        mpfr_set_d(wm[i], w[i], MPFR_RNDN);
+    for (i = 0; i < d; i++)
+        mpfr_set_d(vm[i], v[i], MPFR_RNDN);
+    for (i = 0; i < d * d; i++)
+        mpfr_set_d(qm[i], q[i], MPFR_RNDN);
+    rc = in ? cic_fold_in_w_f64(out, w, r, c, v, q) : cic_fold_out_w_f64(out, w, r, c, v, q, center);
+    if (rc != want)
+        fail_msg("fold %s %dx%d center %d: rc %d, want %d", in ? "in" : "out", r, c,
+                 (int)center, rc, want);
+    if (rc == 0) {
+        if (in)
+            cic_fold_in_w(om, (const mpfr_t *)wm, r, c, (const mpfr_t *)vm, (const mpfr_t *)qm, &ws);
+        else
+            cic_fold_out_w(om, (const mpfr_t *)wm, r, c, (const mpfr_t *)vm, (const mpfr_t *)qm,
+                           center, &ws);
+        for (i = 0; i < (int)n; i++) {
+            double e = mpfr_get_d(om[i], MPFR_RNDN);
+            if (memcmp(&e, &out[i], sizeof e) != 0)
+                fail_msg("fold %s %dx%d center %d: value %d is %a, MPFR's %a", in ? "in" : "out",
+                         r, c, (int)center, i, out[i], e);
+        }
+    }
+    cic_fold_ws_clear(&ws);
+    free(out);
+    cic_mpvec_destroy(wm, n);
+    cic_mpvec_destroy(vm, (size_t)d);
+    cic_mpvec_destroy(qm, (size_t)d * d);
+    cic_mpvec_destroy(om, n);
+}
+
+/* The folds in doubles: the MPFR folds' bits on random values (and on
+ * 400 x 400, whose column means go over threads), and
+ * declined (1) where a double step rounds otherwise: a product in the
+ * subnormal range, one that overflows, a column mean that is not a double. */
+static void test_fold_doubles(void **state)
+{
+    uint64_t s = 4242;
+    int k, it, n = 20 * cic_test_multiplier();
+    (void)state;
+    for (it = 0; it < n; it++) {
+        int r = 1 + cic_test_pick(&s, 9), c = 1 + cic_test_pick(&s, 9), dm = r > c ? r : c;
+        double *w = malloc((size_t)r * c * sizeof *w), *v = malloc((size_t)dm * sizeof *v);
+        double *q = malloc((size_t)dm * dm * sizeof *q);
+        assert_true(w && v && q);
+        for (k = 0; k < r * c; k++) /* float32 weights, as the model's */
+            w[k] = (float)((double)cic_test_rand(&s) / 0x1p64 - 0.5);
+        for (k = 0; k < dm; k++)
+            v[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        for (k = 0; k < dm * dm; k++)
+            q[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        if (it == 1)
+            v[0] = -1.0; /* 1 + scale = +0 */
+        fold_pair(true, w, v, q, r, c, false, 0);
+        fold_pair(false, w, v, q, r, c, it & 1, 0);
+        w[0] = 0x1p-1000;
+        v[0] = 0x1p-30; /* a product below DBL_MIN */
+        fold_pair(false, w, v, q, r, c, false, 1);
+        v[0] = 0x1p1000;
+        w[0] = 0x1p100; /* an overflow */
+        fold_pair(false, w, v, q, r, c, false, 1);
+        free(w);
+        free(v);
+        free(q);
+    }
+    {
+        /* 400 columns of 400: the means split over threads */
+        int r = 400, c = 400;
+        double *w = malloc((size_t)r * c * sizeof *w), *v = malloc((size_t)r * sizeof *v);
+        double *q = malloc((size_t)r * r * sizeof *q);
+        assert_true(w && v && q);
+        for (k = 0; k < r * c; k++)
+            w[k] = (float)((double)cic_test_rand(&s) / 0x1p64 - 0.5);
+        for (k = 0; k < r; k++)
+            v[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        for (k = 0; k < r * r; k++)
+            q[k] = (double)cic_test_rand(&s) / 0x1p64 - 0.5;
+        fold_pair(false, w, v, q, r, c, true, 0);
+        free(w);
+        free(v);
+        free(q);
+    }
+    {
+        /* column 0: 2^-1021 (1 + 2^-52) - 2^-1021 + 0 = 2^-1073, a third
+         * of which is no double */
+        double w[3] = {0x1p-1021 + 0x1p-1073, -0x1p-1021, 0}, g[3] = {1, 1, 1}, q[9] = {0};
+        fold_pair(false, w, g, q, 3, 1, true, 1);
+        fold_pair(false, w, g, q, 3, 1, false, 0);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1171,6 +1417,8 @@ int main(void)
         cmocka_unit_test(test_static_fold),
         cmocka_unit_test(test_flops),
         cmocka_unit_test(test_mpfr_threads),
+        cmocka_unit_test(test_doubles_same_bits),
+        cmocka_unit_test(test_fold_doubles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

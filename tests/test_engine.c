@@ -779,6 +779,91 @@ static void test_f64_vs_mpfr(void **state)
         }
 }
 
+/* Give every weight and input of m its float32 values as unrounded
+ * doubles (exact: prec 24), which the f64 engine reads in place. */
+static void hold_as_doubles(cic_model *m)
+{
+    int i;
+    for (i = 0; i < m->n_t; i++) {
+        cic_tensor *t = &m->t[i];
+        size_t n = (size_t)t->rows * t->cols, k;
+        double *v;
+        if (t->role == CIC_T_ACT)
+            continue;
+        v = cic_calloc(n, sizeof *v);
+        assert_non_null(v);
+        for (k = 0; k < n; k++)
+            v[k] = (double)t->f32[k];
+        cic_tensor_set_f64(t, v, 24);
+    }
+}
+
+/* The f64 engine reads values held as doubles in place and makes the
+ * others (float32, MPFR) in its arena before their first reader, freeing
+ * the place after the last: the same bits either way, with a weight read
+ * by two ops (layer 1's first linear tied to layer 0's, so its place must
+ * outlive its first reader) and with a slice of the samples (an input's
+ * rows picked from the whole tensor). A changed double is caught. */
+static void test_f64_values_in_place(void **state)
+{
+    int k, mm;
+    char buf[768];
+    (void)state;
+    for (k = 0; k < n_shapes(); k++) {
+        shape sh = shape_draw64(23000 + (uint64_t)k, k);
+        built a, b;
+        int i, first = -1, s0;
+        cic_run_opts o;
+        sh.cfg.layers = 2;
+        sh.cfg.samples = 2;
+        a = build(&sh);
+        b = build(&sh);
+        for (i = 0; i < a.m->n_ops; i++) { /* tie layer 1's first linear to layer 0's */
+            const cic_op *op = &a.m->ops[i];
+            if (op->kind != CIC_OP_LINEAR || op->layer < 0)
+                continue;
+            if (op->layer == 0 && first < 0)
+                first = i;
+            else if (op->layer == 1 && first >= 0) {
+                a.m->ops[i].w = b.m->ops[i].w = a.m->ops[first].w;
+                break;
+            }
+        }
+        hold_as_doubles(b.m);
+        for (mm = 0; mm < CIC_MATMUL_COUNT; mm++)
+            for (s0 = -1; s0 < 2; s0++) {
+                size_t n = s0 < 0 ? a.n : a.n / 2;
+                double *ya, *yb, *yr;
+                long diff;
+                memset(&o, 0, sizeof o);
+                o.sample0 = s0 < 0 ? 0 : s0;
+                o.n_samples = s0 < 0 ? 0 : 1;
+                ya = run_f64m(a.m, a.n, (enum cic_matmul)mm, false, &o);
+                yb = run_f64m(b.m, b.n, (enum cic_matmul)mm, false, &o);
+                yr = run_f64m(b.m, b.n, (enum cic_matmul)mm, true, &o);
+                if ((diff = first_diff_f64(ya, yb, n)) >= 0 || (diff = first_diff_f64(ya, yr, n)) >= 0)
+                    fail_msg("%s, samples from %d: values made and read in place differ at %ld "
+                             "(%s)", CIC_ENGINE_F64_NAME[mm], s0, diff,
+                             shape_str64(buf, sizeof buf, &sh));
+                free(ya);
+                free(yb);
+                free(yr);
+            }
+        if (k == 0) { /* planted: one weight's double off by 2^-20 */
+            double *ya, *yb;
+            i = b.m->ops[first].w;
+            b.m->t[i].f64[0] *= 1 + 0x1p-20;
+            ya = run_f64m(a.m, a.n, CIC_MATMUL_FIXED, false, NULL);
+            yb = run_f64m(b.m, b.n, CIC_MATMUL_FIXED, false, NULL);
+            assert_true(first_diff_f64(ya, yb, a.n) >= 0);
+            free(ya);
+            free(yb);
+        }
+        cic_model_destroy(a.m);
+        cic_model_destroy(b.m);
+    }
+}
+
 /* Plant a fault: lm_head scaled by 1 + 2^-40 (~8000 u of binary64, and
  * invisible in float32) must push the f64 engines past BOUND64. */
 static void test_f64_bound_catches_fault(void **state)
@@ -1427,6 +1512,7 @@ int main(void)
         cmocka_unit_test(test_flops),
         cmocka_unit_test(test_f64_vs_mpfr),
         cmocka_unit_test(test_f64_bound_catches_fault),
+        cmocka_unit_test(test_f64_values_in_place),
         cmocka_unit_test(test_f64_flops),
         cmocka_unit_test(test_f64_rounded_weights),
         cmocka_unit_test(test_graph_check),

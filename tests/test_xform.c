@@ -5,7 +5,9 @@
  * model in MPFR; every known mistake lands far above the broken threshold.
  * R2 (rotate-heads) on the preln block's fused qkv with biases and on the
  * rmsnorm block after R1; R4 (online-down) after R1, and its fusion
- * without the online op (QuaRot #4) broken.
+ * without the online op (QuaRot #4) broken. _cic_xf_par, the transforms'
+ * split over threads, covers every index once and returns -1 or the
+ * largest code of its ranges.
  * Seeds and shapes are printed on failure; CIC_TEST_MULTIPLIER runs more. */
 #include "testutil.h"
 
@@ -17,8 +19,11 @@
 #include "model/model.h"
 #include "xform/qmat.h"
 #include "xform/xform.h"
+#include "xform/xform_util.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #define PREC 128
@@ -528,10 +533,81 @@ static void test_thresholds(void **state)
     assert_true(eq == 0x1p-12 && eq < br);
 }
 
+/* ---- _cic_xf_par ---- */
+
+typedef struct {
+    atomic_int *hits; /* per index */
+    atomic_int calls;
+    int code_at;      /* the range holding this index returns code (-1: none) */
+    int code;
+    pthread_t first;
+    atomic_int other; /* a range ran on another thread */
+} par_probe;
+
+static int par_fn(void *p, int lo, int hi)
+{
+    par_probe *P = p;
+    int i, rc = 0;
+    atomic_fetch_add(&P->calls, 1);
+    if (!pthread_equal(pthread_self(), P->first))
+        atomic_store(&P->other, 1);
+    for (i = lo; i < hi; i++) {
+        atomic_fetch_add(&P->hits[i], 1);
+        if (i == P->code_at)
+            rc = P->code;
+    }
+    return rc;
+}
+
+/* n indices, work w, index code_at returning code: want from _cic_xf_par. */
+static void par_case(int n, double w, int code_at, int code, int want)
+{
+    par_probe P;
+    int i, rc;
+    memset(&P, 0, sizeof P);
+    P.hits = calloc((size_t)(n > 0 ? n : 1), sizeof *P.hits);
+    assert_non_null(P.hits);
+    P.code_at = code_at;
+    P.code = code;
+    P.first = pthread_self();
+    rc = _cic_xf_par(n, w, par_fn, &P);
+    if (rc != want)
+        fail_msg("_cic_xf_par n %d work %g code %d at %d: %d, want %d", n, w, code, code_at,
+                 rc, want);
+    for (i = 0; i < n; i++)
+        if (atomic_load(&P.hits[i]) != 1)
+            fail_msg("_cic_xf_par n %d: index %d covered %d times", n, i,
+                     atomic_load(&P.hits[i]));
+    /* below a million of work one range, on the caller's thread */
+    if (w < 1e6 && (atomic_load(&P.calls) != (n > 0) || atomic_load(&P.other)))
+        fail_msg("_cic_xf_par n %d work %g: %d ranges, another thread %d", n, w,
+                 atomic_load(&P.calls), atomic_load(&P.other));
+    if (w >= 1e6 && n > 1 && cic_mp_matmul_threads() > 1 && atomic_load(&P.calls) < 2)
+        fail_msg("_cic_xf_par n %d work %g: one range on %d threads", n, w,
+                 cic_mp_matmul_threads());
+    free(P.hits);
+}
+
+static void test_par(void **state)
+{
+    (void)state;
+    cic_mp_matmul_set_threads(3);
+    par_case(0, 1e9, -1, 0, 0);
+    par_case(1, 1e9, -1, 0, 0);
+    par_case(1000, 1e3, -1, 0, 0);
+    par_case(1000, 1e9, -1, 0, 0);
+    par_case(7, 1e9, 6, 1, 1);
+    par_case(7, 1e9, 0, 2, 2);
+    par_case(1000, 1e9, 999, -1, -1);
+    par_case(1000, 1e9, 0, -1, -1);
+    cic_mp_matmul_set_threads(0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_thresholds),
+        cmocka_unit_test(test_par),
         cmocka_unit_test(test_transform_changes_weights),
         cmocka_unit_test(test_preln_exact_and_mistakes),
         cmocka_unit_test(test_rmsnorm_exact_and_mistakes),

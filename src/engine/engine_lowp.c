@@ -30,7 +30,6 @@
 #define R_COS cosf
 #define R_SIN sinf
 #define R_VALS_OWNED 1
-#define R_VALS_CREATE(r, id, rounded) ((void)(rounded), lowp_vals(r, id))
 #define R_TAP 1
 #define R_LOWP 1
 
@@ -112,34 +111,41 @@ int cic_lowp_tensor(float *deq, int16_t *codes, float *scale, int32_t *zero, flo
     return 0;
 }
 
-/* Weight or input id's values for the run (load_vals), with the codes of
- * a quantized linear's weight when the integer kernel reads them. */
-static float *lowp_vals(realrun *r, int id)
+/* Weight or input id's values for the run, into v (its place in the
+ * arena: vals_fill), with the codes of a quantized linear's weight when
+ * the integer kernel reads them. 0, or -1 when memory runs out. */
+static int lowp_vals(realrun *r, int id, float *v)
 {
     lowp_state *st = r->lx;
     const cic_tensor *t = &r->m->t[id];
     size_t n = (size_t)t->rows * t->cols;
-    float *v = malloc((n ? n : 1) * sizeof *v);
     bool ints = st->ints && cic_lowp_is_linear_weight(r->m, id);
     long ng = ints ? cic_quant_groups(&st->lp->wq, t->rows, t->cols, NULL, 0) : 0;
-    if (!v)
-        return NULL;
     if (ints) {
         CIC_ASSERT(ng > 0); /* cic_lowp_check refused a group that does not divide */
         st->q[id] = malloc(n * sizeof **st->q);
         st->s[id] = malloc((size_t)ng * sizeof **st->s);
         st->z[id] = malloc((size_t)ng * sizeof **st->z);
-        if (!st->q[id] || !st->s[id] || !st->z[id]) {
-            free(v);
-            return NULL;
-        }
+        if (!st->q[id] || !st->s[id] || !st->z[id])
+            return -1;
     }
-    if (cic_lowp_tensor(v, ints ? st->q[id] : NULL, ints ? st->s[id] : NULL,
-                        ints ? st->z[id] : NULL, NULL, r->m, id, st->lp, NULL, 0) < 0) {
-        free(v);
-        return NULL;
-    }
-    return v;
+    return cic_lowp_tensor(v, ints ? st->q[id] : NULL, ints ? st->s[id] : NULL,
+                           ints ? st->z[id] : NULL, NULL, r->m, id, st->lp, NULL, 0);
+}
+
+/* Every value is made (quantized or rounded to the element format). */
+static const float *vals_borrow(realrun *r, int id, bool rounded)
+{
+    (void)r;
+    (void)id;
+    (void)rounded;
+    return NULL;
+}
+
+static int vals_fill(realrun *r, int id, bool rounded, float *dst)
+{
+    (void)rounded;
+    return lowp_vals(r, id, dst);
 }
 
 static void lowp_round(const realrun *r, REAL *y, size_t n)

@@ -20,10 +20,11 @@
  *   R_EXP, R_ERF, R_TANH, R_SQRT, R_POW, R_COS, R_SIN  the libm functions
  *                  of that type
  *   R_VALS_OWNED   0: weights and inputs are read from the tensors' f32
- *                  storage; 1: R_VALS_CREATE(const cic_tensor *t, bool
- *                  rounded) returns a malloc'd copy of all rows*cols
- *                  values as REAL (NULL when memory runs out), made once
- *                  per tensor per run and freed at its end
+ *                  storage; 1: the includer defines vals_borrow and
+ *                  vals_fill (engine_real_walk.h): a tensor's values read
+ *                  in place, or made into the run's arena before the first
+ *                  op that reads them, their place free again after the
+ *                  last
  * and gets the static real_run(out, m, mm, rounded, o); the exported run
  * function is the includer's, a thin wrapper.
  *
@@ -55,7 +56,6 @@
 #if R_LOWP
 static int lowp_linear(realrun *r, const cic_op *o, REAL *y);
 static void lowp_round(const realrun *r, REAL *y, size_t n);
-static REAL *lowp_vals(realrun *r, int id);
 #endif
 
 #include "../xform/qmat.h"
@@ -617,7 +617,8 @@ static int real_fold_in_w(realrun *r, const cic_op *o, REAL *y)
 {
     int d = r->m->cfg.d_model, n = r->m->t[o->w].rows, s, j, k;
     const REAL *w = wval(r, o->w), *q = wval(r, o->g);
-    REAL *tmp = malloc(((size_t)n * d + (size_t)d) * sizeof *tmp), *t1;
+    /* n d values: huge pages (dit-xl2's fc1, 42 MB of doubles a run) */
+    REAL *tmp = cic_model_array_alloc((size_t)n * d + (size_t)d, sizeof *tmp, false), *t1;
     if (!tmp)
         return -1;
     t1 = tmp + (size_t)n * d;
@@ -657,23 +658,29 @@ static int fold_out(realrun *r, const cic_op *o, REAL *y, bool isw)
     int d = r->m->cfg.d_model, cols = isw ? r->m->t[o->w].cols : 1, s, j, c;
     const REAL *w = isw ? wval(r, o->w) : NULL, *b = isw ? NULL : wval(r, o->b);
     const REAL *q = wval(r, o->g);
-    REAL *tmp = malloc((size_t)d * cols * sizeof *tmp);
+    REAL *tmp = cic_model_array_alloc((size_t)d * cols + (size_t)cols, sizeof *tmp, false), *mean;
     if (!tmp)
         return -1;
+    mean = tmp + (size_t)d * cols;
     for (s = 0; s < r->ns; s++) {
         const REAL *v = fold_chunk(r, o, s);
         for (j = 0; j < d; j++)
             for (c = 0; c < cols; c++)
                 tmp[(size_t)j * cols + c] = v[j] * (isw ? w[(size_t)j * cols + c] : b[j]);
         if (o->center) {
-            for (c = 0; c < cols; c++) {
-                REAL mean = RC(0.0);
-                for (j = 0; j < d; j++)
-                    mean += tmp[(size_t)j * cols + c];
-                mean = mean / (REAL)d;
-                for (j = 0; j < d; j++)
-                    tmp[(size_t)j * cols + c] -= mean;
-            }
+            /* each column's mean summed j = 0 .. d-1 in order, the rows
+             * taken in memory order (a column at a time strode through
+             * the whole matrix) */
+            for (c = 0; c < cols; c++)
+                mean[c] = RC(0.0);
+            for (j = 0; j < d; j++)
+                for (c = 0; c < cols; c++)
+                    mean[c] += tmp[(size_t)j * cols + c];
+            for (c = 0; c < cols; c++)
+                mean[c] = mean[c] / (REAL)d;
+            for (j = 0; j < d; j++)
+                for (c = 0; c < cols; c++)
+                    tmp[(size_t)j * cols + c] -= mean[c];
         }
         mm_realt(r, y + (size_t)s * d * cols, cols, q, d, tmp, cols, d, cols, d, true, false);
     }

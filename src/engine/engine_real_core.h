@@ -19,7 +19,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 
 #define R_MAX_THREADS 16
 /* Below this much work (about ns on one core) an op stays on one thread:
@@ -38,9 +37,6 @@
  * sums in its own order, but R_IL independent chains keep the FP adder
  * busy where one chain waits on each add's latency. */
 #define R_IL 8
-/* Arenas this large are aligned for transparent huge pages: fewer page
- * faults (and fewer serialised faults from the gemm threads). */
-#define R_HUGE ((size_t)2 << 20)
 
 typedef struct {
     const cic_model *m;
@@ -49,8 +45,11 @@ typedef struct {
     int ns;          /* samples this run covers */
     int s0;          /* first sample */
     int nt;          /* threads for the work outside the gemm calls */
-    REAL **buf;      /* per tensor: activation storage (in the run's arena) */
+    REAL **buf;      /* per tensor: storage in the run's arena (activations,
+                      * and weight and input values made for the run) */
     const REAL **val; /* per tensor: weight and input values (whole tensor) */
+    unsigned char *todo; /* per tensor: values to make before its first reader */
+    bool rounded;    /* the float32 values, not the unrounded ones */
     REAL *scores;    /* attention scores of a group of heads (in the arena) */
     cic_flop_count fc;
     const cic_run_opts *o; /* the caller's options (taps), or NULL */

@@ -5,10 +5,21 @@
  * graph once (cic_model_check), then calls each op's kernel in order and
  * books the op's FLOPs at its site (cic_op_cost, the op table's formula). */
 
-/* Point val[id] at the values of every weight and input tensor an op reads:
- * the includer's R_VALS_CREATE converts a tensor once per run (and the run
- * frees it, R_VALS_OWNED), or the f32 storage is used as is. */
-static int load_vals(realrun *r, bool rounded)
+#if R_VALS_OWNED
+/* The includer's (R_VALS_OWNED 1): weight or input id's values as REAL for
+ * a run with the float32 values (rounded) or the unrounded ones: read in
+ * place (vals_borrow; NULL when they must be made), or made into dst
+ * (vals_fill, rows * cols values: 0, or -1 when memory runs out). */
+static const REAL *vals_borrow(realrun *r, int id, bool rounded);
+static int vals_fill(realrun *r, int id, bool rounded, REAL *dst);
+#endif
+
+/* Point val[id] at the values of every weight and input tensor an op reads
+ * when they can be read in place (the f32 storage, or what vals_borrow
+ * gives); the others are marked todo: they get a place in the arena for
+ * the ops that read them and are made before the first (make_vals), so a
+ * layer's weights made as doubles are never all held at once. */
+static void point_vals(realrun *r)
 {
     const cic_model *m = r->m;
     int i, k;
@@ -17,17 +28,32 @@ static int load_vals(realrun *r, bool rounded)
         int ids[6] = {op->in[0], op->in[1], op->in[2], op->w, op->b, op->g};
         for (k = 0; k < 6; k++) {
             int id = ids[k];
-            if (id < 0 || m->t[id].role == CIC_T_ACT || r->val[id])
+            if (id < 0 || m->t[id].role == CIC_T_ACT || r->val[id] || r->todo[id])
                 continue;
 #if R_VALS_OWNED
-            r->val[id] = R_VALS_CREATE(r, id, rounded);
-            if (!r->val[id])
-                return -1;
+            r->val[id] = vals_borrow(r, id, r->rounded);
+            r->todo[id] = !r->val[id];
 #else
-            (void)rounded;
             r->val[id] = m->t[id].f32;
 #endif
         }
+    }
+}
+
+/* The values op reads that are still to be made, into their places. 0, or
+ * -1 when memory runs out. */
+static int make_vals(realrun *r, const cic_op *op)
+{
+    int ids[6] = {op->in[0], op->in[1], op->in[2], op->w, op->b, op->g}, k;
+    for (k = 0; k < 6; k++) {
+        int id = ids[k];
+        if (id < 0 || !r->todo[id])
+            continue;
+#if R_VALS_OWNED
+        if (vals_fill(r, id, r->rounded, r->buf[id]) < 0)
+            return -1;
+#endif
+        r->todo[id] = 0;
     }
     return 0;
 }
@@ -51,88 +77,142 @@ static bool inplace_ok(const realrun *r, const cic_op *o, int k, const int *last
     return true;
 }
 
-/* Byte offsets of the activations in one arena (SIZE_MAX: not an
- * activation) and its size. A tensor takes a free slot when it is written
- * (or its dying input's slot, inplace_ok) and frees it after its last reader
- * (no reader: at once; the readout: never). Slots grow to the largest
- * tensor they hold. The attention scores get their own region at the end.
- * -1 when memory runs out. */
+/* Whether tensor id lives in the run's arena: an activation, or values
+ * made for the run (todo). */
+static bool in_arena(const realrun *r, int id)
+{
+    return id >= 0 && (r->m->t[id].role == CIC_T_ACT || r->todo[id]);
+}
+
+/* Bytes of tensor id in the arena, a multiple of the cache line; 0 when
+ * the size overflows. Made values hold every row (src picks an input's
+ * samples), activations the run's. */
+static size_t arena_need(const realrun *r, int id)
+{
+    const cic_tensor *t = &r->m->t[id];
+    size_t rows = t->role == CIC_T_ACT ? (size_t)rows_of(r, id) : (size_t)t->rows;
+    size_t need = cic_mul_size(cic_mul_size(rows, (size_t)t->cols), sizeof(REAL));
+    return need > SIZE_MAX / 2 ? 0 : (need + 63) / 64 * 64;
+}
+
+/* The arena while it is planned: per tensor its last reader and its slot
+ * (-1: none yet), per slot its owner (-1: free) and size in bytes. */
+typedef struct {
+    int *last, *slot, *owner;
+    size_t *ssz;
+    int ns;
+} arena_plan;
+
+/* Slot s (a dying input's), or with s < 0 the smallest free slot that
+ * fits, else the largest free slot grown, else a new slot, for tensor id. */
+static void slot_take(arena_plan *p, int id, size_t need, int s)
+{
+    int k, fit = -1, big = -1;
+    for (k = 0; s < 0 && k < p->ns; k++) {
+        if (p->owner[k] >= 0)
+            continue;
+        if (p->ssz[k] >= need && (fit < 0 || p->ssz[k] < p->ssz[fit]))
+            fit = k;
+        if (big < 0 || p->ssz[k] > p->ssz[big])
+            big = k;
+    }
+    if (s < 0)
+        s = fit >= 0 ? fit : big >= 0 ? big : p->ns++;
+    if (p->ssz[s] < need)
+        p->ssz[s] = need;
+    p->owner[s] = id;
+    p->slot[id] = s;
+}
+
+/* Tensor t's slot freed when op i is its last reader (the readout's
+ * never). */
+static void slot_free(const realrun *r, arena_plan *p, int t, int i)
+{
+    if (in_arena(r, t) && p->last[t] == i && t != r->m->output && p->slot[t] >= 0 &&
+        p->owner[p->slot[t]] == t)
+        p->owner[p->slot[t]] = -1;
+}
+
+/* Op i's slots: the values it is the first to read, then its output (over
+ * a dying input, inplace_ok, or in a free slot); then the slots of what
+ * dies there are freed. -1 when a size overflows. */
+static int plan_op(const realrun *r, arena_plan *p, int i)
+{
+    const cic_model *m = r->m;
+    const cic_op *op = &m->ops[i];
+    int ids[6] = {op->in[0], op->in[1], op->in[2], op->w, op->b, op->g};
+    int o = op->out, s = -1, k;
+    size_t need;
+    for (k = 0; k < 6; k++)
+        if (ids[k] >= 0 && r->todo[ids[k]] && p->slot[ids[k]] < 0) {
+            if (!(need = arena_need(r, ids[k])))
+                return -1;
+            slot_take(p, ids[k], need, -1);
+        }
+    if (p->slot[o] < 0) {
+        if (!(need = arena_need(r, o)))
+            return -1;
+        for (k = 0; k < 3 && s < 0; k++)
+            if (inplace_ok(r, op, k, p->last, i) && p->slot[op->in[k]] >= 0 &&
+                p->owner[p->slot[op->in[k]]] == op->in[k])
+                s = p->slot[op->in[k]];
+        slot_take(p, o, need, s);
+    }
+    for (k = 0; k < 6; k++)
+        slot_free(r, p, ids[k], i);
+    if (p->last[o] < i) /* no reader */
+        slot_free(r, p, o, p->last[o]);
+    return 0;
+}
+
+/* Byte offsets in one arena of the activations and the values made for
+ * the run (SIZE_MAX: not in the arena) and its size. A tensor takes a slot
+ * when it is written or, made values, before their first reader (plan_op)
+ * and frees it after its last reader (an activation without a reader: at
+ * once; the readout: never). Slots grow to the largest tensor they hold.
+ * The attention scores get their own region at the end. -1 when memory
+ * runs out. */
 static int plan_arena(const realrun *r, size_t *off, size_t *total, size_t *scores_off)
 {
     const cic_model *m = r->m;
-    int nt = m->n_t, i, k, ns = 0, rc = -1;
-    int *last = cic_calloc((size_t)nt, sizeof *last);
-    int *slot = cic_calloc((size_t)nt, sizeof *slot);
-    int *owner = cic_calloc((size_t)nt + 1, sizeof *owner);
-    size_t *ssz = cic_calloc((size_t)nt + 1, sizeof *ssz), sum = 0, asc = 0;
-    if (!last || !slot || !owner || !ssz)
+    int nt = m->n_t, i, k, rc = -1;
+    arena_plan p;
+    size_t sum = 0, asc = 0;
+    p.ns = 0;
+    p.last = cic_calloc((size_t)nt, sizeof *p.last);
+    p.slot = cic_calloc((size_t)nt, sizeof *p.slot);
+    p.owner = cic_calloc((size_t)nt + 1, sizeof *p.owner);
+    p.ssz = cic_calloc((size_t)nt + 1, sizeof *p.ssz);
+    if (!p.last || !p.slot || !p.owner || !p.ssz)
         goto cleanup;
     for (i = 0; i < nt; i++) {
-        last[i] = -1;
-        slot[i] = -1;
+        p.last[i] = -1;
+        p.slot[i] = -1;
     }
     for (i = 0; i < m->n_ops; i++) {
         const cic_op *op = &m->ops[i];
         int ids[6] = {op->in[0], op->in[1], op->in[2], op->w, op->b, op->g};
         for (k = 0; k < 6; k++)
-            if (ids[k] >= 0 && m->t[ids[k]].role == CIC_T_ACT)
-                last[ids[k]] = i;
-    }
-    for (i = 0; i < m->n_ops; i++) {
-        const cic_op *op = &m->ops[i];
-        int ids[6] = {op->in[0], op->in[1], op->in[2], op->w, op->b, op->g};
-        int o = op->out, s = -1, fit = -1, big = -1;
+            if (in_arena(r, ids[k]))
+                p.last[ids[k]] = i;
         if (op->kind == CIC_OP_ATTN) {
             int N = m->cfg.tokens, nh = r->rows / N * op->heads;
             size_t a = (size_t)attn_group(nh, N) * N * N;
             asc = a > asc ? a : asc;
         }
-        if (slot[o] < 0) {
-            size_t need = cic_mul_size(cic_mul_size((size_t)rows_of(r, o), (size_t)m->t[o].cols),
-                                       sizeof(REAL));
-            if (need > SIZE_MAX / 2)
-                goto cleanup;
-            need = (need + 63) / 64 * 64; /* cache-line aligned */
-            for (k = 0; k < 3 && s < 0; k++)
-                if (inplace_ok(r, op, k, last, i) && slot[op->in[k]] >= 0 &&
-                    owner[slot[op->in[k]]] == op->in[k])
-                    s = slot[op->in[k]];
-            if (s < 0) {
-                /* the smallest free slot that fits, else the largest free
-                 * slot grown, else a new slot */
-                for (k = 0; k < ns; k++) {
-                    if (owner[k] >= 0)
-                        continue;
-                    if (ssz[k] >= need && (fit < 0 || ssz[k] < ssz[fit]))
-                        fit = k;
-                    if (big < 0 || ssz[k] > ssz[big])
-                        big = k;
-                }
-                s = fit >= 0 ? fit : big >= 0 ? big : ns++;
-            }
-            if (ssz[s] < need)
-                ssz[s] = need;
-            owner[s] = o;
-            slot[o] = s;
-        }
-        for (k = 0; k < 6; k++) {
-            int t = ids[k];
-            if (t >= 0 && m->t[t].role == CIC_T_ACT && last[t] == i && t != m->output &&
-                slot[t] >= 0 && owner[slot[t]] == t)
-                owner[slot[t]] = -1;
-        }
-        if (last[o] < i && o != m->output && owner[slot[o]] == o)
-            owner[slot[o]] = -1;
     }
-    for (k = 0; k < ns; k++) {
-        size_t a = ssz[k];
-        ssz[k] = sum; /* now the slot's offset */
+    for (i = 0; i < m->n_ops; i++)
+        if (plan_op(r, &p, i) < 0)
+            goto cleanup;
+    for (k = 0; k < p.ns; k++) {
+        size_t a = p.ssz[k];
+        p.ssz[k] = sum; /* now the slot's offset */
         if (sum > SIZE_MAX / 2 - a)
             goto cleanup;
         sum += a;
     }
     for (i = 0; i < nt; i++)
-        off[i] = slot[i] >= 0 ? ssz[slot[i]] : SIZE_MAX;
+        off[i] = p.slot[i] >= 0 ? p.ssz[p.slot[i]] : SIZE_MAX;
     *scores_off = sum;
     asc = cic_mul_size(asc, sizeof(REAL));
     if (asc > SIZE_MAX / 2 - sum)
@@ -140,48 +220,38 @@ static int plan_arena(const realrun *r, size_t *off, size_t *total, size_t *scor
     *total = sum + asc;
     rc = 0;
 cleanup:
-    free(last);
-    free(slot);
-    free(owner);
-    free(ssz);
+    free(p.last);
+    free(p.slot);
+    free(p.owner);
+    free(p.ssz);
     return rc;
 }
 
-/* n bytes for the arena; large ones aligned for transparent huge pages
- * (a hint: without them the arena works the same). Free with free(). */
-static void *arena_alloc(size_t n)
-{
-    void *p = NULL;
-    if (n >= R_HUGE) {
-        size_t a = n / R_HUGE * R_HUGE + (n % R_HUGE ? R_HUGE : 0);
-        if (posix_memalign(&p, R_HUGE, a) != 0)
-            return NULL;
-#ifdef MADV_HUGEPAGE
-        (void)madvise(p, a, MADV_HUGEPAGE);
-#endif
-        return p;
-    }
-    return malloc(n ? n : 1);
-}
-
-/* The run's values and its arena: r->val, r->buf (each activation's place)
- * and r->scores; *arena to free. 0, or -1 when memory runs out. */
-static int real_setup(realrun *r, bool rounded, char **arena)
+/* The run's values and its arena: r->val, r->buf (each activation's place,
+ * and that of each value made for the run, val pointing there too) and
+ * r->scores; *arena to free. 0, or -1 when memory runs out. */
+static int real_setup(realrun *r, char **arena)
 {
     const cic_model *m = r->m;
     size_t total = 0, scores_off = 0, *off = cic_calloc((size_t)m->n_t, sizeof *off);
     int i, rc = -1;
     r->buf = cic_calloc((size_t)m->n_t, sizeof *r->buf);
     r->val = cic_calloc((size_t)m->n_t, sizeof *r->val);
-    if (!r->buf || !r->val || !off || load_vals(r, rounded) < 0 ||
-        plan_arena(r, off, &total, &scores_off) < 0)
+    r->todo = cic_calloc((size_t)m->n_t, sizeof *r->todo);
+    if (!r->buf || !r->val || !r->todo || !off)
         goto cleanup;
-    *arena = arena_alloc(total);
+    point_vals(r);
+    if (plan_arena(r, off, &total, &scores_off) < 0)
+        goto cleanup;
+    *arena = cic_model_array_alloc(total, 1, false); /* huge pages when large */
     if (!*arena)
         goto cleanup;
-    for (i = 0; i < m->n_t; i++)
+    for (i = 0; i < m->n_t; i++) {
         if (off[i] != SIZE_MAX)
             r->buf[i] = (REAL *)(*arena + off[i]);
+        if (r->todo[i])
+            r->val[i] = r->buf[i];
+    }
     r->scores = (REAL *)(*arena + scores_off);
     rc = 0;
 cleanup:
@@ -225,11 +295,12 @@ static int real_run(REAL *out, const cic_model *m, enum cic_matmul mm, bool roun
     r.nt = real_threads();
     r.o = o;
     r.lx = lx;
-    if (real_setup(&r, rounded, &arena) < 0)
+    r.rounded = rounded;
+    if (real_setup(&r, &arena) < 0)
         goto cleanup;
     for (i = 0; i < m->n_ops; i++) {
         const cic_op *op = &m->ops[i];
-        if (REAL_KERNEL[op->kind](&r, op, r.buf[op->out]) < 0)
+        if (make_vals(&r, op) < 0 || REAL_KERNEL[op->kind](&r, op, r.buf[op->out]) < 0)
             goto cleanup;
         real_after_op(&r, i);
         r.fc.site[op->site] += cic_op_cost(m, op, r.ns);
@@ -243,11 +314,7 @@ static int real_run(REAL *out, const cic_model *m, enum cic_matmul mm, bool roun
 cleanup:
     free(arena);
     free(r.buf);
-#if R_VALS_OWNED
-    if (r.val)
-        for (i = 0; i < m->n_t; i++)
-            free((void *)r.val[i]);
-#endif
     free(r.val);
+    free(r.todo);
     return rc;
 }

@@ -308,15 +308,55 @@ static bool values_exact(const cic_lazy *z)
     return z->side == CIC_LAZY_VALUES && z->prec >= 48;
 }
 
+typedef struct {
+    const cic_lazy *z;
+    float *f32;
+    double *f64;
+    int lo, hi;
+} djob;
+
+/* Rows [lo, hi) of values_direct. */
+static void *direct_rows(void *p)
+{
+    const djob *J = p;
+    const cic_lazy *z = J->z;
+    size_t c = (size_t)z->cols, i, j;
+    for (i = (size_t)J->lo; i < (size_t)J->hi; i++)
+        for (j = 0; j < c; j++) {
+            double v = z->gain ? (double)z->src[i * c + j] * (double)z->gain[j]
+                               : (double)z->src[i * c + j];
+            if (J->f32)
+                J->f32[i * c + j] = (float)v;
+            else
+                J->f64[i * c + j] = v;
+        }
+    return NULL;
+}
+
+/* Rows split over cic_mp_matmul_threads() (a 7B layer's 200 M values take
+ * seconds on one): each value is computed alone, so the bits are those of
+ * one thread. */
 static void values_direct(const cic_lazy *z, float *f32, double *f64)
 {
-    size_t i, n = (size_t)z->rows * z->cols, c = (size_t)z->cols;
-    for (i = 0; i < n; i++) {
-        double v = z->gain ? (double)z->src[i] * (double)z->gain[i % c] : (double)z->src[i];
-        if (f32)
-            f32[i] = (float)v;
+    djob jobs[64];
+    pthread_t th[64];
+    bool started[64] = { false };
+    int n = z->rows, nt = cic_mp_matmul_threads(), t;
+    if ((double)n * z->cols < 1e6) /* a thread costs more than it saves */
+        nt = 1;
+    if (nt > n)
+        nt = n > 0 ? n : 1;
+    for (t = 0; t < nt; t++) {
+        jobs[t] = (djob){ z, f32, f64, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt) };
+        if (t > 0)
+            started[t] = pthread_create(&th[t], NULL, direct_rows, &jobs[t]) == 0;
+    }
+    direct_rows(&jobs[0]);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
         else
-            f64[i] = v;
+            direct_rows(&jobs[t]); /* no thread: this one does the rows */
     }
 }
 

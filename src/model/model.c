@@ -16,6 +16,7 @@
 #include "lazy.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 /* The op and site names are in op.c, with the op table. */
 
@@ -57,6 +58,27 @@ void cic_model_destroy(cic_model *m)
     free(m);
 }
 
+#define HUGE_PAGE ((size_t)2 << 20)
+
+void *cic_model_array_alloc(size_t n, size_t size, bool zero)
+{
+    size_t bytes = cic_mul_size(n ? n : 1, size), a;
+    void *p = NULL;
+    if (bytes == SIZE_MAX)
+        return NULL;
+    if (bytes < HUGE_PAGE)
+        return zero ? calloc(1, bytes) : malloc(bytes);
+    a = bytes / HUGE_PAGE * HUGE_PAGE + (bytes % HUGE_PAGE ? HUGE_PAGE : 0);
+    if (posix_memalign(&p, HUGE_PAGE, a) != 0)
+        return NULL;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, a, MADV_HUGEPAGE);
+#endif
+    if (zero) /* a block of glibc's heap may be reused, not fresh */
+        memset(p, 0, bytes);
+    return p;
+}
+
 int cic_model_tensor_add(cic_model *m, const char *name,
                          enum cic_tensor_role role, int rows, int cols)
 {
@@ -77,7 +99,7 @@ int cic_model_tensor_add(cic_model *m, const char *name,
     t->rows = rows;
     t->cols = cols;
     if (role != CIC_T_ACT) {
-        t->f32 = cic_calloc((size_t)rows * (size_t)cols, sizeof *t->f32);
+        t->f32 = cic_model_array_alloc((size_t)rows * (size_t)cols, sizeof *t->f32, true);
         if (!t->f32)
             return -1;
     }
@@ -136,25 +158,35 @@ const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp)
     return (const mpfr_t *)*tmp;
 }
 
+void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t lo, size_t hi)
+{
+    size_t i;
+    CIC_ASSERT(rounded || !t->lazy);
+    if (!rounded && t->f64) {
+        memcpy(v, t->f64 + lo, (hi - lo) * sizeof *v);
+    } else if (!rounded && t->hp) {
+        for (i = lo; i < hi; i++)
+            v[i - lo] = mpfr_get_d(t->hp[i], MPFR_RNDN);
+    } else {
+        for (i = lo; i < hi; i++)
+            v[i - lo] = (double)t->f32[i];
+    }
+}
+
+int cic_tensor_f64_get(double *v, const cic_tensor *t, bool rounded)
+{
+    if (!rounded && t->lazy)
+        return cic_lazy_make_f64(t->lazy, v);
+    cic_tensor_f64_range(v, t, rounded, 0, (size_t)t->rows * (size_t)t->cols);
+    return 0;
+}
+
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded)
 {
-    size_t n = (size_t)t->rows * (size_t)t->cols, i;
-    double *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v)
+    double *v = cic_model_array_alloc((size_t)t->rows * (size_t)t->cols, sizeof *v, false);
+    if (v && cic_tensor_f64_get(v, t, rounded) < 0) {
+        free(v);
         return NULL;
-    if (!rounded && t->f64) {
-        memcpy(v, t->f64, n * sizeof *v);
-    } else if (!rounded && t->lazy) {
-        if (cic_lazy_make_f64(t->lazy, v) < 0) {
-            free(v);
-            return NULL;
-        }
-    } else if (!rounded && t->hp) {
-        for (i = 0; i < n; i++)
-            v[i] = mpfr_get_d(t->hp[i], MPFR_RNDN);
-    } else {
-        for (i = 0; i < n; i++)
-            v[i] = (double)t->f32[i];
     }
     return v;
 }
@@ -241,7 +273,7 @@ cic_model *cic_model_clone(const cic_model *m)
         d->f32_mapped = false;           /* the copy is the clone's own */
         c->n_t = i + 1;
         if (s->f32) {
-            d->f32 = malloc(n * sizeof *d->f32);
+            d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false);
             if (!d->f32)
                 goto fail;
             memcpy(d->f32, s->f32, n * sizeof *d->f32);
@@ -254,7 +286,7 @@ cic_model *cic_model_clone(const cic_model *m)
                 mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
         }
         if (s->f64) {
-            d->f64 = malloc(n * sizeof *d->f64);
+            d->f64 = cic_model_array_alloc(n, sizeof *d->f64, false);
             if (!d->f64)
                 goto fail;
             memcpy(d->f64, s->f64, n * sizeof *d->f64);
@@ -583,6 +615,24 @@ fail:
     return NULL;
 }
 
+/* n float32 values into s as little-endian bytes, a chunk at a time (one
+ * call per value made hashing a 7B layer's 219 M weights take seconds). */
+static void sha_f32_le(cic_sha256 *s, const float *v, size_t n)
+{
+    unsigned char le[4096 * 4];
+    size_t k, i;
+    for (k = 0; k < n; k += i) {
+        for (i = 0; i < 4096 && k + i < n; i++) {
+            uint32_t u;
+            int j;
+            memcpy(&u, &v[k + i], 4);
+            for (j = 0; j < 4; j++)
+                le[4 * i + j] = (unsigned char)(u >> (8 * j));
+        }
+        cic_sha256_update(s, le, 4 * i);
+    }
+}
+
 void cic_model_weights_sha256(char hex[65], const cic_model *m)
 {
     cic_sha256 s;
@@ -603,15 +653,7 @@ void cic_model_weights_sha256(char hex[65], const cic_model *m)
                 le[j] = (unsigned char)(shape[k] >> (8 * j));
             cic_sha256_update(&s, le, 4);
         }
-        for (k = 0; k < (size_t)t->rows * (size_t)t->cols; k++) {
-            uint32_t u;
-            unsigned char le[4];
-            int j;
-            memcpy(&u, &t->f32[k], 4);
-            for (j = 0; j < 4; j++)
-                le[j] = (unsigned char)(u >> (8 * j));
-            cic_sha256_update(&s, le, 4);
-        }
+        sha_f32_le(&s, t->f32, (size_t)t->rows * (size_t)t->cols);
     }
     cic_sha256_final(&s, dig);
     for (i = 0; i < 32; i++)

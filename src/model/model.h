@@ -132,12 +132,27 @@ const mpfr_t *cic_tensor_hp_make(const cic_tensor *t, mpfr_t **tmp);
  * rounded once to double, or the float32 ones when t has none or rounded
  * is set. NULL when memory runs out. */
 double *cic_tensor_f64_create(const cic_tensor *t, bool rounded);
+/* The same into v (rows * cols doubles): 0, or -1 when memory runs out. */
+int cic_tensor_f64_get(double *v, const cic_tensor *t, bool rounded);
+/* The same for the values lo .. hi - 1 (row-major index) into v[0 ..
+ * hi - lo - 1], for a tensor without a recipe or with rounded set (a
+ * recipe makes whole lines: cic_lazy_make_f64). */
+void cic_tensor_f64_range(double *v, const cic_tensor *t, bool rounded, size_t lo, size_t hi);
 /* Install v (rows * cols doubles, ownership taken) as tensor id's unrounded
  * values at prec <= 53 (each exact at prec), replacing hp or a recipe; f32
  * gets them rounded to binary32. */
 void cic_tensor_set_f64(cic_tensor *t, double *v, mpfr_prec_t prec);
 /* The same with MPFR values v at prec (ownership taken). */
 void cic_tensor_set_hp(cic_tensor *t, mpfr_t *v, mpfr_prec_t prec);
+
+/* A large array of n values of size bytes (a tensor's values, a product,
+ * Q), zeroed when zero is set; free() frees it. From 2 MiB on it is
+ * aligned for transparent huge pages (a hint: without them it works the
+ * same): where a 4 KiB page fault costs about 10 us (a VM; copying a 7B
+ * layer's 876 MB of weights took 2.5 s, nearly all in faults), a 2 MiB
+ * one zeroes its page in about 100 us. NULL when memory runs out or the
+ * size overflows. */
+void *cic_model_array_alloc(size_t n, size_t size, bool zero);
 
 /* Rows of tensor id in a run over n_samples samples. */
 int cic_model_run_rows(const cic_model *m, int id, int n_samples);

@@ -62,6 +62,11 @@ void cic_sha256_update(cic_sha256 *s, const void *data, size_t len)
 {
     const unsigned char *p = data;
     s->len += len;
+    while (s->n == 0 && len >= 64) { /* whole blocks straight from data */
+        block(s->h, p);
+        p += 64;
+        len -= 64;
+    }
     while (len > 0) {
         size_t k = 64 - s->n;
         if (k > len)

@@ -4,7 +4,10 @@
 
 #include "../base/base.h"
 #include "../base/mpgemm.h"
+#include "xform_util.h"
 
+#include <float.h>
+#include <math.h>
 #include <string.h>
 
 int cic_fold_ws_init(cic_fold_ws *ws, size_t max_elems, size_t max_d, mpfr_prec_t prec)
@@ -94,4 +97,72 @@ void cic_fold_out_b(mpfr_t *out, const mpfr_t *b, int d, const mpfr_t *gate,
     for (i = 0; i < d; i++)
         cic_mp_dot(out[i], q + i, (size_t)d, (const mpfr_t *)ws->tmp, 1, (size_t)d, NULL,
                    &ws->dot);
+}
+
+/* ---- through dgemm, in doubles ---- */
+
+/* Whether r = a * b in double is RN(a b) at 53 bits: a zero from a zero
+ * factor, or a finite product above DBL_MIN (an underflow, a subnormal or
+ * an overflow rounds otherwise; a product that rounded up to DBL_MIN may
+ * have come from below it). */
+static bool mul_exact53(double r, double a, double b)
+{
+    if (r == 0)
+        return isfinite(a) && isfinite(b) && (a == 0 || b == 0);
+    return isfinite(r) && fabs(r) > DBL_MIN;
+}
+
+int cic_fold_in_w_f64(double *out, const double *w, int n, int d, const double *scale,
+                      const double *q)
+{
+    size_t j, k, nd = (size_t)n * d;
+    double *tmp = cic_model_array_alloc(nd, sizeof *tmp, false), *t = malloc((size_t)d * sizeof *t);
+    int rc = -1;
+    if (!tmp || !t)
+        goto done;
+    rc = 1;
+    for (k = 0; k < (size_t)d; k++) /* a finite sum of doubles is RN(sum) */
+        if (!isfinite(t[k] = 1.0 + scale[k]))
+            goto done;
+    for (j = 0; j < (size_t)n; j++)
+        for (k = 0; k < (size_t)d; k++) {
+            double v = w[j * d + k] * t[k];
+            if (!mul_exact53(v, w[j * d + k], t[k]))
+                goto done;
+            tmp[j * d + k] = v;
+        }
+    cic_gemm_f64(out, tmp, false, q, false, n, d, d);
+    rc = 0;
+done:
+    free(tmp);
+    free(t);
+    return rc;
+}
+
+int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double *gate,
+                       const double *q, bool center)
+{
+    size_t j, c, dk = (size_t)d * k;
+    double *tmp = cic_model_array_alloc(dk, sizeof *tmp, false);
+    int rc = -1;
+    if (!tmp)
+        return -1;
+    for (j = 0; j < (size_t)d; j++)
+        for (c = 0; c < (size_t)k; c++) {
+            double v = gate[j] * w[j * k + c];
+            if (!mul_exact53(v, gate[j], w[j * k + c])) {
+                rc = 1;
+                goto done;
+            }
+            tmp[j * k + c] = v;
+        }
+    /* each column's mean as center_cols makes it, the subtraction in
+     * double (exact in the subnormal range, RN above it) */
+    if (center && (rc = _cic_xf_center_f64(tmp, k, d, 1, (size_t)k)) != 0)
+        goto done;
+    cic_gemm_f64(out, q, true, tmp, false, d, k, d);
+    rc = 0;
+done:
+    free(tmp);
+    return rc;
 }

@@ -45,4 +45,17 @@ void cic_fold_out_w(mpfr_t *out, const mpfr_t *w, int d, int k, const mpfr_t *ga
 void cic_fold_out_b(mpfr_t *out, const mpfr_t *b, int d, const mpfr_t *gate,
                     const mpfr_t *q, bool center, cic_fold_ws *ws);
 
+/* in_w and out_w of the static fold through dgemm (transform precision
+ * f64-openblas), in doubles: every step is the double operation, which
+ * rounds as MPFR at 53 bits while a product lies in double's normal range
+ * and a column mean is a double; the products by Q are the dgemm call
+ * cic_mp_matmul makes. w, scale, gate and q are the values of cic_fold_in_w
+ * and cic_fold_out_w at 53 bits, as doubles (exact). 0; 1 when a step
+ * would round otherwise (out unspecified: take the MPFR folds); -1 when
+ * memory runs out. */
+int cic_fold_in_w_f64(double *out, const double *w, int n, int d, const double *scale,
+                      const double *q);
+int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double *gate,
+                       const double *q, bool center);
+
 #endif

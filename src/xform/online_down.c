@@ -106,7 +106,7 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
     int K = cic_hadamard_base_order_k(f, x->hadamard_base);
     size_t ff = (size_t)f * f;
     mpfr_t *q = c->blas ? NULL : cic_mpvec_create(ff, c->p);
-    double *qd = c->blas ? cic_calloc(ff, sizeof *qd) : NULL;
+    double *qd = c->blas ? cic_model_array_alloc(ff, sizeof *qd, false) : NULL;
     bool *neg = cic_calloc((size_t)f, sizeof *neg);
     if ((!q && !qd) || !neg)
         goto cleanup;

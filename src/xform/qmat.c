@@ -14,6 +14,7 @@
 #include "base/base.h"
 #include "base/mpvec.h"
 #include "base/rng.h"
+#include "xform_util.h"
 
 #include <limits.h>
 #include <math.h>
@@ -201,53 +202,83 @@ int cic_q_hadamard(mpfr_t *q, int d, uint64_t seed, mpfr_prec_t prec)
     return cic_q_hadamard_k(q, d, 0, seed, prec);
 }
 
+/* The entries of a Hadamard Q being filled: H = hk (x) Syl(2^lg) (order
+ * K 2^lg = n), signs s, every entry +-r (MPFR) or +-rd (doubles). */
+typedef struct {
+    mpfr_t *q;
+    double *qd;
+    const signed char *hk, *s;
+    size_t n, K;
+    unsigned lg;
+    mpfr_srcptr r;
+    double rd;
+} hfill;
+
+/* Rows [lo, hi) of Q. */
+static int hadamard_rows(void *p, int lo, int hi)
+{
+    const hfill *F = p;
+    size_t n = F->n, pm = ((size_t)1 << F->lg) - 1, i, j;
+    for (i = (size_t)lo; i < (size_t)hi; i++)
+        for (j = 0; j < n; j++) {
+            /* cic_hadamard_kron_entry(hk, K, P, i, j) with shifts and
+             * masks for its divisions (121 M entries at d = 11008) */
+            int h = F->hk[(i >> F->lg) * F->K + (j >> F->lg)] * F->s[j];
+            if (__builtin_parityll((unsigned long long)(i & j & pm)))
+                h = -h;
+            if (!F->q) {
+                F->qd[i * n + j] = h < 0 ? -F->rd : F->rd;
+                continue;
+            }
+            /* negation is exact: every entry is +-r bit for bit */
+            mpfr_set(F->q[i * n + j], F->r, MPFR_RNDN);
+            if (h < 0)
+                mpfr_neg(F->q[i * n + j], F->q[i * n + j], MPFR_RNDN);
+        }
+    return 0;
+}
+
 /* Q[i][j] = H[i][j] s_j / sqrt(d) into q (MPFR at prec) or, q NULL, qd
- * (doubles: prec 53, the same values). */
+ * (doubles: prec 53, the same values); rows split over threads (each
+ * entry is set alone). */
 static int hadamard_fill(mpfr_t *q, double *qd, int d, int Kreq, uint64_t seed, mpfr_prec_t prec)
 {
-    signed char *hk = NULL;
+    signed char *hk = NULL, *s = NULL;
     mpfr_t r;
-    double rd;
-    size_t n, K, P, i, j;
-    uint64_t key;
+    hfill F;
+    size_t P;
 
     if (!cic_q_hadamard_k_supported(d, Kreq))
         return -1;
     if (q)
         _cic_q_check(q, d, prec);
-    if (cic_hadamard_base_k(&hk, Kreq, d) < 0) {
+    if (cic_hadamard_base_k(&hk, Kreq, d) < 0 || !(s = cic_calloc((size_t)d, 1))) {
         if (q)
             cic_q_identity(q, d); /* a defined state */
+        free(hk);
         return -1;
     }
-    n = (size_t)d;
-    K = (size_t)cic_hadamard_base_order_k(d, Kreq);
-    P = n / K;
+    cic_q_hadamard_signs(s, d, seed);
+    F.q = q;
+    F.qd = qd;
+    F.hk = hk;
+    F.s = s;
+    F.n = (size_t)d;
+    F.K = (size_t)cic_hadamard_base_order_k(d, Kreq);
+    P = F.n / F.K;
+    CIC_ASSERT((P & (P - 1)) == 0);
+    F.lg = (unsigned)__builtin_ctzll((unsigned long long)P);
 
     /* 1/sqrt(d) correctly rounded; exact when d is a power of 4 */
     mpfr_init2(r, prec);
     mpfr_set_ui(r, (unsigned long)d, MPFR_RNDN);
     mpfr_rec_sqrt(r, r, MPFR_RNDN);
-    rd = mpfr_get_d(r, MPFR_RNDN);
-
-    /* Q[i][j] = H[i][j] * s_j / sqrt(d) */
-    key = cic_rng_key(seed, "q.hadamard.signs");
-    for (j = 0; j < n; j++) {
-        int sj = hadamard_sign(key, j);
-        for (i = 0; i < n; i++) {
-            int h = cic_hadamard_kron_entry(hk, K, P, i, j) * sj;
-            if (!q) {
-                qd[i * n + j] = h < 0 ? -rd : rd;
-                continue;
-            }
-            /* negation is exact: every entry is +-r bit for bit */
-            mpfr_set(q[i * n + j], r, MPFR_RNDN);
-            if (h < 0)
-                mpfr_neg(q[i * n + j], q[i * n + j], MPFR_RNDN);
-        }
-    }
+    F.r = r;
+    F.rd = mpfr_get_d(r, MPFR_RNDN);
+    (void)_cic_xf_par(d, (double)d * d, hadamard_rows, &F);
     mpfr_clear(r);
     free(hk);
+    free(s);
     return 0;
 }
 

@@ -25,6 +25,7 @@
 #define rotate_right _cic_xf_rotate_right
 
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
 
 mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
@@ -314,6 +315,64 @@ void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p)
     cic_tensor_set_hp(&m->t[id], v, p);
 }
 
+const mpfr_t *_cic_xf_aq_mp(cic_xf_aq *q)
+{
+    size_t n = (size_t)q->d * q->d, k;
+    if (q->mp || !q->f64)
+        return (const mpfr_t *)q->mp;
+    if (!(q->mp = cic_mpvec_create(n, q->p)))
+        return NULL;
+    for (k = 0; k < n; k++) /* exact: 53 bits */
+        mpfr_set_d(q->mp[k], q->f64[k], MPFR_RNDN);
+    return (const mpfr_t *)q->mp;
+}
+
+void _cic_xf_aq_clear(cic_xf_aq *q)
+{
+    cic_mpvec_destroy(q->mp, (size_t)q->d * q->d);
+    free(q->f64);
+    memset(q, 0, sizeof *q);
+}
+
+typedef struct {
+    int (*fn)(void *ctx, int lo, int hi);
+    void *ctx;
+    int lo, hi, rc;
+} par_job;
+
+static void *par_run(void *p)
+{
+    par_job *j = p;
+    j->rc = j->fn(j->ctx, j->lo, j->hi);
+    return NULL;
+}
+
+int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx)
+{
+    par_job jobs[64];
+    pthread_t th[64];
+    bool started[64] = { false };
+    int nt = work < 1e6 ? 1 : cic_mp_matmul_threads(), t, rc = 0;
+    if (nt > n)
+        nt = n > 0 ? n : 1;
+    for (t = 0; t < nt; t++) {
+        jobs[t] = (par_job){ fn, ctx, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt), 0 };
+        if (t > 0)
+            started[t] = pthread_create(&th[t], NULL, par_run, &jobs[t]) == 0;
+    }
+    par_run(&jobs[0]);
+    for (t = 1; t < nt; t++) {
+        if (started[t])
+            pthread_join(th[t], NULL);
+        else
+            par_run(&jobs[t]); /* no thread: this one does the range */
+    }
+    for (t = 0; t < nt; t++)
+        if (rc >= 0 && (jobs[t].rc < 0 || jobs[t].rc > rc))
+            rc = jobs[t].rc;
+    return rc;
+}
+
 typedef cic_xf_ctx ctx;
 
 /* A dot scratch wide enough for every factor the transform will see. */
@@ -335,6 +394,14 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
     return cic_dot_scratch_init(&c->dot, (size_t)cap, mx);
 }
 
+void _cic_xf_ctx_clear(ctx *c)
+{
+    cic_dot_scratch_clear(&c->dot);
+    free(c->in);
+    c->in = NULL;
+    c->in_n = 0;
+}
+
 /* Fold a norm's gain g and bias b into the reader linear op r. */
 /* Tensor t's float32 values made a recipe of their own (lazy.h), with
  * gain (cols values; NULL none) at prec: the recipe takes the values, and
@@ -343,7 +410,7 @@ int _cic_xf_ctx_init(ctx *c, cic_model *m, mpfr_prec_t p)
 static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec)
 {
     size_t n = (size_t)t->rows * t->cols;
-    float *rounded = malloc((n ? n : 1) * sizeof *rounded);
+    float *rounded = cic_model_array_alloc(n, sizeof *rounded, false);
     cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols, gain, prec) : NULL;
     if (!z) {
         free(rounded);
@@ -449,6 +516,71 @@ cleanup:
     return rc;
 }
 
+typedef struct {
+    double *t;
+    int n;
+    size_t ls, js;
+} center_job;
+
+/* Lines [lo, hi) of _cic_xf_center_f64, with a scratch of their own. */
+static int center_lines(void *p, int lo, int hi)
+{
+    const center_job *J = p;
+    int n = J->n, j, l, rc = 0;
+    mpfr_t *v = cic_mpvec_create((size_t)n, 53), mean;
+    mpfr_ptr *ptr = cic_calloc((size_t)n, sizeof *ptr);
+    if (!v || !ptr) {
+        cic_mpvec_destroy(v, (size_t)n);
+        free(ptr);
+        return -1;
+    }
+    mpfr_init2(mean, 53);
+    for (j = 0; j < n; j++)
+        ptr[j] = v[j];
+    for (l = lo; l < hi && rc == 0; l++) {
+        double *t = J->t + (size_t)l * J->ls, md;
+        for (j = 0; j < n; j++)
+            mpfr_set_d(v[j], t[(size_t)j * J->js], MPFR_RNDN); /* exact */
+        mpfr_sum(mean, ptr, (unsigned long)n, MPFR_RNDN);
+        mpfr_div_ui(mean, mean, (unsigned long)n, MPFR_RNDN);
+        md = mpfr_get_d(mean, MPFR_RNDN);
+        if (mpfr_nan_p(mean) || mpfr_cmp_d(mean, md) != 0)
+            rc = 1;
+        for (j = 0; j < n && rc == 0; j++)
+            t[(size_t)j * J->js] -= md;
+    }
+    mpfr_clear(mean);
+    cic_mpvec_destroy(v, (size_t)n);
+    free(ptr);
+    return rc;
+}
+
+int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js)
+{
+    center_job J = { t, n, ls, js };
+    return _cic_xf_par(lines, 20.0 * lines * (double)n, center_lines, &J);
+}
+
+/* _cic_xf_center of the rows of tensor id at 53 bits in doubles, the
+ * result held as doubles: 0; 1 when its values are not all doubles or a
+ * mean is not a double (nothing changed); -1 when memory runs out. */
+int _cic_xf_center_rows_f64(ctx *c, int id)
+{
+    cic_tensor *t = &c->m->t[id];
+    double *v;
+    int rc;
+    if (c->p != 53 || cic_tensor_hp_prec(t) > 53)
+        return 1;
+    if (!(v = cic_tensor_f64_create(t, false)))
+        return -1;
+    if ((rc = _cic_xf_center_f64(v, t->rows, t->cols, (size_t)t->cols, 1)) != 0) {
+        free(v);
+        return rc;
+    }
+    cic_tensor_set_f64(t, v, c->p);
+    return 0;
+}
+
 /* Subtract the mean over the residual dimension: of each column of a writer
  * weight [d, k] (dim 0) or of each row of the input / a bias (dim 1). */
 int _cic_xf_center(ctx *c, int id, int dim)
@@ -493,18 +625,30 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
 {
     cic_tensor *t = &c->m->t[id];
     size_t n = (size_t)t->rows * t->cols;
-    double *v = cic_tensor_f64_create(t, false), *nv = cic_calloc(n ? n : 1, sizeof *nv);
-    if (!v || !nv) {
-        free(v);
-        free(nv);
-        return -1;
+    const double *v = t->f64;
+    double *nv;
+    /* values held as doubles already are read in place (R4 after R1: 360
+     * MB not copied at a 7B layer's MLP width; set_f64 frees them); the
+     * others are made into c->in, grown as needed: fresh memory is
+     * zeroed by the kernel at about 1 GB/s on the machines we measured,
+     * and R1 of a 7B layer reads 1.6 GB of them */
+    if (!v) {
+        if (c->in_n < n) {
+            free(c->in);
+            c->in = cic_model_array_alloc(n, sizeof *c->in, false);
+            c->in_n = c->in ? n : 0;
+        }
+        if (!c->in || cic_tensor_f64_get(c->in, t, false) < 0)
+            return -1;
+        v = c->in;
     }
+    if (!(nv = cic_model_array_alloc(n, sizeof *nv, false))) /* dgemm writes every value */
+        return -1;
     /* the products cic_mp_matmul would form through dgemm, the same call */
     if (left)
         cic_gemm_f64(nv, q, true, v, false, d, t->cols, d);
     else
         cic_gemm_f64(nv, v, false, q, false, t->rows, d, d);
-    free(v);
     cic_tensor_set_f64(t, nv, c->p);
     return 0;
 }
@@ -604,102 +748,136 @@ static int do_fuse(ctx *c, const cic_xform_spec *x, bool layernorm)
     return 0;
 }
 
-static int do_rotate(ctx *c, const cic_xform_spec *x)
+/* Rotation x's Q of the stream (order d) into q: MPFR at c->p, with
+ * c->blas doubles too (c->qd: the products through dgemm), a Hadamard Q
+ * through dgemm as doubles alone (16 M MPFR numbers at d 4096, never read;
+ * _cic_xf_aq_mp makes them if the readout needs them). A Hadamard Q not
+ * through dgemm also gets *hq: the weights become recipes (lazy.h). */
+static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *hq)
 {
-    cic_model *m = c->m;
-    int d = m->cfg.d_model, i, rc = -1;
+    int d = c->m->cfg.d_model;
     size_t dd = (size_t)d * d, k;
-    mpfr_t *q = cic_mpvec_create(dd, c->p), *nq = NULL;
-    double *qd = NULL;
-    cic_xf_hq hq = { 0, 0, NULL, NULL };
-    if (!q)
+    cic_diag dg;
+    q->d = d;
+    q->p = c->p;
+    if (c->blas && x->q == CIC_Q_HADAMARD) {
+        q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false);
+        c->qd = q->f64;
+        c->qd_n = d;
+        return q->f64 ? cic_q_hadamard_k_f64(q->f64, d, x->hadamard_base, x->q_seed) : -1;
+    }
+    if (!(q->mp = cic_mpvec_create(dd, c->p)))
         return -1;
     switch (x->q) {
     case CIC_Q_RANDOM:
-        if (cic_q_random(q, d, x->q_seed, c->p) < 0)
-            goto cleanup;
+        if (cic_q_random(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
         break;
     case CIC_Q_HADAMARD:
-        if (cic_q_hadamard_k(q, d, x->hadamard_base, x->q_seed, c->p) < 0)
-            goto cleanup;
-        if (!c->blas) {
-            /* the weights rotated without forming W Q: recipes (lazy.h) */
-            hq.d = d;
-            hq.K = cic_hadamard_base_order_k(d, x->hadamard_base);
-            hq.sign = cic_calloc((size_t)d, 1);
-            if (!hq.sign || cic_hadamard_base_k(&hq.hk, x->hadamard_base, d) < 0)
-                goto cleanup;
-            cic_q_hadamard_signs(hq.sign, d, x->q_seed);
-            c->hq = &hq;
-        }
+        if (cic_q_hadamard_k(q->mp, d, x->hadamard_base, x->q_seed, c->p) < 0)
+            return -1;
+        hq->d = d;
+        hq->K = cic_hadamard_base_order_k(d, x->hadamard_base);
+        hq->sign = cic_calloc((size_t)d, 1);
+        if (!hq->sign || cic_hadamard_base_k(&hq->hk, x->hadamard_base, d) < 0)
+            return -1;
+        cic_q_hadamard_signs(hq->sign, d, x->q_seed);
+        c->hq = hq;
         break;
     case CIC_Q_REGULAR:
-        if (cic_q_regular_hadamard(q, d, x->q_seed, c->p) < 0)
-            goto cleanup;
+        if (cic_q_regular_hadamard(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
         break;
-    case CIC_Q_FILE: {
-        cic_diag dg;
-        if (cic_q_file(q, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
-            goto cleanup;
+    case CIC_Q_FILE:
+        if (cic_q_file(q->mp, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
+            return -1;
         break;
-    }
     default:
-        cic_q_identity(q, d);
+        cic_q_identity(q->mp, d);
         break;
     }
     if (c->blas) { /* the products by Q in double, kept as doubles */
-        if (!(qd = cic_calloc(dd, sizeof *qd)))
-            goto cleanup;
+        if (!(q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false)))
+            return -1;
         for (k = 0; k < dd; k++)
-            qd[k] = mpfr_get_d(q[k], MPFR_RNDN);
-        c->qd = qd;
+            q->f64[k] = mpfr_get_d(q->mp[k], MPFR_RNDN);
+        c->qd = q->f64;
         c->qd_n = d;
     }
+    return 0;
+}
+
+/* Every reader's weight W Q, every writer's Q^T W and b Q (but the
+ * attention writers with the mistake skip-attn-out), the input X Q. q->mp
+ * may be NULL when the products go through dgemm (c->qd). */
+static int rotate_weights(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    const mpfr_t *qm = (const mpfr_t *)q->mp;
+    int d = q->d, i;
     for (i = 0; i < m->n_ops; i++) {
         cic_op *o = &m->ops[i];
         if (o->kind != CIC_OP_LINEAR)
             continue;
-        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, q, d) < 0)
-            goto cleanup;
+        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, qm, d) < 0)
+            return -1;
         if (o->role == CIC_ROLE_WRITER) {
             if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
                 continue;
-            if (rotate_writer(c, o->w, false, q, d) < 0 ||
-                (o->b >= 0 && rotate_writer(c, o->b, true, q, d) < 0))
-                goto cleanup;
+            if (rotate_writer(c, o->w, false, qm, d) < 0 ||
+                (o->b >= 0 && rotate_writer(c, o->b, true, qm, d) < 0))
+                return -1;
         }
     }
-    if (rotate_right(c, m->input, q, d) < 0)
-        goto cleanup;
-    /* the readout map accumulates: X' = X Q_old Q (kept only for the
-     * residual readout; a head readout is in the original basis already) */
-    if (m->output == m->residual && m->out_q) {
-        mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
-        nq = cic_mpvec_create(dd, op);
-        if (!nq)
-            goto cleanup;
-        for (i = 0; i < d; i++)
-            for (k = 0; k < (size_t)d; k++)
-                cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
-                           (const mpfr_t *)q + k, (size_t)d, (size_t)d, NULL, &c->dot);
-        cic_mpvec_destroy(m->out_q, dd);
-        m->out_q = nq;
-        m->out_q_prec = op;
-        nq = NULL;
-    } else if (m->output == m->residual) {
-        m->out_q = q;
+    return rotate_right(c, m->input, qm, d);
+}
+
+/* The readout map accumulates, X' = X Q_old Q: kept only for the residual
+ * readout (a head readout is in the original basis already); q's MPFR
+ * values may pass to the model. */
+static int readout_q(ctx *c, cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    int d = q->d, i, k;
+    size_t dd = (size_t)d * d;
+    mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
+    const mpfr_t *qm;
+    mpfr_t *nq;
+    if (m->output != m->residual)
+        return 0;
+    if (!(qm = _cic_xf_aq_mp(q)))
+        return -1;
+    if (!m->out_q) {
+        m->out_q = q->mp;
         m->out_q_prec = c->p;
-        q = NULL;
+        q->mp = NULL;
+        return 0;
     }
-    rc = 0;
-cleanup:
+    if (!(nq = cic_mpvec_create(dd, op)))
+        return -1;
+    for (i = 0; i < d; i++)
+        for (k = 0; k < d; k++)
+            cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
+                       qm + k, (size_t)d, (size_t)d, NULL, &c->dot);
+    cic_mpvec_destroy(m->out_q, dd);
+    m->out_q = nq;
+    m->out_q_prec = op;
+    return 0;
+}
+
+static int do_rotate(ctx *c, const cic_xform_spec *x)
+{
+    cic_xf_aq q;
+    cic_xf_hq hq = { 0, 0, NULL, NULL };
+    int rc = -1;
+    memset(&q, 0, sizeof q);
+    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && readout_q(c, &q) == 0)
+        rc = 0;
     c->hq = NULL;
     c->qd = NULL;
-    free(qd);
     free(hq.hk);
     free(hq.sign);
-    cic_mpvec_destroy(q, dd);
-    cic_mpvec_destroy(nq, dd);
+    _cic_xf_aq_clear(&q);
     return rc;
 }
 
@@ -743,7 +921,7 @@ static cic_model *apply_in_place(cic_model *m, const cic_xform_spec *x, mpfr_pre
         CIC_ASSERT(0 && "transform kind");
     }
 done:
-    cic_dot_scratch_clear(&c.dot);
+    _cic_xf_ctx_clear(&c);
     if (rc < 0) {
         cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
         cic_model_destroy(m);

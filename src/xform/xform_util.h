@@ -26,6 +26,10 @@ typedef struct {
      * the products by it are doubles kept as doubles (model.h) */
     const double *qd;
     int qd_n;
+    /* doubles a product through dgemm reads, reused from one weight to the
+     * next (_cic_xf_rotate_f64; freed by _cic_xf_ctx_clear) */
+    double *in;
+    size_t in_n;
 } cic_xf_ctx;
 
 /* The op of m that writes tensor t, or -1. */
@@ -38,8 +42,22 @@ const mpfr_t *_cic_xf_vals(const cic_model *m, int id, mpfr_t **tmp);
 void _cic_xf_install(cic_model *m, int id, mpfr_t *v, mpfr_prec_t p);
 /* A dot scratch wide and precise enough for every tensor of m. */
 int _cic_xf_ctx_init(cic_xf_ctx *c, cic_model *m, mpfr_prec_t p);
+/* Frees what the context holds (the scratches). */
+void _cic_xf_ctx_clear(cic_xf_ctx *c);
 /* Subtract the mean over dim 0 (columns of a [d, k] writer) or dim 1 (rows). */
 int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
+/* The same at 53 bits in doubles: each of lines lines of n values (value
+ * j of line l at t[l ls + j js]) less its mean as _cic_xf_center makes it
+ * (the correctly rounded sum, divided by n, each once at 53 bits), the
+ * subtraction in double, which rounds as MPFR's at 53 bits (exactly in
+ * the subnormal range); lines split over threads. 0; 1 when a mean is not
+ * a double (t is then partly centered: drop it); -1 when memory runs
+ * out. */
+int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js);
+/* _cic_xf_center(c, id, 1) so, when c->p is 53 and id's values are
+ * doubles, the result held as doubles: 0, 1 (not done: take
+ * _cic_xf_center), -1. */
+int _cic_xf_center_rows_f64(cic_xf_ctx *c, int id);
 /* Tensor id times Q (d x d doubles) through dgemm, the doubles kept:
  * right W Q (cols d), or left Q^T W (rows d). 0, or -1 (out of memory). */
 int _cic_xf_rotate_f64(cic_xf_ctx *c, int id, bool left, const double *q, int d);
@@ -63,6 +81,38 @@ int _cic_xf_online_qk(cic_xf_ctx *c, const cic_xform_spec *x);
 /* R4, kind online-down (online_down.c): an FWHT op before every MLP writer,
  * its transpose fused into the writer. 0, or -1 when memory runs out. */
 int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
+
+/* fn(ctx, lo, hi) over contiguous ranges of [0, n), one per thread of
+ * cic_mp_matmul_threads() (one range when work, about the elementary
+ * operations in all, is below a million: a thread costs more). fn
+ * returns 0, a positive code of its own, or -1 when memory runs out;
+ * after every range ran this returns -1 if a range did, else the largest
+ * code. For work whose every output is computed alone (the bits do not
+ * depend on the split). */
+int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx);
+
+/* A rotation's Q of order d: MPFR values at p or, with transform
+ * precision f64-openblas, doubles (p = 53: the same values) and the MPFR
+ * form made from them only when asked for (_cic_xf_aq_mp: NULL when
+ * memory runs out; q keeps it). _cic_xf_aq_clear frees both. */
+typedef struct {
+    int d;
+    mpfr_prec_t p;
+    mpfr_t *mp;
+    double *f64;
+} cic_xf_aq;
+const mpfr_t *_cic_xf_aq_mp(cic_xf_aq *q);
+void _cic_xf_aq_clear(cic_xf_aq *q);
+
+/* static-fold (adaln_fold.c): every reader and writer of orig's graph in
+ * m folded with the calibration sample's modulation and Q (centered
+ * writers on a centered stream). 0, or -1 when memory runs out. */
+int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec *x,
+                        cic_xf_aq *q, bool center, mpfr_prec_t p);
+
+/* Through dgemm, Q as doubles (on, the default) or as MPFR numbers (the
+ * products the same bits): for the tests (adaln.c). */
+void _cic_xf_adaln_doubles(bool on);
 
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */
