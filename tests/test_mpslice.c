@@ -96,7 +96,7 @@ static int run_sliced(mpfr_t *y, const lin_op *o, int nt, size_t budget, cic_sli
     cic_mp_slice_set(CIC_SLICE_ALWAYS, budget);
     cic_mp_slice_stats_reset();
     rc = cic_mp_linear_sliced(y, (const mpfr_t *)o->x, o->m, o->f32 ? NULL : (const mpfr_t *)o->w,
-                              o->views, o->bias ? (const mpfr_t *)o->b : NULL, o->n, o->k, nt);
+                              o->views, o->bias ? (const mpfr_t *)o->b : NULL, o->n, o->k, nt, NULL);
     cic_mp_slice_stats(st);
     cic_mp_slice_set(CIC_SLICE_AUTO, 0);
     return rc;

@@ -114,7 +114,8 @@ typedef struct {
     bool bneg;
 } srow;
 
-/* A thread's scratch: the bins and limbs of one output; for the outputs
+/* A thread's scratch: the bins (zero between outputs) and limbs of one
+ * output; for the outputs
  * the row kernel takes, a dot scratch and a weight row read out of the
  * pack (made when first needed). */
 typedef struct {
@@ -127,6 +128,11 @@ typedef struct {
     bool ready;
 } sl_ws;
 
+struct cic_slice_ws {
+    double *buf; /* A, B and C of the blocks, one after the other */
+    size_t cap;  /* doubles */
+};
+
 typedef struct {
     mpfr_t *y;
     const mpfr_t *x, *w, *b;
@@ -136,11 +142,12 @@ typedef struct {
     srow *xr, *wr;
     mpfr_prec_t px, pw;    /* the largest precisions of x and of w */
     size_t mx, nw;         /* block limits, in slice rows */
-    double *A, *B, *C;     /* x slices, weight slices, their products */
+    double *A, *B, *C;     /* x slices, weight slices, their products (in ws) */
+    cic_slice_ws *ws;
     size_t i0, i1, j0, j1; /* the current blocks of rows */
     size_t ma, nb;         /* and their slice rows */
     size_t *dr, ndr, *dc, ndc; /* declined x rows, declined weight rows */
-    sl_ws *ws;
+    sl_ws *tws;            /* per thread */
     atomic_int failed;
 } slice_op;
 
@@ -512,6 +519,7 @@ static int bins_round(mpfr_ptr y, sl_ws *T, int w, mpfr_exp_t unit, bool bias)
     bool neg;
     for (q = 0; q < w; q++) {
         c += T->bins[q];
+        T->bins[q] = 0; /* zero again for the next output */
         T->limb[q] = (mp_limb_t)(uint64_t)c;
         c >>= 64; /* arithmetic: the carry, signed */
     }
@@ -555,7 +563,6 @@ static int cell_round(mpfr_ptr y, const double *c, size_t ldc, const srow *xi, c
     /* w limbs hold the total and a sign bit; a term's upper half may land
      * in bin w (-1 of a negative term's sign), so w + 1 bins */
     w = (int)((top + 1 + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
-    memset(T->bins, 0, ((size_t)w + 1) * sizeof T->bins[0]);
     for (s = 0; s < xi->ns; s++) {
         const double *row = c + (size_t)s * ldc;
         long sh = d0 + (long)P->beta * s;
@@ -617,7 +624,7 @@ static void cell_kernel(slice_op *P, sl_ws *T, size_t i, size_t j)
 /* Share t of the current x block's rows against the current weight block. */
 static void combine_part(slice_op *P, int t, int nt)
 {
-    sl_ws *T = &P->ws[t];
+    sl_ws *T = &P->tws[t];
     size_t lo, hi, i, j, nb = P->nb;
     share(P->i0, P->i1, t, nt, &lo, &hi);
     for (i = lo; i < hi; i++) {
@@ -643,14 +650,14 @@ static void declined_cols_part(slice_op *P, int t, int nt)
     for (q = lo; q < hi; q++)
         for (i = 0; i < P->m; i++)
             if (P->xr[i].ns)
-                cell_kernel(P, &P->ws[t], i, P->dc[q]);
+                cell_kernel(P, &P->tws[t], i, P->dc[q]);
 }
 
 /* Share t of the declined x rows, against every weight row: the row
  * kernel, a run of consecutive rows at a time. */
 static void declined_rows_part(slice_op *P, int t, int nt)
 {
-    sl_ws *T = &P->ws[t];
+    sl_ws *T = &P->tws[t];
     size_t lo, hi, q, e;
     share(0, P->ndr, t, nt, &lo, &hi);
     if (lo == hi)
@@ -758,38 +765,61 @@ static bool may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_pa
 static void op_clear(slice_op *P)
 {
     int t;
-    for (t = 0; P->ws && t < P->nt; t++) {
-        atomic_fetch_add(&g_sliced, P->ws[t].sliced);
-        atomic_fetch_add(&g_kernel, P->ws[t].kernel);
-        if (P->ws[t].ready) {
-            cic_dot_scratch_clear(&P->ws[t].dot);
-            cic_mpvec_destroy(P->ws[t].wrow, P->k);
+    for (t = 0; P->tws && t < P->nt; t++) {
+        atomic_fetch_add(&g_sliced, P->tws[t].sliced);
+        atomic_fetch_add(&g_kernel, P->tws[t].kernel);
+        if (P->tws[t].ready) {
+            cic_dot_scratch_clear(&P->tws[t].dot);
+            cic_mpvec_destroy(P->tws[t].wrow, P->k);
         }
     }
-    free(P->ws);
+    free(P->tws);
     free(P->xr);
     free(P->wr);
     free(P->dr);
     free(P->dc);
-    free(P->A);
-    free(P->B);
-    free(P->C);
 }
 
-/* The slices' and products' storage for the blocks chosen. */
+cic_slice_ws *cic_mp_slice_ws_create(void)
+{
+    return cic_calloc(1, sizeof(cic_slice_ws));
+}
+
+void cic_mp_slice_ws_destroy(cic_slice_ws *ws)
+{
+    if (!ws)
+        return;
+    free(ws->buf);
+    free(ws);
+}
+
+/* The slices' and products' storage for the blocks chosen, in ws (grown
+ * when it holds less). */
 static bool op_alloc_blocks(slice_op *P)
 {
     size_t na = cic_mul_size(P->mx, P->k), nb = cic_mul_size(P->nw, P->k);
-    size_t nc = cic_mul_size(P->mx, P->nw);
-    P->A = malloc(cic_mul_size(na, sizeof(double)));
-    P->B = malloc(cic_mul_size(nb, sizeof(double)));
-    P->C = malloc(cic_mul_size(nc, sizeof(double)));
-    return P->A && P->B && P->C;
+    size_t nc = cic_mul_size(P->mx, P->nw), need = na + nb + nc;
+    cic_slice_ws *ws = P->ws;
+    if (need < na || need < na + nb || need > SIZE_MAX / sizeof(double))
+        return false;
+    if (ws->cap < need) {
+        free(ws->buf);
+        ws->cap = 0;
+        if (!(ws->buf = malloc(need * sizeof(double))))
+            return false;
+        ws->cap = need;
+    }
+    P->A = ws->buf;
+    P->B = P->A + na;
+    P->C = P->B + nb;
+    return true;
 }
 
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
-                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads)
+                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
+                         cic_slice_ws *ws)
 {
+    cic_slice_ws own = {NULL, 0};
     slice_op P;
     int rc = 1;
     if (threads < 1)
@@ -808,12 +838,13 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     P.n = n;
     P.k = k;
     P.nt = threads;
+    P.ws = ws ? ws : &own;
     P.xr = cic_calloc(m, sizeof *P.xr);
     P.wr = cic_calloc(n, sizeof *P.wr);
     P.dr = cic_calloc(m, sizeof *P.dr);
     P.dc = cic_calloc(n, sizeof *P.dc);
-    P.ws = cic_calloc((size_t)threads, sizeof *P.ws);
-    if (!P.xr || !P.wr || !P.dr || !P.dc || !P.ws)
+    P.tws = cic_calloc((size_t)threads, sizeof *P.tws);
+    if (!P.xr || !P.wr || !P.dr || !P.dc || !P.tws)
         goto cleanup;
     sl_parallel(&P, scan_part);
     if (plan(&P) || !op_alloc_blocks(&P))
@@ -827,6 +858,7 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     atomic_fetch_add(&g_ops, rc == 0);
 cleanup:
     op_clear(&P);
+    free(own.buf);
     return rc;
 }
 

@@ -36,6 +36,15 @@ typedef struct {
 void cic_mp_slice_stats(cic_slice_stats *s);
 void cic_mp_slice_stats_reset(void);
 
+/* Scratch kept across calls, as a run keeps it across its linear ops:
+ * the slices' and products' storage, grown to the largest need so far
+ * (at most the budget), so that an op does not fault fresh pages in (a
+ * page fault costs microseconds in a virtual machine). NULL when memory
+ * runs out; destroy(NULL) is a no-op. */
+typedef struct cic_slice_ws cic_slice_ws;
+cic_slice_ws *cic_mp_slice_ws_create(void);
+void cic_mp_slice_ws_destroy(cic_slice_ws *ws);
+
 /* The linear op of cic_mp_linear_rows (same arguments: y[i*n + j] = b[j] +
  * sum_p x[i*k + p] w[j*k + p], wp the packed weight rows, w NULL when wp
  * holds every entry), each output correctly rounded to its precision
@@ -45,9 +54,11 @@ void cic_mp_slice_stats_reset(void);
  * them, so the bits depend on neither count. Returns 0 with every y set,
  * or 1 when it took the op but could not finish (memory) or declined it
  * (not cheaper, or nothing it covers): y is then partly set, and the
- * caller runs the row kernel on every row. y may not alias x, w or b. */
+ * caller runs the row kernel on every row. y may not alias x, w or b.
+ * ws: the scratch to use (NULL: one for this call). */
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
-                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads);
+                         const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
+                         cic_slice_ws *ws);
 
 /* The most scratch bytes a call on m x k activations at prec bits and n x
  * k weights holds (the memory estimate's share, src/case/memory.c): the
