@@ -290,9 +290,11 @@ static void scan_part(slice_op *P, int t, int nt)
  * product of slices is then an integer below 2^53, exact in a double. */
 static bool exact_fits(size_t k, int beta, int gamma)
 {
-    unsigned __int128 a = ((unsigned __int128)1 << beta) - 1, c = ((unsigned __int128)1 << gamma) - 1;
+    unsigned __int128 a, c;
     if (beta < 1 || gamma < 1 || beta + gamma > 60 || k > ((size_t)1 << 31))
         return false;
+    a = ((unsigned __int128)1 << beta) - 1;
+    c = ((unsigned __int128)1 << gamma) - 1;
     return (unsigned __int128)k * a * c < (unsigned __int128)1 << 53;
 }
 
