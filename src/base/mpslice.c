@@ -347,24 +347,37 @@ static int set_slices(srow *r, size_t n, int bits, size_t *list, size_t *cnt)
 }
 
 /* Slice rows of x (tx) and of the weights (tw) per block, within the
- * budget: slices of both and their products, 8 bytes each. False when a
- * row alone does not fit. */
+ * budget: slices of both and their products, 8 bytes each. Both whole
+ * when they fit; else x whole, or the weights whole, when the other still
+ * gets blocks of BLOCK_MIN slice rows (each operand is then sliced once,
+ * and dgemm is efficient from about that size); else square blocks (x
+ * sliced again for each weight block); else the first of these whose
+ * blocks hold the widest rows. False when none does. */
+#define BLOCK_MIN 256.0
 static bool choose_blocks(slice_op *P, size_t tx, size_t tw, int mostx, int mostw)
 {
     double B = (double)slice_budget() / 8, k = (double)P->k, X = (double)tx, W = (double)tw;
+    double mx[3], nw[3], sq = sqrt(k * k + B) - k; /* square: 2 k M + M^2 = B */
+    int c, pass;
     if (X * k + W * k + X * W <= B) {
         P->mx = tx;
         P->nw = tw;
-    } else if (X * k <= B / 2) {
-        P->mx = tx;
-        P->nw = (size_t)((B - X * k) / (k + X));
-    } else if (W * k <= B / 2) {
-        P->nw = tw;
-        P->mx = (size_t)((B - W * k) / (k + W));
-    } else {
-        P->mx = P->nw = (size_t)(sqrt(k * k + B) - k); /* 2 k M + M^2 = B */
+        return true;
     }
-    return P->mx >= (size_t)mostx && P->nw >= (size_t)mostw;
+    mx[0] = X, nw[0] = (B - X * k) / (k + X);
+    mx[1] = (B - W * k) / (k + W), nw[1] = W;
+    mx[2] = sq < X ? sq : X, nw[2] = sq < W ? sq : W;
+    for (pass = 0; pass < 2; pass++)
+        for (c = 0; c < 3; c++) {
+            bool fits = mx[c] >= mostx && nw[c] >= mostw;
+            bool big = (mx[c] >= X || mx[c] >= BLOCK_MIN) && (nw[c] >= W || nw[c] >= BLOCK_MIN);
+            if (fits && (big || pass)) {
+                P->mx = (size_t)mx[c];
+                P->nw = (size_t)nw[c];
+                return true;
+            }
+        }
+    return false;
 }
 
 /* Rows from r0 while their slices fit lim (one row at least); their
