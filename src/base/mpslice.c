@@ -47,6 +47,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define SL_MAX_THREADS 64
 #define SPAN_MAX 1024  /* bits of a row's integer; a wider row is declined */
@@ -61,6 +62,9 @@
 #define NS_SLICE 3.0
 #define NS_CELL 120.0
 #define NS_TERM 3.0
+#define NS_CALL 100000.0 /* a call: its threads, OpenBLAS's waking */
+#define NS_SCAN 2.0 /* an entry scanned */
+#define NS_DOT 5.0  /* a multiply-add of cic_mp_dot or the row kernel, roughly */
 #define GAIN 0.8 /* taken when its estimate is below GAIN times the kernel's */
 
 static enum cic_slice_mode g_mode = CIC_SLICE_AUTO;
@@ -168,13 +172,16 @@ static void *sl_thread(void *a)
     return NULL;
 }
 
-/* fn(P, t, nt) for t < P->nt, thread 0 the caller's. */
-static void sl_parallel(slice_op *P, sl_fn fn)
+/* fn(P, t, nt) for t < nt, thread 0 the caller's: as many threads (up to
+ * P->nt) as work (ns, estimated) keeps busy for THREAD_NS each, since
+ * starting one costs tens of microseconds, more under load. */
+#define THREAD_NS 100000.0
+static void sl_parallel(slice_op *P, sl_fn fn, double work)
 {
     sl_job job[SL_MAX_THREADS];
     pthread_t th[SL_MAX_THREADS];
     bool started[SL_MAX_THREADS] = {false};
-    int t, nt = P->nt;
+    int t, nt = work / THREAD_NS + 1 < P->nt ? (int)(work / THREAD_NS) + 1 : P->nt;
     for (t = 0; t < nt; t++) {
         job[t] = (sl_job){P, fn, t, nt};
         started[t] = t > 0 && pthread_create(&th[t], NULL, sl_thread, &job[t]) == 0;
@@ -413,7 +420,7 @@ static bool worth_it(const slice_op *P, size_t mo, size_t no, size_t tx, size_t 
     double k = (double)P->k, nt = P->nt, nb = openblas_get_num_threads();
     double cells = (double)mo * (double)no, prods = (double)tx * (double)tw;
     double old = cells * k * kernel_ns(P->px, P->pw) / nt;
-    double now = prods * k * NS_GEMM / (nb < 1 ? 1 : nb) +
+    double now = NS_CALL + prods * k * NS_GEMM / (nb < 1 ? 1 : nb) +
                  ((double)tx * (double)xpass + (double)tw) * k * NS_SLICE / nt +
                  (cells * NS_CELL + prods * NS_TERM) / nt;
     return now < GAIN * old;
@@ -704,7 +711,7 @@ static void run_blocks(slice_op *P)
             continue;
         P->j0 = j0;
         P->j1 = j1;
-        sl_parallel(P, slice_w_part);
+        sl_parallel(P, slice_w_part, (double)P->nb * (double)P->k * NS_SLICE);
         for (i0 = 0; i0 < P->m && !atomic_load(&P->failed); i0 = i1) {
             P->ma = block_rows(P->xr, i0, P->m, P->mx, &i1);
             if (!P->ma)
@@ -712,12 +719,14 @@ static void run_blocks(slice_op *P)
             P->i0 = i0;
             P->i1 = i1;
             if (sliced != i0 || i0 != 0 || i1 != P->m)
-                sl_parallel(P, slice_x_part);
+                sl_parallel(P, slice_x_part, (double)P->ma * (double)P->k * NS_SLICE);
             sliced = i0;
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->ma, (int)P->nb,
                         (int)P->k, 1.0, P->A, (int)P->k, P->B, (int)P->k, 0.0, P->C, (int)P->nb);
             atomic_fetch_add(&g_gemms, 1);
-            sl_parallel(P, combine_part);
+            sl_parallel(P, combine_part,
+                        (double)(i1 - i0) * (double)(j1 - j0) * NS_CELL +
+                            (double)P->ma * (double)P->nb * NS_TERM);
         }
     }
 }
@@ -772,7 +781,7 @@ static bool may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_pa
     if (g_mode == CIC_SLICE_ALWAYS)
         return true;
     cells = (double)m * (double)n;
-    return cells * (double)k * NS_GEMM / (nb < 1 ? 1 : nb) +
+    return NS_CALL + cells * (double)k * NS_GEMM / (nb < 1 ? 1 : nb) +
                ((double)(m + n) * (double)k * NS_SLICE + cells * NS_CELL) / nt <
            GAIN * cells * (double)k * kernel_ns(mpfr_get_prec(x[0]), wp[0].prec) / nt;
 }
@@ -808,22 +817,39 @@ void cic_mp_slice_ws_destroy(cic_slice_ws *ws)
     free(ws);
 }
 
-/* The slices' and products' storage for the blocks chosen, in ws (grown
- * when it holds less). */
+/* Room for need doubles in ws, grown when it holds less: 2 MiB aligned
+ * and marked for transparent huge pages, since a 4 KiB page fault costs
+ * 2 to 15 microseconds in a virtual machine (128 MiB of them took half a
+ * second, huge pages a few milliseconds). */
+#define HUGE_PAGE ((size_t)2 << 20)
+static bool ws_room(cic_slice_ws *ws, size_t need)
+{
+    size_t bytes;
+    if (ws->cap >= need)
+        return true;
+    free(ws->buf);
+    ws->buf = NULL;
+    ws->cap = 0;
+    if (need > (SIZE_MAX - HUGE_PAGE) / sizeof(double))
+        return false;
+    bytes = (need * sizeof(double) + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
+    if (!(ws->buf = aligned_alloc(HUGE_PAGE, bytes)))
+        return false;
+#ifdef MADV_HUGEPAGE
+    (void)madvise(ws->buf, bytes, MADV_HUGEPAGE); /* a hint: without it, small pages */
+#endif
+    ws->cap = bytes / sizeof(double);
+    return true;
+}
+
+/* The slices' and products' storage for the blocks chosen, in ws. */
 static bool op_alloc_blocks(slice_op *P)
 {
     size_t na = cic_mul_size(P->mx, P->k), nb = cic_mul_size(P->nw, P->k);
     size_t nc = cic_mul_size(P->mx, P->nw), need = na + nb + nc;
     cic_slice_ws *ws = P->ws;
-    if (need < na || need < na + nb || need > SIZE_MAX / sizeof(double))
+    if (need < na || need < na + nb || !ws_room(ws, need))
         return false;
-    if (ws->cap < need) {
-        free(ws->buf);
-        ws->cap = 0;
-        if (!(ws->buf = malloc(need * sizeof(double))))
-            return false;
-        ws->cap = need;
-    }
     P->A = ws->buf;
     P->B = P->A + na;
     P->C = P->B + nb;
@@ -861,14 +887,14 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     P.tws = cic_calloc((size_t)threads, sizeof *P.tws);
     if (!P.xr || !P.wr || !P.dr || !P.dc || !P.tws)
         goto cleanup;
-    sl_parallel(&P, scan_part);
+    sl_parallel(&P, scan_part, (double)(m + n) * (double)k * NS_SCAN);
     if (plan(&P) || !op_alloc_blocks(&P))
         goto cleanup;
     run_blocks(&P);
     if (!atomic_load(&P.failed))
-        sl_parallel(&P, declined_cols_part);
+        sl_parallel(&P, declined_cols_part, (double)P.ndc * (double)m * (double)k * NS_DOT);
     if (!atomic_load(&P.failed))
-        sl_parallel(&P, declined_rows_part);
+        sl_parallel(&P, declined_rows_part, (double)P.ndr * (double)n * (double)k * NS_DOT);
     rc = atomic_load(&P.failed) ? 1 : 0;
     atomic_fetch_add(&g_ops, rc == 0);
 cleanup:
