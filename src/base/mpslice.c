@@ -119,9 +119,8 @@ typedef struct {
 } srow;
 
 /* A thread's scratch: the bins (zero between outputs) and limbs of one
- * output; for the outputs
- * the row kernel takes, a dot scratch and a weight row read out of the
- * pack (made when first needed). */
+ * output; for the outputs the row kernel takes, a dot scratch and a
+ * weight row read out of the pack (made when first needed). */
 typedef struct {
     __int128 bins[ACC_LIMBS + 2];
     mp_limb_t limb[ACC_LIMBS + 2];
@@ -856,6 +855,29 @@ static bool op_alloc_blocks(slice_op *P)
     return true;
 }
 
+/* P for the op, its per-row and per-thread arrays made. False when
+ * memory runs out (op_clear frees what was made). */
+static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
+                     const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads)
+{
+    memset(P, 0, sizeof *P);
+    P->y = y;
+    P->x = x;
+    P->w = w;
+    P->b = b;
+    P->wp = wp;
+    P->m = m;
+    P->n = n;
+    P->k = k;
+    P->nt = threads;
+    P->xr = cic_calloc(m, sizeof *P->xr);
+    P->wr = cic_calloc(n, sizeof *P->wr);
+    P->dr = cic_calloc(m, sizeof *P->dr);
+    P->dc = cic_calloc(n, sizeof *P->dc);
+    P->tws = cic_calloc((size_t)threads, sizeof *P->tws);
+    return P->xr && P->wr && P->dr && P->dc && P->tws;
+}
+
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                          const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
                          cic_slice_ws *ws)
@@ -863,30 +885,12 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     cic_slice_ws own = {NULL, 0};
     slice_op P;
     int rc = 1;
-    if (threads < 1)
-        threads = 1;
-    if (threads > SL_MAX_THREADS)
-        threads = SL_MAX_THREADS;
+    threads = threads < 1 ? 1 : threads > SL_MAX_THREADS ? SL_MAX_THREADS : threads;
     if (!may_take(x, m, w, wp, n, k, threads))
         return 1;
-    memset(&P, 0, sizeof P);
-    P.y = y;
-    P.x = x;
-    P.w = w;
-    P.b = b;
-    P.wp = wp;
-    P.m = m;
-    P.n = n;
-    P.k = k;
-    P.nt = threads;
-    P.ws = ws ? ws : &own;
-    P.xr = cic_calloc(m, sizeof *P.xr);
-    P.wr = cic_calloc(n, sizeof *P.wr);
-    P.dr = cic_calloc(m, sizeof *P.dr);
-    P.dc = cic_calloc(n, sizeof *P.dc);
-    P.tws = cic_calloc((size_t)threads, sizeof *P.tws);
-    if (!P.xr || !P.wr || !P.dr || !P.dc || !P.tws)
+    if (!op_start(&P, y, x, m, w, wp, b, n, k, threads))
         goto cleanup;
+    P.ws = ws ? ws : &own;
     sl_parallel(&P, scan_part, (double)(m + n) * (double)k * NS_SCAN);
     if (plan(&P) || !op_alloc_blocks(&P))
         goto cleanup;
@@ -909,6 +913,7 @@ size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
      * and 64 bits (float32 weights over 40 binades) at 16 bits a slice */
     double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * 4;
     double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)slice_budget();
-    double rows = (double)(m + n) * (double)(sizeof(srow) + sizeof(size_t));
-    return (size_t)((need < B ? need : B) + rows);
+    double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t));
+    double all = (need < B ? need : B) + (double)HUGE_PAGE + rows; /* whole huge pages */
+    return all < 0x1p63 ? (size_t)all : SIZE_MAX; /* sizes from fuzzed cases saturate */
 }

@@ -60,9 +60,11 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                          const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
                          cic_slice_ws *ws);
 
-/* The most scratch bytes a call on m x k activations at prec bits and n x
- * k weights holds (the memory estimate's share, src/case/memory.c): the
- * budget, or less when the op is small. */
+/* The scratch bytes a call on m x k activations at prec bits and n x k
+ * weights holds (the memory estimate's share, src/case/memory.c): the
+ * budget, or less when the op is small (its slices estimated from spans
+ * of prec + 64 bits for x and 64 for the weights, 16 bits a slice),
+ * rounded up to a huge page, and the per-row records. */
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec);
 
 #endif
