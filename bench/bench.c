@@ -400,8 +400,8 @@ static void bench_op(int M, int N, int K, mpfr_prec_t prec)
     for (i = 0; i < nout; i++)
         same += mpfr_equal_p(L.y_dot[i], L.y_fma[i]) &&
                 mpfr_signbit(L.y_dot[i]) == mpfr_signbit(L.y_fma[i]);
-    printf("  %d x %d x %d, x at %3ld bits, %d threads: row kernel %6.3f ns/multiply-add, "
-           "dgemm slices %6.3f%s (x %.2f); same bits: %s\n",
+    printf("  %d x %d x %d, %3ld bits, %d threads: row kernel %6.3f, dgemm slices %6.3f "
+           "ns/multiply-add%s (x %.2f); same bits: %s\n",
            M, N, K, (long)prec, nt, 1e9 * best_old / mac, 1e9 * best_new / mac,
            took ? "" : " (declined: the row kernel)", best_old / best_new,
            same == nout ? "yes" : "NO");
