@@ -31,11 +31,18 @@
  * underflow), or whose bias lies too far from the products for the bins.
  * A whole op when its estimated cost is not below the row kernel's.
  *
+ * beta and gamma are chosen per op to minimise the slice products (with
+ * k = 1152 and float32 weights: about 21 + 21 bits, 2 weight slices, 4
+ * to 5 x slices at 64 bits and 6 to 8 at 128).
+ *
  * Memory: x rows and weight rows go in blocks whose slices and products
  * fit the budget (CIC_SLICE_BUDGET), weight blocks outside, x blocks
- * inside (sliced once when x fits one block). Threads: dgemm on OpenBLAS's
- * threads from the caller's; scanning, slicing, rounding and the fallbacks
- * on the caller's count of threads, each output whole on one of them. */
+ * inside; one operand stays whole where it can, so each is sliced once.
+ * The storage is the caller's cic_slice_ws, kept across a run's ops, on
+ * transparent huge pages. Threads: dgemm on OpenBLAS's threads from the
+ * caller's; scanning, slicing, rounding and the fallbacks on up to the
+ * caller's count of threads (as many as the work keeps busy), each output
+ * whole on one of them, so the bits depend on neither count. */
 #include "mpslice.h"
 #include "mpdot_impl.h"
 
