@@ -7,7 +7,10 @@
  *       correctly rounded), at 64 and at 128 bits, against a plain
  *       mpfr_fma accumulation over the same values: ns per multiply-add and
  *       the ratio (target <= 0.75; at 64 bits with f32 weights, below 3 ns
- *       per multiply-add);
+ *       per multiply-add); then the op as the truth runs it on the
+ *       engine's threads (weights packed from float32, 512 rows, the
+ *       DiT-XL/2 block's 1152 x 1152 and 1152 x 4608), the row kernel and
+ *       the exact dgemm slices (base/mpslice.h) interleaved;
  *   (2) the f32 engine (OpenBLAS) on a DiT-XL/2 block: counted FLOPs / time,
  *       against bare cblas_sgemm on the block's matmul shapes (target ratio
  *       >= 0.7);
@@ -31,6 +34,7 @@
  * "23" is the f32 engine's parts; (3) then also times the MPFR engine). */
 #include "bench_int.h"
 
+#include "base/mpslice.h"
 #include "base/mpvec.h"
 #include "engine/engine.h"
 #include "model/model.h"
@@ -39,6 +43,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <mpfr.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -299,6 +304,127 @@ static void part1(int quick)
     printf("  summary, ns per multiply-add: f32 weights %.2f at 64 bits (target < 3: %s),"
            " %.2f at 128;\n    full-mantissa weights %.2f at 64 bits, %.2f at 128\n",
            ns_real[0], ns_real[0] < 3 ? "met" : "NOT met", ns_real[1], ns_full[0], ns_full[1]);
+}
+
+/* ---- (1) the engine's linear op as the truth runs it ---- */
+
+/* The slices' scratch, kept across ops as an engine run keeps it. */
+static cic_slice_ws *g_slice_ws;
+
+typedef struct {
+    lin_data *L;
+    const cic_mp_pack *views;
+    int lo, hi;
+} op_job;
+
+/* Rows [lo, hi) through the row kernel, as one engine thread runs them
+ * (engine_mpfr.c linear_rows): its own scratch, a declined dot's weight
+ * row read back out of the pack. */
+static void *op_rows(void *a)
+{
+    op_job *j = a;
+    lin_data *L = j->L;
+    cic_dot_scratch s;
+    mpfr_t *wrow = cic_mpvec_create((size_t)L->K, 24);
+    if (!wrow || cic_dot_scratch_init(&s, (size_t)L->K, L->prec) < 0) {
+        fprintf(stderr, "cicheck-bench: out of memory\n");
+        exit(2);
+    }
+    cic_mp_linear_rows(L->y_dot + (size_t)j->lo * L->N,
+                       (const mpfr_t *)L->x + (size_t)j->lo * L->K, (size_t)(j->hi - j->lo), NULL,
+                       j->views, (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K, wrow, &s);
+    cic_dot_scratch_clear(&s);
+    cic_mpvec_destroy(wrow, (size_t)L->K);
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    return NULL;
+}
+
+/* One linear op as the engine's mp_linear runs it, into y (y_dot or
+ * y_fma): the float32 weights packed, then the dgemm slices
+ * (cic_mp_linear_sliced, its own choice) or the row kernel with the rows
+ * split over nt threads. *took: the slices took the op. */
+static double time_op(lin_data *L, const float *wf, int nt, bool sliced, mpfr_t *y, bool *took)
+{
+    op_job job[16];
+    pthread_t th[16];
+    cic_mp_pack all, *views;
+    double t0 = cic_bench_now();
+    int t;
+    if (cic_mp_pack_rows_f32(&all, &views, wf, (size_t)L->N, (size_t)L->K) != 0) {
+        fprintf(stderr, "cicheck-bench: out of memory\n");
+        exit(2);
+    }
+    *took = sliced && cic_mp_linear_sliced(y, (const mpfr_t *)L->x, (size_t)L->M, NULL, views,
+                                           (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K,
+                                           nt, g_slice_ws) == 0;
+    if (!*took) {
+        mpfr_t *keep = L->y_dot;
+        L->y_dot = y;
+        for (t = 0; t < nt; t++) {
+            job[t] = (op_job){L, views, (int)((long)L->M * t / nt),
+                              (int)((long)L->M * (t + 1) / nt)};
+            if (t > 0 && pthread_create(&th[t], NULL, op_rows, &job[t]) != 0)
+                exit(2);
+        }
+        op_rows(&job[0]);
+        for (t = 1; t < nt; t++)
+            pthread_join(th[t], NULL);
+        L->y_dot = keep;
+    }
+    free(views);
+    cic_mp_pack_clear(&all);
+    return cic_bench_now() - t0;
+}
+
+/* The op on M x N x K at prec, float32 weights, on the MPFR engine's
+ * default threads: the row kernel and the dgemm slices interleaved, ns
+ * per multiply-add (wall) of each; the outputs compared bit for bit. */
+static void bench_op(int M, int N, int K, mpfr_prec_t prec)
+{
+    lin_data L;
+    int nt = cic_engine_mpfr_threads(), r;
+    double best_old = 1e300, best_new = 1e300, mac = (double)M * N * K;
+    float *wf = xmalloc((size_t)N * K * sizeof *wf);
+    bool took = false, t2;
+    size_t i, nout = (size_t)M * N, same = 0;
+    lin_init(&L, M, N, K, prec, 24);
+    for (i = 0; i < (size_t)N * K; i++)
+        wf[i] = mpfr_get_flt(L.w[i], MPFR_RNDN);
+    time_op(&L, wf, nt, true, L.y_fma, &t2); /* warm-up */
+    for (r = 0; r < g_reps; r++) {
+        double a = time_op(&L, wf, nt, false, L.y_dot, &t2);
+        double b = time_op(&L, wf, nt, true, L.y_fma, &took);
+        best_old = a < best_old ? a : best_old;
+        best_new = b < best_new ? b : best_new;
+    }
+    for (i = 0; i < nout; i++)
+        same += mpfr_equal_p(L.y_dot[i], L.y_fma[i]) &&
+                mpfr_signbit(L.y_dot[i]) == mpfr_signbit(L.y_fma[i]);
+    printf("  %d x %d x %d, %3ld bits, %d threads: row kernel %6.3f, dgemm slices %6.3f "
+           "ns/multiply-add%s (x %.2f); same bits: %s\n",
+           M, N, K, (long)prec, nt, 1e9 * best_old / mac, 1e9 * best_new / mac,
+           took ? "" : " (declined: the row kernel)", best_old / best_new,
+           same == nout ? "yes" : "NO");
+    free(wf);
+    lin_clear(&L);
+}
+
+/* Part (1), the engine's op: the truth's shapes of a DiT-XL/2 block
+ * (512 rows; the attention's and MLP's 1152 x 1152 and 1152 x 4608). */
+static void part1_op(int quick)
+{
+    static const mpfr_prec_t precs[2] = {64, 128};
+    int M = quick ? 64 : 512, q;
+    g_slice_ws = cic_mp_slice_ws_create();
+    printf("\n(1) the MPFR engine's linear op as the truth runs it (float32 weights packed,\n"
+           "    x full-mantissa at its precision; wall time on the engine's threads, best of\n"
+           "    %d; OpenBLAS %d threads for the dgemm slices)\n",
+           g_reps, openblas_get_num_threads());
+    for (q = 0; q < 2; q++) {
+        bench_op(M, 1152, 1152, precs[q]);
+        bench_op(M, 1152, 4608, precs[q]);
+    }
+    cic_mp_slice_ws_destroy(g_slice_ws);
 }
 
 /* ---- models ---- */
@@ -757,8 +883,10 @@ int main(int argc, char **argv)
     printf("timing: best (minimum wall time) of %d runs after one warm-up; the two sides\n"
            "of each ratio run interleaved. Other work on the machine makes the numbers noisy.\n",
            g_reps);
-    if (parts & 1u << 1)
+    if (parts & 1u << 1) {
         part1(quick);
+        part1_op(quick);
+    }
     if (parts & (1u << 2 | 1u << 3))
         parts_f32(quick, parts & 1u << 2, parts & 1u << 3, nt0);
     if (parts & 1u << 3)

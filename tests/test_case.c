@@ -997,9 +997,10 @@ static void test_messages(void **state)
         char why[512];
         cic_case_memory_explain(why, sizeof why, &c);
         /* 12,905,099,264 float32 weights (48.1 GiB), the largest, 4096 x
-         * 16384, packed at the default 64 bits (16 bytes each, 1 GiB) and
-         * as |W| in float for the truth's radii (0.25 GiB) */
-        assert_non_null(strstr(why, "weights 49.3 GiB (12905099264 weights: float32 for the "
+         * 16384, packed at the default 64 bits (16 bytes each, 1 GiB), as
+         * |W| in float for the truth's radii (0.25 GiB) and its dgemm
+         * slices (the 128 MiB budget, base/mpslice.h) */
+        assert_non_null(strstr(why, "weights 49.5 GiB (12905099264 weights: float32 for the "
                                     "original and 0 transformed models held at once, 0 of "
                                     "them also as MPFR numbers at mpfr_prec 64"));
         assert_non_null(strstr(why, "activations 0.1 GiB (8 tokens x 2 samples)"));

@@ -6,6 +6,8 @@
  * come from fuzzed files, so every product saturates instead of wrapping. */
 #include "case_int.h"
 
+#include "../base/mpslice.h"
+
 /* Whether transform i keeps its weights as recipes over float32 values
  * (model/lazy.h): a fold of RMSNorm gains into the original, a Hadamard
  * rotation (not through dgemm) of the original or of such a fold. Its
@@ -93,11 +95,27 @@ static int double_q_order(const cic_case *c)
     return q;
 }
 
+/* The MPFR runs' dgemm slices and products (base/mpslice.h), kept across
+ * a run's linear ops: what the largest of them needs on the run's R rows,
+ * within the budget. Shapes: qkv (3 d outputs), the MLP's two linears
+ * and the head. */
+static uint64_t slice_scratch(const cic_model_cfg *m, uint64_t R, int prec)
+{
+    uint64_t d = _cic_u(m->d_model), f = _cic_u(m->d_mlp), dout = _cic_u(m->d_out), most = 0;
+    const uint64_t shape[4][2] = {{_cic_sat_mul(3, d), d}, {f, d}, {d, f}, {dout, d}};
+    int i;
+    for (i = 0; i < 4; i++) {
+        uint64_t s = cic_mp_slice_scratch(R, shape[i][0], shape[i][1], prec);
+        most = s > most ? s : most;
+    }
+    return most;
+}
+
 /* Weights (element count) and activation bytes behind the estimate: the
  * original's float32 values, n_xf transformed models of which n_eager hold
  * MPFR values at mpfr_prec, the scratch of the MPFR runs (the largest
- * weight packed, or beside eager values the new values a transform makes),
- * and the activations. */
+ * weight packed, or beside eager values the new values a transform makes,
+ * and the linear ops' dgemm slices), and the activations. */
 void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int mpfr_prec,
                          uint64_t *weights, uint64_t *wbytes, uint64_t *abytes)
 {
@@ -127,6 +145,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     /* the truth's ball run: |W| of the largest weight as float for its
      * radii (mp_ball.c) */
     scratch = _cic_sat_add(scratch, _cic_sat_mul(big, 4));
+    scratch = _cic_sat_add(scratch, slice_scratch(m, R, mpfr_prec));
     /* Other steps need their own scratch, not at the same time as the MPFR
      * runs': a product through dgemm (the weight in and out and Q as
      * doubles), an f64 engine run (its double copy of a model's weights). */

@@ -14,6 +14,7 @@
  * multiply-add at 128 bits). */
 #include "engine.h"
 
+#include "../base/mpslice.h"
 #include "../base/mpvec.h"
 #include "../xform/fold.h"
 #include "../xform/qmat.h"
@@ -79,6 +80,7 @@ typedef struct {
     mpws ws[CIC_MAX_THREADS];
     int nt;
     cic_ball *ball;   /* a ball run's radii (mp_ball.h), or NULL */
+    cic_slice_ws *slice; /* the linear ops' dgemm slices (mpslice.h), kept across ops */
     bool inited;      /* t0 .. c_scale initialised */
 } mprun;
 
@@ -201,6 +203,7 @@ typedef struct {
     mpfr_t *y;
     bool per, bper;
     int n, k, per_s;
+    const bool *sdone; /* samples the dgemm path finished */
     atomic_int failed; /* a range could not have its row scratch */
 } lin_job;
 
@@ -219,6 +222,8 @@ static void linear_rows(void *c, int lo, int hi, mpws *ws)
         const mpfr_t *w = !L->w ? NULL : L->per ? L->w + (size_t)s * L->n * L->k : L->w;
         const mpfr_t *b = L->b ? (L->bper ? L->b + (size_t)s * L->n : L->b) : NULL;
         end = (s + 1) * L->per_s < hi ? (s + 1) * L->per_s : hi;
+        if (L->sdone[s])
+            continue;
         cic_mp_linear_rows(L->y + (size_t)i * L->n, L->x + (size_t)i * L->k, (size_t)(end - i),
                            w, L->wpack + (L->per ? (size_t)s * L->n : 0), b, (size_t)L->n,
                            (size_t)L->k, wrow, &ws->dot);
@@ -257,6 +262,31 @@ static int linear_pack(mprun *r, const cic_op *o, const mpfr_t **w, cic_mp_pack 
     return cic_mp_pack_rows(all, views, *w, nw, k);
 }
 
+/* The op through exact dgemm slices (mpslice.h), the whole op at once, or
+ * sample by sample when the weights or the bias are per sample; sdone[s]
+ * for the samples it finished (the others go to the row kernel). Called
+ * from the run's thread, so OpenBLAS's own threads run the dgemm. True
+ * when every sample is done. */
+static bool linear_sliced(mprun *r, const lin_job *L, int R, bool *sdone)
+{
+    int s, calls = L->per || L->bper ? r->ns : 1, rows = R / calls;
+    size_t n = (size_t)L->n, k = (size_t)L->k;
+    bool all = true;
+    for (s = 0; s < calls; s++) {
+        const mpfr_t *w = !L->w ? NULL : L->per ? L->w + (size_t)s * n * k : L->w;
+        const mpfr_t *b = !L->b ? NULL : L->bper ? L->b + (size_t)s * n : L->b;
+        bool done = cic_mp_linear_sliced(L->y + (size_t)s * rows * n, L->x + (size_t)s * rows * k,
+                                         (size_t)rows, w, L->wpack + (L->per ? (size_t)s * n : 0),
+                                         b, n, k, r->nt, r->slice) == 0;
+        if (calls > 1)
+            sdone[s] = done;
+        for (int t = 0; calls == 1 && t < r->ns; t++)
+            sdone[t] = done; /* one call: every sample */
+        all = all && done;
+    }
+    return all;
+}
+
 static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
 {
     const cic_tensor *wt = &r->m->t[o->w];
@@ -278,11 +308,17 @@ static int mp_linear(mprun *r, const cic_op *o, mpfr_t *y)
         /* the weights packed once per op, a view per output row */
         size_t nw = (size_t)L.n * (L.per ? (size_t)r->ns : 1);
         cic_mp_pack all, *views;
-        if (linear_pack(r, o, &L.w, &all, &views, nw, (size_t)L.k) < 0)
+        bool *sdone = cic_calloc((size_t)r->ns, sizeof *sdone);
+        if (!sdone || linear_pack(r, o, &L.w, &all, &views, nw, (size_t)L.k) < 0) {
+            free(sdone);
             return -1;
+        }
         L.wpack = views;
-        parallel(r, R, linear_rows, &L);
+        L.sdone = sdone;
+        if (!linear_sliced(r, &L, R, sdone))
+            parallel(r, R, linear_rows, &L);
         free(views);
+        free(sdone);
         cic_mp_pack_clear(&all);
     }
     return atomic_load(&L.failed) ? -1 : 0;
@@ -932,6 +968,8 @@ static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool round
             return -1;
     if (ball && !(r->ball = cic_ball_create(m, prec, ns)))
         return -1;
+    if (!(r->slice = cic_mp_slice_ws_create()))
+        return -1;
     mpfr_inits2(prec, r->t0, r->t1, r->t2, r->c_scale, (mpfr_ptr)0);
     r->inited = true;
     return 0;
@@ -959,6 +997,7 @@ static void mprun_clear(mprun *r)
     free(r->wt);
     free(r->ptr);
     cic_ball_destroy(r->ball);
+    cic_mp_slice_ws_destroy(r->slice);
 }
 
 static const mpfr_t *ball_mid(void *r, int id)
