@@ -3,6 +3,7 @@
  * Exit codes: 0 all gates pass, 1 a gate or expectation failed, 2 bad input
  * or usage, 3 resource failure or a lost result (DESIGN.md section 6). */
 #include "base/base.h"
+#include "base/blasenv.h"
 #include "case/case.h"
 #include "cli/run.h"
 #include "cli/usage.h"
@@ -831,5 +832,6 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    cic_blas_env_reexec(argv);
     return finish(dispatch(argc, argv));
 }
