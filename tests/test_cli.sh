@@ -57,6 +57,16 @@ for c in cases/*.toml cases/known-breaks/*.toml; do
     esac
 done
 
+# OpenBLAS's idle-thread timeout (base/blasenv.h): cicheck sets 2^20
+# cycles and runs itself again, unless the user chose a value
+cic_tiny_case blas >"$tmp/blas.toml"
+expect_rc 0 "tiny case, OpenBLAS timeout left to cicheck" env -u OPENBLAS_THREAD_TIMEOUT \
+    -u GOTO_THREAD_TIMEOUT "$bin" run --quiet --no-baseline --out "$tmp/blas0" "$tmp/blas.toml"
+has "$tmp/blas0/report.json" '"openblas_thread_timeout": "20"' "cicheck sets OPENBLAS_THREAD_TIMEOUT=20"
+expect_rc 0 "tiny case, OPENBLAS_THREAD_TIMEOUT=7" env -u GOTO_THREAD_TIMEOUT \
+    OPENBLAS_THREAD_TIMEOUT=7 "$bin" run --quiet --no-baseline --out "$tmp/blas7" "$tmp/blas.toml"
+has "$tmp/blas7/report.json" '"openblas_thread_timeout": "7"' "a user's OPENBLAS_THREAD_TIMEOUT is kept"
+
 # report.json of the last run
 if [ -f "$tmp/rep/report.json" ]; then
     for k in cicheck_version environment results gates ce_residual ulp_row drift decomposition flops pass; do

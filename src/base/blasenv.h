@@ -23,4 +23,10 @@
  * with OpenBLAS's default, the variable set for child processes). */
 void cic_blas_env_reexec(char **argv);
 
+/* The timeout OpenBLAS read as this process loaded: the variable's value
+ * in the environment the process started with (NULL: unset, the library's
+ * default of 2^28 cycles). Without a call of cic_blas_env_reexec (cicheck
+ * as a library), the environment's value now. */
+const char *cic_blas_env_timeout(void);
+
 #endif

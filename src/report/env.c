@@ -6,9 +6,12 @@
  * and 6). Called once per run; cheap. */
 #include "report.h"
 
+#include "../base/blasenv.h"
+
 #include <cblas.h>
 #include <gmp.h>
 #include <mpfr.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -30,6 +33,10 @@ void cic_report_env_fill(cic_env *env)
     s = openblas_get_corename();
     cic_strlcpy(env->openblas_core, s ? s : "unknown", sizeof env->openblas_core);
     env->openblas_threads = openblas_get_num_threads();
+    /* idle workers' spin before they sleep (2^n cycles; base/blasenv.h):
+     * timing only, but timings are reported */
+    s = cic_blas_env_timeout();
+    cic_strlcpy(env->openblas_timeout, s ? s : "default", sizeof env->openblas_timeout);
 
 #if defined(__clang__)
     snprintf(env->compiler, sizeof env->compiler, "clang %s", __clang_version__);

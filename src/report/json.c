@@ -448,6 +448,7 @@ static json_t *env_json(const cic_env *e, int *err)
     jset(o, "openblas", JSTR(e->openblas), err);
     jset(o, "openblas_core", JSTR(e->openblas_core), err);
     jset(o, "openblas_threads", json_integer(e->openblas_threads), err);
+    jset(o, "openblas_thread_timeout", JSTR(e->openblas_timeout), err);
     jset(o, "compiler", JSTR(e->compiler), err);
     jset(o, "hostname", JSTR(e->hostname), err);
     return o;

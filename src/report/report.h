@@ -114,6 +114,7 @@ typedef struct {
 typedef struct {
     char mpfr[32], gmp[32], openblas[128], openblas_core[64], compiler[128];
     int openblas_threads;
+    char openblas_timeout[16]; /* OPENBLAS_THREAD_TIMEOUT as run (base/blasenv.h) */
     char hostname[128];
 } cic_env;
 
