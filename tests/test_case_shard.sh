@@ -10,7 +10,8 @@
 # shards than samples, a static-fold whose calibration sample is in another
 # shard, a missing or repeated shard, a shard of another case, another
 # cicheck version, a proof of the truth that does not add up, an edited or
-# truncated .bin, --out naming a shard.
+# truncated .bin, sample 0's shard without its environment (the merged
+# report records the shards', not the merge's), --out naming a shard.
 # Usage: test_case_shard.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -123,6 +124,26 @@ head -c 1000 "$tmp/rms-3-2/case-shard.bin" >"$tmp/cut/case-shard.bin"
 expect_rc 2 "a truncated .bin is refused" \
     "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/cut" "$tmp/rms-3-3"
 expect_err "cut/case-shard.bin: 1000 bytes that do not hash" "the truncated file is named"
+cp -r "$tmp/rms-3-1" "$tmp/noenv"
+"$py" - "$tmp/rms-3-1/case-shard.json" "$tmp/noenv/case-shard.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+del s["environment"]["openblas_core"]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+expect_rc 2 "sample 0's shard without its environment is refused" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/noenv" "$tmp/rms-3-2" "$tmp/rms-3-3"
+expect_err "noenv/case-shard.json: environment is not the object" "the shard's file is named"
+# the merged report records the environment the shards ran in, not the merge's
+for k in 1 2; do
+    OPENBLAS_THREAD_TIMEOUT=7 "$bin" run --quiet --shard "$k/2" --out "$tmp/t7-$k" \
+        "$tmp/rms.toml" >/dev/null || bad "rms shard $k/2 at timeout 7 did not run"
+done
+"$bin" merge --no-baseline --no-color --out "$tmp/t7" "$tmp/t7-1" "$tmp/t7-2" >/dev/null
+got=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment"]["openblas_thread_timeout"])' \
+    "$tmp/t7/report.json" 2>&1)
+if [ "$got" = 7 ]; then ok "the merged report records the shards' environment"
+else bad "the merged report's openblas_thread_timeout is '$got', the shards ran at 7"; fi
 expect_rc 2 "--out naming a shard is refused" \
     "$bin" merge --no-baseline --out "$tmp/rms-3-1" "$tmp/rms-3-1" "$tmp/rms-3-2" "$tmp/rms-3-3"
 expect_err "--out is the same folder as the shard" "the shard folder is named"

@@ -12,7 +12,8 @@
  * environment as the library loads, before main, so a program sets it and
  * runs itself once more. n = 20 (about half a millisecond) keeps the
  * workers awake across back-to-back gemm calls. Results do not change:
- * only when idle workers sleep. */
+ * only when idle workers sleep. cicheck does it for the commands that run
+ * engines (run, bless, verify); the others start once. */
 #ifndef CIC_BLASENV_H
 #define CIC_BLASENV_H
 

@@ -19,7 +19,9 @@
  *   case-shard.json  the case file (its bytes and SHA-256), the shard, the
  *                    FLOPs each engine run counted, the truth certificate
  *                    (sample 0's, meaningful in the shard that holds it),
- *                    the wall time, and the size and SHA-256 of the .bin;
+ *                    the wall time, the environment (report.json's; the
+ *                    merged report records that of sample 0's shard), and
+ *                    the size and SHA-256 of the .bin;
  * and exits 0 once they are written. The merge checks every shard (the
  * same case, this cicheck version, each shard once, none missing, the
  * samples each must hold, the .bin as described), lays the arrays end to
@@ -300,6 +302,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     char path[1300], sha[65], bsha[65], *src, *bin = NULL, *text;
     size_t src_len = 0, bin_len = 0;
     json_t *root, *sh;
+    cic_env env;
     io s;
     int rc;
     if (!(src = cic_read_file(full->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len))) {
@@ -341,6 +344,8 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     json_object_set_new(root, "truth_proof", proof_json(&pp->proof));
     json_object_set_new(root, "flops", flops_json(sc, pp));
     json_object_set_new(root, "wall_seconds", json_real(wall));
+    cic_report_env_fill(&env);
+    json_object_set_new(root, "environment", cic_report_env_json(&env));
     json_object_set_new(root, "data_bytes", json_integer((json_int_t)bin_len));
     json_object_set_new(root, "data_sha256", json_string(bsha));
     free(src);
@@ -423,6 +428,8 @@ typedef struct {
     cic_pipeline_partials pp;
     bool have_sample0;
     bool sample0_certified; /* its truth held, its recheck included */
+    cic_env env;            /* the environment of the shard holding sample 0,
+                             * which the merged report records */
     double wall;
 } cmerge;
 
@@ -499,6 +506,12 @@ static int truth_fields_add(cmerge *m, const json_t *r, int sample0, const char 
         cic_strlcpy(pf->why, json_string_value(why), sizeof pf->why);
     if (sample0 == 0) {
         const json_t *cd = json_object_get(r, "truth_cert_diff");
+        if (!cic_report_env_parse(json_object_get(r, "environment"), &m->env)) {
+            cic_diag_set(d, path, 0, 0, "environment is not the object report.json's "
+                         "environment is (mpfr, gmp, openblas, openblas_core, "
+                         "openblas_threads, openblas_thread_timeout, compiler, hostname)");
+            return CIC_EINPUT;
+        }
         pf->rechecked = json_is_true(json_object_get(pj, "rechecked"));
         m->sample0_certified = json_is_true(json_object_get(r, "truth_certified"));
         m->pp.truth_cert_diff = json_is_number(cd) ? json_number_value(cd) : NAN;
@@ -738,6 +751,7 @@ static int merge_report(cmerge *m, const cic_merge_args *ma, cic_case_run *cr, c
     o.no_baseline = ma->no_baseline;
     o.baseline_dir = ma->baseline_dir;
     o.tol = ma->tol;
+    o.env = &m->env;
     cr->kase = *m->c;
     rc = cic_pipeline_replay(&pl, &cr->kase, &o, &m->pp, d);
     if (rc == CIC_OK || rc == CIC_EGATE) {

@@ -832,6 +832,10 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    cic_blas_env_reexec(argv);
+    /* the commands that run engines (the others need no OpenBLAS threads
+     * and do not pay for a second start) */
+    if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "bless") ||
+                      !strcmp(argv[1], "verify")))
+        cic_blas_env_reexec(argv);
     return finish(dispatch(argc, argv));
 }

@@ -142,7 +142,10 @@ static void assemble(cic_pipeline *p)
     int i;
     rep->kase = p->c;
     rep->has_dit_flops = cic_dit_flops_table_fill(&rep->dit_flops, p->c);
-    cic_report_env_fill(&rep->env);
+    if (p->o.env)
+        rep->env = *p->o.env;
+    else
+        cic_report_env_fill(&rep->env);
     rep->results = p->res;
     rep->n_results = p->n_res;
     rep->gates = p->gates;

@@ -49,6 +49,8 @@ typedef struct {
     bool recheck;             /* also recompute the truth of sample 0 at
                                * prec + 64 and compare (the proof's check) */
     bool keep_partials;       /* keep what cic_pipeline_partials gives */
+    const cic_env *env;       /* the environment the report records; NULL:
+                               * this process's (a merge gives the shards') */
 } cic_pipeline_opts;
 
 /* The numbers a run's report is scored from, before any scoring: the

@@ -454,6 +454,43 @@ static json_t *env_json(const cic_env *e, int *err)
     return o;
 }
 
+struct json_t *cic_report_env_json(const cic_env *e)
+{
+    int err = 0;
+    json_t *o = env_json(e, &err);
+    if (err) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* One string member of an environment object into a fixed buffer. */
+static bool env_str(const json_t *o, const char *key, char *dst, size_t cap)
+{
+    const json_t *v = json_object_get(o, key);
+    if (!json_is_string(v) || json_string_length(v) >= cap)
+        return false;
+    cic_strlcpy(dst, json_string_value(v), cap);
+    return true;
+}
+
+bool cic_report_env_parse(const struct json_t *o, cic_env *e)
+{
+    const json_t *t = json_object_get(o, "openblas_threads");
+    memset(e, 0, sizeof *e);
+    return json_is_object(o) && json_is_integer(t) && json_integer_value(t) >= 0 &&
+           json_integer_value(t) <= INT32_MAX &&
+           (e->openblas_threads = (int)json_integer_value(t), true) &&
+           env_str(o, "mpfr", e->mpfr, sizeof e->mpfr) &&
+           env_str(o, "gmp", e->gmp, sizeof e->gmp) &&
+           env_str(o, "openblas", e->openblas, sizeof e->openblas) &&
+           env_str(o, "openblas_core", e->openblas_core, sizeof e->openblas_core) &&
+           env_str(o, "openblas_thread_timeout", e->openblas_timeout, sizeof e->openblas_timeout) &&
+           env_str(o, "compiler", e->compiler, sizeof e->compiler) &&
+           env_str(o, "hostname", e->hostname, sizeof e->hostname);
+}
+
 static json_t *metrics_json(const cic_metrics *m, int *err)
 {
     json_t *o = json_object(), *ue = jstat3(&m->ulp_elem, err);

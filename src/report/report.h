@@ -198,6 +198,13 @@ bool cic_result_metric(const cic_result *x, const char *metric, double *v);
  * the compiler macros. */
 void cic_report_env_fill(cic_env *env);
 
+/* env as report.json's "environment" object (NULL: out of memory), and
+ * back: false when o is not such an object (a member missing, of another
+ * type, or longer than its field). */
+struct json_t;
+struct json_t *cic_report_env_json(const cic_env *env);
+bool cic_report_env_parse(const struct json_t *o, cic_env *env);
+
 /* The terminal table, one line per result: transform, engine, verdict,
  * ce_residual, max_abs, rel_norm2, ulp_row max and p99, drift max and p99,
  * gate PASS/FAIL; then failed gates with transform, engine, metric, value,
