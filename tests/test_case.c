@@ -837,6 +837,23 @@ static void test_memory_estimate(void **state)
     c2.model.layers = INT_MIN;
     (void)cic_case_memory_estimate(&c2);
     assert_true(cic_case_memory_estimate(NULL) == 0);
+    /* every adaLN strategy through dgemm holds its weights as doubles, not
+     * as MPFR values (xform/adaln.c) */
+    assert_int_equal(cic_case_load_string(&c, dit_case, "dit.toml", &d), CIC_OK);
+    for (int k = 0; k < c.n_xf; k++) {
+        char why[1024];
+        c2 = c;
+        c2.n_xf = 1;
+        c2.xf[0] = c.xf[k];
+        c2.xf[0].after = -1;
+        c2.xf[0].prec = CIC_TPREC_F64_BLAS;
+        cic_case_memory_explain(why, sizeof why, &c2);
+        if (!strstr(why, "0 of them also as MPFR numbers") || !strstr(why, "and 1 as doubles"))
+            fail_msg("transform %s at f64-openblas: %s", c.xf[k].name, why);
+        m = cic_case_memory_estimate(&c2);
+        c2.xf[0].prec = CIC_TPREC_MPFR;
+        assert_true(m < cic_case_memory_estimate(&c2));
+    }
 }
 
 /* Every error of a file is reported (up to CIC_DIAG_MAX), in file order, each

@@ -32,9 +32,13 @@ static enum xf_store xform_store(const cic_case *c, int i)
 {
     const cic_xform_spec *x = &c->xf[i];
     enum xf_store base = x->after >= 0 && x->after < i ? xform_store(c, x->after) : XF_LAZY;
+    /* the kinds whose products through dgemm are kept as doubles (every
+     * adaLN strategy too: xform/adaln.c, adaln_fold.c) */
     bool blas_kind = x->kind == CIC_XFORM_ROTATE || x->kind == CIC_XFORM_ROTATE_HEADS ||
                      x->kind == CIC_XFORM_ONLINE_DOWN ||
-                     (x->kind == CIC_XFORM_ONLINE_QK && x->mistake == CIC_MISTAKE_NONE);
+                     (x->kind == CIC_XFORM_ONLINE_QK && x->mistake == CIC_MISTAKE_NONE) ||
+                     x->kind == CIC_XFORM_STATIC_FOLD || x->kind == CIC_XFORM_ONLINE_UNROTATE ||
+                     x->kind == CIC_XFORM_PER_SAMPLE_FOLD || x->kind == CIC_XFORM_BRANCH_ROTATE;
     if (xform_lazy(c, i))
         return XF_LAZY;
     if (x->prec == CIC_TPREC_F64_BLAS && blas_kind && base != XF_EAGER)
@@ -88,7 +92,10 @@ static int double_q_order(const cic_case *c)
 {
     int i, q = 0;
     for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++) {
-        int o = c->xf[i].kind == CIC_XFORM_ONLINE_DOWN ? c->model.d_mlp : c->model.d_model;
+        /* branch-rotate rotates the MLP's inside too */
+        int o = c->xf[i].kind == CIC_XFORM_ONLINE_DOWN || c->xf[i].kind == CIC_XFORM_BRANCH_ROTATE
+                    ? c->model.d_mlp
+                    : c->model.d_model;
         if (xform_store(c, i) == XF_DOUBLE && o > q)
             q = o;
     }
