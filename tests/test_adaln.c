@@ -170,19 +170,9 @@ static bool strat_ok(const strat *st, const cic_model_cfg *c, bool pow2)
 static cic_xform_spec spec_of(const char *label, enum cic_xform_kind kind, enum cic_qkind q,
                               enum cic_stream stream, bool fast, uint64_t q_seed)
 {
-    cic_xform_spec x;
-    memset(&x, 0, sizeof x);
-    cic_strlcpy(x.name, label, sizeof x.name);
-    x.kind = kind;
-    x.after = -1;
-    x.prec = CIC_TPREC_MPFR;
-    x.q = q;
+    cic_xform_spec x = cic_test_xform_spec(label, kind, q, fast);
     x.q_seed = q_seed;
-    x.mistake = CIC_MISTAKE_NONE;
-    x.expect = CIC_VERDICT_EQUIVALENT;
     x.stream = stream;
-    x.fast = fast;
-    x.calibration = 0;
     return x;
 }
 

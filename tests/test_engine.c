@@ -958,19 +958,7 @@ static void check_flops64(const cic_model *m, size_t n, int ns, const char *what
 
 static cic_xform_spec spec64(enum cic_xform_kind kind, enum cic_qkind q, bool fast)
 {
-    cic_xform_spec x;
-    memset(&x, 0, sizeof x);
-    cic_strlcpy(x.name, "x64", sizeof x.name);
-    x.kind = kind;
-    x.after = -1;
-    x.prec = CIC_TPREC_MPFR;
-    x.q = q;
-    x.q_seed = 3;
-    x.mistake = CIC_MISTAKE_NONE;
-    x.expect = CIC_VERDICT_EQUIVALENT;
-    x.stream = CIC_STREAM_CENTERED;
-    x.fast = fast;
-    return x;
+    return cic_test_xform_spec("x64", kind, q, fast);
 }
 
 static void test_f64_flops(void **state)

@@ -77,21 +77,10 @@ static cic_model_cfg llama_cfg(void)
 
 static cic_model *rewrite(const cic_model *orig, const char *label, enum cic_xform_kind kind)
 {
-    cic_xform_spec x;
+    cic_xform_spec x = cic_test_xform_spec(label, kind, CIC_Q_HADAMARD, true);
     cic_diag d;
     cic_model *m;
-    memset(&x, 0, sizeof x);
     memset(&d, 0, sizeof d);
-    cic_strlcpy(x.name, label, sizeof x.name);
-    x.kind = kind;
-    x.after = -1;
-    x.prec = CIC_TPREC_MPFR;
-    x.q = CIC_Q_HADAMARD;
-    x.q_seed = 3;
-    x.mistake = CIC_MISTAKE_NONE;
-    x.expect = CIC_VERDICT_EQUIVALENT;
-    x.stream = CIC_STREAM_CENTERED;
-    x.fast = true;
     m = cic_xform_apply(orig, &x, PREC, &d);
     if (!m)
         fail_msg("cic_xform_apply '%s' failed", label);

@@ -656,16 +656,8 @@ static void test_engine_per_sample(void **state)
     cic_slice_stats st;
     (void)state;
     assert_non_null(orig);
-    memset(&x, 0, sizeof x);
+    x = cic_test_xform_spec("fold", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_HADAMARD, false);
     memset(&d, 0, sizeof d);
-    cic_strlcpy(x.name, "fold", sizeof x.name);
-    x.kind = CIC_XFORM_PER_SAMPLE_FOLD;
-    x.after = -1;
-    x.prec = CIC_TPREC_MPFR;
-    x.q = CIC_Q_HADAMARD;
-    x.q_seed = 3;
-    x.expect = CIC_VERDICT_EQUIVALENT;
-    x.stream = CIC_STREAM_CENTERED;
     m = cic_xform_apply(orig, &x, 128, &d);
     if (!m)
         fail_msg("cic_xform_apply: %s", d.msg);

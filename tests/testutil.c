@@ -3,6 +3,8 @@
  * keep state (the temporary folder). */
 #include "testutil.h"
 
+#include "base/base.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <sys/stat.h>
@@ -175,4 +177,22 @@ void cic_test_need(const char *tool, const char *why)
         return;
     print_message("%s not found on PATH (%s): skipped\n", tool, why);
     skip();
+}
+
+cic_xform_spec cic_test_xform_spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
+                                   bool fast)
+{
+    cic_xform_spec x;
+    memset(&x, 0, sizeof x);
+    cic_strlcpy(x.name, name, sizeof x.name);
+    x.kind = kind;
+    x.after = -1;
+    x.prec = CIC_TPREC_MPFR;
+    x.q = q;
+    x.q_seed = 3;
+    x.mistake = CIC_MISTAKE_NONE;
+    x.expect = CIC_VERDICT_EQUIVALENT;
+    x.stream = CIC_STREAM_CENTERED;
+    x.fast = fast;
+    return x;
 }

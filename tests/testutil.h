@@ -20,6 +20,8 @@
 #include <jansson.h>
 #include <mpfr.h>
 
+#include "case/case.h"
+
 /* |a - b| <= atol + rtol * |b|, else fail with both values. */
 #define cic_assert_close(a, b, rtol, atol)                                    \
     do {                                                                      \
@@ -123,5 +125,11 @@ bool cic_test_have(const char *tool);
 /* Skip the running test, with a message saying which tool (and why it is
  * needed), when tool is not on PATH. */
 void cic_test_need(const char *tool, const char *why);
+
+/* A transform as the engine tests write them: named name, of kind with Q
+ * of kind q (seed 3), on the original (after -1), at MPFR precision, no
+ * planted mistake, expected equivalent, centered stream, fast as given. */
+cic_xform_spec cic_test_xform_spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
+                                   bool fast);
 
 #endif

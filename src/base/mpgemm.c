@@ -3,9 +3,9 @@
 #include "mpgemm.h"
 
 #include "base.h"
+#include "par.h"
 
 #include <cblas.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -85,25 +85,23 @@ typedef struct {
     mpfr_t *c;
     const mpfr_t *a, *w;
     const cic_mp_pack *wp;
-    int n, k, lo, hi;
+    int n, k;
     mpfr_prec_t prec;
-    int rc;
+    int rc[CIC_PAR_MAX];
 } mm_job;
 
-static void *mm_rows(void *p)
+/* Rows [lo, hi) of C (share t). */
+static void mm_rows(void *p, size_t lo, size_t hi, int t)
 {
     mm_job *j = p;
     cic_dot_scratch s;
     if (cic_dot_scratch_init(&s, (size_t)j->k, j->prec) < 0) {
-        j->rc = -1;
-        return NULL;
+        j->rc[t] = -1;
+        return;
     }
-    cic_mp_linear_rows(j->c + (size_t)j->lo * j->n, j->a + (size_t)j->lo * j->k,
-                       (size_t)(j->hi - j->lo), j->w, j->wp, NULL, (size_t)j->n, (size_t)j->k, NULL,
-                       &s);
+    cic_mp_linear_rows(j->c + lo * (size_t)j->n, j->a + lo * (size_t)j->k, hi - lo, j->w, j->wp,
+                       NULL, (size_t)j->n, (size_t)j->k, NULL, &s);
     cic_dot_scratch_clear(&s);
-    j->rc = 0;
-    return NULL;
 }
 
 /* C = A' W'^T with A' = op(A) [m, k] and W' = op(B)^T [n, k] made contiguous,
@@ -115,38 +113,14 @@ static int matmul_packed(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, b
 {
     mpfr_t *ac = contiguous(a, ta, m, k), *wc = contiguous(b, !tb, n, k);
     cic_mp_pack all, *views = NULL;
-    mm_job jobs[64];
-    pthread_t th[64];
-    int nt = cic_mp_matmul_threads(), t, rc = -1;
+    mm_job J;
+    int t, rc = -1;
     if (!ac || !wc || cic_mp_pack_rows(&all, &views, (const mpfr_t *)wc, (size_t)n, (size_t)k) < 0)
         goto done;
-    if (nt > m)
-        nt = m;
-    for (t = 0; t < nt; t++) {
-        mm_job *j = &jobs[t];
-        j->c = c;
-        j->a = (const mpfr_t *)ac;
-        j->w = (const mpfr_t *)wc;
-        j->wp = views;
-        j->n = n;
-        j->k = k;
-        j->lo = (int)((long long)m * t / nt);
-        j->hi = (int)((long long)m * (t + 1) / nt);
-        j->prec = s->prec;
-        j->rc = -1;
-        if (t > 0 && pthread_create(&th[t], NULL, mm_rows, j) == 0)
-            j->rc = 1; /* running */
-    }
-    mm_rows(&jobs[0]);
-    rc = jobs[0].rc;
-    for (t = 1; t < nt; t++) {
-        if (jobs[t].rc == 1)
-            pthread_join(th[t], NULL);
-        else
-            mm_rows(&jobs[t]); /* no thread: this one does the rows */
-        if (jobs[t].rc < 0)
-            rc = -1;
-    }
+    J = (mm_job){c, (const mpfr_t *)ac, (const mpfr_t *)wc, views, n, k, s->prec, {0}};
+    cic_par_ranges((size_t)m, cic_mp_matmul_threads(), mm_rows, &J);
+    for (t = 0, rc = 0; t < CIC_PAR_MAX; t++)
+        rc = J.rc[t] < 0 ? -1 : rc;
     free(views);
     cic_mp_pack_clear(&all);
 done:

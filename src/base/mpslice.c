@@ -47,11 +47,11 @@
 #include "mpdot_impl.h"
 
 #include "base.h"
+#include "par.h"
 
 #include <cblas.h>
 #include <limits.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -167,38 +167,23 @@ typedef void (*sl_fn)(slice_op *P, int t, int nt);
 typedef struct {
     slice_op *P;
     sl_fn fn;
-    int t, nt;
 } sl_job;
 
-static void *sl_thread(void *a)
+static void sl_share(void *a, int t, int nt)
 {
     sl_job *j = a;
-    j->fn(j->P, j->t, j->nt);
-    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE); /* MPFR's per-thread caches */
-    return NULL;
+    j->fn(j->P, t, nt);
 }
 
-/* fn(P, t, nt) for t < nt, thread 0 the caller's: as many threads (up to
- * P->nt) as work (ns, estimated) keeps busy for THREAD_NS each, since
- * starting one costs tens of microseconds, more under load. */
+/* fn(P, t, nt) for t < nt, thread 0 the caller's (base/par.h): as many
+ * threads (up to P->nt) as work (ns, estimated) keeps busy for THREAD_NS
+ * each, since starting one costs tens of microseconds, more under load. */
 #define THREAD_NS 100000.0
 static void sl_parallel(slice_op *P, sl_fn fn, double work)
 {
-    sl_job job[SL_MAX_THREADS];
-    pthread_t th[SL_MAX_THREADS];
-    bool started[SL_MAX_THREADS] = {false};
-    int t, nt = work / THREAD_NS + 1 < P->nt ? (int)(work / THREAD_NS) + 1 : P->nt;
-    for (t = 0; t < nt; t++) {
-        job[t] = (sl_job){P, fn, t, nt};
-        started[t] = t > 0 && pthread_create(&th[t], NULL, sl_thread, &job[t]) == 0;
-    }
-    fn(P, 0, nt);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            fn(P, t, nt); /* no thread: its share here */
-    }
+    sl_job job = {P, fn};
+    cic_par_run(work / THREAD_NS + 1 < P->nt ? (int)(work / THREAD_NS) + 1 : P->nt, sl_share,
+                &job);
 }
 
 /* Share t of nt of [a, b). */

@@ -8,11 +8,11 @@
 
 #include "mpgemm.h"
 #include "mpvec.h"
+#include "par.h"
 
 #include <fenv.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -260,26 +260,22 @@ uint64_t _cic_rng_fill_f32_count(float *x, uint64_t n, uint64_t key, int dist, d
     return fill_range(x, 0, n, key, dist, std);
 }
 
-/* A slice of a fill for one thread: values [i0, i1). */
+/* A fill cut into slices (base/par.h): slice t of nt holds the values
+ * [i0, i1), i0 = floor(n t / nt) rounded down to even, the last ending at
+ * n. */
 typedef struct {
     float *x;
-    uint64_t i0, i1, key;
+    uint64_t n, key;
     int dist;
     double std;
-} fill_slice;
+} fill_job;
 
-static void fill_slice_run(fill_slice *f)
+static void fill_share(void *a, int t, int nt)
 {
-    (void)fill_range(f->x, f->i0, f->i1, f->key, f->dist, f->std);
-}
-
-/* A worker: MPFR's per-thread constant caches (pi, log 2: the fallback's
- * sin, cos and log) are freed before it ends, or they leak. */
-static void *fill_thread(void *a)
-{
-    fill_slice_run(a);
-    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    return NULL;
+    const fill_job *f = a;
+    uint64_t i0 = (f->n * (uint64_t)t / (uint64_t)nt) & ~(uint64_t)1;
+    uint64_t i1 = t + 1 == nt ? f->n : (f->n * (uint64_t)(t + 1) / (uint64_t)nt) & ~(uint64_t)1;
+    (void)fill_range(f->x, i0, i1, f->key, f->dist, f->std);
 }
 
 #define FILL_MAX_THREADS 16
@@ -290,10 +286,8 @@ static void *fill_thread(void *a)
  * give the same bits as one thread. */
 void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
 {
-    fill_slice sl[FILL_MAX_THREADS];
-    pthread_t th[FILL_MAX_THREADS];
-    bool started[FILL_MAX_THREADS];
-    int T = cic_mp_matmul_threads(), t;
+    fill_job f = {x, n, key, dist, std};
+    int T = cic_mp_matmul_threads();
     if (T > FILL_MAX_THREADS)
         T = FILL_MAX_THREADS;
     if ((uint64_t)T > n / FILL_MIN_SLICE)
@@ -302,16 +296,5 @@ void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
         (void)fill_range(x, 0, n, key, dist, std);
         return;
     }
-    for (t = 0; t < T; t++) {
-        sl[t] = (fill_slice){x, (n * (uint64_t)t / (uint64_t)T) & ~(uint64_t)1,
-                             t + 1 == T ? n : (n * (uint64_t)(t + 1) / (uint64_t)T) & ~(uint64_t)1,
-                             key, dist, std};
-        started[t] = t > 0 && pthread_create(&th[t], NULL, fill_thread, &sl[t]) == 0;
-    }
-    for (t = 0; t < T; t++) /* the caller's slice, and any a thread did not take */
-        if (!started[t])
-            fill_slice_run(&sl[t]);
-    for (t = 1; t < T; t++)
-        if (started[t])
-            pthread_join(th[t], NULL);
+    cic_par_run(T, fill_share, &f);
 }

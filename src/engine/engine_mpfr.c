@@ -18,6 +18,7 @@
 
 #include "../base/mpslice.h"
 #include "../base/mpvec.h"
+#include "../base/par.h"
 #include "../xform/fold.h"
 #include "../xform/qmat.h"
 #include "../model/lazy.h"
@@ -27,7 +28,6 @@
 #include "mp_fwht.h"
 
 #include <assert.h>
-#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <unistd.h>
@@ -113,58 +113,24 @@ static void mpws_clear(mpws *w, size_t tokens)
 }
 
 /* Run fn(ctx, lo, hi, ws) over [0, n) split in contiguous ranges, one per
- * thread (thread 0 is the caller). */
+ * thread (thread 0 is the caller; base/par.h), each with its workspace. */
 typedef void (*range_fn)(void *ctx, int lo, int hi, mpws *w);
 typedef struct {
     range_fn fn;
     void *ctx;
-    int lo, hi;
-    mpws *w;
+    mprun *r;
 } range_job;
 
-static void *range_run(void *a)
+static void range_run(void *a, size_t lo, size_t hi, int t)
 {
     range_job *j = a;
-    j->fn(j->ctx, j->lo, j->hi, j->w);
-    return NULL;
-}
-
-/* A worker thread: MPFR and Arb keep per-thread constant caches (log 2,
- * pi, ...); free them before the thread ends or they leak. */
-static void *range_thread(void *a)
-{
-    range_run(a);
-    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
-    flint_cleanup();
-    return NULL;
+    j->fn(j->ctx, (int)lo, (int)hi, &j->r->ws[t]);
 }
 
 static void parallel(mprun *r, int n, range_fn fn, void *ctx)
 {
-    range_job job[CIC_MAX_THREADS];
-    pthread_t th[CIC_MAX_THREADS];
-    bool started[CIC_MAX_THREADS] = {false};
-    int t, nt = r->nt < n ? r->nt : n;
-    if (nt <= 1) {
-        fn(ctx, 0, n, &r->ws[0]);
-        return;
-    }
-    for (t = 0; t < nt; t++) {
-        job[t].fn = fn;
-        job[t].ctx = ctx;
-        job[t].lo = (int)((long)n * t / nt);
-        job[t].hi = (int)((long)n * (t + 1) / nt);
-        job[t].w = &r->ws[t];
-    }
-    for (t = 1; t < nt; t++)
-        started[t] = pthread_create(&th[t], NULL, range_thread, &job[t]) == 0;
-    range_run(&job[0]);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            range_run(&job[t]); /* could not start a thread: do it here */
-    }
+    range_job j = {fn, ctx, r};
+    cic_par_ranges(n > 0 ? (size_t)n : 0, r->nt, range_run, &j);
 }
 
 static int rows_of(const mprun *r, int id)

@@ -16,13 +16,13 @@
 
 #include "../base/base.h"
 #include "../base/mpvec.h"
+#include "../base/par.h"
 
 #include <arb.h>
 #include <arb_hypgeom.h>
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,57 +88,28 @@ static int fail(cic_ball *b, const char *what)
 
 /* ---- threads ---- */
 
-#define BALL_MAX_THREADS 16
-
 /* fn(ctx, lo, hi) over [0, n) in contiguous ranges, one per thread of the
- * MPFR engine (cic_engine_mpfr_threads; the caller is one). Each value's
- * bound is computed whole by one thread from its own inputs, so the radii
- * are the same bits for any thread count. A worker frees Arb's per-thread
- * caches (constants) before it ends. */
+ * MPFR engine (cic_engine_mpfr_threads, at most 16; the caller is one;
+ * base/par.h). Each value's bound is computed whole by one thread from its
+ * own inputs, so the radii are the same bits for any thread count. */
 typedef void (*ball_range_fn)(void *ctx, size_t lo, size_t hi);
 typedef struct {
     ball_range_fn fn;
     void *ctx;
-    size_t lo, hi;
 } ball_range;
 
-static void *ball_range_thread(void *a)
+static void ball_range_run(void *a, size_t lo, size_t hi, int t)
 {
     ball_range *j = a;
-    j->fn(j->ctx, j->lo, j->hi);
-    flint_cleanup();
-    return NULL;
+    (void)t;
+    j->fn(j->ctx, lo, hi);
 }
 
 static void ball_parallel(size_t n, ball_range_fn fn, void *ctx)
 {
-    ball_range job[BALL_MAX_THREADS];
-    pthread_t th[BALL_MAX_THREADS];
-    bool started[BALL_MAX_THREADS] = {false};
-    size_t nt = (size_t)cic_engine_mpfr_threads(), t;
-    if (nt > BALL_MAX_THREADS)
-        nt = BALL_MAX_THREADS;
-    if (nt > n)
-        nt = n;
-    if (nt <= 1) {
-        fn(ctx, 0, n);
-        return;
-    }
-    for (t = 0; t < nt; t++) {
-        job[t].fn = fn;
-        job[t].ctx = ctx;
-        job[t].lo = n * t / nt;
-        job[t].hi = n * (t + 1) / nt;
-    }
-    for (t = 1; t < nt; t++)
-        started[t] = pthread_create(&th[t], NULL, ball_range_thread, &job[t]) == 0;
-    fn(ctx, job[0].lo, job[0].hi);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            fn(ctx, job[t].lo, job[t].hi); /* no thread: do it here */
-    }
+    ball_range j = {fn, ctx};
+    int nt = cic_engine_mpfr_threads();
+    cic_par_ranges(n, nt > 16 ? 16 : nt, ball_range_run, &j);
 }
 
 cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns)

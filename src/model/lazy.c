@@ -4,8 +4,8 @@
 
 #include "../base/base.h"
 #include "../base/mpgemm.h"
+#include "../base/par.h"
 
-#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,19 +205,20 @@ static void rotated_line(const cic_lazy *z, int l, lws *s)
 typedef struct {
     const cic_lazy *z;
     sink out;
-    int lo, hi, rc;
+    int rc[CIC_PAR_MAX];
 } ljob;
 
-static void *lines(void *p)
+/* Lines [lo, hi) of a walk (share t). */
+static void lines(void *p, size_t lo, size_t hi, int t)
 {
     ljob *J = p;
     const cic_lazy *z = J->z;
     lws s;
     int l, e;
-    J->rc = -1;
+    J->rc[t] = -1;
     if (lws_init(&s, z) < 0)
-        return NULL;
-    for (l = J->lo; l < J->hi; l++) {
+        return;
+    for (l = (int)lo; l < (int)hi; l++) {
         if (z->side == CIC_LAZY_VALUES) {
             for (e = 0; e < z->cols; e++)
                 value_at(z, l, e, s.res[e], &s);
@@ -233,32 +234,16 @@ static void *lines(void *p)
                        s.res[e]);
     }
     lws_clear(&s);
-    J->rc = 0;
-    return NULL;
+    J->rc[t] = 0;
 }
 
 static int walk(const cic_lazy *z, sink out)
 {
-    ljob jobs[64];
-    pthread_t th[64];
-    bool started[64] = { false };
-    int n = z->side == CIC_LAZY_LEFT ? z->cols : z->rows, nt = cic_mp_matmul_threads(), t, rc = 0;
-    if (nt > n)
-        nt = n > 0 ? n : 1;
-    for (t = 0; t < nt; t++) {
-        jobs[t] = (ljob){ z, out, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt), 0 };
-        if (t > 0)
-            started[t] = pthread_create(&th[t], NULL, lines, &jobs[t]) == 0;
-    }
-    lines(&jobs[0]);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            lines(&jobs[t]); /* no thread: this one does the lines */
-    }
-    for (t = 0; t < nt; t++)
-        rc = jobs[t].rc < 0 ? -1 : rc;
+    ljob J = {z, out, {0}};
+    int n = z->side == CIC_LAZY_LEFT ? z->cols : z->rows, t, rc = 0;
+    cic_par_ranges(n > 0 ? (size_t)n : 0, cic_mp_matmul_threads(), lines, &J);
+    for (t = 0; t < CIC_PAR_MAX; t++)
+        rc = J.rc[t] < 0 ? -1 : rc;
     return rc;
 }
 
@@ -312,16 +297,16 @@ typedef struct {
     const cic_lazy *z;
     float *f32;
     double *f64;
-    int lo, hi;
 } djob;
 
 /* Rows [lo, hi) of values_direct. */
-static void *direct_rows(void *p)
+static void direct_rows(void *p, size_t lo, size_t hi, int t)
 {
     const djob *J = p;
     const cic_lazy *z = J->z;
     size_t c = (size_t)z->cols, i, j;
-    for (i = (size_t)J->lo; i < (size_t)J->hi; i++)
+    (void)t;
+    for (i = lo; i < hi; i++)
         for (j = 0; j < c; j++) {
             double v = z->gain ? (double)z->src[i * c + j] * (double)z->gain[j]
                                : (double)z->src[i * c + j];
@@ -330,7 +315,6 @@ static void *direct_rows(void *p)
             else
                 J->f64[i * c + j] = v;
         }
-    return NULL;
 }
 
 /* Rows split over cic_mp_matmul_threads() (a 7B layer's 200 M values take
@@ -338,26 +322,11 @@ static void *direct_rows(void *p)
  * one thread. */
 static void values_direct(const cic_lazy *z, float *f32, double *f64)
 {
-    djob jobs[64];
-    pthread_t th[64];
-    bool started[64] = { false };
-    int n = z->rows, nt = cic_mp_matmul_threads(), t;
-    if ((double)n * z->cols < 1e6) /* a thread costs more than it saves */
-        nt = 1;
-    if (nt > n)
-        nt = n > 0 ? n : 1;
-    for (t = 0; t < nt; t++) {
-        jobs[t] = (djob){ z, f32, f64, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt) };
-        if (t > 0)
-            started[t] = pthread_create(&th[t], NULL, direct_rows, &jobs[t]) == 0;
-    }
-    direct_rows(&jobs[0]);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            direct_rows(&jobs[t]); /* no thread: this one does the rows */
-    }
+    djob J = {z, f32, f64};
+    int n = z->rows;
+    /* below a million values a thread costs more than it saves */
+    cic_par_ranges(n > 0 ? (size_t)n : 0,
+                   (double)n * z->cols < 1e6 ? 1 : cic_mp_matmul_threads(), direct_rows, &J);
 }
 
 int cic_lazy_make_f32(const cic_lazy *z, float *out)

@@ -15,6 +15,7 @@
 #include "xform.h"
 
 #include "../base/mpvec.h"
+#include "../base/par.h"
 #include "qmat.h"
 #include "xform_util.h"
 #include "../model/lazy.h"
@@ -25,7 +26,6 @@
 #define rotate_right _cic_xf_rotate_right
 
 #include <math.h>
-#include <pthread.h>
 #include <string.h>
 
 mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
@@ -337,39 +337,24 @@ void _cic_xf_aq_clear(cic_xf_aq *q)
 typedef struct {
     int (*fn)(void *ctx, int lo, int hi);
     void *ctx;
-    int lo, hi, rc;
+    int rc[CIC_PAR_MAX];
 } par_job;
 
-static void *par_run(void *p)
+static void par_range(void *p, size_t lo, size_t hi, int t)
 {
     par_job *j = p;
-    j->rc = j->fn(j->ctx, j->lo, j->hi);
-    return NULL;
+    j->rc[t] = j->fn(j->ctx, (int)lo, (int)hi);
 }
 
 int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx)
 {
-    par_job jobs[64];
-    pthread_t th[64];
-    bool started[64] = { false };
-    int nt = work < 1e6 ? 1 : cic_mp_matmul_threads(), t, rc = 0;
-    if (nt > n)
-        nt = n > 0 ? n : 1;
-    for (t = 0; t < nt; t++) {
-        jobs[t] = (par_job){ fn, ctx, (int)((long)n * t / nt), (int)((long)n * (t + 1) / nt), 0 };
-        if (t > 0)
-            started[t] = pthread_create(&th[t], NULL, par_run, &jobs[t]) == 0;
-    }
-    par_run(&jobs[0]);
-    for (t = 1; t < nt; t++) {
-        if (started[t])
-            pthread_join(th[t], NULL);
-        else
-            par_run(&jobs[t]); /* no thread: this one does the range */
-    }
-    for (t = 0; t < nt; t++)
-        if (rc >= 0 && (jobs[t].rc < 0 || jobs[t].rc > rc))
-            rc = jobs[t].rc;
+    par_job j = {fn, ctx, {0}};
+    int t, rc = 0;
+    cic_par_ranges(n > 0 ? (size_t)n : 0, work < 1e6 ? 1 : cic_mp_matmul_threads(), par_range,
+                   &j);
+    for (t = 0; t < CIC_PAR_MAX; t++)
+        if (rc >= 0 && (j.rc[t] < 0 || j.rc[t] > rc))
+            rc = j.rc[t];
     return rc;
 }
 
