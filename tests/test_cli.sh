@@ -205,6 +205,11 @@ for k in 1 2 3; do
         --out "$tmp/sw-$k" "$tmp/sweep.toml"
 done
 expect_rc 0 "merge 3 shards" "$bin" merge --out "$tmp/sw-merged" "$tmp/sw-1" "$tmp/sw-2" "$tmp/sw-3"
+expect_rc 2 "merge of a folder that does not exist" "$bin" merge --out "$tmp/mx" "$tmp/sw-1" "$tmp/nope"
+expect_err "merge: $tmp/nope: no such folder" "the missing folder is named"
+mkdir -p "$tmp/not-a-shard"
+expect_rc 2 "merge of a folder no shard run wrote" "$bin" merge --out "$tmp/mx" "$tmp/not-a-shard"
+expect_err "not-a-shard holds neither case-shard.json nor sweep.json" "the folder and what it lacks are named"
 if cic_have "$py"; then
     "$py" - "$tmp" <<'PY' && ok "shards disjoint, covering, merged = unsharded" || bad "shards disjoint, covering, merged = unsharded"
 import json, sys

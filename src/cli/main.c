@@ -686,6 +686,22 @@ static int merge_opt(cic_merge_args *m, const char **junit, const char **markdow
     return 0;
 }
 
+/* A folder cicheck merge can take: one that 'cicheck run --shard K/N'
+ * wrote (case-shard.json or sweep.json); 0, else the message and exit 2. */
+static int check_shard_dir(const char *dir)
+{
+    char path[1300];
+    struct stat st;
+    if (check_dir_opt("merge:", dir, true) != 0)
+        return CIC_EINPUT;
+    snprintf(path, sizeof path, "%s/sweep.json", dir);
+    if (cic_is_case_shard(dir) || stat(path, &st) == 0)
+        return 0;
+    fprintf(stderr, "cicheck: merge: %s holds neither case-shard.json nor sweep.json (give the "
+                    "--out folders of 'cicheck run --shard K/N')\n", dir);
+    return CIC_EINPUT;
+}
+
 static int cmd_merge(int argc, char **argv)
 {
     const char **dirs = cic_calloc((size_t)argc + 1, sizeof *dirs);
@@ -712,6 +728,8 @@ static int cmd_merge(int argc, char **argv)
         rc = usage_error("merge needs --out DIR and the shard folders%s", "");
     if (rc == CIC_OK && check_dir_opt("--out", m.out_dir, false) != 0)
         rc = CIC_EINPUT;
+    for (i = 0; i < n && rc == CIC_OK; i++)
+        rc = check_shard_dir(dirs[i]);
     if (rc == CIC_OK && cic_is_case_shard(dirs[0])) {
         cic_case_run *cr = NULL;
         int src;
