@@ -19,9 +19,11 @@
 #include "base/mpvec.h"
 #include "base/rng.h"
 #include "engine/engine.h"
+#include "engine/mp_ball.h"
 #include "model/model.h"
 #include "xform/qmat.h"
 
+#include <math.h>
 #include <mpfr.h>
 #include <string.h>
 
@@ -1491,6 +1493,123 @@ static void test_engine_table(void **state)
         assert_non_null(CIC_SITE_NAME[e]);
 }
 
+
+/* ---- non-finite intermediates ----
+ *
+ * A weight that makes a key or value row NaN or Inf (a finite checkpoint
+ * weight of 3.4e38 whose fold rounds to Inf in float32 does it) once sent
+ * the MPFR attention through packed rows that were never made (a null
+ * pointer: SIGSEGV). Every engine must run such a model to its end and
+ * hand back non-finite outputs for the pipeline to count. */
+
+static size_t count_nonfinite_mp(const mpfr_t *x, size_t n)
+{
+    size_t i, k = 0;
+    for (i = 0; i < n; i++)
+        k += !mpfr_number_p(x[i]);
+    return k;
+}
+
+static void nonfinite_one(const char *tensor, bool causal, int kv_heads, float bad)
+{
+    shape sh;
+    cic_model_cfg *c = &sh.cfg;
+    built b;
+    mpfr_t *x;
+    cic_run_opts o;
+    cic_ball_out bo;
+    double *rad, *y64;
+    float *y;
+    size_t k;
+    int id, mm, th;
+    memset(&sh, 0, sizeof sh);
+    sh.seed = 91;
+    sh.readout = CIC_READOUT_RESIDUAL;
+    c->block = CIC_BLOCK_RMSNORM;
+    c->d_model = 16;
+    c->heads = 4;
+    c->kv_heads = kv_heads;
+    c->mlp_ratio = 2;
+    c->d_mlp = 32;
+    c->tokens = 5;
+    c->samples = 2;
+    c->layers = 1;
+    c->eps = 1e-5;
+    c->causal = causal;
+    c->act = CIC_ACT_SILU;
+    c->d_out = 16;
+    c->seed = 91;
+    c->dist = CIC_DIST_NORMAL;
+    c->std = 0.1;
+    b = build(&sh);
+    id = cic_model_tensor_find(b.m, tensor);
+    assert_true(id >= 0);
+    b.m->t[id].f32[3] = bad;
+    for (th = 1; th <= 2; th++) {
+        cic_engine_mpfr_set_threads(th);
+        x = run_mp(&b, 64, NULL);
+        k = count_nonfinite_mp((const mpfr_t *)x, b.n);
+        if (k == 0)
+            fail_msg("mpfr, %s[3] = %g, causal %d, kv_heads %d, %d threads: every output "
+                     "finite", tensor, (double)bad, causal, kv_heads, th);
+        cic_mpvec_destroy(x, b.n);
+    }
+    cic_engine_mpfr_set_threads(0);
+    /* the ball run: it finishes, and proves none of the non-finite values */
+    memset(&o, 0, sizeof o);
+    memset(&bo, 0, sizeof bo);
+    x = cic_mpvec_create(b.n, 64);
+    rad = malloc(b.n * sizeof *rad);
+    assert_true(x && rad);
+    bo.rad = rad;
+    o.ball = &bo;
+    assert_int_equal(cic_engine_mpfr_run(x, b.m, 64, false, &o), 0);
+    if (!bo.failed) {
+        unsigned char *ok = calloc(b.n, 1);
+        double mr;
+        assert_non_null(ok);
+        cic_ball_prove((const mpfr_t *)x, rad, b.n, ok, &mr);
+        for (k = 0; k < b.n; k++)
+            if (ok[k] && !mpfr_number_p(x[k]))
+                fail_msg("ball run: non-finite output %zu proven (%s)", k, tensor);
+        free(ok);
+    }
+    free(rad);
+    cic_mpvec_destroy(x, b.n);
+    for (mm = 0; mm < CIC_MATMUL_COUNT; mm++) {
+        y = run_f32(&b, (enum cic_matmul)mm, NULL);
+        for (k = 0; k < b.n && isfinite(y[k]); k++)
+            ;
+        if (k == b.n)
+            fail_msg("%s: every output finite (%s)", CIC_ENGINE_F32_NAME[mm], tensor);
+        free(y);
+        y64 = cic_calloc(b.n, sizeof *y64);
+        assert_non_null(y64);
+        assert_int_equal(cic_engine_f64_run(y64, b.m, (enum cic_matmul)mm, false, NULL), 0);
+        for (k = 0; k < b.n && isfinite(y64[k]); k++)
+            ;
+        if (k == b.n)
+            fail_msg("f64 %s: every output finite (%s)", CIC_ENGINE_F32_NAME[mm], tensor);
+        free(y64);
+    }
+    cic_model_destroy(b.m);
+}
+
+static void test_nonfinite_attention(void **state)
+{
+    static const char *const tensors[] = {"layers.0.self_attn.v_proj.weight",
+                                          "layers.0.self_attn.k_proj.weight",
+                                          "layers.0.self_attn.q_proj.weight"};
+    size_t t;
+    (void)state;
+    for (t = 0; t < sizeof tensors / sizeof tensors[0]; t++) {
+        nonfinite_one(tensors[t], false, 4, INFINITY);
+        nonfinite_one(tensors[t], true, 4, INFINITY);
+        nonfinite_one(tensors[t], false, 2, NAN);
+        nonfinite_one(tensors[t], true, 2, -INFINITY);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1508,6 +1627,7 @@ int main(void)
         cmocka_unit_test(test_fwht_forced_base_matches_dense),
         cmocka_unit_test(test_fwht_regular_matches_dense),
         cmocka_unit_test(test_engine_books_op_costs),
+        cmocka_unit_test(test_nonfinite_attention),
         cmocka_unit_test(test_engine_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

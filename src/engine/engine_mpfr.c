@@ -672,9 +672,13 @@ static void attn_pv(const attn_job *A, attn_packs *P, bool packed, mpfr_t *yi,
         nr = A->dh - cc < CIC_DOT_ROWS ? A->dh - cc : CIC_DOT_ROWS;
         for (t = 0; t < nr; t++) {
             r[t] = yi[cc + t];
+            x[t] = NULL;
+            if (!pok)
+                continue; /* a head whose keys or values are not all finite has no
+                           * packed rows (P->vrow is NULL): cic_mp_dot below */
             if (cnt == A->N)
                 vv[t] = P->vrow[cc + t];
-            else if (pok)
+            else
                 cic_mp_pack_view(&vv[t], &P->vt, (size_t)(cc + t) * A->N, (size_t)cnt);
             x[t] = &vv[t];
         }
