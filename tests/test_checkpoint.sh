@@ -512,4 +512,37 @@ expect_rc 2 "verify with an unknown online op: exit 2" "$bin" verify "$tmp/hf-f3
     --online up_proj:hadamard
 expect_err "--online 'up_proj:hadamard': allowed down_proj:hadamard, qk:hadamard" \
     "an unknown online op: the message says so"
+# ---- non-finite intermediates: a finite weight of 3.4e38 whose fold
+# overflows float32 (gain 2 at its input channel) makes v rows Inf in the
+# rounded-weights MPFR run and in every float engine. The run ends, exit 1
+# (the float rows fail), with the non-finite outputs counted; no crash
+# (6718a0a: SIGSEGV in the MPFR attention), and no low-precision row is
+# called exact.
+expect_rc 0 "make a checkpoint with a weight of 3.4e38" "$py" "$mk" "$orig" "$tmp/hf-huge" \
+    --edit model.layers.0.self_attn.v_proj.weight:5:3.4e38 \
+    --edit model.layers.0.input_layernorm.weight:5:2.0
+{
+    printf 'name = "llama-huge"\n[model]\ncheckpoint = "hf-huge"\ntokens = 8\nsamples = 2\nseed = 21\n'
+    printf '[engines]\nf32 = ["openblas"]\nmpfr_prec = 64\n'
+    printf '[[engines.lowp]]\nname = "bf16"\nweights = "bf16"\nactivations = "bf16"\n'
+    printf '[[transforms]]\nname = "fold"\nkind = "fold-rmsnorm-gamma"\n'
+    printf '[[transforms]]\nname = "rot"\nkind = "rotate"\nq = "random"\nafter = "fold"\n'
+} >"$tmp/huge.toml"
+expect_rc 1 "fold + rotate on a weight that overflows float32: exit 1, no crash" "$bin" run \
+    --no-color --no-baseline --out "$tmp/r-huge" "$tmp/huge.toml"
+has "$tmp/out" "every output is NaN or Inf" "the float rows say their outputs are NaN or Inf"
+has "$tmp/out" "nonfinite" "the SQNR table says nonfinite, not exact"
+if [ -f "$tmp/r-huge/report.json" ] && "$py" - "$tmp/r-huge/report.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+lp = [x for x in r["results"] if x["engine"] == "bf16"]
+assert len(lp) == 3, lp
+for x in lp:
+    assert x["metrics"]["nonfinite"] > 0, x
+    assert x["sqnr_db"] is None, x
+bad = [e for e in r["lowp"]["linear_errors"] if e["nonfinite"] > 0]
+assert bad and all(e["sqnr_db"] is None for e in bad), bad
+PY
+then ok "report.json counts the non-finite outputs of every bf16 row and linear"
+else bad "report.json: non-finite bf16 rows or linears not counted"; fi
 cic_test_done

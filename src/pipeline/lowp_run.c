@@ -181,6 +181,7 @@ static void err_tap(void *ctx, int op, const float *x, const float *y, int rows)
     const double *ref = p->lin_ref && op < p->n_lin_ref ? p->lin_ref[op] : NULL;
     size_t n = (size_t)rows * t->m->t[o->out].cols, j;
     double num = 0, den = 0;
+    long bad = 0;
     cic_linear_err *e, *a;
     (void)x;
     if (!ref)
@@ -193,6 +194,10 @@ static void err_tap(void *ctx, int op, const float *x, const float *y, int rows)
     l->lin = a;
     for (j = 0; j < n; j++) {
         double dv = (double)y[j] - ref[j];
+        if (!isfinite(y[j]) || !isfinite(ref[j])) {
+            bad++; /* counted, never folded into the norms (DESIGN.md section 5) */
+            continue;
+        }
         num += dv * dv;
         den += ref[j] * ref[j];
     }
@@ -201,7 +206,8 @@ static void err_tap(void *ctx, int op, const float *x, const float *y, int rows)
     cic_strlcpy(e->transform, t->xf, sizeof e->transform);
     cic_strlcpy(e->engine, t->engine, sizeof e->engine);
     cic_strlcpy(e->tensor, t->m->t[o->w].name, sizeof e->tensor);
-    e->rel_norm2 = den > 0 ? sqrt(num / den) : NAN;
+    e->nonfinite = bad;
+    e->rel_norm2 = bad ? INFINITY : den > 0 ? sqrt(num / den) : NAN;
     e->sqnr_db = -20.0 * log10(e->rel_norm2);
 }
 
@@ -242,7 +248,11 @@ static int lowp_row(cic_pipeline *p, const char *xf, const cic_model *m, const c
                      p->prec);
     if (p->n > 0 && x->metrics.nonfinite == p->n)
         x->pass = false;
-    x->sqnr_db = x->metrics.rel_norm2 > 0 ? -20.0 * log10(x->metrics.rel_norm2) : INFINITY;
+    /* a NaN or Inf output is no signal at all: -Inf, never "exact" (the
+     * rel_norm2 of such a row is NaN, which the old test read as 0) */
+    x->sqnr_db = x->metrics.nonfinite > 0       ? -INFINITY
+                 : x->metrics.rel_norm2 > 0     ? -20.0 * log10(x->metrics.rel_norm2)
+                                                : INFINITY;
     _cic_pl_fill_flops(p, &x->flops, &fc, analytical, true);
     return 0;
 }

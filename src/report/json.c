@@ -663,6 +663,7 @@ static json_t *lowp_json(const cic_report *r, int *err)
         jset(t, "tensor", JSTR(e->tensor), err);
         jset(t, "rel_norm2", jreal(e->rel_norm2), err);
         jset(t, "sqnr_db", jreal(e->sqnr_db), err);
+        jset(t, "nonfinite", json_integer(e->nonfinite), err);
         jpush(lin, t, err);
     }
     jset(o, "linear_errors", lin, err);

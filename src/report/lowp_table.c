@@ -58,7 +58,7 @@ static double worst_linear(const cic_lowp_report *l, const char *xf, const char 
             w = l->lin[i].sqnr_db;
             *name = l->lin[i].tensor;
         }
-    return w;
+    return *name ? w : NAN; /* no linear measured ("-"), not an exact one */
 }
 
 static int cmp_double(const void *a, const void *b)
@@ -94,7 +94,7 @@ static void cell(FILE *f, int w, double v)
     if (isnan(v))
         fprintf(f, " %*s", w, "-");
     else if (isinf(v))
-        fprintf(f, " %*s", w, "exact");
+        fprintf(f, " %*s", w, v > 0 ? "exact" : "nonfinite"); /* -Inf: NaN/Inf outputs */
     else
         fprintf(f, " %*.1f", w, v);
 }

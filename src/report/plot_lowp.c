@@ -367,8 +367,11 @@ int cic_plot_lowp_sqnr(const cic_plot_ctx *c, cic_diag *d)
         for (int j = 0; j < sf.ne; j++) {
             json_t *r = cic_plot_first_row(c, tr, sf.ename[j]);
             json_t *s = json_object_get(r, "sqnr_db");
+            json_t *nf = json_object_get(json_object_get(r, "metrics"), "nonfinite");
             v[j] = cic_plot_jnum(s);
-            ex[j] = s && json_is_null(s);
+            /* null is an infinite SQNR (exact) only for a row without NaN or
+             * Inf outputs; a row with them has no SQNR and no bar */
+            ex[j] = s && json_is_null(s) && !(json_is_integer(nf) && json_integer_value(nf) > 0);
             any += s != NULL;
         }
         if (!any)

@@ -87,8 +87,9 @@ typedef struct {
     char transform[CIC_NAME_MAX];
     char engine[32];
     char tensor[96];     /* the linear's weight */
-    double rel_norm2;    /* ||y - ref|| / ||ref|| */
-    double sqnr_db;      /* -20 log10(rel_norm2) */
+    double rel_norm2;    /* ||y - ref|| / ||ref||; +Inf when nonfinite */
+    double sqnr_db;      /* -20 log10(rel_norm2): +Inf exact, -Inf when nonfinite */
+    long nonfinite;      /* NaN or Inf outputs (of y or of the reference) */
 } cic_linear_err;
 
 typedef struct {
