@@ -271,17 +271,16 @@ static void test_cancellation(void **state)
  * (|W2| r by float32 sgemm, plus u |y|) must hold the Arb midpoint and be
  * no wider than Arb's radius plus the few ulps the two midpoints differ
  * by: as tight as the reference. */
-static void test_linear_vs_arb(void **state)
+static void linear_vs_arb(float big)
 {
     int d = 24, w1, w2, y1, y2, j, p;
     cic_model *m = bare_model(3, d, 5);
     uint64_t s = 99;
     mpfr_t *mid, *y1m;
-    double *rad, *r1, worst = 0;
+    double *rad, *r1, worst = 0, least = INFINITY;
     cic_ball_out bo;
     arb_ptr xb, wb;
     arb_t e;
-    (void)state;
     w1 = cic_model_tensor_add(m, "w1", CIC_T_WEIGHT, d, d);
     w2 = cic_model_tensor_add(m, "w2", CIC_T_WEIGHT, d, d);
     y1 = cic_model_tensor_add(m, "y1", CIC_T_ACT, 3, d);
@@ -292,6 +291,9 @@ static void test_linear_vs_arb(void **state)
         m->t[w1].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 777.0f;
         m->t[w2].f32[j] = (float)((int)cic_test_pick(&s, 2001) - 1000) / 555.0f;
     }
+    if (big > 0) /* one weight of each output near the float32 limit */
+        for (j = 0; j < d; j++)
+            m->t[w2].f32[j * d + 3 + j % 5] = j % 2 ? big : -big;
     add_linear(m, m->input, w1, y1);
     add_linear(m, y1, w2, y2);
     /* the first linear alone: its midpoints and radii, the second's input */
@@ -327,11 +329,19 @@ static void test_linear_vs_arb(void **state)
                        slack = 4 * ldexp(fabs(mpfr_get_d(mid[p * d + j], MPFR_RNDN)), -63);
                 double ratio = rad[p * d + j] / (ar + slack);
                 worst = ratio > worst ? ratio : worst;
+                /* and never below the spread Arb's radius holds (its own
+                 * roundings at 200 bits are far below 2^-40 of it): a
+                 * radius that lost a scale would be caught here */
+                least = fmin(least, rad[p * d + j] / ar);
             }
         }
-    print_message("largest radius / Arb's: %.6f\n", worst);
+    print_message("weights up to %g: radius / Arb's between %.6f and %.6f\n",
+                  big > 0 ? (double)big : 2.0, least, worst);
     if (worst > 1.01)
         fail_msg("a linear layer's radius is %.4f times Arb's", worst);
+    if (!(least >= 1 - 0x1p-40))
+        fail_msg("a linear layer's radius is %.4g of Arb's (weights up to %g)", least,
+                 (double)big);
     arb_clear(e);
     _arb_vec_clear(xb, d);
     _arb_vec_clear(wb, d);
@@ -340,6 +350,14 @@ static void test_linear_vs_arb(void **state)
     free(rad);
     free(r1);
     cic_model_destroy(m);
+}
+
+static void test_linear_vs_arb(void **state)
+{
+    (void)state;
+    linear_vs_arb(0);
+    linear_vs_arb(3e38f); /* |W| r summed in float32 overflowed before */
+    linear_vs_arb(0x1p70f);
 }
 
 static void test_prove(void **state)
@@ -403,6 +421,63 @@ static void test_no_rule(void **state)
     cic_model_destroy(m);
 }
 
+/* Weights near the float32 limit: a value's radius grows by sum |W| r,
+ * which the float32 products of |W| and the scaled radii once overflowed
+ * to Inf at any precision (a checkpoint weight of 3.4e38: every value
+ * unproven, the truth escalated to 8192 bits in vain). The balls of such a
+ * model must still hold the 300-bit values, and prove them. Two values of
+ * one value weight are planted (3e38 and 2^70), in each block kind. */
+static void test_huge_weights(void **state)
+{
+    static const struct {
+        enum cic_block_kind block;
+        const char *w;
+        int v_rows; /* rows before the value part of the weight */
+    } plant[] = {
+        {CIC_BLOCK_PRELN, "blocks.0.attn.qkv.weight", 2},
+        {CIC_BLOCK_RMSNORM, "layers.0.self_attn.v_proj.weight", 0},
+        {CIC_BLOCK_DIT, "blocks.0.attn.qkv.weight", 2},
+        {CIC_BLOCK_PARALLEL, "transformer.h.0.attn.v_proj.weight", 0},
+    };
+    size_t k;
+    (void)state;
+    for (k = 0; k < sizeof plant / sizeof plant[0]; k++) {
+        cic_model_cfg c = base_cfg(plant[k].block, 501 + k);
+        cic_model *m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+        size_t n, proven, at;
+        mpfr_t *mid, *exact;
+        double *rad, rel;
+        cic_ball_out bo;
+        char what[96];
+        int id;
+        assert_non_null(m);
+        id = cic_model_tensor_find(m, plant[k].w);
+        if (id < 0)
+            fail_msg("%s: no tensor %s", CIC_BLOCK_NAME[c.block], plant[k].w);
+        at = (size_t)plant[k].v_rows * c.d_model * c.d_model;
+        m->t[id].f32[at + 3] = 3e38f;
+        m->t[id].f32[at + c.d_model + 1] = 0x1p70f;
+        n = (size_t)c.tokens * c.samples * cic_model_out_cols(m);
+        snprintf(what, sizeof what, "%s with weights 3e38 and 2^70", CIC_BLOCK_NAME[c.block]);
+        ball_run(m, 64, n, &mid, &rad, &bo);
+        if (bo.failed)
+            fail_msg("%s: ball failed: %s", what, bo.why);
+        exact = cic_mpvec_create(n, 300);
+        assert_non_null(exact);
+        assert_int_equal(cic_engine_mpfr_run(exact, m, 300, false, NULL), 0);
+        check_inside(mid, rad, exact, n, what);
+        proven = cic_ball_prove(mid, rad, n, NULL, &rel);
+        printf("%s: %zu of %zu proven at 64 bits, largest relative radius %.3g\n", what, proven,
+               n, rel);
+        if (proven < n - n / 50)
+            fail_msg("%s: only %zu of %zu proven", what, proven, n);
+        cic_mpvec_destroy(mid, n);
+        cic_mpvec_destroy(exact, n);
+        free(rad);
+        cic_model_destroy(m);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -411,6 +486,7 @@ int main(void)
         cmocka_unit_test(test_linear_vs_arb),
         cmocka_unit_test(test_prove),
         cmocka_unit_test(test_no_rule),
+        cmocka_unit_test(test_huge_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

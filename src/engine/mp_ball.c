@@ -545,8 +545,8 @@ static float w_abs(const cic_tensor *t, size_t i)
  * largest scaled radius in [1, 2)), rounded up to float, times |W| through
  * sgemm; its error in any order is within (k + 2) 2^-23 of the sum, and
  * k 2^-125 covers products lost to underflow. */
-static void spread_rows(double *next, const double *rx, const float *aw, float *xf, float *c,
-                        int R, int n, int k)
+static void spread_rows(double *next, const double *rx, const float *aw, int T, float *xf,
+                        float *c, int R, int n, int k)
 {
     size_t nx = (size_t)R * k, i;
     double M = 0;
@@ -566,13 +566,14 @@ static void spread_rows(double *next, const double *rx, const float *aw, float *
     for (i = 0; i < (size_t)R * n; i++)
         next[i] = up(ldexp(up((double)c[i] * (1.0 + (double)(k + 2) * 0x1p-23) +
                               (double)k * 0x1p-125),
-                           -S));
+                           T - S));
 }
 
 static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R, int n, int k)
 {
-    int per = R / b->ns, s;
+    int per = R / b->ns, s, T = 0;
     size_t nw = (size_t)n * k, i;
+    float mw = 0;
     float *xf = malloc((size_t)per * k * sizeof *xf), *aw = malloc(nw * sizeof *aw);
     float *c = malloc((size_t)per * n * sizeof *c);
     if (!xf || !aw || !c) {
@@ -581,10 +582,25 @@ static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R
         free(c);
         return -1;
     }
-    for (i = 0; i < nw; i++)
+    for (i = 0; i < nw; i++) {
         aw[i] = w_abs(wt, i);
+        mw = aw[i] > mw ? aw[i] : mw;
+    }
+    /* |W| near the float32 limit (a weight of 3.4e38) would overflow the
+     * float sums of products with radii in [1, 2): such a weight is scaled
+     * by 2^-T (exact; a product pushed below FLT_MIN is raised to it, so
+     * still an upper bound) and the sums by 2^T back in double. Weights of
+     * ordinary size (below 2^64) are left as they are, bit for bit. */
+    if (mw > 0x1p64f) {
+        T = ilogbf(mw);
+        for (i = 0; i < nw; i++) {
+            float a = ldexpf(aw[i], -T);
+            aw[i] = aw[i] > 0 && a < FLT_MIN ? FLT_MIN : a;
+        }
+    }
     for (s = 0; s < b->ns; s++)
-        spread_rows(b->next + (size_t)s * per * n, rx + (size_t)s * per * k, aw, xf, c, per, n, k);
+        spread_rows(b->next + (size_t)s * per * n, rx + (size_t)s * per * k, aw, T, xf, c, per,
+                    n, k);
     free(xf);
     free(aw);
     free(c);
