@@ -9,6 +9,7 @@
 #include "base/mpvec.h"
 #include "base/rng.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -573,6 +574,74 @@ static void test_linear_rows(void **state)
                 }
 }
 
+/* ---- doubles that keep a value's binary32 ----
+ *
+ * Planted ties: x = m (1 +- 2^-60) at 128 bits, m the midpoint between a
+ * float and the next one (normal, subnormal, at the overflow threshold
+ * 2^128 - 2^103, negative): x rounds to m as a double, and m itself rounds
+ * to the even neighbour, which is x's binary32 for only one of the two
+ * signs. cic_mp_get_d_f32 must give a double whose (float) is x's binary32
+ * every time; the plain mpfr_get_d must miss about half (the check would
+ * see a conversion that lost the side). */
+static void tie_check(mpfr_t x, double m, int side, long *plain_wrong)
+{
+    double v;
+    float f;
+    mpfr_set_d(x, m, MPFR_RNDN);
+    {
+        mpfr_t e;
+        mpfr_init2(e, 128);
+        mpfr_set_d(e, fabs(m), MPFR_RNDN);
+        mpfr_mul_2si(e, e, -60, MPFR_RNDN);
+        if (side > 0)
+            mpfr_add(x, x, e, MPFR_RNDN);
+        else
+            mpfr_sub(x, x, e, MPFR_RNDN);
+        mpfr_clear(e);
+    }
+    f = cic_mp_get_f32(x);
+    v = cic_mp_get_d_f32(x);
+    if ((float)v != f)
+        fail_msg("midpoint %.17g, side %+d: the double %.17g rounds to %.9g, x to %.9g", m,
+                 side, v, (double)(float)v, (double)f);
+    if (fabs(v - m) > fabs(m) * 0x1p-52 && m != 0)
+        fail_msg("midpoint %.17g: the double %.17g moved more than an ulp", m, v);
+    if ((float)mpfr_get_d(x, MPFR_RNDN) != f)
+        (*plain_wrong)++;
+}
+
+static void test_get_d_keeps_f32(void **state)
+{
+    uint64_t s = 4242;
+    long plain_wrong = 0, n = 0;
+    mpfr_t x;
+    int k, side;
+    (void)state;
+    mpfr_init2(x, 128);
+    for (k = 0; k < 4000; k++) {
+        float a;
+        uint32_t bits = (uint32_t)(cic_rng_u64(cic_rng_key(s, "tie"), (uint64_t)k) >> 32);
+        double m;
+        bits &= 0x7f7fffffu; /* finite, below FLT_MAX */
+        if (k % 4 == 1)
+            bits &= 0x007fffffu; /* subnormal */
+        memcpy(&a, &bits, sizeof a);
+        m = ((double)a + (double)nextafterf(a, INFINITY)) / 2; /* exact */
+        if (k % 2)
+            m = -m;
+        for (side = -1; side <= 1; side += 2, n++)
+            tie_check(x, m, side, &plain_wrong);
+    }
+    /* the overflow threshold: below it FLT_MAX, above it Inf */
+    for (side = -1; side <= 1; side += 2, n++)
+        tie_check(x, 0x1p128 - 0x1p103, side, &plain_wrong);
+    mpfr_clear(x);
+    print_message("%ld planted ties: mpfr_get_d lost the side of %ld\n", n, plain_wrong);
+    if (plain_wrong < n / 4)
+        fail_msg("the planted ties are not ties: mpfr_get_d lost only %ld of %ld", plain_wrong,
+                 n);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -582,6 +651,7 @@ int main(void)
         cmocka_unit_test(test_gemm_f64),
         cmocka_unit_test(test_matmul_packed),
         cmocka_unit_test(test_linear_rows),
+        cmocka_unit_test(test_get_d_keeps_f32),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     mpfr_free_cache();

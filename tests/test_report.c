@@ -10,10 +10,17 @@
  * returning -1 with a diagnostic and leaving the old file intact. */
 #include "testutil.h"
 
+#include "base/mpvec.h"
+#include "base/rng.h"
+#include "base/safetensors_read.h"
+#include "case/case.h"
+#include "pipeline/pipeline.h"
+#include "pipeline/pipeline_int.h"
 #include "report/report.h"
 
 #include <dirent.h>
 #include <jansson.h>
+#include <math.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -947,6 +954,70 @@ static void test_dit_table_writers(void **state)
     json_decref(j);
 }
 
+/* The dump's truth keeps the binary32 the proof gave each value: a tiny
+ * case is run and kept, then its truth values are replaced by planted
+ * near-ties (each within 2^-60 of a binary32 midpoint, on alternating
+ * sides, as a proven truth nudged off a tie is) and the dump written: the
+ * float32 rounding of every dumped double must be the planted value's
+ * binary32. On 6718a0a about half round to the other neighbour. */
+static void test_dump_truth_ties(void **state)
+{
+    static const char text[] =
+        "name = \"ties\"\n[model]\nblock = \"preln\"\nd_model = 8\nheads = 2\ntokens = 4\n"
+        "samples = 1\nlayers = 1\nd_out = 4\n[engines]\nf32 = [\"openblas\"]\n"
+        "mpfr_prec = 64\n";
+    cic_case c;
+    cic_pipeline *p = NULL;
+    cic_pipeline_opts po;
+    cic_diag d;
+    char path[1200];
+    cic_stfile *f;
+    const cic_stfile_tensor *t;
+    double *v;
+    size_t i, n, wrong = 0;
+    uint64_t key = cic_rng_key(17, "ties");
+    (void)state;
+    memset(&d, 0, sizeof d);
+    memset(&po, 0, sizeof po);
+    po.no_baseline = true;
+    po.keep_models = true;
+    if (cic_case_load_string(&c, text, "ties.toml", &d) != CIC_OK)
+        fail_msg("case: %s", d.msg);
+    assert_int_equal(cic_pipeline_run(&p, &c, &po, &d), CIC_OK);
+    n = p->n;
+    for (i = 0; i < n; i++) {
+        uint32_t bits = (uint32_t)(cic_rng_u64(key, i) >> 40) | 0x3f000000u; /* [0.5, 2) */
+        float a;
+        double m;
+        memcpy(&a, &bits, sizeof a);
+        m = ((double)a + (double)nextafterf(a, INFINITY)) / 2;
+        mpfr_set_d(p->truth[i], m, MPFR_RNDN);
+        if (i % 2)
+            mpfr_nextabove(p->truth[i]); /* 64 bits: 2^-63 relative off the tie */
+        else
+            mpfr_nextbelow(p->truth[i]);
+    }
+    assert_int_equal(cic_pipeline_dump(p, cic_test_tmp, &d), 0);
+    snprintf(path, sizeof path, "%s/outputs.safetensors", cic_test_tmp);
+    f = cic_stfile_create(path, &d);
+    assert_non_null(f);
+    t = cic_stfile_find(f, "truth");
+    assert_non_null(t);
+    assert_int_equal(t->count, n);
+    v = cic_calloc(n, sizeof *v);
+    assert_non_null(v);
+    assert_int_equal(cic_stfile_tensor_read_f64(v, t, 0, n, &d), 0);
+    for (i = 0; i < n; i++)
+        if ((float)v[i] != cic_mp_get_f32(p->truth[i]) && wrong++ < 3)
+            print_message("truth %zu: dumped %.17g rounds to %.9g, the truth to %.9g\n", i, v[i],
+                          (double)(float)v[i], (double)cic_mp_get_f32(p->truth[i]));
+    if (wrong)
+        fail_msg("%zu of %zu dumped truth values round to the other binary32", wrong, n);
+    free(v);
+    cic_stfile_destroy(f);
+    cic_pipeline_destroy(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -956,6 +1027,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_write_failures, cic_test_tmp_setup, cic_test_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_safetensors_round_trip, cic_test_tmp_setup, cic_test_tmp_teardown),
         cmocka_unit_test_setup_teardown(test_safetensors_rejects, cic_test_tmp_setup, cic_test_tmp_teardown),
+        cmocka_unit_test_setup_teardown(test_dump_truth_ties, cic_test_tmp_setup, cic_test_tmp_teardown),
         cmocka_unit_test(test_table),
         cmocka_unit_test(test_dit_table_values),
         cmocka_unit_test(test_dit_table_writers),

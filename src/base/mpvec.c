@@ -688,6 +688,19 @@ float cic_mp_get_f32(mpfr_srcptr x)
     return f;
 }
 
+double cic_mp_get_d_f32(mpfr_srcptr x)
+{
+    double v = mpfr_get_d(x, MPFR_RNDN);
+    float f = cic_mp_get_f32(x);
+    /* A binary32 midpoint has 25 significant bits, so it is a double: a
+     * value on one side of it rounds to double at most onto it, never past
+     * it; one step back toward f is then on f's side again. */
+    if (!isnan(v) && (float)v != f)
+        v = nextafter(v, (double)f);
+    CIC_ASSERT(isnan(v) || (float)v == f);
+    return v;
+}
+
 void cic_mpvec_get_f32(float *y, const mpfr_t *v, size_t n)
 {
     size_t i;

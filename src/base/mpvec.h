@@ -161,5 +161,11 @@ void cic_mpvec_set_f32(mpfr_t *v, const float *x, size_t n);
 int cic_mpvec_center_rows(mpfr_t *x, size_t rows, size_t cols, mpfr_prec_t prec);
 float cic_mp_get_f32(mpfr_srcptr x);
 void cic_mpvec_get_f32(float *y, const mpfr_t *v, size_t n);
+/* x as a double that rounds to the same binary32 as x (cic_mp_get_f32):
+ * x rounded to nearest double, except that a double landing on a binary32
+ * tie (x within half a double ulp of a midpoint between two floats) is
+ * moved one double ulp toward the side x lies on. What a dump stores, so a
+ * reader's (float) of it gives the proven binary32. */
+double cic_mp_get_d_f32(mpfr_srcptr x);
 
 #endif

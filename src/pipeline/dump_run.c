@@ -8,6 +8,7 @@
  * every quantized linear. */
 #include "pipeline_int.h"
 
+#include "../base/mpvec.h"
 #include "../report/dump.h"
 
 #include <string.h>
@@ -104,7 +105,10 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
         if (cic_dump_model(path, r->xm[i], mt, true, d) < 0)
             return -1;
     }
-    /* outputs: truth and every MPFR output as f64, f32 outputs as they are */
+    /* outputs: truth and every MPFR output as f64, f32 outputs as they are.
+     * A double on a binary32 tie is moved one ulp to the side the value lies
+     * on (cic_mp_get_d_f32): the proof nudged the truth off such ties, and a
+     * reader's (float) of the dumped double must give the proven binary32. */
     t = cic_calloc((size_t)r->n_saved + 1, sizeof *t);
     f64 = cic_calloc(cic_mul_size(r->n, (size_t)r->n_saved + 1), sizeof *f64);
     if (!t || !f64) {
@@ -114,7 +118,7 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
     {
         size_t k, slot = 0;
         for (k = 0; k < r->n; k++)
-            f64[k] = mpfr_get_d(r->truth[k], MPFR_RNDN);
+            f64[k] = cic_mp_get_d_f32(r->truth[k]);
         t[n].name = "truth";
         t[n].dtype = CIC_DT_F64;
         t[n].ndim = 2;
@@ -134,7 +138,7 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
             } else {
                 double *p = f64 + (++slot) * r->n;
                 for (k = 0; k < r->n; k++)
-                    p[k] = mpfr_get_d(s->mp[k], MPFR_RNDN);
+                    p[k] = cic_mp_get_d_f32(s->mp[k]);
                 t[n].dtype = CIC_DT_F64;
                 t[n].data = p;
             }
