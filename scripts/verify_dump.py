@@ -12,6 +12,9 @@ compares it with the MPFR truth that cicheck wrote to DIR/outputs.safetensors.
 Checks:
   original  DIR/original.safetensors re-run in float64 must reproduce
             outputs["truth"] within rtol (2-norm relative).
+  truth     every outputs["truth"] value must round to binary32 (nearest,
+            ties to even) as outputs["truth.f32"], the proven float32, bit
+            for bit (a dump without truth.f32 is not checked, said so).
   transform every DIR/<name>.f64.safetensors (the transformed weights as
             cicheck computed them, unrounded, stored as float64) is re-run in
             float64 and compared with truth: a transform whose metadata says
@@ -1273,6 +1276,34 @@ def errors(y, truth):
     return rel, float(np.max(np.abs(diff)))
 
 
+def check_truth_f32(path, truth):
+    """(passed, failed): every float64 truth value must round to binary32
+    (nearest, ties to even: NumPy's astype) as "truth.f32", the truth's
+    proven float32, says, bit for bit. cicheck keeps the float64 on the
+    proven side of a binary32 midpoint, where rounding to nearest double
+    would land on the tie. A dump without truth.f32 (before cicheck wrote
+    it) is not checked, and says so."""
+    outs, _ = read_safetensors(path, raw=True)
+    if "truth.f32" not in outs:
+        print("  note: no truth.f32 in outputs.safetensors (an older dump): the "
+              "truth's binary32 is not checked")
+        return 0, 0
+    t32 = outs["truth.f32"]
+    if t32.dtype != np.float32 or t32.shape != truth.shape:
+        print(f"  truth.f32: {t32.dtype} {list(t32.shape)}, want float32 "
+              f"{list(truth.shape)}  FAIL")
+        return 0, 1
+    got = truth.astype(np.float32)
+    diff = np.flatnonzero(got.view(np.uint32) != t32.view(np.uint32))
+    ok = diff.size == 0
+    print(f"  truth vs truth.f32: {truth.size - diff.size} of {truth.size} round to it "
+          f"(binary32, nearest even)  {'PASS' if ok else 'FAIL'}")
+    for i in diff[:5]:
+        print(f"    truth[{i}] = {float(truth.flat[i]).hex()} rounds to "
+              f"{float(got.flat[i]).hex()}, truth.f32 {float(t32.flat[i]).hex()}")
+    return int(ok), int(not ok)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         prog="verify_dump.py",
@@ -1342,9 +1373,13 @@ def main(argv=None):
                   f"{str(c.readout_center).lower()})"
 )
 
+    tp, tf = check_truth_f32(os.path.join(a.dir, "outputs.safetensors"), truth)
+    passed += tp
+    failed += tf
+
     # informational: what the dumped engine outputs score against truth
     for name in sorted(outs):
-        if name != "truth" and outs[name].shape == truth.shape:
+        if name not in ("truth", "truth.f32") and outs[name].shape == truth.shape:
             r, m = errors(outs[name], truth)
             print(f"  dumped {name:32s} vs truth: rel_norm2 {r:.3e}  max_abs {m:.3e}")
 

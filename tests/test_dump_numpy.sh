@@ -7,8 +7,10 @@
 # attention, a dit case with group-wise and regular Hadamard rotations; and for a tiny case with low-precision engines of every kind
 # (bf16, int8 per channel, int4 per group asymmetric with clipping, mxfp4,
 # nvfp4) it recomputes every engine's stored weights bit for bit and the
-# outlier statistics of report.json. Planted faults (an edited truth, one
-# flipped code, an edited kurtosis) must be caught. Needs Debian's
+# outlier statistics of report.json; a checkpoint whose truths lie beside
+# binary32 midpoints, whose dumped truth must round to the proven float32.
+# Planted faults (an edited truth, one flipped code, an edited kurtosis, a
+# truth.f32 one ulp off) must be caught. Needs Debian's
 # /usr/bin/python3 with numpy (skipped, exit 77, without it).
 # Usage: test_dump_numpy.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
@@ -113,7 +115,7 @@ TOML
         "$tmp/rope-$lay.toml"
     expect_rc 0 "NumPy re-run of RoPE ($lay) and GQA reproduces the truth" "$py" \
         scripts/verify_dump.py "$tmp/dump-rope-$lay"
-    has "$tmp/out" "verify_dump: 7 passed, 0 failed" "every model of the rope-$lay dump passes"
+    has "$tmp/out" "verify_dump: 8 passed, 0 failed" "every model of the rope-$lay dump passes"
 done
 # the re-check can fail: the half dump relabelled interleaved is caught
 # relabel FILE KEY FROM TO: a dump's metadata KEY set from FROM (asserted)
@@ -184,7 +186,7 @@ expect_rc 0 "run --dump (dit, group-wise and regular rotations)" "$bin" run --qu
     --no-baseline --out "$tmp/rep-group" --dump "$tmp/dump-group" "$tmp/group.toml"
 expect_rc 0 "NumPy re-run of group-wise and regular rotations reproduces the truth" "$py" \
     scripts/verify_dump.py "$tmp/dump-group"
-has "$tmp/out" "verify_dump: 5 passed, 0 failed" "every model of the group dump passes"
+has "$tmp/out" "verify_dump: 6 passed, 0 failed" "every model of the group dump passes"
 # the re-check can fail: the fast regular transform relabelled Sylvester
 # (in the unrounded-weights model, the one NumPy re-runs)
 relabel "$tmp/dump-group/reg-g16.f64.safetensors" q regular-hadamard hadamard
@@ -255,7 +257,7 @@ has "$tmp/out-lowp" "low precision: 15 engine files" "every engine file of every
 has "$tmp/out-lowp" "96 by a scale rule" "every quantized linear under a rule is checked"
 # an input and a weight row per quantized linear and model
 has "$tmp/out-lowp" "outlier statistics: 48 rows" "every outlier row is recomputed"
-has "$tmp/out-lowp" "verify_dump: 19 passed, 0 failed" "the checks pass"
+has "$tmp/out-lowp" "verify_dump: 20 passed, 0 failed" "the checks pass"
 # the re-check can fail: one code flipped in a copy of the dump, one
 # kurtosis edited by one part in 10^6 in a copy of the report
 cp -r "$lp" "$tmp/dump-lowp-bad"
@@ -284,5 +286,104 @@ PY
 expect_rc 1 "an edited kurtosis is caught" "$py" scripts/verify_dump.py "$lp" \
     --report "$tmp/rep-lowp-bad"
 has "$tmp/out" "kurtosis" "the edited statistic is named"
+
+# binary32 midpoints: the dumped truth must round (nearest, ties to even)
+# to the float32 the proof proved. A timm ViT checkpoint whose linears are
+# all zero computes x + b_proj + b_fc2 exactly, with x and the biases
+# planted so that each truth lies 2^-58 relatively beside a binary32
+# midpoint (proven at 64 bits), on the side of the odd neighbour, in two
+# binades; each row sums to 0, so the residual readout's centring keeps the
+# values. The double nearest to it is the midpoint itself, which rounds to
+# the even neighbour: wrong until the dump kept the side (6718a0a).
+# truth.f32 is the proven float32.
+mkdir "$tmp/hf-ties"
+"$py" - "$root/tests" "$tmp" <<'PY'
+import json, sys
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from make_checkpoint import write_st
+tmp = sys.argv[2]
+d, f, o = 8, 16, 4
+shapes = {"norm1.weight": [d], "norm1.bias": [d], "attn.qkv.weight": [3 * d, d],
+          "attn.qkv.bias": [3 * d], "attn.proj.weight": [d, d], "attn.proj.bias": [d],
+          "norm2.weight": [d], "norm2.bias": [d], "mlp.fc1.weight": [f, d],
+          "mlp.fc1.bias": [f], "mlp.fc2.weight": [d, f], "mlp.fc2.bias": [d]}
+v = {"blocks.0." + k: np.zeros(s, np.float32) for k, s in shapes.items()}
+v.update({k: np.zeros(s, np.float32) for k, s in
+          (("norm.weight", [d]), ("norm.bias", [d]), ("head.weight", [o, d]), ("head.bias", [o]))})
+for k in ("blocks.0.norm1.weight", "blocks.0.norm2.weight", "norm.weight"):
+    v[k][:] = 1
+scale = np.repeat([1.0, 2.0], 4)       # binades [1, 2) and [2, 4)
+odd = 1.0 + 2.0 ** -23                 # even (1) and odd significands
+x = np.array([1, -1, odd, -odd] * 2) * scale
+v["blocks.0.attn.proj.bias"][:] = np.array([1, -1] * 4) * scale * 2.0 ** -24
+v["blocks.0.mlp.fc2.bias"][:] = np.array([1, -1, -1, 1] * 2) * scale * 2.0 ** -58
+# (1 + 2^-24 + 2^-58) s: above the midpoint of s and odd s; (1 + 3 2^-24 -
+# 2^-58) s: below the midpoint of odd s and (1 + 2^-22) s; all round to odd s
+json.dump({"architecture": "vit_custom_patch16", "num_heads": 2, "num_classes": o},
+          open(tmp + "/hf-ties/config.json", "w"))
+write_st(tmp + "/hf-ties/model.safetensors",
+         [(k, "F32", a.shape, a.astype("<f4").tobytes()) for k, a in sorted(v.items())])
+xs = np.tile(x, (2, 1))
+write_st(tmp + "/ties-input.safetensors",
+         [("input", "F32", xs.shape, xs.astype("<f4").tobytes())])
+PY
+cat >"$tmp/ties.toml" <<'TOML'
+name = "ties"
+[model]
+checkpoint = "hf-ties"
+tokens = 2
+samples = 1
+[input]
+file = "ties-input.safetensors"
+[readout]
+kind = "residual"
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "fuse"
+kind = "fuse-layernorm"
+TOML
+expect_rc 0 "run --dump (truths beside binary32 midpoints)" "$bin" run --quiet --no-baseline \
+    --out "$tmp/rep-ties" --dump "$tmp/dump-ties" "$tmp/ties.toml"
+if "$py" - "$tmp/dump-ties/outputs.safetensors" "$tmp/rep-ties/report.json" <<'PY'
+import json, struct, sys
+import numpy as np
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+def get(name, dt):
+    s, e = h[name]["data_offsets"]
+    return np.frombuffer(b[8 + n + s:8 + n + e], dt)
+pf = json.load(open(sys.argv[2]))["truth"]
+assert pf["proven"], pf
+odd = np.array([1, -1] * 4) * np.repeat([1.0, 2.0], 4) * (1 + 2.0 ** -23)
+want = np.tile(odd, 2).astype(np.float32)
+got = get("truth", "<f8").astype(np.float32)
+for i in np.flatnonzero(got != want):
+    print(f"truth[{i}] = {float(get('truth', '<f8')[i]).hex()} rounds to {float(got[i]).hex()}, "
+          f"proven {float(want[i]).hex()}")
+assert np.array_equal(got, want)
+assert "truth.f32" in h, "no truth.f32 in the dump"
+assert np.array_equal(get("truth.f32", "<f4"), want), get("truth.f32", "<f4")
+PY
+then ok "the dumped truth (float64 and truth.f32) rounds to the proven float32 at midpoints"
+else bad "a dumped truth beside a binary32 midpoint rounds to the other neighbour"; fi
+expect_rc 0 "NumPy re-run of the midpoint case; truth rounds to truth.f32" "$py" \
+    scripts/verify_dump.py "$tmp/dump-ties"
+has "$tmp/out" "truth vs truth.f32: 16 of 16 round to it" "verify_dump checks every truth value"
+# the check can fail: truth.f32[5] moved one ulp
+"$py" - "$tmp/dump-ties/outputs.safetensors" <<'PY'
+import json, struct, sys
+p = sys.argv[1]
+b = bytearray(open(p, "rb").read())
+n = struct.unpack("<Q", b[:8])[0]
+s, e = json.loads(b[8:8 + n])["truth.f32"]["data_offsets"]
+b[8 + n + s + 20] ^= 1  # the low byte of value 5
+open(p, "wb").write(b)
+PY
+expect_rc 1 "a truth.f32 one ulp off is caught" "$py" scripts/verify_dump.py "$tmp/dump-ties"
+named="truth[5] = -0x1.0000010000001p+1 rounds to -0x1.0000020000000p+1,"
+has "$tmp/out" "$named truth.f32 -0x1.0000000000000p+1" "the value is named"
 
 cic_test_done

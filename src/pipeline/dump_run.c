@@ -2,10 +2,10 @@
 /* dump_run.c: the --dump folder of a pipeline run (report/dump.h, README
  * "Dump layout"): the original model and every transformed one (float32,
  * and each transform's unrounded values as float64), and outputs.safetensors
- * with the truth and every MPFR output as float64 and the f32 outputs as
- * they are. With [[engines.lowp]] also each model as each low-precision
- * engine stores it and activations.safetensors, the f32 engine's input of
- * every quantized linear. */
+ * with the truth and every MPFR output as float64, the truth's binary32 as
+ * float32 and the f32 outputs as they are. With [[engines.lowp]] also each
+ * model as each low-precision engine stores it and activations.safetensors,
+ * the f32 engine's input of every quantized linear. */
 #include "pipeline_int.h"
 
 #include "../base/mpvec.h"
@@ -67,6 +67,7 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
     const char *meta[] = {"case", r->c->name, "cicheck_version", CIC_VERSION, NULL};
     cic_st_tensor *t;
     double *f64 = NULL;
+    float *t32 = NULL;
     int i, n = 0, rc = -1;
     if (cic_mkdir_p(dir, d) < 0)
         return -1;
@@ -108,10 +109,12 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
     /* outputs: truth and every MPFR output as f64, f32 outputs as they are.
      * A double on a binary32 tie is moved one ulp to the side the value lies
      * on (cic_mp_get_d_f32): the proof nudged the truth off such ties, and a
-     * reader's (float) of the dumped double must give the proven binary32. */
-    t = cic_calloc((size_t)r->n_saved + 1, sizeof *t);
+     * reader's (float) of the dumped double must give the proven binary32.
+     * "truth.f32" is that binary32 (the proven float32, when proven). */
+    t = cic_calloc((size_t)r->n_saved + 2, sizeof *t);
     f64 = cic_calloc(cic_mul_size(r->n, (size_t)r->n_saved + 1), sizeof *f64);
-    if (!t || !f64) {
+    t32 = cic_calloc(r->n ? r->n : 1, sizeof *t32);
+    if (!t || !f64 || !t32) {
         cic_diag_set(d, dir, 0, 0, "out of memory writing the dump");
         goto cleanup;
     }
@@ -119,13 +122,16 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
         size_t k, slot = 0;
         for (k = 0; k < r->n; k++)
             f64[k] = cic_mp_get_d_f32(r->truth[k]);
-        t[n].name = "truth";
-        t[n].dtype = CIC_DT_F64;
-        t[n].ndim = 2;
-        t[n].shape[0] = (int64_t)r->rows;
-        t[n].shape[1] = (int64_t)r->cols;
-        t[n].data = f64;
-        n++;
+        cic_mpvec_get_f32(t32, (const mpfr_t *)r->truth, r->n);
+        for (k = 0; k < 2; k++) {
+            t[n].name = k == 0 ? "truth" : "truth.f32";
+            t[n].dtype = k == 0 ? CIC_DT_F64 : CIC_DT_F32;
+            t[n].ndim = 2;
+            t[n].shape[0] = (int64_t)r->rows;
+            t[n].shape[1] = (int64_t)r->cols;
+            t[n].data = k == 0 ? (const void *)f64 : (const void *)t32;
+            n++;
+        }
         for (i = 0; i < r->n_saved; i++) {
             const cic_pl_saved *s = &r->saved[i];
             t[n].name = s->name;
@@ -153,5 +159,6 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
 cleanup:
     free(t);
     free(f64);
+    free(t32);
     return rc;
 }
