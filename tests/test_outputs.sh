@@ -7,7 +7,16 @@
 #     the dump's files, sweep.json, points/N/report.json, case-shard.json
 #     and .bin, merge's and verify's report.json, bless's baseline, a plot's
 #     file) is replaced by a real file, and its target outside the folder
-#     is unchanged; a FIFO planted there is replaced, never written through.
+#     is unchanged; a FIFO planted there is replaced, never written through;
+#   - a link planted where cicheck makes a folder (a sweep's points and
+#     plots, a case's folder in a run of several, the dump's) is refused
+#     with its path before anything runs (exit 2); the folder the user
+#     names may itself be a link;
+#   - case files that would write the same files (one file stem under --out
+#     or --dump, one case name without --out or when blessed, one file given
+#     twice) are refused before anything runs, naming both (exit 2);
+#   - output paths are checked before any work in run, bless, merge, plot
+#     and verify (exit 2, the option named).
 # The verify checks need Debian's python3 with numpy (to write a checkpoint)
 # and are reported as SKIP without it.
 # Usage: test_outputs.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
@@ -150,6 +159,97 @@ TOML
     unharmed "verify --out report.json" v1/report.json v-rep
 else
     skip "verify --out with report.json a planted link" "no $py with numpy"
+fi
+
+# ---- links planted where cicheck makes a folder ----
+mkdir target
+ln -s "$tmp/target" s2-points
+mkdir s2 && mv s2-points s2/points
+expect_rc 2 "a sweep with points/ a planted link" $run --no-plots --out s2 sweep.toml
+expect_err "s2/points: is a symbolic link" "the link is named"
+empty_dir "nothing written through points/" target
+[ -e s2/sweep.json ] && bad "the sweep ran" || ok "refused before running"
+mkdir s3 && ln -s "$tmp/target" s3/plots
+expect_rc 2 "a sweep with plots/ a planted link" $run --out s3 sweep.toml
+expect_err "s3/plots: is a symbolic link" "the link is named"
+cp o1/report.json p2.json && mkdir p2 && mv p2.json p2/report.json && ln -s "$tmp/target" p2/plots
+expect_rc 2 "plot with plots/ a planted link" "$bin" plot p2
+expect_err "p2/plots: is a symbolic link" "the link is named"
+empty_dir "nothing drawn through plots/" target
+sed 's/^name = "tiny"$/name = "other"/' tiny.toml >other.toml
+mkdir mc && ln -s "$tmp/target" mc/tiny
+expect_rc 2 "two cases, --out DIR with DIR/tiny a planted link" $run --out mc tiny.toml other.toml
+expect_err "mc/tiny: is a symbolic link" "the link is named"
+[ -e mc/other ] && bad "a case ran" || ok "refused before running"
+mkdir md && ln -s "$tmp/target" md/tiny
+expect_rc 2 "two cases, --dump DIR with DIR/tiny a planted link" $run --out md-o --dump md \
+    tiny.toml other.toml
+expect_err "md/tiny: is a symbolic link" "the link is named"
+empty_dir "nothing written through the case folders" target
+mkdir real-out && ln -s real-out user-link
+expect_rc 0 "--out may itself be a link (the user named it)" $run --out user-link tiny.toml
+[ -f real-out/report.json ] && ok "the report went through the user's link" ||
+    bad "no report in the link's target"
+
+# ---- case files that would write the same files ----
+mkdir x y
+cp tiny.toml x/tiny.toml
+cp other.toml y/tiny.toml
+expect_rc 2 "two files with one stem under --out" $run --out dup1 x/tiny.toml y/tiny.toml
+expect_err "x/tiny.toml and y/tiny.toml would both write dup1/tiny" "both files are named"
+[ -e dup1 ] && bad "a case ran" || ok "refused before running"
+expect_rc 2 "two files with one stem under --dump" $run --out dup2 --dump dup2d \
+    x/tiny.toml y/tiny.toml
+mkdir cwd && cd cwd || exit 1
+cp ../tiny.toml a.toml && cp ../tiny.toml b.toml
+expect_rc 2 "two files of one case name without --out" $run a.toml b.toml
+expect_err "a.toml and b.toml are both case 'tiny': both would write reports/tiny" \
+    "both files and the folder are named"
+[ -e reports ] && bad "a case ran" || ok "refused before running"
+cd "$tmp" || exit 1
+expect_rc 2 "one file given twice" $run --out dup3 tiny.toml tiny.toml
+expect_err "tiny.toml is given twice" "the file is named"
+expect_rc 2 "one file given twice, spelled two ways" $run --out dup4 tiny.toml ./tiny.toml
+cp tiny.toml a2.toml
+expect_rc 2 "two files of one case name blessed (with --out)" "$bin" bless --force \
+    --quiet --baseline dup6 --out dup6o tiny.toml a2.toml
+expect_err "both would be blessed as dup6/tiny.json" "the baseline file is named"
+[ -e dup6 ] && bad "a case was blessed" || ok "refused before running"
+expect_rc 0 "two files, two stems, two names" $run --out two tiny.toml other.toml
+has out "2 cases, 2 passed" "both ran"
+
+# ---- output paths checked before any work ----
+echo x >plainfile
+expect_rc 2 "run --out under a regular file" $run --out plainfile/sub tiny.toml
+expect_err "--out: plainfile: exists and is not a folder" "the option and the file are named"
+expect_rc 2 "run --dump under a regular file" $run --out o5 --dump plainfile/sub tiny.toml
+[ -e o5 ] && bad "the run went ahead" || ok "refused before running"
+expect_rc 2 "run --junit in a missing folder" $run --out o6 --junit nodir/j.xml tiny.toml
+expect_err "--junit: nodir/j.xml" "the option and the path are named"
+expect_rc 2 "run --markdown under a regular file" $run --out o6 --markdown plainfile/m.md \
+    tiny.toml
+[ -e o6 ] && bad "the run went ahead" || ok "refused before running"
+long=$(printf '%0950d' 0)
+expect_rc 2 "run --out of 950 bytes" $run --out "$long" tiny.toml
+expect_err "--out: the folder name is longer than 900 bytes" "the limit is named"
+mkdir -p o7/report.json
+expect_rc 2 "run --out with a folder where report.json goes" $run --out o7 tiny.toml
+expect_err "o7/report.json: is a folder" "the folder is named"
+expect_rc 2 "bless --baseline under a regular file" "$bin" bless --force --quiet \
+    --baseline plainfile/b --out o8 tiny.toml
+[ -e o8 ] && bad "the run went ahead" || ok "refused before running"
+expect_rc 2 "merge --out under a regular file" "$bin" merge --out plainfile/m c1 c2
+expect_err "--out: plainfile: exists and is not a folder" "the option is named"
+expect_rc 2 "merge --junit in a missing folder" "$bin" merge --out m3 --junit nodir/j.xml c1 c2
+[ -e m3 ] && bad "the merge went ahead" || ok "refused before merging"
+if [ -d hf ]; then
+    expect_rc 2 "verify --out '' is refused before the run" $vrun --out ''
+    expect_err "cicheck verify: --out: empty output folder name" "the option is named"
+    [ -s "$tmp/out" ] && bad "verify ran before refusing --out ''" || ok "nothing was run"
+    expect_rc 2 "verify --out under a regular file" $vrun --out plainfile/v
+    expect_err "--out: plainfile: exists and is not a folder" "the file in the way is named"
+else
+    skip "verify --out '' and a file in the way" "no checkpoint (no $py with numpy)"
 fi
 
 cic_test_done

@@ -402,13 +402,17 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
         cic_diag_set(d, "", 0, 0, "no folder given to plot");
         return -1;
     }
+    /* plots/ is cicheck's own folder: a link planted there is refused
+     * before anything is drawn */
+    snprintf(plots, sizeof plots, "%s/plots", dir);
+    if (cic_out_check(dir, plots, NULL, d) != 0)
+        return -1;
     if (load_input(&c, dir, path, sizeof path, d) != 0)
         goto cleanup;
     c.src = path;
     read_case(&c);
 
-    snprintf(plots, sizeof plots, "%s/plots", dir);
-    if (cic_mkdir_p(plots, d) != 0)
+    if (cic_mkdir_under(dir, plots, d) != 0)
         goto cleanup;
     snprintf(work, sizeof work, "%s/.render-XXXXXX", plots);
     if (!mkdtemp(work)) {

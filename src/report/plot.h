@@ -43,11 +43,14 @@
  * no sweep.json or report.json, unreadable JSON, a file that is not shaped
  * as cicheck writes it (the top level not an object, `results` not an
  * array, a key of the wrong type, `lowp`'s included, no row with metrics,
- * no point with a report), nothing in it to plot, a write failure, gnuplot not found in
+ * no point with a report), nothing in it to plot, DIR/plots a symbolic link
+ * or not a folder, DIR not writable, a write failure, gnuplot not found in
  * PATH (the .dat and .gp files are written first), or gnuplot failing (its
  * exit status and the tail of its stderr). *n_written counts the plots
  * finished before an error (0 when gnuplot is missing). n_written may be
- * NULL. */
+ * NULL. DIR/plots is cicheck's own folder: a link there is refused, never
+ * followed, and each finished file is renamed over whatever entry has its
+ * name. */
 int cic_plot_dir(const char *dir, int *n_written, cic_diag *d);
 
 #endif
