@@ -16,7 +16,10 @@
 #     or --dump, one case name without --out or when blessed, one file given
 #     twice) are refused before anything runs, naming both (exit 2);
 #   - output paths are checked before any work in run, bless, merge, plot
-#     and verify (exit 2, the option named).
+#     and verify (exit 2, the option named);
+#   - a write that fails (past a file size limit: EFBIG; a folder where a
+#     plot's file goes) is exit 3 naming the path, in plot, run --out,
+#     --dump, merge --out and a sweep's plots.
 # The verify checks need Debian's python3 with numpy (to write a checkpoint)
 # and are reported as SKIP without it.
 # Usage: test_outputs.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
@@ -251,5 +254,29 @@ if [ -d hf ]; then
 else
     skip "verify --out '' and a file in the way" "no checkpoint (no $py with numpy)"
 fi
+
+# ---- a failed write is exit 3, naming the path ----
+# with writes past 512 bytes (lim1) or 50 KiB (lim100) failing (EFBIG, not
+# a signal: SIGXFSZ ignored), stdout to /dev/null (a device: no limit)
+lim1='trap "" XFSZ; ulimit -f 1; exec "$@" >/dev/null'
+lim100='trap "" XFSZ; ulimit -f 100; exec "$@" >/dev/null'
+expect_rc 3 "plot past a file size limit" sh -c "$lim1" sh "$bin" plot o1
+expect_err "File too large" "the failed write is named"
+sed 's/^d_model = 8$/d_model = 64/; s/^heads = 2$/heads = 4/' tiny.toml >big.toml
+expect_rc 3 "run --dump past a file size limit" sh -c "$lim100" sh $run --out f1 --dump f1d \
+    big.toml
+expect_err "original.safetensors" "the dump file is named"
+[ -s f1/report.json ] && ok "the report before it was written" || bad "no report.json"
+expect_rc 3 "run --out past a file size limit" sh -c "$lim1" sh $run --out f2 tiny.toml
+expect_err "f2/report.json" "report.json is named"
+expect_rc 3 "merge --out past a file size limit" sh -c "$lim1" sh "$bin" merge --no-baseline \
+    --out f3 c1 c2
+expect_err "f3/report.json" "report.json is named"
+cp -r o1 f4 && mkdir -p f4/plots/ulp_cdf.dat/keep
+expect_rc 3 "plot with a folder where a plot's file goes" "$bin" plot f4
+expect_err "f4/plots/ulp_cdf.dat" "the folder is named"
+mkdir -p f5/plots/error_vs_d.dat/keep
+expect_rc 3 "a sweep whose plots cannot be written" $run --out f5 sweep.toml
+expect_err "f5/plots/error_vs_d.dat" "the plot's path is named"
 
 cic_test_done

@@ -720,10 +720,13 @@ static int cmd_plot(int argc, char **argv)
     }
     for (i = 0; i < argc; i++) {
         cic_diag d;
-        int n = 0;
-        if (cic_plot_dir(argv[i], &n, &d) < 0) {
+        int n = 0, rc = cic_plot_dir(argv[i], &n, &d);
+        if (rc < 0) {
             cic_diag_print(stderr, &d);
-            worst = CIC_EINPUT;
+            /* -2: drawing failed once the input was read (a lost result) */
+            rc = rc == -2 ? CIC_EINTERNAL : CIC_EINPUT;
+            if (rc > worst)
+                worst = rc;
         } else {
             printf("drew %d plot%s in %s/plots\n", n, n == 1 ? "" : "s", argv[i]);
         }

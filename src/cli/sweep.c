@@ -213,8 +213,9 @@ static json_t *aggregate(json_t *points)
 
 /* sweep.json (atomically) and the plots into dir (root: the part of it the
  * user named; below it the folders are cicheck's own). CIC_OK, or
- * CIC_EINTERNAL with d set: a write that failed, or plots/ a link. A plot
- * failure is only a warning. */
+ * CIC_EINTERNAL with d set: a write that failed, plots/ a link, or plots
+ * that could not be written or rendered. A plot that cannot be drawn from
+ * the data, or a missing gnuplot, is only a warning. */
 static int write_sweep(json_t *root, const char *out_root, const char *dir, bool no_plots,
                        cic_diag *d)
 {
@@ -242,7 +243,12 @@ static int write_sweep(json_t *root, const char *out_root, const char *dir, bool
         return CIC_EINTERNAL;
     {
         cic_diag pd;
-        if (cic_plot_dir(dir, &nplots, &pd) < 0)
+        int prc = cic_plot_dir(dir, &nplots, &pd);
+        if (prc == -2) { /* a lost result, not a figure the data lacks */
+            *d = pd;
+            return CIC_EINTERNAL;
+        }
+        if (prc < 0)
             fprintf(stderr, "cicheck: warning: plots not drawn: %s\n", pd.msg);
         else
             printf("drew %d plot%s in %s/plots (PNG, SVG, PDF, with .dat and .gp)\n", nplots,

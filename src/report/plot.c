@@ -412,6 +412,8 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
     c.src = path;
     read_case(&c);
 
+    /* from here every failure is a lost result: -2 */
+    rc = -2;
     if (cic_mkdir_under(dir, plots, d) != 0)
         goto cleanup;
     snprintf(work, sizeof work, "%s/.render-XXXXXX", plots);
@@ -426,6 +428,7 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
 
     if (draw_all(&c, &made, d) != 0)
         goto cleanup;
+    rc = -1;
     if (made == 0) {
         cic_diag_set(d, path, 0, 0,
                      "nothing to plot: no row of engine %s has 'metrics.ulp_row_quantiles' or "
@@ -447,7 +450,7 @@ cleanup:
     /* every figure moved its files out or removed them */
     if (have_work && rmdir(work) != 0 && rc == 0) {
         cic_diag_set(d, work, 0, 0, "cannot remove the work folder: %s", strerror(errno));
-        rc = -1;
+        rc = -2;
     }
     if (n_written)
         *n_written = made;
