@@ -12,7 +12,6 @@
 #include "metric/flops.h"
 #include "model/model.h"
 
-#include <dirent.h>
 #include <errno.h>
 
 #include <math.h>
@@ -28,93 +27,6 @@ static int usage_error(const char *fmt, const char *arg)
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\nTry 'cicheck --help'.\n");
     return CIC_EINPUT;
-}
-
-/* The stem of a case path: "cases/adaln.toml" -> "adaln". */
-static void stem(char *buf, size_t cap, const char *path)
-{
-    const char *b = strrchr(path, '/'), *dot;
-    b = b ? b + 1 : path;
-    dot = strrchr(b, '.');
-    snprintf(buf, cap, "%.*s", dot ? (int)(dot - b) : (int)strlen(b), b);
-}
-
-/* ---- case lists: files, and folders expanded to their *.toml ---- */
-
-typedef struct {
-    char **v;
-    int n, cap;
-} strlist;
-
-static int push(strlist *l, const char *s)
-{
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 32;
-        char **nv = realloc(l->v, (size_t)cap * sizeof *nv);
-        if (!nv)
-            return -1;
-        l->v = nv;
-        l->cap = cap;
-    }
-    l->v[l->n] = strdup(s);
-    return l->v[l->n] ? (l->n++, 0) : -1;
-}
-
-static void strlist_free(strlist *l)
-{
-    int i;
-    for (i = 0; i < l->n; i++)
-        free(l->v[i]);
-    free(l->v);
-}
-
-static int cmpstr(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* Add path; a folder adds its *.toml files first, then its subfolders',
- * each sorted. */
-static int expand(strlist *l, const char *path, int depth)
-{
-    struct stat st;
-    DIR *dir;
-    struct dirent *e;
-    strlist files = {0}, dirs = {0};
-    int i, rc = 0;
-    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode))
-        return push(l, path); /* a missing file is reported by the loader */
-    if (depth > 16 || !(dir = opendir(path)))
-        return push(l, path);
-    while ((e = readdir(dir))) {
-        char full[4096];
-        size_t n = strlen(e->d_name);
-        struct stat s2;
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(full, sizeof full, "%s/%s", path, e->d_name);
-        if (stat(full, &s2) != 0)
-            continue;
-        if (S_ISDIR(s2.st_mode)) {
-            if (push(&dirs, full) < 0)
-                rc = -1;
-        } else if (n > 5 && !strcmp(e->d_name + n - 5, ".toml")) {
-            if (push(&files, full) < 0)
-                rc = -1;
-        }
-    }
-    closedir(dir);
-    if (files.n > 1)
-        qsort(files.v, (size_t)files.n, sizeof *files.v, cmpstr);
-    if (dirs.n > 1)
-        qsort(dirs.v, (size_t)dirs.n, sizeof *dirs.v, cmpstr);
-    for (i = 0; i < files.n && rc == 0; i++)
-        rc = push(l, files.v[i]);
-    for (i = 0; i < dirs.n && rc == 0; i++)
-        rc = expand(l, dirs.v[i], depth + 1);
-    strlist_free(&files);
-    strlist_free(&dirs);
-    return rc;
 }
 
 /* ---- strict option values: decimal only ("0x10", "inf", "1e3" for an
@@ -250,7 +162,7 @@ typedef struct {
     bool bless, force;
     cic_run_args a;
     const char *junit, *markdown;
-    strlist cases;
+    cic_strlist cases;
     unsigned seen; /* bit k: RUN_OPTS[k] given */
 } run_cmd;
 
@@ -355,19 +267,49 @@ static int run_opt_flag(run_cmd *c, const char *opt)
     return 0;
 }
 
-/* A folder option: it may be new, but anything in the way must be a
- * folder (checked before a run that may take minutes). */
-static int check_dir_opt(const char *opt, const char *dir, bool must_exist)
+/* A folder that must exist (merge's shards). */
+static int check_dir_opt(const char *opt, const char *dir)
 {
     struct stat st;
     if (stat(dir, &st) != 0) {
-        if (!must_exist)
-            return 0;
         fprintf(stderr, "cicheck: %s %s: no such folder (%s)\n", opt, dir, strerror(errno));
         return CIC_EINPUT;
     }
     if (!S_ISDIR(st.st_mode)) {
         fprintf(stderr, "cicheck: %s %s: exists and is not a folder\n", opt, dir);
+        return CIC_EINPUT;
+    }
+    return 0;
+}
+
+/* An output folder option (the user's: it may be new or a link): anything
+ * in the way, an empty or too long name or a folder that cannot be written
+ * is refused before a run that may take minutes; file (NULL: none) is
+ * what goes in it. 0, or exit 2 with the option named. */
+static int check_out_opt(const char *opt, const char *dir, const char *file)
+{
+    cic_diag d;
+    if (strlen(dir) > CIC_RUN_PATH_MAX) {
+        fprintf(stderr, "cicheck: %s: the folder name is longer than %d bytes\n", opt,
+                CIC_RUN_PATH_MAX);
+        return CIC_EINPUT;
+    }
+    if (cic_out_check(dir, NULL, file, &d) != 0) {
+        fprintf(stderr, "cicheck: %s: ", opt);
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    return 0;
+}
+
+/* A file the user names (--junit, --markdown): a link is followed, a FIFO
+ * or device written in place; its folder must exist. 0, or exit 2. */
+static int check_file_opt(const char *opt, const char *path)
+{
+    cic_diag d;
+    if (cic_atomic_check_user(path, &d) != 0) {
+        fprintf(stderr, "cicheck: %s: ", opt);
+        cic_diag_print(stderr, &d);
         return CIC_EINPUT;
     }
     return 0;
@@ -397,22 +339,16 @@ static int run_check(run_cmd *c)
         cic_diag_print(stderr, &d);
         return CIC_EINPUT;
     }
-    if (c->a.baseline_dir && c->bless && check_dir_opt("--baseline", c->a.baseline_dir, false))
+    if (c->a.baseline_dir && c->bless && check_out_opt("--baseline", c->a.baseline_dir, NULL))
         return CIC_EINPUT;
-    if (c->a.out_dir && check_dir_opt("--out", c->a.out_dir, false) != 0)
+    if (c->a.out_dir && check_out_opt("--out", c->a.out_dir, NULL) != 0)
         return CIC_EINPUT;
-    if (c->a.dump_dir && check_dir_opt("--dump", c->a.dump_dir, false) != 0)
+    if (c->a.dump_dir && check_out_opt("--dump", c->a.dump_dir, NULL) != 0)
         return CIC_EINPUT;
-    if (c->junit && cic_atomic_check(c->junit, &d) != 0) {
-        fprintf(stderr, "cicheck: --junit: ");
-        cic_diag_print(stderr, &d);
+    if (c->junit && check_file_opt("--junit", c->junit) != 0)
         return CIC_EINPUT;
-    }
-    if (c->markdown && cic_atomic_check(c->markdown, &d) != 0) {
-        fprintf(stderr, "cicheck: --markdown: ");
-        cic_diag_print(stderr, &d);
+    if (c->markdown && check_file_opt("--markdown", c->markdown) != 0)
         return CIC_EINPUT;
-    }
     if (c->bless && !c->force) {
         const char *ci = getenv("CI");
         if (ci && !strcmp(ci, "true")) {
@@ -454,7 +390,7 @@ static int run_parse(run_cmd *c, int argc, char **argv)
             fprintf(stderr, "cicheck: unknown option '%s' for %s\nTry 'cicheck %s --help'.\n", s,
                     verb, verb);
             return CIC_EINPUT;
-        } else if (expand(&c->cases, s, 0) < 0) {
+        } else if (cic_case_list_add(&c->cases, s) < 0) {
             return usage_error("out of memory listing '%s'", s);
         }
     }
@@ -466,20 +402,10 @@ static int run_all(run_cmd *c, cic_case_run **runs)
 {
     int i, worst = CIC_OK, passed = 0, rc;
     for (i = 0; i < c->cases.n; i++) {
-        cic_run_args one = c->a;
-        char out[1024], dump[1024], st[256];
+        cic_run_args one;
+        char out[1200], dump[1200];
         const char *path = c->cases.v[i];
-        if (c->cases.n > 1) {
-            stem(st, sizeof st, path);
-            if (c->a.out_dir) {
-                snprintf(out, sizeof out, "%s/%s", c->a.out_dir, st);
-                one.out_dir = out;
-            }
-            if (c->a.dump_dir) {
-                snprintf(dump, sizeof dump, "%s/%s", c->a.dump_dir, st);
-                one.dump_dir = dump;
-            }
-        }
+        cic_case_args(&one, &c->a, &c->cases, i, out, dump);
         rc = cic_run_case(path, &one, &runs[i]);
         if (c->bless && runs[i] && rc == CIC_EGATE && !c->force)
             fprintf(stderr, "cicheck: %s: not blessed: the run fails its gates (--force to "
@@ -509,14 +435,19 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
     c.a.tol = CIC_TOLERANCE_DEFAULT;
     rc = run_parse(&c, argc, argv);
     if (rc != 0) {
-        strlist_free(&c.cases);
+        cic_strlist_free(&c.cases);
         return rc == 1 ? CIC_OK : rc;
     }
     if (bless)
         c.a.no_baseline = true;
+    rc = cic_case_list_check(&c.cases, &c.a, c.bless);
+    if (rc != CIC_OK) {
+        cic_strlist_free(&c.cases);
+        return rc;
+    }
     runs = cic_calloc((size_t)c.cases.n, sizeof *runs);
     if (!runs) {
-        strlist_free(&c.cases);
+        cic_strlist_free(&c.cases);
         return CIC_EINTERNAL;
     }
     worst = run_all(&c, runs);
@@ -526,7 +457,7 @@ static int cmd_run_or_bless(int argc, char **argv, bool bless)
     for (i = 0; i < c.cases.n; i++)
         cic_case_run_free(runs[i]);
     free(runs);
-    strlist_free(&c.cases);
+    cic_strlist_free(&c.cases);
     return worst;
 }
 
@@ -692,7 +623,7 @@ static int check_shard_dir(const char *dir)
 {
     char path[1300];
     struct stat st;
-    if (check_dir_opt("merge:", dir, true) != 0)
+    if (check_dir_opt("merge:", dir) != 0)
         return CIC_EINPUT;
     snprintf(path, sizeof path, "%s/sweep.json", dir);
     if (cic_is_case_shard(dir) || stat(path, &st) == 0)
@@ -700,6 +631,29 @@ static int check_shard_dir(const char *dir)
     fprintf(stderr, "cicheck: merge: %s holds neither case-shard.json nor sweep.json (give the "
                     "--out folders of 'cicheck run --shard K/N')\n", dir);
     return CIC_EINPUT;
+}
+
+/* merge's outputs, before anything is merged: --out (a case's report.json,
+ * or a sweep's sweep.json and plots/), --junit, --markdown. 0 or exit 2. */
+static int merge_check_outputs(const cic_merge_args *m, const char *first, const char *junit,
+                               const char *markdown)
+{
+    bool kase = cic_is_case_shard(first);
+    char plots[CIC_RUN_PATH_MAX + 8];
+    cic_diag d;
+    if (check_out_opt("--out", m->out_dir, kase ? "report.json" : "sweep.json") != 0)
+        return CIC_EINPUT;
+    snprintf(plots, sizeof plots, "%s/plots", m->out_dir);
+    if (!kase && !m->no_plots && cic_out_check(m->out_dir, plots, NULL, &d) != 0) {
+        fprintf(stderr, "cicheck: --out: ");
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    if (junit && check_file_opt("--junit", junit) != 0)
+        return CIC_EINPUT;
+    if (markdown && check_file_opt("--markdown", markdown) != 0)
+        return CIC_EINPUT;
+    return 0;
 }
 
 static int cmd_merge(int argc, char **argv)
@@ -726,10 +680,10 @@ static int cmd_merge(int argc, char **argv)
     }
     if (rc == CIC_OK && (!m.out_dir || n == 0))
         rc = usage_error("merge needs --out DIR and the shard folders%s", "");
-    if (rc == CIC_OK && check_dir_opt("--out", m.out_dir, false) != 0)
-        rc = CIC_EINPUT;
     for (i = 0; i < n && rc == CIC_OK; i++)
         rc = check_shard_dir(dirs[i]);
+    if (rc == CIC_OK)
+        rc = merge_check_outputs(&m, dirs[0], junit, markdown);
     if (rc == CIC_OK && cic_is_case_shard(dirs[0])) {
         cic_case_run *cr = NULL;
         int src;
@@ -750,16 +704,29 @@ static int cmd_plot(int argc, char **argv)
     int i, worst = CIC_OK;
     if (argc == 0)
         return usage_error("plot needs a report folder%s", "");
+    /* every folder's plots/ before any is drawn */
     for (i = 0; i < argc; i++) {
+        char plots[4200];
         cic_diag d;
-        int n = 0;
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(CIC_PLOT_USAGE, stdout);
             return CIC_OK;
         }
-        if (cic_plot_dir(argv[i], &n, &d) < 0) {
+        snprintf(plots, sizeof plots, "%s/plots", argv[i]);
+        if (argv[i][0] && strlen(argv[i]) < 4000 && cic_out_check(argv[i], plots, NULL, &d)) {
             cic_diag_print(stderr, &d);
-            worst = CIC_EINPUT;
+            return CIC_EINPUT;
+        }
+    }
+    for (i = 0; i < argc; i++) {
+        cic_diag d;
+        int n = 0, rc = cic_plot_dir(argv[i], &n, &d);
+        if (rc < 0) {
+            cic_diag_print(stderr, &d);
+            /* -2: drawing failed once the input was read (a lost result) */
+            rc = rc == -2 ? CIC_EINTERNAL : CIC_EINPUT;
+            if (rc > worst)
+                worst = rc;
         } else {
             printf("drew %d plot%s in %s/plots\n", n, n == 1 ? "" : "s", argv[i]);
         }

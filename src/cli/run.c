@@ -173,23 +173,57 @@ void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case 
     }
 }
 
-/* report.json and the dump of a finished run; 0 or -1 with d. */
+/* ---- where a run writes ---- */
+
+/* The folder of a run of case c into buf (a->out_dir, or reports/<case
+ * name>); returns the part of it the user named (links followed there),
+ * below which every folder is cicheck's own. */
+static const char *run_out_dir(char *buf, size_t cap, const cic_run_args *a, const cic_case *c)
+{
+    if (a->out_dir) {
+        cic_strlcpy(buf, a->out_dir, cap);
+        return a->out_root ? a->out_root : a->out_dir;
+    }
+    snprintf(buf, cap, "reports/%s", c->name);
+    return "reports";
+}
+
+static const char *run_dump_root(const cic_run_args *a)
+{
+    return a->dump_root ? a->dump_root : a->dump_dir;
+}
+
+int cic_run_check_outputs(const cic_case *c, const cic_run_args *a, cic_diag *d)
+{
+    char dir[1200];
+    const char *root = run_out_dir(dir, sizeof dir, a, c);
+    /* a case shard's files are case_shard.c's: its folder is checked */
+    const char *file = c->sweep.on ? "sweep.json"
+                       : a->shard || a->no_report ? NULL : "report.json";
+    if (cic_out_check(root, dir, file, d) != 0)
+        return CIC_EINPUT;
+    if (a->dump_dir && cic_out_check(run_dump_root(a), a->dump_dir, NULL, d) != 0)
+        return CIC_EINPUT;
+    return c->sweep.on ? cic_sweep_check_outputs(c, a, root, dir, d) : CIC_OK;
+}
+
+/* report.json and the dump of a finished run; 0 or -1 with d. The folders
+ * below the user's are made as cicheck's own (cic_mkdir_under). */
 static int write_outputs(const cic_run_args *a, const cic_pipeline *pl, const cic_report *rep,
                          const cic_case *c, cli_progress *p, cic_diag *d)
 {
-    char outdir[1200], line[1300];
-    if (a->out_dir)
-        cic_strlcpy(outdir, a->out_dir, sizeof outdir);
-    else
-        snprintf(outdir, sizeof outdir, "reports/%s", c->name);
+    char outdir[1200], path[1300], line[1320];
+    const char *root = run_out_dir(outdir, sizeof outdir, a, c);
     if (!a->no_report) {
-        if (cic_report_json_write(rep, outdir, d) < 0)
+        snprintf(path, sizeof path, "%s/report.json", outdir);
+        if (cic_mkdir_under(root, outdir, d) < 0 || cic_report_json_write_file(rep, path, d) < 0)
             return -1;
-        snprintf(line, sizeof line, "wrote %s/report.json", outdir);
+        snprintf(line, sizeof line, "wrote %s", path);
         on_stage(p, line);
     }
     if (a->dump_dir) {
-        if (cic_pipeline_dump(pl, a->dump_dir, d) < 0)
+        if (cic_mkdir_under(run_dump_root(a), a->dump_dir, d) < 0 ||
+            cic_pipeline_dump(pl, a->dump_dir, d) < 0)
             return -1;
         snprintf(line, sizeof line, "wrote dump to %s", a->dump_dir);
         on_stage(p, line);
@@ -235,11 +269,10 @@ static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *p
     char sdir[1200];
     int rc;
     cic_gate_result *g;
-    if (a->out_dir)
-        cic_strlcpy(sdir, a->out_dir, sizeof sdir);
-    else
-        snprintf(sdir, sizeof sdir, "reports/%s", cr->kase.name);
-    rc = cic_run_sweep(&cr->kase, a, sdir);
+    cic_run_args sa = *a; /* the points' folders go below the sweep's roots */
+    sa.out_root = run_out_dir(sdir, sizeof sdir, a, &cr->kase);
+    sa.dump_root = run_dump_root(a);
+    rc = cic_run_sweep(&cr->kase, &sa, sdir);
     if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
         cic_diag_set(d, path, 0, 0, "sweep %s failed (exit %d)", cr->kase.name, rc);
         return rc;

@@ -9,9 +9,18 @@
 
 #include <stdbool.h>
 
+/* --out, --dump, --baseline and merge --out: at most this many bytes, so
+ * every folder and file below them fits the fixed path buffers. */
+#define CIC_RUN_PATH_MAX 900
+
 typedef struct {
     const char *out_dir;  /* NULL: reports/<case name> */
     const char *dump_dir; /* NULL: no dump */
+    /* The part of out_dir (dump_dir) the user named: a link there is
+     * followed; the folders below it (a case's in a run of several, a
+     * sweep's points/N) are cicheck's own, never written through a link.
+     * NULL: out_dir (dump_dir) itself, or reports/ for the default. */
+    const char *out_root, *dump_root;
     bool quiet;           /* no progress lines on stderr */
     int color;            /* -1 auto (TTY), 0 off, 1 on */
     bool quiet_tables;    /* no analytical FLOP table after the results */
@@ -28,6 +37,36 @@ typedef struct {
     int threads;          /* MPFR engine threads; 0: one per core */
 } cic_run_args;
 
+/* ---- the case files of a run (caselist.c) ---- */
+
+typedef struct {
+    char **v;
+    int n, cap;
+} cic_strlist;
+
+/* Append a copy of s; 0, or -1 out of memory. */
+int cic_strlist_push(cic_strlist *l, const char *s);
+void cic_strlist_free(cic_strlist *l);
+/* Add a case file, or every *.toml below a folder (its files first, then
+ * its subfolders', each sorted). 0, or -1 out of memory. */
+int cic_case_list_add(cic_strlist *l, const char *path);
+
+/* Bytes of a case's folder in a run of several (CIC_RUN_PATH_MAX, '/', a
+ * file stem). */
+#define CIC_CASE_DIR_MAX 1200
+/* The arguments of case i of the list: a's, and with several cases --out
+ * DIR/<file stem> and --dump DIR/<file stem> (in out and dump, of
+ * CIC_CASE_DIR_MAX bytes), below the user's DIR. */
+void cic_case_args(cic_run_args *one, const cic_run_args *a, const cic_strlist *cases, int i,
+                   char *out, char *dump);
+/* Before any case runs: every case's outputs (cic_run_check_outputs; for
+ * bless its baseline file too), and no two cases writing the same files
+ * (one file stem under --out or --dump, one case name without --out or when
+ * blessed, a file given twice): the refusal on stderr, naming both files.
+ * CIC_OK, CIC_EINPUT, or CIC_EINTERNAL out of memory. A case that does not
+ * load is left to its run, which says why. */
+int cic_case_list_check(const cic_strlist *cases, const cic_run_args *a, bool bless);
+
 /* What one case run leaves for the summaries (JUnit, Markdown, bless). */
 typedef struct {
     cic_case kase;
@@ -37,6 +76,12 @@ typedef struct {
 } cic_case_run;
 
 void cic_case_run_free(cic_case_run *cr);
+
+/* Before any work: can a run of case c with a write all it writes (its
+ * folder, report.json or sweep.json, a sweep's points/N and plots/, the
+ * dump's folders; see cic_out_check)? CIC_OK, or CIC_EINPUT with d naming
+ * the path. */
+int cic_run_check_outputs(const cic_case *c, const cic_run_args *a, cic_diag *d);
 
 /* Run one case file; returns the exit code (0 pass, 1 a gate, expectation
  * or regression failed, 2 bad input, 3 resource failure). When out is not
@@ -49,6 +94,12 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out);
  * <out>/points/<i>/report.json and <out>/sweep.json, then the plots. out_dir
  * is the sweep's folder. Returns the exit code (worst over the points). */
 int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir);
+
+/* The check of cic_run_check_outputs for a sweep c writing into dir (root:
+ * the part of it the user named): its points' folders (of the shard
+ * a->shard), plots/ and the dump's points. CIC_OK or CIC_EINPUT. */
+int cic_sweep_check_outputs(const cic_case *c, const cic_run_args *a, const char *root,
+                            const char *dir, cic_diag *d);
 
 /* Merge the sweep.json of shard folders into out_dir (sweep.json and
  * plots): refuses shards of different case files, cicheck versions or

@@ -211,12 +211,15 @@ static json_t *aggregate(json_t *points)
 
 /* ---- writing ---- */
 
-/* sweep.json (atomically) and the plots into dir. CIC_OK, or CIC_EINTERNAL
- * with d set. A plot failure is only a warning. */
-static int write_sweep(json_t *root, const char *dir, bool no_plots, cic_diag *d)
+/* sweep.json (atomically) and the plots into dir (root: the part of it the
+ * user named; below it the folders are cicheck's own). CIC_OK, or
+ * CIC_EINTERNAL with d set: a write that failed, plots/ a link, or plots
+ * that could not be written or rendered. A plot that cannot be drawn from
+ * the data, or a missing gnuplot, is only a warning. */
+static int write_sweep(json_t *root, const char *out_root, const char *dir, bool no_plots,
+                       cic_diag *d)
 {
-    char path[1200], *text;
-    cic_diag pd;
+    char path[1300], *text;
     int rc, nplots = 0;
     snprintf(path, sizeof path, "%s/sweep.json", dir);
     text = json_dumps(root, JSON_INDENT(1) | JSON_REAL_PRECISION(17));
@@ -224,7 +227,7 @@ static int write_sweep(json_t *root, const char *dir, bool no_plots, cic_diag *d
         cic_diag_set(d, path, 0, 0, "cannot write: out of memory");
         return CIC_EINTERNAL;
     }
-    if (cic_mkdir_p(dir, d) < 0) {
+    if (cic_mkdir_under(out_root, dir, d) < 0) {
         free(text);
         return CIC_EINTERNAL;
     }
@@ -233,8 +236,19 @@ static int write_sweep(json_t *root, const char *dir, bool no_plots, cic_diag *d
     if (rc < 0)
         return CIC_EINTERNAL;
     printf("wrote %s\n", path);
-    if (!no_plots) {
-        if (cic_plot_dir(dir, &nplots, &pd) < 0)
+    if (no_plots)
+        return CIC_OK;
+    snprintf(path, sizeof path, "%s/plots", dir);
+    if (cic_mkdir_under(dir, path, d) < 0)
+        return CIC_EINTERNAL;
+    {
+        cic_diag pd;
+        int prc = cic_plot_dir(dir, &nplots, &pd);
+        if (prc == -2) { /* a lost result, not a figure the data lacks */
+            *d = pd;
+            return CIC_EINTERNAL;
+        }
+        if (prc < 0)
             fprintf(stderr, "cicheck: warning: plots not drawn: %s\n", pd.msg);
         else
             printf("drew %d plot%s in %s/plots (PNG, SVG, PDF, with .dat and .gp)\n", nplots,
@@ -280,6 +294,44 @@ static json_t *sweep_header(const cic_case *c, const char *sha, const char *src,
     return root;
 }
 
+/* --shard K/N (NULL: 1/1) into *k, *n; false when it is not 1 <= K <= N <=
+ * 10^6. */
+static bool shard_kn(const char *shard, long *k, long *n)
+{
+    char *end;
+    *k = *n = 1;
+    if (!shard)
+        return true;
+    *k = strtol(shard, &end, 10);
+    if (*end == '/')
+        *n = strtol(end + 1, &end, 10);
+    return *end == '\0' && *n >= 1 && *k >= 1 && *k <= *n && *n <= 1000000;
+}
+
+int cic_sweep_check_outputs(const cic_case *c, const cic_run_args *a, const char *root,
+                            const char *dir, cic_diag *d)
+{
+    char p[1400];
+    long i, k, n;
+    if (!shard_kn(a->shard, &k, &n))
+        return CIC_OK; /* the run refuses it */
+    if (!a->no_plots) {
+        snprintf(p, sizeof p, "%s/plots", dir);
+        if (cic_out_check(root, p, NULL, d) != 0)
+            return CIC_EINPUT;
+    }
+    for (i = k - 1; i < c->sweep.points; i += n) {
+        snprintf(p, sizeof p, "%s/points/%ld", dir, i);
+        if (cic_out_check(root, p, "report.json", d) != 0)
+            return CIC_EINPUT;
+        snprintf(p, sizeof p, "%s/points/%ld", a->dump_dir ? a->dump_dir : "", i);
+        if (a->dump_dir && cic_out_check(a->dump_root ? a->dump_root : a->dump_dir, p, NULL,
+                                         d) != 0)
+            return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
 int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
 {
     long total = c->sweep.points, i, k = 1, n = 1, ran = 0, passed = 0;
@@ -287,15 +339,9 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
     char sha[65] = "", *src;
     size_t src_len = 0;
     json_t *root, *points;
-    if (a->shard) {
-        char *end;
-        k = strtol(a->shard, &end, 10);
-        if (*end == '/')
-            n = strtol(end + 1, &end, 10);
-        if (*end != '\0' || n < 1 || k < 1 || k > n || n > 1000000) {
-            fprintf(stderr, "cicheck: --shard takes K/N with 1 <= K <= N (got '%s')\n", a->shard);
-            return CIC_EINPUT;
-        }
+    if (!shard_kn(a->shard, &k, &n)) {
+        fprintf(stderr, "cicheck: --shard takes K/N with 1 <= K <= N (got '%s')\n", a->shard);
+        return CIC_EINPUT;
     }
     src = cic_read_file(c->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len);
     if (!src) {
@@ -370,7 +416,8 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
            ran == 1 ? "" : "s", passed, ran - passed);
     {
         cic_diag d;
-        int rc = write_sweep(root, out_dir, a->no_plots, &d);
+        int rc = write_sweep(root, a->out_root ? a->out_root : out_dir, out_dir, a->no_plots,
+                             &d);
         if (rc != CIC_OK)
             cic_diag_print(stderr, &d);
         if (rc > worst)
@@ -785,7 +832,7 @@ static int merge_write(merge_ctx *m, const char *out_dir, bool no_plots, cic_dia
     json_object_set_new(root, "aggregate", aggregate(json_object_get(root, "points")));
     json_object_set_new(root, "pass", json_boolean(pass));
     printf("merged %d shard%s: %ld points\n", m->n, m->n == 1 ? "" : "s", m->total);
-    rc = write_sweep(root, out_dir, no_plots, d);
+    rc = write_sweep(root, out_dir, out_dir, no_plots, d);
     json_decref(root);
     return rc == CIC_OK ? worst : rc;
 }

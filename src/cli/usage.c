@@ -37,9 +37,9 @@ const char CIC_RUN_USAGE[] =
     "\n"
     "options:\n"
     "  --out DIR        where report.json goes (default reports/<case name>);\n"
-    "                   with several cases, DIR/<case name>\n"
+    "                   with several cases, DIR/<file stem>\n"
     "  --dump DIR       also write weights, inputs and outputs as safetensors\n"
-    "                   (with several cases, DIR/<case name>)\n"
+    "                   (with several cases, DIR/<file stem>)\n"
     "  --baseline DIR   compare with DIR/<case name>.json (default reference/,\n"
     "                   compared when the file exists)\n"
     "  --no-baseline    do not compare with a baseline\n"
@@ -61,7 +61,16 @@ const char CIC_RUN_USAGE[] =
     "                   (suffixes K, M, G; default half of the machine's RAM)\n"
     "  --quiet          no progress lines on stderr\n"
     "  --color          force colours;  --no-color  never colour\n"
-    "  -h, --help       this text\n";
+    "  -h, --help       this text\n"
+    "\n"
+    "Outputs are checked before anything runs (exit 2): two case files with one\n"
+    "stem under --out or --dump, or one case name without --out, are refused.\n"
+    "DIR may be a symbolic link; what cicheck makes inside it (report.json,\n"
+    "sweep.json, points/N, plots/, the dump's files, a case's folder) is its own:\n"
+    "a link, FIFO or device planted at one of its files is replaced, never\n"
+    "written through, and a link where it makes a folder is refused. Only\n"
+    "--junit FILE, --markdown FILE and $GITHUB_STEP_SUMMARY follow a link and\n"
+    "write a FIFO or device (/dev/stdout) in place.\n";
 
 const char CIC_MERGE_USAGE[] =
     "usage: cicheck merge --out DIR [options] SHARD_DIR...\n"
@@ -80,14 +89,17 @@ const char CIC_MERGE_USAGE[] =
     "  --no-plots       a sweep: do not draw the plots\n"
     "  --baseline DIR, --no-baseline, --tolerance S[,U], --junit FILE,\n"
     "  --markdown FILE, --color, --no-color\n"
-    "                   a case: as for 'cicheck run'\n";
+    "                   a case: as for 'cicheck run'\n"
+    "DIR and its files are written as 'cicheck run' writes --out (see its --help).\n";
 
 const char CIC_PLOT_USAGE[] =
     "usage: cicheck plot REPORT_DIR...\n"
     "\n"
     "Draws the plots of a sweep (REPORT_DIR/sweep.json) or of a single run\n"
     "(REPORT_DIR/report.json) under REPORT_DIR/plots: per plot a .dat, a\n"
-    "standalone gnuplot script .gp and PNG, SVG and PDF renderings.\n";
+    "standalone gnuplot script .gp and PNG, SVG and PDF renderings. plots/ must\n"
+    "not be a link (exit 2); each file is renamed over its name. Exit 2 when a\n"
+    "folder cannot be plotted, 3 when its plots cannot be written.\n";
 
 const char CIC_BLESS_USAGE[] =
     "usage: cicheck bless [--force] [--baseline DIR] CASE.toml|FOLDER...\n"
@@ -95,7 +107,8 @@ const char CIC_BLESS_USAGE[] =
     "Runs each case and writes its report as the accepted baseline\n"
     "DIR/<case name>.json (default reference/). Refused when CI=true (a CI job\n"
     "must not accept its own numbers) and for a run whose gates fail, unless\n"
-    "--force.\n";
+    "--force, and before anything runs for two cases of one name. Other\n"
+    "options and outputs as for 'cicheck run'.\n";
 
 const char CIC_FLOPS_USAGE[] =
     "usage: cicheck flops [options] CASE.toml\n"

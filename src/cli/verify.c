@@ -219,6 +219,11 @@ int cic_cmd_verify(int argc, char **argv)
     }
     if (np < 2)
         return verify_usage("needs ORIGINAL and TRANSFORMED checkpoint folders%s", "");
+    if (out && cic_out_check(out, NULL, "report.json", &d) != 0) { /* before the run */
+        fprintf(stderr, "cicheck verify: --out: %s%s%s\n", d.file, d.file[0] ? ": " : "",
+                d.msg);
+        return CIC_EINPUT;
+    }
     if (strlen(pos[0]) >= sizeof o.orig || strlen(pos[1]) >= sizeof o.trans)
         return verify_usage("a checkpoint path is too long%s", "");
     strcpy(o.orig, pos[0]);

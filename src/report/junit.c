@@ -33,7 +33,8 @@
  * double; non-finite ones are "nan", "inf", "-inf". time= attributes are
  * decimals as the schema requires: a non-finite or negative wall time is 0.
  *
- * The document is built in memory and written atomically. */
+ * The document is built in memory and written atomically; the file is the
+ * user's (--junit FILE): a link is followed, a FIFO written in place. */
 #include "report.h"
 #include "text.h"
 
@@ -403,7 +404,7 @@ int cic_junit_write(const char *path, const cic_report *const *r, const char *co
             return -1;
         }
     }
-    rc = cic_write_atomic(path, buf, len, d);
+    rc = cic_write_atomic_user(path, buf, len, d);
     free(buf);
     return rc;
 }

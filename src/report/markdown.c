@@ -25,7 +25,8 @@
  *
  * append (GITHUB_STEP_SUMMARY semantics): the text is added at the end of
  * path, created if missing, in one write; otherwise path is replaced
- * atomically. */
+ * atomically. path is the user's: a link is followed, a FIFO or device
+ * written in place. */
 #include "conclusion.h"
 #include "report.h"
 #include "text.h"
@@ -302,7 +303,7 @@ int cic_markdown_write(const char *path, const cic_report *const *r,
     }
 
     if (!append) {
-        rc = cic_write_atomic(path, buf, len, d);
+        rc = cic_write_atomic_user(path, buf, len, d);
         free(buf);
         return rc;
     }

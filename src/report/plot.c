@@ -402,13 +402,19 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
         cic_diag_set(d, "", 0, 0, "no folder given to plot");
         return -1;
     }
+    /* plots/ is cicheck's own folder: a link planted there is refused
+     * before anything is drawn */
+    snprintf(plots, sizeof plots, "%s/plots", dir);
+    if (cic_out_check(dir, plots, NULL, d) != 0)
+        return -1;
     if (load_input(&c, dir, path, sizeof path, d) != 0)
         goto cleanup;
     c.src = path;
     read_case(&c);
 
-    snprintf(plots, sizeof plots, "%s/plots", dir);
-    if (cic_mkdir_p(plots, d) != 0)
+    /* from here every failure is a lost result: -2 */
+    rc = -2;
+    if (cic_mkdir_under(dir, plots, d) != 0)
         goto cleanup;
     snprintf(work, sizeof work, "%s/.render-XXXXXX", plots);
     if (!mkdtemp(work)) {
@@ -422,6 +428,7 @@ int cic_plot_dir(const char *dir, int *n_written, cic_diag *d)
 
     if (draw_all(&c, &made, d) != 0)
         goto cleanup;
+    rc = -1;
     if (made == 0) {
         cic_diag_set(d, path, 0, 0,
                      "nothing to plot: no row of engine %s has 'metrics.ulp_row_quantiles' or "
@@ -443,7 +450,7 @@ cleanup:
     /* every figure moved its files out or removed them */
     if (have_work && rmdir(work) != 0 && rc == 0) {
         cic_diag_set(d, work, 0, 0, "cannot remove the work folder: %s", strerror(errno));
-        rc = -1;
+        rc = -2;
     }
     if (n_written)
         *n_written = made;

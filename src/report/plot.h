@@ -38,16 +38,22 @@
 
 #include "../base/base.h"
 
-/* Returns 0 with *n_written = plots made (at least 1), or -1 with d set
- * (d->file the file and the message the key at fault where there is one):
- * no sweep.json or report.json, unreadable JSON, a file that is not shaped
- * as cicheck writes it (the top level not an object, `results` not an
- * array, a key of the wrong type, `lowp`'s included, no row with metrics,
- * no point with a report), nothing in it to plot, a write failure, gnuplot not found in
- * PATH (the .dat and .gp files are written first), or gnuplot failing (its
- * exit status and the tail of its stderr). *n_written counts the plots
+/* Returns 0 with *n_written = plots made (at least 1); -1 with d set
+ * (d->file the file and the message the key at fault where there is one)
+ * when the folder cannot be plotted: no sweep.json or report.json,
+ * unreadable JSON, a file that is not shaped as cicheck writes it (the top
+ * level not an object, `results` not an array, a key of the wrong type,
+ * `lowp`'s included, no row with metrics, no point with a report), nothing
+ * in it to plot, DIR/plots a symbolic link or not a folder, DIR not
+ * writable, or gnuplot not found in PATH (the .dat and .gp files are
+ * written first); -2 with d set when drawing failed once the input was
+ * read: a write that failed (a full disk, a file size limit), gnuplot
+ * failing (its exit status and the tail of its stderr) or writing nothing:
+ * a lost result (exit 3 where -1 is exit 2). *n_written counts the plots
  * finished before an error (0 when gnuplot is missing). n_written may be
- * NULL. */
+ * NULL. DIR/plots is cicheck's own folder: a link there is refused, never
+ * followed, and each finished file is renamed over whatever entry has its
+ * name. */
 int cic_plot_dir(const char *dir, int *n_written, cic_diag *d);
 
 #endif

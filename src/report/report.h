@@ -225,16 +225,18 @@ void cic_report_lowp_table(FILE *f, const cic_report *r);
  * Returns 0, or -1 when f reports an error. */
 int cic_report_dit_flops_table(FILE *f, const cic_dit_flops_table *t);
 
-/* report.json into dir (created if missing, with parents): written to a
- * temporary file in dir, fsync'ed, then renamed over report.json, so a
- * reader never sees half a report. Returns 0, or -1 with d set. */
+/* report.json into dir (created if missing, with parents, as a folder the
+ * user named): written to a temporary file in dir, fsync'ed, then renamed
+ * over report.json (cic_write_atomic), so a reader never sees half a report.
+ * Returns 0, or -1 with d set. */
 int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d);
 /* The report as a JSON object (the content of report.json; NULL when memory
  * runs out). Free with json_decref. */
 struct json_t;
 struct json_t *cic_report_to_json(const cic_report *r);
 
-/* The same to a file path (the folder must exist). */
+/* The same to a file path (the folder must exist; path is cicheck's own:
+ * see cic_write_atomic). */
 int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d);
 
 /* ---- CI outputs (junit.c, markdown.c) ---- */
@@ -243,13 +245,15 @@ int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *
  * per gate per (transform, engine), per expectation and per baseline rule;
  * failures carry the old value, the new value and the limit. A case that
  * could not run (exit_code 2 or 3, kase NULL) is one failed testcase with
- * its message in errors[i]. Atomic. 0 or -1 with d set. */
+ * its message in errors[i]. path is the user's (--junit FILE): written by
+ * cic_write_atomic_user. 0 or -1 with d set. */
 int cic_junit_write(const char *path, const cic_report *const *r, const char *const *errors,
                     int n, cic_diag *d);
 
 /* Markdown summary of n case reports: a line per case (PASS/FAIL, rows,
  * gates, regressions, wall time) and a table of every failure. Appended to
- * path when append, else written atomically. 0 or -1 with d set. */
+ * path when append, else written by cic_write_atomic_user (path is the
+ * user's: --markdown FILE, $GITHUB_STEP_SUMMARY). 0 or -1 with d set. */
 int cic_markdown_write(const char *path, const cic_report *const *r,
                        const char *const *errors, int n, bool append, cic_diag *d);
 
@@ -271,46 +275,77 @@ typedef struct {
  * JSON header with dtype "F32"/"F64"/"I8"/"I32", shape, data_offsets, plus a
  * "__metadata__" object of string pairs, then the data, tensors in the order
  * given). meta is a NULL-terminated list of key, value strings (may be NULL).
- * Atomic like the report. Returns 0, or -1 with d set. */
+ * Atomic like the report (path is cicheck's own: cic_atomic_open). Returns 0,
+ * or -1 with d set. */
 int cic_safetensors_write(const char *path, const cic_st_tensor *t, int n,
                           const char *const *meta, cic_diag *d);
-
-/* mkdir -p; 0 or -1 with d set. */
-int cic_mkdir_p(const char *dir, cic_diag *d);
-/* Write len bytes to path atomically (temp file in the same folder, fsync,
- * rename). 0 or -1 with d set. */
-int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d);
 
 /* The truth's proof in words: "proven: N values, E at a higher precision;
  * max relative radius R; 64, 128 bits", or "NOT proven: ..." (and
  * --recheck's difference). */
 void cic_truth_words(char *buf, size_t cap, const cic_report *r);
 
+/* ---- output files and folders (outfile.c) ----
+ *
+ * What the user names (--out DIR, --dump DIR, --baseline DIR; --junit FILE,
+ * --markdown FILE) is taken as named, links followed. What cicheck makes
+ * inside such a folder is its own: a file is replaced through a temporary
+ * made beside its name (never through a link, FIFO or device planted
+ * there), a folder must be a real one (a link there is refused with its
+ * path). A folder where a file goes is refused. */
+
+/* mkdir -p, links followed (a folder the user named); 0 or -1 with d set. */
+int cic_mkdir_p(const char *dir, cic_diag *d);
+/* dir, which is root or below it ("root/sub/..."): root as cic_mkdir_p,
+ * every component after it made here or found as a real folder, a symbolic
+ * link refused with its path. 0 or -1 with d set. */
+int cic_mkdir_under(const char *root, const char *dir, cic_diag *d);
+/* Before any work: can dir (root or below it, NULL: root) be made and
+ * written, and file (NULL: none) inside it? root may be new or an existing
+ * folder (links followed); every existing component of dir after root must
+ * be a real folder (not a link); the folder the first missing one would be
+ * made in, or dir, must be writable; an existing dir/file must not be a
+ * folder. An empty root is refused. 0, or -1 with d naming the path. */
+int cic_out_check(const char *root, const char *dir, const char *file, cic_diag *d);
+
+/* Write len bytes to path atomically: a temporary made beside path (mkstemp,
+ * in path's own folder), fsync, then renamed over path, replacing whatever
+ * entry is there (a file, a link, a FIFO, a device: never followed); a
+ * directory is refused. For the files cicheck makes in its folders. 0 or -1
+ * with d set. */
+int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d);
+/* The same for a file the user named (--junit FILE, --markdown FILE): a
+ * symbolic link is followed and its target replaced (the temporary in the
+ * target's folder; the link stays a link); a character device or a FIFO
+ * (/dev/null, /dev/stdout, a shell's >(...)) is written in place; a
+ * directory, a block device or a socket is refused. */
+int cic_write_atomic_user(const char *path, const void *buf, size_t len, cic_diag *d);
+
 /* Streaming form of cic_write_atomic, for files too big to build in memory
  * (the --dump tensors): open creates a temporary file beside path; write to
  * a->f; commit flushes, fsyncs and renames it over path; abort (also called
  * by a failed commit) removes it. Every call leaves no temporary behind on
- * failure.
- *
- * Only a regular file (or a new path) is replaced that way; a symbolic link
- * is followed and its target replaced (the link stays a link). A character
- * device or a FIFO (/dev/null, /dev/stdout, a shell's >(...)) is written in
- * place, since renaming over it would put a regular file where the device
- * was; a directory, a block device or a socket is refused. */
+ * failure. cic_atomic_open treats path as cicheck's own, cic_atomic_open_user
+ * as the user's (as the two writes above). */
 typedef struct {
     FILE *f;
     char path[4096];
     char tmp[4096];
-    int in_place; /* writing straight to path (a device or FIFO) */
+    int in_place; /* writing straight to path (a user's device or FIFO) */
 } cic_atomic;
 
-/* 0 when path may be written by cic_atomic_open (a regular file, a link to
- * one, a new file, a character device or a FIFO), else -1 with d saying why
- * (a directory, a block device, a socket). Lets a command refuse a bad
- * output path before any work. */
+/* Before any work: 0 when cic_atomic_open may write path (anything but a
+ * directory: a link, FIFO or device there is replaced), else -1 with d
+ * saying why. */
 int cic_atomic_check(const char *path, cic_diag *d);
+/* The same for cic_atomic_open_user: a regular file, a link to one or a new
+ * file in an existing, writable folder, a character device or a FIFO; a
+ * directory, a block device or a socket is refused, and so is a new file
+ * whose folder is missing or not a folder. */
+int cic_atomic_check_user(const char *path, cic_diag *d);
 
 int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d);
+int cic_atomic_open_user(cic_atomic *a, const char *path, cic_diag *d);
 int cic_atomic_commit(cic_atomic *a, cic_diag *d);
 void cic_atomic_abort(cic_atomic *a);
 
