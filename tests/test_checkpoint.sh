@@ -491,6 +491,51 @@ has "$tmp/out" "first layer not equivalent: 0 (broken)" "without --online, layer
 # shellcheck disable=SC2086
 expect_rc 1 "verify without --q: exit 1" "$bin" verify "$tmp/hf-f32" "$tmp/rw" $vopts
 has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without --q it says so"
+
+# the thresholds follow the tensors that are read: a rewrite whose head is
+# scaled by 1.03 is broken at F32's thresholds whatever unused tensor the
+# folder holds, and an integer Q is exact; a BF16 weight that is read sets
+# bf16's thresholds (and is named)
+expect_rc 0 "make a rewrite scaled by 1.03 with an unused F16 tensor" "$py" "$mk" "$orig" \
+    "$tmp/rw-f16x" --fold --rotate 5 --r4 --scale lm_head.weight:1.03 --extra unused.weight:f16
+# shellcheck disable=SC2086
+expect_rc 1 "an unused F16 tensor: the scaled rewrite stays broken (exit 1)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-f16x" --q "$tmp/rw-f16x/R1.safetensors" $vopts --out "$tmp/v-f16x"
+has "$tmp/out" "stored at 24 bits" "an unused F16 tensor: F32's thresholds"
+has "$tmp/v-f16x/report.json" '"dtype": "F32"' "report.json: an F32 tensor set them"
+expect_rc 0 "make a rewrite scaled by 1.03, not rotated" "$py" "$mk" "$orig" "$tmp/rw-x103" \
+    --scale lm_head.weight:1.03
+expect_rc 0 "write an identity Q as I8" "$py" - "$tmp/q-i8.safetensors" "$root/tests" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import write_st
+q = np.eye(64, dtype=np.int8)
+write_st(sys.argv[1], [("Q", "I8", q.shape, q.tobytes())])
+PY
+expect_rc 1 "an identity Q stored as I8: the scaled rewrite stays broken (exit 1)" "$bin" \
+    verify "$tmp/hf-f32" "$tmp/rw-x103" --q "$tmp/q-i8.safetensors" --tokens 8 --mpfr-prec 64
+has "$tmp/out" "the head readout is broken" "an I8 Q: the head scaled by 1.03 is broken"
+has "$tmp/out" "stored at 24 bits" "an I8 Q: F32's thresholds"
+expect_rc 0 "make a rewrite scaled by 1.03 with one BF16 down_proj" "$py" "$mk" "$orig" \
+    "$tmp/rw-bf16w" --fold --rotate 5 --r4 --scale lm_head.weight:1.03 \
+    --dtype-of model.layers.1.mlp.down_proj.weight:bf16
+# shellcheck disable=SC2086
+expect_rc 0 "a BF16 weight that is read: bf16's thresholds (exit 0)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-bf16w" --q "$tmp/rw-bf16w/R1.safetensors" $vopts --out "$tmp/v-bf16w"
+has "$tmp/out" "set by BF16 tensor 'model.layers.1.mlp.down_proj.weight'" \
+    "the BF16 weight that set the thresholds is named"
+if "$py" - "$tmp/v-bf16w/report.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))["verify"]
+s = v["thresholds"]["set_by"]
+assert v["storage_bits"] == 8 and s["bits"] == 8, v
+assert s["dtype"] == "BF16" and s["tensor"] == "model.layers.1.mlp.down_proj.weight", s
+assert s["tensors_with_these_bits"] == 1 and s["file"].endswith("rw-bf16w"), s
+PY
+then ok "report.json: bf16 thresholds set by the BF16 down_proj of layer 1"
+else bad "report.json does not say what set the thresholds"; fi
+
 expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16" --fold \
     --rotate 5 --r4 --dtype bf16
 # shellcheck disable=SC2086

@@ -158,6 +158,20 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     return verify_usage("unknown option '%s'", k);
 }
 
+/* What set the thresholds, and why. */
+static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
+{
+    const cic_ckpt_storage *s = &r->storage;
+    if (r->storage_q)
+        printf("  set by Q: tensor '%s' of %s is %s, fewer bits than every tensor the "
+               "transformed model reads\n", s->tensor, o->q_file, s->dtype);
+    else if (s->tensor[0])
+        printf("  set by %s tensor '%s' of %s (%d tensor%s at %d bits): the fewest significand "
+               "bits among the tensors the transformed model reads%s\n", s->dtype, s->tensor,
+               o->trans, s->count, s->count == 1 ? "" : "s", s->bits,
+               r->have_q ? " and Q" : "");
+}
+
 static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
 {
     int l;
@@ -166,6 +180,7 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
            o->samples, o->prec);
     printf("stored at %d bits: equivalent up to %.3g, broken from %.3g\n", r->bits, r->eq,
            r->br);
+    print_storage(o, r);
     if (o->ln_fused)
         printf("LayerNorm fused: the rewrite's norms do not centre; the original's stream is "
                "compared without its row mean\n");

@@ -68,15 +68,12 @@ static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_
     return CIC_EINPUT;
 }
 
-/* A model of checkpoint dir (layers from o), the original's sizes when cmp
- * is given (a mismatch is an error naming both). */
-static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, int *bits,
-                       const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
+/* cfg of checkpoint k (layers from o) and its checks: a family verify
+ * reads, and the original's sizes when cmp is given (a mismatch is an error
+ * naming both). */
+static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *dir, bool fused,
+                     const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
 {
-    cic_ckpt *k = cic_ckpt_open(dir, d);
-    int rc;
-    if (!k)
-        return NULL;
     memset(cfg, 0, sizeof *cfg);
     cfg->tokens = o->tokens;
     cfg->samples = o->samples;
@@ -86,26 +83,23 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     cfg->input_kind = o->input_kind;
     cic_strlcpy(cfg->input_file, o->input_file, sizeof cfg->input_file);
     cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
-    rc = cic_ckpt_config(k, cfg, o->layer0, d);
-    *bits = cic_ckpt_min_bits(k);
-    cic_ckpt_close(k);
-    if (rc != CIC_OK)
-        return NULL;
+    if (cic_ckpt_config(k, cfg, o->layer0, d) != CIC_OK)
+        return CIC_EINPUT;
     if (cfg->block != CIC_BLOCK_RMSNORM && !(cfg->block == CIC_BLOCK_PRELN && cfg->causal)) {
         cic_diag_set(d, dir, 0, 0, "verify reads causal language models: the llama family "
                      "(llama, mistral, qwen2) and OPT");
-        return NULL;
+        return CIC_EINPUT;
     }
     if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN) {
         cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm; this checkpoint "
                      "has RMSNorm (its fused gains are read as 1 anyway)");
-        return NULL;
+        return CIC_EINPUT;
     }
     if (cmp && cmp->layers != cfg->layers) {
         cic_diag_set(d, dir, 0, 0, "%d layers from layer %d here, %d in the original: the "
                      "checkpoints must have the same layers (or give --layers)", cfg->layers,
                      o->layer0, cmp->layers);
-        return NULL;
+        return CIC_EINPUT;
     }
     if (cmp && (cmp->d_model != cfg->d_model || cmp->heads != cfg->heads ||
                 cmp->kv_heads != cfg->kv_heads || cmp->d_mlp != cfg->d_mlp ||
@@ -117,26 +111,46 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
                      cfg->d_model, cmp->d_model, cfg->heads, cmp->heads, cfg->kv_heads,
                      cmp->kv_heads, cfg->d_mlp, cmp->d_mlp, cfg->d_out, cmp->d_out,
                      cfg->rope_theta, cmp->rope_theta, cfg->eps, cmp->eps);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* A model of checkpoint dir (layers from o), the original's sizes when cmp
+ * is given, and the storage of the tensors it reads into *st when st is
+ * given (the embedding's too when embeds: the input is token ids). */
+static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bool embeds,
+                       cic_ckpt_storage *st, const cic_model_cfg *cmp, cic_model_cfg *cfg,
+                       cic_diag *d)
+{
+    cic_ckpt *k = cic_ckpt_open(dir, d);
+    cic_model *m = NULL;
+    int i;
+    if (!k)
+        return NULL;
+    if (configure(o, k, dir, fused, cmp, cfg, d) != CIC_OK ||
+        (!cmp && memory_guard(o, cfg, d) != CIC_OK)) { /* before anything big */
+        cic_ckpt_close(k);
         return NULL;
     }
-    if (!cmp && memory_guard(o, cfg, d) != CIC_OK) /* before anything big */
-        return NULL;
     d->msg[0] = '\0';
-    {
-        cic_model *m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
-        int i;
-        if (!m && !d->msg[0])
-            cic_diag_set(d, dir, 0, 0, "out of memory building the model");
-        for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
-            if (m->ops[i].kind == CIC_OP_NORM)
-                m->ops[i].center = false; /* RMSNorm: the stream is centred already */
-        return m;
-    }
+    m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
+    if (!m && !d->msg[0])
+        cic_diag_set(d, dir, 0, 0, "out of memory building the model");
+    for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
+        if (m->ops[i].kind == CIC_OP_NORM)
+            m->ops[i].center = false; /* RMSNorm: the stream is centred already */
+    if (m && st)
+        cic_ckpt_storage_used(st, k, m, embeds);
+    cic_ckpt_close(k);
+    return m;
 }
 
 /* Q from the file (o->q_file, tensor o->q_tensor or its only one) at 53
- * bits, its orthogonality checked; NULL with d set. */
-static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, cic_diag *d)
+ * bits, its orthogonality checked, its storage into *qs (an integer Q is
+ * exact: it holds its values at 53 bits); NULL with d set. */
+static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, cic_ckpt_storage *qs,
+                      cic_diag *d)
 {
     cic_xform_spec x;
     cic_stfile *f = cic_stfile_create(o->q_file, d);
@@ -161,7 +175,11 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, 
         cic_stfile_destroy(f);
         return NULL;
     }
-    *bits = cic_stfile_dtype_bits(t->dtype) ? cic_stfile_dtype_bits(t->dtype) : 8;
+    memset(qs, 0, sizeof *qs);
+    qs->bits = cic_stfile_dtype_bits(t->dtype) ? cic_stfile_dtype_bits(t->dtype) : 53;
+    qs->count = 1;
+    cic_strlcpy(qs->tensor, t->name, sizeof qs->tensor);
+    cic_strlcpy(qs->dtype, CIC_STFILE_DTYPE_NAME[t->dtype], sizeof qs->dtype);
     cic_stfile_destroy(f);
     if (cic_q_file_check(orth, &x, n, d) < 0)
         return NULL;
@@ -262,11 +280,16 @@ static enum cic_verdict judge(double ce, const cic_verify_result *r)
     return cic_xform_verdict(ce, r->eq, r->br);
 }
 
-/* The thresholds of a rewrite stored at bits: a float32 transform's for 24,
- * bf16's for 8 and 11, f64's for 53. */
-static void thresholds(cic_verify_result *r, mpfr_prec_t prec)
+/* The thresholds of a rewrite stored as sb says (Q's storage qs, when
+ * given, if it has fewer bits): a float32 transform's for 24, bf16's for 8
+ * and 11, f64's for 53. */
+static void thresholds(cic_verify_result *r, const cic_ckpt_storage *sb,
+                       const cic_ckpt_storage *qs, mpfr_prec_t prec)
 {
     cic_xform_spec x;
+    r->storage_q = qs && qs->bits < sb->bits;
+    r->storage = r->storage_q ? *qs : *sb;
+    r->bits = r->storage.bits;
     memset(&x, 0, sizeof x);
     x.prec = r->bits >= 53 ? CIC_TPREC_F64 : r->bits >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
     cic_xform_thresholds(&r->eq, &r->br, &x, prec);
@@ -417,9 +440,11 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
     work w;
     cic_model_cfg cb;
+    cic_ckpt_storage sb, qs;
     cic_case *ec = NULL;
     mpfr_prec_t p = o->prec;
-    int bits_a, bits_b, bits_q = 53, rc = CIC_EINTERNAL;
+    bool hidden = hidden_input(o);
+    int rc = CIC_EINTERNAL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&w, 0, sizeof w);
@@ -434,8 +459,8 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     }
     if (o->case_file[0] && !(ec = engines_case(o, d)))
         return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
-    w.a = load(o, o->orig, false, &bits_a, NULL, &r->cfg, d);
-    w.b = w.a ? load(o, o->trans, true, &bits_b, &r->cfg, &cb, d) : NULL;
+    w.a = load(o, o->orig, false, !hidden, NULL, NULL, &r->cfg, d);
+    w.b = w.a ? load(o, o->trans, true, !hidden, &sb, &r->cfg, &cb, d) : NULL;
     if (!w.a || !w.b) {
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
@@ -444,14 +469,16 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     r->n_layers = w.a->cfg.layers;
     r->have_q = o->q_file[0] != '\0';
     if (r->have_q) {
-        w.q = load_q(o, w.a->cfg.d_model, &r->q_orth, &bits_q, d);
+        w.q = load_q(o, w.a->cfg.d_model, &r->q_orth, &qs, d);
         if (!w.q) {
-            rc = CIC_EINPUT;
+            rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
             goto done;
         }
-        if (hidden_input(o) && rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
+        cic_strlcpy(r->q_dtype, qs.dtype, sizeof r->q_dtype);
+        if (hidden && rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
             goto done;
     }
+    thresholds(r, &sb, r->have_q ? &qs : NULL, p);
     if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
         cic_diag_set(d, o->trans, 0, 0, "the online ops asked for cannot be built (no Hadamard "
                      "matrix of the width %d or %d here)", w.b->cfg.d_mlp,
@@ -459,8 +486,6 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
         rc = CIC_EINPUT;
         goto done;
     }
-    r->bits = bits_b < bits_q ? bits_b : bits_q;
-    thresholds(r, p);
     if (alloc_work(&w, p) < 0 || run_mp(w.ya, w.a, p, r->have_q ? &w.ta : NULL) != 0 ||
         run_mp(w.yb, w.b, p, r->have_q ? &w.tb : NULL) != 0)
         goto done;
@@ -485,6 +510,19 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* What set the thresholds: the tensor, its dtype and file, and why. */
+static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
+{
+    const cic_ckpt_storage *s = &r->storage;
+    return json_pack("{s:i,s:s,s:o,s:s,s:i,s:s}", "bits", s->bits, "dtype", s->dtype,
+                     "tensor", s->tensor[0] ? json_string(s->tensor) : json_null(), "file",
+                     r->storage_q ? o->q_file : o->trans, "tensors_with_these_bits", s->count,
+                     "why", r->storage_q ? "Q's dtype has fewer significand bits than every "
+                                           "tensor the transformed model reads"
+                                         : "the fewest significand bits among the tensors the "
+                                           "transformed model reads (and Q's, if given)");
+}
+
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                           const char *path, cic_diag *d)
 {
@@ -505,8 +543,9 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(v, "mpfr_prec", json_integer(o->prec));
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
-    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o}", "equivalent", jnum(r->eq),
-                                                   "broken", jnum(r->br)));
+    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
+                                                   "broken", jnum(r->br), "set_by",
+                                                   storage_json(o, r)));
     for (l = 0; r->have_q && l < r->n_layers; l++)
         json_array_append_new(layers, json_pack("{s:i,s:o,s:s}", "layer", r->layer0 + l,
                                                 "ce_residual", jnum(r->ce[l]), "verdict",

@@ -15,9 +15,11 @@
  * cicheck's construction). Per layer, the residual stream after the layer,
  * of the transformed model mapped back (y Q^T) against the original's:
  * ce = ||y Q^T - x||_2 / ||x||_2 with a verdict whose thresholds follow the
- * precision the rewrite is stored in (the fewest significand bits among the
- * transformed checkpoint's tensors and Q: F32 as a float32 transform, BF16
- * and F16 as a bf16 one, F64 as an f64 one). Without Q only the head readout
+ * precision the rewrite is stored in: the fewest significand bits among the
+ * tensors the transformed model reads (its weights; its embedding when the
+ * input is token ids) and Q (a float dtype; integers are exact), F32 as a
+ * float32 transform, BF16 and F16 as a bf16 one, F64 as an f64 one; the
+ * tensor that set them is reported. Without Q only the head readout
  * (the logits, comparable as they are) is compared. Then the error of both
  * models against the original's MPFR truth in the f32 engine, or in the f32
  * and low-precision engines a case file's [engines] name (--case). */
@@ -26,6 +28,7 @@
 
 #include "../base/base.h"
 #include "../case/case.h"
+#include "../model/checkpoint.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -61,7 +64,13 @@ typedef struct {
     int layer0, n_layers;
     bool have_q;
     double q_orth;      /* max |Q^T Q - I| of the file */
+    char q_dtype[8];    /* --q: the tensor's dtype */
     int bits;           /* storage precision of the rewrite (see above) */
+    /* what set bits: a tensor of the transformed checkpoint (storage_q
+     * false) or Q's tensor in its file, with its dtype, and how many tensors
+     * read have that many bits */
+    cic_ckpt_storage storage;
+    bool storage_q;
     double eq, br;      /* verdict thresholds */
     double ce[CIC_VERIFY_MAX_LAYERS];
     enum cic_verdict verdict[CIC_VERIFY_MAX_LAYERS];
