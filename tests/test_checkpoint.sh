@@ -488,9 +488,31 @@ expect_rc 0 "verify on a file of hidden states: exit 0" "$bin" verify "$tmp/hf-f
 expect_rc 1 "verify without the online Hadamard it needs: exit 1" "$bin" verify "$tmp/hf-f32" \
     "$tmp/rw" --q "$tmp/rw/R1.safetensors" --tokens 8
 has "$tmp/out" "first layer not equivalent: 0 (broken)" "without --online, layer 0 breaks"
+# without --q: Q recovered from the embeddings (E_B = E_A Q, 64 rows of
+# d 64), proven orthogonal, and the per-layer view runs; a rewrite broken
+# at layer 2 stays broken there
 # shellcheck disable=SC2086
-expect_rc 1 "verify without --q: exit 1" "$bin" verify "$tmp/hf-f32" "$tmp/rw" $vopts
-has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without --q it says so"
+expect_rc 0 "verify a correct rotation without --q: exit 0" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" $vopts --out "$tmp/v-noq"
+has "$tmp/out" "no --q: Q recovered from the embeddings (least squares on 64 rows" \
+    "without --q, Q is recovered from the embeddings"
+has "$tmp/out" "every layer and the head equivalent" "the recovered Q gives every layer"
+has "$tmp/v-noq/report.json" '"q_source": "recovered"' "report.json: Q recovered"
+# shellcheck disable=SC2086
+expect_rc 1 "verify a broken rewrite without --q: exit 1" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-writer-unrotated" $vopts
+has "$tmp/out" "first layer not equivalent: 2 (broken)" "without --q, layer 2 is still named broken"
+# OPT's centred embeddings (rank d - 1) do not determine Q: the head alone
+# is judged, on seeded token ids (the rewrite's hidden states X Q need Q)
+# shellcheck disable=SC2086
+expect_rc 0 "verify the OPT rewrite without --q: exit 0 (head only)" "$bin" verify \
+    "$tmp/hf-opt" "$tmp/rw-opt" --layernorm fused $vo
+has "$tmp/out" "rank deficient" "OPT's centred embeddings do not determine Q"
+has "$tmp/out" "every layer (head readout) equivalent" "the OPT rewrite's head is equivalent"
+# shellcheck disable=SC2086
+expect_rc 1 "verify a broken OPT rewrite without --q: exit 1" "$bin" verify "$tmp/hf-opt" \
+    "$tmp/rw-opt-writer-unrotated" --layernorm fused $vo
+has "$tmp/out" "the head readout is broken" "without Q the broken OPT rewrite's head is broken"
 
 # the thresholds follow the tensors that are read: a rewrite whose head is
 # scaled by 1.03 is broken at F32's thresholds whatever unused tensor the
@@ -542,6 +564,22 @@ expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16"
 expect_rc 0 "verify the BF16 rewrite: exit 0 at bf16's thresholds" "$bin" verify "$tmp/hf-f32" \
     "$tmp/rw-bf16" --q "$tmp/rw-bf16/R1.safetensors" $vopts
 has "$tmp/out" "stored at 8 bits" "the BF16 storage sets the thresholds"
+# BF16 embeddings determine Q only to about 2^-9: the Q fitting them is not
+# orthogonal to within an eighth of the equivalence threshold, so the head
+# alone is judged, on seeded token ids
+# shellcheck disable=SC2086
+expect_rc 0 "verify the BF16 rewrite without --q: exit 0 (head only)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-bf16" $vopts --out "$tmp/v-noq-bf16"
+has "$tmp/out" "no --q, and Q not recovered from the embeddings: the Q that fits the embeddings is not orthogonal" \
+    "BF16 embeddings: why Q was not recovered"
+has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without Q it says so"
+has "$tmp/out" "the block input is seeded token ids" "without Q the input is token ids"
+has "$tmp/v-noq-bf16/report.json" '"token_ids_for_want_of_q": true' "report.json: token ids for want of Q"
+# shellcheck disable=SC2086
+expect_rc 2 "hidden states from a file without Q: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-bf16" $vopts --input "$tmp/hidden.safetensors"
+expect_err "hidden states ('input') need the residual rotation Q" \
+    "a file of hidden states without Q: the message says so"
 expect_rc 0 "make a checkpoint with another rope_theta" "$py" "$mk" "$orig" "$tmp/hf-theta" \
     --set rope_theta=500000.0
 expect_rc 2 "verify against another config: exit 2" "$bin" verify "$tmp/hf-f32" \

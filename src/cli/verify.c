@@ -169,7 +169,7 @@ static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
         printf("  set by %s tensor '%s' of %s (%d tensor%s at %d bits): the fewest significand "
                "bits among the tensors the transformed model reads%s\n", s->dtype, s->tensor,
                o->trans, s->count, s->count == 1 ? "" : "s", s->bits,
-               r->have_q ? " and Q" : "");
+               r->q_src == CIC_VERIFY_Q_FILE ? " and Q" : "");
 }
 
 static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
@@ -184,12 +184,24 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
     if (o->ln_fused)
         printf("LayerNorm fused: the rewrite's norms do not centre; the original's stream is "
                "compared without its row mean\n");
-    if (!r->have_q)
+    if (r->q_src == CIC_VERIFY_Q_RECOVERED)
+        printf("no --q: Q recovered from the embeddings (least squares on %d rows, relative "
+               "residual %.3g; ||Q^T Q - I||_2 <= %.3g proven)\n", r->qfit.rows, r->qfit.fit,
+               r->qfit.orth_bound);
+    if (!r->have_q) {
+        printf("no --q, and Q not recovered from the embeddings: %s\n", r->qfit.why);
         printf("no --q: the per-layer view needs the residual rotation Q; only the head "
                "readout is compared\n");
-    else
+    }
+    if (r->tokens_forced)
+        printf("the block input is seeded token ids, each model embedding them itself (the "
+               "rewrite's hidden states X Q would need Q)\n");
+    if (r->q_src == CIC_VERIFY_Q_FILE)
         printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
                "with Q^T; Q max |Q^T Q - I| %.3g)\n", r->q_orth);
+    else if (r->have_q)
+        printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
+               "with the recovered Q^T)\n");
     for (l = 0; r->have_q && l < r->n_layers; l++)
         printf("%5d  %11.3g  %s\n", r->layer0 + l, r->ce[l], CIC_VERDICT_NAME[r->verdict[l]]);
     printf("head   %11.3g  %s   (the logits)\n", r->head_ce, CIC_VERDICT_NAME[r->head_verdict]);

@@ -94,4 +94,11 @@ typedef struct {
 void cic_ckpt_storage_used(cic_ckpt_storage *s, const cic_ckpt *k, const cic_model *m,
                            bool embeds);
 
+/* The token embedding of k ([vocab, d_model], row-major) as doubles in a
+ * fresh array (the caller frees it), its size in *rows and *cols and its
+ * storage in *s. NULL with d set: no token embedding (timm, DiT), a NaN or
+ * Inf value, no memory. */
+double *cic_ckpt_embedding(const cic_ckpt *k, int *rows, int *cols, cic_ckpt_storage *s,
+                           cic_diag *d);
+
 #endif

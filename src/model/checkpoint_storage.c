@@ -2,9 +2,11 @@
 /* checkpoint_storage.c: what cicheck verify asks of a checkpoint beyond its
  * weights (checkpoint.h): the storage precision of the tensors a model
  * actually reads (not of every tensor in the folder: an unused F16 tensor
- * must not loosen a verdict). */
+ * must not loosen a verdict), and the token embedding as doubles, from
+ * which a rewrite's rotation Q can be recovered. */
 #include "checkpoint_int.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -65,4 +67,41 @@ void cic_ckpt_storage_used(cic_ckpt_storage *s, const cic_ckpt *k, const cic_mod
     if (embeds && k->fam == FAM_OPT &&
         (t = find(k, "model.decoder.embed_positions.weight")) != NULL)
         note(s, t);
+}
+
+double *cic_ckpt_embedding(const cic_ckpt *k, int *rows, int *cols, cic_ckpt_storage *s,
+                           cic_diag *d)
+{
+    const cic_stfile_tensor *t;
+    double *e;
+    size_t n, i;
+    if (!k->embed) {
+        cic_diag_set(d, k->dir, 0, 0, "this checkpoint has no token embedding");
+        return NULL;
+    }
+    if (!(t = lookup(k, k->embed, k->vocab, k->hidden, d)))
+        return NULL;
+    n = (size_t)k->vocab * (size_t)k->hidden;
+    e = cic_calloc(n ? n : 1, sizeof *e);
+    if (!e) {
+        cic_diag_set(d, k->dir, 0, 0, "out of memory reading '%s' (%d x %d)", k->embed,
+                     k->vocab, k->hidden);
+        return NULL;
+    }
+    if (cic_stfile_tensor_read_f64(e, t, 0, n, d) < 0) {
+        free(e);
+        return NULL;
+    }
+    for (i = 0; i < n; i++)
+        if (!isfinite(e[i])) {
+            cic_diag_set(d, t->file, 0, 0, "tensor '%s': value %g at index %zu (flat); a "
+                         "checkpoint with NaN or Inf weights is not run", t->name, e[i], i);
+            free(e);
+            return NULL;
+        }
+    storage_init(s);
+    note(s, t);
+    *rows = k->vocab;
+    *cols = k->hidden;
+    return e;
 }

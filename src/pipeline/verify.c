@@ -436,11 +436,71 @@ static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_pre
     return 0;
 }
 
+/* Both models' block input as seeded token ids, each through its own
+ * embed_tokens, and the rewrite's storage now with its embedding. */
+static int inputs_as_tokens(work *w, const cic_verify_opts *o, cic_ckpt_storage *sb,
+                            cic_diag *d)
+{
+    cic_ckpt *ka = cic_ckpt_open(o->orig, d), *kb = ka ? cic_ckpt_open(o->trans, d) : NULL;
+    int rc = -1;
+    if (ka && kb) {
+        w->a->cfg.input_kind = w->b->cfg.input_kind = CIC_INPUT_TOKENS;
+        if (cic_input_fill(w->a, ka, d) == 0 && cic_input_fill(w->b, kb, d) == 0) {
+            cic_ckpt_storage_used(sb, kb, w->b, true);
+            rc = 0;
+        }
+    }
+    cic_ckpt_close(ka);
+    cic_ckpt_close(kb);
+    return rc;
+}
+
+/* Q and the thresholds: Q from --q (its dtype may lower them), or recovered
+ * from the embeddings at the rewrite's own thresholds; without either the
+ * per-layer view is off, and seeded hidden states give way to seeded token
+ * ids (a file of hidden states is refused: the rewrite's X Q needs Q). */
+static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, bool *hidden,
+                    cic_ckpt_storage *sb, mpfr_prec_t p, cic_diag *d)
+{
+    cic_ckpt_storage qs;
+    if (o->q_file[0]) {
+        if (!(w->q = load_q(o, w->a->cfg.d_model, &r->q_orth, &qs, d)))
+            return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+        r->q_src = CIC_VERIFY_Q_FILE;
+        cic_strlcpy(r->q_dtype, qs.dtype, sizeof r->q_dtype);
+        thresholds(r, sb, &qs, p);
+        return CIC_OK;
+    }
+    thresholds(r, sb, NULL, p);
+    if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, o->ln_fused, r->eq, d) < 0)
+        return CIC_EINTERNAL;
+    if (w->q) {
+        r->q_src = CIC_VERIFY_Q_RECOVERED;
+        r->q_orth = r->qfit.orth_bound;
+        return CIC_OK;
+    }
+    if (!*hidden)
+        return CIC_OK;
+    if (o->input_kind == CIC_INPUT_FILE) {
+        cic_diag_set(d, o->input_file, 0, 0, "hidden states ('input') need the residual "
+                     "rotation Q (the rewrite runs on X Q): give --q, or token ids "
+                     "('input_ids' or --input-kind tokens); Q was not recovered: %s",
+                     r->qfit.why);
+        return CIC_EINPUT;
+    }
+    if (inputs_as_tokens(w, o, sb, d) < 0)
+        return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+    r->tokens_forced = true;
+    *hidden = false;
+    thresholds(r, sb, NULL, p); /* the embedding is read now */
+    return CIC_OK;
+}
+
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
     work w;
     cic_model_cfg cb;
-    cic_ckpt_storage sb, qs;
+    cic_ckpt_storage sb;
     cic_case *ec = NULL;
     mpfr_prec_t p = o->prec;
     bool hidden = hidden_input(o);
@@ -467,18 +527,13 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     }
     r->layer0 = o->layer0;
     r->n_layers = w.a->cfg.layers;
-    r->have_q = o->q_file[0] != '\0';
-    if (r->have_q) {
-        w.q = load_q(o, w.a->cfg.d_model, &r->q_orth, &qs, d);
-        if (!w.q) {
-            rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
-            goto done;
-        }
-        cic_strlcpy(r->q_dtype, qs.dtype, sizeof r->q_dtype);
-        if (hidden && rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
-            goto done;
-    }
-    thresholds(r, &sb, r->have_q ? &qs : NULL, p);
+    if ((rc = obtain_q(&w, r, o, &hidden, &sb, p, d)) != CIC_OK)
+        goto done;
+    rc = CIC_EINTERNAL;
+    r->have_q = w.q != NULL;
+    if (r->have_q && hidden &&
+        rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
+        goto done;
     if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
         cic_diag_set(d, o->trans, 0, 0, "the online ops asked for cannot be built (no Hadamard "
                      "matrix of the width %d or %d here)", w.b->cfg.d_mlp,
@@ -510,6 +565,9 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+static const char *const QSRC_NAME[] = {"none", "file", "recovered"};
+static const char *const INPUT_NAME[CIC_INPUT_COUNT] = {"random", "tokens", "file"};
+
 /* What set the thresholds: the tensor, its dtype and file, and why. */
 static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
 {
@@ -523,6 +581,18 @@ static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r
                                            "transformed model reads (and Q's, if given)");
 }
 
+/* Without --q: what recovering Q from the embeddings found. */
+static json_t *q_recovery_json(const cic_verify_result *r)
+{
+    const cic_verify_qfit *f = &r->qfit;
+    if (r->q_src == CIC_VERIFY_Q_FILE)
+        return json_null();
+    return json_pack("{s:b,s:i,s:o,s:o,s:o}", "recovered", r->q_src == CIC_VERIFY_Q_RECOVERED,
+                     "rows", f->rows, "fit_residual", jnum(f->fit), "orth_bound",
+                     jnum(f->orth_bound), "why_not", f->why[0] ? json_string(f->why)
+                                                               : json_null());
+}
+
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                           const char *path, cic_diag *d)
 {
@@ -533,8 +603,12 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
         goto done;
     json_object_set_new(v, "original", json_string(o->orig));
     json_object_set_new(v, "transformed", json_string(o->trans));
-    json_object_set_new(v, "q", r->have_q ? json_string(o->q_file) : json_null());
-    json_object_set_new(v, "q_orth_error", r->have_q ? jnum(r->q_orth) : json_null());
+    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? json_string(o->q_file)
+                                                                : json_null());
+    json_object_set_new(v, "q_source", json_string(QSRC_NAME[r->q_src]));
+    json_object_set_new(v, "q_orth_error", r->q_src == CIC_VERIFY_Q_FILE ? jnum(r->q_orth)
+                                                                         : json_null());
+    json_object_set_new(v, "q_recovery", q_recovery_json(r));
     json_object_set_new(v, "online_down_proj", json_boolean(o->online_down));
     json_object_set_new(v, "online_qk", json_boolean(o->online_qk));
     json_object_set_new(v, "layernorm", json_string(o->ln_fused ? "fused" : "kept"));
@@ -542,6 +616,10 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "samples", json_integer(o->samples));
     json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(v, "mpfr_prec", json_integer(o->prec));
+    json_object_set_new(v, "input", json_pack("{s:s,s:b}", "kind",
+                                              INPUT_NAME[r->tokens_forced ? CIC_INPUT_TOKENS
+                                                                          : o->input_kind],
+                                              "token_ids_for_want_of_q", r->tokens_forced));
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
     json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
                                                    "broken", jnum(r->br), "set_by",
