@@ -558,6 +558,22 @@ PY
 then ok "report.json: bf16 thresholds set by the BF16 down_proj of layer 1"
 else bad "report.json does not say what set the thresholds"; fi
 
+# --layers: a range near INT_MAX or past the checkpoint's layers
+expect_rc 2 "--layers near INT_MAX: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --layers 2147483000-2147483647 --tokens 8
+expect_err "--layers '2147483000-2147483647': N (1 .. 1024) or a-b" "--layers near INT_MAX: the option is named"
+expect_rc 2 "--layers with a huge value: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --layers 99999999999999999999-2 --tokens 8
+expect_err "--layers '99999999999999999999-2'" "--layers huge: the option is named"
+expect_rc 2 "--layers past the checkpoint's layers: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" --layers 2-5 --tokens 8
+expect_err "--layers asks for layers 2 .. 5; the checkpoint has 3" \
+    "--layers past the layers: the option and the checkpoint's count are named"
+expect_rc 2 "--layers at the largest first layer: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" --layers 2147482623-2147482623 --tokens 8
+expect_err "--layers asks for layers 2147482623 .. 2147482623; the checkpoint has 3" \
+    "--layers at the largest first layer: no overflow, both named"
+
 expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16" --fold \
     --rotate 5 --r4 --dtype bf16
 # shellcheck disable=SC2086

@@ -7,6 +7,7 @@
 #include "../pipeline/verify.h"
 #include "../report/report.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -53,19 +54,27 @@ static int verify_usage(const char *fmt, const char *arg)
     return CIC_EINPUT;
 }
 
-/* A decimal integer in [lo, hi] into *out; -1 otherwise. */
+/* A decimal integer (digits only) in [lo, hi] into *out; -1 otherwise. */
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
     long v;
+    if (!isdigit((unsigned char)s[0]))
+        return -1; /* no sign, no space, no empty value */
     errno = 0;
     v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
+    if (*end || errno || v < lo || v > hi)
         return -1;
     *out = v;
     return 0;
 }
 
+/* The first layer of --layers a-b at most this, so that a + the layers
+ * compared stays an int; whether the checkpoint has them is checked when it
+ * is read. */
+#define LAYER0_MAX (INT_MAX - CIC_VERIFY_MAX_LAYERS)
+
+/* --layers N (the first N) or a-b (0-based, at most CIC_VERIFY_MAX_LAYERS). */
 static int parse_layers(const char *s, cic_verify_opts *o)
 {
     long a, b;
@@ -78,7 +87,8 @@ static int parse_layers(const char *s, cic_verify_opts *o)
     if (strlen(s) >= sizeof buf || !(dash = strchr(strcpy(buf, s), '-')))
         return -1;
     *dash = '\0';
-    if (parse_int(buf, 0, INT_MAX, &a) || parse_int(dash + 1, a, a + CIC_VERIFY_MAX_LAYERS - 1, &b))
+    if (parse_int(buf, 0, LAYER0_MAX, &a) ||
+        parse_int(dash + 1, a, a + (CIC_VERIFY_MAX_LAYERS - 1), &b))
         return -1;
     o->layer0 = (int)a;
     o->layers = (int)(b - a + 1);
@@ -126,9 +136,14 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
             return verify_usage("--input-kind '%s': allowed random, tokens", v);
         return CIC_OK;
     }
-    if (!strcmp(k, "--layers"))
-        return parse_layers(v, o) == 0 ? CIC_OK
-                                       : verify_usage("--layers '%s': N or a-b (0-based)", v);
+    if (!strcmp(k, "--layers")) {
+        if (parse_layers(v, o) == 0)
+            return CIC_OK;
+        fprintf(stderr, "cicheck verify: --layers '%s': N (1 .. %d) or a-b (0-based, a at most "
+                "%d, b from a to a + %d)\n", v, CIC_VERIFY_MAX_LAYERS, LAYER0_MAX,
+                CIC_VERIFY_MAX_LAYERS - 1);
+        return CIC_EINPUT;
+    }
     if (!strcmp(k, "--case"))
         return strlen(v) < sizeof o->case_file ? (strcpy(o->case_file, v), CIC_OK)
                                                : verify_usage("--case path too long: %s", v);

@@ -68,6 +68,28 @@ static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_
     return CIC_EINPUT;
 }
 
+/* The layers asked for (--layers) against the checkpoint's: an error naming
+ * both when they are not there, or more than one run compares. */
+static int check_layers(const cic_verify_opts *o, const cic_ckpt *k, const char *dir,
+                        cic_diag *d)
+{
+    int n = cic_ckpt_layers(k);
+    int64_t last = o->layers ? (int64_t)o->layer0 + o->layers - 1 : (int64_t)n - 1;
+    if (o->layer0 >= n || last >= n) {
+        cic_diag_set(d, dir, 0, 0, "--layers asks for layers %d .. %lld; the checkpoint has %d "
+                     "(num_hidden_layers; layers 0 .. %d)", o->layer0, (long long)last, n,
+                     n - 1);
+        return CIC_EINPUT;
+    }
+    if (last - o->layer0 + 1 > CIC_VERIFY_MAX_LAYERS) {
+        cic_diag_set(d, dir, 0, 0, "%lld layers from layer %d: verify compares at most %d at "
+                     "once; give --layers", (long long)(last - o->layer0 + 1), o->layer0,
+                     CIC_VERIFY_MAX_LAYERS);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
 /* cfg of checkpoint k (layers from o) and its checks: a family verify
  * reads, and the original's sizes when cmp is given (a mismatch is an error
  * naming both). */
@@ -82,6 +104,8 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
     cfg->massive_tokens = 1;
     cfg->input_kind = o->input_kind;
     cic_strlcpy(cfg->input_file, o->input_file, sizeof cfg->input_file);
+    if (check_layers(o, k, dir, d) != CIC_OK)
+        return CIC_EINPUT;
     cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
     if (cic_ckpt_config(k, cfg, o->layer0, d) != CIC_OK)
         return CIC_EINPUT;
