@@ -513,6 +513,8 @@ has "$tmp/out" "every layer (head readout) equivalent" "the OPT rewrite's head i
 expect_rc 1 "verify a broken OPT rewrite without --q: exit 1" "$bin" verify "$tmp/hf-opt" \
     "$tmp/rw-opt-writer-unrotated" --layernorm fused $vo
 has "$tmp/out" "the head readout is broken" "without Q the broken OPT rewrite's head is broken"
+expect_rc 2 "--q '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --q '' --tokens 8
+expect_err "--q needs a value (got '')" "--q '': the message says so"
 
 # the thresholds follow the tensors that are read: a rewrite whose head is
 # scaled by 1.03 is broken at F32's thresholds whatever unused tensor the
@@ -573,6 +575,22 @@ expect_rc 2 "--layers at the largest first layer: exit 2" "$bin" verify "$tmp/hf
     "$tmp/rw" --layers 2147482623-2147482623 --tokens 8
 expect_err "--layers asks for layers 2147482623 .. 2147482623; the checkpoint has 3" \
     "--layers at the largest first layer: no overflow, both named"
+
+# --out checked before any work: an empty name, a path under a file
+expect_rc 2 "--out '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --out '' --tokens 8
+expect_err "--out needs a folder name" "--out '': the message says so"
+[ -s "$tmp/out" ] && bad "--out '': something ran" || ok "--out '': refused before any work"
+: >"$tmp/a-file"
+expect_rc 2 "--out under a file: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --out "$tmp/a-file/v" --tokens 8
+expect_err "a-file is not a folder" "--out under a file: the file is named"
+mkdir -p "$tmp/v-dir/report.json"
+expect_rc 2 "--out whose report.json is a folder: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --out "$tmp/v-dir" --tokens 8
+expect_err "report.json: cannot write a report here: it is a directory" \
+    "--out whose report.json is a folder: it is named"
+expect_rc 2 "--case '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --case '' --tokens 8
+expect_err "--case needs a value (got '')" "--case '': the message says so"
 
 expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16" --fold \
     --rotate 5 --r4 --dtype bf16

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char CIC_VERIFY_USAGE[] =
     "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
@@ -95,6 +97,69 @@ static int parse_layers(const char *s, cic_verify_opts *o)
     return 0;
 }
 
+/* A path (or name) option's value into dst (cap bytes): not empty (an
+ * empty --q or --case would otherwise read as not given), not too long. */
+static int path_opt(char *dst, size_t cap, const char *k, const char *v)
+{
+    if (!v[0])
+        return verify_usage("%s needs a value (got '')", k);
+    if (strlen(v) >= cap) {
+        fprintf(stderr, "cicheck verify: %s: too long (at most %zu bytes): %s\n", k, cap - 1, v);
+        return CIC_EINPUT;
+    }
+    cic_strlcpy(dst, v, cap);
+    return CIC_OK;
+}
+
+/* --out DIR, before any work: a name; DIR a folder, or a path whose
+ * nearest existing ancestor is a folder that can be written in (mkdir -p
+ * makes the rest); DIR/report.json, when there, something a report can
+ * replace. CIC_OK, or CIC_EINPUT with the message printed. */
+static int check_out(const char *dir)
+{
+    char path[4200];
+    struct stat st;
+    size_t n;
+    cic_diag d;
+    memset(&d, 0, sizeof d);
+    if (!dir[0])
+        return verify_usage("--out needs a folder name (got '%s')", dir);
+    if (strlen(dir) >= sizeof path - 16)
+        return verify_usage("--out path too long: %s", dir);
+    cic_strlcpy(path, dir, sizeof path);
+    while (stat(path, &st) != 0) {
+        if (errno != ENOENT && errno != ENOTDIR) {
+            fprintf(stderr, "cicheck verify: --out %s: %s: %s\n", dir, path, strerror(errno));
+            return CIC_EINPUT;
+        }
+        n = strlen(path); /* up one level: drop trailing slashes, then the last name */
+        while (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        while (n > 0 && path[n - 1] != '/')
+            path[--n] = '\0';
+        while (n > 1 && path[n - 1] == '/')
+            path[--n] = '\0';
+        if (n == 0)
+            cic_strlcpy(path, ".", sizeof path);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "cicheck verify: --out %s: %s is not a folder\n", dir, path);
+        return CIC_EINPUT;
+    }
+    if (access(path, W_OK | X_OK) != 0) {
+        fprintf(stderr, "cicheck verify: --out %s: cannot write in %s (%s)\n", dir, path,
+                strerror(errno));
+        return CIC_EINPUT;
+    }
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    if (cic_atomic_check(path, &d) != 0) {
+        fprintf(stderr, "cicheck verify: --out: ");
+        cic_diag_print(stderr, &d);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
 static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const char **out,
                      long *threads)
 {
@@ -104,11 +169,9 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
         return verify_usage("%s needs a value", k);
     (*i)++;
     if (!strcmp(k, "--q"))
-        return strlen(v) < sizeof o->q_file ? (strcpy(o->q_file, v), CIC_OK)
-                                            : verify_usage("--q path too long: %s", v);
+        return path_opt(o->q_file, sizeof o->q_file, k, v);
     if (!strcmp(k, "--q-tensor"))
-        return strlen(v) < sizeof o->q_tensor ? (strcpy(o->q_tensor, v), CIC_OK)
-                                              : verify_usage("--q-tensor too long: %s", v);
+        return path_opt(o->q_tensor, sizeof o->q_tensor, k, v);
     if (!strcmp(k, "--online")) {
         if (!strcmp(v, "down_proj:hadamard"))
             o->online_down = true;
@@ -126,8 +189,7 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     }
     if (!strcmp(k, "--input")) {
         o->input_kind = CIC_INPUT_FILE;
-        return strlen(v) < sizeof o->input_file ? (strcpy(o->input_file, v), CIC_OK)
-                                                : verify_usage("--input path too long: %s", v);
+        return path_opt(o->input_file, sizeof o->input_file, k, v);
     }
     if (!strcmp(k, "--input-kind")) {
         if (!strcmp(v, "tokens"))
@@ -145,11 +207,10 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
         return CIC_EINPUT;
     }
     if (!strcmp(k, "--case"))
-        return strlen(v) < sizeof o->case_file ? (strcpy(o->case_file, v), CIC_OK)
-                                               : verify_usage("--case path too long: %s", v);
+        return path_opt(o->case_file, sizeof o->case_file, k, v);
     if (!strcmp(k, "--out")) {
         *out = v;
-        return CIC_OK;
+        return check_out(v);
     }
     if (!strcmp(k, "--tokens") || !strcmp(k, "--samples") || !strcmp(k, "--seed") ||
         !strcmp(k, "--mpfr-prec") || !strcmp(k, "--threads")) {
