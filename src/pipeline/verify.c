@@ -496,7 +496,8 @@ static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, boo
         return CIC_OK;
     }
     thresholds(r, sb, NULL, p);
-    if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, o->ln_fused, r->eq, d) < 0)
+    if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, &w->a->cfg, o->ln_fused,
+                             r->eq, d) < 0)
         return CIC_EINTERNAL;
     if (w->q) {
         r->q_src = CIC_VERIFY_Q_RECOVERED;

@@ -118,10 +118,11 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d);
  * at most an eighth of the equivalence threshold eq and the thresholds stay
  * those of the storage. *q: d x d values at 53 bits (cic_mpvec_destroy), or
  * NULL with f->why set when the embeddings do not determine Q (fewer rows
- * than d, rank deficient, not a rotation, not orthogonal, unreadable). 0, or
- * -1 when memory runs out (d set). */
+ * than d, rank deficient, not a rotation, not orthogonal, unreadable, or
+ * more than half the machine's memory for cfg's sizes: d_model and the
+ * vocabulary d_out). 0, or -1 when memory runs out (d set). */
 int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
-                         bool center, double eq, cic_diag *d);
+                         const cic_model_cfg *cfg, bool center, double eq, cic_diag *d);
 /* The least-squares q (d x d, row-major) of ea q = eb (rows x d each,
  * row-major) through the normal equations in double with one step of
  * refinement, and the relative residual into *fit. 0; 1 with why set when

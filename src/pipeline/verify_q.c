@@ -20,6 +20,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* Rows of E handled at once for the residual (bounds its buffer). */
 #define RESID_ROWS 1024
@@ -193,16 +194,37 @@ static double *embedding(const char *dir, int *rows, int *cols, char *why, size_
     return e;
 }
 
-int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
-                         bool center, double eq, cic_diag *d)
+/* Whether recovering Q from rows x d embeddings would take more than half
+ * the machine's memory (why set then): the two embeddings and a block of
+ * residual rows as doubles, three d x d doubles, and Q and Q^T Q in MPFR
+ * (53 and 128 bits, each value with its struct). */
+static bool too_big(int rows, int d, char *why, size_t cap)
 {
-    double *ea, *eb = NULL, *qd = NULL;
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    double limit = pages > 0 && psz > 0 ? 0.5 * (double)pages * (double)psz : 8.0 * (1 << 30);
+    double dd = (double)d * d;
+    double need = 8.0 * (2.0 * rows * d + (double)RESID_ROWS * d + 3.0 * dd) +
+                  dd * (2.0 * sizeof(mpfr_t) + 8.0 + 16.0);
+    if (need <= limit)
+        return false;
+    snprintf(why, cap, "recovering Q from [%d, %d] embeddings needs about %.0f MiB, more than "
+             "half the machine's memory (%.0f MiB): give --q", rows, d, need / 1048576.0,
+             limit / 1048576.0);
+    return true;
+}
+
+int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
+                         const cic_model_cfg *cfg, bool center, double eq, cic_diag *d)
+{
+    double *ea = NULL, *eb = NULL, *qd = NULL;
     int ra = 0, ca = 0, rb = 0, cb = 0, rc = -1, r, j;
     bool oom = false;
     size_t i;
     memset(f, 0, sizeof *f);
     *q = NULL;
     f->orth_bound = f->fit = NAN;
+    if (too_big(cfg->d_out, cfg->d_model, f->why, sizeof f->why))
+        return 0;
     ea = embedding(orig, &ra, &ca, f->why, sizeof f->why, &oom);
     if (ea)
         eb = embedding(trans, &rb, &cb, f->why, sizeof f->why, &oom);
