@@ -579,7 +579,7 @@ expect_err "--layers asks for layers 2147482623 .. 2147482623; the checkpoint ha
 # --out checked before any work: an empty name, a path under a file
 expect_rc 2 "--out '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --out '' --tokens 8
 expect_err "--out needs a folder name" "--out '': the message says so"
-[ -s "$tmp/out" ] && bad "--out '': something ran" || ok "--out '': refused before any work"
+if [ -s "$tmp/out" ]; then bad "--out '': something ran"; else ok "--out '': refused before any work"; fi
 : >"$tmp/a-file"
 expect_rc 2 "--out under a file: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
     --out "$tmp/a-file/v" --tokens 8
