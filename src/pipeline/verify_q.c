@@ -196,15 +196,16 @@ static double *embedding(const char *dir, int *rows, int *cols, char *why, size_
 
 /* Whether recovering Q from rows x d embeddings would take more than half
  * the machine's memory (why set then): the two embeddings and a block of
- * residual rows as doubles, three d x d doubles, and Q and Q^T Q in MPFR
- * (53 and 128 bits, each value with its struct). */
+ * residual rows as doubles, three d x d doubles, and in MPFR Q, Q^T Q and
+ * the two copies cic_mp_matmul packs (53 bits but Q^T Q's 128, each value
+ * with its struct). */
 static bool too_big(int rows, int d, char *why, size_t cap)
 {
     long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
     double limit = pages > 0 && psz > 0 ? 0.5 * (double)pages * (double)psz : 8.0 * (1 << 30);
     double dd = (double)d * d;
     double need = 8.0 * (2.0 * rows * d + (double)RESID_ROWS * d + 3.0 * dd) +
-                  dd * (2.0 * sizeof(mpfr_t) + 8.0 + 16.0);
+                  dd * (4.0 * sizeof(mpfr_t) + 3 * 8.0 + 16.0);
     if (need <= limit)
         return false;
     snprintf(why, cap, "recovering Q from [%d, %d] embeddings needs about %.0f MiB, more than "
