@@ -559,6 +559,15 @@ assert s["tensors_with_these_bits"] == 1 and s["file"].endswith("rw-bf16w"), s
 PY
 then ok "report.json: bf16 thresholds set by the BF16 down_proj of layer 1"
 else bad "report.json does not say what set the thresholds"; fi
+# a folder name that is not UTF-8: report.json keeps the key (as '?'), and
+# what set the thresholds
+bad_name="$tmp/rw-$(printf '\377')"
+cp -r "$tmp/rw" "$bad_name"
+# shellcheck disable=SC2086
+expect_rc 0 "verify a rewrite in a folder whose name is not UTF-8" "$bin" verify "$tmp/hf-f32" \
+    "$bad_name" --q "$tmp/rw/R1.safetensors" $vopts --out "$tmp/v-name"
+has "$tmp/v-name/report.json" '/rw-?",' "report.json: the name with '?' for the byte"
+has "$tmp/v-name/report.json" '"set_by": {' "report.json: what set the thresholds, whatever the name"
 
 # --layers: a range near INT_MAX or past the checkpoint's layers
 expect_rc 2 "--layers near INT_MAX: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \

@@ -590,6 +590,24 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* s as a JSON string: paths come from the command line and messages may be
+ * cut inside a character, so bytes that are not UTF-8 become '?' rather
+ * than the value (and the object holding it) going missing. */
+static json_t *jstr(const char *s)
+{
+    json_t *j = json_string(s);
+    char *t;
+    size_t i;
+    if (j || !(t = strdup(s)))
+        return j;
+    for (i = 0; t[i]; i++)
+        if ((unsigned char)t[i] >= 0x80)
+            t[i] = '?';
+    j = json_string(t);
+    free(t);
+    return j;
+}
+
 static const char *const QSRC_NAME[] = {"none", "file", "recovered"};
 static const char *const INPUT_NAME[CIC_INPUT_COUNT] = {"random", "tokens", "file"};
 
@@ -597,9 +615,10 @@ static const char *const INPUT_NAME[CIC_INPUT_COUNT] = {"random", "tokens", "fil
 static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
 {
     const cic_ckpt_storage *s = &r->storage;
-    return json_pack("{s:i,s:s,s:o,s:s,s:i,s:s}", "bits", s->bits, "dtype", s->dtype,
-                     "tensor", s->tensor[0] ? json_string(s->tensor) : json_null(), "file",
-                     r->storage_q ? o->q_file : o->trans, "tensors_with_these_bits", s->count,
+    return json_pack("{s:i,s:s,s:o,s:o,s:i,s:s}", "bits", s->bits, "dtype", s->dtype,
+                     "tensor", s->tensor[0] ? jstr(s->tensor) : json_null(), "file",
+                     jstr(r->storage_q ? o->q_file : o->trans), "tensors_with_these_bits",
+                     s->count,
                      "why", r->storage_q ? "Q's dtype has fewer significand bits than every "
                                            "tensor the transformed model reads"
                                          : "the fewest significand bits among the tensors the "
@@ -614,7 +633,7 @@ static json_t *q_recovery_json(const cic_verify_result *r)
         return json_null();
     return json_pack("{s:b,s:i,s:o,s:o,s:o}", "recovered", r->q_src == CIC_VERIFY_Q_RECOVERED,
                      "rows", f->rows, "fit_residual", jnum(f->fit), "orth_bound",
-                     jnum(f->orth_bound), "why_not", f->why[0] ? json_string(f->why)
+                     jnum(f->orth_bound), "why_not", f->why[0] ? jstr(f->why)
                                                                : json_null());
 }
 
@@ -626,9 +645,9 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     int l, rc = -1;
     if (!root || !v || !layers)
         goto done;
-    json_object_set_new(v, "original", json_string(o->orig));
-    json_object_set_new(v, "transformed", json_string(o->trans));
-    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? json_string(o->q_file)
+    json_object_set_new(v, "original", jstr(o->orig));
+    json_object_set_new(v, "transformed", jstr(o->trans));
+    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? jstr(o->q_file)
                                                                 : json_null());
     json_object_set_new(v, "q_source", json_string(QSRC_NAME[r->q_src]));
     json_object_set_new(v, "q_orth_error", r->q_src == CIC_VERIFY_Q_FILE ? jnum(r->q_orth)
@@ -659,7 +678,7 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     json_object_set_new(v, "head", json_pack("{s:o,s:s}", "ce", jnum(r->head_ce), "verdict",
                                              CIC_VERDICT_NAME[r->head_verdict]));
-    json_object_set_new(v, "case", o->case_file[0] ? json_string(o->case_file) : json_null());
+    json_object_set_new(v, "case", o->case_file[0] ? jstr(o->case_file) : json_null());
     json_object_set_new(v, "engines", json_array());
     for (l = 0; l < r->n_eng; l++)
         json_array_append_new(json_object_get(v, "engines"),
