@@ -10,7 +10,8 @@ normal values; the head itself when tied).
 
     make_checkpoint.py DUMP_ORIGINAL OUT_DIR [--dtype f32|bf16|f16|f64]
         [--shards N] [--layers a-b] [--tied] [--edit NAME:INDEX:VALUE]
-        [--set KEY=JSON] [--drop NAME] [--timm]
+        [--set KEY=JSON] [--drop NAME] [--timm] [--scale NAME:FACTOR]
+        [--dtype-of NAME:DTYPE] [--extra NAME:DTYPE]
 
 --dtype bf16 and f16 round every value to nearest even (the checkpoint a
 user would have); --round-only keeps float32 storage of the rounded
@@ -20,7 +21,11 @@ A pre-LN dump becomes an OPT checkpoint, or with --timm a timm ViT one
 dump a DiT state dict (its own names; config.json with num_heads, or none
 with --no-config).
 --layers a-b keeps layers a .. b renumbered from 0. --edit, --set and
---drop plant faults (a value, a config key, a missing tensor).
+--drop plant faults (a value, a config key, a missing tensor); --scale
+NAME:FACTOR multiplies a tensor (after any rewrite), --dtype-of NAME:DTYPE
+stores one tensor in another dtype, and --extra NAME:DTYPE adds a tensor
+no model reads (a [4, 4] of ones), for the storage verify's thresholds
+follow.
 
 A rewritten checkpoint, as a user's tool would make it (float64 NumPy, then
 stored): --fold folds the RMSNorm gains into the linears that read them and
@@ -282,6 +287,9 @@ def main():
     ap.add_argument("--rotate", type=int)
     ap.add_argument("--r4", action="store_true")
     ap.add_argument("--mistake", action="append", default=[])
+    ap.add_argument("--scale", action="append", default=[])
+    ap.add_argument("--dtype-of", action="append", default=[])
+    ap.add_argument("--extra", action="append", default=[])
     a = ap.parse_args()
 
     t, meta = read_st(a.dump)
@@ -383,9 +391,18 @@ def write_folder(a, cfg, values):
     os.makedirs(a.out, exist_ok=True)
     if cfg is not None:
         json.dump(cfg, open(os.path.join(a.out, "config.json"), "w"), indent=2)
+    values = dict(values)
+    for sc in a.scale:
+        name, f = sc.rsplit(":", 1)
+        values[name] = (values[name].astype(np.float64) * float(f)).astype(np.float32)
+    dtype_of = dict(x.rsplit(":", 1) for x in a.dtype_of)
+    for x in a.extra:
+        name, dt = x.rsplit(":", 1)
+        values[name] = np.ones((4, 4), np.float32)
+        dtype_of[name] = dt
     enc = []
     for hf in sorted(values):
-        dt, data, rounded = encode(values[hf], a.dtype)
+        dt, data, rounded = encode(values[hf], dtype_of.get(hf, a.dtype))
         if a.round_only:
             dt, data, rounded = encode(rounded, "f32")
         enc.append((hf, dt, values[hf].shape, data))

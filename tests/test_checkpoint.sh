@@ -488,15 +488,141 @@ expect_rc 0 "verify on a file of hidden states: exit 0" "$bin" verify "$tmp/hf-f
 expect_rc 1 "verify without the online Hadamard it needs: exit 1" "$bin" verify "$tmp/hf-f32" \
     "$tmp/rw" --q "$tmp/rw/R1.safetensors" --tokens 8
 has "$tmp/out" "first layer not equivalent: 0 (broken)" "without --online, layer 0 breaks"
+# without --q: Q recovered from the embeddings (E_B = E_A Q, 64 rows of
+# d 64), proven orthogonal, and the per-layer view runs; a rewrite broken
+# at layer 2 stays broken there
 # shellcheck disable=SC2086
-expect_rc 1 "verify without --q: exit 1" "$bin" verify "$tmp/hf-f32" "$tmp/rw" $vopts
-has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without --q it says so"
+expect_rc 0 "verify a correct rotation without --q: exit 0" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" $vopts --out "$tmp/v-noq"
+has "$tmp/out" "no --q: Q recovered from the embeddings (least squares on 64 rows" \
+    "without --q, Q is recovered from the embeddings"
+has "$tmp/out" "every layer and the head equivalent" "the recovered Q gives every layer"
+has "$tmp/v-noq/report.json" '"q_source": "recovered"' "report.json: Q recovered"
+# shellcheck disable=SC2086
+expect_rc 1 "verify a broken rewrite without --q: exit 1" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-writer-unrotated" $vopts
+has "$tmp/out" "first layer not equivalent: 2 (broken)" "without --q, layer 2 is still named broken"
+# OPT's centred embeddings (rank d - 1) do not determine Q: the head alone
+# is judged, on seeded token ids (the rewrite's hidden states X Q need Q)
+# shellcheck disable=SC2086
+expect_rc 0 "verify the OPT rewrite without --q: exit 0 (head only)" "$bin" verify \
+    "$tmp/hf-opt" "$tmp/rw-opt" --layernorm fused $vo
+has "$tmp/out" "rank deficient" "OPT's centred embeddings do not determine Q"
+has "$tmp/out" "every layer (head readout) equivalent" "the OPT rewrite's head is equivalent"
+# shellcheck disable=SC2086
+expect_rc 1 "verify a broken OPT rewrite without --q: exit 1" "$bin" verify "$tmp/hf-opt" \
+    "$tmp/rw-opt-writer-unrotated" --layernorm fused $vo
+has "$tmp/out" "the head readout is broken" "without Q the broken OPT rewrite's head is broken"
+expect_rc 2 "--q '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --q '' --tokens 8
+expect_err "--q needs a value (got '')" "--q '': the message says so"
+
+# the thresholds follow the tensors that are read: a rewrite whose head is
+# scaled by 1.03 is broken at F32's thresholds whatever unused tensor the
+# folder holds, and an integer Q is exact; a BF16 weight that is read sets
+# bf16's thresholds (and is named)
+expect_rc 0 "make a rewrite scaled by 1.03 with an unused F16 tensor" "$py" "$mk" "$orig" \
+    "$tmp/rw-f16x" --fold --rotate 5 --r4 --scale lm_head.weight:1.03 --extra unused.weight:f16
+# shellcheck disable=SC2086
+expect_rc 1 "an unused F16 tensor: the scaled rewrite stays broken (exit 1)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-f16x" --q "$tmp/rw-f16x/R1.safetensors" $vopts --out "$tmp/v-f16x"
+has "$tmp/out" "stored at 24 bits" "an unused F16 tensor: F32's thresholds"
+has "$tmp/v-f16x/report.json" '"dtype": "F32"' "report.json: an F32 tensor set them"
+expect_rc 0 "make a rewrite scaled by 1.03, not rotated" "$py" "$mk" "$orig" "$tmp/rw-x103" \
+    --scale lm_head.weight:1.03
+expect_rc 0 "write an identity Q as I8" "$py" - "$tmp/q-i8.safetensors" "$root/tests" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import write_st
+q = np.eye(64, dtype=np.int8)
+write_st(sys.argv[1], [("Q", "I8", q.shape, q.tobytes())])
+PY
+expect_rc 1 "an identity Q stored as I8: the scaled rewrite stays broken (exit 1)" "$bin" \
+    verify "$tmp/hf-f32" "$tmp/rw-x103" --q "$tmp/q-i8.safetensors" --tokens 8 --mpfr-prec 64
+has "$tmp/out" "the head readout is broken" "an I8 Q: the head scaled by 1.03 is broken"
+has "$tmp/out" "stored at 24 bits" "an I8 Q: F32's thresholds"
+expect_rc 0 "make a rewrite scaled by 1.03 with one BF16 down_proj" "$py" "$mk" "$orig" \
+    "$tmp/rw-bf16w" --fold --rotate 5 --r4 --scale lm_head.weight:1.03 \
+    --dtype-of model.layers.1.mlp.down_proj.weight:bf16
+# shellcheck disable=SC2086
+expect_rc 0 "a BF16 weight that is read: bf16's thresholds (exit 0)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-bf16w" --q "$tmp/rw-bf16w/R1.safetensors" $vopts --out "$tmp/v-bf16w"
+has "$tmp/out" "set by BF16 tensor 'model.layers.1.mlp.down_proj.weight'" \
+    "the BF16 weight that set the thresholds is named"
+if "$py" - "$tmp/v-bf16w/report.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))["verify"]
+s = v["thresholds"]["set_by"]
+assert v["storage_bits"] == 8 and s["bits"] == 8, v
+assert s["dtype"] == "BF16" and s["tensor"] == "model.layers.1.mlp.down_proj.weight", s
+assert s["tensors_with_these_bits"] == 1 and s["file"].endswith("rw-bf16w"), s
+PY
+then ok "report.json: bf16 thresholds set by the BF16 down_proj of layer 1"
+else bad "report.json does not say what set the thresholds"; fi
+# a folder name that is not UTF-8: report.json keeps the key (as '?'), and
+# what set the thresholds
+bad_name="$tmp/rw-$(printf '\377')"
+cp -r "$tmp/rw" "$bad_name"
+# shellcheck disable=SC2086
+expect_rc 0 "verify a rewrite in a folder whose name is not UTF-8" "$bin" verify "$tmp/hf-f32" \
+    "$bad_name" --q "$tmp/rw/R1.safetensors" $vopts --out "$tmp/v-name"
+has "$tmp/v-name/report.json" '/rw-?",' "report.json: the name with '?' for the byte"
+has "$tmp/v-name/report.json" '"set_by": {' "report.json: what set the thresholds, whatever the name"
+
+# --layers: a range near INT_MAX or past the checkpoint's layers
+expect_rc 2 "--layers near INT_MAX: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --layers 2147483000-2147483647 --tokens 8
+expect_err "--layers '2147483000-2147483647': N (1 .. 1024) or a-b" "--layers near INT_MAX: the option is named"
+expect_rc 2 "--layers with a huge value: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --layers 99999999999999999999-2 --tokens 8
+expect_err "--layers '99999999999999999999-2'" "--layers huge: the option is named"
+expect_rc 2 "--layers past the checkpoint's layers: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" --layers 2-5 --tokens 8
+expect_err "--layers asks for layers 2 .. 5; the checkpoint has 3" \
+    "--layers past the layers: the option and the checkpoint's count are named"
+expect_rc 2 "--layers at the largest first layer: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw" --layers 2147482623-2147482623 --tokens 8
+expect_err "--layers asks for layers 2147482623 .. 2147482623; the checkpoint has 3" \
+    "--layers at the largest first layer: no overflow, both named"
+
+# --out checked before any work: an empty name, a path under a file
+expect_rc 2 "--out '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --out '' --tokens 8
+expect_err "--out: empty output folder name" "--out '': the message says so"
+if [ -s "$tmp/out" ]; then bad "--out '': something ran"; else ok "--out '': refused before any work"; fi
+: >"$tmp/a-file"
+expect_rc 2 "--out under a file: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --out "$tmp/a-file/v" --tokens 8
+expect_err "a-file: exists and is not a folder" "--out under a file: the file is named"
+mkdir -p "$tmp/v-dir/report.json"
+expect_rc 2 "--out whose report.json is a folder: exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" \
+    --out "$tmp/v-dir" --tokens 8
+expect_err "report.json: is a folder where cicheck writes a file" \
+    "--out whose report.json is a folder: it is named"
+expect_rc 2 "--case '': exit 2" "$bin" verify "$tmp/hf-f32" "$tmp/rw" --case '' --tokens 8
+expect_err "--case needs a value (got '')" "--case '': the message says so"
+
 expect_rc 0 "make the rewrite stored as BF16" "$py" "$mk" "$orig" "$tmp/rw-bf16" --fold \
     --rotate 5 --r4 --dtype bf16
 # shellcheck disable=SC2086
 expect_rc 0 "verify the BF16 rewrite: exit 0 at bf16's thresholds" "$bin" verify "$tmp/hf-f32" \
     "$tmp/rw-bf16" --q "$tmp/rw-bf16/R1.safetensors" $vopts
 has "$tmp/out" "stored at 8 bits" "the BF16 storage sets the thresholds"
+# BF16 embeddings determine Q only to about 2^-9: the Q fitting them is not
+# orthogonal to within an eighth of the equivalence threshold, so the head
+# alone is judged, on seeded token ids
+# shellcheck disable=SC2086
+expect_rc 0 "verify the BF16 rewrite without --q: exit 0 (head only)" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/rw-bf16" $vopts --out "$tmp/v-noq-bf16"
+has "$tmp/out" "no --q, and Q not recovered from the embeddings: the Q that fits the embeddings is not orthogonal" \
+    "BF16 embeddings: why Q was not recovered"
+has "$tmp/out" "no --q: the per-layer view needs the residual rotation Q" "without Q it says so"
+has "$tmp/out" "the block input is seeded token ids" "without Q the input is token ids"
+has "$tmp/v-noq-bf16/report.json" '"token_ids_for_want_of_q": true' "report.json: token ids for want of Q"
+# shellcheck disable=SC2086
+expect_rc 2 "hidden states from a file without Q: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/rw-bf16" $vopts --input "$tmp/hidden.safetensors"
+expect_err "hidden states ('input') need the residual rotation Q" \
+    "a file of hidden states without Q: the message says so"
 expect_rc 0 "make a checkpoint with another rope_theta" "$py" "$mk" "$orig" "$tmp/hf-theta" \
     --set rope_theta=500000.0
 expect_rc 2 "verify against another config: exit 2" "$bin" verify "$tmp/hf-f32" \

@@ -7,11 +7,14 @@
 #include "../pipeline/verify.h"
 #include "../report/report.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 const char CIC_VERIFY_USAGE[] =
     "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
@@ -20,8 +23,10 @@ const char CIC_VERIFY_USAGE[] =
     "  (config.json and model.safetensors or shards); the transformed one may\n"
     "  leave its norm weights out (fused: gains 1, LayerNorm biases 0).\n"
     "  --q FILE             the residual rotation Q the rewrite applied (a\n"
-    "                       safetensors [d, d] matrix); without it only the head\n"
-    "                       readout is compared\n"
+    "                       safetensors [d, d] matrix); without it, Q is recovered\n"
+    "                       from the embeddings when they determine it (least\n"
+    "                       squares, proven orthogonal), else only the head\n"
+    "                       readout is compared, on token ids\n"
     "  --q-tensor NAME      the tensor of FILE (default: its only one)\n"
     "  --online down_proj:hadamard   the online Hadamard before down_proj (R4)\n"
     "  --online qk:hadamard          the online Hadamard of q and k after RoPE (R3)\n"
@@ -33,7 +38,8 @@ const char CIC_VERIFY_USAGE[] =
     "                       states, or \"input_ids\" [samples, tokens] token ids\n"
     "  --input-kind tokens  seeded token ids through each model's embed_tokens\n"
     "                       (default: seeded hidden states)\n"
-    "  --layers N | a-b     the first N layers, or layers a to b (0-based)\n"
+    "  --layers N | a-b     the first N layers, or layers a to b (0-based; at most\n"
+    "                       1024 at once)\n"
     "  --tokens N           tokens per sample (default 16)\n"
     "  --samples N          samples (default 2)\n"
     "  --seed N             seed of the block input (default 0)\n"
@@ -42,7 +48,10 @@ const char CIC_VERIFY_USAGE[] =
     "  --case FILE          also run both models in the f32 and low-precision\n"
     "                       engines of FILE's [engines] (a case file; its other\n"
     "                       tables are read and checked, not used)\n"
-    "  --out DIR            write DIR/report.json\n"
+    "  --out DIR            write DIR/report.json (DIR checked before the run)\n"
+    "  The thresholds follow the fewest significand bits among the tensors the\n"
+    "  transformed model reads and Q (F32; BF16 and F16; F64); the output names\n"
+    "  the tensor that set them.\n"
     "  exit 0: every layer and the head equivalent; 1: one is not; 2: bad input\n";
 
 static int verify_usage(const char *fmt, const char *arg)
@@ -53,19 +62,27 @@ static int verify_usage(const char *fmt, const char *arg)
     return CIC_EINPUT;
 }
 
-/* A decimal integer in [lo, hi] into *out; -1 otherwise. */
+/* A decimal integer (digits only) in [lo, hi] into *out; -1 otherwise. */
 static int parse_int(const char *s, long lo, long hi, long *out)
 {
     char *end;
     long v;
+    if (!isdigit((unsigned char)s[0]))
+        return -1; /* no sign, no space, no empty value */
     errno = 0;
     v = strtol(s, &end, 10);
-    if (!*s || *end || errno || v < lo || v > hi)
+    if (*end || errno || v < lo || v > hi)
         return -1;
     *out = v;
     return 0;
 }
 
+/* The first layer of --layers a-b at most this, so that a + the layers
+ * compared stays an int; whether the checkpoint has them is checked when it
+ * is read. */
+#define LAYER0_MAX (INT_MAX - CIC_VERIFY_MAX_LAYERS)
+
+/* --layers N (the first N) or a-b (0-based, at most CIC_VERIFY_MAX_LAYERS). */
 static int parse_layers(const char *s, cic_verify_opts *o)
 {
     long a, b;
@@ -78,11 +95,26 @@ static int parse_layers(const char *s, cic_verify_opts *o)
     if (strlen(s) >= sizeof buf || !(dash = strchr(strcpy(buf, s), '-')))
         return -1;
     *dash = '\0';
-    if (parse_int(buf, 0, INT_MAX, &a) || parse_int(dash + 1, a, a + CIC_VERIFY_MAX_LAYERS - 1, &b))
+    if (parse_int(buf, 0, LAYER0_MAX, &a) ||
+        parse_int(dash + 1, a, a + (CIC_VERIFY_MAX_LAYERS - 1), &b))
         return -1;
     o->layer0 = (int)a;
     o->layers = (int)(b - a + 1);
     return 0;
+}
+
+/* A path (or name) option's value into dst (cap bytes): not empty (an
+ * empty --q or --case would otherwise read as not given), not too long. */
+static int path_opt(char *dst, size_t cap, const char *k, const char *v)
+{
+    if (!v[0])
+        return verify_usage("%s needs a value (got '')", k);
+    if (strlen(v) >= cap) {
+        fprintf(stderr, "cicheck verify: %s: too long (at most %zu bytes): %s\n", k, cap - 1, v);
+        return CIC_EINPUT;
+    }
+    cic_strlcpy(dst, v, cap);
+    return CIC_OK;
 }
 
 static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const char **out,
@@ -94,11 +126,9 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
         return verify_usage("%s needs a value", k);
     (*i)++;
     if (!strcmp(k, "--q"))
-        return strlen(v) < sizeof o->q_file ? (strcpy(o->q_file, v), CIC_OK)
-                                            : verify_usage("--q path too long: %s", v);
+        return path_opt(o->q_file, sizeof o->q_file, k, v);
     if (!strcmp(k, "--q-tensor"))
-        return strlen(v) < sizeof o->q_tensor ? (strcpy(o->q_tensor, v), CIC_OK)
-                                              : verify_usage("--q-tensor too long: %s", v);
+        return path_opt(o->q_tensor, sizeof o->q_tensor, k, v);
     if (!strcmp(k, "--online")) {
         if (!strcmp(v, "down_proj:hadamard"))
             o->online_down = true;
@@ -116,8 +146,7 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     }
     if (!strcmp(k, "--input")) {
         o->input_kind = CIC_INPUT_FILE;
-        return strlen(v) < sizeof o->input_file ? (strcpy(o->input_file, v), CIC_OK)
-                                                : verify_usage("--input path too long: %s", v);
+        return path_opt(o->input_file, sizeof o->input_file, k, v);
     }
     if (!strcmp(k, "--input-kind")) {
         if (!strcmp(v, "tokens"))
@@ -126,14 +155,18 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
             return verify_usage("--input-kind '%s': allowed random, tokens", v);
         return CIC_OK;
     }
-    if (!strcmp(k, "--layers"))
-        return parse_layers(v, o) == 0 ? CIC_OK
-                                       : verify_usage("--layers '%s': N or a-b (0-based)", v);
+    if (!strcmp(k, "--layers")) {
+        if (parse_layers(v, o) == 0)
+            return CIC_OK;
+        fprintf(stderr, "cicheck verify: --layers '%s': N (1 .. %d) or a-b (0-based, a at most "
+                "%d, b from a to a + %d)\n", v, CIC_VERIFY_MAX_LAYERS, LAYER0_MAX,
+                CIC_VERIFY_MAX_LAYERS - 1);
+        return CIC_EINPUT;
+    }
     if (!strcmp(k, "--case"))
-        return strlen(v) < sizeof o->case_file ? (strcpy(o->case_file, v), CIC_OK)
-                                               : verify_usage("--case path too long: %s", v);
+        return path_opt(o->case_file, sizeof o->case_file, k, v);
     if (!strcmp(k, "--out")) {
-        *out = v;
+        *out = v; /* checked once the arguments are parsed, before any work */
         return CIC_OK;
     }
     if (!strcmp(k, "--tokens") || !strcmp(k, "--samples") || !strcmp(k, "--seed") ||
@@ -158,6 +191,20 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     return verify_usage("unknown option '%s'", k);
 }
 
+/* What set the thresholds, and why. */
+static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
+{
+    const cic_ckpt_storage *s = &r->storage;
+    if (r->storage_q)
+        printf("  set by Q: tensor '%s' of %s is %s, fewer bits than every tensor the "
+               "transformed model reads\n", s->tensor, o->q_file, s->dtype);
+    else if (s->tensor[0])
+        printf("  set by %s tensor '%s' of %s (%d tensor%s at %d bits): the fewest significand "
+               "bits among the tensors the transformed model reads%s\n", s->dtype, s->tensor,
+               o->trans, s->count, s->count == 1 ? "" : "s", s->bits,
+               r->q_src == CIC_VERIFY_Q_FILE ? " and Q" : "");
+}
+
 static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
 {
     int l;
@@ -166,15 +213,28 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
            o->samples, o->prec);
     printf("stored at %d bits: equivalent up to %.3g, broken from %.3g\n", r->bits, r->eq,
            r->br);
+    print_storage(o, r);
     if (o->ln_fused)
         printf("LayerNorm fused: the rewrite's norms do not centre; the original's stream is "
                "compared without its row mean\n");
-    if (!r->have_q)
+    if (r->q_src == CIC_VERIFY_Q_RECOVERED)
+        printf("no --q: Q recovered from the embeddings (least squares on %d rows, relative "
+               "residual %.3g; ||Q^T Q - I||_2 <= %.3g proven)\n", r->qfit.rows, r->qfit.fit,
+               r->qfit.orth_bound);
+    if (!r->have_q) {
+        printf("no --q, and Q not recovered from the embeddings: %s\n", r->qfit.why);
         printf("no --q: the per-layer view needs the residual rotation Q; only the head "
                "readout is compared\n");
-    else
+    }
+    if (r->tokens_forced)
+        printf("the block input is seeded token ids, each model embedding them itself (the "
+               "rewrite's hidden states X Q would need Q)\n");
+    if (r->q_src == CIC_VERIFY_Q_FILE)
         printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
                "with Q^T; Q max |Q^T Q - I| %.3g)\n", r->q_orth);
+    else if (r->have_q)
+        printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
+               "with the recovered Q^T)\n");
     for (l = 0; r->have_q && l < r->n_layers; l++)
         printf("%5d  %11.3g  %s\n", r->layer0 + l, r->ce[l], CIC_VERDICT_NAME[r->verdict[l]]);
     printf("head   %11.3g  %s   (the logits)\n", r->head_ce, CIC_VERDICT_NAME[r->head_verdict]);

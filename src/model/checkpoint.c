@@ -132,16 +132,6 @@ int cic_ckpt_layers(const cic_ckpt *k)
     return k->layers;
 }
 
-int cic_ckpt_min_bits(const cic_ckpt *k)
-{
-    int i, j, bits = 53;
-    for (i = 0; i < k->n_shard; i++)
-        for (j = 0; j < cic_stfile_count(k->shard[i]); j++) {
-            int b = cic_stfile_dtype_bits(cic_stfile_tensor_at(k->shard[i], j)->dtype);
-            bits = b && b < bits ? b : bits; /* integer tensors do not count */
-        }
-    return bits;
-}
 
 
 

@@ -48,9 +48,6 @@ void cic_ckpt_close(cic_ckpt *k);
 
 /* The number of decoder layers of the checkpoint (num_hidden_layers). */
 int cic_ckpt_layers(const cic_ckpt *k);
-/* The fewest significand bits of its tensors' storage (F32 24, F16 11,
- * BF16 8, F64 53): the precision a rewrite stored in it is exact to. */
-int cic_ckpt_min_bits(const cic_ckpt *k);
 
 /* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
  * caller has set cfg->layers and cfg->tokens): block, d_model, heads,
@@ -76,5 +73,32 @@ int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d);
  * or I64 through k's embed_tokens. k may be NULL (a seeded model: "input"
  * only). The input's seeded draw is then unmarked. 0, or -1 with d set. */
 int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d);
+
+/* The storage of the tensors a model reads from a checkpoint
+ * (checkpoint_storage.c): the fewest significand bits among them (F64 53,
+ * F32 24, F16 11, BF16 8; integer tensors hold exact values and do not
+ * count), the first tensor with that many in the model's order, its dtype,
+ * and how many tensors have that many bits. */
+typedef struct {
+    int bits;
+    int count;
+    char tensor[300]; /* "" when no float tensor is read */
+    char dtype[8];
+} cic_ckpt_storage;
+
+/* The storage of the weights model m reads from k (m->cfg.layer0 its first
+ * layer; a fused norm tensor that is absent holds exact 1s or 0s and does
+ * not count), and of the token embedding (OPT: and its positions) when
+ * embeds (the block input is token ids). Tensors in the folder that m does
+ * not read do not count. */
+void cic_ckpt_storage_used(cic_ckpt_storage *s, const cic_ckpt *k, const cic_model *m,
+                           bool embeds);
+
+/* The token embedding of k ([vocab, d_model], row-major) as doubles in a
+ * fresh array (the caller frees it), its size in *rows and *cols and its
+ * storage in *s. NULL with d set: no token embedding (timm, DiT), a NaN or
+ * Inf value, no memory. */
+double *cic_ckpt_embedding(const cic_ckpt *k, int *rows, int *cols, cic_ckpt_storage *s,
+                           cic_diag *d);
 
 #endif

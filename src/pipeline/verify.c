@@ -68,15 +68,34 @@ static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_
     return CIC_EINPUT;
 }
 
-/* A model of checkpoint dir (layers from o), the original's sizes when cmp
- * is given (a mismatch is an error naming both). */
-static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, int *bits,
-                       const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
+/* The layers asked for (--layers) against the checkpoint's: an error naming
+ * both when they are not there, or more than one run compares. */
+static int check_layers(const cic_verify_opts *o, const cic_ckpt *k, const char *dir,
+                        cic_diag *d)
 {
-    cic_ckpt *k = cic_ckpt_open(dir, d);
-    int rc;
-    if (!k)
-        return NULL;
+    int n = cic_ckpt_layers(k);
+    int64_t last = o->layers ? (int64_t)o->layer0 + o->layers - 1 : (int64_t)n - 1;
+    if (o->layer0 >= n || last >= n) {
+        cic_diag_set(d, dir, 0, 0, "--layers asks for layers %d .. %lld; the checkpoint has %d "
+                     "(num_hidden_layers; layers 0 .. %d)", o->layer0, (long long)last, n,
+                     n - 1);
+        return CIC_EINPUT;
+    }
+    if (last - o->layer0 + 1 > CIC_VERIFY_MAX_LAYERS) {
+        cic_diag_set(d, dir, 0, 0, "%lld layers from layer %d: verify compares at most %d at "
+                     "once; give --layers", (long long)(last - o->layer0 + 1), o->layer0,
+                     CIC_VERIFY_MAX_LAYERS);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* cfg of checkpoint k (layers from o) and its checks: a family verify
+ * reads, and the original's sizes when cmp is given (a mismatch is an error
+ * naming both). */
+static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *dir, bool fused,
+                     const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
+{
     memset(cfg, 0, sizeof *cfg);
     cfg->tokens = o->tokens;
     cfg->samples = o->samples;
@@ -85,27 +104,26 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
     cfg->massive_tokens = 1;
     cfg->input_kind = o->input_kind;
     cic_strlcpy(cfg->input_file, o->input_file, sizeof cfg->input_file);
+    if (check_layers(o, k, dir, d) != CIC_OK)
+        return CIC_EINPUT;
     cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
-    rc = cic_ckpt_config(k, cfg, o->layer0, d);
-    *bits = cic_ckpt_min_bits(k);
-    cic_ckpt_close(k);
-    if (rc != CIC_OK)
-        return NULL;
+    if (cic_ckpt_config(k, cfg, o->layer0, d) != CIC_OK)
+        return CIC_EINPUT;
     if (cfg->block != CIC_BLOCK_RMSNORM && !(cfg->block == CIC_BLOCK_PRELN && cfg->causal)) {
         cic_diag_set(d, dir, 0, 0, "verify reads causal language models: the llama family "
                      "(llama, mistral, qwen2) and OPT");
-        return NULL;
+        return CIC_EINPUT;
     }
     if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN) {
         cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm; this checkpoint "
                      "has RMSNorm (its fused gains are read as 1 anyway)");
-        return NULL;
+        return CIC_EINPUT;
     }
     if (cmp && cmp->layers != cfg->layers) {
         cic_diag_set(d, dir, 0, 0, "%d layers from layer %d here, %d in the original: the "
                      "checkpoints must have the same layers (or give --layers)", cfg->layers,
                      o->layer0, cmp->layers);
-        return NULL;
+        return CIC_EINPUT;
     }
     if (cmp && (cmp->d_model != cfg->d_model || cmp->heads != cfg->heads ||
                 cmp->kv_heads != cfg->kv_heads || cmp->d_mlp != cfg->d_mlp ||
@@ -117,26 +135,46 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, in
                      cfg->d_model, cmp->d_model, cfg->heads, cmp->heads, cfg->kv_heads,
                      cmp->kv_heads, cfg->d_mlp, cmp->d_mlp, cfg->d_out, cmp->d_out,
                      cfg->rope_theta, cmp->rope_theta, cfg->eps, cmp->eps);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
+/* A model of checkpoint dir (layers from o), the original's sizes when cmp
+ * is given, and the storage of the tensors it reads into *st when st is
+ * given (the embedding's too when embeds: the input is token ids). */
+static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bool embeds,
+                       cic_ckpt_storage *st, const cic_model_cfg *cmp, cic_model_cfg *cfg,
+                       cic_diag *d)
+{
+    cic_ckpt *k = cic_ckpt_open(dir, d);
+    cic_model *m = NULL;
+    int i;
+    if (!k)
+        return NULL;
+    if (configure(o, k, dir, fused, cmp, cfg, d) != CIC_OK ||
+        (!cmp && memory_guard(o, cfg, d) != CIC_OK)) { /* before anything big */
+        cic_ckpt_close(k);
         return NULL;
     }
-    if (!cmp && memory_guard(o, cfg, d) != CIC_OK) /* before anything big */
-        return NULL;
     d->msg[0] = '\0';
-    {
-        cic_model *m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
-        int i;
-        if (!m && !d->msg[0])
-            cic_diag_set(d, dir, 0, 0, "out of memory building the model");
-        for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
-            if (m->ops[i].kind == CIC_OP_NORM)
-                m->ops[i].center = false; /* RMSNorm: the stream is centred already */
-        return m;
-    }
+    m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
+    if (!m && !d->msg[0])
+        cic_diag_set(d, dir, 0, 0, "out of memory building the model");
+    for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
+        if (m->ops[i].kind == CIC_OP_NORM)
+            m->ops[i].center = false; /* RMSNorm: the stream is centred already */
+    if (m && st)
+        cic_ckpt_storage_used(st, k, m, embeds);
+    cic_ckpt_close(k);
+    return m;
 }
 
 /* Q from the file (o->q_file, tensor o->q_tensor or its only one) at 53
- * bits, its orthogonality checked; NULL with d set. */
-static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, cic_diag *d)
+ * bits, its orthogonality checked, its storage into *qs (an integer Q is
+ * exact: it holds its values at 53 bits); NULL with d set. */
+static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, cic_ckpt_storage *qs,
+                      cic_diag *d)
 {
     cic_xform_spec x;
     cic_stfile *f = cic_stfile_create(o->q_file, d);
@@ -161,7 +199,11 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, int *bits, 
         cic_stfile_destroy(f);
         return NULL;
     }
-    *bits = cic_stfile_dtype_bits(t->dtype) ? cic_stfile_dtype_bits(t->dtype) : 8;
+    memset(qs, 0, sizeof *qs);
+    qs->bits = cic_stfile_dtype_bits(t->dtype) ? cic_stfile_dtype_bits(t->dtype) : 53;
+    qs->count = 1;
+    cic_strlcpy(qs->tensor, t->name, sizeof qs->tensor);
+    cic_strlcpy(qs->dtype, CIC_STFILE_DTYPE_NAME[t->dtype], sizeof qs->dtype);
     cic_stfile_destroy(f);
     if (cic_q_file_check(orth, &x, n, d) < 0)
         return NULL;
@@ -262,11 +304,16 @@ static enum cic_verdict judge(double ce, const cic_verify_result *r)
     return cic_xform_verdict(ce, r->eq, r->br);
 }
 
-/* The thresholds of a rewrite stored at bits: a float32 transform's for 24,
- * bf16's for 8 and 11, f64's for 53. */
-static void thresholds(cic_verify_result *r, mpfr_prec_t prec)
+/* The thresholds of a rewrite stored as sb says (Q's storage qs, when
+ * given, if it has fewer bits): a float32 transform's for 24, bf16's for 8
+ * and 11, f64's for 53. */
+static void thresholds(cic_verify_result *r, const cic_ckpt_storage *sb,
+                       const cic_ckpt_storage *qs, mpfr_prec_t prec)
 {
     cic_xform_spec x;
+    r->storage_q = qs && qs->bits < sb->bits;
+    r->storage = r->storage_q ? *qs : *sb;
+    r->bits = r->storage.bits;
     memset(&x, 0, sizeof x);
     x.prec = r->bits >= 53 ? CIC_TPREC_F64 : r->bits >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
     cic_xform_thresholds(&r->eq, &r->br, &x, prec);
@@ -413,13 +460,76 @@ static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_pre
     return 0;
 }
 
+/* Both models' block input as seeded token ids, each through its own
+ * embed_tokens, and the rewrite's storage now with its embedding. */
+static int inputs_as_tokens(work *w, const cic_verify_opts *o, cic_ckpt_storage *sb,
+                            cic_diag *d)
+{
+    cic_ckpt *ka = cic_ckpt_open(o->orig, d), *kb = ka ? cic_ckpt_open(o->trans, d) : NULL;
+    int rc = -1;
+    if (ka && kb) {
+        w->a->cfg.input_kind = w->b->cfg.input_kind = CIC_INPUT_TOKENS;
+        if (cic_input_fill(w->a, ka, d) == 0 && cic_input_fill(w->b, kb, d) == 0) {
+            cic_ckpt_storage_used(sb, kb, w->b, true);
+            rc = 0;
+        }
+    }
+    cic_ckpt_close(ka);
+    cic_ckpt_close(kb);
+    return rc;
+}
+
+/* Q and the thresholds: Q from --q (its dtype may lower them), or recovered
+ * from the embeddings at the rewrite's own thresholds; without either the
+ * per-layer view is off, and seeded hidden states give way to seeded token
+ * ids (a file of hidden states is refused: the rewrite's X Q needs Q). */
+static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, bool *hidden,
+                    cic_ckpt_storage *sb, mpfr_prec_t p, cic_diag *d)
+{
+    cic_ckpt_storage qs;
+    if (o->q_file[0]) {
+        if (!(w->q = load_q(o, w->a->cfg.d_model, &r->q_orth, &qs, d)))
+            return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+        r->q_src = CIC_VERIFY_Q_FILE;
+        cic_strlcpy(r->q_dtype, qs.dtype, sizeof r->q_dtype);
+        thresholds(r, sb, &qs, p);
+        return CIC_OK;
+    }
+    thresholds(r, sb, NULL, p);
+    if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, &w->a->cfg, o->ln_fused,
+                             r->eq, d) < 0)
+        return CIC_EINTERNAL;
+    if (w->q) {
+        r->q_src = CIC_VERIFY_Q_RECOVERED;
+        r->q_orth = r->qfit.orth_bound;
+        return CIC_OK;
+    }
+    if (!*hidden)
+        return CIC_OK;
+    if (o->input_kind == CIC_INPUT_FILE) {
+        cic_diag_set(d, o->input_file, 0, 0, "hidden states ('input') need the residual "
+                     "rotation Q (the rewrite runs on X Q): give --q, or token ids "
+                     "('input_ids' or --input-kind tokens); Q was not recovered: %s",
+                     r->qfit.why);
+        return CIC_EINPUT;
+    }
+    if (inputs_as_tokens(w, o, sb, d) < 0)
+        return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+    r->tokens_forced = true;
+    *hidden = false;
+    thresholds(r, sb, NULL, p); /* the embedding is read now */
+    return CIC_OK;
+}
+
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
     work w;
     cic_model_cfg cb;
+    cic_ckpt_storage sb;
     cic_case *ec = NULL;
     mpfr_prec_t p = o->prec;
-    int bits_a, bits_b, bits_q = 53, rc = CIC_EINTERNAL;
+    bool hidden = hidden_input(o);
+    int rc = CIC_EINTERNAL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&w, 0, sizeof w);
@@ -434,24 +544,21 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     }
     if (o->case_file[0] && !(ec = engines_case(o, d)))
         return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
-    w.a = load(o, o->orig, false, &bits_a, NULL, &r->cfg, d);
-    w.b = w.a ? load(o, o->trans, true, &bits_b, &r->cfg, &cb, d) : NULL;
+    w.a = load(o, o->orig, false, !hidden, NULL, NULL, &r->cfg, d);
+    w.b = w.a ? load(o, o->trans, true, !hidden, &sb, &r->cfg, &cb, d) : NULL;
     if (!w.a || !w.b) {
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
     }
     r->layer0 = o->layer0;
     r->n_layers = w.a->cfg.layers;
-    r->have_q = o->q_file[0] != '\0';
-    if (r->have_q) {
-        w.q = load_q(o, w.a->cfg.d_model, &r->q_orth, &bits_q, d);
-        if (!w.q) {
-            rc = CIC_EINPUT;
-            goto done;
-        }
-        if (hidden_input(o) && rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
-            goto done;
-    }
+    if ((rc = obtain_q(&w, r, o, &hidden, &sb, p, d)) != CIC_OK)
+        goto done;
+    rc = CIC_EINTERNAL;
+    r->have_q = w.q != NULL;
+    if (r->have_q && hidden &&
+        rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
+        goto done;
     if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
         cic_diag_set(d, o->trans, 0, 0, "the online ops asked for cannot be built (no Hadamard "
                      "matrix of the width %d or %d here)", w.b->cfg.d_mlp,
@@ -459,8 +566,6 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
         rc = CIC_EINPUT;
         goto done;
     }
-    r->bits = bits_b < bits_q ? bits_b : bits_q;
-    thresholds(r, p);
     if (alloc_work(&w, p) < 0 || run_mp(w.ya, w.a, p, r->have_q ? &w.ta : NULL) != 0 ||
         run_mp(w.yb, w.b, p, r->have_q ? &w.tb : NULL) != 0)
         goto done;
@@ -485,6 +590,53 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+/* s as a JSON string: paths come from the command line and messages may be
+ * cut inside a character, so bytes that are not UTF-8 become '?' rather
+ * than the value (and the object holding it) going missing. */
+static json_t *jstr(const char *s)
+{
+    json_t *j = json_string(s);
+    char *t;
+    size_t i;
+    if (j || !(t = strdup(s)))
+        return j;
+    for (i = 0; t[i]; i++)
+        if ((unsigned char)t[i] >= 0x80)
+            t[i] = '?';
+    j = json_string(t);
+    free(t);
+    return j;
+}
+
+static const char *const QSRC_NAME[] = {"none", "file", "recovered"};
+static const char *const INPUT_NAME[CIC_INPUT_COUNT] = {"random", "tokens", "file"};
+
+/* What set the thresholds: the tensor, its dtype and file, and why. */
+static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
+{
+    const cic_ckpt_storage *s = &r->storage;
+    return json_pack("{s:i,s:s,s:o,s:o,s:i,s:s}", "bits", s->bits, "dtype", s->dtype,
+                     "tensor", s->tensor[0] ? jstr(s->tensor) : json_null(), "file",
+                     jstr(r->storage_q ? o->q_file : o->trans), "tensors_with_these_bits",
+                     s->count,
+                     "why", r->storage_q ? "Q's dtype has fewer significand bits than every "
+                                           "tensor the transformed model reads"
+                                         : "the fewest significand bits among the tensors the "
+                                           "transformed model reads (and Q's, if given)");
+}
+
+/* Without --q: what recovering Q from the embeddings found. */
+static json_t *q_recovery_json(const cic_verify_result *r)
+{
+    const cic_verify_qfit *f = &r->qfit;
+    if (r->q_src == CIC_VERIFY_Q_FILE)
+        return json_null();
+    return json_pack("{s:b,s:i,s:o,s:o,s:o}", "recovered", r->q_src == CIC_VERIFY_Q_RECOVERED,
+                     "rows", f->rows, "fit_residual", jnum(f->fit), "orth_bound",
+                     jnum(f->orth_bound), "why_not", f->why[0] ? jstr(f->why)
+                                                               : json_null());
+}
+
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                           const char *path, cic_diag *d)
 {
@@ -493,10 +645,14 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     int l, rc = -1;
     if (!root || !v || !layers)
         goto done;
-    json_object_set_new(v, "original", json_string(o->orig));
-    json_object_set_new(v, "transformed", json_string(o->trans));
-    json_object_set_new(v, "q", r->have_q ? json_string(o->q_file) : json_null());
-    json_object_set_new(v, "q_orth_error", r->have_q ? jnum(r->q_orth) : json_null());
+    json_object_set_new(v, "original", jstr(o->orig));
+    json_object_set_new(v, "transformed", jstr(o->trans));
+    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? jstr(o->q_file)
+                                                                : json_null());
+    json_object_set_new(v, "q_source", json_string(QSRC_NAME[r->q_src]));
+    json_object_set_new(v, "q_orth_error", r->q_src == CIC_VERIFY_Q_FILE ? jnum(r->q_orth)
+                                                                         : json_null());
+    json_object_set_new(v, "q_recovery", q_recovery_json(r));
     json_object_set_new(v, "online_down_proj", json_boolean(o->online_down));
     json_object_set_new(v, "online_qk", json_boolean(o->online_qk));
     json_object_set_new(v, "layernorm", json_string(o->ln_fused ? "fused" : "kept"));
@@ -504,9 +660,14 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "samples", json_integer(o->samples));
     json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(v, "mpfr_prec", json_integer(o->prec));
+    json_object_set_new(v, "input", json_pack("{s:s,s:b}", "kind",
+                                              INPUT_NAME[r->tokens_forced ? CIC_INPUT_TOKENS
+                                                                          : o->input_kind],
+                                              "token_ids_for_want_of_q", r->tokens_forced));
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
-    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o}", "equivalent", jnum(r->eq),
-                                                   "broken", jnum(r->br)));
+    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
+                                                   "broken", jnum(r->br), "set_by",
+                                                   storage_json(o, r)));
     for (l = 0; r->have_q && l < r->n_layers; l++)
         json_array_append_new(layers, json_pack("{s:i,s:o,s:s}", "layer", r->layer0 + l,
                                                 "ce_residual", jnum(r->ce[l]), "verdict",
@@ -517,7 +678,7 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     json_object_set_new(v, "head", json_pack("{s:o,s:s}", "ce", jnum(r->head_ce), "verdict",
                                              CIC_VERDICT_NAME[r->head_verdict]));
-    json_object_set_new(v, "case", o->case_file[0] ? json_string(o->case_file) : json_null());
+    json_object_set_new(v, "case", o->case_file[0] ? jstr(o->case_file) : json_null());
     json_object_set_new(v, "engines", json_array());
     for (l = 0; l < r->n_eng; l++)
         json_array_append_new(json_object_get(v, "engines"),

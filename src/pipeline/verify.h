@@ -15,17 +15,25 @@
  * cicheck's construction). Per layer, the residual stream after the layer,
  * of the transformed model mapped back (y Q^T) against the original's:
  * ce = ||y Q^T - x||_2 / ||x||_2 with a verdict whose thresholds follow the
- * precision the rewrite is stored in (the fewest significand bits among the
- * transformed checkpoint's tensors and Q: F32 as a float32 transform, BF16
- * and F16 as a bf16 one, F64 as an f64 one). Without Q only the head readout
- * (the logits, comparable as they are) is compared. Then the error of both
- * models against the original's MPFR truth in the f32 engine, or in the f32
- * and low-precision engines a case file's [engines] name (--case). */
+ * precision the rewrite is stored in: the fewest significand bits among the
+ * tensors the transformed model reads (its weights; its embedding when the
+ * input is token ids) and Q (a float dtype; integers are exact), F32 as a
+ * float32 transform, BF16 and F16 as a bf16 one, F64 as an f64 one; the
+ * tensor that set them is reported. Without --q, Q is recovered from the
+ * embeddings when they determine it (verify_q.c); otherwise only the head
+ * readout (the logits, comparable as they are) is compared, on token ids
+ * when the input would have been seeded hidden states (the rewrite's X Q
+ * needs Q). Then the error of both models against the original's MPFR
+ * truth in the f32 engine, or in the f32 and low-precision engines a case
+ * file's [engines] name (--case). */
 #ifndef CIC_VERIFY_H
 #define CIC_VERIFY_H
 
 #include "../base/base.h"
 #include "../case/case.h"
+#include "../model/checkpoint.h"
+
+#include <mpfr.h>
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -57,11 +65,33 @@ typedef struct {
 #define CIC_VERIFY_MAX_LAYERS CIC_CASE_MAX_LAYERS
 #define CIC_VERIFY_MAX_ENGINES (2 + CIC_MAX_LOWP)
 
+/* Where the per-layer view's Q came from. */
+enum cic_verify_qsrc { CIC_VERIFY_Q_NONE, CIC_VERIFY_Q_FILE, CIC_VERIFY_Q_RECOVERED };
+
+/* What recovering Q from the token embeddings found (verify_q.c). */
+typedef struct {
+    int rows, d;        /* the embeddings' rows (the vocabulary) and width */
+    double fit;         /* ||E_A Q - E_B||_F / ||E_B||_F at the Q found (double) */
+    double orth_bound;  /* proven: ||Q^T Q - I||_2 <= orth_bound (NaN: not computed) */
+    char why[600];      /* when Q was not recovered: why ("" when it was) */
+} cic_verify_qfit;
+
 typedef struct {
     int layer0, n_layers;
-    bool have_q;
-    double q_orth;      /* max |Q^T Q - I| of the file */
+    bool have_q;        /* the per-layer view runs: Q from --q or recovered */
+    enum cic_verify_qsrc q_src;
+    double q_orth;      /* --q: max |Q^T Q - I| of the file; recovered: qfit.orth_bound */
+    char q_dtype[8];    /* --q: the tensor's dtype */
+    cic_verify_qfit qfit; /* without --q: the recovery */
+    /* without Q, seeded token ids replaced the seeded hidden states (the
+     * rewrite's input X Q cannot be formed) */
+    bool tokens_forced;
     int bits;           /* storage precision of the rewrite (see above) */
+    /* what set bits: a tensor of the transformed checkpoint (storage_q
+     * false) or Q's tensor in its file, with its dtype, and how many tensors
+     * read have that many bits */
+    cic_ckpt_storage storage;
+    bool storage_q;
     double eq, br;      /* verdict thresholds */
     double ce[CIC_VERIFY_MAX_LAYERS];
     enum cic_verdict verdict[CIC_VERIFY_MAX_LAYERS];
@@ -80,6 +110,30 @@ typedef struct {
 /* Run the check. CIC_OK (every verdict equivalent), CIC_EFAIL (one is not),
  * CIC_EINPUT (bad input: d says why), CIC_EINTERNAL (out of memory). */
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d);
+
+/* Q recovered from the token embeddings of checkpoints orig (E_A, its rows
+ * without their mean when center) and trans (E_B): the least-squares Q of
+ * E_A Q = E_B, kept only when the fit's relative residual is at most eq and
+ * ||Q^T Q - I||_2 is proven at most eq / 8, so that the recovered Q uses
+ * at most an eighth of the equivalence threshold eq and the thresholds stay
+ * those of the storage. *q: d x d values at 53 bits (cic_mpvec_destroy), or
+ * NULL with f->why set when the embeddings do not determine Q (fewer rows
+ * than d, rank deficient, not a rotation, not orthogonal, unreadable, or
+ * more than half the machine's memory for cfg's sizes: d_model and the
+ * vocabulary d_out). 0, or -1 when memory runs out (d set). */
+int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
+                         const cic_model_cfg *cfg, bool center, double eq, cic_diag *d);
+/* The least-squares q (d x d, row-major) of ea q = eb (rows x d each,
+ * row-major) through the normal equations in double with one step of
+ * refinement, and the relative residual into *fit. 0; 1 with why set when
+ * rows < d or ea is rank deficient (a Cholesky pivot below 2^-36 of the
+ * largest diagonal of ea^T ea); -1 when memory runs out. */
+int cic_verify_q_lsq(double *q, double *fit, const double *ea, const double *eb, int rows, int d,
+                     char *why, size_t cap);
+/* A proven upper bound on ||Q^T Q - I||_2 for the d x d doubles q (its
+ * Frobenius norm bounded in MPFR: exact products, correctly rounded sums,
+ * the rest rounded up); +Inf for a non-finite q or when memory runs out. */
+double cic_verify_q_orth_bound(const double *q, int d);
 
 /* report.json of a verify run into path (atomically). 0, or -1 with d set. */
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
