@@ -10,8 +10,10 @@
 # shards than samples, a static-fold whose calibration sample is in another
 # shard, a missing or repeated shard, a shard of another case, another
 # cicheck version, a proof of the truth that does not add up, an edited or
-# truncated .bin, sample 0's shard without its environment (the merged
-# report records the shards', not the merge's), --out naming a shard.
+# truncated .bin, a .bin longer than the case's numbers, a FIFO or a link
+# to /dev/zero as case-shard.bin or .json (at once, never blocking or
+# reading without end), sample 0's shard without its environment (the
+# merged report records the shards', not the merge's), --out naming a shard.
 # Usage: test_case_shard.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -124,6 +126,37 @@ head -c 1000 "$tmp/rms-3-2/case-shard.bin" >"$tmp/cut/case-shard.bin"
 expect_rc 2 "a truncated .bin is refused" \
     "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/cut" "$tmp/rms-3-3"
 expect_err "cut/case-shard.bin: 1000 bytes that do not hash" "the truncated file is named"
+# readers: a FIFO or a link to /dev/zero as case-shard.bin or .json is
+# refused at once (20 s would be a hang, or /dev/zero read without end);
+# a .bin (and data_bytes) longer than the case's numbers is never read
+for f in fifo zero jfifo long; do cp -r "$tmp/rms-3-2" "$tmp/$f"; done
+rm "$tmp/fifo/case-shard.bin" "$tmp/zero/case-shard.bin" "$tmp/jfifo/case-shard.json"
+mkfifo "$tmp/fifo/case-shard.bin" "$tmp/jfifo/case-shard.json"
+ln -s /dev/zero "$tmp/zero/case-shard.bin"
+CIC_TEST_TIMEOUT=20
+expect_rc 2 "a FIFO as case-shard.bin is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/fifo" "$tmp/rms-3-3"
+expect_err "fifo/case-shard.bin: is a FIFO, not a regular file" "the FIFO .bin is named"
+expect_rc 2 "a link to /dev/zero as case-shard.bin is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/zero" "$tmp/rms-3-3"
+expect_err "zero/case-shard.bin: is a character device, not a regular file" \
+    "the /dev/zero .bin is named"
+expect_rc 2 "a FIFO as case-shard.json is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/jfifo" "$tmp/rms-3-3"
+expect_err "jfifo/case-shard.json: is a FIFO, not a regular file" "the FIFO .json is named"
+CIC_TEST_TIMEOUT=600
+head -c 4096 /dev/zero >>"$tmp/long/case-shard.bin"
+"$py" - "$tmp/long" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+s = json.load(open(d + "/case-shard.json"))
+b = open(d + "/case-shard.bin", "rb").read()
+s["data_bytes"], s["data_sha256"] = len(b), hashlib.sha256(b).hexdigest()
+json.dump(s, open(d + "/case-shard.json", "w"))
+PY
+expect_rc 2 "a .bin longer than the case's numbers is refused unread" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/long" "$tmp/rms-3-3"
+expect_err "long/case-shard.json: data_bytes is not the" "the .bin's size is checked against the case"
 cp -r "$tmp/rms-3-1" "$tmp/noenv"
 "$py" - "$tmp/rms-3-1/case-shard.json" "$tmp/noenv/case-shard.json" <<'PY'
 import json, sys

@@ -9,8 +9,9 @@
 # weight hash and truth hash; the BF16 and F16 ones have the hashes of an
 # F32 checkpoint holding the same rounded values; "1-2" equals a checkpoint
 # of those two layers. Broken checkpoints exit 2 naming the file, tensor
-# and what is wrong. Needs Debian's /usr/bin/python3 with numpy (exit 77
-# without it).
+# and what is wrong; a FIFO or a link to /dev/zero as config.json, the
+# index or a shard is refused at once. Needs Debian's /usr/bin/python3 with
+# numpy (exit 77 without it).
 # Usage: test_checkpoint.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
 bin=$1
@@ -185,6 +186,28 @@ ckcase ck-none no-such-folder
 expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-none" "$tmp/ck-none.toml"
 expect_err "no-such-folder: no such checkpoint folder" "a missing folder: it is named"
+# readers: a FIFO or a link to /dev/zero as config.json, the index or a
+# shard is refused at once, naming it (20 s would be a hang)
+CIC_TEST_TIMEOUT=20
+for v in cfg-fifo:hf-f32:config.json cfg-zero:hf-f32:config.json \
+    idx-fifo:hf-shard:model.safetensors.index.json \
+    idx-zero:hf-shard:model.safetensors.index.json \
+    st-fifo:hf-shard:model-00002-of-00003.safetensors; do
+    n=${v%%:*} rest=${v#*:}; src=${rest%%:*} f=${rest#*:}
+    cp -r "$tmp/$src" "$tmp/hf-$n" && rm "$tmp/hf-$n/$f"
+    case $n in
+    *fifo) mkfifo "$tmp/hf-$n/$f"; kind="a FIFO" ;;
+    *) ln -s /dev/zero "$tmp/hf-$n/$f"; kind="a character device" ;;
+    esac
+    ckcase "ck-$n" "hf-$n"
+    expect_rc 2 "$kind as $f: exit 2 at once" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$n" "$tmp/ck-$n.toml"
+    expect_err "hf-$n/$f: is $kind, not a regular file" "$kind as $f: the message names it"
+done
+expect_rc 2 "verify with a FIFO as config.json: exit 2 at once" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-cfg-fifo" --tokens 8
+expect_err "hf-cfg-fifo/config.json: is a FIFO" "verify names the FIFO"
+CIC_TEST_TIMEOUT=600
 # [input]: seeded token ids through embed_tokens; a file of the same ids
 # (input_ids) and one of the same hidden states (input) give the same
 # weights-and-input hash and truth; a file of the seeded case's own input

@@ -36,6 +36,7 @@ struct cic_stfile {
     char *path;
     const unsigned char *map;  /* the whole file, PROT_READ */
     size_t size;
+    cic_file_id id;            /* the file when it was mapped */
     cic_stfile_tensor *t;      /* by offset */
     int n;
     const cic_stfile_tensor **by_name; /* into t, sorted by name */
@@ -202,45 +203,30 @@ static int cmp_name(const void *a, const void *b)
 /* Map path read-only, refusing anything but a regular file. */
 static int map_file(cic_stfile *f, const char *path, cic_diag *d)
 {
-    struct stat st;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    /* no blocking on a FIFO, nothing but a regular file */
+    int fd = cic_file_open(path, "a safetensors file", &f->id, d);
     void *p;
-    if (fd < 0) {
-        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+    if (fd < 0)
         return -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
+    if (f->id.size < 8) {
+        cic_diag_set(d, path, 0, 0, "%llu bytes: too short for a safetensors file (an 8-byte "
+                     "header length, then the header)", (unsigned long long)f->id.size);
         close(fd);
         return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
-        cic_diag_set(d, path, 0, 0, "not a regular file (%s); a safetensors file expected",
-                     S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
-        close(fd);
-        return -1;
-    }
-    if (st.st_size < 8) {
-        cic_diag_set(d, path, 0, 0, "%lld bytes: too short for a safetensors file (an 8-byte "
-                     "header length, then the header)", (long long)st.st_size);
-        close(fd);
-        return -1;
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
+    if (f->id.size > SIZE_MAX) {
         cic_diag_set(d, path, 0, 0, "file too large to map");
         close(fd);
         return -1;
     }
-    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    p = mmap(NULL, (size_t)f->id.size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         cic_diag_set(d, path, 0, 0, "cannot map: %s", strerror(errno));
         return -1;
     }
     f->map = p;
-    f->size = (size_t)st.st_size;
+    f->size = (size_t)f->id.size;
     return 0;
 }
 

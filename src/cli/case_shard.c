@@ -187,6 +187,21 @@ static bool f32_on(const cic_case *c, int e)
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
 }
 
+/* The bytes io_all writes for n values of each array of c at c's
+ * precision (SIZE_MAX when that overflows): what a shard's .bin must hold,
+ * so no more is ever read. */
+static size_t bin_bytes(const cic_case *c, size_t n)
+{
+    size_t nl = (size_t)((c->mpfr_prec + mp_bits_per_limb - 1) / mp_bits_per_limb);
+    size_t mp = 2 * sizeof(int32_t) + sizeof(int64_t) + nl * sizeof(mp_limb_t);
+    size_t n_mp = 1 + (verdict_f64(c) ? 1 : 0) + 2 * (size_t)c->n_xf, n_f32 = 0, per;
+    int e;
+    for (e = 0; e < CIC_MATMUL_COUNT; e++)
+        n_f32 += f32_on(c, e) ? 1 + (size_t)c->n_xf : 0;
+    per = n_mp * mp + n_f32 * sizeof(float); /* small: a few arrays of a few limbs */
+    return cic_mul_size(n, per);
+}
+
 /* Every array of pp in the order above, written or read into place. */
 static void io_all(io *s, const cic_case *c, cic_pipeline_partials *pp, bool write)
 {
@@ -305,10 +320,9 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     cic_env env;
     io s;
     int rc;
-    if (!(src = cic_read_file(full->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len))) {
-        cic_diag_set(d, full->path, 0, 0, "cannot read the case file to fingerprint it");
-        return CIC_EINPUT;
-    }
+    if ((rc = cic_file_read(&src, &src_len, full->path, (size_t)CIC_CASE_MAX_FILE_BYTES,
+                            "a case file (TOML)", d)) != CIC_OK)
+        return rc;
     memset(&s, 0, sizeof s);
     s.f = open_memstream(&bin, &bin_len);
     s.n = pp->n;
@@ -321,6 +335,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
         cic_diag_set(d, dir, 0, 0, "out of memory writing the shard's numbers");
         return CIC_EINTERNAL;
     }
+    CIC_ASSERT(bin_len == bin_bytes(sc, pp->n)); /* what the merge will read, no more */
     cic_sha256_hex(sha, src, src_len);
     cic_sha256_hex(bsha, bin, bin_len);
     root = json_object();
@@ -645,14 +660,23 @@ static int read_bin(cmerge *m, const char *dir, const char *jpath, const json_t 
     char path[1300], hex[65];
     const char *want = json_string_value(json_object_get(r, "data_sha256"));
     json_t *bytes = json_object_get(r, "data_bytes");
-    size_t len = 0;
+    size_t len = 0, want_len = bin_bytes(m->c, (size_t)samples * m->per);
     char *bin;
     io s;
+    int rc;
     snprintf(path, sizeof path, "%s/" SHARD_BIN, dir);
-    if (!(bin = cic_read_file(path, SIZE_MAX / 4, &len))) {
-        cic_diag_set(d, path, 0, 0, "cannot read the shard's numbers");
+    if (want_len == SIZE_MAX || !json_is_integer(bytes) ||
+        json_integer_value(bytes) != (json_int_t)want_len) {
+        cic_diag_set(d, jpath, 0, 0, "data_bytes is not the %zu bytes the numbers of %d "
+                     "samples of case '%s' at %ld bits take", want_len, samples, m->c->name,
+                     (long)m->c->mpfr_prec);
         return CIC_EINPUT;
     }
+    /* never more than that read: a FIFO or a device (a link to /dev/zero)
+     * is refused, a longer file too */
+    if ((rc = cic_file_read(&bin, &len, path, want_len, "the shard's numbers (case-shard.bin)",
+                            d)) != CIC_OK)
+        return rc;
     cic_sha256_hex(hex, bin, len);
     if (!json_is_integer(bytes) || (json_int_t)len != json_integer_value(bytes) || !want ||
         strcmp(hex, want) != 0) {

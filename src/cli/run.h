@@ -107,9 +107,4 @@ extern const char CIC_VERIFY_USAGE[];
 /* Seconds on the monotonic clock (run.c). */
 double cic_cli_now(void);
 
-/* A whole file, NUL-terminated (*len without the NUL): regular files,
- * FIFOs and the like alike; NULL when it cannot be read or holds max bytes
- * or more (sweep.c). */
-char *cic_read_file(const char *path, size_t max, size_t *len);
-
 #endif

@@ -59,40 +59,6 @@ static json_t *point_params(const cic_sweep *s, long i)
     return o;
 }
 
-char *cic_read_file(const char *path, size_t max, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL, *nb;
-    size_t n = 0, cap = 0, got;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (n == cap) {
-            if (cap >= max)
-                goto fail;
-            cap = cap ? 2 * cap : 65536;
-            nb = realloc(buf, cap + 1);
-            if (!nb)
-                goto fail;
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f))
-        goto fail;
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-fail:
-    fclose(f);
-    free(buf);
-    return NULL;
-}
-
 /* ---- aggregate over seeds ---- */
 
 static const char *const AGG_METRICS[] = {
@@ -297,10 +263,14 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
             return CIC_EINPUT;
         }
     }
-    src = cic_read_file(c->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len);
-    if (!src) {
-        fprintf(stderr, "cicheck: %s: cannot read the case file to fingerprint it\n", c->path);
-        return CIC_EINPUT;
+    {
+        cic_diag d;
+        int rc = cic_file_read(&src, &src_len, c->path, (size_t)CIC_CASE_MAX_FILE_BYTES,
+                               "a case file (TOML)", &d);
+        if (rc != CIC_OK) {
+            cic_diag_print(stderr, &d);
+            return rc;
+        }
     }
     cic_sha256_hex(sha, src, src_len);
     root = sweep_header(c, sha, src, src_len);
@@ -392,7 +362,7 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
  * point's case and whose pass agrees. Any mismatch refuses the merge with
  * exit 2, naming the shard's sweep.json and what is inconsistent. */
 
-#define SHARD_MAX_BYTES (SIZE_MAX / 2)
+#define SHARD_MAX_BYTES CIC_SWEEP_JSON_MAX
 
 typedef struct {
     const char *path;   /* the shard's sweep.json, for messages */

@@ -3,12 +3,14 @@
  * (checkpoint.h). */
 #include "checkpoint_int.h"
 
+#include "../base/json_type.h"
 #include "../base/rng.h"
 #include "../base/safetensors_read.h"
 
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -19,6 +21,27 @@
 
 
 
+
+json_t *load_json(const char *path, size_t max, const char *what, cic_diag *d)
+{
+    json_error_t e;
+    json_t *j;
+    char *text;
+    size_t len;
+    if (cic_file_read(&text, &len, path, max, what, d) != CIC_OK)
+        return NULL;
+    j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    free(text);
+    if (!j)
+        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
+                     "not valid JSON: %s", e.text[0] ? e.text : "empty");
+    else if (!json_is_object(j)) {
+        cic_diag_set(d, path, 0, 0, "holds %s; a JSON object expected", cic_json_type_name(j));
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
 
 /* ---- the weights ---- */
 
@@ -46,7 +69,6 @@ static int open_shard(cic_ckpt *k, const char *file, cic_diag *d)
 static int open_weights(cic_ckpt *k, cic_diag *d)
 {
     char path[1200];
-    json_error_t e;
     json_t *idx;
     const char *name;
     json_t *v;
@@ -66,12 +88,9 @@ static int open_weights(cic_ckpt *k, cic_diag *d)
         }
         return open_shard(k, "model.safetensors", d) < 0 ? -1 : 0;
     }
-    idx = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-    if (!idx) {
-        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0, "%s",
-                     e.text);
+    idx = load_json(path, CIC_CKPT_MAX_INDEX, "the index (JSON)", d);
+    if (!idx)
         return -1;
-    }
     k->weight_map = json_incref(json_object_get(idx, "weight_map"));
     json_decref(idx);
     if (!json_is_object(k->weight_map)) {

@@ -108,7 +108,6 @@ static int read_config_opt(cic_ckpt *k, cic_diag *d)
 }
 int read_config(cic_ckpt *k, cic_diag *d)
 {
-    json_error_t e;
     json_t *mt, *act, *tie;
     const char *type;
     int hd = 0;
@@ -123,16 +122,9 @@ int read_config(cic_ckpt *k, cic_diag *d)
         k->fam = FAM_DIT;
         return k->config ? 0 : -1;
     }
-    k->config = json_load_file(k->cfg_path, JSON_REJECT_DUPLICATES, &e);
-    if (!k->config) {
-        cic_diag_set(d, k->cfg_path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
-                     "%s", e.text);
+    k->config = load_json(k->cfg_path, CIC_CKPT_MAX_CONFIG, "config.json (JSON)", d);
+    if (!k->config)
         return -1;
-    }
-    if (!json_is_object(k->config)) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "not a JSON object");
-        return -1;
-    }
     mt = json_object_get(k->config, "model_type");
     type = json_is_string(mt) ? json_string_value(mt) : NULL;
     if (type && !strcmp(type, "opt"))
