@@ -177,6 +177,21 @@ expect_rc 2 "four layers of three: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-layers" "$tmp/ck-layers.toml"
 expect_err "layers 0 .. 3 asked, the checkpoint has 3 (num_hidden_layers; 0 .. 2)" \
     "four layers of three: the message says so"
+# layer ranges past the checkpoint or past int: refused naming the range
+# and the checkpoint's layers (4294967297 ran layer 1; 2147483647 overflowed)
+for v in "4294967297-4294967297:layers = \"4294967297-4294967297\": expected N (the first N" \
+    "2147483647-2147483647:layers 2147483647 .. 2147483647 asked, the checkpoint has 3" \
+    "2-3:layers 2 .. 3 asked, the checkpoint has 3 (num_hidden_layers; 0 .. 2)" \
+    "+1-2:layers = \"+1-2\": expected N (the first N layers) or"; do
+    ckcase ck-range hf-f32 "layers = \"${v%%:*}\""
+    expect_rc 2 "layers = \"${v%%:*}\": exit 2" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-range" "$tmp/ck-range.toml"
+    expect_err "ck-range.toml:7:10: ${v#*:}" "layers = \"${v%%:*}\": the message says so"
+done
+expect_rc 2 "verify --layers 2147483647-2147483647: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-f32" --layers 2147483647-2147483647 --tokens 8
+expect_err "layers 2147483647 .. 2147483647 asked, the checkpoint has 3" \
+    "verify --layers past the checkpoint: the message says so"
 ckcase ck-key hf-f32 'd_model = 64'
 expect_rc 2 "a size key beside checkpoint: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-key" "$tmp/ck-key.toml"
