@@ -172,6 +172,42 @@ broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (l
     --set 'model_type="gpt2"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
     --set 'rope_scaling={"type": "linear", "factor": 2.0}'
+# config.json's numbers as the engines use them (each named with its file)
+broken eps-inf "rms_norm_eps 1e39 (Inf in binary32; every error was 0, a PASS)" \
+    "hf-eps-inf/config.json: 'rms_norm_eps' = 1e+39 is Inf in binary32 (every engine uses eps as a binary32 value); it must be 1.4013e-45 .. 3.40282e+38" \
+    --set rms_norm_eps=1e39
+broken eps-zero "rms_norm_eps 1e-50 (0 in binary32)" \
+    "hf-eps-zero/config.json: 'rms_norm_eps' = 1e-50 is 0 in binary32" --set rms_norm_eps=1e-50
+broken theta-tiny "rope_theta 1e-300 (ran out of memory)" \
+    "hf-theta-tiny/config.json: 'rope_theta' = 1e-300 is 0 in binary32 (the float32 engine takes it as a binary32 value); it must be 1.17549e-38 .. 3.40282e+38" \
+    --set rope_theta=1e-300
+broken theta-inf "rope_theta 1e39" "'rope_theta' = 1e+39 is Inf in binary32" --set rope_theta=1e39
+broken eps-str "rms_norm_eps as a string" "'rms_norm_eps' is a string; a number" \
+    --set 'rms_norm_eps="1e-5"'
+broken partial "partial_rotary_factor 0.5" \
+    "'partial_rotary_factor' = 0.5: RoPE on part of each head is not modelled" \
+    --set partial_rotary_factor=0.5
+broken tie-str "tie_word_embeddings as a string (read as false)" \
+    "'tie_word_embeddings' is a string; true or false expected" --set 'tie_word_embeddings="true"'
+broken wide "hidden_size past int" "'hidden_size' = 4294967360 is outside 1 .. 65536" \
+    --set hidden_size=4294967360
+# an odd head size (12 / 4 heads) with RoPE: the seeded model has no RoPE,
+# its dump is relabelled rope = half for make_checkpoint (same length)
+sed -e 's/^d_model = 64$/d_model = 12/' -e 's/^kv_heads = 2$/kv_heads = 4/' \
+    -e 's/^rope = "half"$/rope = "none"/' "$tmp/seed.toml" >"$tmp/odd.toml"
+expect_rc 0 "a seeded model of head size 3 dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-odd" --dump "$tmp/d-odd" "$tmp/odd.toml"
+"$py" -c 'import sys; b = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(b.replace(b"\"rope\":\"none\"", b"\"rope\":\"half\"", 1))' \
+    "$tmp/d-odd/original.safetensors" "$tmp/odd-half.safetensors"
+orig_even=$orig orig=$tmp/odd-half.safetensors
+broken odd-head "RoPE on heads of 3 (out of memory)" \
+    "hf-odd-head/config.json: hidden_size 12 / num_attention_heads 4 = 3: RoPE (rotate_half) needs an even head size"
+orig=$orig_even
+expect_rc 2 "verify on a config.json with rms_norm_eps 1e39: exit 2" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/hf-eps-inf" --tokens 8
+expect_err "hf-eps-inf/config.json: 'rms_norm_eps' = 1e+39 is Inf in binary32" \
+    "verify names the file and the key"
 ckcase ck-layers hf-f32 'layers = 4'
 expect_rc 2 "four layers of three: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-layers" "$tmp/ck-layers.toml"
