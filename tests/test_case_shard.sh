@@ -13,7 +13,8 @@
 # truncated .bin, a .bin longer than the case's numbers, a FIFO or a link
 # to /dev/zero as case-shard.bin or .json (at once, never blocking or
 # reading without end), sample 0's shard without its environment (the
-# merged report records the shards', not the merge's), --out naming a shard.
+# merged report records the shards', not the merge's), --out naming a shard,
+# case and sweep shards made with different q files (the same case file).
 # Usage: test_case_shard.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -177,6 +178,77 @@ got=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment
     "$tmp/t7/report.json" 2>&1)
 if [ "$got" = 7 ]; then ok "the merged report records the shards' environment"
 else bad "the merged report's openblas_thread_timeout is '$got', the shards ran at 7"; fi
+# shards made with different rotation files (the same case file) are
+# refused, naming the file and both shards: a case shard and a sweep shard
+if "$py" -c 'import numpy' 2>/dev/null; then
+    cat >"$tmp/qf.toml" <<'TOML'
+name = "qfile-shard"
+[model]
+block = "rmsnorm"
+d_model = 8
+heads = 2
+tokens = 4
+samples = 2
+layers = 1
+seed = 5
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "rot"
+kind = "rotate"
+after = "fold"
+q = "file:q.safetensors"
+TOML
+    sed 's/^name = "qfile-shard"$/name = "qfile-sweep"/; s/^seed = 5$/seed = 5\n[sweep]\nseed = [1, 2]/' \
+        "$tmp/qf.toml" >"$tmp/qs.toml"
+    "$py" - "$tmp" "$here" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import write_st
+for k in (1, 2):
+    q, _ = np.linalg.qr(np.random.default_rng(k).standard_normal((8, 8)))
+    write_st("%s/q%d.safetensors" % (sys.argv[1], k), [("q", "F64", (8, 8), q.astype("<f8").tobytes())])
+PY
+    for v in qf:"" qs:"--no-plots"; do
+        n=${v%%:*}
+        for k in 1 2; do
+            cp "$tmp/q$k.safetensors" "$tmp/q.safetensors"
+            # shellcheck disable=SC2086 # the option is a word or nothing
+            "$bin" run --quiet --no-baseline ${v#*:} --shard "$k/2" --out "$tmp/$n-$k" \
+                "$tmp/$n.toml" >/dev/null || bad "$n shard $k/2 did not run"
+        done
+    done
+    has "$tmp/qf-1/case-shard.json" '"sha256_whole_file"' "a case shard records the q file's hash"
+    expect_rc 2 "case shards made with different q files are refused" \
+        "$bin" merge --no-baseline --out "$tmp/r" "$tmp/qf-1" "$tmp/qf-2"
+    expect_err "qf-2/case-shard.json: refusing to merge: the q file of transform 'rot' differs between the shards" \
+        "the q file and the shard are named"
+    expect_err "in $tmp/qf-1/case-shard.json" "the other shard is named"
+    expect_rc 2 "sweep shards made with different q files are refused" \
+        "$bin" merge --no-plots --out "$tmp/r2" "$tmp/qs-1" "$tmp/qs-2"
+    expect_err "qs-2/sweep.json: refusing to merge: the q file of transform 'rot' differs" \
+        "the sweep shard is named"
+    cp "$tmp/q1.safetensors" "$tmp/q.safetensors"
+    "$bin" run --quiet --no-baseline --shard 2/2 --out "$tmp/qf-2" "$tmp/qf.toml" >/dev/null
+    expect_rc 0 "the same q file in both shards merges" \
+        "$bin" merge --no-baseline --out "$tmp/r3" "$tmp/qf-1" "$tmp/qf-2"
+    cp -r "$tmp/qf-2" "$tmp/qf-edit"
+    "$py" - "$tmp/qf-edit/case-shard.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+del s["files_read"][0]["sha256_whole_file"]
+json.dump(s, open(sys.argv[1], "w"))
+PY
+    expect_rc 2 "an edited files_read is refused" \
+        "$bin" merge --no-baseline --out "$tmp/r4" "$tmp/qf-1" "$tmp/qf-edit"
+    expect_err "qf-edit/case-shard.json: files_read[0] is not" "the edited shard is named"
+else
+    skip "shards with different q files" "no numpy in $py"
+fi
 expect_rc 2 "--out naming a shard is refused" \
     "$bin" merge --no-baseline --out "$tmp/rms-3-1" "$tmp/rms-3-1" "$tmp/rms-3-2" "$tmp/rms-3-3"
 expect_err "--out is the same folder as the shard" "the shard folder is named"

@@ -587,6 +587,35 @@ expect_rc 2 "verify with an unknown online op: exit 2" "$bin" verify "$tmp/hf-f3
 expect_err "--online 'up_proj:hadamard': allowed down_proj:hadamard, qk:hadamard" \
     "an unknown online op: the message says so"
 
+# sweep shards record what they read of the checkpoint (its header and the
+# tensors the run reads): a layer the run reads edited between the shards
+# is refused at merge, naming the file and both shards; one it does not
+# read (layer 2 of a run of layer 0) changes nothing
+ckcase ck-sw hf-sw "layers = 1
+[sweep]
+seed = [1, 2]"
+for v in 0:"refused" 2:"merged"; do
+    l=${v%%:*}
+    expect_rc 0 "make the sweep's checkpoint" "$py" "$mk" "$orig" "$tmp/hf-sw"
+    expect_rc 0 "sweep shard 1/2 on the checkpoint" "$bin" run --quiet --no-baseline --no-plots \
+        --shard 1/2 --out "$tmp/sw-$l-1" "$tmp/ck-sw.toml"
+    expect_rc 0 "the checkpoint with a value of layer $l changed" "$py" "$mk" "$orig" \
+        "$tmp/hf-sw" --edit "model.layers.$l.mlp.up_proj.weight:7:0.5"
+    expect_rc 0 "sweep shard 2/2 on it" "$bin" run --quiet --no-baseline --no-plots \
+        --shard 2/2 --out "$tmp/sw-$l-2" "$tmp/ck-sw.toml"
+    if [ "$l" = 0 ]; then
+        expect_rc 2 "shards that read another layer 0 are refused" "$bin" merge --no-plots \
+            --out "$tmp/sw-m$l" "$tmp/sw-$l-1" "$tmp/sw-$l-2"
+        expect_err "sw-0-2/sweep.json: refusing to merge: the checkpoint model.safetensors differs between the shards: sha256_header_and_tensors_read" \
+            "the checkpoint file and the shard are named"
+        expect_err "in $tmp/sw-0-1/sweep.json" "the other shard is named"
+    else
+        expect_rc 0 "shards that differ in a layer they do not read merge" "$bin" merge \
+            --no-plots --out "$tmp/sw-m$l" "$tmp/sw-$l-1" "$tmp/sw-$l-2"
+    fi
+done
+has "$tmp/sw-0-1/sweep.json" '"file": "checkpoint config.json"' "the shard records config.json"
+
 # a checkpoint changed while it is mapped: cut short (a SIGBUS in the
 # mapping, or the size at the end) or rewritten in place with the same
 # size (its mtime) must exit 3 naming the file, with no report.json. A

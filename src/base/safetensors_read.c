@@ -41,6 +41,7 @@ struct cic_stfile {
     size_t size;
     cic_file_id id;            /* the file when it was mapped */
     int slot;                  /* in g_slot; -1: none */
+    uint64_t hlen;             /* the header's JSON bytes */
     cic_stfile_tensor *t;      /* by offset */
     int n;
     const cic_stfile_tensor **by_name; /* into t, sorted by name */
@@ -552,6 +553,7 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
         !(hdr = parse_header(f, path, hlen, d)))
         goto fail;
     data_len = f->size - 8 - hlen;
+    f->hlen = hlen;
     json_object_foreach(hdr, key, e) {
         if (strcmp(key, "__metadata__") != 0) {
             nt++;
@@ -600,6 +602,17 @@ void cic_stfile_destroy(cic_stfile *f)
     free(f->names);
     free(f->path);
     free(f);
+}
+
+const unsigned char *cic_stfile_header(const cic_stfile *f, size_t *len)
+{
+    *len = (size_t)(8 + f->hlen);
+    return f->map;
+}
+
+cic_file_id cic_stfile_id(const cic_stfile *f)
+{
+    return f->id;
 }
 
 int cic_stfile_count(const cic_stfile *f)

@@ -103,6 +103,12 @@ void cic_stfile_destroy(cic_stfile *f);
  * the default action. */
 int cic_stfile_check_unchanged(cic_diag *d);
 
+/* The header as stored: its 8-byte length and its JSON (*len bytes from
+ * the start of the mapping). */
+const unsigned char *cic_stfile_header(const cic_stfile *f, size_t *len);
+/* The file as it was when it was mapped. */
+cic_file_id cic_stfile_id(const cic_stfile *f);
+
 /* Tensors in the order of their data in the file (empty tensors that share
  * an offset by name). */
 int cic_stfile_count(const cic_stfile *f);

@@ -16,15 +16,18 @@
  *                    and each MPFR run with float32 weights, in a fixed
  *                    order (MPFR values in MPFR's portable binary format,
  *                    floats in this machine's byte order);
- *   case-shard.json  the case file (its bytes and SHA-256), the shard, the
+ *   case-shard.json  the case file (its bytes and SHA-256), the SHA-256 of
+ *                    every file the run read (files_read: q files; see
+ *                    files_read.c), the shard, the
  *                    FLOPs each engine run counted, the truth certificate
  *                    (sample 0's, meaningful in the shard that holds it),
  *                    the wall time, the environment (report.json's; the
  *                    merged report records that of sample 0's shard), and
  *                    the size and SHA-256 of the .bin;
  * and exits 0 once they are written. The merge checks every shard (the
- * same case, this cicheck version, each shard once, none missing, the
- * samples each must hold, the .bin as described), lays the arrays end to
+ * same case, this cicheck version, the same bytes of every file read, each
+ * shard once, none missing, the samples each must hold, the .bin as
+ * described and of the size its case implies), lays the arrays end to
  * end in sample order and scores the whole case from them
  * (cic_pipeline_replay): the same code on the same numbers, so report.json
  * is the unsharded run's but for the timing. O(total): one pass per shard,
@@ -312,7 +315,8 @@ static json_t *proof_json(const cic_truth_proof *pf)
 
 /* case-shard.bin and case-shard.json of a finished shard run into dir. */
 static int write_shard(const char *dir, const cic_case *full, const cic_case *sc, long k, long n,
-                       const cic_pipeline_partials *pp, double wall, cic_diag *d)
+                       const cic_pipeline_partials *pp, const cic_files_read *fr, double wall,
+                       cic_diag *d)
 {
     char path[1300], sha[65], bsha[65], *src, *bin = NULL, *text;
     size_t src_len = 0, bin_len = 0;
@@ -345,6 +349,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     json_object_set_new(root, "case_file", json_string(full->path));
     json_object_set_new(root, "case_sha256", json_string(sha));
     json_object_set_new(root, "case_source", json_stringn(src, src_len));
+    json_object_set_new(root, "files_read", cic_files_read_json(fr));
     sh = json_object();
     json_object_set_new(sh, "index", json_integer(k));
     json_object_set_new(sh, "count", json_integer(n));
@@ -387,6 +392,7 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
     cic_case *sc = malloc(sizeof *sc);
     cic_pipeline_opts o;
     cic_pipeline *pl = NULL;
+    cic_files_read fr;
     char dir[1200];
     long k, n;
     double t0 = cic_cli_now();
@@ -418,16 +424,25 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
     o.threads = a->threads;
     o.no_baseline = true; /* the merge compares the whole case */
     o.keep_partials = true;
+    /* what the merge checks the shards agree on: the bytes of every file read */
+    if ((rc = cic_files_read_hash(&fr, c, d)) != CIC_OK) {
+        free(sc);
+        return rc;
+    }
     printf("case %s: shard %ld/%ld runs samples %d to %d of %d\n", c->name, k, n,
            sc->model.sample0, sc->model.sample0 + sc->model.samples - 1, c->model.samples);
     rc = cic_pipeline_run(&pl, sc, &o, d);
+    if ((rc == CIC_OK || rc == CIC_EGATE) && cic_files_read_unchanged(&fr, d) != CIC_OK)
+        rc = CIC_EINTERNAL;
     if (rc == CIC_OK || rc == CIC_EGATE) {
-        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), cic_cli_now() - t0, d);
+        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), &fr,
+                         cic_cli_now() - t0, d);
         if (rc == CIC_OK)
             printf("wrote %s/" SHARD_JSON " and " SHARD_BIN " (merge the %ld shards with "
                    "'cicheck merge')\n", dir, n);
     }
     cic_pipeline_destroy(pl);
+    cic_files_read_free(&fr);
     free(sc);
     return rc;
 }
@@ -446,6 +461,8 @@ typedef struct {
     cic_env env;            /* the environment of the shard holding sample 0,
                              * which the merged report records */
     double wall;
+    json_t *files;          /* the first shard's files_read (NULL: none) */
+    const char *files_of;   /* its case-shard.json */
 } cmerge;
 
 static json_int_t int_of(const json_t *o, const char *key, bool *ok);
@@ -718,6 +735,14 @@ static int merge_shard(cmerge *m, int k, const char *dir, char *jpath, size_t jl
         return CIC_EINPUT;
     rc = check_shard(m, k, jpath, r, &index, &sample0, &samples, d);
     if (rc == CIC_OK && k == 0) {
+        m->files = json_incref(json_object_get(r, "files_read"));
+        m->files_of = jpath;
+    }
+    /* the same bytes of every file read: q files, input files */
+    if (rc == CIC_OK)
+        rc = cic_files_read_compare(m->files, m->files_of, json_object_get(r, "files_read"),
+                                    jpath, d);
+    if (rc == CIC_OK && k == 0) {
         vals = json_object_get(r, "values");
         if (!json_is_integer(vals) || json_integer_value(vals) <= 0 ||
             json_integer_value(vals) % samples != 0) {
@@ -839,6 +864,7 @@ int cic_case_merge(const char *const *dirs, int n, const cic_merge_args *ma, cic
                  d.msg);
     }
     cr->exit_code = cr->rep.exit_code = rc;
+    json_decref(m.files);
     free(m.seen);
     free(m.c);
     free(paths);

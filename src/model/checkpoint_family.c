@@ -193,6 +193,7 @@ int read_config(cic_ckpt *k, cic_diag *d)
     k->config = load_json(k->cfg_path, CIC_CKPT_MAX_CONFIG, "config.json (JSON)", d);
     if (!k->config)
         return -1;
+    k->has_config = true;
     mt = json_object_get(k->config, "model_type");
     type = json_is_string(mt) ? json_string_value(mt) : NULL;
     if (type && !strcmp(type, "opt"))

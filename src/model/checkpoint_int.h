@@ -36,6 +36,10 @@ struct cic_ckpt {
     enum cic_act act;   /* opt: relu or gelu */
     const char *embed;  /* the input embedding's name */
     int cond;           /* dit: the condition's width */
+    bool has_config;    /* config.json was read (a DiT may have none) */
+    /* cic_ckpt_hash_read: per shard, per tensor (in offset order) 1 when a
+     * run reads it (lookup marks it); NULL otherwise */
+    unsigned char **used;
 };
 
 /* Where a model tensor's values are in the checkpoint: up to 3 tensors
