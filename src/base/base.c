@@ -207,19 +207,23 @@ int cic_file_read(char **out, size_t *len, const char *path, size_t max, const c
         max = SIZE_MAX / 2; /* room for the probe byte and the NUL */
     if ((fd = cic_file_open(path, what, &id, d)) < 0)
         return CIC_EINPUT;
+    if (id.size > (uint64_t)max) { /* known too large: nothing read */
+        cic_diag_set(d, path, 0, 0, "%llu bytes, over the %zu bytes %s may have",
+                     (unsigned long long)id.size, max, what);
+        close(fd);
+        return CIC_EINPUT;
+    }
     /* the size seen and one byte more, to see the end (or that it grew);
      * a file of /proc says 0 bytes and is read to its end all the same */
-    cap = id.size < (uint64_t)max ? (size_t)id.size + 1 : max + 1;
+    cap = (size_t)id.size + 1;
     if (cap < 4096)
         cap = max < 4095 ? max + 1 : 4096;
     for (;;) {
         ssize_t k;
         if (!buf || n == cap) {
-            if (buf && cap > max) { /* max + 1 bytes read */
-                cic_diag_set(d, path, 0, 0, "%s%llu bytes, over the %zu bytes %s may have",
-                             id.size > (uint64_t)max ? "" : "more than ",
-                             (unsigned long long)(id.size > (uint64_t)max ? id.size : max),
-                             max, what);
+            if (buf && cap > max) { /* max + 1 bytes read: it grew, or says 0 */
+                cic_diag_set(d, path, 0, 0, "more than %zu bytes, over the %zu bytes %s may "
+                             "have", max, max, what);
                 rc = CIC_EINPUT;
                 goto done;
             }

@@ -125,9 +125,9 @@ int _cic_load_checkpoint(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
         return _cic_fail(x, l, col, "checkpoint '%s': %s%s%s", path, d.file[0] ? d.file : "",
                          d.file[0] ? ": " : "", d.msg);
     if (n && (layer0 >= cic_ckpt_layers(k) || n > cic_ckpt_layers(k) - layer0)) {
-        _cic_fail(x, ll, lcol, "layers %d .. %d asked, the checkpoint has %d (num_hidden_layers; "
-                  "0 .. %d): %s", layer0, layer0 + n - 1, cic_ckpt_layers(k),
-                  cic_ckpt_layers(k) - 1, path);
+        _cic_fail(x, ll, lcol, "layers %d .. %lld asked, the checkpoint has %d "
+                  "(num_hidden_layers; 0 .. %d): %s", layer0, (long long)layer0 + n - 1,
+                  cic_ckpt_layers(k), cic_ckpt_layers(k) - 1, path);
         cic_ckpt_close(k);
         return CIC_EINPUT;
     }

@@ -189,29 +189,32 @@ static int one_way(const json_t *a, const char *pa, const json_t *b, const char 
     return CIC_OK;
 }
 
+/* A file b read that first did not; CIC_OK when none. */
+static int only_in(const json_t *first, const char *pfirst, const json_t *b, const char *pb,
+                   cic_diag *d)
+{
+    const char *l, *h, *k;
+    size_t i;
+    for (i = 0; i < json_array_size(b); i++)
+        if (entry(json_array_get(b, i), &l, &h, &k) && !find(first, l)) {
+            cic_diag_set(d, pb, 0, 0, "refusing to merge: this shard read the %s (%s), %s did "
+                         "not", l, json_string_value(json_object_get(json_array_get(b, i),
+                                                                     "path")), pfirst);
+            return CIC_EINPUT;
+        }
+    return CIC_OK;
+}
+
 int cic_files_read_compare(const json_t *first, const char *pfirst, const json_t *b,
                            const char *pb, cic_diag *d)
 {
-    static const json_t *none;
-    if (!none)
-        none = json_array(); /* no files_read: a shard that read no file */
+    json_t *none = json_array(); /* no files_read: a shard that read no file */
+    int rc = CIC_EINPUT;
     first = first ? first : none;
     b = b ? b : none;
-    if (!none || !well_formed(first, pfirst, d) || !well_formed(b, pb, d))
-        return CIC_EINPUT;
-    if (one_way(first, pfirst, b, pb, d) != CIC_OK)
-        return CIC_EINPUT;
-    /* a file only b read */
-    if (json_array_size(b) != json_array_size(first)) {
-        const char *l, *h, *k;
-        size_t i;
-        for (i = 0; i < json_array_size(b); i++)
-            if (entry(json_array_get(b, i), &l, &h, &k) && !find(first, l)) {
-                cic_diag_set(d, pb, 0, 0, "refusing to merge: this shard read the %s (%s), %s "
-                             "did not", l, json_string_value(json_object_get(
-                                               json_array_get(b, i), "path")), pfirst);
-                return CIC_EINPUT;
-            }
-    }
-    return CIC_OK;
+    if (none && well_formed(first, pfirst, d) && well_formed(b, pb, d) &&
+        (rc = one_way(first, pfirst, b, pb, d)) == CIC_OK)
+        rc = only_in(first, pfirst, b, pb, d);
+    json_decref(none);
+    return rc;
 }
