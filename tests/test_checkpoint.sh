@@ -619,31 +619,35 @@ has "$tmp/sw-0-1/sweep.json" '"file": "checkpoint config.json"' "the shard recor
 # a checkpoint changed while it is mapped: cut short (a SIGBUS in the
 # mapping, or the size at the end) or rewritten in place with the same
 # size (its mtime) must exit 3 naming the file, with no report.json. A
-# model of d 128 at 512 bits runs long enough to be changed mid-run.
+# model of d 128 at 512 bits (verify: 2048) runs long enough to be changed
+# mid-run.
 sed -e 's/^d_model = 64$/d_model = 128/' -e 's/^tokens = 8$/tokens = 16/' \
     -e 's/^layers = 3$/layers = 2/' "$tmp/seed.toml" >"$tmp/mid.toml"
 expect_rc 0 "a seeded model of d 128 dumps" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-mid" --dump "$tmp/d-mid" "$tmp/mid.toml"
 expect_rc 0 "make its checkpoint" "$py" "$mk" "$tmp/d-mid/original.safetensors" "$tmp/hf-mid"
 # changed MODE WHAT CMD...: CMD (reading $tmp/hf-chg, a fresh copy of hf-mid)
-# in the background; once the model has mapped $tmp/hf-chg/model.safetensors
-# for good (a run: its stderr shows the truth begun; verify: the mapping is
-# in /proc/PID/maps at two looks 50 ms apart, not the brief one of loading
-# the config), it is cut to its first 4 KiB (MODE cut) or its last 4 KiB
-# are rewritten in place (MODE rewrite)
+# in the background; once the model holds $tmp/hf-chg/model.safetensors
+# mapped for good, it is cut to its first 4 KiB (MODE cut) or its last
+# 4 KiB are rewritten in place (MODE rewrite). For good: a run's stderr
+# shows the truth begun (the model is built); verify prints nothing while
+# it works, so there the mapping must be in /proc/PID/maps for 10 looks
+# 50 ms apart (loading the config maps it briefly first; a change between
+# that and the model's mapping would be read whole, as a file of its own)
 changed() {
     ch_mode=$1 ch_what=$2
     shift 2
     rm -rf "$tmp/hf-chg" "$tmp/r-chg" && cp -r "$tmp/hf-mid" "$tmp/hf-chg"
-    "$@" >"$tmp/out" 2>"$tmp/err" &
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err" &
     ch_pid=$!
     ch_i=0 ch_seen=0
-    while [ "$ch_i" -lt 400 ] && [ "$ch_seen" -lt 2 ] && kill -0 "$ch_pid" 2>/dev/null; do
-        if grep -q "truth: original" "$tmp/err"; then ch_seen=2
-        elif grep -q "hf-chg/model.safetensors" "/proc/$ch_pid/maps" 2>/dev/null; then
+    while [ "$ch_i" -lt 600 ] && [ "$ch_seen" -lt 10 ] && kill -0 "$ch_pid" 2>/dev/null; do
+        if grep -q "truth: original" "$tmp/err"; then ch_seen=10
+        elif [ "$1" = verify ] &&
+            grep -q "hf-chg/model.safetensors" "/proc/$ch_pid/maps" 2>/dev/null; then
             ch_seen=$((ch_seen + 1))
         else ch_seen=0; fi
-        [ "$ch_seen" -lt 2 ] && sleep 0.05
+        [ "$ch_seen" -lt 10 ] && sleep 0.05
         ch_i=$((ch_i + 1))
     done
     "$py" - "$tmp/hf-chg/model.safetensors" "$ch_mode" <<'PY'
@@ -657,7 +661,7 @@ else:
         f.seek(n - 4096)
         b = f.read(4096)
         f.seek(n - 4096)
-        f.write(bytes(x ^ 0x40 for x in b))
+        f.write(bytes(x ^ 0x01 for x in b))  # other values, of the same magnitude
 PY
     wait "$ch_pid"
     ch_rc=$?
@@ -670,16 +674,16 @@ PY
 }
 ckcase ck-chg hf-chg
 sed -i 's/^mpfr_prec = 64$/mpfr_prec = 512/; s/^tokens = 8$/tokens = 16/' "$tmp/ck-chg.toml"
-changed cut "a checkpoint cut short during a run" "$bin" run --no-baseline --out "$tmp/r-chg" \
+changed cut "a checkpoint cut short during a run" run --no-baseline --out "$tmp/r-chg" \
     "$tmp/ck-chg.toml"
 has "$tmp/err" "changed while cicheck was reading it (truncated" \
     "the cut is caught by the SIGBUS handler, mid-run"
-changed rewrite "a checkpoint rewritten in place during a run" "$bin" run --no-baseline \
+changed rewrite "a checkpoint rewritten in place during a run" run --no-baseline \
     --out "$tmp/r-chg" "$tmp/ck-chg.toml"
 has "$tmp/err" "(rewritten in place: modified after it was opened)" \
     "the rewrite is caught by its modification time"
-changed cut "a checkpoint cut short during verify" "$bin" verify "$tmp/hf-mid" "$tmp/hf-chg" \
-    --tokens 16 --mpfr-prec 1024 --out "$tmp/r-chg"
-changed rewrite "a checkpoint rewritten in place during verify" "$bin" verify "$tmp/hf-mid" \
-    "$tmp/hf-chg" --tokens 16 --mpfr-prec 1024 --out "$tmp/r-chg"
+changed cut "a checkpoint cut short during verify" verify "$tmp/hf-mid" "$tmp/hf-chg" \
+    --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
+changed rewrite "a checkpoint rewritten in place during verify" verify "$tmp/hf-mid" \
+    "$tmp/hf-chg" --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
 cic_test_done
