@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* test_base.c: src/base: the correctly rounded dot product (mpvec.c), the
  * rounding of MPFR values to binary32, the counter RNG behind every weight
- * (rng.c), checked size arithmetic and diagnostics (base.c).
+ * (rng.c), checked size arithmetic, diagnostics and the reading of
+ * user-named files: FIFOs and devices refused at once, reads capped, file
+ * identities (base.c).
  *
  * The dot product is checked against a trivially correct reference: every
  * product and every partial sum formed at a precision large enough that each
@@ -15,12 +17,15 @@
 #include "base/mpvec.h"
 #include "base/rng.h"
 
+#include <fcntl.h>
 #include <float.h>
 #include <gmp.h>
 #include <limits.h>
 #include <mpfr.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 /* ---- helpers ---- */
 
@@ -891,6 +896,111 @@ static void test_diag_strlcpy(void **state)
     assert_string_equal(small, "");
 }
 
+/* cic_file_read: regular files whole, within the cap; FIFOs, devices
+ * (and links to them), folders refused at once, naming what they are. */
+static void expect_read_refused(const char *path, size_t max, int rc, const char *what)
+{
+    char *buf = (char *)1;
+    size_t len = 7;
+    cic_diag d;
+    memset(&d, 0, sizeof d);
+    assert_int_equal(cic_file_read(&buf, &len, path, max, "a test file", &d), rc);
+    assert_null(buf);
+    assert_int_equal(len, 0);
+    if (!strstr(d.msg, what) || strcmp(d.file, path) != 0)
+        fail_msg("%s: '%s: %s' lacks '%s'", path, d.file, d.msg, what);
+}
+
+static void test_file_read(void **state)
+{
+    char path[1024], fifo[1024], link[1024], *buf;
+    size_t len, n = 10000, i;
+    cic_diag d;
+    FILE *f;
+    (void)state;
+    alarm(60); /* a read that blocks fails the test instead of hanging it */
+    cic_test_tmp_path(path, sizeof path, "text");
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    for (i = 0; i < n; i++)
+        fputc('a' + (int)(i % 26), f);
+    fclose(f);
+    assert_int_equal(cic_file_read(&buf, &len, path, n, "a test file", &d), CIC_OK);
+    assert_int_equal(len, n);
+    assert_int_equal(buf[n], '\0');
+    assert_int_equal(buf[n - 1], 'a' + (int)((n - 1) % 26));
+    free(buf);
+    /* one byte over the cap, and far over it */
+    expect_read_refused(path, n - 1, CIC_EINPUT, "10000 bytes, over the 9999 bytes a test file");
+    expect_read_refused(path, 0, CIC_EINPUT, "over the 0 bytes");
+    cic_test_write_text(path, "");
+    assert_int_equal(cic_file_read(&buf, &len, path, 0, "a test file", &d), CIC_OK);
+    assert_int_equal(len, 0);
+    assert_string_equal(buf, "");
+    free(buf);
+    /* a regular file whose size says 0 is read to its end all the same */
+    assert_int_equal(cic_file_read(&buf, &len, "/proc/self/status", 1 << 20, "status", &d),
+                     CIC_OK);
+    assert_true(len > 0 && strstr(buf, "Name:"));
+    free(buf);
+    expect_read_refused("/proc/self/status", 3, CIC_EINPUT, "more than 3 bytes, over the 3");
+
+    cic_test_tmp_path(fifo, sizeof fifo, "fifo");
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    expect_read_refused(fifo, 100, CIC_EINPUT, "is a FIFO, not a regular file; a test file "
+                        "expected");
+    expect_read_refused("/dev/zero", 100, CIC_EINPUT, "is a character device");
+    cic_test_tmp_path(link, sizeof link, "zero-link");
+    assert_int_equal(symlink("/dev/zero", link), 0);
+    expect_read_refused(link, (size_t)1 << 40, CIC_EINPUT, "is a character device");
+    expect_read_refused(cic_test_tmp, 100, CIC_EINPUT, "is a folder");
+    cic_test_tmp_path(link, sizeof link, "absent");
+    expect_read_refused(link, 100, CIC_EINPUT, "cannot open");
+    expect_read_refused("", 100, CIC_EINPUT, "empty file name");
+    alarm(0);
+}
+
+/* cic_file_id: a file rewritten in place (same size, another mtime), cut
+ * short or replaced is no longer the one seen. */
+static void test_file_id(void **state)
+{
+    char path[1024], other[1024];
+    cic_file_id a, b;
+    cic_diag d;
+    struct timespec ts[2] = {{1000000000, 5}, {1000000000, 5}};
+    int fd;
+    (void)state;
+    cic_test_tmp_path(path, sizeof path, "id");
+    cic_test_write_text(path, "0123456789");
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    fd = cic_file_open(path, "a test file", &a, &d);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(a.size, 10);
+    assert_int_equal(a.mtime_s, 1000000000);
+    assert_int_equal(a.mtime_ns, 5);
+    assert_int_equal(cic_file_id_get(&b, path), 0);
+    assert_true(cic_file_id_equal(&a, &b));
+    ts[1].tv_nsec = 6; /* one nanosecond later: a rewrite of the same size */
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    assert_int_equal(cic_file_id_get(&b, path), 0);
+    assert_false(cic_file_id_equal(&a, &b));
+    ts[1].tv_nsec = 5;
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    assert_int_equal(truncate(path, 9), 0);
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    assert_int_equal(cic_file_id_get(&b, path), 0);
+    assert_false(cic_file_id_equal(&a, &b)); /* the size */
+    cic_test_tmp_path(other, sizeof other, "id2");
+    cic_test_write_text(other, "0123456789");
+    assert_int_equal(utimensat(AT_FDCWD, other, ts, 0), 0);
+    assert_int_equal(rename(other, path), 0);
+    assert_int_equal(cic_file_id_get(&b, path), 0);
+    assert_int_equal(b.size, 10);
+    assert_false(cic_file_id_equal(&a, &b)); /* another inode */
+    assert_int_equal(cic_file_id_get(&b, other), -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -908,6 +1018,8 @@ int main(void)
         cmocka_unit_test(test_rng_fill_threads),
         cmocka_unit_test(test_mul_size_calloc),
         cmocka_unit_test(test_diag_strlcpy),
+        cmocka_unit_test(test_file_read),
+        cmocka_unit_test(test_file_id),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

@@ -10,8 +10,11 @@
 # shards than samples, a static-fold whose calibration sample is in another
 # shard, a missing or repeated shard, a shard of another case, another
 # cicheck version, a proof of the truth that does not add up, an edited or
-# truncated .bin, sample 0's shard without its environment (the merged
-# report records the shards', not the merge's), --out naming a shard.
+# truncated .bin, a .bin longer than the case's numbers, a FIFO or a link
+# to /dev/zero as case-shard.bin or .json (at once, never blocking or
+# reading without end), sample 0's shard without its environment (the
+# merged report records the shards', not the merge's), --out naming a shard,
+# case and sweep shards made with different q files (the same case file).
 # Usage: test_case_shard.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -124,6 +127,37 @@ head -c 1000 "$tmp/rms-3-2/case-shard.bin" >"$tmp/cut/case-shard.bin"
 expect_rc 2 "a truncated .bin is refused" \
     "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/cut" "$tmp/rms-3-3"
 expect_err "cut/case-shard.bin: 1000 bytes that do not hash" "the truncated file is named"
+# readers: a FIFO or a link to /dev/zero as case-shard.bin or .json is
+# refused at once (20 s would be a hang, or /dev/zero read without end);
+# a .bin (and data_bytes) longer than the case's numbers is never read
+for f in fifo zero jfifo long; do cp -r "$tmp/rms-3-2" "$tmp/$f"; done
+rm "$tmp/fifo/case-shard.bin" "$tmp/zero/case-shard.bin" "$tmp/jfifo/case-shard.json"
+mkfifo "$tmp/fifo/case-shard.bin" "$tmp/jfifo/case-shard.json"
+ln -s /dev/zero "$tmp/zero/case-shard.bin"
+CIC_TEST_TIMEOUT=20
+expect_rc 2 "a FIFO as case-shard.bin is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/fifo" "$tmp/rms-3-3"
+expect_err "fifo/case-shard.bin: is a FIFO, not a regular file" "the FIFO .bin is named"
+expect_rc 2 "a link to /dev/zero as case-shard.bin is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/zero" "$tmp/rms-3-3"
+expect_err "zero/case-shard.bin: is a character device, not a regular file" \
+    "the /dev/zero .bin is named"
+expect_rc 2 "a FIFO as case-shard.json is refused at once" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/jfifo" "$tmp/rms-3-3"
+expect_err "jfifo/case-shard.json: is a FIFO, not a regular file" "the FIFO .json is named"
+CIC_TEST_TIMEOUT=600
+head -c 4096 /dev/zero >>"$tmp/long/case-shard.bin"
+"$py" - "$tmp/long" <<'PY'
+import hashlib, json, os, sys
+d = sys.argv[1]
+s = json.load(open(d + "/case-shard.json"))
+b = open(d + "/case-shard.bin", "rb").read()
+s["data_bytes"], s["data_sha256"] = len(b), hashlib.sha256(b).hexdigest()
+json.dump(s, open(d + "/case-shard.json", "w"))
+PY
+expect_rc 2 "a .bin longer than the case's numbers is refused unread" \
+    "$bin" merge --no-baseline --out "$tmp/r" "$tmp/rms-3-1" "$tmp/long" "$tmp/rms-3-3"
+expect_err "long/case-shard.json: data_bytes is not the" "the .bin's size is checked against the case"
 cp -r "$tmp/rms-3-1" "$tmp/noenv"
 "$py" - "$tmp/rms-3-1/case-shard.json" "$tmp/noenv/case-shard.json" <<'PY'
 import json, sys
@@ -144,6 +178,77 @@ got=$("$py" -c 'import json,sys; print(json.load(open(sys.argv[1]))["environment
     "$tmp/t7/report.json" 2>&1)
 if [ "$got" = 7 ]; then ok "the merged report records the shards' environment"
 else bad "the merged report's openblas_thread_timeout is '$got', the shards ran at 7"; fi
+# shards made with different rotation files (the same case file) are
+# refused, naming the file and both shards: a case shard and a sweep shard
+if "$py" -c 'import numpy' 2>/dev/null; then
+    cat >"$tmp/qf.toml" <<'TOML'
+name = "qfile-shard"
+[model]
+block = "rmsnorm"
+d_model = 8
+heads = 2
+tokens = 4
+samples = 2
+layers = 1
+seed = 5
+[engines]
+f32 = ["fixed-order"]
+[[transforms]]
+name = "fold"
+kind = "fold-rmsnorm-gamma"
+[[transforms]]
+name = "rot"
+kind = "rotate"
+after = "fold"
+q = "file:q.safetensors"
+TOML
+    sed 's/^name = "qfile-shard"$/name = "qfile-sweep"/; s/^seed = 5$/seed = 5\n[sweep]\nseed = [1, 2]/' \
+        "$tmp/qf.toml" >"$tmp/qs.toml"
+    "$py" - "$tmp" "$here" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import write_st
+for k in (1, 2):
+    q, _ = np.linalg.qr(np.random.default_rng(k).standard_normal((8, 8)))
+    write_st("%s/q%d.safetensors" % (sys.argv[1], k), [("q", "F64", (8, 8), q.astype("<f8").tobytes())])
+PY
+    for v in qf:"" qs:"--no-plots"; do
+        n=${v%%:*}
+        for k in 1 2; do
+            cp "$tmp/q$k.safetensors" "$tmp/q.safetensors"
+            # shellcheck disable=SC2086 # the option is a word or nothing
+            "$bin" run --quiet --no-baseline ${v#*:} --shard "$k/2" --out "$tmp/$n-$k" \
+                "$tmp/$n.toml" >/dev/null || bad "$n shard $k/2 did not run"
+        done
+    done
+    has "$tmp/qf-1/case-shard.json" '"sha256_whole_file"' "a case shard records the q file's hash"
+    expect_rc 2 "case shards made with different q files are refused" \
+        "$bin" merge --no-baseline --out "$tmp/r" "$tmp/qf-1" "$tmp/qf-2"
+    expect_err "qf-2/case-shard.json: refusing to merge: the q file of transform 'rot' differs between the shards" \
+        "the q file and the shard are named"
+    expect_err "in $tmp/qf-1/case-shard.json" "the other shard is named"
+    expect_rc 2 "sweep shards made with different q files are refused" \
+        "$bin" merge --no-plots --out "$tmp/r2" "$tmp/qs-1" "$tmp/qs-2"
+    expect_err "qs-2/sweep.json: refusing to merge: the q file of transform 'rot' differs" \
+        "the sweep shard is named"
+    cp "$tmp/q1.safetensors" "$tmp/q.safetensors"
+    "$bin" run --quiet --no-baseline --shard 2/2 --out "$tmp/qf-2" "$tmp/qf.toml" >/dev/null
+    expect_rc 0 "the same q file in both shards merges" \
+        "$bin" merge --no-baseline --out "$tmp/r3" "$tmp/qf-1" "$tmp/qf-2"
+    cp -r "$tmp/qf-2" "$tmp/qf-edit"
+    "$py" - "$tmp/qf-edit/case-shard.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+del s["files_read"][0]["sha256_whole_file"]
+json.dump(s, open(sys.argv[1], "w"))
+PY
+    expect_rc 2 "an edited files_read is refused" \
+        "$bin" merge --no-baseline --out "$tmp/r4" "$tmp/qf-1" "$tmp/qf-edit"
+    expect_err "qf-edit/case-shard.json: files_read[0] is not" "the edited shard is named"
+else
+    skip "shards with different q files" "no numpy in $py"
+fi
 expect_rc 2 "--out naming a shard is refused" \
     "$bin" merge --no-baseline --out "$tmp/rms-3-1" "$tmp/rms-3-1" "$tmp/rms-3-2" "$tmp/rms-3-3"
 expect_err "--out is the same folder as the shard" "the shard folder is named"

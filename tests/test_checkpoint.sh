@@ -9,8 +9,9 @@
 # weight hash and truth hash; the BF16 and F16 ones have the hashes of an
 # F32 checkpoint holding the same rounded values; "1-2" equals a checkpoint
 # of those two layers. Broken checkpoints exit 2 naming the file, tensor
-# and what is wrong. Needs Debian's /usr/bin/python3 with numpy (exit 77
-# without it).
+# and what is wrong; a FIFO or a link to /dev/zero as config.json, the
+# index or a shard is refused at once. Needs Debian's /usr/bin/python3 with
+# numpy (exit 77 without it).
 # Usage: test_checkpoint.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
 set -u
 bin=$1
@@ -171,11 +172,62 @@ broken gpt2 "another family" "model_type 'gpt2' is not a family cicheck reads (l
     --set 'model_type="gpt2"'
 broken scale "scaled RoPE" "'rope_scaling' is set: scaled RoPE is not modelled" \
     --set 'rope_scaling={"type": "linear", "factor": 2.0}'
+# config.json's numbers as the engines use them (each named with its file)
+broken eps-inf "rms_norm_eps 1e39 (Inf in binary32; every error was 0, a PASS)" \
+    "hf-eps-inf/config.json: 'rms_norm_eps' = 1e+39 is Inf in binary32 (every engine uses eps as a binary32 value); it must be 1.4013e-45 .. 3.40282e+38" \
+    --set rms_norm_eps=1e39
+broken eps-zero "rms_norm_eps 1e-50 (0 in binary32)" \
+    "hf-eps-zero/config.json: 'rms_norm_eps' = 1e-50 is 0 in binary32" --set rms_norm_eps=1e-50
+broken theta-tiny "rope_theta 1e-300 (ran out of memory)" \
+    "hf-theta-tiny/config.json: 'rope_theta' = 1e-300 is 0 in binary32 (the float32 engine takes it as a binary32 value); it must be 1.17549e-38 .. 3.40282e+38" \
+    --set rope_theta=1e-300
+broken theta-inf "rope_theta 1e39" "'rope_theta' = 1e+39 is Inf in binary32" --set rope_theta=1e39
+broken eps-str "rms_norm_eps as a string" "'rms_norm_eps' is a string; a number" \
+    --set 'rms_norm_eps="1e-5"'
+broken partial "partial_rotary_factor 0.5" \
+    "'partial_rotary_factor' = 0.5: RoPE on part of each head is not modelled" \
+    --set partial_rotary_factor=0.5
+broken tie-str "tie_word_embeddings as a string (read as false)" \
+    "'tie_word_embeddings' is a string; true or false expected" --set 'tie_word_embeddings="true"'
+broken wide "hidden_size past int" "'hidden_size' = 4294967360 is outside 1 .. 65536" \
+    --set hidden_size=4294967360
+# an odd head size (12 / 4 heads) with RoPE: the seeded model has no RoPE,
+# its dump is relabelled rope = half for make_checkpoint (same length)
+sed -e 's/^d_model = 64$/d_model = 12/' -e 's/^kv_heads = 2$/kv_heads = 4/' \
+    -e 's/^rope = "half"$/rope = "none"/' "$tmp/seed.toml" >"$tmp/odd.toml"
+expect_rc 0 "a seeded model of head size 3 dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-odd" --dump "$tmp/d-odd" "$tmp/odd.toml"
+"$py" -c 'import sys; b = open(sys.argv[1], "rb").read()
+open(sys.argv[2], "wb").write(b.replace(b"\"rope\":\"none\"", b"\"rope\":\"half\"", 1))' \
+    "$tmp/d-odd/original.safetensors" "$tmp/odd-half.safetensors"
+orig_even=$orig orig=$tmp/odd-half.safetensors
+broken odd-head "RoPE on heads of 3 (out of memory)" \
+    "hf-odd-head/config.json: hidden_size 12 / num_attention_heads 4 = 3: RoPE (rotate_half) needs an even head size"
+orig=$orig_even
+expect_rc 2 "verify on a config.json with rms_norm_eps 1e39: exit 2" "$bin" verify \
+    "$tmp/hf-f32" "$tmp/hf-eps-inf" --tokens 8
+expect_err "hf-eps-inf/config.json: 'rms_norm_eps' = 1e+39 is Inf in binary32" \
+    "verify names the file and the key"
 ckcase ck-layers hf-f32 'layers = 4'
 expect_rc 2 "four layers of three: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-layers" "$tmp/ck-layers.toml"
 expect_err "layers 0 .. 3 asked, the checkpoint has 3 (num_hidden_layers; 0 .. 2)" \
     "four layers of three: the message says so"
+# layer ranges past the checkpoint or past int: refused naming the range
+# and the checkpoint's layers (4294967297 ran layer 1; 2147483647 overflowed)
+for v in "4294967297-4294967297:layers = \"4294967297-4294967297\": expected N (the first N" \
+    "2147483647-2147483647:layers 2147483647 .. 2147483647 asked, the checkpoint has 3" \
+    "2-3:layers 2 .. 3 asked, the checkpoint has 3 (num_hidden_layers; 0 .. 2)" \
+    "+1-2:layers = \"+1-2\": expected N (the first N layers) or"; do
+    ckcase ck-range hf-f32 "layers = \"${v%%:*}\""
+    expect_rc 2 "layers = \"${v%%:*}\": exit 2" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-range" "$tmp/ck-range.toml"
+    expect_err "ck-range.toml:7:10: ${v#*:}" "layers = \"${v%%:*}\": the message says so"
+done
+expect_rc 2 "verify --layers 2147483647-2147483647: exit 2" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-f32" --layers 2147483647-2147483647 --tokens 8
+expect_err "--layers '2147483647-2147483647': N (1 .. 1024) or a-b" \
+    "verify --layers near INT_MAX: refused as it is parsed, the option named"
 ckcase ck-key hf-f32 'd_model = 64'
 expect_rc 2 "a size key beside checkpoint: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-key" "$tmp/ck-key.toml"
@@ -185,6 +237,28 @@ ckcase ck-none no-such-folder
 expect_rc 2 "a missing folder: exit 2" "$bin" run --quiet --no-baseline \
     --out "$tmp/r-none" "$tmp/ck-none.toml"
 expect_err "no-such-folder: no such checkpoint folder" "a missing folder: it is named"
+# readers: a FIFO or a link to /dev/zero as config.json, the index or a
+# shard is refused at once, naming it (20 s would be a hang)
+CIC_TEST_TIMEOUT=20
+for v in cfg-fifo:hf-f32:config.json cfg-zero:hf-f32:config.json \
+    idx-fifo:hf-shard:model.safetensors.index.json \
+    idx-zero:hf-shard:model.safetensors.index.json \
+    st-fifo:hf-shard:model-00002-of-00003.safetensors; do
+    n=${v%%:*} rest=${v#*:}; src=${rest%%:*} f=${rest#*:}
+    cp -r "$tmp/$src" "$tmp/hf-$n" && rm "$tmp/hf-$n/$f"
+    case $n in
+    *fifo) mkfifo "$tmp/hf-$n/$f"; kind="a FIFO" ;;
+    *) ln -s /dev/zero "$tmp/hf-$n/$f"; kind="a character device" ;;
+    esac
+    ckcase "ck-$n" "hf-$n"
+    expect_rc 2 "$kind as $f: exit 2 at once" "$bin" run --quiet --no-baseline \
+        --out "$tmp/r-$n" "$tmp/ck-$n.toml"
+    expect_err "hf-$n/$f: is $kind, not a regular file" "$kind as $f: the message names it"
+done
+expect_rc 2 "verify with a FIFO as config.json: exit 2 at once" "$bin" verify "$tmp/hf-f32" \
+    "$tmp/hf-cfg-fifo" --tokens 8
+expect_err "hf-cfg-fifo/config.json: is a FIFO" "verify names the FIFO"
+CIC_TEST_TIMEOUT=600
 # [input]: seeded token ids through embed_tokens; a file of the same ids
 # (input_ids) and one of the same hidden states (input) give the same
 # weights-and-input hash and truth; a file of the seeded case's own input
@@ -671,4 +745,104 @@ assert bad and all(e["sqnr_db"] is None for e in bad), bad
 PY
 then ok "report.json counts the non-finite outputs of every bf16 row and linear"
 else bad "report.json: non-finite bf16 rows or linears not counted"; fi
+
+# sweep shards record what they read of the checkpoint (its header and the
+# tensors the run reads): a layer the run reads edited between the shards
+# is refused at merge, naming the file and both shards; one it does not
+# read (layer 2 of a run of layer 0) changes nothing
+ckcase ck-sw hf-sw "layers = 1
+[sweep]
+seed = [1, 2]"
+for v in 0:"refused" 2:"merged"; do
+    l=${v%%:*}
+    expect_rc 0 "make the sweep's checkpoint" "$py" "$mk" "$orig" "$tmp/hf-sw"
+    expect_rc 0 "sweep shard 1/2 on the checkpoint" "$bin" run --quiet --no-baseline --no-plots \
+        --shard 1/2 --out "$tmp/sw-$l-1" "$tmp/ck-sw.toml"
+    expect_rc 0 "the checkpoint with a value of layer $l changed" "$py" "$mk" "$orig" \
+        "$tmp/hf-sw" --edit "model.layers.$l.mlp.up_proj.weight:7:0.5"
+    expect_rc 0 "sweep shard 2/2 on it" "$bin" run --quiet --no-baseline --no-plots \
+        --shard 2/2 --out "$tmp/sw-$l-2" "$tmp/ck-sw.toml"
+    if [ "$l" = 0 ]; then
+        expect_rc 2 "shards that read another layer 0 are refused" "$bin" merge --no-plots \
+            --out "$tmp/sw-m$l" "$tmp/sw-$l-1" "$tmp/sw-$l-2"
+        expect_err "sw-0-2/sweep.json: refusing to merge: the checkpoint model.safetensors differs between the shards: sha256_header_and_tensors_read" \
+            "the checkpoint file and the shard are named"
+        expect_err "in $tmp/sw-0-1/sweep.json" "the other shard is named"
+    else
+        expect_rc 0 "shards that differ in a layer they do not read merge" "$bin" merge \
+            --no-plots --out "$tmp/sw-m$l" "$tmp/sw-$l-1" "$tmp/sw-$l-2"
+    fi
+done
+has "$tmp/sw-0-1/sweep.json" '"file": "checkpoint config.json"' "the shard records config.json"
+
+# a checkpoint changed while it is mapped: cut short (a SIGBUS in the
+# mapping, or the size at the end) or rewritten in place with the same
+# size (its mtime) must exit 3 naming the file, with no report.json. A
+# model of d 128 at 512 bits (verify: 2048) runs long enough to be changed
+# mid-run.
+sed -e 's/^d_model = 64$/d_model = 128/' -e 's/^tokens = 8$/tokens = 16/' \
+    -e 's/^layers = 3$/layers = 2/' "$tmp/seed.toml" >"$tmp/mid.toml"
+expect_rc 0 "a seeded model of d 128 dumps" "$bin" run --quiet --no-baseline \
+    --out "$tmp/r-mid" --dump "$tmp/d-mid" "$tmp/mid.toml"
+expect_rc 0 "make its checkpoint" "$py" "$mk" "$tmp/d-mid/original.safetensors" "$tmp/hf-mid"
+# changed MODE WHAT CMD...: CMD (reading $tmp/hf-chg, a fresh copy of hf-mid)
+# in the background; once the model holds $tmp/hf-chg/model.safetensors
+# mapped for good, it is cut to its first 4 KiB (MODE cut) or its last
+# 4 KiB are rewritten in place (MODE rewrite). For good: a run's stderr
+# shows the truth begun (the model is built); verify prints nothing while
+# it works, so there the mapping must be in /proc/PID/maps for 10 looks
+# 50 ms apart (loading the config maps it briefly first; a change between
+# that and the model's mapping would be read whole, as a file of its own)
+changed() {
+    ch_mode=$1 ch_what=$2
+    shift 2
+    rm -rf "$tmp/hf-chg" "$tmp/r-chg" && cp -r "$tmp/hf-mid" "$tmp/hf-chg"
+    "$bin" "$@" >"$tmp/out" 2>"$tmp/err" &
+    ch_pid=$!
+    ch_i=0 ch_seen=0
+    while [ "$ch_i" -lt 600 ] && [ "$ch_seen" -lt 10 ] && kill -0 "$ch_pid" 2>/dev/null; do
+        if grep -q "truth: original" "$tmp/err"; then ch_seen=10
+        elif [ "$1" = verify ] &&
+            grep -q "hf-chg/model.safetensors" "/proc/$ch_pid/maps" 2>/dev/null; then
+            ch_seen=$((ch_seen + 1))
+        else ch_seen=0; fi
+        [ "$ch_seen" -lt 10 ] && sleep 0.05
+        ch_i=$((ch_i + 1))
+    done
+    "$py" - "$tmp/hf-chg/model.safetensors" "$ch_mode" <<'PY'
+import os, sys
+path, mode = sys.argv[1], sys.argv[2]
+if mode == "cut":
+    os.truncate(path, 4096)
+else:
+    n = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        f.seek(n - 4096)
+        b = f.read(4096)
+        f.seek(n - 4096)
+        f.write(bytes(x ^ 0x01 for x in b))  # other values, of the same magnitude
+PY
+    wait "$ch_pid"
+    ch_rc=$?
+    if [ "$ch_rc" -eq 3 ]; then ok "$ch_what: exit 3"; else
+        bad "$ch_what: exit $ch_rc, expected 3"; sed 's/^/    /' "$tmp/err" | tail -3; fi
+    expect_err "hf-chg/model.safetensors: changed while cicheck was reading it" \
+        "$ch_what: the message names the file"
+    [ ! -e "$tmp/r-chg/report.json" ] && ok "$ch_what: no report.json" ||
+        bad "$ch_what: a report.json was written"
+}
+ckcase ck-chg hf-chg
+sed -i 's/^mpfr_prec = 64$/mpfr_prec = 512/; s/^tokens = 8$/tokens = 16/' "$tmp/ck-chg.toml"
+changed cut "a checkpoint cut short during a run" run --no-baseline --out "$tmp/r-chg" \
+    "$tmp/ck-chg.toml"
+has "$tmp/err" "changed while cicheck was reading it (truncated" \
+    "the cut is caught by the SIGBUS handler, mid-run"
+changed rewrite "a checkpoint rewritten in place during a run" run --no-baseline \
+    --out "$tmp/r-chg" "$tmp/ck-chg.toml"
+has "$tmp/err" "(rewritten in place: modified after it was opened)" \
+    "the rewrite is caught by its modification time"
+changed cut "a checkpoint cut short during verify" verify "$tmp/hf-mid" "$tmp/hf-chg" \
+    --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
+changed rewrite "a checkpoint rewritten in place during verify" verify "$tmp/hf-mid" \
+    "$tmp/hf-chg" --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
 cic_test_done

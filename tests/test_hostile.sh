@@ -14,7 +14,10 @@
 #     exit 3;
 #   - a missing --baseline folder, empty values, repeated or contradicting
 #     options, non-decimal numbers are usage errors (exit 2);
-#   - dump file names cannot collide.
+#   - dump file names cannot collide;
+#   - a FIFO or a link to /dev/zero in place of a case file (given, in a
+#     folder, --case of verify), a q file, an [input] file, the report.json
+#     or sweep.json of cicheck plot is refused at once, naming it.
 # A check that needs python3, timeout(1) or a writable /dev/full is reported
 # as SKIP without it.
 # Usage: test_hostile.sh PATH/TO/cicheck   (CIC_SOURCE_ROOT: the source tree)
@@ -141,6 +144,37 @@ ln -s real.xml link.xml
 expect_rc 0 "--junit through a symbolic link" $run --out rep-link --junit link.xml tiny.toml
 [ -L link.xml ] && ok "the link stays a link" || bad "the link was replaced"
 has real.xml '<testsuites' "its target holds the report"
+
+# ---- readers: FIFOs and devices in place of the files cicheck reads ----
+# each must be refused at once (exit 2, the file and what it is named), never
+# block on the FIFO or read /dev/zero without end: 20 s would be a hang
+CIC_TEST_TIMEOUT=20
+mkdir readers && mkfifo readers/case.toml && ln -s /dev/zero readers/zero.toml
+expect_rc 2 "a FIFO as the case file" $run --out rep-rd readers/case.toml
+expect_err "readers/case.toml: is a FIFO, not a regular file; a case file (TOML) expected" \
+    "the FIFO case file is named"
+expect_rc 2 "a link to /dev/zero as the case file" $run --out rep-rd readers/zero.toml
+expect_err "readers/zero.toml: is a character device, not a regular file" \
+    "the /dev/zero case file is named"
+cp tiny.toml readers/in-dir.toml && mkfifo readers/fifo.toml
+expect_rc 2 "a FIFO among the case files of a folder" $run --out rep-rd2 readers
+expect_err "readers/fifo.toml: is a FIFO" "the FIFO in the folder is named"
+expect_rc 2 "a FIFO as --case of verify" "$bin" verify readers readers --case readers/case.toml
+expect_err "readers/case.toml: is a FIFO" "verify names the FIFO"
+mkfifo readers/q.safetensors
+sed 's/^q = "random"$/q = "file:readers\/q.safetensors"/' tiny.toml >qfifo.toml
+expect_rc 2 "a FIFO as a q file" $run --out rep-rd3 qfifo.toml
+expect_err "is a FIFO, not a regular file; a safetensors file expected" "the FIFO q file is refused"
+sed 's/^seed = 5$/seed = 5\n[input]\nfile = "readers\/zero.toml"/' tiny.toml >infifo.toml
+expect_rc 2 "a link to /dev/zero as the [input] file" $run --out rep-rd4 infifo.toml
+expect_err "is a character device" "the /dev/zero input file is refused"
+mkdir readers/plot && mkfifo readers/plot/report.json
+expect_rc 2 "a FIFO as the report.json of cicheck plot" "$bin" plot readers/plot
+expect_err "readers/plot/report.json: is a FIFO" "plot names the FIFO"
+rm readers/plot/report.json && ln -s /dev/zero readers/plot/sweep.json
+expect_rc 2 "a link to /dev/zero as the sweep.json of cicheck plot" "$bin" plot readers/plot
+expect_err "readers/plot/sweep.json: is a character device" "plot names the device"
+CIC_TEST_TIMEOUT=120
 
 # ---- lost results are exit 3 ----
 if [ -w /dev/full ]; then

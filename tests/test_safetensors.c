@@ -11,6 +11,10 @@
  *     (which is checked to load first), and must be refused with a message
  *     naming the file and the tensor;
  *   - a FIFO, a folder and a device are refused without blocking;
+ *   - a file changed while mapped (mtime, size, closed after a change) is
+ *     named by cic_stfile_check_unchanged; a SIGBUS in a mapping (the file
+ *     cut short) exits 3 naming it, one elsewhere reaches the handler set
+ *     before, or the default action (in child processes);
  *   - every input in tests/fuzz-regressions/safetensors loads or fails
  *     with a message. */
 #include "base/safetensors_read.h"
@@ -19,8 +23,12 @@
 
 #include "testutil.h"
 
+#include <fcntl.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -541,8 +549,156 @@ static void test_fuzz_regressions(void **state)
     cic_test_each_file("tests/fuzz-regressions/safetensors", check_fuzz_input, NULL);
 }
 
-int main(void)
+/* ---- a file changed while it is mapped ---- */
+
+/* One F32 tensor "t" of n values (n * 4 bytes of data) into path. */
+static void write_f32_file(const char *path, size_t n)
 {
+    char hdr[128];
+    unsigned char *data = calloc(n, 4);
+    assert_non_null(data);
+    snprintf(hdr, sizeof hdr, "{\"t\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}",
+             n, 4 * n);
+    write_raw(path, hdr, data, 4 * n);
+    free(data);
+}
+
+static void on_bus_42(int sig)
+{
+    (void)sig;
+    _exit(42);
+}
+
+/* The child of test_sigbus, in a process of its own (so the SIGBUS
+ * handlers are the ones it sets up): map path, then fault inside the
+ * mapping (mode "ours": the file cut short), or outside any of cicheck's
+ * mappings after installing a handler of its own first ("chain") or not
+ * ("default"). Returns only when no fault came. */
+static int sigbus_child(const char *mode, const char *path)
+{
+    cic_diag d;
+    cic_stfile *f;
+    char other[1100];
+    volatile unsigned char c;
+    unsigned char *p;
+    int fd;
+    if (!strcmp(mode, "chain")) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_bus_42;
+        sigaction(SIGBUS, &sa, NULL);
+    }
+    if (!(f = cic_stfile_create(path, &d)))
+        return 10;
+    if (!strcmp(mode, "ours")) {
+        const cic_stfile_tensor *t = cic_stfile_tensor_at(f, 0);
+        if (truncate(path, 4096) != 0)
+            return 11;
+        c = t->data[t->nbytes - 1];
+        return 12;
+    }
+    /* a file mapped by hand (not cicheck's), cut short under its mapping */
+    snprintf(other, sizeof other, "%s.other", path);
+    write_f32_file(other, 16384);
+    fd = open(other, O_RDWR);
+    p = fd < 0 ? MAP_FAILED : mmap(NULL, 65536, PROT_READ, MAP_SHARED, fd, 0);
+    if (p == MAP_FAILED || ftruncate(fd, 0) != 0)
+        return 13;
+    c = p[32768];
+    (void)c;
+    cic_stfile_destroy(f);
+    return 14;
+}
+
+/* Run this program as sigbus_child(mode, path), its stderr into err; the
+ * wait status. */
+static int run_child(const char *mode, const char *path, const char *err)
+{
+    int st = -1;
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (fd < 0 || dup2(fd, 2) < 0)
+            _exit(99);
+        execl("/proc/self/exe", "test_safetensors", "--sigbus-child", mode, path, (char *)NULL);
+        _exit(98);
+    }
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    return st;
+}
+
+/* A fault inside a mapping (the file cut short under it) is an error
+ * naming the file, exit 3; one elsewhere goes to the handler installed
+ * before cicheck's, or to the default action. */
+static void test_sigbus(void **state)
+{
+    char path[1024], err[1024], *text;
+    int st;
+    (void)state;
+    cic_test_tmp_path(path, sizeof path, "bus.safetensors");
+    cic_test_tmp_path(err, sizeof err, "bus.err");
+    write_f32_file(path, 16384);
+    st = run_child("ours", path, err);
+    text = cic_test_slurp(err, NULL);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 3 || !strstr(text, path) ||
+        !strstr(text, ": changed while cicheck was reading it (truncated"))
+        fail_msg("a fault in the mapping: status %#x, stderr '%s'", st, text);
+    free(text);
+    write_f32_file(path, 16384);
+    st = run_child("chain", path, err);
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 42)
+        fail_msg("a fault elsewhere did not reach the handler before cicheck's: status %#x", st);
+    st = run_child("default", path, err);
+#if defined(__SANITIZE_ADDRESS__)
+    /* the sanitizer's handler was there first: it reports and stops */
+    if (WIFEXITED(st) && (WEXITSTATUS(st) == 0 || WEXITSTATUS(st) == 3 || WEXITSTATUS(st) >= 10))
+#else
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGBUS)
+#endif
+        fail_msg("a fault elsewhere did not take the default action: status %#x", st);
+}
+
+/* cic_stfile_check_unchanged: a mapped file whose mtime or size moved, or
+ * one closed after it changed, is named once; unchanged files pass. */
+static void test_changed_files(void **state)
+{
+    char path[1024];
+    cic_diag d;
+    cic_stfile *f;
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1500000000, 7}};
+    (void)state;
+    cic_test_tmp_path(path, sizeof path, "chg.safetensors");
+    write_f32_file(path, 1024);
+    assert_non_null(f = cic_stfile_create(path, &d));
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0); /* rewritten, same size */
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1);
+    assert_string_equal(d.file, path);
+    assert_non_null(strstr(d.msg, "rewritten in place"));
+    cic_stfile_destroy(f); /* checked at close, reported once */
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1);
+    assert_non_null(strstr(d.msg, "changed while cicheck was reading it"));
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    assert_non_null(f = cic_stfile_create(path, &d));
+    assert_int_equal(truncate(path, 4096), 0);
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1);
+    assert_non_null(strstr(d.msg, "(4096 bytes, 41")); /* 8 + the header + 4096 at open */
+    cic_stfile_destroy(f);
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1);
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    /* closed before the change: nothing to report */
+    write_f32_file(path, 1024);
+    assert_non_null(f = cic_stfile_create(path, &d));
+    cic_stfile_destroy(f);
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc == 4 && !strcmp(argv[1], "--sigbus-child"))
+        return sigbus_child(argv[2], argv[3]);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_roundtrip),
         cmocka_unit_test(test_dump_of_a_run),
@@ -551,6 +707,8 @@ int main(void)
         cmocka_unit_test(test_hostile_length_and_nesting),
         cmocka_unit_test(test_not_regular_files),
         cmocka_unit_test(test_fuzz_regressions),
+        cmocka_unit_test(test_changed_files),
+        cmocka_unit_test(test_sigbus),
     };
     return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);
 }

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* base.c: diagnostics and checked allocation (see base.h). */
+/* base.c: diagnostics, checked allocation and the reading of the files a
+ * user names (see base.h). */
 #include "base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdint.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <string.h>
+#include <unistd.h>
 
 void cic_diag_set(cic_diag *d, const char *file, int line, int column,
                   const char *fmt, ...)
@@ -122,4 +127,132 @@ void cic_strlcpy(char *dst, const char *src, size_t cap)
         n = cap - 1;
     memcpy(dst, src, n);
     dst[n] = '\0';
+}
+
+/* ---- the files a user names ---- */
+
+const char *cic_file_kind(unsigned mode)
+{
+    mode_t m = (mode_t)mode;
+    return S_ISREG(m) ? "a regular file" : S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m) ? "a character device" : S_ISBLK(m) ? "a block device"
+         : S_ISSOCK(m) ? "a socket" : "not a regular file";
+}
+
+static void id_of(cic_file_id *id, const struct stat *st)
+{
+    id->dev = (uint64_t)st->st_dev;
+    id->ino = (uint64_t)st->st_ino;
+    id->size = st->st_size > 0 ? (uint64_t)st->st_size : 0;
+    id->mtime_s = (int64_t)st->st_mtim.tv_sec;
+    id->mtime_ns = st->st_mtim.tv_nsec;
+}
+
+int cic_file_open(const char *path, const char *what, cic_file_id *id, cic_diag *d)
+{
+    struct stat st;
+    int fd;
+    if (!path || !path[0]) {
+        cic_diag_set(d, "", 0, 0, "empty file name; %s expected", what);
+        return -1;
+    }
+    /* O_NONBLOCK: opening a FIFO returns at once instead of waiting for a
+     * writer (and fstat then refuses it); no effect on a regular file */
+    fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+        return -1;
+    }
+    if (fstat(fd, &st) != 0) {
+        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        cic_diag_set(d, path, 0, 0, "is %s, not a regular file; %s expected",
+                     cic_file_kind((unsigned)st.st_mode), what);
+        close(fd);
+        return -1;
+    }
+    if (id)
+        id_of(id, &st);
+    return fd;
+}
+
+int cic_file_id_get(cic_file_id *id, const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return -1;
+    id_of(id, &st);
+    return 0;
+}
+
+bool cic_file_id_equal(const cic_file_id *a, const cic_file_id *b)
+{
+    return a->dev == b->dev && a->ino == b->ino && a->size == b->size &&
+           a->mtime_s == b->mtime_s && a->mtime_ns == b->mtime_ns;
+}
+
+int cic_file_read(char **out, size_t *len, const char *path, size_t max, const char *what,
+                  cic_diag *d)
+{
+    cic_file_id id;
+    char *buf = NULL, *nb;
+    size_t n = 0, cap;
+    int fd, rc = CIC_EINTERNAL;
+    *out = NULL;
+    *len = 0;
+    if (max > SIZE_MAX / 2)
+        max = SIZE_MAX / 2; /* room for the probe byte and the NUL */
+    if ((fd = cic_file_open(path, what, &id, d)) < 0)
+        return CIC_EINPUT;
+    if (id.size > (uint64_t)max) { /* known too large: nothing read */
+        cic_diag_set(d, path, 0, 0, "%llu bytes, over the %zu bytes %s may have",
+                     (unsigned long long)id.size, max, what);
+        close(fd);
+        return CIC_EINPUT;
+    }
+    /* the size seen and one byte more, to see the end (or that it grew);
+     * a file of /proc says 0 bytes and is read to its end all the same */
+    cap = (size_t)id.size + 1;
+    if (cap < 4096)
+        cap = max < 4095 ? max + 1 : 4096;
+    for (;;) {
+        ssize_t k;
+        if (!buf || n == cap) {
+            if (buf && cap > max) { /* max + 1 bytes read: it grew, or says 0 */
+                cic_diag_set(d, path, 0, 0, "more than %zu bytes, over the %zu bytes %s may "
+                             "have", max, max, what);
+                rc = CIC_EINPUT;
+                goto done;
+            }
+            if (buf)
+                cap = cap > max / 2 ? max + 1 : 2 * cap;
+            if (!(nb = realloc(buf, cap + 1))) {
+                cic_diag_set(d, path, 0, 0, "out of memory reading %zu bytes", cap);
+                goto done;
+            }
+            buf = nb;
+        }
+        k = read(fd, buf + n, cap - n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+            goto done;
+        }
+        if (k == 0)
+            break;
+        n += (size_t)k;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    buf = NULL;
+    rc = CIC_OK;
+done:
+    free(buf);
+    close(fd);
+    return rc;
 }

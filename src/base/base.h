@@ -6,6 +6,7 @@
 #ifndef CIC_BASE_H
 #define CIC_BASE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -73,5 +74,40 @@ size_t cic_mul_size(size_t n, size_t size);
 
 /* Copy src into dst (size cap), always NUL-terminated. */
 void cic_strlcpy(char *dst, const char *src, size_t cap);
+
+/* ---- the files a user names ----
+ * Every file cicheck reads is opened by cic_file_open: without blocking
+ * (O_NONBLOCK: a FIFO opens at once, no writer needed), and only when it
+ * is a regular file (a FIFO, a device such as a link to /dev/zero, a
+ * folder or a socket is refused, saying which). What is read is bounded
+ * by the size the format allows (cic_file_read's max). */
+
+/* A file as far as a later check needs to know it is the same, unchanged:
+ * device, inode, size in bytes, modification time (seconds, nanoseconds). */
+typedef struct {
+    uint64_t dev, ino, size;
+    int64_t mtime_s;
+    long mtime_ns;
+} cic_file_id;
+
+/* "a FIFO", "a folder", "a character device", ... for a st_mode. */
+const char *cic_file_kind(unsigned mode);
+/* Open path read-only; what says what it should be, for the message ("a
+ * case file", "JSON"). The descriptor (close it), its identity in *id
+ * when id is not NULL; -1 with d set when it cannot be opened or is not a
+ * regular file ("is a FIFO, not a regular file; a case file expected"). */
+int cic_file_open(const char *path, const char *what, cic_file_id *id, cic_diag *d);
+/* The identity of the file at path now (following links); 0, or -1 with
+ * errno set. */
+int cic_file_id_get(cic_file_id *id, const char *path);
+/* Same device, inode, size and modification time. */
+bool cic_file_id_equal(const cic_file_id *a, const cic_file_id *b);
+/* The whole of regular file path into *out (NUL-terminated; free() it),
+ * its length in *len, never more than max bytes read. CIC_OK; CIC_EINPUT
+ * with d set when it cannot be opened, is not a regular file or holds more
+ * than max bytes ("over the N bytes WHAT may have"); CIC_EINTERNAL with d
+ * set when reading fails or memory runs out. *out is NULL on error. */
+int cic_file_read(char **out, size_t *len, const char *path, size_t max, const char *what,
+                  cic_diag *d);
 
 #endif

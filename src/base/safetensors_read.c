@@ -18,6 +18,9 @@
 #include <fcntl.h>
 #include <jansson.h>
 #include <math.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -36,6 +39,9 @@ struct cic_stfile {
     char *path;
     const unsigned char *map;  /* the whole file, PROT_READ */
     size_t size;
+    cic_file_id id;            /* the file when it was mapped */
+    int slot;                  /* in g_slot; -1: none */
+    uint64_t hlen;             /* the header's JSON bytes */
     cic_stfile_tensor *t;      /* by offset */
     int n;
     const cic_stfile_tensor **by_name; /* into t, sorted by name */
@@ -45,6 +51,161 @@ struct cic_stfile {
 };
 
 #define ST_ALLOWED_KEYS "dtype, shape, data_offsets"
+
+/* ---- the files mapped now, and whether one changed under cicheck ----
+ *
+ * A checkpoint is mapped, never copied, and the model reads its weights
+ * from the mapping when it needs them (src/model/checkpoint.c even gives
+ * pages back, to be read again from the file). A file truncated meanwhile
+ * makes the next read of a page past its new end a SIGBUS; a file
+ * rewritten in place hands out other values than those checked. So every
+ * mapping is registered with its file's identity at open: the SIGBUS
+ * handler below turns a fault inside one of them into an error naming the
+ * file (exit 3), and the identity is compared again when the file is
+ * closed and when a run is about to judge its results
+ * (cic_stfile_check_unchanged).
+ *
+ * The handler must be async-signal-safe: it reads a fixed table of ranges
+ * (lock-free atomics; a slot's lo is published last and cleared first) and
+ * calls write(2) and _exit(2) alone. A fault elsewhere goes to the handler
+ * that was there before (a sanitizer's) or to the default action, so real
+ * bugs still report. Faults are delivered to the thread that took them:
+ * the engines' worker threads need nothing more. */
+
+typedef struct {
+    _Atomic uintptr_t lo, hi;  /* [lo, hi) of the mapping; lo 0: a free slot */
+    const char *_Atomic path;  /* the cic_stfile's copy, alive while the slot is used */
+} st_slot;
+
+static st_slot g_slot[CIC_STFILE_MAX_MAPPED];
+static const cic_stfile *g_owner[CIC_STFILE_MAX_MAPPED]; /* under g_lock */
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static struct sigaction g_prev_bus;
+/* the first file found changed when it was closed, since the last check
+ * ("" none); under g_lock */
+static char g_changed_file[1024], g_changed_msg[512];
+
+static void put(const char *s)
+{
+    size_t n = 0;
+    while (s[n])
+        n++;
+    while (n > 0) {
+        ssize_t k = write(2, s, n);
+        if (k <= 0)
+            return;
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static void on_sigbus(int sig, siginfo_t *si, void *uc)
+{
+    uintptr_t a = (uintptr_t)si->si_addr;
+    int i;
+    for (i = 0; i < CIC_STFILE_MAX_MAPPED; i++) {
+        uintptr_t lo = atomic_load_explicit(&g_slot[i].lo, memory_order_acquire);
+        if (lo && a >= lo && a < atomic_load_explicit(&g_slot[i].hi, memory_order_relaxed)) {
+            const char *path = atomic_load_explicit(&g_slot[i].path, memory_order_relaxed);
+            put("cicheck: ");
+            put(path ? path : "a mapped file");
+            put(": changed while cicheck was reading it (truncated, or rewritten in place); "
+                "nothing was judged or written\n");
+            _exit(CIC_EINTERNAL);
+        }
+    }
+    /* not ours: the handler before, or the default action (a core dump) */
+    if (g_prev_bus.sa_flags & SA_SIGINFO) {
+        g_prev_bus.sa_sigaction(sig, si, uc);
+    } else if (g_prev_bus.sa_handler != SIG_DFL && g_prev_bus.sa_handler != SIG_IGN) {
+        g_prev_bus.sa_handler(sig);
+    } else {
+        struct sigaction dfl;
+        memset(&dfl, 0, sizeof dfl);
+        dfl.sa_handler = SIG_DFL;
+        sigemptyset(&dfl.sa_mask);
+        sigaction(sig, &dfl, NULL);
+        if (si->si_code <= 0)
+            raise(sig); /* sent, not a fault: a fault repeats on return */
+    }
+}
+
+static void install_handler(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &g_prev_bus) != 0)
+        memset(&g_prev_bus, 0, sizeof g_prev_bus); /* none installed: faults stay fatal */
+}
+
+/* f's mapping into the table; 0, or -1 with d set when the table is full. */
+static int slot_add(cic_stfile *f, cic_diag *d)
+{
+    int i;
+    pthread_once(&g_once, install_handler);
+    pthread_mutex_lock(&g_lock);
+    for (i = 0; i < CIC_STFILE_MAX_MAPPED; i++)
+        if (!atomic_load(&g_slot[i].lo)) {
+            atomic_store(&g_slot[i].path, f->path);
+            atomic_store(&g_slot[i].hi, (uintptr_t)f->map + f->size);
+            atomic_store_explicit(&g_slot[i].lo, (uintptr_t)f->map, memory_order_release);
+            g_owner[i] = f;
+            f->slot = i;
+            break;
+        }
+    pthread_mutex_unlock(&g_lock);
+    if (i == CIC_STFILE_MAX_MAPPED) {
+        cic_diag_set(d, f->path, 0, 0, "more than %d safetensors files mapped at once",
+                     CIC_STFILE_MAX_MAPPED);
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the file at f->path is still the one mapped; when not, what
+ * happened to it into msg. */
+static bool same_file(const cic_stfile *f, char *msg, size_t cap)
+{
+    cic_file_id now;
+    if (cic_file_id_get(&now, f->path) != 0)
+        snprintf(msg, cap, "removed or renamed while cicheck was reading it");
+    else if (now.dev != f->id.dev || now.ino != f->id.ino)
+        snprintf(msg, cap, "replaced by another file while cicheck was reading it");
+    else if (now.size != f->id.size)
+        snprintf(msg, cap, "changed while cicheck was reading it (%llu bytes, %llu when it was "
+                 "opened)", (unsigned long long)now.size, (unsigned long long)f->id.size);
+    else if (!cic_file_id_equal(&now, &f->id))
+        snprintf(msg, cap, "changed while cicheck was reading it (rewritten in place: "
+                 "modified after it was opened)");
+    else
+        return true;
+    return false;
+}
+
+/* f leaves the table; its file is checked once more (remembered if it
+ * changed, for the next cic_stfile_check_unchanged). */
+static void slot_remove(cic_stfile *f)
+{
+    char msg[sizeof g_changed_msg];
+    bool same;
+    if (f->slot < 0)
+        return;
+    same = same_file(f, msg, sizeof msg);
+    pthread_mutex_lock(&g_lock);
+    atomic_store_explicit(&g_slot[f->slot].lo, 0, memory_order_release);
+    atomic_store(&g_slot[f->slot].path, NULL);
+    g_owner[f->slot] = NULL;
+    if (!same && !g_changed_file[0]) {
+        cic_strlcpy(g_changed_file, f->path, sizeof g_changed_file);
+        cic_strlcpy(g_changed_msg, msg, sizeof g_changed_msg);
+    }
+    pthread_mutex_unlock(&g_lock);
+    f->slot = -1;
+}
 
 static int find_dtype(const char *s)
 {
@@ -202,46 +363,31 @@ static int cmp_name(const void *a, const void *b)
 /* Map path read-only, refusing anything but a regular file. */
 static int map_file(cic_stfile *f, const char *path, cic_diag *d)
 {
-    struct stat st;
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    /* no blocking on a FIFO, nothing but a regular file */
+    int fd = cic_file_open(path, "a safetensors file", &f->id, d);
     void *p;
-    if (fd < 0) {
-        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+    if (fd < 0)
         return -1;
-    }
-    if (fstat(fd, &st) != 0) {
-        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
+    if (f->id.size < 8) {
+        cic_diag_set(d, path, 0, 0, "%llu bytes: too short for a safetensors file (an 8-byte "
+                     "header length, then the header)", (unsigned long long)f->id.size);
         close(fd);
         return -1;
     }
-    if (!S_ISREG(st.st_mode)) {
-        cic_diag_set(d, path, 0, 0, "not a regular file (%s); a safetensors file expected",
-                     S_ISDIR(st.st_mode) ? "a folder" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                     : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "special");
-        close(fd);
-        return -1;
-    }
-    if (st.st_size < 8) {
-        cic_diag_set(d, path, 0, 0, "%lld bytes: too short for a safetensors file (an 8-byte "
-                     "header length, then the header)", (long long)st.st_size);
-        close(fd);
-        return -1;
-    }
-    if ((uint64_t)st.st_size > SIZE_MAX) {
+    if (f->id.size > SIZE_MAX) {
         cic_diag_set(d, path, 0, 0, "file too large to map");
         close(fd);
         return -1;
     }
-    p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    p = mmap(NULL, (size_t)f->id.size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         cic_diag_set(d, path, 0, 0, "cannot map: %s", strerror(errno));
         return -1;
     }
     f->map = p;
-    f->size = (size_t)st.st_size;
-    return 0;
+    f->size = (size_t)f->id.size;
+    return slot_add(f, d);
 }
 
 static int parse_meta(cic_stfile *f, json_t *md, cic_diag *d)
@@ -399,12 +545,15 @@ cic_stfile *cic_stfile_create(const char *path, cic_diag *d)
         return NULL;
     }
     f = calloc(1, sizeof *f);
+    if (f)
+        f->slot = -1;
     if (!f || !(f->path = strdup(path)))
         goto oom;
     if (map_file(f, path, d) != 0 || read_header_len(f, path, &hlen, d) != 0 ||
         !(hdr = parse_header(f, path, hlen, d)))
         goto fail;
     data_len = f->size - 8 - hlen;
+    f->hlen = hlen;
     json_object_foreach(hdr, key, e) {
         if (strcmp(key, "__metadata__") != 0) {
             nt++;
@@ -442,6 +591,7 @@ void cic_stfile_destroy(cic_stfile *f)
     int i;
     if (!f)
         return;
+    slot_remove(f); /* before the unmapping: the range is not ours after it */
     if (f->map)
         munmap((void *)f->map, f->size);
     for (i = 0; f->meta && i < 2 * f->n_meta; i++)
@@ -452,6 +602,17 @@ void cic_stfile_destroy(cic_stfile *f)
     free(f->names);
     free(f->path);
     free(f);
+}
+
+const unsigned char *cic_stfile_header(const cic_stfile *f, size_t *len)
+{
+    *len = (size_t)(8 + f->hlen);
+    return f->map;
+}
+
+cic_file_id cic_stfile_id(const cic_stfile *f)
+{
+    return f->id;
 }
 
 int cic_stfile_count(const cic_stfile *f)
@@ -616,4 +777,23 @@ int cic_stfile_dtype_bits(enum cic_stfile_dtype t)
 {
     return t == CIC_STFILE_F64 ? 53 : t == CIC_STFILE_F32 ? 24 : t == CIC_STFILE_F16 ? 11
            : t == CIC_STFILE_BF16 ? 8 : 0;
+}
+
+int cic_stfile_check_unchanged(cic_diag *d)
+{
+    char msg[sizeof g_changed_msg];
+    int i, rc = 0;
+    pthread_mutex_lock(&g_lock);
+    if (g_changed_file[0]) {
+        cic_diag_set(d, g_changed_file, 0, 0, "%s; nothing judged from it holds", g_changed_msg);
+        g_changed_file[0] = '\0';
+        rc = -1;
+    }
+    for (i = 0; rc == 0 && i < CIC_STFILE_MAX_MAPPED; i++)
+        if (g_owner[i] && !same_file(g_owner[i], msg, sizeof msg)) {
+            cic_diag_set(d, g_owner[i]->path, 0, 0, "%s; nothing judged from it holds", msg);
+            rc = -1;
+        }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }

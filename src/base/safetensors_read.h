@@ -56,6 +56,9 @@ extern const unsigned char CIC_STFILE_DTYPE_SIZE[CIC_STFILE_DTYPE_COUNT];
 int cic_stfile_dtype_bits(enum cic_stfile_dtype t);
 
 #define CIC_STFILE_MAX_DIM 8
+/* Files mapped at once, at most: two checkpoints of CIC_CKPT_MAX_SHARDS
+ * (verify) and the q and input files beside them. */
+#define CIC_STFILE_MAX_MAPPED 12288
 /* The header length the reference implementation accepts at most (bytes). */
 #define CIC_STFILE_MAX_HEADER ((uint64_t)100 << 20)
 
@@ -80,8 +83,31 @@ typedef struct cic_stfile cic_stfile;
  * error, with d set (d->file is path; d->line and d->column are set for a
  * JSON syntax error in the header). */
 cic_stfile *cic_stfile_create(const char *path, cic_diag *d);
-/* Unmap and free; NULL is a no-op. Tensor pointers die with f. */
+/* Unmap and free; NULL is a no-op. Tensor pointers die with f. The file is
+ * compared with what it was when mapped; a change is remembered for the
+ * next cic_stfile_check_unchanged. */
 void cic_stfile_destroy(cic_stfile *f);
+
+/* Whether the files cicheck read are those it opened: every file mapped
+ * now, by device, inode, size and modification time (ns) against what they
+ * were when mapped, and every one closed since the last call (checked when
+ * it was closed). 0, or -1 with d naming the first that changed ("changed
+ * while cicheck was reading it (...)"), which is then forgotten. A run calls
+ * it before it judges its results: a checkpoint rewritten in place hands
+ * out other values than those checked when it was opened.
+ *
+ * The first file mapped also installs a SIGBUS handler: a fault inside a
+ * mapping (the file was truncated under it) prints "cicheck: FILE: changed
+ * while cicheck was reading it ..." and exits 3 at once (nothing is judged
+ * or written); any other SIGBUS goes to the handler installed before, or to
+ * the default action. */
+int cic_stfile_check_unchanged(cic_diag *d);
+
+/* The header as stored: its 8-byte length and its JSON (*len bytes from
+ * the start of the mapping). */
+const unsigned char *cic_stfile_header(const cic_stfile *f, size_t *len);
+/* The file as it was when it was mapped. */
+cic_file_id cic_stfile_id(const cic_stfile *f);
 
 /* Tensors in the order of their data in the file (empty tensors that share
  * an offset by name). */

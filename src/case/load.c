@@ -178,9 +178,8 @@ int cic_case_load_string(cic_case *c, const char *text, const char *path,
 
 int cic_case_load(cic_case *c, const char *path, cic_diag *d)
 {
-    FILE *f = NULL;
     char *buf = NULL;
-    size_t len = 0, cap = 0;
+    size_t len = 0;
     int rc;
 
     CIC_ASSERT(c);
@@ -189,55 +188,14 @@ int cic_case_load(cic_case *c, const char *path, cic_diag *d)
         cic_diag_set(d, "", 0, 0, "no case file given");
         return CIC_EINPUT;
     }
-    f = fopen(path, "rb");
-    if (!f) {
-        cic_diag_set(d, path, 0, 0, "cannot open case file: %s",
-                     strerror(errno));
-        rc = CIC_EINPUT;
-        goto cleanup;
-    }
-    for (;;) {
-        size_t got;
-        if (len == cap) {
-            char *nb;
-            if (cap >= (size_t)CIC_CASE_MAX_FILE_BYTES) {
-                if (fgetc(f) == EOF)
-                    break;
-                cic_diag_set(d, path, 0, 0,
-                             "case file too large (more than %d bytes)",
-                             CIC_CASE_MAX_FILE_BYTES);
-                rc = CIC_EINPUT;
-                goto cleanup;
-            }
-            cap = cap ? cap * 2 : 4096;
-            if (cap > (size_t)CIC_CASE_MAX_FILE_BYTES)
-                cap = CIC_CASE_MAX_FILE_BYTES;
-            nb = realloc(buf, cap + 1);
-            if (!nb) {
-                cic_diag_set(d, path, 0, 0, "out of memory reading case file");
-                rc = CIC_EINTERNAL;
-                goto cleanup;
-            }
-            buf = nb;
-        }
-        got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f)) {
-        cic_diag_set(d, path, 0, 0, "cannot read case file: %s",
-                     strerror(errno ? errno : EIO));
-        rc = CIC_EINPUT;
-        goto cleanup;
-    }
+    /* never blocks on a FIFO, never reads past the cap (a link to
+     * /dev/zero is a device, refused) */
+    rc = cic_file_read(&buf, &len, path, (size_t)CIC_CASE_MAX_FILE_BYTES, "a case file (TOML)", d);
+    if (rc != CIC_OK)
+        return rc;
     /* Embedded NUL bytes go to the parser with the length, which rejects
      * them with a position. */
-    rc = _cic_load_text(c, buf ? buf : "", len, path, d);
-
-cleanup:
-    if (f)
-        fclose(f);
+    rc = _cic_load_text(c, buf, len, path, d);
     free(buf);
     if (rc != CIC_OK && rc != CIC_EINPUT && rc != CIC_EINTERNAL)
         rc = CIC_EINPUT;

@@ -10,6 +10,7 @@
 
 #include "../model/checkpoint.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,36 +22,51 @@ static const char *const _cic_ckpt_from_config[] = {
     "block", "d_model",  "heads", "mlp_ratio",  "eps",      "causal",     "activation",
     "d_out", "d_cond", "final_layer", "rope", "rope_theta", "kv_heads", "qkv_bias"};
 
+/* A layer index: decimal digits only (no sign, no space), at most
+ * INT_MAX; -1 otherwise. *end after the digits. */
+static long layer_index(const char *s, const char **end)
+{
+    long v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (INT_MAX - (*p - '0')) / 10)
+            return -1; /* overflow: past any checkpoint (and int) */
+        v = 10 * v + (*p - '0');
+    }
+    *end = p;
+    return p == s ? -1 : v;
+}
+
 /* layers = N or "a-b" into *layer0, *n (n = 0: every layer, set once the
- * checkpoint is open). */
-static int ckpt_layers(cic_case_ctx *x, const cic_case_tab *t, int *layer0, int *n)
+ * checkpoint is open), its position into *l, *col (0 when absent). */
+static int ckpt_layers(cic_case_ctx *x, const cic_case_tab *t, int *layer0, int *n, int *l,
+                       int *col)
 {
     const cic_toml_node *node = NULL;
-    char s[64], *end;
+    const char *str, *end;
+    char s[64];
+    size_t len;
     bool have;
-    int l, col;
     long a, b;
     *layer0 = 0;
     *n = 0;
-    node = _cic_find(t, "layers", &l, &col);
+    *l = *col = 0;
+    node = _cic_find(t, "layers", l, col);
     if (!node)
         return CIC_OK;
-    {
-        const char *str;
-        size_t len;
-        if (cic_toml_get_string(node, &str, &len) != CIC_TOML_OK)
-            return _cic_get_intf(x, t, "layers", 1, CIC_CASE_MAX_LAYERS, n, &have, NULL);
-        _cic_pos(node, &l, &col);
-        snprintf(s, sizeof s, "%.*s", (int)(len < 63 ? len : 63), str);
-    }
-    a = strtol(s, &end, 10);
-    if (end == s || *end != '-' || a < 0)
-        return _cic_fail(x, l, col, "layers = \"%s\": expected N (the first N layers) or "
-                         "\"a-b\" (layers a to b, 0-based, inclusive)", s);
-    b = strtol(end + 1, &end, 10);
-    if (*end || b < a || b - a + 1 > CIC_CASE_MAX_LAYERS)
-        return _cic_fail(x, l, col, "layers = \"%s\": expected \"a-b\" with 0 <= a <= b and at "
-                         "most %d layers", s, CIC_CASE_MAX_LAYERS);
+    _cic_pos(node, l, col);
+    if (cic_toml_get_string(node, &str, &len) != CIC_TOML_OK)
+        return _cic_get_intf(x, t, "layers", 1, CIC_CASE_MAX_LAYERS, n, &have, NULL);
+    snprintf(s, sizeof s, "%.*s", (int)(len < 63 ? len : 63), str);
+    a = len < 63 ? layer_index(s, &end) : -1;
+    if (a < 0 || *end != '-')
+        return _cic_fail(x, *l, *col, "layers = \"%s\": expected N (the first N layers) or "
+                         "\"a-b\" (layers a to b, 0-based, inclusive; decimal digits, at most "
+                         "%d)", s, INT_MAX);
+    b = layer_index(end + 1, &end);
+    if (b < 0 || *end || b < a || b - a + 1 > CIC_CASE_MAX_LAYERS)
+        return _cic_fail(x, *l, *col, "layers = \"%s\": expected \"a-b\" with 0 <= a <= b <= "
+                         "%d and at most %d layers", s, INT_MAX, CIC_CASE_MAX_LAYERS);
     *layer0 = (int)a;
     *n = (int)(b - a + 1);
     return CIC_OK;
@@ -64,7 +80,7 @@ int _cic_load_checkpoint(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     cic_ckpt *k;
     cic_diag d;
     size_t i;
-    int l, col, layer0, n, err0 = x->n_err, rc;
+    int l, col, ll, lcol, layer0, n, err0 = x->n_err, rc;
     int64_t seed = 0;
     bool have;
 
@@ -101,13 +117,20 @@ int _cic_load_checkpoint(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     m->seed = (uint64_t)seed;
     if (_cic_swept(c, CIC_AXIS_SEED))
         m->seed = (uint64_t)c->sweep.v[CIC_AXIS_SEED][0];
-    if (ckpt_layers(x, t, &layer0, &n) != CIC_OK || _cic_status(x, err0) != CIC_OK)
+    if (ckpt_layers(x, t, &layer0, &n, &ll, &lcol) != CIC_OK || _cic_status(x, err0) != CIC_OK)
         return CIC_EINPUT;
     memset(&d, 0, sizeof d);
     k = cic_ckpt_open(path, &d);
     if (!k)
         return _cic_fail(x, l, col, "checkpoint '%s': %s%s%s", path, d.file[0] ? d.file : "",
                          d.file[0] ? ": " : "", d.msg);
+    if (n && (layer0 >= cic_ckpt_layers(k) || n > cic_ckpt_layers(k) - layer0)) {
+        _cic_fail(x, ll, lcol, "layers %d .. %lld asked, the checkpoint has %d "
+                  "(num_hidden_layers; 0 .. %d): %s", layer0, (long long)layer0 + n - 1,
+                  cic_ckpt_layers(k), cic_ckpt_layers(k) - 1, path);
+        cic_ckpt_close(k);
+        return CIC_EINPUT;
+    }
     m->layers = n ? n : cic_ckpt_layers(k) - layer0;
     rc = cic_ckpt_config(k, m, layer0, &d);
     cic_ckpt_close(k);

@@ -16,15 +16,18 @@
  *                    and each MPFR run with float32 weights, in a fixed
  *                    order (MPFR values in MPFR's portable binary format,
  *                    floats in this machine's byte order);
- *   case-shard.json  the case file (its bytes and SHA-256), the shard, the
+ *   case-shard.json  the case file (its bytes and SHA-256), the SHA-256 of
+ *                    every file the run read (files_read: q files; see
+ *                    files_read.c), the shard, the
  *                    FLOPs each engine run counted, the truth certificate
  *                    (sample 0's, meaningful in the shard that holds it),
  *                    the wall time, the environment (report.json's; the
  *                    merged report records that of sample 0's shard), and
  *                    the size and SHA-256 of the .bin;
  * and exits 0 once they are written. The merge checks every shard (the
- * same case, this cicheck version, each shard once, none missing, the
- * samples each must hold, the .bin as described), lays the arrays end to
+ * same case, this cicheck version, the same bytes of every file read, each
+ * shard once, none missing, the samples each must hold, the .bin as
+ * described and of the size its case implies), lays the arrays end to
  * end in sample order and scores the whole case from them
  * (cic_pipeline_replay): the same code on the same numbers, so report.json
  * is the unsharded run's but for the timing. O(total): one pass per shard,
@@ -187,6 +190,21 @@ static bool f32_on(const cic_case *c, int e)
     return e == CIC_MATMUL_OPENBLAS ? c->f32_openblas : c->f32_fixed;
 }
 
+/* The bytes io_all writes for n values of each array of c at c's
+ * precision (SIZE_MAX when that overflows): what a shard's .bin must hold,
+ * so no more is ever read. */
+static size_t bin_bytes(const cic_case *c, size_t n)
+{
+    size_t nl = (size_t)((c->mpfr_prec + mp_bits_per_limb - 1) / mp_bits_per_limb);
+    size_t mp = 2 * sizeof(int32_t) + sizeof(int64_t) + nl * sizeof(mp_limb_t);
+    size_t n_mp = 1 + (verdict_f64(c) ? 1 : 0) + 2 * (size_t)c->n_xf, n_f32 = 0, per;
+    int e;
+    for (e = 0; e < CIC_MATMUL_COUNT; e++)
+        n_f32 += f32_on(c, e) ? 1 + (size_t)c->n_xf : 0;
+    per = n_mp * mp + n_f32 * sizeof(float); /* small: a few arrays of a few limbs */
+    return cic_mul_size(n, per);
+}
+
 /* Every array of pp in the order above, written or read into place. */
 static void io_all(io *s, const cic_case *c, cic_pipeline_partials *pp, bool write)
 {
@@ -297,7 +315,8 @@ static json_t *proof_json(const cic_truth_proof *pf)
 
 /* case-shard.bin and case-shard.json of a finished shard run into dir. */
 static int write_shard(const char *dir, const cic_case *full, const cic_case *sc, long k, long n,
-                       const cic_pipeline_partials *pp, double wall, cic_diag *d)
+                       const cic_pipeline_partials *pp, const cic_files_read *fr, double wall,
+                       cic_diag *d)
 {
     char path[1300], sha[65], bsha[65], *src, *bin = NULL, *text;
     size_t src_len = 0, bin_len = 0;
@@ -305,10 +324,9 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     cic_env env;
     io s;
     int rc;
-    if (!(src = cic_read_file(full->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len))) {
-        cic_diag_set(d, full->path, 0, 0, "cannot read the case file to fingerprint it");
-        return CIC_EINPUT;
-    }
+    if ((rc = cic_file_read(&src, &src_len, full->path, (size_t)CIC_CASE_MAX_FILE_BYTES,
+                            "a case file (TOML)", d)) != CIC_OK)
+        return rc;
     memset(&s, 0, sizeof s);
     s.f = open_memstream(&bin, &bin_len);
     s.n = pp->n;
@@ -321,6 +339,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
         cic_diag_set(d, dir, 0, 0, "out of memory writing the shard's numbers");
         return CIC_EINTERNAL;
     }
+    CIC_ASSERT(bin_len == bin_bytes(sc, pp->n)); /* what the merge will read, no more */
     cic_sha256_hex(sha, src, src_len);
     cic_sha256_hex(bsha, bin, bin_len);
     root = json_object();
@@ -330,6 +349,7 @@ static int write_shard(const char *dir, const cic_case *full, const cic_case *sc
     json_object_set_new(root, "case_file", json_string(full->path));
     json_object_set_new(root, "case_sha256", json_string(sha));
     json_object_set_new(root, "case_source", json_stringn(src, src_len));
+    json_object_set_new(root, "files_read", cic_files_read_json(fr));
     sh = json_object();
     json_object_set_new(sh, "index", json_integer(k));
     json_object_set_new(sh, "count", json_integer(n));
@@ -372,6 +392,7 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
     cic_case *sc = malloc(sizeof *sc);
     cic_pipeline_opts o;
     cic_pipeline *pl = NULL;
+    cic_files_read fr;
     char dir[1200];
     long k, n;
     double t0 = cic_cli_now();
@@ -403,16 +424,25 @@ int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d)
     o.threads = a->threads;
     o.no_baseline = true; /* the merge compares the whole case */
     o.keep_partials = true;
+    /* what the merge checks the shards agree on: the bytes of every file read */
+    if ((rc = cic_files_read_hash(&fr, c, d)) != CIC_OK) {
+        free(sc);
+        return rc;
+    }
     printf("case %s: shard %ld/%ld runs samples %d to %d of %d\n", c->name, k, n,
            sc->model.sample0, sc->model.sample0 + sc->model.samples - 1, c->model.samples);
     rc = cic_pipeline_run(&pl, sc, &o, d);
+    if ((rc == CIC_OK || rc == CIC_EGATE) && cic_files_read_unchanged(&fr, d) != CIC_OK)
+        rc = CIC_EINTERNAL;
     if (rc == CIC_OK || rc == CIC_EGATE) {
-        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), cic_cli_now() - t0, d);
+        rc = write_shard(dir, c, sc, k, n, cic_pipeline_partials_of(pl), &fr,
+                         cic_cli_now() - t0, d);
         if (rc == CIC_OK)
             printf("wrote %s/" SHARD_JSON " and " SHARD_BIN " (merge the %ld shards with "
                    "'cicheck merge')\n", dir, n);
     }
     cic_pipeline_destroy(pl);
+    cic_files_read_free(&fr);
     free(sc);
     return rc;
 }
@@ -431,6 +461,8 @@ typedef struct {
     cic_env env;            /* the environment of the shard holding sample 0,
                              * which the merged report records */
     double wall;
+    json_t *files;          /* the first shard's files_read (NULL: none) */
+    const char *files_of;   /* its case-shard.json */
 } cmerge;
 
 static json_int_t int_of(const json_t *o, const char *key, bool *ok);
@@ -645,14 +677,23 @@ static int read_bin(cmerge *m, const char *dir, const char *jpath, const json_t 
     char path[1300], hex[65];
     const char *want = json_string_value(json_object_get(r, "data_sha256"));
     json_t *bytes = json_object_get(r, "data_bytes");
-    size_t len = 0;
+    size_t len = 0, want_len = bin_bytes(m->c, (size_t)samples * m->per);
     char *bin;
     io s;
+    int rc;
     snprintf(path, sizeof path, "%s/" SHARD_BIN, dir);
-    if (!(bin = cic_read_file(path, SIZE_MAX / 4, &len))) {
-        cic_diag_set(d, path, 0, 0, "cannot read the shard's numbers");
+    if (want_len == SIZE_MAX || !json_is_integer(bytes) ||
+        json_integer_value(bytes) != (json_int_t)want_len) {
+        cic_diag_set(d, jpath, 0, 0, "data_bytes is not the %zu bytes the numbers of %d "
+                     "samples of case '%s' at %ld bits take", want_len, samples, m->c->name,
+                     (long)m->c->mpfr_prec);
         return CIC_EINPUT;
     }
+    /* never more than that read: a FIFO or a device (a link to /dev/zero)
+     * is refused, a longer file too */
+    if ((rc = cic_file_read(&bin, &len, path, want_len, "the shard's numbers (case-shard.bin)",
+                            d)) != CIC_OK)
+        return rc;
     cic_sha256_hex(hex, bin, len);
     if (!json_is_integer(bytes) || (json_int_t)len != json_integer_value(bytes) || !want ||
         strcmp(hex, want) != 0) {
@@ -693,6 +734,14 @@ static int merge_shard(cmerge *m, int k, const char *dir, char *jpath, size_t jl
     if (!(r = cic_report_json_load(jpath, SHARD_JSON_MAX, d)))
         return CIC_EINPUT;
     rc = check_shard(m, k, jpath, r, &index, &sample0, &samples, d);
+    if (rc == CIC_OK && k == 0) {
+        m->files = json_incref(json_object_get(r, "files_read"));
+        m->files_of = jpath;
+    }
+    /* the same bytes of every file read: q files, input files */
+    if (rc == CIC_OK)
+        rc = cic_files_read_compare(m->files, m->files_of, json_object_get(r, "files_read"),
+                                    jpath, d);
     if (rc == CIC_OK && k == 0) {
         vals = json_object_get(r, "values");
         if (!json_is_integer(vals) || json_integer_value(vals) <= 0 ||
@@ -815,6 +864,7 @@ int cic_case_merge(const char *const *dirs, int n, const cic_merge_args *ma, cic
                  d.msg);
     }
     cr->exit_code = cr->rep.exit_code = rc;
+    json_decref(m.files);
     free(m.seen);
     free(m.c);
     free(paths);

@@ -4,6 +4,7 @@
 #ifndef CIC_RUN_H
 #define CIC_RUN_H
 
+#include "../model/checkpoint.h"
 #include "../report/baseline.h"
 #include "../report/report.h"
 
@@ -122,6 +123,33 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
  * the case cannot be split so (d says why), 3 on memory or I/O. */
 int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d);
 
+/* ---- the files a shard reads (files_read.c) ---- */
+
+/* The files a run of a case reads, each with the SHA-256 of what it reads
+ * of it and its identity then: the q files, the [input] file, a
+ * checkpoint's files (cic_ckpt_hash_read). */
+typedef struct {
+    cic_file_hash *h;
+    int n;
+} cic_files_read;
+
+/* Hash what a run of c reads (before the run); CIC_OK, or CIC_EINPUT /
+ * CIC_EINTERNAL with d set. Free with cic_files_read_free. */
+int cic_files_read_hash(cic_files_read *fr, const cic_case *c, cic_diag *d);
+void cic_files_read_free(cic_files_read *fr);
+/* After the run: every file still the one hashed; CIC_OK, or CIC_EINTERNAL
+ * with d naming the file that changed. */
+int cic_files_read_unchanged(const cic_files_read *fr, cic_diag *d);
+/* As JSON (the "files_read" of case-shard.json and a sweep shard's
+ * sweep.json): [{file, path, sha256_whole_file or
+ * sha256_header_and_tensors_read}, ...]. */
+struct json_t *cic_files_read_json(const cic_files_read *fr);
+/* The files_read of a shard (path pb) against the first shard's (pfirst):
+ * the same files, each with the same hash (NULL: none read). CIC_OK, or
+ * CIC_EINPUT with d naming the file and both shards. */
+int cic_files_read_compare(const struct json_t *first, const char *pfirst,
+                           const struct json_t *b, const char *pb, cic_diag *d);
+
 /* Does dir hold a case shard (case-shard.json)? */
 bool cic_is_case_shard(const char *dir);
 
@@ -157,10 +185,5 @@ extern const char CIC_VERIFY_USAGE[];
 
 /* Seconds on the monotonic clock (run.c). */
 double cic_cli_now(void);
-
-/* A whole file, NUL-terminated (*len without the NUL): regular files,
- * FIFOs and the like alike; NULL when it cannot be read or holds max bytes
- * or more (sweep.c). */
-char *cic_read_file(const char *path, size_t max, size_t *len);
 
 #endif

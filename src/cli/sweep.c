@@ -9,7 +9,9 @@
  * min, max per setting of the other axes, per transform and engine), then
  * the plots are drawn from it. A shard runs the points whose index is
  * K - 1 modulo N; merging the N shards' sweep.json gives the sweep.json of
- * the whole run, since the aggregate is computed from the points alone. */
+ * the whole run, since the aggregate is computed from the points alone. A
+ * shard's sweep.json records the SHA-256 of what it read of each file
+ * (files_read.c): shards that read different bytes are not merged. */
 #include "run.h"
 #include "../base/json_type.h"
 
@@ -57,40 +59,6 @@ static json_t *point_params(const cic_sweep *s, long i)
             json_object_set_new(o, CIC_AXIS_NAME[k],
                                 axis_value((enum cic_sweep_axis)k, s->v[k][idx[k]]));
     return o;
-}
-
-char *cic_read_file(const char *path, size_t max, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    char *buf = NULL, *nb;
-    size_t n = 0, cap = 0, got;
-    if (!f)
-        return NULL;
-    for (;;) {
-        if (n == cap) {
-            if (cap >= max)
-                goto fail;
-            cap = cap ? 2 * cap : 65536;
-            nb = realloc(buf, cap + 1);
-            if (!nb)
-                goto fail;
-            buf = nb;
-        }
-        got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    if (ferror(f))
-        goto fail;
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-fail:
-    fclose(f);
-    free(buf);
-    return NULL;
 }
 
 /* ---- aggregate over seeds ---- */
@@ -332,6 +300,38 @@ int cic_sweep_check_outputs(const cic_case *c, const cic_run_args *a, const char
     return CIC_OK;
 }
 
+/* A shard's part of sweep.json: shard {index, count}, and files_read, what
+ * the merge checks the shards agree on: the bytes of every file the points
+ * read (no axis a checkpoint allows changes which), hashed before they run.
+ * CIC_OK, or the error (printed). */
+static int shard_fields(json_t *root, const cic_case *c, long k, long n, cic_files_read *fr)
+{
+    json_t *sh = json_object();
+    cic_diag d;
+    int rc;
+    json_object_set_new(sh, "index", json_integer(k));
+    json_object_set_new(sh, "count", json_integer(n));
+    json_object_set_new(root, "shard", sh);
+    if ((rc = cic_files_read_hash(fr, c, &d)) != CIC_OK) {
+        cic_diag_print(stderr, &d);
+        return rc;
+    }
+    json_object_set_new(root, "files_read", cic_files_read_json(fr));
+    return CIC_OK;
+}
+
+/* After the points: every file hashed still the one they read (CIC_OK), or
+ * CIC_EINTERNAL, printed. Frees fr. */
+static int shard_files_unchanged(cic_files_read *fr)
+{
+    cic_diag d;
+    int rc = cic_files_read_unchanged(fr, &d);
+    if (rc != CIC_OK)
+        cic_diag_print(stderr, &d);
+    cic_files_read_free(fr);
+    return rc;
+}
+
 int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
 {
     long total = c->sweep.points, i, k = 1, n = 1, ran = 0, passed = 0;
@@ -339,23 +339,29 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
     char sha[65] = "", *src;
     size_t src_len = 0;
     json_t *root, *points;
+    cic_files_read fr = {NULL, 0};
     if (!shard_kn(a->shard, &k, &n)) {
         fprintf(stderr, "cicheck: --shard takes K/N with 1 <= K <= N (got '%s')\n", a->shard);
         return CIC_EINPUT;
     }
-    src = cic_read_file(c->path, (size_t)CIC_CASE_MAX_FILE_BYTES, &src_len);
-    if (!src) {
-        fprintf(stderr, "cicheck: %s: cannot read the case file to fingerprint it\n", c->path);
-        return CIC_EINPUT;
+    {
+        cic_diag d;
+        int rc = cic_file_read(&src, &src_len, c->path, (size_t)CIC_CASE_MAX_FILE_BYTES,
+                               "a case file (TOML)", &d);
+        if (rc != CIC_OK) {
+            cic_diag_print(stderr, &d);
+            return rc;
+        }
     }
     cic_sha256_hex(sha, src, src_len);
     root = sweep_header(c, sha, src, src_len);
     free(src);
     if (a->shard) {
-        json_t *sh = json_object();
-        json_object_set_new(sh, "index", json_integer(k));
-        json_object_set_new(sh, "count", json_integer(n));
-        json_object_set_new(root, "shard", sh);
+        int rc = shard_fields(root, c, k, n, &fr);
+        if (rc != CIC_OK) {
+            json_decref(root);
+            return rc;
+        }
     } else {
         json_object_set_new(root, "shard", json_null());
     }
@@ -409,6 +415,11 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
         json_array_append_new(points, p);
         cic_case_run_free(cr);
     }
+    if (a->shard && shard_files_unchanged(&fr) != CIC_OK) {
+        json_decref(points);
+        json_decref(root);
+        return CIC_EINTERNAL; /* no sweep.json of points that read another file */
+    }
     json_object_set_new(root, "points", points);
     json_object_set_new(root, "aggregate", aggregate(points));
     json_object_set_new(root, "pass", json_boolean(worst == CIC_OK));
@@ -439,7 +450,7 @@ int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir)
  * point's case and whose pass agrees. Any mismatch refuses the merge with
  * exit 2, naming the shard's sweep.json and what is inconsistent. */
 
-#define SHARD_MAX_BYTES (SIZE_MAX / 2)
+#define SHARD_MAX_BYTES CIC_SWEEP_JSON_MAX
 
 typedef struct {
     const char *path;   /* the shard's sweep.json, for messages */
@@ -752,7 +763,10 @@ static int merge_header(merge_ctx *m, int k, const char *dir, cic_diag *d)
                      "has %ld", ck, m->sh[0].path, m->count);
         return CIC_EINPUT;
     }
-    return CIC_OK;
+    /* the same bytes of every file the points read (q, input, checkpoint) */
+    return cic_files_read_compare(json_object_get(m->sh[0].root, "files_read"), m->sh[0].path,
+                                  json_object_get(m->sh[k].root, "files_read"), m->sh[k].path,
+                                  d);
 }
 
 /* Shard k's points, each checked and placed at its index; the shard's own
@@ -828,6 +842,7 @@ static int merge_write(merge_ctx *m, const char *out_dir, bool no_plots, cic_dia
                     code == CIC_EINPUT ? "bad input" : "its result was lost");
     }
     json_object_set_new(root, "shard", json_null());
+    json_object_del(root, "files_read"); /* checked equal; as the unsharded sweep.json */
     json_object_set_new(root, "points", points);
     json_object_set_new(root, "aggregate", aggregate(json_object_get(root, "points")));
     json_object_set_new(root, "pass", json_boolean(pass));

@@ -3,12 +3,15 @@
  * (checkpoint.h). */
 #include "checkpoint_int.h"
 
+#include "../base/json_type.h"
 #include "../base/rng.h"
 #include "../base/safetensors_read.h"
 
 #include <jansson.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <stdint.h>
 #include <sys/mman.h>
@@ -19,6 +22,27 @@
 
 
 
+
+json_t *load_json(const char *path, size_t max, const char *what, cic_diag *d)
+{
+    json_error_t e;
+    json_t *j;
+    char *text;
+    size_t len;
+    if (cic_file_read(&text, &len, path, max, what, d) != CIC_OK)
+        return NULL;
+    j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+    free(text);
+    if (!j)
+        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
+                     "not valid JSON: %s", e.text[0] ? e.text : "empty");
+    else if (!json_is_object(j)) {
+        cic_diag_set(d, path, 0, 0, "holds %s; a JSON object expected", cic_json_type_name(j));
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
 
 /* ---- the weights ---- */
 
@@ -46,7 +70,6 @@ static int open_shard(cic_ckpt *k, const char *file, cic_diag *d)
 static int open_weights(cic_ckpt *k, cic_diag *d)
 {
     char path[1200];
-    json_error_t e;
     json_t *idx;
     const char *name;
     json_t *v;
@@ -66,12 +89,9 @@ static int open_weights(cic_ckpt *k, cic_diag *d)
         }
         return open_shard(k, "model.safetensors", d) < 0 ? -1 : 0;
     }
-    idx = json_load_file(path, JSON_REJECT_DUPLICATES, &e);
-    if (!idx) {
-        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0, "%s",
-                     e.text);
+    idx = load_json(path, CIC_CKPT_MAX_INDEX, "the index (JSON)", d);
+    if (!idx)
         return -1;
-    }
     k->weight_map = json_incref(json_object_get(idx, "weight_map"));
     json_decref(idx);
     if (!json_is_object(k->weight_map)) {
@@ -118,8 +138,11 @@ void cic_ckpt_close(cic_ckpt *k)
     int i;
     if (!k)
         return;
-    for (i = 0; i < k->n_shard; i++)
+    for (i = 0; i < k->n_shard; i++) {
         cic_stfile_destroy(k->shard[i]);
+        free(k->used ? k->used[i] : NULL);
+    }
+    free(k->used);
     free(k->shard);
     free(k->shard_name);
     json_decref(k->config);
@@ -163,21 +186,32 @@ int optional_norm(const cic_model_cfg *cfg, const char *hf)
     return ends_with(hf, "layer_norm.bias") ? 0 : -1;
 }
 
+/* Tensor t of shard i is read by the run (cic_ckpt_hash_read). */
+static void mark_used(const cic_ckpt *k, int i, const cic_stfile_tensor *t)
+{
+    if (k->used)
+        k->used[i][t - cic_stfile_tensor_at(k->shard[i], 0)] = 1;
+}
+
 /* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
  * vector for rows = 1); NULL with d set. */
 const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
                                        cic_diag *d)
 {
     const cic_stfile_tensor *t = NULL;
-    int i;
+    int i, at = 0;
     if (k->weight_map) {
         json_t *f = json_object_get(k->weight_map, hf);
         for (i = 0; f && i < k->n_shard; i++)
-            if (!strcmp(k->shard_name[i], json_string_value(f)))
+            if (!strcmp(k->shard_name[i], json_string_value(f))) {
                 t = cic_stfile_find(k->shard[i], hf);
+                at = i;
+            }
     } else {
         t = cic_stfile_find(k->shard[0], hf);
     }
+    if (t)
+        mark_used(k, at, t);
     if (!t) {
         if (rows == 1) /* a vector: [n] as Hugging Face stores it */
             cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d])", hf, cols);
@@ -276,8 +310,9 @@ static int add_positions(float *out, const cic_ckpt *k, size_t n, int tokens, in
     int j, rows = 0, rc = -1;
     if (has_tensor(k, "model.decoder.embed_positions.weight")) {
         for (j = 0; j < k->n_shard && !pe; j++)
-            pe = cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight");
-        rows = pe && pe->ndim == 2 ? (int)pe->shape[0] : 0;
+            if ((pe = cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight")))
+                mark_used(k, j, pe);
+        rows = pe && pe->ndim == 2 && pe->shape[0] <= INT_MAX ? (int)pe->shape[0] : 0;
     }
     if (!pe || rows < tokens + 2 || pe->ndim != 2 || pe->shape[1] != dm) {
         cic_diag_set(d, k->dir, 0, 0, "tensor 'model.decoder.embed_positions.weight' missing "
@@ -484,5 +519,106 @@ done:
         }
     if (!m->keep)
         cic_ckpt_close(k);
+    return rc;
+}
+
+/* ---- what a run reads, hashed (cic_ckpt_hash_read) ---- */
+
+/* The tensors a run of cfg reads beyond those cic_ckpt_config looks up:
+ * the embedding (and OPT's positions) when the input is token ids. */
+static int mark_input(const cic_ckpt *k, const cic_model_cfg *cfg, cic_diag *d)
+{
+    bool ids = cfg->input_kind == CIC_INPUT_TOKENS;
+    int j;
+    if (cfg->input_kind == CIC_INPUT_FILE) { /* ids when no "input" but "input_ids" */
+        cic_stfile *f = cic_stfile_create(cfg->input_file, d);
+        if (!f)
+            return -1;
+        ids = !cic_stfile_find(f, "input") && cic_stfile_find(f, "input_ids");
+        cic_stfile_destroy(f);
+    }
+    if (!ids || !k->embed)
+        return 0;
+    if (!lookup(k, k->embed, k->vocab, k->hidden, d))
+        return -1;
+    for (j = 0; k->fam == FAM_OPT && j < k->n_shard; j++) {
+        const cic_stfile_tensor *pe =
+            cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight");
+        if (pe)
+            mark_used(k, j, pe);
+    }
+    return 0;
+}
+
+/* Shard i: its header, then the data of each tensor the run reads, in
+ * the order of the file. */
+static void hash_shard(cic_file_hash *h, const cic_ckpt *k, int i)
+{
+    cic_sha256 s;
+    size_t len;
+    const unsigned char *hdr = cic_stfile_header(k->shard[i], &len);
+    int j;
+    cic_sha256_init(&s);
+    cic_sha256_update(&s, hdr, len);
+    for (j = 0; j < cic_stfile_count(k->shard[i]); j++)
+        if (k->used[i][j]) {
+            const cic_stfile_tensor *t = cic_stfile_tensor_at(k->shard[i], j);
+            cic_sha256_update(&s, t->data, t->nbytes);
+        }
+    cic_sha256_final_hex(&s, h->sha256);
+    h->whole = false;
+    h->id = cic_stfile_id(k->shard[i]);
+}
+
+int cic_ckpt_hash_read(cic_file_hash **out, int *n, const cic_model_cfg *cfg, cic_diag *d)
+{
+    cic_ckpt *k = cic_ckpt_open(cfg->checkpoint, d);
+    cic_model_cfg c2 = *cfg;
+    cic_file_hash *h = NULL;
+    int i, m = 0, rc = -1;
+    *out = NULL;
+    *n = 0;
+    if (!k)
+        return -1;
+    k->used = cic_calloc((size_t)k->n_shard, sizeof *k->used);
+    for (i = 0; k->used && i < k->n_shard; i++)
+        if (!(k->used[i] = cic_calloc((size_t)cic_stfile_count(k->shard[i]) + 1, 1)))
+            break;
+    if (!k->used || i < k->n_shard || !(h = cic_calloc((size_t)k->n_shard + 2, sizeof *h))) {
+        cic_diag_set(d, k->dir, 0, 0, "out of memory");
+        goto done;
+    }
+    if (cic_ckpt_config(k, &c2, cfg->layer0, d) != CIC_OK || mark_input(k, cfg, d) < 0)
+        goto done;
+    if (k->has_config) {
+        snprintf(h[m].label, sizeof h[m].label, "checkpoint config.json");
+        cic_strlcpy(h[m].path, k->cfg_path, sizeof h[m].path);
+        h[m].whole = true;
+        if (cic_sha256_file(h[m].sha256, &h[m].id, h[m].path, d) < 0)
+            goto done;
+        m++;
+    }
+    if (k->weight_map) {
+        snprintf(h[m].label, sizeof h[m].label, "checkpoint model.safetensors.index.json");
+        snprintf(h[m].path, sizeof h[m].path, "%s/model.safetensors.index.json", k->dir);
+        h[m].whole = true;
+        if (cic_sha256_file(h[m].sha256, &h[m].id, h[m].path, d) < 0)
+            goto done;
+        m++;
+    }
+    for (i = 0; i < k->n_shard; i++, m++) {
+        snprintf(h[m].label, sizeof h[m].label, "checkpoint %s", k->shard_name[i]);
+        snprintf(h[m].path, sizeof h[m].path, "%s/%s", k->dir, k->shard_name[i]);
+        hash_shard(&h[m], k, i);
+    }
+    rc = 0;
+done:
+    cic_ckpt_close(k);
+    if (rc == 0) {
+        *out = h;
+        *n = m;
+    } else {
+        free(h);
+    }
     return rc;
 }

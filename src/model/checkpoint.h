@@ -101,4 +101,26 @@ void cic_ckpt_storage_used(cic_ckpt_storage *s, const cic_ckpt *k, const cic_mod
 double *cic_ckpt_embedding(const cic_ckpt *k, int *rows, int *cols, cic_ckpt_storage *s,
                            cic_diag *d);
 
+/* A file a run reads, and the SHA-256 of what it reads of it. */
+typedef struct {
+    char label[320];  /* what it is to the case: "checkpoint config.json",
+                         "checkpoint model-00001-of-00002.safetensors", ... */
+    char path[1400];  /* as opened */
+    char sha256[65];
+    bool whole;       /* the whole file; else (a checkpoint's .safetensors)
+                         its header and the data of the tensors the run reads */
+    cic_file_id id;   /* the file when it was hashed */
+} cic_file_hash;
+
+/* What a run of cfg reads from its checkpoint (cfg->checkpoint, layers
+ * from cfg->layer0), hashed: config.json and the index whole, and of each
+ * .safetensors shard its header (the 8-byte length and the JSON) and then
+ * the data of every tensor the run reads, whole, in the order of the file
+ * (the layers' and the head's tensors, and the embedding and OPT's
+ * positions when the input is token ids). Hashing whole shards would read
+ * every layer of a model whose run reads one (SHA-256 here: about 4 s a
+ * GiB); this reads what the run reads. *out (free()) holds *n entries.
+ * 0, or -1 with d set. */
+int cic_ckpt_hash_read(cic_file_hash **out, int *n, const cic_model_cfg *cfg, cic_diag *d);
+
 #endif

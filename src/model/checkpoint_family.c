@@ -3,49 +3,117 @@
  * family (checkpoint.h): llama, opt, timm ViT and DiT. */
 #include "checkpoint_int.h"
 
+#include "../base/json_type.h"
+
+#include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-/* An integer key >= lo; absent: def (def < 0: required). */
-static int cfg_int(const cic_ckpt *k, const char *key, int lo, int def, int *out, cic_diag *d)
+/* The widest size config.json may give (intermediate_size, vocab_size,
+ * num_hidden_layers, ...): the case file's widest MLP, 64 d_model of
+ * CIC_CASE_MAX_DIM (2^22). hidden_size itself is at most CIC_CASE_MAX_DIM,
+ * as d_model in a case file. Products of two sizes stay in int64. */
+#define CKPT_MAX_SIZE (CIC_CASE_MAX_DIM * CIC_CASE_MAX_MLP_RATIO)
+
+/* An integer key in [lo, hi]; absent or null: def (def < 0: required). */
+static int cfg_int(const cic_ckpt *k, const char *key, int lo, int hi, int def, int *out,
+                   cic_diag *d)
 {
     json_t *v = json_object_get(k->config, key);
     if (!v || json_is_null(v)) {
         if (def < 0) {
-            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (an integer >= %d)", key, lo);
+            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (an integer in %d .. %d)", key, lo,
+                         hi);
             return -1;
         }
         *out = def;
         return 0;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < lo ||
-        json_integer_value(v) > CIC_CASE_MAX_DIM * 64LL) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be an integer in %d .. %lld", key, lo,
-                     CIC_CASE_MAX_DIM * 64LL);
+    if (!json_is_integer(v)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is %s; an integer in %d .. %d expected", key,
+                     cic_json_type_name(v), lo, hi);
+        return -1;
+    }
+    if (json_integer_value(v) < lo || json_integer_value(v) > hi) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' = %lld is outside %d .. %d", key,
+                     (long long)json_integer_value(v), lo, hi);
         return -1;
     }
     *out = (int)json_integer_value(v);
     return 0;
 }
-static int cfg_num(const cic_ckpt *k, const char *key, double def, double *out, cic_diag *d)
+/* A real key the engines use as a binary32 value (rms_norm_eps,
+ * rope_theta), checked as the case file checks its eps and rope_theta: a
+ * JSON number whose binary32 value is finite and at least lo (eps:
+ * FLT_TRUE_MIN, > 0; theta: FLT_MIN). 1e39 as eps would be Inf in binary32
+ * (every error then 0: a PASS that means nothing), 1e-50 would be 0, a
+ * theta of 1e-300 ran out of memory. Absent or null: def (def < 0:
+ * required). The value is kept as given (a double). */
+static int cfg_f32(const cic_ckpt *k, const char *key, double lo, double def, const char *why,
+                   double *out, cic_diag *d)
 {
     json_t *v = json_object_get(k->config, key);
+    double x;
+    float f;
     if (!v || json_is_null(v)) {
         if (def < 0) {
-            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (a positive number)", key);
+            cic_diag_set(d, k->cfg_path, 0, 0, "'%s' missing (a number %g .. %g)", key, lo,
+                         (double)FLT_MAX);
             return -1;
         }
         *out = def;
         return 0;
     }
-    if (!json_is_number(v) || !(json_number_value(v) > 0) || !isfinite(json_number_value(v))) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' must be a positive number", key);
+    if (!json_is_number(v)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is %s; a number %g .. %g expected", key,
+                     cic_json_type_name(v), lo, (double)FLT_MAX);
         return -1;
     }
-    *out = json_number_value(v);
+    x = json_number_value(v);
+    f = (float)x;
+    if (!(isfinite(f) && (double)f >= lo)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' = %g is %s in binary32 (%s); it must be %g "
+                     ".. %g", key, x, isinf(f) ? "Inf" : f == 0 ? "0" : "too small", why, lo,
+                     (double)FLT_MAX);
+        return -1;
+    }
+    *out = x;
     return 0;
+}
+/* A boolean key; absent or null: def. */
+static int cfg_bool(const cic_ckpt *k, const char *key, bool def, bool *out, cic_diag *d)
+{
+    json_t *v = json_object_get(k->config, key);
+    if (!v || json_is_null(v)) {
+        *out = def;
+        return 0;
+    }
+    if (!json_is_boolean(v)) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is %s; true or false expected", key,
+                     cic_json_type_name(v));
+        return -1;
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+/* A number key that, when given, must be one value (what is modelled):
+ * partial_rotary_factor 1, all of each head rotated. */
+static int cfg_only(const cic_ckpt *k, const char *key, double only, const char *what,
+                    cic_diag *d)
+{
+    json_t *v = json_object_get(k->config, key);
+    if (!v || json_is_null(v) || (json_is_number(v) && json_number_value(v) == only))
+        return 0;
+    if (json_is_number(v))
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' = %g: %s is not modelled (%g or absent)", key,
+                     json_number_value(v), what, only);
+    else
+        cic_diag_set(d, k->cfg_path, 0, 0, "'%s' is %s; the number %g (or nothing) expected",
+                     key, cic_json_type_name(v), only);
+    return -1;
 }
 /* A key that must be absent, null or false (what is not modelled). */
 static int cfg_off(const cic_ckpt *k, const char *key, const char *what, cic_diag *d)
@@ -65,12 +133,13 @@ static int read_config_opt(cic_ckpt *k, cic_diag *d)
     int proj = 0;
     k->fam = FAM_OPT;
     k->embed = "model.decoder.embed_tokens.weight";
-    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
-        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
-        cfg_int(k, "ffn_dim", 1, -1, &k->inter, d) ||
-        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
-        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) ||
-        cfg_int(k, "word_embed_proj_dim", 1, 0, &proj, d))
+    if (cfg_int(k, "hidden_size", 1, CIC_CASE_MAX_DIM, -1, &k->hidden, d) ||
+        cfg_int(k, "num_attention_heads", 1, CIC_CASE_MAX_DIM, -1, &k->heads, d) ||
+        cfg_int(k, "ffn_dim", 1, CKPT_MAX_SIZE, -1, &k->inter, d) ||
+        cfg_int(k, "num_hidden_layers", 1, CKPT_MAX_SIZE, -1, &k->layers, d) ||
+        cfg_int(k, "vocab_size", 1, CKPT_MAX_SIZE, -1, &k->vocab, d) ||
+        cfg_int(k, "word_embed_proj_dim", 1, CKPT_MAX_SIZE, 0, &proj, d) ||
+        cfg_bool(k, "tie_word_embeddings", true, &k->tied, d))
         return -1;
     v = json_object_get(k->config, "do_layer_norm_before");
     if (v && !json_is_true(v)) {
@@ -101,16 +170,14 @@ static int read_config_opt(cic_ckpt *k, cic_diag *d)
         return -1;
     }
     k->kv_heads = k->heads;
-    k->eps = 1e-5;
-    v = json_object_get(k->config, "tie_word_embeddings");
-    k->tied = !v || json_is_true(v);
+    k->eps = 1e-5; /* OPT's code: nn.LayerNorm's default, no key */
     return 0;
 }
 int read_config(cic_ckpt *k, cic_diag *d)
 {
-    json_error_t e;
-    json_t *mt, *act, *tie;
+    json_t *mt, *act;
     const char *type;
+    bool sw = false;
     int hd = 0;
     snprintf(k->cfg_path, sizeof k->cfg_path, "%s/config.json", k->dir);
     if (access(k->dir, F_OK) != 0) {
@@ -123,16 +190,10 @@ int read_config(cic_ckpt *k, cic_diag *d)
         k->fam = FAM_DIT;
         return k->config ? 0 : -1;
     }
-    k->config = json_load_file(k->cfg_path, JSON_REJECT_DUPLICATES, &e);
-    if (!k->config) {
-        cic_diag_set(d, k->cfg_path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
-                     "%s", e.text);
+    k->config = load_json(k->cfg_path, CIC_CKPT_MAX_CONFIG, "config.json (JSON)", d);
+    if (!k->config)
         return -1;
-    }
-    if (!json_is_object(k->config)) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "not a JSON object");
-        return -1;
-    }
+    k->has_config = true;
     mt = json_object_get(k->config, "model_type");
     type = json_is_string(mt) ? json_string_value(mt) : NULL;
     if (type && !strcmp(type, "opt"))
@@ -157,27 +218,33 @@ int read_config(cic_ckpt *k, cic_diag *d)
     k->fam = FAM_LLAMA;
     k->embed = "model.embed_tokens.weight";
     k->act = CIC_ACT_SILU;
-    if (cfg_int(k, "hidden_size", 1, -1, &k->hidden, d) ||
-        cfg_int(k, "num_attention_heads", 1, -1, &k->heads, d) ||
-        cfg_int(k, "num_key_value_heads", 1, 0, &k->kv_heads, d) ||
-        cfg_int(k, "intermediate_size", 1, -1, &k->inter, d) ||
-        cfg_int(k, "num_hidden_layers", 1, -1, &k->layers, d) ||
-        cfg_int(k, "vocab_size", 1, -1, &k->vocab, d) || cfg_int(k, "head_dim", 1, 0, &hd, d) ||
-        cfg_int(k, "sliding_window", 1, 0, &k->sliding_window, d) ||
-        cfg_num(k, "rms_norm_eps", -1, &k->eps, d) ||
-        cfg_num(k, "rope_theta", 10000, &k->theta, d) ||
+    if (cfg_int(k, "hidden_size", 1, CIC_CASE_MAX_DIM, -1, &k->hidden, d) ||
+        cfg_int(k, "num_attention_heads", 1, CIC_CASE_MAX_DIM, -1, &k->heads, d) ||
+        cfg_int(k, "num_key_value_heads", 1, CIC_CASE_MAX_DIM, 0, &k->kv_heads, d) ||
+        cfg_int(k, "intermediate_size", 1, CKPT_MAX_SIZE, -1, &k->inter, d) ||
+        cfg_int(k, "num_hidden_layers", 1, CKPT_MAX_SIZE, -1, &k->layers, d) ||
+        cfg_int(k, "vocab_size", 1, CKPT_MAX_SIZE, -1, &k->vocab, d) ||
+        cfg_int(k, "head_dim", 1, CIC_CASE_MAX_DIM, 0, &hd, d) ||
+        cfg_int(k, "sliding_window", 1, INT_MAX, 0, &k->sliding_window, d) ||
+        cfg_f32(k, "rms_norm_eps", (double)FLT_TRUE_MIN, -1,
+                "every engine uses eps as a binary32 value", &k->eps, d) ||
+        cfg_f32(k, "rope_theta", (double)FLT_MIN, 10000,
+                "the float32 engine takes it as a binary32 value", &k->theta, d) ||
+        cfg_only(k, "partial_rotary_factor", 1, "RoPE on part of each head", d) ||
         cfg_off(k, "rope_scaling", "scaled RoPE", d) ||
         cfg_off(k, "attention_bias", "a bias on q, k, v and o", d) ||
-        cfg_off(k, "mlp_bias", "a bias on the MLP", d))
+        cfg_off(k, "mlp_bias", "a bias on the MLP", d) ||
+        cfg_bool(k, "tie_word_embeddings", false, &k->tied, d) ||
+        cfg_bool(k, "use_sliding_window", false, &sw, d))
         return -1;
     if (!k->kv_heads)
         k->kv_heads = k->heads;
     /* Qwen2: q, k, v biases always; its sliding_window applies only with
      * use_sliding_window */
     k->qkv_bias = !strcmp(type, "qwen2");
-    if (k->qkv_bias && !json_is_true(json_object_get(k->config, "use_sliding_window")))
+    if (k->qkv_bias && !sw)
         k->sliding_window = 0;
-    if (k->hidden % k->heads || k->heads % k->kv_heads || (hd && hd * k->heads != k->hidden)) {
+    if (k->hidden % k->heads || k->heads % k->kv_heads || (hd && hd != k->hidden / k->heads)) {
         cic_diag_set(d, k->cfg_path, 0, 0,
                      "hidden_size %d, num_attention_heads %d, num_key_value_heads %d%s: the "
                      "heads must divide hidden_size and the key/value heads the heads%s",
@@ -190,8 +257,12 @@ int read_config(cic_ckpt *k, cic_diag *d)
         cic_diag_set(d, k->cfg_path, 0, 0, "hidden_act must be \"silu\" (SwiGLU)");
         return -1;
     }
-    tie = json_object_get(k->config, "tie_word_embeddings");
-    k->tied = tie && json_is_true(tie);
+    if ((k->hidden / k->heads) % 2) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "hidden_size %d / num_attention_heads %d = %d: RoPE "
+                     "(rotate_half) needs an even head size", k->hidden, k->heads,
+                     k->hidden / k->heads);
+        return -1;
+    }
     return 0;
 }
 /* A timm ViT (pre-LN, GELU, LayerNorm eps 1e-6, bidirectional): its names
@@ -228,14 +299,30 @@ static int timm_sizes(cic_ckpt *k, cic_diag *d)
                      "blocks.0.mlp.fc1.weight [mlp, d] and head.weight [classes, d]");
         return -1;
     }
+    if (n1->shape[0] > CIC_CASE_MAX_DIM || f1->shape[0] > CKPT_MAX_SIZE ||
+        hd->shape[0] > CKPT_MAX_SIZE) {
+        cic_diag_set(d, k->dir, 0, 0, "a timm ViT of width %lld, MLP %lld, %lld classes: at "
+                     "most %d, %d, %d", (long long)n1->shape[0], (long long)f1->shape[0],
+                     (long long)hd->shape[0], CIC_CASE_MAX_DIM, CKPT_MAX_SIZE, CKPT_MAX_SIZE);
+        return -1;
+    }
     k->hidden = (int)n1->shape[0];
     k->inter = (int)f1->shape[0];
     k->vocab = (int)hd->shape[0];
     k->heads = 0;
-    if (cfg_int(k, "num_heads", 1, 0, &k->heads, d) < 0)
+    if (cfg_int(k, "num_heads", 1, CIC_CASE_MAX_DIM, 0, &k->heads, d) < 0)
         return -1;
-    if (!k->heads && json_is_integer(json_object_get(args, "num_heads")))
-        k->heads = (int)json_integer_value(json_object_get(args, "num_heads"));
+    if (!k->heads && json_object_get(args, "num_heads")) {
+        json_t *h = json_object_get(args, "num_heads");
+        if (!json_is_integer(h) || json_integer_value(h) < 1 ||
+            json_integer_value(h) > CIC_CASE_MAX_DIM) {
+            cic_diag_set(d, k->cfg_path, 0, 0, "'model_args.num_heads' is %s; an integer in 1 "
+                         ".. %d expected", json_is_integer(h) ? "out of range"
+                         : cic_json_type_name(h), CIC_CASE_MAX_DIM);
+            return -1;
+        }
+        k->heads = (int)json_integer_value(h);
+    }
     for (a = 0; !k->heads && a < sizeof sizes / sizeof sizes[0]; a++)
         if (!strncmp(arch, sizes[a].size, strlen(sizes[a].size)))
             k->heads = sizes[a].heads;
@@ -252,15 +339,16 @@ static int timm_sizes(cic_ckpt *k, cic_diag *d)
     k->act = CIC_ACT_GELU;
     return 0;
 }
-/* The shape of tensor name in any shard ([rows, cols]; rows 0 when absent
- * or not 2-D). */
+/* The shape of tensor name in any shard ([rows, cols]; rows 0 when absent,
+ * not 2-D or wider than CKPT_MAX_SIZE). */
 static void shape2(const cic_ckpt *k, const char *name, int *rows, int *cols)
 {
     int i;
     *rows = *cols = 0;
     for (i = 0; i < k->n_shard; i++) {
         const cic_stfile_tensor *t = cic_stfile_find(k->shard[i], name);
-        if (t && t->ndim == 2) {
+        /* a size past any model reads as absent (never cast to int) */
+        if (t && t->ndim == 2 && t->shape[0] <= CKPT_MAX_SIZE && t->shape[1] <= CKPT_MAX_SIZE) {
             *rows = (int)t->shape[0];
             *cols = (int)t->shape[1];
         }
@@ -298,7 +386,7 @@ static int dit_sizes(cic_ckpt *k, cic_diag *d)
     k->vocab = hr; /* the final layer's width: p * p * out_channels */
     k->cond = ac;
     k->heads = 0;
-    if (cfg_int(k, "num_heads", 1, 0, &k->heads, d) < 0)
+    if (cfg_int(k, "num_heads", 1, CIC_CASE_MAX_DIM, 0, &k->heads, d) < 0)
         return -1;
     for (a = 0; !k->heads && a < sizeof widths / sizeof widths[0]; a++)
         if (widths[a][0] == dr)
@@ -541,10 +629,11 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
 {
     bool opt = k->fam == FAM_OPT || k->fam == FAM_TIMM; /* the preln block */
     int l;
-    if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
-                     "(num_hidden_layers; 0 .. %d)", layer0, layer0 + cfg->layers - 1,
-                     k->layers, k->layers - 1);
+    /* no int sum: layer0 may be anything up to INT_MAX */
+    if (layer0 < 0 || cfg->layers < 1 || layer0 >= k->layers || cfg->layers > k->layers - layer0) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %lld asked, the checkpoint has %d "
+                     "(num_hidden_layers; 0 .. %d)", layer0,
+                     (long long)layer0 + cfg->layers - 1, k->layers, k->layers - 1);
         return CIC_EINPUT;
     }
     if (k->sliding_window && cfg->tokens > k->sliding_window) {

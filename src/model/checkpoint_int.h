@@ -12,6 +12,11 @@
 #include <jansson.h>
 
 #define CIC_CKPT_MAX_SHARDS 4096
+/* The most bytes read of config.json (a real one is a few KiB; a timm
+ * config with 21k class labels under 1 MiB) and of the index (its
+ * weight_map names each tensor once: a few MiB for the largest models). */
+#define CIC_CKPT_MAX_CONFIG ((size_t)16 << 20)
+#define CIC_CKPT_MAX_INDEX ((size_t)100 << 20)
 
 struct cic_ckpt {
     char dir[1024];
@@ -31,6 +36,10 @@ struct cic_ckpt {
     enum cic_act act;   /* opt: relu or gelu */
     const char *embed;  /* the input embedding's name */
     int cond;           /* dit: the condition's width */
+    bool has_config;    /* config.json was read (a DiT may have none) */
+    /* cic_ckpt_hash_read: per shard, per tensor (in offset order) 1 when a
+     * run reads it (lookup marks it); NULL otherwise */
+    unsigned char **used;
 };
 
 /* Where a model tensor's values are in the checkpoint: up to 3 tensors
@@ -44,6 +53,7 @@ typedef struct {
 } ckpt_part;
 
 
+#define load_json _cic_ckpt_load_json
 #define has_tensor _cic_ckpt_has_tensor
 #define optional_gain _cic_ckpt_optional_gain
 #define lookup _cic_ckpt_lookup
@@ -51,6 +61,10 @@ typedef struct {
 #define family_sizes _cic_ckpt_family_sizes
 #define parts_of _cic_ckpt_parts_of
 
+/* The JSON object in file path (what it is, for messages), read as
+ * cic_file_read does (no FIFO, no device, at most max bytes), duplicate
+ * keys refused; NULL with d set. */
+json_t *load_json(const char *path, size_t max, const char *what, cic_diag *d);
 /* Whether the checkpoint holds a tensor called hf. */
 bool has_tensor(const cic_ckpt *k, const char *hf);
 /* A norm tensor a rewritten checkpoint may leave out (fused): its value

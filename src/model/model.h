@@ -176,6 +176,12 @@ void cic_sha256_update(cic_sha256 *s, const void *data, size_t len);
 void cic_sha256_final(cic_sha256 *s, unsigned char out[32]);
 /* The SHA-256 of len bytes as 64 hex digits. */
 void cic_sha256_hex(char hex[65], const void *data, size_t len);
+/* The digest of s as 64 hex digits (s is finished). */
+void cic_sha256_final_hex(cic_sha256 *s, char hex[65]);
+/* The SHA-256 of the whole regular file path, read in chunks (opened as
+ * cic_file_open does: never a FIFO or a device), and the file's identity
+ * when it was opened into *id. 0, or -1 with d set. */
+int cic_sha256_file(char hex[65], cic_file_id *id, const char *path, cic_diag *d);
 
 #endif
 

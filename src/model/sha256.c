@@ -5,8 +5,11 @@
  * tests/test_model.c. */
 #include "model.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
@@ -97,14 +100,51 @@ void cic_sha256_final(cic_sha256 *s, unsigned char out[32])
         out[i] = (unsigned char)(s->h[i / 4] >> (24 - 8 * (i % 4)));
 }
 
+void cic_sha256_final_hex(cic_sha256 *s, char hex[65])
+{
+    unsigned char dig[32];
+    int i;
+    cic_sha256_final(s, dig);
+    for (i = 0; i < 32; i++)
+        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+}
+
 void cic_sha256_hex(char hex[65], const void *data, size_t len)
 {
     cic_sha256 s;
-    unsigned char dig[32];
-    int i;
     cic_sha256_init(&s);
     cic_sha256_update(&s, data, len);
-    cic_sha256_final(&s, dig);
-    for (i = 0; i < 32; i++)
-        snprintf(hex + 2 * i, 3, "%02x", dig[i]);
+    cic_sha256_final_hex(&s, hex);
+}
+
+int cic_sha256_file(char hex[65], cic_file_id *id, const char *path, cic_diag *d)
+{
+    enum { CHUNK = 1 << 20 };
+    unsigned char *buf = malloc(CHUNK);
+    cic_sha256 s;
+    int fd = buf ? cic_file_open(path, "a regular file", id, d) : -1, rc = -1;
+    if (!buf)
+        cic_diag_set(d, path, 0, 0, "out of memory");
+    if (fd < 0)
+        goto done;
+    cic_sha256_init(&s);
+    for (;;) {
+        ssize_t k = read(fd, buf, CHUNK);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0) {
+            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+            goto done;
+        }
+        if (k == 0)
+            break;
+        cic_sha256_update(&s, buf, (size_t)k);
+    }
+    cic_sha256_final_hex(&s, hex);
+    rc = 0;
+done:
+    if (fd >= 0)
+        close(fd);
+    free(buf);
+    return rc;
 }

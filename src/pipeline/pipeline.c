@@ -6,6 +6,7 @@
 
 #include "../base/mpgemm.h"
 #include "../base/mpvec.h"
+#include "../base/safetensors_read.h"
 #include "../metric/flops.h"
 #include "../report/dump.h"
 #include "../xform/xform.h"
@@ -197,10 +198,15 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     }
     if (cic_pipeline_check(c, false, d) != CIC_OK)
         return CIC_EINPUT;
-    if ((rc = memory_guard(p, d)) != CIC_OK || (rc = allocate(p, d)) != CIC_OK ||
-        (rc = stages(p, d)) != CIC_OK)
+    if ((rc = memory_guard(p, d)) != CIC_OK)
         return rc;
-    if ((rc = score(p, d)) != CIC_OK)
+    if ((rc = allocate(p, d)) == CIC_OK)
+        rc = stages(p, d);
+    /* a checkpoint (or q or input file) changed while it was read: its
+     * values are not the ones checked, whatever was made of them */
+    if (cic_stfile_check_unchanged(d) != 0)
+        return CIC_EINTERNAL;
+    if (rc != CIC_OK || (rc = score(p, d)) != CIC_OK)
         return rc;
     p->parts.n = p->n;
     p->parts.truth = p->truth;

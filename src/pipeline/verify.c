@@ -576,6 +576,8 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     engine_errors(ec, &w, r, p);
     rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
 done:
+    if (cic_stfile_check_unchanged(d) != 0) /* a file changed while read: nothing holds */
+        rc = CIC_EINTERNAL;
     work_free(&w);
     free(ec);
     clock_gettime(CLOCK_MONOTONIC, &t1);

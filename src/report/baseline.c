@@ -90,65 +90,20 @@ bool cic_result_metric(const cic_result *x, const char *metric, double *v)
 
 /* ---- reading a JSON file safely ---- */
 
-static const char *file_kind(mode_t m)
-{
-    return S_ISDIR(m) ? "a folder" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a regular file";
-}
-
 json_t *cic_report_json_load(const char *path, size_t max_bytes, cic_diag *d)
 {
-    struct stat st;
     json_error_t je;
-    json_t *root = NULL;
-    char *buf = NULL;
-    size_t n = 0;
-    /* O_NONBLOCK: opening a FIFO returns at once instead of waiting for a
-     * writer; fstat then refuses it */
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-    if (fd < 0) {
-        cic_diag_set(d, path, 0, 0, "cannot open: %s", strerror(errno));
+    json_t *root;
+    char *buf;
+    size_t n;
+    /* never blocks on a FIFO, never reads more than max_bytes */
+    if (cic_file_read(&buf, &n, path, max_bytes, "a JSON report", d) != CIC_OK)
         return NULL;
-    }
-    if (fstat(fd, &st) != 0) {
-        cic_diag_set(d, path, 0, 0, "cannot stat: %s", strerror(errno));
-        goto done;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        cic_diag_set(d, path, 0, 0, "is %s, not a regular file; a JSON report expected",
-                     file_kind(st.st_mode));
-        goto done;
-    }
-    if ((uint64_t)st.st_size > max_bytes) {
-        cic_diag_set(d, path, 0, 0, "%lld bytes, over the %zu a report may have",
-                     (long long)st.st_size, max_bytes);
-        goto done;
-    }
-    buf = malloc((size_t)st.st_size + 1);
-    if (!buf) {
-        cic_diag_set(d, path, 0, 0, "out of memory");
-        goto done;
-    }
-    /* read to the end, but never more than the size seen (the file may grow) */
-    while (n < (size_t)st.st_size) {
-        ssize_t k = read(fd, buf + n, (size_t)st.st_size - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
-            goto done;
-        }
-        if (k == 0)
-            break;
-        n += (size_t)k;
-    }
     root = json_loadb(buf, n, JSON_REJECT_DUPLICATES, &je);
     if (!root)
         cic_diag_set(d, path, je.line > 0 ? je.line : 0, je.column > 0 ? je.column : 0,
                      "not valid JSON: %s", je.text[0] ? je.text : "empty");
-done:
     free(buf);
-    close(fd);
     return root;
 }
 
@@ -167,7 +122,7 @@ int cic_baseline_probe(const char *path, cic_diag *d)
     }
     if (!S_ISREG(st.st_mode)) {
         cic_diag_set(d, path, 0, 0, "baseline is %s, not a regular file (a report.json "
-                     "written by cicheck bless expected)", file_kind(st.st_mode));
+                     "written by cicheck bless expected)", cic_file_kind((unsigned)st.st_mode));
         return -1;
     }
     return 1;
@@ -186,7 +141,7 @@ int cic_baseline_dir_check(const char *dir, cic_diag *d)
     }
     if (!S_ISDIR(st.st_mode)) {
         cic_diag_set(d, dir, 0, 0, "baseline folder is %s", S_ISREG(st.st_mode)
-                     ? "a regular file" : file_kind(st.st_mode));
+                     ? "a regular file" : cic_file_kind((unsigned)st.st_mode));
         return -1;
     }
     return 0;

@@ -69,5 +69,9 @@ int cic_baseline_dir_check(const char *dir, cic_diag *d);
  * duplicate keys; jansson caps the nesting depth. NULL with d set (file,
  * line and column of a syntax error). Free with json_decref. */
 struct json_t *cic_report_json_load(const char *path, size_t max_bytes, cic_diag *d);
+/* The most bytes read of a sweep.json (a sweep's or a shard's): its
+ * 100,000 points at most (CIC_SWEEP_MAX_POINTS_LIMIT), each report under
+ * 160 KiB, with room to spare. */
+#define CIC_SWEEP_JSON_MAX ((size_t)16 << 30)
 
 #endif

@@ -17,6 +17,7 @@
 #include "plot_int.h"
 #include "../base/json_type.h"
 
+#include "baseline.h"
 #include "report.h"
 
 #include <errno.h>
@@ -263,13 +264,10 @@ static int check_sweep(const char *file, const json_t *root, int *first, cic_dia
     return 0;
 }
 
+/* never blocks on a FIFO, never reads without bound */
 static json_t *load_json(const char *path, cic_diag *d)
 {
-    json_error_t e;
-    json_t *j = json_load_file(path, 0, &e);
-    if (!j)
-        cic_diag_set(d, path, e.line, e.column, "cannot read JSON: %s", e.text);
-    return j;
+    return cic_report_json_load(path, CIC_SWEEP_JSON_MAX, d);
 }
 
 static int find_gnuplot(char *out, size_t cap)
