@@ -9,7 +9,18 @@
 #   merge        `cicheck merge` of sweeps (tests/fuzz/fuzz_merge.c, one or
 #                two shard sweep.json files built from the input, no plots)
 #   safetensors  the safetensors reader (tests/fuzz/fuzz_safetensors.c)
-# Each asserts its reader's contract.
+#   checkpoint   a case's [model] checkpoint folder: config.json, the index,
+#                the shards (tests/fuzz/fuzz_checkpoint.c), loaded and built
+#   input        a case's [input] file, hidden states or token ids
+#                (tests/fuzz/fuzz_input.c)
+#   qfile        a rotation file, q = "file:PATH" (tests/fuzz/fuzz_qfile.c)
+#   case_shard   `cicheck merge` of a case's sample shards, case-shard.json
+#                and case-shard.bin (tests/fuzz/fuzz_case_shard.c)
+#   verify       `cicheck verify`: its arguments and files, over two tiny
+#                checkpoints (tests/fuzz/fuzz_verify.c)
+# The targets that take several files read one input as a folder of them
+# (tests/fuzz/fuzz_files.h); each asserts its reader's contract
+# (tests/fuzz/<target>_run.h or the target's file).
 #
 # Builds build-fuzz/fuzz_<target> with clang through ninja (a build.ninja
 # written here; no meson option), every target linking the whole library,
@@ -22,7 +33,19 @@
 #                with --shard 1/2, 2/2 and 1/1 by build/cicheck)
 #   safetensors  the files of a real --dump (tests/fuzz/seed-case.toml) and
 #                a file of every other dtype
-# plus that target's saved regressions.
+#   checkpoint   the folders tests/make_checkpoint.py writes from the dumps
+#                of tests/fuzz/seed-{llama,opt,dit}.toml (llama in F32,
+#                BF16, F16, F64, sharded, tied, one layer, folded and
+#                rotated; OPT; timm; DiT with and without config.json)
+#   input, qfile files written by tests/fuzz/make_seeds.py (NumPy)
+#   case_shard   the shards of tests/fuzz/seed-shard.toml (--shard 1/2, 2/2,
+#                1/1), as written and with their hashes left for the
+#                harness to fill
+#   verify       command lines over the harness's tiny checkpoints, and
+#                real rewrites (make_checkpoint.py --fold --rotate) with
+#                their Q
+# plus that target's saved regressions. The seeds that need NumPy are left
+# out, with a warning, when Debian's /usr/bin/python3 has none.
 #
 # Any crash-*, timeout-*, oom-* or leak-* input is copied into
 # tests/fuzz-regressions/ (the case target's) or
@@ -41,7 +64,7 @@
 #                      built with meson/ninja when missing)
 set -u
 cd "$(dirname "$0")/.." || exit 2
-all_targets="case baseline merge safetensors"
+all_targets="case baseline merge safetensors checkpoint input qfile case_shard verify"
 targets=""
 secs=60
 for a in "$@"; do
@@ -188,6 +211,11 @@ run_seed() {
     echo "fuzz: seeds: $rs_what failed (exit $rs_rc): $*" >&2
     return 1
 }
+have_numpy() {
+    [ -x "$py" ] && "$py" -c 'import numpy' 2>/dev/null && return 0
+    echo "fuzz: warning: no NumPy in $py: the seeds of $1 that NumPy writes are left out" >&2
+    return 1
+}
 # a JSON file without its indentation (smaller inputs mutate faster); the
 # file itself when Debian's python3 is not there
 compact() {
@@ -196,6 +224,72 @@ compact() {
     else
         cat "$1"
     fi
+}
+# dump NAME: the original.safetensors of a --dump of tests/fuzz/seed-NAME.toml
+dump() {
+    b=$(cicheck_bin) || return 1
+    [ -f "$w/d-$1/original.safetensors" ] ||
+        run_seed "the dump of tests/fuzz/seed-$1.toml" "$b" run --quiet --no-color \
+            --no-baseline --out "$w/r-$1" --dump "$w/d-$1" "tests/fuzz/seed-$1.toml" || return 1
+    echo "$w/d-$1/original.safetensors"
+}
+mkck() { run_seed "make_checkpoint.py $*" "$py" tests/make_checkpoint.py "$@"; }
+pack() { run_seed "make_seeds.py pack $1" "$py" tests/fuzz/make_seeds.py pack "$@"; }
+seed_checkpoint() {
+    have_numpy checkpoint || return 0
+    l=$(dump llama) && o=$(dump opt) && dd=$(dump dit) || return 1
+    for v in f32: shards:--shards=2 tied:--tied bf16:--dtype=bf16 f16:--dtype=f16 \
+             f64:--dtype=f64 layer1:--layers=1-1 rot:--fold:--rotate=1; do
+        n=${v%%:*}
+        # shellcheck disable=SC2046 # the options are words
+        mkck "$l" "$w/ck-$n" $(echo "${v#*:}" | tr ':=' '  ') || return 1
+        pack "$c/seed-llama-$n" "=$w/ck-$n/" || return 1
+    done
+    pack "$c/seed-llama-layers" --pre 'layers = "1-1"' "=$w/ck-f32/" &&
+        pack "$c/seed-llama-tokens" --pre '[input]\nkind = "tokens"' "=$w/ck-f32/" &&
+        mkck "$o" "$w/ck-opt" && pack "$c/seed-opt" "=$w/ck-opt/" &&
+        mkck "$o" "$w/ck-timm" --timm && pack "$c/seed-timm" "=$w/ck-timm/" &&
+        mkck "$dd" "$w/ck-dit" && pack "$c/seed-dit" "=$w/ck-dit/" &&
+        mkck "$dd" "$w/ck-dit0" --no-config && pack "$c/seed-dit-no-config" "=$w/ck-dit0/" &&
+        run_seed "make_seeds.py input" "$py" tests/fuzz/make_seeds.py input "$w/in" &&
+        pack "$c/seed-llama-ids" --pre 'samples = 2\n[input]\nfile = "in.safetensors"' \
+            "=$w/ck-f32/" \
+            "in.safetensors=$w/in/ids-i64.safetensors"
+}
+seed_verify() {
+    # the harness's own checkpoints (orig, trans, q.safetensors)
+    printf 'orig\ntrans\n--q\nq.safetensors\n' >"$c/seed-q"
+    printf 'orig\ntrans\n' >"$c/seed-no-q"
+    printf 'orig\ntrans\n--q\nq.safetensors\n--q-tensor\nq\n--layers\n1-1\n--input-kind\ntokens\n--out\nout\n' \
+        >"$c/seed-options"
+    printf 'orig\ntrans\n--q\nq.safetensors\n--online\ndown_proj:hadamard\n--online\nqk:hadamard\n--layers\n1\n' \
+        >"$c/seed-online"
+    printf 'orig\norig\n--case\ncase.toml\n==> case.toml <==\nname = "e"\n[model]\nblock = "rmsnorm"\nd_model = 8\nheads = 2\ntokens = 2\nsamples = 1\nlayers = 1\n[engines]\nf32 = ["openblas", "fixed-order"]\n[[engines.lowp]]\nname = "w8a8"\nweights = "int8:channel"\nactivations = "int8:token"\n' \
+        >"$c/seed-case"
+    have_numpy verify || return 0
+    l=$(dump llama) && o=$(dump opt) || return 1
+    mkck "$l" "$w/v-orig" && mkck "$l" "$w/v-rot" --fold --rotate 1 &&
+        pack "$c/seed-llama-rotated" --pre 'orig\nrot\n--q\nR1.safetensors' "orig=$w/v-orig/" \
+            "rot=$w/v-rot/" "R1.safetensors=$w/v-rot/R1.safetensors" &&
+        mkck "$o" "$w/v-opt" && mkck "$o" "$w/v-optf" --fold --rotate 2 &&
+        pack "$c/seed-opt-fused" --pre 'orig\nrot\n--q\nR1.safetensors\n--layernorm\nfused' \
+            "orig=$w/v-opt/" "rot=$w/v-optf/" "R1.safetensors=$w/v-optf/R1.safetensors" &&
+        run_seed "make_seeds.py input" "$py" tests/fuzz/make_seeds.py input "$w/in" &&
+        pack "$c/seed-input" --pre 'orig\ntrans\n--q\nq.safetensors\n--input\nin.safetensors' \
+            "in.safetensors=$w/in/verify-in.safetensors"
+}
+seed_case_shard() {
+    b=$(cicheck_bin) || return 1
+    for s in 1/2 2/2 1/1; do
+        run_seed "cicheck run --shard $s of tests/fuzz/seed-shard.toml" "$b" run --quiet \
+            --no-color --shard "$s" --out "$w/$(echo "$s" | tr / -)" tests/fuzz/seed-shard.toml ||
+            return 1
+    done
+    pack "$c/seed-2-shards" "s1=$w/1-2/" "s2=$w/2-2/" &&
+        pack "$c/seed-2-shards-blank" --blank-hashes "s1=$w/1-2/" "s2=$w/2-2/" &&
+        pack "$c/seed-1-shard" "s1=$w/1-1/" &&
+        pack "$c/seed-1-shard-blank" --blank-hashes "s1=$w/1-1/" &&
+        pack "$c/seed-half" --blank-hashes "s2=$w/2-2/"
 }
 seed_merge() {
     b=$(cicheck_bin) || return 1
@@ -247,6 +341,20 @@ seed() {
             done ;;
         merge) seed_merge || return 1 ;;
         safetensors) seed_safetensors || return 1 ;;
+        checkpoint) seed_checkpoint || return 1 ;;
+        input)
+            if have_numpy input; then
+                run_seed "make_seeds.py input" "$py" tests/fuzz/make_seeds.py input "$c" || return 1
+                rm -f "$c/verify-in.safetensors"
+            fi ;;
+        qfile)
+            if have_numpy qfile; then
+                run_seed "make_seeds.py qfile" "$py" tests/fuzz/make_seeds.py qfile "$c" &&
+                    l=$(dump llama) && mkck "$l" "$w/rot" --fold --rotate 3 &&
+                    cp "$w/rot/R1.safetensors" "$c/seed-R1.safetensors" || return 1
+            fi ;;
+        case_shard) seed_case_shard || return 1 ;;
+        verify) seed_verify || return 1 ;;
         esac
         rm -rf "$w"
         touch "$out/seeded-$t"
@@ -274,6 +382,12 @@ dq() {
 json_keys() {
     grep -oh '"[A-Za-z_][A-Za-z0-9_.-]*"' "$@" | sort -u | sed 's/"/\\"/g; s/.*/"&"/'
 }
+# a header line of fuzz_files.h for each name
+headers() {
+    for h_n in "$@"; do
+        printf '"\\x0A==> %s <==\\x0A"\n' "$h_n"
+    done
+}
 st_words() {
     for st_w in dtype shape data_offsets __metadata__ BOOL U8 I8 U16 I16 F16 BF16 \
                U32 I32 F32 U64 I64 F64 F8_E4M3; do
@@ -300,6 +414,35 @@ dict() {
             # the report's keys and values, quoted as JSON has them
             json_keys src/report/baseline.c src/report/json.c src/cli/sweep.c ;;
         safetensors) st_words ;;
+        checkpoint)
+            st_words
+            json_keys src/model/checkpoint.c src/model/checkpoint_family.c
+            dq 'model.layers.0.' 'model.layers.1.' 'model.decoder.layers.0.' 'blocks.0.' \
+               'true' 'false' '1e-05' '10000.0' '65536' '4194304' \
+               'layers = "1-1"' '[input]' 'kind = "tokens"' 'file = "in.safetensors"'
+            headers config.json model.safetensors model.safetensors.index.json \
+                model-00001-of-00002.safetensors model-00002-of-00002.safetensors \
+                in.safetensors ;;
+        input)
+            st_words
+            dq '"input"' '"input_ids"' '[4,8]' '[2,2]' '15' '16' ;;
+        qfile)
+            st_words
+            dq '"q"' '"R1"' '[8,8]' '[4,4]' '0.5' '0.3535533905932738' ;;
+        case_shard)
+            dq 'null' 'true' 'false' '-1' '""' '"inf"' '1e308' '0.0' '[]' '{}' \
+               '9223372036854775807' '18446744073709551615'
+            json_keys src/cli/case_shard.c src/report/env.c
+            headers s1/case-shard.json s1/case-shard.bin s2/case-shard.json \
+                s2/case-shard.bin s3/case-shard.json ;;
+        verify)
+            grep -oh '"--[a-z-]*"' src/cli/verify.c | sort -u |
+                sed 's/^"/"\\x0A/; s/"$/\\x0A"/'
+            dq "''" 'orig' 'trans' 'q.safetensors' 'case.toml' 'in.safetensors' 'out' \
+               'down_proj:hadamard' 'qk:hadamard' 'fused' 'kept' 'tokens' 'random' \
+               '0-1' '1-1' '-1' '0' '64' '4096' '9223372036854775807' '\x0A'
+            headers q.safetensors case.toml in.safetensors orig/config.json \
+                orig/model.safetensors trans/config.json trans/model.safetensors ;;
         esac
     } >"$d"
     echo "$d"
@@ -334,8 +477,15 @@ for tgt in $targets; do
         case $tgt in
         case) maxlen=65536 ;;
         merge) maxlen=262144 ;;
+        input | qfile) maxlen=16384 ;;
         *) maxlen=131072 ;;
         esac
+        # the targets whose code under test prints on every input (merge
+        # and verify tables, refusals) run with those outputs discarded;
+        # libFuzzer and the sanitizers keep theirs, and the harness reports
+        # a broken contract on its own copy of stderr (fuzz_tmp.h)
+        mask=""
+        case $tgt in case_shard | verify) mask=-close_fd_mask=3 ;; esac
         mkdir -p "$keep"
         rm -f "$out"/artifacts/*
         echo "fuzz: $tgt for $secs s (log: $log)" >&2
@@ -343,7 +493,7 @@ for tgt in $targets; do
         # shellcheck disable=SC2086
         "$out/fuzz_$tgt" "$out/corpus-$tgt" -dict="$d" -max_total_time="$secs" \
             -max_len="$maxlen" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-            $par -artifact_prefix="$out/artifacts/" >"$log" 2>&1 || status=$?
+            $mask $par -artifact_prefix="$out/artifacts/" >"$log" 2>&1 || status=$?
         grep '^stat::' "$log" >&2
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
         [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -n 1 | tr -d '#')
