@@ -418,7 +418,8 @@ dict() {
             st_words
             json_keys src/model/checkpoint.c src/model/checkpoint_family.c
             dq 'model.layers.0.' 'model.layers.1.' 'model.decoder.layers.0.' 'blocks.0.' \
-               'true' 'false' '1e-05' '10000.0' '65536' '4194304' \
+               'true' 'false' '1e-05' '10000.0' '65536' '4194304' '1e39' '1e-50' '1e-300' \
+               '2147483647' '4294967297' '-2147483648' \
                'layers = "1-1"' '[input]' 'kind = "tokens"' 'file = "in.safetensors"'
             headers config.json model.safetensors model.safetensors.index.json \
                 model-00001-of-00002.safetensors model-00002-of-00002.safetensors \
@@ -491,9 +492,10 @@ for tgt in $targets; do
         echo "fuzz: $tgt for $secs s (log: $log)" >&2
         status=0
         # shellcheck disable=SC2086
-        "$out/fuzz_$tgt" "$out/corpus-$tgt" -dict="$d" -max_total_time="$secs" \
+        # (absolute paths: the verify target runs in a folder of its own)
+        "$out/fuzz_$tgt" "$root/$out/corpus-$tgt" -dict="$d" -max_total_time="$secs" \
             -max_len="$maxlen" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-            $mask $par -artifact_prefix="$out/artifacts/" >"$log" 2>&1 || status=$?
+            $mask $par -artifact_prefix="$root/$out/artifacts/" >"$log" 2>&1 || status=$?
         grep '^stat::' "$log" >&2
         execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
         [ -n "$execs" ] || execs=$(grep -o '^#[0-9]*' "$log" | tail -n 1 | tr -d '#')
