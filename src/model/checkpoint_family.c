@@ -541,10 +541,11 @@ int cic_ckpt_config(const cic_ckpt *k, cic_model_cfg *cfg, int layer0, cic_diag 
 {
     bool opt = k->fam == FAM_OPT || k->fam == FAM_TIMM; /* the preln block */
     int l;
-    if (layer0 < 0 || cfg->layers < 1 || layer0 + cfg->layers > k->layers) {
-        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %d asked, the checkpoint has %d "
-                     "(num_hidden_layers; 0 .. %d)", layer0, layer0 + cfg->layers - 1,
-                     k->layers, k->layers - 1);
+    /* no int sum: layer0 may be anything up to INT_MAX */
+    if (layer0 < 0 || cfg->layers < 1 || layer0 >= k->layers || cfg->layers > k->layers - layer0) {
+        cic_diag_set(d, k->cfg_path, 0, 0, "layers %d .. %lld asked, the checkpoint has %d "
+                     "(num_hidden_layers; 0 .. %d)", layer0,
+                     (long long)layer0 + cfg->layers - 1, k->layers, k->layers - 1);
         return CIC_EINPUT;
     }
     if (k->sliding_window && cfg->tokens > k->sliding_window) {
