@@ -4,6 +4,8 @@
 # Installs only the packages that are missing (apt-get update first; uses
 # sudo when not root), then configures and builds into ./build.
 # Usage: scripts/bootstrap.sh [BUILD_DIR]
+#   CIC_BOOTSTRAP_FUZZ=1  also what scripts/fuzz.sh needs (clang and its
+#                         libFuzzer and sanitizer runtimes)
 set -eu
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -11,6 +13,7 @@ build=${1:-build}
 pkgs="meson ninja-build pkg-config gcc g++ libopenblas-dev libmpfr-dev libgmp-dev
 libcmocka-dev gnuplot-nox libjansson-dev libtomlplusplus-dev python3-numpy
 libxml2-utils libflint-arb-dev"
+[ "${CIC_BOOTSTRAP_FUZZ:-0}" = 1 ] && pkgs="$pkgs clang libclang-rt-14-dev"
 
 missing=""
 for p in $pkgs; do

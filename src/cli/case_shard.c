@@ -130,7 +130,10 @@ typedef struct {
 /* MPFR values as fixed-size records (a script can cut a shard's arrays
  * by samples): the kind (0 zero, 1 regular, 2 infinity, 3 NaN) and sign
  * as int32 each, the exponent as int64, then the significand's limbs.
- * Read through a value of its own, then copied exactly. */
+ * Read through a value of its own, then copied exactly. A regular value's
+ * exponent must lie in MPFR's range: mpfr_custom_init_set takes it as
+ * given, and one far outside (2^32) made the merge's later subtractions
+ * run for minutes. */
 static void io_mp(io *s, mpfr_t *v, bool write)
 {
     size_t i, nl = (size_t)((s->prec + mp_bits_per_limb - 1) / mp_bits_per_limb);
@@ -155,7 +158,8 @@ static void io_mp(io *s, mpfr_t *v, bool write)
         s->ok = fread(head, sizeof head, 1, s->f) == 1 && fread(&ex, sizeof ex, 1, s->f) == 1 &&
                 fread(limbs, sizeof *limbs, nl, s->f) == nl && head[0] >= 0 && head[0] <= 3 &&
                 (head[1] == 1 || head[1] == -1) &&
-                (head[0] != 1 || ((limbs[nl - 1] >> (mp_bits_per_limb - 1)) & 1));
+                (head[0] != 1 || (((limbs[nl - 1] >> (mp_bits_per_limb - 1)) & 1) &&
+                                  ex >= mpfr_get_emin() && ex <= mpfr_get_emax()));
         if (!s->ok)
             break;
         if (head[0] == 1) {

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /* fuzz_tmp.h: a private folder for a fuzz target's files, on tmpfs when
  * there is one (/dev/shm: the merge fsyncs what it writes), else TMPDIR or
- * /tmp; removed at exit when empty. */
+ * /tmp; removed at exit when empty. And the real stderr, for a harness's
+ * report of a broken contract: the noisy targets run with libFuzzer's
+ * -close_fd_mask, which discards fd 2 after start-up. */
 #ifndef CIC_FUZZ_TMP_H
 #define CIC_FUZZ_TMP_H
 
@@ -32,6 +34,29 @@ static const char *fuzz_tmp_dir(const char *tag)
     }
     atexit(fuzz_tmp_remove);
     return fuzz_dir;
+}
+
+static FILE *fuzz_err_file;
+
+/* Before main, so before libFuzzer discards fd 2. */
+__attribute__((constructor)) static void fuzz_err_init(void)
+{
+    int fd = dup(2);
+    fuzz_err_file = fd >= 0 ? fdopen(fd, "w") : NULL;
+}
+
+__attribute__((unused)) static FILE *fuzz_err(void)
+{
+    return fuzz_err_file ? fuzz_err_file : stderr;
+}
+
+/* Report a broken contract (what) of target and stop: libFuzzer saves the
+ * input as a crash. */
+__attribute__((unused, noreturn)) static void fuzz_broken(const char *target, const char *what)
+{
+    fprintf(fuzz_err(), "fuzz_%s: contract broken: %s\n", target, what);
+    fflush(fuzz_err());
+    abort();
 }
 
 #endif
