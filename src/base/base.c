@@ -194,6 +194,19 @@ bool cic_file_id_equal(const cic_file_id *a, const cic_file_id *b)
            a->mtime_s == b->mtime_s && a->mtime_ns == b->mtime_ns;
 }
 
+long cic_file_read_some(int fd, void *buf, size_t n, const char *path, cic_diag *d)
+{
+    for (;;) {
+        ssize_t k = read(fd, buf, n);
+        if (k >= 0)
+            return (long)k;
+        if (errno != EINTR) {
+            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+            return -1;
+        }
+    }
+}
+
 int cic_file_read(char **out, size_t *len, const char *path, size_t max, const char *what,
                   cic_diag *d)
 {
@@ -219,7 +232,7 @@ int cic_file_read(char **out, size_t *len, const char *path, size_t max, const c
     if (cap < 4096)
         cap = max < 4095 ? max + 1 : 4096;
     for (;;) {
-        ssize_t k;
+        long k;
         if (!buf || n == cap) {
             if (buf && cap > max) { /* max + 1 bytes read: it grew, or says 0 */
                 cic_diag_set(d, path, 0, 0, "more than %zu bytes, over the %zu bytes %s may "
@@ -235,13 +248,8 @@ int cic_file_read(char **out, size_t *len, const char *path, size_t max, const c
             }
             buf = nb;
         }
-        k = read(fd, buf + n, cap - n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+        if ((k = cic_file_read_some(fd, buf + n, cap - n, path, d)) < 0)
             goto done;
-        }
         if (k == 0)
             break;
         n += (size_t)k;

@@ -107,6 +107,9 @@ bool cic_file_id_equal(const cic_file_id *a, const cic_file_id *b);
  * with d set when it cannot be opened, is not a regular file or holds more
  * than max bytes ("over the N bytes WHAT may have"); CIC_EINTERNAL with d
  * set when reading fails or memory runs out. *out is NULL on error. */
+/* read(2) of up to n bytes from fd (path: for the message), again after
+ * EINTR: the bytes read, 0 at the end, -1 with d set. */
+long cic_file_read_some(int fd, void *buf, size_t n, const char *path, cic_diag *d);
 int cic_file_read(char **out, size_t *len, const char *path, size_t max, const char *what,
                   cic_diag *d);
 

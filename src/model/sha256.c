@@ -129,13 +129,9 @@ int cic_sha256_file(char hex[65], cic_file_id *id, const char *path, cic_diag *d
         goto done;
     cic_sha256_init(&s);
     for (;;) {
-        ssize_t k = read(fd, buf, CHUNK);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k < 0) {
-            cic_diag_set(d, path, 0, 0, "cannot read: %s", strerror(errno));
+        long k = cic_file_read_some(fd, buf, CHUNK, path, d);
+        if (k < 0)
             goto done;
-        }
         if (k == 0)
             break;
         cic_sha256_update(&s, buf, (size_t)k);
