@@ -5,7 +5,6 @@
  * tests/test_model.c. */
 #include "model.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
