@@ -227,8 +227,12 @@ expect_rc 2 "run --out under a regular file" $run --out plainfile/sub tiny.toml
 expect_err "--out: plainfile: exists and is not a folder" "the option and the file are named"
 expect_rc 2 "run --dump under a regular file" $run --out o5 --dump plainfile/sub tiny.toml
 [ -e o5 ] && bad "the run went ahead" || ok "refused before running"
-expect_rc 2 "run --junit in a missing folder" $run --out o6 --junit nodir/j.xml tiny.toml
-expect_err "--junit: nodir/j.xml" "the option and the path are named"
+expect_rc 2 "run --junit under a regular file" $run --out o6 --junit plainfile/j.xml tiny.toml
+expect_err "--junit: plainfile/j.xml" "the option and the path are named"
+expect_rc 0 "run --junit in the --out folder the run makes" $run --out o9 --junit o9/ci/j.xml \
+    tiny.toml
+[ -s o9/ci/j.xml ] && ok "the --junit folder was made and the file written" ||
+    bad "no o9/ci/j.xml"
 expect_rc 2 "run --markdown under a regular file" $run --out o6 --markdown plainfile/m.md \
     tiny.toml
 [ -e o6 ] && bad "the run went ahead" || ok "refused before running"
@@ -243,7 +247,7 @@ expect_rc 2 "bless --baseline under a regular file" "$bin" bless --force --quiet
 [ -e o8 ] && bad "the run went ahead" || ok "refused before running"
 expect_rc 2 "merge --out under a regular file" "$bin" merge --out plainfile/m c1 c2
 expect_err "--out: plainfile: exists and is not a folder" "the option is named"
-expect_rc 2 "merge --junit in a missing folder" "$bin" merge --out m3 --junit nodir/j.xml c1 c2
+expect_rc 2 "merge --junit under a regular file" "$bin" merge --out m3 --junit plainfile/j.xml c1 c2
 [ -e m3 ] && bad "the merge went ahead" || ok "refused before merging"
 if [ -d hf ]; then
     expect_rc 2 "verify --out '' is refused before the run" $vrun --out ''

@@ -303,7 +303,9 @@ static int check_out_opt(const char *opt, const char *dir, const char *file)
 }
 
 /* A file the user names (--junit, --markdown): a link is followed, a FIFO
- * or device written in place; its folder must exist. 0, or exit 2. */
+ * or device written in place; a missing folder is made when it is written
+ * (`--out reports/ci --junit reports/ci/junit.xml`), so only a folder that
+ * cannot be made is refused here. 0, or exit 2. */
 static int check_file_opt(const char *opt, const char *path)
 {
     cic_diag d;

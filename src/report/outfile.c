@@ -245,32 +245,60 @@ int cic_atomic_check(const char *path, cic_diag *d)
     return 0;
 }
 
-/* The folder the temporary of a user's file goes in (the link's target's
- * for a link) must exist and be writable: a user's file gets no folder
- * made for it. */
+/* The folder path name would be written in (the link's target's for a
+ * link) into dir; 0, or -1 when the name does not fit. */
+static int user_dir(char *dir, size_t cap, const char *path)
+{
+    char *real = realpath(path, NULL);
+    const char *p = real ? real : path, *slash = strrchr(p, '/');
+    int n;
+    if (!slash)
+        n = snprintf(dir, cap, ".");
+    else
+        n = snprintf(dir, cap, "%.*s", slash == p ? 1 : (int)(slash - p), p);
+    free(real);
+    return n < 0 || (size_t)n >= cap ? -1 : 0;
+}
+
+/* The folder the temporary of a user's file goes in: an existing, writable
+ * folder, or one still to be made (as --out's is: `--out reports/ci
+ * --junit reports/ci/junit.xml` names a folder the run makes) whose
+ * nearest existing ancestor is a writable folder. */
 static int user_parent_check(const char *path, cic_diag *d)
 {
-    char *real = realpath(path, NULL), dir[4096];
-    const char *p = real ? real : path, *slash = strrchr(p, '/');
+    char dir[4096];
     struct stat st;
-    int rc = 0;
+    size_t n;
 
-    if (!slash)
-        cic_strlcpy(dir, ".", sizeof dir);
-    else
-        snprintf(dir, sizeof dir, "%.*s", slash == p ? 1 : (int)(slash - p), p);
-    if (stat(dir, &st) != 0) {
-        cic_diag_set(d, path, 0, 0, "cannot write a file here: %s: %s", dir, strerror(errno));
-        rc = -1;
-    } else if (!S_ISDIR(st.st_mode)) {
-        cic_diag_set(d, path, 0, 0, "cannot write a file here: %s is not a folder", dir);
-        rc = -1;
-    } else if (access(dir, W_OK | X_OK) != 0) {
-        cic_diag_set(d, path, 0, 0, "cannot write a file in %s: %s", dir, strerror(errno));
-        rc = -1;
+    if (user_dir(dir, sizeof dir, path) != 0) {
+        cic_diag_set(d, path, 0, 0, "output file name too long");
+        return -1;
     }
-    free(real);
-    return rc;
+    while (stat(dir, &st) != 0) {
+        if (errno != ENOENT) {
+            cic_diag_set(d, path, 0, 0, "cannot write a file here: %s: %s", dir,
+                         strerror(errno));
+            return -1;
+        }
+        n = strlen(dir); /* up one level: the last name and its slashes */
+        while (n > 1 && dir[n - 1] == '/')
+            dir[--n] = '\0';
+        while (n > 0 && dir[n - 1] != '/')
+            dir[--n] = '\0';
+        while (n > 1 && dir[n - 1] == '/')
+            dir[--n] = '\0';
+        if (n == 0)
+            cic_strlcpy(dir, ".", sizeof dir);
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        cic_diag_set(d, path, 0, 0, "cannot write a file here: %s is not a folder", dir);
+        return -1;
+    }
+    if (access(dir, W_OK | X_OK) != 0) {
+        cic_diag_set(d, path, 0, 0, "cannot write a file in %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 int cic_atomic_check_user(const char *path, cic_diag *d)
@@ -361,6 +389,15 @@ static int atomic_open(cic_atomic *a, const char *path, bool user, cic_diag *d)
         if (real && strlen(real) < sizeof a->path)
             cic_strlcpy(a->path, real, sizeof a->path);
         free(real);
+    }
+    if (user) { /* the user's file's folder, when missing, is made as --out's is */
+        char dir[4096];
+        if (user_dir(dir, sizeof dir, a->path) != 0) {
+            cic_diag_set(d, a->path, 0, 0, "output file name too long");
+            return -1;
+        }
+        if (cic_mkdir_p(dir, d) != 0)
+            return -1;
     }
     return atomic_open_tmp(a, d);
 }

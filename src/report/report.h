@@ -339,9 +339,10 @@ typedef struct {
  * saying why. */
 int cic_atomic_check(const char *path, cic_diag *d);
 /* The same for cic_atomic_open_user: a regular file, a link to one or a new
- * file in an existing, writable folder, a character device or a FIFO; a
- * directory, a block device or a socket is refused, and so is a new file
- * whose folder is missing or not a folder. */
+ * file, a character device or a FIFO; a directory, a block device or a
+ * socket is refused, and so is a new file whose folder is not a folder, or
+ * is missing with no writable folder as its nearest existing ancestor
+ * (cic_atomic_open_user makes a missing folder, as --out's is made). */
 int cic_atomic_check_user(const char *path, cic_diag *d);
 
 int cic_atomic_open(cic_atomic *a, const char *path, cic_diag *d);
