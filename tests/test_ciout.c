@@ -318,11 +318,17 @@ static void test_junit(void **state)
     free(x);
     (void)xsd;
 
-    /* a folder that does not exist: -1 and a message */
+    /* a folder that does not exist is made, as --out's is */
     memset(&d, 0, sizeof d);
     cic_test_tmp_path(path, sizeof path, "no/such/dir/junit.xml");
+    assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), 0);
+    x = cic_test_slurp(path, NULL);
+    assert_non_null(x);
+    free(x);
+    /* one under a regular file cannot be: -1 and a message naming it */
+    cic_test_tmp_path(path, sizeof path, "no/such/dir/junit.xml/sub.xml");
     assert_int_equal(cic_junit_write(path, g_reps, g_errs, 3, &d), -1);
-    assert_true(d.msg[0] != '\0');
+    assert_non_null(strstr(d.msg, "not a folder"));
 }
 
 /* The JUnit files of test_junit are well-formed and valid against the
