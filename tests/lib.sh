@@ -26,6 +26,15 @@ cic_test_init() {
     skipped=0
 }
 
+# cic_tiny_rmsnorm NAME: a tiny rmsnorm case (d_model 8, 4 tokens, 2
+# samples, one layer; f32-fixed-order) with fold-rmsnorm-gamma, on stdout;
+# a caller appends its own transforms.
+cic_tiny_rmsnorm() {
+    printf 'name = "%s"\n[model]\nblock = "rmsnorm"\nd_model = 8\nheads = 2\n' "$1"
+    printf 'tokens = 4\nsamples = 2\nlayers = 1\nseed = 5\n[engines]\nf32 = ["fixed-order"]\n'
+    printf '[[transforms]]\nname = "fold"\nkind = "fold-rmsnorm-gamma"\n'
+}
+
 # cic_tiny_case NAME [SEEDS]: a tiny pre-LN case (d_model 8, 4 tokens, one
 # layer; f32-openblas) with fuse-layernorm and a random rotation after it,
 # on stdout; with SEEDS ("1, 2, 3"), a sweep over d_model 8 and 16 and those

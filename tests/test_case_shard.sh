@@ -181,27 +181,16 @@ else bad "the merged report's openblas_thread_timeout is '$got', the shards ran 
 # shards made with different rotation files (the same case file) are
 # refused, naming the file and both shards: a case shard and a sweep shard
 if "$py" -c 'import numpy' 2>/dev/null; then
-    cat >"$tmp/qf.toml" <<'TOML'
-name = "qfile-shard"
-[model]
-block = "rmsnorm"
-d_model = 8
-heads = 2
-tokens = 4
-samples = 2
-layers = 1
-seed = 5
-[engines]
-f32 = ["fixed-order"]
-[[transforms]]
-name = "fold"
-kind = "fold-rmsnorm-gamma"
+    {
+        cic_tiny_rmsnorm qfile-shard
+        cat <<'TOML'
 [[transforms]]
 name = "rot"
 kind = "rotate"
 after = "fold"
 q = "file:q.safetensors"
 TOML
+    } >"$tmp/qf.toml"
     sed 's/^name = "qfile-shard"$/name = "qfile-sweep"/; s/^seed = 5$/seed = 5\n[sweep]\nseed = [1, 2]/' \
         "$tmp/qf.toml" >"$tmp/qs.toml"
     "$py" - "$tmp" "$here" <<'PY'

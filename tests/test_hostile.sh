@@ -30,21 +30,9 @@ CIC_TEST_TIMEOUT=120
 
 cd "$tmp" || exit 1
 # a small rmsnorm case (under a second), with one rotation
-cat >tiny.toml <<'TOML'
-name = "tiny"
-[model]
-block = "rmsnorm"
-d_model = 8
-heads = 2
-tokens = 4
-samples = 2
-layers = 1
-seed = 5
-[engines]
-f32 = ["fixed-order"]
-[[transforms]]
-name = "fold"
-kind = "fold-rmsnorm-gamma"
+{
+    cic_tiny_rmsnorm tiny
+    cat <<'TOML'
 [[transforms]]
 name = "rot"
 kind = "rotate"
@@ -52,6 +40,7 @@ after = "fold"
 q = "random"
 seed = 3
 TOML
+} >tiny.toml
 run="$bin run --quiet --no-color --no-baseline"
 
 # ---- numbers that overflow binary32 ----

@@ -32,22 +32,7 @@ cic_test_init outputs
 CIC_TEST_TIMEOUT=60
 
 cd "$tmp" || exit 1
-cat >tiny.toml <<'TOML'
-name = "tiny"
-[model]
-block = "rmsnorm"
-d_model = 8
-heads = 2
-tokens = 4
-samples = 2
-layers = 1
-seed = 5
-[engines]
-f32 = ["fixed-order"]
-[[transforms]]
-name = "fold"
-kind = "fold-rmsnorm-gamma"
-TOML
+cic_tiny_rmsnorm tiny >tiny.toml
 cic_tiny_case sweep "1, 2" >sweep.toml
 run="$bin run --quiet --no-color --no-baseline"
 vrun="$bin verify hf hf --tokens 4 --samples 1"
