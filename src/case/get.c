@@ -354,3 +354,20 @@ bool _cic_name_ok(const char *s)
     }
     return true;
 }
+
+/* A key with a list in [sweep] (parsed before the sections): the list
+ * overrides the scalar, whose first value stands in for it; the checks that
+ * combine a swept key with others run per point (_cic_sweep_check). */
+bool _cic_swept(const cic_case *c, enum cic_sweep_axis a)
+{
+    return c->sweep.on && c->sweep.n[a] > 0;
+}
+
+void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a, int *out, bool *have)
+{
+    if (!_cic_swept(c, a))
+        return;
+    *out = (int)c->sweep.v[a][0]; /* range-checked when parsed */
+    if (have)
+        *have = true;
+}

@@ -4,7 +4,7 @@
  * (what the model's output is). */
 #include "case_int.h"
 
-#include "../engine/engine_id.h"
+#include "../kind/engine_id.h"
 
 #include <string.h>
 

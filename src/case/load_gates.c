@@ -5,7 +5,7 @@
  * the limit a number >= 0. Every key of every entry is checked. */
 #include "case_int.h"
 
-#include "../engine/engine_id.h"
+#include "../kind/engine_id.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -16,7 +16,7 @@
  * online rotations) is stored in the element format. */
 #include "case_int.h"
 
-#include "../engine/engine_id.h"
+#include "../kind/engine_id.h"
 
 #include <string.h>
 

@@ -25,23 +25,6 @@ static const char *const _cic_weights_keys[] = {"dist", "std",
                                                 "massive_tokens",
                                                 "massive_scale"};
 
-/* A key with a list in [sweep] (parsed before the sections): the list
- * overrides the scalar, whose first value stands in for it; the checks that
- * combine a swept key with others run per point (_cic_sweep_check). */
-bool _cic_swept(const cic_case *c, enum cic_sweep_axis a)
-{
-    return c->sweep.on && c->sweep.n[a] > 0;
-}
-
-void _cic_sweep_first_int(const cic_case *c, enum cic_sweep_axis a, int *out, bool *have)
-{
-    if (!_cic_swept(c, a))
-        return;
-    *out = (int)c->sweep.v[a][0]; /* range-checked when parsed */
-    if (have)
-        *have = true;
-}
-
 /* The numeric limits that binary32 sets. Every engine uses eps as its
  * binary32 value, so that value must be > 0 and finite. Weights are binary32
  * draws std * z: |z| < CIC_CASE_ZMAX for a normal (Box-Muller from a uniform

@@ -4,6 +4,7 @@
 #ifndef CIC_RUN_H
 #define CIC_RUN_H
 
+#include "../case/case.h"
 #include "../model/checkpoint.h"
 #include "../report/baseline.h"
 #include "../report/report.h"

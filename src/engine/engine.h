@@ -19,7 +19,7 @@
 #define CIC_ENGINE_H
 
 #include "../model/model.h"
-#include "engine_id.h"
+#include "../kind/engine_id.h"
 
 #include <mpfr.h>
 #include <stdbool.h>

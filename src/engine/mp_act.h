@@ -6,7 +6,7 @@
 #ifndef CIC_MP_ACT_H
 #define CIC_MP_ACT_H
 
-#include "../case/case.h"
+#include "../kind/kind.h"
 #include "mp_fn.h"
 
 #include <mpfr.h>

@@ -16,7 +16,7 @@
 #ifndef CIC_MODEL_H
 #define CIC_MODEL_H
 
-#include "../case/case.h"
+#include "../kind/kind.h"
 
 #include <mpfr.h>
 #include <stdbool.h>

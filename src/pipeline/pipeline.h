@@ -17,6 +17,7 @@
 #ifndef CIC_PIPELINE_H
 #define CIC_PIPELINE_H
 
+#include "../case/case.h"
 #include "../report/baseline.h"
 #include "../engine/engine.h"
 #include "../report/report.h"

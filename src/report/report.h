@@ -8,7 +8,7 @@
 #ifndef CIC_REPORT_H
 #define CIC_REPORT_H
 
-#include "../case/case.h"
+#include "../kind/kind.h"
 #include "../metric/flops.h"
 #include "../metric/metric.h"
 #include "../metric/outlier.h"

@@ -11,7 +11,7 @@
 
 #include <mpfr.h>
 
-#include "../case/case.h"
+#include "../kind/kind.h"
 #include <stdint.h>
 
 /* Haar-random orthogonal Q: Householder QR of a d x d Gaussian matrix (entries
