@@ -9,6 +9,7 @@
 
 #include "case/case.h"
 #include "case/toml_capi.h"
+#include "kind/engine_id.h"
 
 #include <limits.h>
 #include <string.h>
@@ -795,6 +796,11 @@ static void test_name_tables_complete(void **state)
     assert_true(names_ok(CIC_VERDICT_ENGINE_NAME, CIC_VERDICT_ENGINE_COUNT,
                          "verdict engine"));
     assert_true(names_ok(CIC_AXIS_NAME, CIC_AXIS_COUNT, "sweep axis"));
+    assert_true(names_ok(CIC_INPUT_NAME, CIC_INPUT_COUNT, "input"));
+    assert_true(names_ok(CIC_ROPE_NAME, CIC_ROPE_COUNT, "rope"));
+    assert_true(names_ok(CIC_LOWP_FROM_NAME, CIC_LOWP_FROM_COUNT, "lowp from"));
+    assert_true(names_ok(CIC_ENGINE_NAME, CIC_ENGINE_COUNT, "engine"));
+    assert_true(names_ok(CIC_MATMUL_NAME, CIC_MATMUL_COUNT, "matmul"));
     /* the check itself catches a planted fault */
     assert_false(names_ok(dup, 3, "planted duplicate"));
     assert_false(names_ok(hole, 3, "planted NULL"));

@@ -13,20 +13,20 @@
 #include <string.h>
 
 const cic_format CIC_FORMATS[] = {
-    {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
-    {"float64", 64, 53, -1022, 1023, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_FLOAT32] = {"float32", 32, 24, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_FLOAT64] = {"float64", 64, 53, -1022, 1023, true, true, CIC_ROUND_NEAREST_EVEN, 0},
     /* bfloat16: float32's exponent range, 8 significand bits */
-    {"bf16", 16, 8, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_BF16] = {"bf16", 16, 8, -126, 127, true, true, CIC_ROUND_NEAREST_EVEN, 0},
     /* IEEE 754 binary16 */
-    {"fp16", 16, 11, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_FP16] = {"fp16", 16, 11, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
     /* OCP 8-bit floating point (OFP8): E4M3 has no infinities and one NaN
      * pattern at the top (largest finite 448; overflow saturates to it),
      * E5M2 follows IEEE (infinities, largest finite 57344) */
-    {"fp8-e4m3", 8, 4, -6, 8, true, false, CIC_ROUND_NEAREST_EVEN, 1},
-    {"fp8-e5m2", 8, 3, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_FP8_E4M3] = {"fp8-e4m3", 8, 4, -6, 8, true, false, CIC_ROUND_NEAREST_EVEN, 1},
+    [CIC_FORMAT_FP8_E5M2] = {"fp8-e5m2", 8, 3, -14, 15, true, true, CIC_ROUND_NEAREST_EVEN, 0},
     /* OCP MX FP4 E2M1, the element of mxfp4 and nvfp4: 0, 0.5, 1, 1.5, 2,
      * 3, 4, 6; no infinities or NaN, overflow saturates to 6 */
-    {"fp4-e2m1", 4, 2, 0, 2, true, false, CIC_ROUND_NEAREST_EVEN, 0},
+    [CIC_FORMAT_FP4_E2M1] = {"fp4-e2m1", 4, 2, 0, 2, true, false, CIC_ROUND_NEAREST_EVEN, 0},
 };
 
 #define CIC_FORMATS_LEN (sizeof CIC_FORMATS / sizeof CIC_FORMATS[0])

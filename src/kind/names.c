@@ -4,7 +4,7 @@
  * the order of the enum cannot drift from the table's) and each table is
  * checked against its enum's _COUNT, so a name left out at the end is a
  * compile error; a hole in the middle is caught by test_case's
- * test_name_tables (every entry set and distinct). */
+ * test_name_tables_complete (every entry set and distinct). */
 #include "kind.h"
 
 #include <assert.h>

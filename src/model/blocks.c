@@ -8,7 +8,7 @@ CIC_BLOCK_LIST(CIC_BLOCK_EXTERN_)
 #undef CIC_BLOCK_EXTERN_
 
 static const cic_block_desc *const CIC_BLOCKS[] = {
-#define CIC_BLOCK_ENTRY_(e, n) &cic_block_##n,
+#define CIC_BLOCK_ENTRY_(e, n) [CIC_BLOCK_##e] = &cic_block_##n,
     CIC_BLOCK_LIST(CIC_BLOCK_ENTRY_)
 #undef CIC_BLOCK_ENTRY_
 };

@@ -76,8 +76,8 @@ static int _cic_source_checkpoint_fill(cic_model *m, const cic_model_progress *p
 }
 
 const cic_weight_source CIC_SOURCES[] = {
-    {"seed", _cic_source_seed_fill},
-    {"checkpoint", _cic_source_checkpoint_fill},
+    [CIC_SOURCE_SEED] = {.name = "seed", .fill = _cic_source_seed_fill},
+    [CIC_SOURCE_CHECKPOINT] = {.name = "checkpoint", .fill = _cic_source_checkpoint_fill},
 };
 _Static_assert(sizeof CIC_SOURCES / sizeof CIC_SOURCES[0] == CIC_SOURCE_COUNT,
                "one descriptor per weight source");

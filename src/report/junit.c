@@ -46,11 +46,14 @@
 #include <time.h>
 #include <unistd.h>
 
-#define RULE_NAMES "weights", "truth", "mpfr-output", "verdict", "flops", "metric", "missing"
-const char *const CIC_RULE_NAME[CIC_RULE_COUNT] = {RULE_NAMES};
-/* Counted from the list itself: the sized definition above would silently
- * pad a short list with NULL. */
-static_assert(sizeof((const char *[]){RULE_NAMES}) / sizeof(const char *) == CIC_RULE_COUNT,
+/* Designated initializers: each name at its rule; a rule left out at the
+ * end fails the length check below, one left out in the middle is a NULL
+ * that test_ciout's rule-name check catches. */
+const char *const CIC_RULE_NAME[] = {
+    [CIC_RULE_WEIGHTS] = "weights", [CIC_RULE_TRUTH] = "truth",   [CIC_RULE_MPFR] = "mpfr-output",
+    [CIC_RULE_VERDICT] = "verdict", [CIC_RULE_FLOPS] = "flops",   [CIC_RULE_METRIC] = "metric",
+    [CIC_RULE_MISSING] = "missing"};
+static_assert(sizeof CIC_RULE_NAME / sizeof CIC_RULE_NAME[0] == CIC_RULE_COUNT,
               "one name per regression rule");
 
 /* ---- text ---- */

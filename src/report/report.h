@@ -130,7 +130,7 @@ enum cic_regress_rule {
     CIC_RULE_MISSING,    /* a row of the baseline is missing from the run (or new) */
     CIC_RULE_COUNT
 };
-extern const char *const CIC_RULE_NAME[CIC_RULE_COUNT];
+extern const char *const CIC_RULE_NAME[];
 
 typedef struct {
     enum cic_regress_rule rule;

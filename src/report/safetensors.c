@@ -18,10 +18,14 @@
 #include <jansson.h>
 #include <string.h>
 
-static const char *const CIC_DTYPE_NAME[CIC_DT_COUNT] = {"F32", "F64", "I8", "I32"};
-static const size_t CIC_DTYPE_SIZE[CIC_DT_COUNT] = {4, 8, 1, 4};
+static const char *const CIC_DTYPE_NAME[] = {
+    [CIC_DT_F32] = "F32", [CIC_DT_F64] = "F64", [CIC_DT_I8] = "I8", [CIC_DT_I32] = "I32"};
+static const size_t CIC_DTYPE_SIZE[] = {
+    [CIC_DT_F32] = 4, [CIC_DT_F64] = 8, [CIC_DT_I8] = 1, [CIC_DT_I32] = 4};
 _Static_assert(sizeof CIC_DTYPE_NAME / sizeof CIC_DTYPE_NAME[0] == CIC_DT_COUNT,
                "dtype name table");
+_Static_assert(sizeof CIC_DTYPE_SIZE / sizeof CIC_DTYPE_SIZE[0] == CIC_DT_COUNT,
+               "dtype size table");
 
 static int host_is_little_endian(void)
 {
