@@ -46,6 +46,15 @@ static void test_table(void **state)
     assert_int_equal(F32->bits, 32);
     assert_true(cic_format_max(F32) == FLT_MAX);
     assert_true(cic_format_max(cic_format_get(CIC_FORMAT_FLOAT64)) == DBL_MAX);
+    /* every id has its descriptor (designated initializers leave no hole),
+     * found again by its name */
+    for (int i = 0; i < CIC_FORMAT_COUNT; i++) {
+        const cic_format *f = cic_format_get((enum cic_format_id)i);
+        assert_non_null(f->name);
+        assert_true(f->bits > 0 && f->precision > 0);
+        assert_ptr_equal(cic_format_find(f->name), f);
+    }
+    assert_string_equal(cic_format_get(CIC_FORMAT_FP8_E4M3)->name, "fp8-e4m3");
 }
 
 static void test_round_hand(void **state)
