@@ -49,6 +49,10 @@ void cic_ckpt_close(cic_ckpt *k);
 /* The number of decoder layers of the checkpoint (num_hidden_layers). */
 int cic_ckpt_layers(const cic_ckpt *k);
 
+/* Whether cicheck verify reads the checkpoint's family (a causal language
+ * model: the llama family and OPT). */
+bool cic_ckpt_verifiable(const cic_ckpt *k);
+
 /* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
  * caller has set cfg->layers and cfg->tokens): block, d_model, heads,
  * kv_heads, d_mlp and mlp_ratio, eps, activation, rope and rope_theta,

@@ -75,6 +75,11 @@ int read_config(cic_ckpt *k, cic_diag *d)
     return k->fam->config(k, d);
 }
 
+bool cic_ckpt_verifiable(const cic_ckpt *k)
+{
+    return k->fam->verify;
+}
+
 int family_sizes(cic_ckpt *k, cic_diag *d)
 {
     return k->fam->sizes(k, d);
