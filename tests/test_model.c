@@ -2,10 +2,13 @@
 /* test_model.c: the model builder. SHA-256 against the FIPS 180-4 vectors;
  * weights a pure function of the seed (rebuilt twice, hashed equal; a seed
  * change moves the hash); the weight fingerprints of every shipped case equal
- * reference/weights.sha256, which pins them bit for bit across machines. */
+ * reference/weights.sha256, which pins them bit for bit across machines;
+ * the checkpoint family table (every descriptor complete, claims that never
+ * overlap, which family reads which config.json). */
 #include "testutil.h"
 
 #include "case/case.h"
+#include "model/checkpoint_int.h"
 #include "model/model.h"
 
 #include <string.h>
@@ -210,6 +213,85 @@ static void test_reference_fingerprints(void **state)
     assert_true(n >= 7); /* every shipped case is listed */
 }
 
+/* Every family descriptor is complete, and no two claim the same folder:
+ * the dispatcher asks them in table order, so an overlap would make the
+ * order decide. */
+static void test_ckpt_families(void **state)
+{
+    int i, j, bare = 0;
+    (void)state;
+    for (i = 0; i < CIC_CKPT_FAMILY_COUNT; i++) {
+        const cic_ckpt_family *f = _cic_ckpt_families[i];
+        assert_non_null(f);
+        assert_non_null(f->name);
+        assert_true(f->name[0] != '\0');
+        assert_non_null(f->config);
+        assert_non_null(f->sizes);
+        assert_non_null(f->parts);
+        assert_non_null(f->model_cfg);
+        assert_non_null(f->check_layer);
+        assert_non_null(f->check_head);
+        if (!((f->model_types && f->model_types[0]) || f->architecture || f->bare))
+            fail_msg("family %s claims no folder", f->name);
+        if (f->positions && !f->embed)
+            fail_msg("family %s: positions without a token embedding", f->name);
+        if (f->verify && !f->embed)
+            fail_msg("family %s: verify needs a token embedding (Q from the embeddings)",
+                     f->name);
+        bare += f->bare;
+        for (j = 0; j < i; j++) {
+            const cic_ckpt_family *g = _cic_ckpt_families[j];
+            const char *const *t;
+            assert_string_not_equal(f->name, g->name);
+            for (t = f->model_types; t && *t; t++)
+                if (_cic_ckpt_family_find(*t, NULL, false) != f)
+                    fail_msg("model_type %s: %s and %s", *t, f->name, g->name);
+            if (f->architecture && g->architecture &&
+                (!strncmp(f->architecture, g->architecture, strlen(f->architecture)) ||
+                 !strncmp(g->architecture, f->architecture, strlen(g->architecture))))
+                fail_msg("architecture prefixes %s (%s) and %s (%s) overlap", f->architecture,
+                         f->name, g->architecture, g->name);
+        }
+    }
+    assert_int_equal(bare, 1); /* one family reads a folder without config.json */
+}
+
+/* Which family reads which config.json (model_type, architecture), and
+ * which verify reads. */
+static void test_ckpt_family_find(void **state)
+{
+    static const struct {
+        const char *type, *arch;
+        bool bare;
+        const char *family; /* NULL: refused */
+        bool verify;
+    } c[] = {
+        {"llama", NULL, false, "llama", true},
+        {"mistral", "vit_base_patch16_224", false, "llama", true},
+        {"qwen2", NULL, false, "llama", true},
+        {"opt", NULL, false, "opt", true},
+        {NULL, "vit_base_patch16_224", false, "timm", false},
+        {NULL, "DiT-XL/2", false, "dit", false},
+        {NULL, NULL, true, "dit", false},
+        {"gpt2", NULL, false, NULL, false},
+        {"gpt2", "vit_base_patch16_224", false, NULL, false}, /* model_type decides */
+        {"Llama", NULL, false, NULL, false},
+        {NULL, "resnet50", false, NULL, false},
+        {NULL, "vit", false, NULL, false},
+        {NULL, NULL, false, NULL, false},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof c / sizeof c[0]; i++) {
+        const cic_ckpt_family *f = _cic_ckpt_family_find(c[i].type, c[i].arch, c[i].bare);
+        const char *got = f ? f->name : "(none)", *want = c[i].family ? c[i].family : "(none)";
+        if (strcmp(got, want) || (f && f->verify != c[i].verify))
+            fail_msg("model_type %s, architecture %s, bare %d: %s (verify %d), expected %s "
+                     "(verify %d)", c[i].type ? c[i].type : "-", c[i].arch ? c[i].arch : "-",
+                     c[i].bare, got, f ? f->verify : 0, want, c[i].verify);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +300,8 @@ int main(void)
         cmocka_unit_test(test_build_progress),
         cmocka_unit_test(test_tensor_names),
         cmocka_unit_test(test_reference_fingerprints),
+        cmocka_unit_test(test_ckpt_families),
+        cmocka_unit_test(test_ckpt_family_find),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

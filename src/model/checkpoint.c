@@ -17,33 +17,6 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-
-
-
-
-
-
-json_t *load_json(const char *path, size_t max, const char *what, cic_diag *d)
-{
-    json_error_t e;
-    json_t *j;
-    char *text;
-    size_t len;
-    if (cic_file_read(&text, &len, path, max, what, d) != CIC_OK)
-        return NULL;
-    j = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
-    free(text);
-    if (!j)
-        cic_diag_set(d, path, e.line > 0 ? e.line : 0, e.column > 0 ? e.column : 0,
-                     "not valid JSON: %s", e.text[0] ? e.text : "empty");
-    else if (!json_is_object(j)) {
-        cic_diag_set(d, path, 0, 0, "holds %s; a JSON object expected", cic_json_type_name(j));
-        json_decref(j);
-        j = NULL;
-    }
-    return j;
-}
-
 /* ---- the weights ---- */
 
 static int open_shard(cic_ckpt *k, const char *file, cic_diag *d)
@@ -109,9 +82,6 @@ static int open_weights(cic_ckpt *k, cic_diag *d)
     return 0;
 }
 
-
-
-
 cic_ckpt *cic_ckpt_open(const char *dir, cic_diag *d)
 {
     cic_ckpt *k = cic_calloc(1, sizeof *k);
@@ -155,103 +125,8 @@ int cic_ckpt_layers(const cic_ckpt *k)
     return k->layers;
 }
 
-
-
-
-
-/* Whether the checkpoint holds a tensor called hf. */
-bool has_tensor(const cic_ckpt *k, const char *hf)
-{
-    return k->weight_map ? json_object_get(k->weight_map, hf) != NULL
-                         : cic_stfile_find(k->shard[0], hf) != NULL;
-}
-
-static bool ends_with(const char *s, const char *tail)
-{
-    size_t n = strlen(s), m = strlen(tail);
-    return n >= m && !strcmp(s + n - m, tail);
-}
-
-/* A norm tensor a rewritten checkpoint may leave out (fused): the llama
- * family's gains (input_layernorm, post_attention_layernorm, model.norm)
- * and OPT's LayerNorm gains and biases (self_attn_layer_norm,
- * final_layer_norm). */
-int optional_norm(const cic_model_cfg *cfg, const char *hf)
-{
-    if (!cfg->ckpt_fused)
-        return -1;
-    if (ends_with(hf, "layernorm.weight") || ends_with(hf, "layer_norm.weight") ||
-        !strcmp(hf, "model.norm.weight"))
-        return 1;
-    return ends_with(hf, "layer_norm.bias") ? 0 : -1;
-}
-
-/* Tensor t of shard i is read by the run (cic_ckpt_hash_read). */
-static void mark_used(const cic_ckpt *k, int i, const cic_stfile_tensor *t)
-{
-    if (k->used)
-        k->used[i][t - cic_stfile_tensor_at(k->shard[i], 0)] = 1;
-}
-
-/* The tensor called hf, of a float dtype, shaped [rows, cols] (a [n]
- * vector for rows = 1); NULL with d set. */
-const cic_stfile_tensor *lookup(const cic_ckpt *k, const char *hf, int rows, int cols,
-                                       cic_diag *d)
-{
-    const cic_stfile_tensor *t = NULL;
-    int i, at = 0;
-    if (k->weight_map) {
-        json_t *f = json_object_get(k->weight_map, hf);
-        for (i = 0; f && i < k->n_shard; i++)
-            if (!strcmp(k->shard_name[i], json_string_value(f))) {
-                t = cic_stfile_find(k->shard[i], hf);
-                at = i;
-            }
-    } else {
-        t = cic_stfile_find(k->shard[0], hf);
-    }
-    if (t)
-        mark_used(k, at, t);
-    if (!t) {
-        if (rows == 1) /* a vector: [n] as Hugging Face stores it */
-            cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d])", hf, cols);
-        else
-            cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing (expected [%d, %d])", hf, rows,
-                         cols);
-        return NULL;
-    }
-    if (t->dtype != CIC_STFILE_F32 && t->dtype != CIC_STFILE_BF16 &&
-        t->dtype != CIC_STFILE_F16 && t->dtype != CIC_STFILE_F64) {
-        cic_diag_set(d, t->file, 0, 0, "tensor '%s' is %s; F32, BF16, F16 or F64 is needed", hf,
-                     CIC_STFILE_DTYPE_NAME[t->dtype]);
-        return NULL;
-    }
-    if (!((t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) ||
-          (rows == 1 && t->ndim == 1 && t->shape[0] == cols))) {
-        char sh[128] = "";
-        for (i = 0; i < t->ndim; i++)
-            snprintf(sh + strlen(sh), sizeof sh - strlen(sh), "%s%lld", i ? ", " : "",
-                     (long long)t->shape[i]);
-        if (rows == 1)
-            cic_diag_set(d, t->file, 0, 0, "tensor '%s' has shape [%s], expected [%d]", hf, sh,
-                         cols);
-        else
-            cic_diag_set(d, t->file, 0, 0, "tensor '%s' has shape [%s], expected [%d, %d]", hf,
-                         sh, rows, cols);
-        return NULL;
-    }
-    return t;
-}
-
-
-
-
-
-
-
 /* ---- the weight source ---- */
 
-/* t's values into f (n of them), each exactly a float32 and finite. */
 /* A NaN or Inf value v at flat index i of t: the error. -1. */
 static int nonfinite(const cic_stfile_tensor *t, double v, uint64_t i, cic_diag *d)
 {
@@ -260,6 +135,7 @@ static int nonfinite(const cic_stfile_tensor *t, double v, uint64_t i, cic_diag 
     return -1;
 }
 
+/* t's values into f (n of them), each exactly a float32 and finite. */
 static int read_values(float *f, const cic_stfile_tensor *t, uint64_t n, cic_diag *d)
 {
     enum { CHUNK = 4096 };
@@ -298,30 +174,31 @@ static cic_stfile_tensor row_view(const cic_stfile_tensor *t, size_t row, int co
     return r;
 }
 
-/* OPT's learned positions: row i (token i % tokens of its sample) += row
- * (i % tokens) + 2 of embed_positions (the offset of OPT's code), one
- * float32 addition as PyTorch does it. */
+/* The family's learned positions (OPT's embed_positions): row i (token
+ * i % tokens of its sample) += row (i % tokens) + the family's offset (2 in
+ * OPT's code), one float32 addition as PyTorch does it. */
 static int add_positions(float *out, const cic_ckpt *k, size_t n, int tokens, int dm,
                          cic_diag *d)
 {
+    const char *name = k->fam->positions;
+    const int off = k->fam->positions_offset;
     const cic_stfile_tensor *pe = NULL;
     float *row = cic_calloc((size_t)dm, sizeof *row);
     size_t i;
     int j, rows = 0, rc = -1;
-    if (has_tensor(k, "model.decoder.embed_positions.weight")) {
+    if (has_tensor(k, name)) {
         for (j = 0; j < k->n_shard && !pe; j++)
-            if ((pe = cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight")))
+            if ((pe = cic_stfile_find(k->shard[j], name)))
                 mark_used(k, j, pe);
         rows = pe && pe->ndim == 2 && pe->shape[0] <= INT_MAX ? (int)pe->shape[0] : 0;
     }
-    if (!pe || rows < tokens + 2 || pe->ndim != 2 || pe->shape[1] != dm) {
-        cic_diag_set(d, k->dir, 0, 0, "tensor 'model.decoder.embed_positions.weight' missing "
-                     "or not [at least %d, %d] (the positions of %d tokens, offset 2)",
-                     tokens + 2, dm, tokens);
+    if (!pe || rows < tokens + off || pe->ndim != 2 || pe->shape[1] != dm) {
+        cic_diag_set(d, k->dir, 0, 0, "tensor '%s' missing or not [at least %d, %d] (the "
+                     "positions of %d tokens, offset %d)", name, tokens + off, dm, tokens, off);
         goto done;
     }
     for (i = 0; i < n; i++) {
-        cic_stfile_tensor pt = row_view(pe, (i % (size_t)tokens) + 2, dm);
+        cic_stfile_tensor pt = row_view(pe, (i % (size_t)tokens) + (size_t)off, dm);
         if (read_values(row, &pt, (uint64_t)dm, d) < 0)
             goto done;
         for (j = 0; j < dm; j++)
@@ -333,19 +210,20 @@ done:
     return rc;
 }
 
-/* Row ids[i] of embed_tokens for each i < n into out (n rows of dm; OPT
- * adds its positions, tokens per sample). */
+/* Row ids[i] of embed_tokens for each i < n into out (n rows of dm; a
+ * family with learned positions, OPT, adds them, tokens per sample). */
 static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t n, int dm,
                       int tokens, cic_diag *d)
 {
+    const char *embed = k->fam->embed;
     const cic_stfile_tensor *e;
     size_t i;
-    if (!k->embed) {
+    if (!embed) {
         cic_diag_set(d, k->dir, 0, 0, "a timm ViT has no token embedding: its input is "
                      "hidden states ([input] kind = \"random\" or a file's \"input\")");
         return -1;
     }
-    if (!(e = lookup(k, k->embed, k->vocab, dm, d)))
+    if (!(e = lookup(k, embed, k->vocab, dm, d)))
         return -1;
     for (i = 0; i < n; i++) {
         cic_stfile_tensor et;
@@ -358,7 +236,7 @@ static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t 
         if (read_values(out + i * dm, &et, (uint64_t)dm, d) < 0)
             return -1;
     }
-    return k->fam == FAM_OPT ? add_positions(out, k, n, tokens, dm, d) : 0;
+    return k->fam->positions ? add_positions(out, k, n, tokens, dm, d) : 0;
 }
 
 /* The input file's hidden states ("input") or token ids ("input_ids",
@@ -537,13 +415,12 @@ static int mark_input(const cic_ckpt *k, const cic_model_cfg *cfg, cic_diag *d)
         ids = !cic_stfile_find(f, "input") && cic_stfile_find(f, "input_ids");
         cic_stfile_destroy(f);
     }
-    if (!ids || !k->embed)
+    if (!ids || !k->fam->embed)
         return 0;
-    if (!lookup(k, k->embed, k->vocab, k->hidden, d))
+    if (!lookup(k, k->fam->embed, k->vocab, k->hidden, d))
         return -1;
-    for (j = 0; k->fam == FAM_OPT && j < k->n_shard; j++) {
-        const cic_stfile_tensor *pe =
-            cic_stfile_find(k->shard[j], "model.decoder.embed_positions.weight");
+    for (j = 0; k->fam->positions && j < k->n_shard; j++) {
+        const cic_stfile_tensor *pe = cic_stfile_find(k->shard[j], k->fam->positions);
         if (pe)
             mark_used(k, j, pe);
     }

@@ -33,7 +33,19 @@
  * float32); F64 only where every value is a float32 (else an error naming
  * the tensor and the first index that is not). NaN or Inf values are an
  * error with the tensor and the index. Files are memory-mapped; values are
- * read into the model's float32 weights when it is built. */
+ * read into the model's float32 weights when it is built.
+ *
+ * Each family is a descriptor (cic_ckpt_family, ckpt_family.h) in a file of
+ * its own, ckpt_<name>.c; checkpoint_family.c holds their table and asks
+ * them, checkpoint.c (files, values, input) and checkpoint_storage.c reach
+ * a family only through it, and all use the helpers of ckpt_common.c. To
+ * add a family: write ckpt_<name>.c with the helpers of ckpt_common.c only
+ * (its claims, embedding, config and sizes readers, names, model cfg,
+ * layer and readout checks), add its constant to the enum in
+ * checkpoint_int.h and its line to _cic_ckpt_families, the file to
+ * meson.build, and its config.json to test_ckpt_family_find
+ * (tests/test_model.c); claims that overlap another family's fail
+ * test_ckpt_families. */
 #ifndef CIC_CHECKPOINT_H
 #define CIC_CHECKPOINT_H
 
@@ -48,6 +60,10 @@ void cic_ckpt_close(cic_ckpt *k);
 
 /* The number of decoder layers of the checkpoint (num_hidden_layers). */
 int cic_ckpt_layers(const cic_ckpt *k);
+
+/* Whether cicheck verify reads the checkpoint's family (a causal language
+ * model: the llama family and OPT). */
+bool cic_ckpt_verifiable(const cic_ckpt *k);
 
 /* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
  * caller has set cfg->layers and cfg->tokens): block, d_model, heads,

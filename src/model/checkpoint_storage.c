@@ -62,10 +62,9 @@ void cic_ckpt_storage_used(cic_ckpt_storage *s, const cic_ckpt *k, const cic_mod
             if (!p[j].zero && (t = find(k, p[j].name)) != NULL)
                 note(s, t);
     }
-    if (embeds && k->embed && (t = find(k, k->embed)) != NULL)
+    if (embeds && k->fam->embed && (t = find(k, k->fam->embed)) != NULL)
         note(s, t);
-    if (embeds && k->fam == FAM_OPT &&
-        (t = find(k, "model.decoder.embed_positions.weight")) != NULL)
+    if (embeds && k->fam->positions && (t = find(k, k->fam->positions)) != NULL)
         note(s, t);
 }
 
@@ -75,16 +74,16 @@ double *cic_ckpt_embedding(const cic_ckpt *k, int *rows, int *cols, cic_ckpt_sto
     const cic_stfile_tensor *t;
     double *e;
     size_t n, i;
-    if (!k->embed) {
+    if (!k->fam->embed) {
         cic_diag_set(d, k->dir, 0, 0, "this checkpoint has no token embedding");
         return NULL;
     }
-    if (!(t = lookup(k, k->embed, k->vocab, k->hidden, d)))
+    if (!(t = lookup(k, k->fam->embed, k->vocab, k->hidden, d)))
         return NULL;
     n = (size_t)k->vocab * (size_t)k->hidden;
     e = cic_calloc(n ? n : 1, sizeof *e);
     if (!e) {
-        cic_diag_set(d, k->dir, 0, 0, "out of memory reading '%s' (%d x %d)", k->embed,
+        cic_diag_set(d, k->dir, 0, 0, "out of memory reading '%s' (%d x %d)", k->fam->embed,
                      k->vocab, k->hidden);
         return NULL;
     }

@@ -109,7 +109,7 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
     cfg->layers = o->layers ? o->layers : cic_ckpt_layers(k) - o->layer0;
     if (cic_ckpt_config(k, cfg, o->layer0, d) != CIC_OK)
         return CIC_EINPUT;
-    if (cfg->block != CIC_BLOCK_RMSNORM && !(cfg->block == CIC_BLOCK_PRELN && cfg->causal)) {
+    if (!cic_ckpt_verifiable(k)) {
         cic_diag_set(d, dir, 0, 0, "verify reads causal language models: the llama family "
                      "(llama, mistral, qwen2) and OPT");
         return CIC_EINPUT;
