@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* build.h: the graph-building helpers shared by the block builders of the
- * model module (model.c) and the block builders (block_*.c). Internal to
+/* build.h: the graph-building helpers (build.c) shared by the block
+ * builders (block_*.c) and the model's creation (create.c). Internal to
  * src/model. */
 #ifndef CIC_BUILD_H
 #define CIC_BUILD_H
@@ -10,6 +10,10 @@
 typedef struct cic_bld {
     cic_model *m;
     int ok;
+    /* the key/value heads of attention: the cfg's kv_heads for a block with
+     * LLaMA attention (descriptor llama), else heads (set by create.c, so
+     * the helpers need not ask the block table that calls them) */
+    int kv_heads;
 } cic_bld;
 
 /* A weight [rows, cols] drawn with std. */
@@ -43,6 +47,9 @@ int _cic_bld_rope(cic_bld *b, int layer, int x, int heads, const char *out_name)
 void _cic_fill(cic_model *m, int id, double std);
 /* The outlier channels (after the weight source gave the values). */
 void _cic_apply_outliers(cic_model *m);
+/* The massive activations of the block input (cfg massive_*): 0, or -1
+ * (out of memory). */
+int _cic_apply_massive(cic_model *m);
 
 
 #endif
