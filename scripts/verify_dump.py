@@ -53,7 +53,7 @@ Needs only NumPy (Debian python3-numpy); safetensors are parsed by hand.
 The re-implementation is the package scripts/npref/ beside this file, each
 module importing only those before it in this list: tensorfile
 (safetensors, InputError), acts, hadamard, config, graph, blocks, adaln,
-model; formats, quant, lowp, outliers. This file is its command
+model, checks; formats, quant, lowp, outliers. This file is its command
 line.
 """
 
@@ -69,6 +69,8 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.dont_write_bytecode = True
 
+from npref.checks import (check_original, check_transform,  # noqa: E402
+                          check_truth_f32, errors)
 from npref.model import Model  # noqa: E402
 from npref.outliers import check_lowp  # noqa: E402
 from npref.tensorfile import InputError, read_safetensors  # noqa: E402
@@ -76,42 +78,7 @@ from npref.tensorfile import InputError, read_safetensors  # noqa: E402
 PROG = "verify_dump"
 
 
-def errors(y, truth):
-    diff = y - truth
-    tn = float(np.linalg.norm(truth))
-    rel = float(np.linalg.norm(diff)) / tn if tn > 0 else float(np.linalg.norm(diff))
-    return rel, float(np.max(np.abs(diff)))
-
-
-def check_truth_f32(path, truth):
-    """(passed, failed): every float64 truth value must round to binary32
-    (nearest, ties to even: NumPy's astype) as "truth.f32", the truth's
-    proven float32, says, bit for bit. cicheck keeps the float64 on the
-    proven side of a binary32 midpoint, where rounding to nearest double
-    would land on the tie. A dump without truth.f32 (before cicheck wrote
-    it) is not checked, and says so."""
-    outs, _ = read_safetensors(path, raw=True)
-    if "truth.f32" not in outs:
-        print("  note: no truth.f32 in outputs.safetensors (an older dump): the "
-              "truth's binary32 is not checked")
-        return 0, 0
-    t32 = outs["truth.f32"]
-    if t32.dtype != np.float32 or t32.shape != truth.shape:
-        print(f"  truth.f32: {t32.dtype} {list(t32.shape)}, want float32 "
-              f"{list(truth.shape)}  FAIL")
-        return 0, 1
-    got = truth.astype(np.float32)
-    diff = np.flatnonzero(got.view(np.uint32) != t32.view(np.uint32))
-    ok = diff.size == 0
-    print(f"  truth vs truth.f32: {truth.size - diff.size} of {truth.size} round to it "
-          f"(binary32, nearest even)  {'PASS' if ok else 'FAIL'}")
-    for i in diff[:5]:
-        print(f"    truth[{i}] = {float(truth.flat[i]).hex()} rounds to "
-              f"{float(got.flat[i]).hex()}, truth.f32 {float(t32.flat[i]).hex()}")
-    return int(ok), int(not ok)
-
-
-def main(argv=None):
+def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="verify_dump.py",
         description="Independent float64 NumPy re-run of a cicheck --dump "
@@ -133,7 +100,33 @@ def main(argv=None):
     ap.add_argument("--stat-rtol", type=float, default=1e-9,
                     help="relative tolerance of the recomputed outlier statistics "
                          "(the C sums in index order; default 1e-9)")
-    a = ap.parse_args(argv)
+    return ap.parse_args(argv)
+
+
+def load_original(a):
+    """Read the truth, print the banner, re-run the original model: (truth,
+    the outputs, the re-run, its Cfg). Raises InputError."""
+    if not os.path.isdir(a.dir):
+        raise InputError(f"{a.dir}: not a directory")
+    outs, _ = read_safetensors(os.path.join(a.dir, "outputs.safetensors"))
+    if "truth" not in outs:
+        raise InputError(f"{a.dir}/outputs.safetensors: tensor 'truth' missing")
+    truth = outs["truth"]
+    orig = Model(os.path.join(a.dir, "original.safetensors"))
+    c = orig.cfg
+    print(f"{PROG}: {a.dir}: block {c.block}, d_model {c.d}, heads {c.heads}, "
+          f"tokens {c.tokens} x samples {c.samples}, layers {c.layers}, "
+          f"d_mlp {c.d_mlp}, act {c.act}, eps {c.eps!r}, "
+          f"causal {str(c.causal).lower()}, readout {c.readout}")
+    y = orig.forward()
+    if y.shape != truth.shape:
+        raise InputError(f"{a.dir}: re-run output shape {list(y.shape)} != "
+                         f"truth shape {list(truth.shape)}")
+    return truth, outs, y, c
+
+
+def main(argv=None):
+    a = parse_args(argv)
     if not (a.rtol > 0 and a.xf_equiv > 0 and a.xf_differs >= a.xf_equiv):
         print(f"{PROG}: need rtol > 0 and 0 < xf-equiv <= xf-differs",
               file=sys.stderr)
@@ -143,42 +136,15 @@ def main(argv=None):
     passed = failed = 0
     unreadable = False
     try:
-        if not os.path.isdir(a.dir):
-            raise InputError(f"{a.dir}: not a directory")
-        outs, _ = read_safetensors(os.path.join(a.dir, "outputs.safetensors"))
-        if "truth" not in outs:
-            raise InputError(f"{a.dir}/outputs.safetensors: tensor 'truth' missing")
-        truth = outs["truth"]
-        orig = Model(os.path.join(a.dir, "original.safetensors"))
-        c = orig.cfg
-        print(f"{PROG}: {a.dir}: block {c.block}, d_model {c.d}, heads {c.heads}, "
-              f"tokens {c.tokens} x samples {c.samples}, layers {c.layers}, "
-              f"d_mlp {c.d_mlp}, act {c.act}, eps {c.eps!r}, "
-              f"causal {str(c.causal).lower()}, readout {c.readout}")
-        y = orig.forward()
-        if y.shape != truth.shape:
-            raise InputError(f"{a.dir}: re-run output shape {list(y.shape)} != "
-                             f"truth shape {list(truth.shape)}")
+        truth, outs, y, c = load_original(a)
     except InputError as e:
         print(f"{PROG}: error: {e}", file=sys.stderr)
         print(f"{PROG}: 0 passed, 0 failed")
         return 2
 
-    rel, mab = errors(y, truth)
-    ok = bool(np.all(np.isfinite(y))) and rel <= a.rtol
-    print(f"  original vs truth: rel_norm2 {rel:.3e}  max_abs {mab:.3e}  "
-          f"(rtol {a.rtol:g})  {'PASS' if ok else 'FAIL'}")
+    ok = check_original(y, truth, c, a.rtol)
     passed += ok
     failed += not ok
-    if not ok and np.all(np.isfinite(y)):
-        # a common cause: truth had each output row's mean removed
-        rc, _ = errors(y - y.mean(axis=1, keepdims=True), truth)
-        if rc <= a.rtol:
-            print(f"  note: truth equals the re-run with each output row's mean "
-                  f"removed (rel_norm2 {rc:.3e}): cicheck centered this "
-                  f"{c.readout} output (metadata readout.center = "
-                  f"{str(c.readout_center).lower()})"
-)
 
     tp, tf = check_truth_f32(os.path.join(a.dir, "outputs.safetensors"), truth)
     passed += tp
@@ -192,65 +158,12 @@ def main(argv=None):
 
     xf_paths = sorted(glob.glob(os.path.join(a.dir, "*.f64.safetensors")))
     for p in xf_paths:
-        label = os.path.basename(p)[:-len(".f64.safetensors")]
         try:
-            xm = Model(p)
-            label = xm.meta.get("transform", label)
-            kind = xm.meta.get("kind", "?")
-            expect = xm.meta.get("expect", "equivalent")
-            yx = xm.forward()
-            if yx.shape != truth.shape:
-                raise InputError(f"{p}: output shape {list(yx.shape)} != truth "
-                                 f"shape {list(truth.shape)}")
+            ok = check_transform(p, truth, a.xf_equiv, a.xf_differs)
         except InputError as e:
             print(f"{PROG}: error: {e}", file=sys.stderr)
             unreadable = True
             continue
-        r, m = errors(yx, truth)
-        # a transform computed at bf16's 8 bits: the thresholds of
-        # cic_xform_thresholds (equivalent up to 2^-4, broken from 2^-2)
-        eq, br = ((2.0 ** -4, 2.0 ** -2) if xm.meta.get("precision") == "bf16"
-                  else (a.xf_equiv, a.xf_differs))
-        # a rotation from a file is exact only to its dtype's precision
-        # (cic_xform_thresholds): float32 2^(12-24), float64 2^(20-53)
-        qbits = int(xm.meta.get("q_file_bits", "0"))
-        if xm.meta.get("q") == "file" and 0 < qbits < 53:
-            eq = 2.0 ** (12 - 24) if qbits >= 24 else 2.0 ** -4
-            br = a.xf_differs if qbits >= 24 else 2.0 ** -2
-        if not np.all(np.isfinite(yx)) or r > br:
-            verdict = "broken"
-        elif r <= eq:
-            verdict = "equivalent"
-        else:
-            verdict = "inconclusive"
-        ok = verdict == expect
-        per_sample = []
-        if xm.cfg.block == "dit" and xm.cfg.kind == "static-fold":
-            # folded for one conditioning vector: that sample must match the
-            # truth, every other sample must differ
-            cal = xm.cfg.calibration
-            n = xm.cfg.tokens
-            for s in range(xm.cfg.samples):
-                rows = slice(s * n, (s + 1) * n)
-                rs, ms = errors(yx[rows], truth[rows])
-                fin = bool(np.all(np.isfinite(yx[rows])))
-                if s == cal:
-                    sok = fin and rs <= a.xf_equiv
-                    want = "equivalent"
-                else:
-                    sok = not fin or rs > a.xf_differs
-                    want = "broken"
-                per_sample.append((s, rs, ms, want, sok))
-            ok = ok and all(t[4] for t in per_sample)
-        print(f"  transform {label} ({kind}) vs truth: rel_norm2 {r:.3e}  "
-              f"max_abs {m:.3e}  {verdict} (expected {expect})  "
-              f"{'PASS' if ok else 'FAIL'}")
-        for s, rs, ms, want, sok in per_sample:
-            tag = " (calibration" + (", metadata absent: sample 0 assumed)"
-                                     if xm.cfg.calibration_defaulted else ")")
-            print(f"    sample {s}{tag if s == xm.cfg.calibration else ''}: "
-                  f"rel_norm2 {rs:.3e}  max_abs {ms:.3e}  expected {want}  "
-                  f"{'PASS' if sok else 'FAIL'}")
         passed += ok
         failed += not ok
 

@@ -11,6 +11,8 @@ Modules, each importing only modules listed before it (no circle):
   blocks      forward of the preln, rmsnorm and parallel blocks
   adaln       forward of the dit block under each adaLN strategy
   model       Model: Graph + forward() by block
+  checks      the re-runs compared with the truth (original, truth.f32,
+              each transformed model)
   formats     the binary formats of src/base/format.c, rounding to them
   quant       the scale rules of src/base/quant.h in float32 arithmetic
   lowp        LowpCheck: one engine file recomputed bit for bit
