@@ -27,27 +27,6 @@
 
 /* ---- input checks ---- */
 
-/* An array whose entries are numbers or null (non-finite values are
- * written as null). */
-int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d)
-{
-    size_t i;
-    json_t *v;
-    if (!json_is_array(a)) {
-        cic_diag_set(d, file, 0, 0, "key '%s': must be an array of numbers, found %s", key,
-                     cic_json_type_name(a));
-        return -1;
-    }
-    json_array_foreach(a, i, v) {
-        if (!json_is_number(v) && !json_is_null(v)) {
-            cic_diag_set(d, file, 0, 0, "key '%s[%zu]': must be a number or null, found %s",
-                         key, i, cic_json_type_name(v));
-            return -1;
-        }
-    }
-    return 0;
-}
-
 /* One report (all of report.json, or points[k].report of a sweep); pre is
  * the key path of the report inside the file ("" or "points[0].report."). */
 static int check_report(const char *file, const char *pre, const json_t *rep, cic_diag *d)

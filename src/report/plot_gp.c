@@ -21,6 +21,8 @@
  * written. */
 #include "plot_int.h"
 
+#include "../base/json_type.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
@@ -89,6 +91,27 @@ const char *cic_plot_jstr(const json_t *o, const char *k)
 bool cic_plot_streq(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
+}
+
+/* An array whose entries are numbers or null (non-finite values are
+ * written as null). */
+int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d)
+{
+    size_t i;
+    json_t *v;
+    if (!json_is_array(a)) {
+        cic_diag_set(d, file, 0, 0, "key '%s': must be an array of numbers, found %s", key,
+                     cic_json_type_name(a));
+        return -1;
+    }
+    json_array_foreach(a, i, v) {
+        if (!json_is_number(v) && !json_is_null(v)) {
+            cic_diag_set(d, file, 0, 0, "key '%s[%zu]': must be a number or null, found %s",
+                         key, i, cic_json_type_name(v));
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* Write s as a gnuplot single-quoted string (' doubled, control bytes

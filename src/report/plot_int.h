@@ -120,7 +120,7 @@ int cic_plot_lowp_chanmax(const cic_plot_ctx *c, cic_diag *d);
 
 /* ---- input checks ---- */
 /* a (key: its path in the file) an array of numbers or nulls; 0, or -1
- * with d set (plot.c). */
+ * with d set (plot_gp.c, with the helpers every figure shares). */
 int cic_plot_check_nums(const char *file, const char *key, const json_t *a, cic_diag *d);
 /* The "lowp" section of a report and the "sqnr_db" of its rows, when
  * there (pre: the report's key path in the file, as in plot.c); 0, or -1
