@@ -19,14 +19,19 @@ const char *const CIC_ACT_NAME[] = {
 };
 const char *const CIC_DIST_NAME[] = {"normal", "uniform"};
 const char *const CIC_XFORM_NAME[] = {
-    "fuse-layernorm", "fold-rmsnorm-gamma", "rotate", "rotate-heads", "online-down", "online-qk",
-    "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
+#define CIC_XFORM_NAME_(e, n, d) [CIC_XFORM_##e] = n,
+    CIC_XFORM_LIST(CIC_XFORM_NAME_)
+#undef CIC_XFORM_NAME_
+};
 const char *const CIC_INPUT_NAME[] = {"random", "tokens", "file"};
 const char *const CIC_Q_NAME[] = {"identity", "random", "hadamard", "regular-hadamard",
                                    "file"};
 const char *const CIC_TPREC_NAME[] = {"mpfr", "f64", "f32", "f64-openblas", "bf16"};
 const char *const CIC_MISTAKE_NAME[] = {
-    "none", "skip-mean-bake", "skip-attn-out", "center-embeddings", "skip-out-proj", "skip-online", "before-rope", "per-query-head"};
+#define CIC_MISTAKE_NAME_(e, n) [CIC_MISTAKE_##e] = n,
+    CIC_MISTAKE_LIST(CIC_MISTAKE_NAME_)
+#undef CIC_MISTAKE_NAME_
+};
 const char *const CIC_VERDICT_NAME[] = {
     "equivalent", "broken", "inconclusive"};
 const char *const CIC_READOUT_NAME[] = {"head", "residual"};
