@@ -476,7 +476,7 @@ static void xform_check_says(const cic_case *c, const char *want, const char *la
     cic_diag dg;
     int rc;
     memset(&dg, 0, sizeof dg);
-    rc = cic_xform_check(c, &dg);
+    rc = cic_xform_check(CIC_CASE_CHAIN(c), &dg);
     if (!want) {
         if (rc != CIC_OK)
             fail_msg("%s refused: %s", label, dg.msg);

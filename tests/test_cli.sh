@@ -136,6 +136,15 @@ grep -q "per sample: 0 broken .*, 1 equivalent .*, 2 broken" "$tmp/out" &&
     ok "static-fold equivalent on its calibration sample only" ||
     bad "static-fold equivalent on its calibration sample only"
 
+# smooth-scale (SmoothQuant's scale migration), a kind added through its
+# descriptor alone: exact, and its mistake skip-bias broken
+expect_rc 0 "smooth-scale fixture" "$bin" run --quiet --no-color --no-baseline --out "$tmp/repsm" \
+    tests/fixtures/smooth-scale.toml
+grep -q "^smooth  *mpfr  *equivalent  *equivalent" "$tmp/out" &&
+    ok "smooth-scale equivalent" || bad "smooth-scale equivalent"
+grep -q "^smooth-skip-bias  *mpfr  *broken  *broken" "$tmp/out" &&
+    ok "smooth-scale skip-bias broken" || bad "smooth-scale skip-bias broken"
+
 # verdicts from the f64 engine agree with MPFR's: exact transforms near 1e-15,
 # known mistakes broken
 for c in cases/layernorm.toml cases/known-breaks/skip-mean-bake.toml; do

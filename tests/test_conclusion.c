@@ -117,7 +117,7 @@ static void fx_extra(cic_result *x, double pct)
 /* The analytical table of the case as it stands, as the pipeline fills it. */
 static void fx_table(fixture *fx)
 {
-    fx->r.has_dit_flops = cic_dit_flops_table_fill(&fx->r.dit_flops, &fx->c);
+    fx->r.has_dit_flops = cic_dit_flops_table_fill(&fx->r.dit_flops, CIC_CASE_CHAIN(&fx->c));
 }
 
 /* The conclusion of the report as it stands (its table as it is). */

@@ -288,7 +288,7 @@ static void test_table_forced_base(void **state)
     kc.xf[0].q = CIC_Q_HADAMARD;
     kc.xf[1] = kc.xf[0];
     kc.xf[0].hadamard_base = 4;
-    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_true(cic_dit_flops_table_fill(&t, CIC_CASE_CHAIN(&kc)));
     assert_string_equal(CIC_DIT_STRATEGIES[4].label, "branch-fast");
     for (k = 0; k < CIC_DIT_TABLE_N; k++) {
         if (!(t.xf_pct[0][k] > t.pct[4][k]))
@@ -297,7 +297,7 @@ static void test_table_forced_base(void **state)
         cic_assert_close(t.xf_pct[1][k], t.pct[4][k], 0, 0);
     }
     kc.model.d_mlp = 24;
-    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_true(cic_dit_flops_table_fill(&t, CIC_CASE_CHAIN(&kc)));
     assert_true(isnan(t.xf_pct[0][0]));
     assert_false(isnan(t.xf_pct[1][0]));
 }
@@ -488,7 +488,7 @@ static void test_na_and_table(void **state)
     c.d_model = 1168;
     c.d_mlp = 4672;
     kc.model = c;
-    assert_true(cic_dit_flops_table_fill(&t, &kc));
+    assert_true(cic_dit_flops_table_fill(&t, CIC_CASE_CHAIN(&kc)));
     assert_int_equal(cic_report_dit_flops_table(f, &t), 0);
     rewind(f);
     len = fread(buf, 1, sizeof buf - 1, f);
@@ -530,7 +530,7 @@ static void test_online_down_counted(void **state)
     orig = cic_model_create(&c.model, c.readout);
     r1 = cic_xform_apply(orig, &c.xf[0], 128, &d);
     assert_non_null(r1);
-    cic_flops_case(&base, &c, 0);
+    cic_flops_case(&base, CIC_CASE_CHAIN(&c), 0);
     for (i = 1; i < 3; i++) {
         float *y = cic_calloc((size_t)orig->rows * cic_model_out_cols(orig), sizeof *y);
         cic_run_opts o;
@@ -540,7 +540,7 @@ static void test_online_down_counted(void **state)
         memset(&got, 0, sizeof got);
         o.flops = &got;
         assert_int_equal(cic_engine_f32_run(y, m, CIC_MATMUL_FIXED, &o), 0);
-        cic_flops_case(&want, &c, i);
+        cic_flops_case(&want, CIC_CASE_CHAIN(&c), i);
         for (s = 0; s < CIC_SITE_COUNT; s++)
             if (got.site[s] != want.site[s])
                 fail_msg("%s: site %s counted %.17g, formulas %.17g", c.xf[i].name,
@@ -658,7 +658,7 @@ static void call_case(int block)
     cic_flop_count fc;
     tiny_case(&c, CIC_BLOCK_PRELN);
     c.model.block = (enum cic_block_kind)block;
-    cic_flops_case(&fc, &c, -1);
+    cic_flops_case(&fc, CIC_CASE_CHAIN(&c), -1);
 }
 
 /* cic_flops_case gives each block kind its own closed form (its
@@ -673,11 +673,11 @@ static void test_block_dispatch(void **state)
     int s;
     (void)state;
     tiny_case(&c, CIC_BLOCK_DIT);
-    cic_flops_case(&a, &c, -1);
+    cic_flops_case(&a, CIC_CASE_CHAIN(&c), -1);
     cic_flops_dit(&b, &c.model, NULL);
     for (s = 0; s < CIC_SITE_COUNT; s++)
         cic_assert_close(a.site[s], b.site[s], 0, 0);
-    cic_flops_case(&a, &c, 0);
+    cic_flops_case(&a, CIC_CASE_CHAIN(&c), 0);
     cic_flops_dit(&b, &c.model, &c.xf[0]);
     for (s = 0; s < CIC_SITE_COUNT; s++)
         cic_assert_close(a.site[s], b.site[s], 0, 0);
@@ -685,12 +685,12 @@ static void test_block_dispatch(void **state)
      * after fuse-layernorm (3d + 4); rmsnorm's linears have no bias, so
      * its attention site differs from preln's */
     tiny_case(&c, CIC_BLOCK_PRELN);
-    cic_flops_case(&a, &c, 0);
+    cic_flops_case(&a, CIC_CASE_CHAIN(&c), 0);
     cic_assert_close(a.site[CIC_SITE_NORM1], 2.0 * (3 * 4 + 4), 0, 0);
-    cic_flops_case(&b, &c, -1);
+    cic_flops_case(&b, CIC_CASE_CHAIN(&c), -1);
     cic_assert_close(b.site[CIC_SITE_NORM1], 2.0 * (7 * 4 + 5), 0, 0);
     tiny_case(&c, CIC_BLOCK_RMSNORM);
-    cic_flops_case(&b, &c, -1);
+    cic_flops_case(&b, CIC_CASE_CHAIN(&c), -1);
     assert_true(a.site[CIC_SITE_ATTN] != b.site[CIC_SITE_ATTN]);
     assert_false(aborts(call_analytical, CIC_BLOCK_PRELN));
     assert_false(aborts(call_analytical, CIC_BLOCK_RMSNORM));

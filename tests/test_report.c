@@ -844,7 +844,7 @@ static void test_dit_table_values(void **state)
     for (size_t n = 0; n < sizeof sz / sizeof sz[0]; n++) {
         double nd, nf;
         dit_case(&c, sz[n].d, sz[n].m, sz[n].causal, sz[n].final);
-        assert_true(cic_dit_flops_table_fill(&t, &c));
+        assert_true(cic_dit_flops_table_fill(&t, CIC_CASE_CHAIN(&c)));
         assert_memory_equal(&t.cfg, &c.model, sizeof c.model);
         assert_memory_equal(t.tokens, CIC_DIT_TABLE_TOKENS, sizeof t.tokens);
         assert_int_equal(t.n_xf, c.n_xf);
@@ -870,7 +870,7 @@ static void test_dit_table_values(void **state)
         assert_int_equal(isnan(t.pct[4][0]), sz[n].d == 292 || sz[n].m == 4672);
     }
     c.model.block = CIC_BLOCK_PRELN;
-    assert_false(cic_dit_flops_table_fill(&t, &c));
+    assert_false(cic_dit_flops_table_fill(&t, CIC_CASE_CHAIN(&c)));
     assert_memory_equal(&t, &zero, sizeof t);
 }
 
@@ -915,7 +915,7 @@ static void test_dit_table_writers(void **state)
     dit_case(&c, 64, 256, false, true);
     memset(&r, 0, sizeof r);
     r.kase = &c;
-    r.has_dit_flops = cic_dit_flops_table_fill(&r.dit_flops, &c);
+    r.has_dit_flops = cic_dit_flops_table_fill(&r.dit_flops, CIC_CASE_CHAIN(&c));
     r.dit_flops.cfg.d_model = 4242;
     r.dit_flops.label[3] = "planted-label";
     r.dit_flops.tokens[2] = 999;

@@ -453,7 +453,7 @@ static void test_rotation_from_file(void **state)
                      f ? "rotate-heads" : "rotate", path);
             memset(&d, 0, sizeof d);
             assert_int_equal(cic_case_load_string(&k, text, "q.toml", &d), CIC_OK);
-            assert_int_equal(cic_xform_check(&k, &d), CIC_EINPUT);
+            assert_int_equal(cic_xform_check(CIC_CASE_CHAIN(&k), &d), CIC_EINPUT);
             if (!strstr(d.msg, want[f]) || d.line != 8)
                 fail_msg("check message %d:%d: %s", d.line, d.column, d.msg);
         }

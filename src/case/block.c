@@ -41,11 +41,6 @@ static bool has_cond(const cic_block_desc *b, int unused)
     return b->cond;
 }
 
-static bool has_norm(const cic_block_desc *b, int norm)
-{
-    return (int)b->norm == norm;
-}
-
 /* The [model] keys only blocks with a conditioning input have (t is
  * [model]): d_cond and final_layer, refused on another block (when the
  * block loaded) and read with their defaults either way (d_cond = d_model,
@@ -73,53 +68,43 @@ void _cic_block_keys(cic_case_ctx *x, cic_case *c, const cic_case_tab *t)
     _cic_get_bool(x, t, "final_layer", &m->final_layer);
 }
 
-/* Does transform kind k apply to a block whose norms are norm? adaLN
- * strategies to adaLN blocks, fusion to LayerNorm, gain folding to
- * RMSNorm, rotation to both static norms. */
-static bool applies(enum cic_xform_kind k, enum cic_norm_kind norm)
+/* Does the kind of descriptor k apply to a block whose norms are norm (its
+ * descriptor's norms)? */
+static bool applies(const cic_xform_desc *k, unsigned norm)
 {
-    switch (k) {
-    case CIC_XFORM_FUSE_LAYERNORM:
-        return norm == CIC_NORM_LAYERNORM;
-    case CIC_XFORM_FOLD_RMSNORM_GAMMA:
-        return norm == CIC_NORM_RMSNORM;
-    case CIC_XFORM_ROTATE:
-    case CIC_XFORM_ROTATE_HEADS:
-    case CIC_XFORM_ONLINE_DOWN:
-    case CIC_XFORM_ONLINE_QK:
-        return norm != CIC_NORM_ADALN;
-    default:
-        return _cic_is_adaln(k) && norm == CIC_NORM_ADALN;
-    }
+    return (k->norms >> norm & 1u) != 0;
 }
 
 /* "a, b" or "a, b or c" (last): the transform kinds that apply to norm. */
 static const char *kinds_for(char *buf, size_t cap, enum cic_norm_kind norm, const char *last)
 {
-    int k, n = 0, total = 0, o = 0;
-    for (k = 0; k < CIC_XFORM_COUNT; k++)
-        total += applies((enum cic_xform_kind)k, norm);
-    buf[0] = '\0';
-    for (k = 0; k < CIC_XFORM_COUNT && o < (int)cap; k++)
-        if (applies((enum cic_xform_kind)k, norm))
-            o += snprintf(buf + o, cap - (size_t)o, "%s%s",
-                          n++ == 0 ? "" : n == total ? last : ", ", CIC_XFORM_NAME[k]);
-    return buf;
+    return _cic_xform_kinds(buf, cap, applies, (unsigned)norm, 0, last);
+}
+
+static bool not_adaln_only(const cic_xform_desc *k, unsigned unused)
+{
+    (void)unused;
+    return k->norms != 1u << CIC_NORM_ADALN;
 }
 
 /* The transform kinds the block allows, for the message on a
  * [[transforms]] entry without 'kind'. */
 const char *_cic_block_kind_hint(enum cic_block_kind b)
 {
-    static char buf[256];
-    char kinds[200];
+    static char buf[320];
+    char kinds[256];
     if (cic_block(b)->norm == CIC_NORM_ADALN)
         snprintf(buf, sizeof buf, " (on a %s block an adaLN strategy: %s)", cic_block(b)->name,
                  kinds_for(kinds, sizeof kinds, CIC_NORM_ADALN, " or "));
     else
-        snprintf(buf, sizeof buf, " (fuse-layernorm, fold-rmsnorm-gamma, rotate, rotate-heads, online-down or "
-                 "online-qk)");
+        snprintf(buf, sizeof buf, " (%s)",
+                 _cic_xform_kinds(kinds, sizeof kinds, not_adaln_only, 0, 0, " or "));
     return buf;
+}
+
+static bool has_norm_in(const cic_block_desc *b, int norms)
+{
+    return ((unsigned)norms >> b->norm & 1u) != 0;
 }
 
 /* A transform kind against the block it is applied to (the block loaded);
@@ -128,32 +113,26 @@ int _cic_check_kind_block(cic_case_ctx *x, const cic_case *c, const cic_xform_sp
                           int col)
 {
     const cic_block_desc *b = cic_block(c->model.block);
+    const cic_xform_desc *k = cic_xform_desc_of(xf->kind);
     const char *kn = CIC_XFORM_NAME[xf->kind];
-    char names[128], kinds[200];
-    if (applies(xf->kind, b->norm))
+    char names[128], kinds[256];
+    if (applies(k, b->norm))
         return CIC_OK;
-    if (_cic_is_adaln(xf->kind))
+    block_names(names, sizeof names, has_norm_in, (int)k->norms);
+    if (k->family == CIC_XFAM_ADALN)
         return _cic_fail(x, l, col,
                          "kind = \"%s\" is an adaLN strategy and needs block = %s (this "
                          "model is \"%s\"); allowed here: %s",
-                         kn, block_names(names, sizeof names, has_norm, CIC_NORM_ADALN), b->name,
-                         kinds_for(kinds, sizeof kinds, b->norm, ", "));
+                         kn, names, b->name, kinds_for(kinds, sizeof kinds, b->norm, ", "));
     if (b->norm == CIC_NORM_ADALN)
         return _cic_fail(x, l, col,
                          "kind = \"%s\" does not apply to block = \"%s\" (adaLN modulation "
                          "does not commute with a static rotation or fold); on a %s block use "
-                         "an adaLN strategy: %s",
-                         kn, b->name, b->name, kinds_for(kinds, sizeof kinds, b->norm, ", "));
-    if (xf->kind == CIC_XFORM_FUSE_LAYERNORM)
-        return _cic_fail(x, l, col, "kind = \"%s\" needs block = %s (this model is \"%s\")%s",
-                         kn, block_names(names, sizeof names, has_norm, CIC_NORM_LAYERNORM),
-                         b->name,
-                         b->norm == CIC_NORM_RMSNORM ? "; RMSNorm models use fold-rmsnorm-gamma"
-                                                     : "");
+                         "an adaLN strategy: %s (kind = \"%s\" needs block = %s)",
+                         kn, b->name, b->name, kinds_for(kinds, sizeof kinds, b->norm, ", "), kn,
+                         names);
     return _cic_fail(x, l, col, "kind = \"%s\" needs block = %s (this model is \"%s\")%s", kn,
-                     block_names(names, sizeof names, has_norm, CIC_NORM_RMSNORM), b->name,
-                     b->norm == CIC_NORM_LAYERNORM ? "; LayerNorm models use fuse-layernorm"
-                                                   : "");
+                     names, b->name, k->refused_hint ? k->refused_hint : "");
 }
 
 void _cic_block_weights(const cic_model_cfg *m, uint64_t *layer, uint64_t *readout)

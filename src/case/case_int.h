@@ -171,8 +171,12 @@ int _cic_sweep_check(cic_case_ctx *x, const cic_case *c, long i,
  * holds point 0's model and precision. */
 int _cic_sweep_check_all(cic_case_ctx *x, cic_case *c, const cic_toml_node *st);
 
-/* The transform kinds that are adaLN strategies (dit only; load_xform.c). */
-bool _cic_is_adaln(enum cic_xform_kind k);
+/* The kinds for which want(descriptor, arg) holds, in list order, as
+ * "a, b" with the last joined by last: quoted ("\"a\"") and with their
+ * alias ("\"rotate\" (R1)") as style asks (load_xform.c). */
+enum { CIC_KINDS_QUOTED = 1u << 0, CIC_KINDS_ALIAS = 1u << 1 };
+const char *_cic_xform_kinds(char *buf, size_t cap, bool (*want)(const cic_xform_desc *, unsigned),
+                             unsigned arg, unsigned style, const char *last);
 
 /* ---- what depends on the block kind (block.c) ---------------------------
  * Each of these is the block kind's part of a check or default; block

@@ -53,6 +53,12 @@ static const cic_stfile_tensor *pick(cic_case_ctx *x, const cic_stfile *f, cic_x
     return t;
 }
 
+/* The kinds that take q = "file:PATH" (their descriptors' q kinds). */
+static bool takes_file(const cic_xform_desc *k, unsigned q)
+{
+    return (k->keys & CIC_XKEY_Q) && (k->q_kinds >> q & 1u);
+}
+
 int _cic_xform_q_file(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
                       cic_xform_spec *xf, const char *s, size_t len, int l, int col)
 {
@@ -62,9 +68,12 @@ int _cic_xform_q_file(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
     const cic_stfile_tensor *q;
     size_t n = strlen(CIC_QFILE_PREFIX);
     int rc = CIC_EINPUT;
-    if (xf->kind != CIC_XFORM_ROTATE && xf->kind != CIC_XFORM_ROTATE_HEADS)
-        return _cic_fail(x, l, col, "q = \"file:...\" is only allowed for kind = \"rotate\" "
-                         "(R1) and \"rotate-heads\" (R2); this transform is \"%s\"",
+    char kinds[256];
+    if (!takes_file(cic_xform_desc_of(xf->kind), CIC_Q_FILE))
+        return _cic_fail(x, l, col, "q = \"file:...\" is only allowed for kind = %s; this "
+                         "transform is \"%s\"",
+                         _cic_xform_kinds(kinds, sizeof kinds, takes_file, CIC_Q_FILE,
+                                          CIC_KINDS_QUOTED | CIC_KINDS_ALIAS, " and "),
                          CIC_XFORM_NAME[xf->kind]);
     if (len == n || len - n >= sizeof path)
         return _cic_fail(x, l, col, "q = \"file:PATH\" needs a path (a safetensors file, "

@@ -10,15 +10,81 @@
 #include <stdio.h>
 #include <string.h>
 
-/* Allowed keys, in the order they are documented. */
+/* Allowed keys, in the order they are documented; then every kind's own
+ * keys (its descriptor's params). */
 static const char *const _cic_xform_keys[] = {
     "name",    "kind",   "after",  "precision", "q",          "seed", "hadamard_base", "q_tensor",
     "mistake", "expect", "stream", "fast",      "calibration", "group"};
 
-bool _cic_is_adaln(enum cic_xform_kind k)
+/* The allowed keys with the kinds' own: into keys, their number. */
+static size_t xform_keys(const char **keys, size_t cap)
 {
-    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
-           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+    size_t n = 0, i;
+    int k, j;
+    for (i = 0; i < CIC_CASE_LEN(_cic_xform_keys) && n < cap; i++)
+        keys[n++] = _cic_xform_keys[i];
+    for (k = 0; k < CIC_XFORM_COUNT; k++)
+        for (j = 0; j < CIC_XFORM_MAX_PARAMS && cic_xform_desc_of((enum cic_xform_kind)k)->params[j].key; j++) {
+            const char *key = cic_xform_desc_of((enum cic_xform_kind)k)->params[j].key;
+            bool dup = false;
+            for (i = 0; i < n && !dup; i++)
+                dup = strcmp(keys[i], key) == 0;
+            if (!dup && n < cap)
+                keys[n++] = key;
+        }
+    return n;
+}
+
+/* Ways to pick kinds for a message (_cic_xform_kinds). */
+static bool has_key(const cic_xform_desc *k, unsigned key)
+{
+    return (k->keys & key) == key;
+}
+
+static bool has_key_plain(const cic_xform_desc *k, unsigned key)
+{
+    return k->family != CIC_XFAM_ADALN && has_key(k, key);
+}
+
+static bool takes_q(const cic_xform_desc *k, unsigned q)
+{
+    return has_key(k, CIC_XKEY_Q) && (k->q_kinds >> q & 1u);
+}
+
+static bool takes_q_plain(const cic_xform_desc *k, unsigned q)
+{
+    return k->family != CIC_XFAM_ADALN && takes_q(k, q);
+}
+
+static bool any_adaln(bool (*want)(const cic_xform_desc *, unsigned), unsigned arg)
+{
+    int k;
+    for (k = 0; k < CIC_XFORM_COUNT; k++)
+        if (cic_xform_desc_of((enum cic_xform_kind)k)->family == CIC_XFAM_ADALN &&
+            want(cic_xform_desc_of((enum cic_xform_kind)k), arg))
+            return true;
+    return false;
+}
+
+const char *_cic_xform_kinds(char *buf, size_t cap, bool (*want)(const cic_xform_desc *, unsigned),
+                             unsigned arg, unsigned style, const char *last)
+{
+    int k, n = 0, total = 0, o = 0;
+    for (k = 0; k < CIC_XFORM_COUNT; k++)
+        total += want(cic_xform_desc_of((enum cic_xform_kind)k), arg);
+    buf[0] = '\0';
+    for (k = 0; k < CIC_XFORM_COUNT && o < (int)cap; k++) {
+        const cic_xform_desc *d = cic_xform_desc_of((enum cic_xform_kind)k);
+        const char *q = style & CIC_KINDS_QUOTED ? "\"" : "";
+        char alias[16] = "";
+        if (!want(d, arg))
+            continue;
+        if (style & CIC_KINDS_ALIAS && d->alias)
+            snprintf(alias, sizeof alias, " (%s)", d->alias);
+        o += snprintf(buf + o, cap - (size_t)o, "%s%s%s%s%s",
+                      n++ == 0 ? "" : n == total ? last : ", ", q, CIC_XFORM_NAME[k], q, alias);
+    }
+    return buf;
 }
 
 /* fast: a fast Walsh-Hadamard transform instead of a dense d x d product
@@ -30,14 +96,16 @@ static int _cic_adaln_fast(cic_case_ctx *x, const cic_case_tab *t,
     const char *kn = CIC_XFORM_NAME[xf->kind];
     const cic_toml_node *node;
     int rc, l, col;
+    char kinds[160];
 
     node = _cic_find(t, "fast", &l, &col);
-    if (node && xf->kind != CIC_XFORM_ONLINE_UNROTATE &&
-        xf->kind != CIC_XFORM_BRANCH_ROTATE)
+    if (node && !cic_xform_has_keys(xf->kind, CIC_XKEY_FAST))
         return _cic_fail(x, l, col,
-                         "'fast' is only allowed for kind = \"online-unrotate\" "
-                         "or \"branch-rotate\" (this transform is \"%s\"; "
+                         "'fast' is only allowed for kind = %s "
+                         "(this transform is \"%s\"; "
                          "it does no online rotation)",
+                         _cic_xform_kinds(kinds, sizeof kinds, has_key, CIC_XKEY_FAST,
+                                          CIC_KINDS_QUOTED, " or "),
                          kn);
     if ((rc = _cic_get_bool(x, t, "fast", &xf->fast)))
         return rc;
@@ -50,16 +118,22 @@ static int _cic_adaln_fast(cic_case_ctx *x, const cic_case_tab *t,
                              "q = \"%s\": set q = \"hadamard\" or fast = "
                              "false",
                              CIC_Q_NAME[xf->q]);
-        if (xf->kind == CIC_XFORM_ONLINE_UNROTATE &&
-            xf->stream != CIC_STREAM_CENTERED)
-            return _cic_fail(x, l, col,
-                             "fast = true on kind = \"online-unrotate\" needs "
-                             "stream = \"centered\" (a mean-preserving Q is "
-                             "not a single fast Hadamard); this transform has "
-                             "stream = \"%s\"",
-                             CIC_STREAM_NAME[xf->stream]);
     }
     return CIC_OK;
+}
+
+/* A rule between the kind's keys (its descriptor's keys_check), at the key
+ * it names. */
+static int _cic_xform_keys_rule(cic_case_ctx *x, const cic_case_tab *t, const cic_xform_spec *xf)
+{
+    const cic_xform_desc *k = cic_xform_desc_of(xf->kind);
+    char msg[512];
+    const char *key;
+    int l = 0, col = 0;
+    if (!k->keys_check || !(key = k->keys_check(msg, sizeof msg, xf)))
+        return CIC_OK;
+    _cic_pos(_cic_find(t, key, NULL, NULL), &l, &col);
+    return _cic_fail(x, l, col, "%s", msg);
 }
 
 /* calibration: the sample whose conditioning static-fold bakes in. */
@@ -71,12 +145,15 @@ static int _cic_adaln_calibration(cic_case_ctx *x, const cic_case *c,
     bool have;
     int rc, l, col;
     int64_t cal = 0;
+    char kinds[160];
 
     node = _cic_find(t, "calibration", &l, &col);
-    if (node && xf->kind != CIC_XFORM_STATIC_FOLD)
+    if (node && !cic_xform_has_keys(xf->kind, CIC_XKEY_CALIBRATION))
         return _cic_fail(x, l, col,
                          "'calibration' is only allowed for kind = "
-                         "\"static-fold\" (this transform is \"%s\")",
+                         "%s (this transform is \"%s\")",
+                         _cic_xform_kinds(kinds, sizeof kinds, has_key, CIC_XKEY_CALIBRATION,
+                                          CIC_KINDS_QUOTED, " or "),
                          kn);
     if ((rc = _cic_get_int(x, t, "calibration", INT64_MIN, INT64_MAX, &cal, &have,
                            &node)))
@@ -93,9 +170,6 @@ static int _cic_adaln_calibration(cic_case_ctx *x, const cic_case *c,
     return CIC_OK;
 }
 
-/* The adaLN-only keys (stream, fast, calibration) and the keys adaLN kinds
- * refuse (after, mistake). xf->kind, q and the block are already checked;
- * xf->stream, fast and calibration hold their defaults. */
 /* group: group-wise rotation (branch-rotate): the same orthogonal block of
  * this width (q: random, hadamard, regular-hadamard; a fast transform with
  * fast = true) on every block of every linear's input. Whether it fits
@@ -105,30 +179,67 @@ static int _cic_adaln_group(cic_case_ctx *x, const cic_case_tab *t, cic_xform_sp
     const cic_toml_node *node;
     bool have;
     int rc, l, col;
+    char kinds[160];
     xf->group = 0;
     if ((rc = _cic_get_intf(x, t, "group", 1, CIC_CASE_MAX_DIM, &xf->group, &have, &node)))
         return rc;
-    if (have && xf->kind != CIC_XFORM_BRANCH_ROTATE) {
+    if (have && !cic_xform_has_keys(xf->kind, CIC_XKEY_GROUP)) {
         _cic_pos(node, &l, &col);
         xf->group = 0;
-        return _cic_fail(x, l, col, "'group' needs kind = \"branch-rotate\" (a rotation of "
+        return _cic_fail(x, l, col, "'group' needs kind = %s (a rotation of "
                          "blocks of each linear's input; this transform is \"%s\")",
+                         _cic_xform_kinds(kinds, sizeof kinds, has_key, CIC_XKEY_GROUP,
+                                          CIC_KINDS_QUOTED, " or "),
                          CIC_XFORM_NAME[xf->kind]);
     }
     return CIC_OK;
 }
 
+/* The keys a kind refuses: 'after' and 'mistake' (the adaLN strategies;
+ * the kinds that start from the original model). */
+static int _cic_xform_refused(cic_case_ctx *x, const cic_case_tab *t, const cic_xform_spec *xf)
+{
+    const char *kn = CIC_XFORM_NAME[xf->kind];
+    bool adaln = cic_xform_is_adaln(xf->kind);
+    char kinds[256];
+    int l, col;
+    if (!cic_xform_has_keys(xf->kind, CIC_XKEY_AFTER) && _cic_find(t, "after", &l, &col))
+        return _cic_fail(x, l, col,
+                         "'after' is not allowed for kind = \"%s\": %s; remove 'after'", kn,
+                         adaln ? "the adaLN strategies always start from the original dit "
+                                 "model"
+                               : "it always starts from the original model");
+    if (!cic_xform_has_keys(xf->kind, CIC_XKEY_MISTAKE) && _cic_find(t, "mistake", &l, &col))
+        return _cic_fail(x, l, col,
+                         "'mistake' is not allowed for kind = \"%s\" (known "
+                         "mistakes apply to %s%s)",
+                         kn,
+                         _cic_xform_kinds(kinds, sizeof kinds, has_key, CIC_XKEY_MISTAKE, 0,
+                                          " and "),
+                         adaln ? "; a static fold used for another sample is static-fold "
+                                 "itself, expect broken"
+                               : "");
+    return CIC_OK;
+}
+
+/* The adaLN-only keys (stream, fast, calibration, group): refused on the
+ * other kinds, read and checked for the adaLN strategies. xf->kind, q and
+ * the block are already checked; xf->stream, fast and calibration hold
+ * their defaults. */
 static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_tab *t,
                            cic_xform_spec *xf)
 {
+    static const char *const ada_only[] = {"stream", "fast", "calibration", "group"};
+    static const unsigned ada_key[] = {CIC_XKEY_STREAM, CIC_XKEY_FAST, CIC_XKEY_CALIBRATION,
+                                       CIC_XKEY_GROUP};
     const char *kn = CIC_XFORM_NAME[xf->kind];
     const cic_toml_node *snode = NULL;
-    bool have, adaln = _cic_is_adaln(xf->kind);
+    bool have;
     int rc, l, col, v;
+    char kinds[160];
+    size_t k;
 
-    if (!adaln) {
-        static const char *const ada_only[] = {"stream", "fast", "calibration", "group"};
-        size_t k;
+    if (!cic_xform_is_adaln(xf->kind)) {
         for (k = 0; k < CIC_CASE_LEN(ada_only); k++)
             if (_cic_find(t, ada_only[k], &l, &col))
                 return _cic_fail(x, l, col,
@@ -136,50 +247,70 @@ static int _cic_load_adaln(cic_case_ctx *x, const cic_case *c, const cic_case_ta
                                  "strategies of a dit block (%s); this "
                                  "transform is \"%s\"",
                                  ada_only[k],
-                                 k == 0 ? "static-fold, online-unrotate, "
-                                          "per-sample-fold"
-                                 : k == 1 ? "online-unrotate, branch-rotate"
-                                 : k == 3 ? "branch-rotate"
-                                          : "static-fold",
+                                 _cic_xform_kinds(kinds, sizeof kinds, has_key, ada_key[k], 0,
+                                                  ", "),
                                  kn);
         return CIC_OK;
     }
-
-    /* Keys an adaLN strategy refuses. */
-    if (_cic_find(t, "after", &l, &col))
-        return _cic_fail(x, l, col,
-                         "'after' is not allowed for kind = \"%s\": the adaLN "
-                         "strategies always start from the original dit "
-                         "model; remove 'after'",
-                         kn);
-    if (_cic_find(t, "mistake", &l, &col))
-        return _cic_fail(x, l, col,
-                         "'mistake' is not allowed for kind = \"%s\" (known "
-                         "mistakes apply to fuse-layernorm, rotate and "
-                         "fold-rmsnorm-gamma; a static fold used for another "
-                         "sample is static-fold itself, expect broken)",
-                         kn);
 
     /* stream: how the rotated stream keeps LayerNorm exact. */
     v = CIC_STREAM_CENTERED;
     if ((rc = _cic_get_enum(x, t, "stream", CIC_STREAM_NAME, CIC_STREAM_COUNT,
                             &v, &have, &snode)))
         return rc;
-    if (have && xf->kind == CIC_XFORM_BRANCH_ROTATE) {
+    if (have && !cic_xform_has_keys(xf->kind, CIC_XKEY_STREAM)) {
         _cic_find(t, "stream", &l, &col);
         return _cic_fail(x, l, col,
-                         "'stream' is not allowed for kind = \"branch-rotate\" "
+                         "'stream' is not allowed for kind = \"%s\" "
                          "(its residual stream is not rotated); 'stream' "
-                         "applies to static-fold, online-unrotate, "
-                         "per-sample-fold");
+                         "applies to %s",
+                         kn,
+                         _cic_xform_kinds(kinds, sizeof kinds, has_key, CIC_XKEY_STREAM, 0,
+                                          ", "));
     }
     xf->stream = (enum cic_stream)v;
 
-    if ((rc = _cic_adaln_fast(x, t, xf)))
+    if ((rc = _cic_adaln_fast(x, t, xf)) || (rc = _cic_xform_keys_rule(x, t, xf)))
         return rc;
     if ((rc = _cic_adaln_group(x, t, xf)))
         return rc;
     return _cic_adaln_calibration(x, c, t, xf);
+}
+
+/* The kind's own numeric keys (its descriptor's params) into xf->param,
+ * their defaults when absent; refused on the other kinds. */
+static int _cic_xform_params(cic_case_ctx *x, const cic_case_tab *t, cic_xform_spec *xf)
+{
+    const cic_xform_desc *d = cic_xform_desc_of(xf->kind);
+    const cic_toml_node *node;
+    int k, j, l, col, rc;
+    for (k = 0; k < CIC_XFORM_COUNT; k++) {
+        const cic_xform_desc *o = cic_xform_desc_of((enum cic_xform_kind)k);
+        for (j = 0; o != d && j < CIC_XFORM_MAX_PARAMS && o->params[j].key; j++) {
+            int i;
+            bool mine = false;
+            for (i = 0; i < CIC_XFORM_MAX_PARAMS && d->params[i].key && !mine; i++)
+                mine = strcmp(d->params[i].key, o->params[j].key) == 0;
+            if (!mine && _cic_find(t, o->params[j].key, &l, &col))
+                return _cic_fail(x, l, col,
+                                 "'%s' is only allowed for kind = \"%s\" (this transform is "
+                                 "\"%s\")",
+                                 o->params[j].key, o->name, d->name);
+        }
+    }
+    for (j = 0; j < CIC_XFORM_MAX_PARAMS && d->params[j].key; j++) {
+        const cic_xform_param *p = &d->params[j];
+        bool have;
+        xf->param[j] = p->def;
+        if ((rc = _cic_get_num(x, t, p->key, false, p->hi, &xf->param[j], &have, &node)))
+            return rc;
+        if (have && xf->param[j] < p->lo) {
+            _cic_pos(node, &l, &col);
+            return _cic_fail(x, l, col, "'%s' = %g is out of range: %g .. %g", p->key,
+                             xf->param[j], p->lo, p->hi);
+        }
+    }
+    return CIC_OK;
 }
 
 /* Names of transforms, which also name dump files (original.safetensors,
@@ -290,20 +421,23 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *
     xf->q = CIC_Q_IDENTITY;
     xf->q_seed = 0;
     xf->hadamard_base = 0;
-    if (xf->kind != CIC_XFORM_ROTATE && xf->kind != CIC_XFORM_ROTATE_HEADS &&
-        xf->kind != CIC_XFORM_ONLINE_DOWN && xf->kind != CIC_XFORM_ONLINE_QK &&
-        !_cic_is_adaln(xf->kind)) {
+    if (!cic_xform_has_keys(xf->kind, CIC_XKEY_Q)) {
         static const char *const rot_only[] = {"q", "seed", "hadamard_base"};
         size_t k;
+        char kinds[256];
         for (k = 0; k < CIC_CASE_LEN(rot_only); k++)
             if (_cic_find(t, rot_only[k], &l, &col))
                 return _cic_fail(x, l, col,
                                  "'%s' is only allowed for kind = "
-                                 "\"rotate\", \"rotate-heads\", \"online-down\", \"online-qk\" and the "
-                                 "adaLN strategies "
-                                 "of a dit block (this transform is "
+                                 "%s%s (this transform is "
                                  "\"%s\")",
-                                 rot_only[k], CIC_XFORM_NAME[xf->kind]);
+                                 rot_only[k],
+                                 _cic_xform_kinds(kinds, sizeof kinds, has_key_plain, CIC_XKEY_Q,
+                                                  CIC_KINDS_QUOTED, ", "),
+                                 any_adaln(has_key, CIC_XKEY_Q)
+                                     ? " and the adaLN strategies of a dit block"
+                                     : "",
+                                 CIC_XFORM_NAME[xf->kind]);
         return CIC_OK;
     }
     {
@@ -331,11 +465,16 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *
         return _cic_missing(x, t, "q", extra);
     }
     xf->q = (enum cic_qkind)v;
-    if (xf->q == CIC_Q_REGULAR && xf->kind != CIC_XFORM_ROTATE && !_cic_is_adaln(xf->kind)) {
+    if (!takes_q(cic_xform_desc_of(xf->kind), (unsigned)xf->q)) {
+        char kinds[256];
         _cic_find(t, "q", &l, &col);
         return _cic_fail(x, l, col,
-                         "q = \"regular-hadamard\" is for kind = \"rotate\" and the adaLN "
-                         "strategies (this transform is \"%s\": use q = \"hadamard\")",
+                         "q = \"%s\" is for kind = %s%s (this transform is \"%s\": use q = "
+                         "\"hadamard\")",
+                         CIC_Q_NAME[xf->q],
+                         _cic_xform_kinds(kinds, sizeof kinds, takes_q_plain, (unsigned)xf->q,
+                                          CIC_KINDS_QUOTED, ", "),
+                         any_adaln(takes_q, (unsigned)xf->q) ? " and the adaLN strategies" : "",
                          CIC_XFORM_NAME[xf->kind]);
     }
     if ((rc = _cic_get_int(x, t, "seed", 0, INT64_MAX, &s, NULL, NULL)))
@@ -344,36 +483,34 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *
     return _cic_xform_hadamard_base(x, t, xf);
 }
 
-/* mistake: a known mistake, only with the kind it belongs to. */
+static bool has_mistake(const cic_xform_desc *k, unsigned m)
+{
+    return (k->mistakes >> m & 1u) != 0;
+}
+
+/* mistake: a known mistake, only with a kind it belongs to. */
 static int _cic_xform_mistake(cic_case_ctx *x, const cic_case_tab *t,
                               cic_xform_spec *xf)
 {
     const cic_toml_node *node;
-    enum cic_xform_kind need;
     int rc, l, col, v = CIC_MISTAKE_NONE;
+    char kinds[256];
 
     if ((rc = _cic_get_enum(x, t, "mistake", CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT,
                             &v, NULL, &node)))
         return rc;
     xf->mistake = (enum cic_mistake)v;
-    if (xf->mistake == CIC_MISTAKE_NONE)
+    if (xf->mistake == CIC_MISTAKE_NONE ||
+        (cic_xform_desc_of(xf->kind)->mistakes >> xf->mistake & 1u))
         return CIC_OK;
-    need = xf->mistake == CIC_MISTAKE_SKIP_MEAN_BAKE ? CIC_XFORM_FUSE_LAYERNORM
-           : xf->mistake == CIC_MISTAKE_SKIP_ATTN_OUT ? CIC_XFORM_ROTATE
-           : xf->mistake == CIC_MISTAKE_SKIP_OUT_PROJ ? CIC_XFORM_ROTATE_HEADS
-           : xf->mistake == CIC_MISTAKE_PER_QUERY_HEAD ? CIC_XFORM_ROTATE_HEADS
-           : xf->mistake == CIC_MISTAKE_SKIP_ONLINE   ? CIC_XFORM_ONLINE_DOWN
-           : xf->mistake == CIC_MISTAKE_BEFORE_ROPE   ? CIC_XFORM_ONLINE_QK
-                                                      : CIC_XFORM_FOLD_RMSNORM_GAMMA;
-    if (xf->kind != need) {
-        _cic_pos(node, &l, &col);
-        return _cic_fail(x, l, col,
-                         "mistake \"%s\" only applies to kind = \"%s\" "
-                         "(this transform is \"%s\")",
-                         CIC_MISTAKE_NAME[xf->mistake], CIC_XFORM_NAME[need],
-                         CIC_XFORM_NAME[xf->kind]);
-    }
-    return CIC_OK;
+    _cic_pos(node, &l, &col);
+    return _cic_fail(x, l, col,
+                     "mistake \"%s\" only applies to kind = %s "
+                     "(this transform is \"%s\")",
+                     CIC_MISTAKE_NAME[xf->mistake],
+                     _cic_xform_kinds(kinds, sizeof kinds, has_mistake, (unsigned)xf->mistake,
+                                      CIC_KINDS_QUOTED, " or "),
+                     CIC_XFORM_NAME[xf->kind]);
 }
 
 /* The message for an 'after' (quoted in qb) that names no earlier transform
@@ -467,7 +604,10 @@ static int _cic_load_xform(cic_case_ctx *x, cic_case *c, const cic_toml_node *ar
     xf->calibration = 0;
     xf->hadamard_base = 0;
     xf->after = -1;
-    _cic_check_keys(x, &t, _cic_xform_keys, CIC_CASE_LEN(_cic_xform_keys));
+    {
+        const char *keys[CIC_CASE_LEN(_cic_xform_keys) + CIC_XFORM_COUNT * CIC_XFORM_MAX_PARAMS];
+        _cic_check_keys(x, &t, keys, xform_keys(keys, CIC_CASE_LEN(keys)));
+    }
 
     if ((rc = _cic_xform_name(x, c, &t, xf, i)) ||
         (rc = _cic_xform_kind(x, c, &t, xf)))
@@ -477,16 +617,17 @@ static int _cic_load_xform(cic_case_ctx *x, cic_case *c, const cic_toml_node *ar
                             &v, NULL, NULL)))
         return rc;
     xf->prec = (enum cic_tprec)v;
-    if ((rc = _cic_xform_q(x, c, &t, xf)) || (rc = _cic_load_adaln(x, c, &t, xf)) ||
+    if ((rc = _cic_xform_q(x, c, &t, xf)) || (rc = _cic_xform_refused(x, &t, xf)) ||
+        (rc = _cic_load_adaln(x, c, &t, xf)) || (rc = _cic_xform_params(x, &t, xf)) ||
         (rc = _cic_xform_mistake(x, &t, xf)))
         return rc;
 
     /* expect: equivalent | broken (inconclusive is a verdict, never an
      * expectation). */
-    /* static-fold is exact only on its calibration sample; the verdict
-     * is about the other samples. */
-    v = xf->kind == CIC_XFORM_STATIC_FOLD ? CIC_VERDICT_BROKEN
-                                          : CIC_VERDICT_EQUIVALENT;
+    /* a kind exact only on its calibration sample (static-fold) is
+     * expected broken: the verdict is about the other samples. */
+    v = cic_xform_desc_of(xf->kind)->expect_broken ? CIC_VERDICT_BROKEN
+                                                   : CIC_VERDICT_EQUIVALENT;
     if ((rc = _cic_get_enum(x, &t, "expect", CIC_VERDICT_NAME, 2, &v, NULL,
                             NULL)))
         return rc;

@@ -8,20 +8,32 @@
 
 #include "../base/mpslice.h"
 
+/* How transform i holds its weights, as its kind's descriptor says. */
+static cic_xform_mem xform_mem(const cic_case *c, int i)
+{
+    const cic_xform_desc *k = cic_xform_desc_of(c->xf[i].kind);
+    cic_xform_mem mm = {CIC_XLAZY_NONE, false};
+    if (k->memory)
+        k->memory(&mm, &c->xf[i]);
+    return mm;
+}
+
 /* Whether transform i keeps its weights as recipes over float32 values
- * (model/lazy.h): a fold of RMSNorm gains into the original, a Hadamard
- * rotation (not through dgemm) of the original or of such a fold. Its
- * model then holds 8 bytes a weight (the float32 values it started from,
- * and the rounded ones) instead of MPFR values. */
+ * (model/lazy.h): a kind that makes recipes of the values (a fold of
+ * RMSNorm gains) applied to the original, or one that rotates recipes (a
+ * Hadamard rotation not through dgemm) applied to the original or to such
+ * a fold. Its model then holds 8 bytes a weight (the float32 values it
+ * started from, and the rounded ones) instead of MPFR values. */
 static bool xform_lazy(const cic_case *c, int i)
 {
     const cic_xform_spec *x = &c->xf[i];
-    if (x->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA)
-        return x->after < 0;
-    if (x->kind != CIC_XFORM_ROTATE || x->q != CIC_Q_HADAMARD || x->prec == CIC_TPREC_F64_BLAS)
+    enum cic_xform_lazy lz = xform_mem(c, i).lazy;
+    if (lz == CIC_XLAZY_NONE)
         return false;
-    return x->after < 0 || (x->after < i && c->xf[x->after].kind == CIC_XFORM_FOLD_RMSNORM_GAMMA &&
-                            xform_lazy(c, x->after));
+    if (x->after < 0)
+        return true;
+    return lz == CIC_XLAZY_ROTATED && x->after < i &&
+           xform_mem(c, x->after).lazy == CIC_XLAZY_VALUES && xform_lazy(c, x->after);
 }
 
 /* How transform i holds its weights: recipes (8 bytes a weight), doubles
@@ -34,11 +46,7 @@ static enum xf_store xform_store(const cic_case *c, int i)
     enum xf_store base = x->after >= 0 && x->after < i ? xform_store(c, x->after) : XF_LAZY;
     /* the kinds whose products through dgemm are kept as doubles (every
      * adaLN strategy too: xform/adaln.c, adaln_fold.c) */
-    bool blas_kind = x->kind == CIC_XFORM_ROTATE || x->kind == CIC_XFORM_ROTATE_HEADS ||
-                     x->kind == CIC_XFORM_ONLINE_DOWN ||
-                     (x->kind == CIC_XFORM_ONLINE_QK && x->mistake == CIC_MISTAKE_NONE) ||
-                     x->kind == CIC_XFORM_STATIC_FOLD || x->kind == CIC_XFORM_ONLINE_UNROTATE ||
-                     x->kind == CIC_XFORM_PER_SAMPLE_FOLD || x->kind == CIC_XFORM_BRANCH_ROTATE;
+    bool blas_kind = xform_mem(c, i).doubles;
     if (xform_lazy(c, i))
         return XF_LAZY;
     if (x->prec == CIC_TPREC_F64_BLAS && blas_kind && base != XF_EAGER)
@@ -92,10 +100,10 @@ static int double_q_order(const cic_case *c)
 {
     int i, q = 0;
     for (i = 0; i < c->n_xf && i < CIC_MAX_XFORMS; i++) {
-        /* branch-rotate rotates the MLP's inside too */
-        int o = c->xf[i].kind == CIC_XFORM_ONLINE_DOWN || c->xf[i].kind == CIC_XFORM_BRANCH_ROTATE
-                    ? c->model.d_mlp
-                    : c->model.d_model;
+        /* a kind with a Q of the MLP width (online-down; branch-rotate
+         * rotates the MLP's inside too) */
+        int o = cic_xform_desc_of(c->xf[i].kind)->q_widths & CIC_XW_MLP ? c->model.d_mlp
+                                                                        : c->model.d_model;
         if (xform_store(c, i) == XF_DOUBLE && o > q)
             q = o;
     }

@@ -441,7 +441,7 @@ static int _cic_point_rules(cic_case_ctx *x, const cic_case *c, const char *pd,
     }
     for (k = 0; k < c->n_xf && k < CIC_MAX_XFORMS; k++) {
         const cic_xform_spec *xf = &c->xf[k];
-        if (xf->kind == CIC_XFORM_STATIC_FOLD &&
+        if (cic_xform_has_keys(xf->kind, CIC_XKEY_CALIBRATION) &&
             xf->calibration >= m->samples) {
             CIC_CASE_SWEEP_POS(c, &l, &col, CIC_AXIS_SAMPLES);
             return _cic_fail(x, l, col,

@@ -101,12 +101,12 @@ static int shard_case(cic_case *out, const cic_case *c, long k, long n, cic_diag
     out->model.sample0 = lo;
     for (i = 0; i < c->n_xf; i++) {
         cic_xform_spec *xf = &out->xf[i];
-        if (xf->kind != CIC_XFORM_STATIC_FOLD)
+        if (!cic_xform_has_keys(xf->kind, CIC_XKEY_CALIBRATION))
             continue;
         if (xf->calibration < lo || xf->calibration >= hi) {
-            cic_diag_set(d, c->path, 0, 0, "--shard %ld/%ld: transform '%s' (static-fold) bakes "
+            cic_diag_set(d, c->path, 0, 0, "--shard %ld/%ld: transform '%s' (%s) bakes "
                          "in sample %d, which this shard (samples %d to %d) does not hold",
-                         k, n, xf->name, xf->calibration, lo, hi - 1);
+                         k, n, xf->name, CIC_XFORM_NAME[xf->kind], xf->calibration, lo, hi - 1);
             return CIC_EINPUT;
         }
         xf->calibration -= lo;

@@ -509,7 +509,7 @@ static int flops_transforms(cic_case *c, const int *val, const char *path)
     }
     R = (double)m->tokens * m->samples;
     L = m->layers;
-    cic_flops_case(&fc, c, -1);
+    cic_flops_case(&fc, CIC_CASE_CHAIN(c), -1);
     base = cic_flop_total(&fc);
     printf("%s: %s block, d_model %d, heads %d (kv %d), MLP %d, %d layers, %d tokens x %d "
            "samples: %.0f FLOPs untransformed\n", path, CIC_BLOCK_NAME[m->block], m->d_model,
@@ -518,7 +518,7 @@ static int flops_transforms(cic_case *c, const int *val, const char *path)
            "vs 'after'/token/layer");
     for (i = 0; i < c->n_xf; i++) {
         const cic_xform_spec *x = &c->xf[i];
-        cic_flops_case(&fc, c, i);
+        cic_flops_case(&fc, CIC_CASE_CHAIN(c), i);
         tot[i] = cic_flop_total(&fc);
         printf("%-20s %16.0f %+16.0f %+18.1f", x->name, tot[i], tot[i] - base,
                (tot[i] - base) / (R * L));
@@ -583,7 +583,7 @@ static int cmd_flops(int argc, char **argv)
                 c.model.d_model, c.model.heads);
         return CIC_EINPUT;
     }
-    cic_dit_flops_table_fill(&table, &c);
+    cic_dit_flops_table_fill(&table, CIC_CASE_CHAIN(&c));
     return cic_report_dit_flops_table(stdout, &table) == 0 ? CIC_OK : CIC_EINTERNAL;
 }
 

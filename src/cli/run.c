@@ -289,7 +289,7 @@ static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *p
     }
     cr->rep.gates = g;
     cr->rep.kase = &cr->kase;
-    cr->rep.has_dit_flops = cic_dit_flops_table_fill(&cr->rep.dit_flops, &cr->kase);
+    cr->rep.has_dit_flops = cic_dit_flops_table_fill(&cr->rep.dit_flops, CIC_CASE_CHAIN(&cr->kase));
     cr->rep.truth_certified = true;
     cr->rep.pass = rc == CIC_OK;
     return rc;

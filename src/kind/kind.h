@@ -135,6 +135,7 @@
 #include "../base/quant.h"
 #include "act.h"
 #include "block.h"
+#include "xform_kind.h"
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -144,20 +145,6 @@
 #define CIC_MAX_GATES 128
 
 enum cic_dist { CIC_DIST_NORMAL, CIC_DIST_UNIFORM, CIC_DIST_COUNT };
-enum cic_xform_kind {
-    CIC_XFORM_FUSE_LAYERNORM,
-    CIC_XFORM_FOLD_RMSNORM_GAMMA,
-    CIC_XFORM_ROTATE,
-    CIC_XFORM_ROTATE_HEADS, /* R2: per value head, fused into v and o */
-    CIC_XFORM_ONLINE_DOWN,  /* R4: an online Hadamard before the MLP writer */
-    CIC_XFORM_ONLINE_QK,    /* R3: online per-head Hadamards of q and k */
-    /* adaLN (dit) strategies, DESIGN.md section 3 */
-    CIC_XFORM_STATIC_FOLD,
-    CIC_XFORM_ONLINE_UNROTATE,
-    CIC_XFORM_PER_SAMPLE_FOLD,
-    CIC_XFORM_BRANCH_ROTATE,
-    CIC_XFORM_COUNT
-};
 /* CIC_Q_REGULAR: the randomized regular Hadamard of order 4^k (xform/qmat.h) */
 enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_REGULAR, CIC_Q_FILE, CIC_Q_COUNT };
 /* How a transform is computed: correctly rounded MPFR at the engine's
@@ -167,17 +154,6 @@ enum cic_qkind { CIC_Q_IDENTITY, CIC_Q_RANDOM, CIC_Q_HADAMARD, CIC_Q_REGULAR, CI
  * does not pin its output hash). */
 enum cic_tprec { CIC_TPREC_MPFR, CIC_TPREC_F64, CIC_TPREC_F32, CIC_TPREC_F64_BLAS, CIC_TPREC_BF16,
                   CIC_TPREC_COUNT };
-enum cic_mistake {
-    CIC_MISTAKE_NONE,
-    CIC_MISTAKE_SKIP_MEAN_BAKE,
-    CIC_MISTAKE_SKIP_ATTN_OUT,
-    CIC_MISTAKE_CENTER_EMBEDDINGS,
-    CIC_MISTAKE_SKIP_OUT_PROJ,
-    CIC_MISTAKE_SKIP_ONLINE,
-    CIC_MISTAKE_BEFORE_ROPE,
-    CIC_MISTAKE_PER_QUERY_HEAD,
-    CIC_MISTAKE_COUNT
-};
 enum cic_verdict {
     CIC_VERDICT_EQUIVALENT,
     CIC_VERDICT_BROKEN,
@@ -285,7 +261,7 @@ static inline int cic_cfg_kv_heads(const cic_model_cfg *m)
     return m->kv_heads > 0 ? m->kv_heads : m->heads;
 }
 
-typedef struct {
+typedef struct cic_xform_spec_s {
     char name[CIC_NAME_MAX];
     enum cic_xform_kind kind;
     int after; /* index of an earlier transform in cic_case.xf, or -1 */
@@ -308,6 +284,8 @@ typedef struct {
     bool fast;               /* online-unrotate, branch-rotate: fast Hadamard */
     int group;               /* branch-rotate (fast): blocks of this width, 0 whole rows */
     int calibration;         /* static-fold: the sample whose c is folded */
+    /* the kind's own keys (its descriptor's params), defaults when absent */
+    double param[CIC_XFORM_MAX_PARAMS];
 } cic_xform_spec;
 
 typedef struct {
@@ -420,5 +398,16 @@ extern const char *const CIC_GATE_METRICS[];
 #define CIC_CASE_MAX_ROWS (1 << 20)        /* tokens * samples */
 #define CIC_CASE_MAX_LAYERS 1024           /* L */
 #define CIC_CASE_MAX_FILE_BYTES (16 << 20) /* case file size */
+
+/* The transform chain of c (xform_kind.h): what xform, metric and report
+ * take of a case. Points into c. */
+static inline cic_xform_chain cic_case_chain(const cic_case *c)
+{
+    cic_xform_chain ch = {&c->model, c->xf, c->n_xf, (int)c->readout, c->path};
+    return ch;
+}
+/* The same as a pointer to a compound literal, for an argument: valid in
+ * the enclosing block. */
+#define CIC_CASE_CHAIN(c) (&(cic_xform_chain){&(c)->model, (c)->xf, (c)->n_xf, (int)(c)->readout, (c)->path})
 
 #endif

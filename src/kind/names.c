@@ -21,8 +21,10 @@ const char *const CIC_ACT_NAME[] = {
 };
 const char *const CIC_DIST_NAME[] = {[CIC_DIST_NORMAL] = "normal", [CIC_DIST_UNIFORM] = "uniform"};
 const char *const CIC_XFORM_NAME[] = {
-    "fuse-layernorm", "fold-rmsnorm-gamma", "rotate", "rotate-heads", "online-down", "online-qk",
-    "static-fold", "online-unrotate", "per-sample-fold", "branch-rotate"};
+#define CIC_XFORM_NAME_(e, n, d) [CIC_XFORM_##e] = n,
+    CIC_XFORM_LIST(CIC_XFORM_NAME_)
+#undef CIC_XFORM_NAME_
+};
 const char *const CIC_INPUT_NAME[] = {
     [CIC_INPUT_RANDOM] = "random", [CIC_INPUT_TOKENS] = "tokens", [CIC_INPUT_FILE] = "file"};
 const char *const CIC_Q_NAME[] = {
@@ -32,7 +34,10 @@ const char *const CIC_TPREC_NAME[] = {
     [CIC_TPREC_MPFR] = "mpfr", [CIC_TPREC_F64] = "f64",           [CIC_TPREC_F32] = "f32",
     [CIC_TPREC_F64_BLAS] = "f64-openblas", [CIC_TPREC_BF16] = "bf16"};
 const char *const CIC_MISTAKE_NAME[] = {
-    "none", "skip-mean-bake", "skip-attn-out", "center-embeddings", "skip-out-proj", "skip-online", "before-rope", "per-query-head"};
+#define CIC_MISTAKE_NAME_(e, n) [CIC_MISTAKE_##e] = n,
+    CIC_MISTAKE_LIST(CIC_MISTAKE_NAME_)
+#undef CIC_MISTAKE_NAME_
+};
 const char *const CIC_VERDICT_NAME[] = {[CIC_VERDICT_EQUIVALENT] = "equivalent",
                                         [CIC_VERDICT_BROKEN] = "broken",
                                         [CIC_VERDICT_INCONCLUSIVE] = "inconclusive"};

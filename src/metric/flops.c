@@ -6,7 +6,6 @@
  * or transcendental call 1. */
 #include "flops.h"
 
-#include "../xform/qmat.h"
 
 #include <string.h>
 
@@ -15,21 +14,17 @@ cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg)
     return cic_norm_of(cic_block(cfg->block)->norm);
 }
 
-cic_norm_state cic_flops_norm_after(const cic_case *c, int i)
+cic_norm_state cic_flops_norm_after(const cic_xform_chain *ch, int i)
 {
-    cic_norm_state s = cic_flops_norm_original(&c->model);
+    cic_norm_state s = cic_flops_norm_original(ch->model);
     int chain[CIC_MAX_XFORMS], n = 0, k;
-    for (; i >= 0 && n < CIC_MAX_XFORMS; i = c->xf[i].after)
+    for (; i >= 0 && n < CIC_MAX_XFORMS; i = ch->xf[i].after)
         chain[n++] = i;
     for (k = n - 1; k >= 0; k--) {
-        const cic_xform_spec *x = &c->xf[chain[k]];
-        if (x->kind == CIC_XFORM_FUSE_LAYERNORM) {
-            s.center = false;
-            s.gain = false;
-            s.bias = false;
-        } else if (x->kind == CIC_XFORM_FOLD_RMSNORM_GAMMA) {
-            s.gain = false;
-        }
+        const cic_xform_spec *x = &ch->xf[chain[k]];
+        const cic_xform_desc *desc = cic_xform_desc_of(x->kind);
+        if (desc->norms_after)
+            desc->norms_after(&s, x);
     }
     return s;
 }
@@ -51,37 +46,28 @@ void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
     fc->site[CIC_SITE_FINAL] = f.final;
 }
 
-/* The online transforms of a chain ending at transform i: R4's fast
- * Hadamard before every MLP writer (online-down, unless skip-online). */
-static void online_ops(cic_flop_count *fc, const cic_case *c, int i)
+/* The online ops of a chain ending at transform i, each kind's (its
+ * descriptor's flops: R4's fast Hadamard before every MLP writer, R3's on
+ * q and k). */
+static void online_ops(cic_flop_count *fc, const cic_xform_chain *ch, int i)
 {
-    const cic_model_cfg *m = &c->model;
-    double R = (double)m->tokens * m->samples;
     int n = 0;
-    for (; i >= 0 && n < CIC_MAX_XFORMS; i = c->xf[i].after, n++) {
-        const cic_xform_spec *x = &c->xf[i];
-        int K = cic_hadamard_base_order_k(m->d_mlp, x->hadamard_base);
-        if (x->kind == CIC_XFORM_ONLINE_DOWN && x->mistake != CIC_MISTAKE_SKIP_ONLINE)
-            fc->site[CIC_SITE_MLP] += m->layers * cic_op_flops_fwht(R, m->d_mlp, K);
-        if (x->kind == CIC_XFORM_ONLINE_QK && x->mistake != CIC_MISTAKE_BEFORE_ROPE) {
-            int dh = m->d_model / m->heads;
-            int Kh = cic_hadamard_base_order_k(dh, x->hadamard_base);
-            /* q: heads blocks per row, k: one per key/value head */
-            int kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
-            fc->site[CIC_SITE_ATTN] += m->layers * (cic_op_flops_fwht(R * m->heads, dh, Kh) +
-                                                    cic_op_flops_fwht(R * kv, dh, Kh));
-        }
+    for (; i >= 0 && n < CIC_MAX_XFORMS; i = ch->xf[i].after, n++) {
+        const cic_xform_spec *x = &ch->xf[i];
+        const cic_xform_desc *desc = cic_xform_desc_of(x->kind);
+        if (desc->flops)
+            desc->flops(fc->site, ch->model, x);
     }
 }
 
-void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i)
+void cic_flops_case(cic_flop_count *fc, const cic_xform_chain *ch, int i)
 {
-    if (cic_block(c->model.block)->norm == CIC_NORM_ADALN) {
-        cic_flops_dit(fc, &c->model, i >= 0 ? &c->xf[i] : NULL);
+    if (cic_block(ch->model->block)->norm == CIC_NORM_ADALN) {
+        cic_flops_dit(fc, ch->model, i >= 0 ? &ch->xf[i] : NULL);
         return;
     }
-    cic_flops_analytical(fc, &c->model, c->readout,
-                         i >= 0 ? cic_flops_norm_after(c, i)
-                                : cic_flops_norm_original(&c->model));
-    online_ops(fc, c, i);
+    cic_flops_analytical(fc, ch->model, (enum cic_readout)ch->readout,
+                         i >= 0 ? cic_flops_norm_after(ch, i)
+                                : cic_flops_norm_original(ch->model));
+    online_ops(fc, ch, i);
 }

@@ -15,19 +15,20 @@
 /* The norms of the original block of cfg. */
 cic_norm_state cic_flops_norm_original(const cic_model_cfg *cfg);
 
-/* The norms after transform i of the case and the transforms it builds on
- * (i = -1: the original). */
-cic_norm_state cic_flops_norm_after(const cic_case *c, int i);
+/* The norms after transform i of the chain and the transforms it builds on
+ * (i = -1: the original), as their descriptors leave them. */
+cic_norm_state cic_flops_norm_after(const cic_xform_chain *ch, int i);
 
 /* Analytical FLOPs of the whole case (all samples), per site, of a preln
  * or rmsnorm block whose norms do ns (a dit block: cic_flops_dit). */
 void cic_flops_analytical(cic_flop_count *fc, const cic_model_cfg *cfg,
                           enum cic_readout readout, cic_norm_state ns);
 
-/* The closed form of case c's original model (i = -1) or of its transform
- * i, for every block kind: cic_flops_analytical with the norms after the
- * transform chain, or cic_flops_dit. */
-void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i);
+/* The closed form of the chain's original model (i = -1) or of its
+ * transform i, for every block kind: cic_flops_analytical with the norms
+ * after the transform chain and the online ops of its kinds (their
+ * descriptors' flops), or cic_flops_dit. */
+void cic_flops_case(cic_flop_count *fc, const cic_xform_chain *ch, int i);
 
 /* ---- dit (adaLN) block and its rotation strategies (DESIGN.md section 3,
  * op costs and sites as in the adaLN implementer spec). Written from the
@@ -35,8 +36,9 @@ void cic_flops_case(cic_flop_count *fc, const cic_case *c, int i);
  * per-op formulas. */
 
 /* Per-site FLOPs of the whole case (all B samples) for the original dit
- * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds; uses
- * x->kind, x->stream, x->fast and, for q = hadamard, x->hadamard_base; the
+ * graph (x == NULL) or the strategy x (x->kind one of the adaLN kinds, whose
+ * descriptor's flops_dit rewrites the graph's costs; uses x->stream, x->fast,
+ * x->group and, for q = hadamard, x->hadamard_base; the
  * choice of Q does not change the work otherwise). Final site: the final
  * layer when cfg->final_layer, else 0. A fast transform of width w = K 2^k
  * costs K 2^k k + 2^k K (K - 1) + 2w per row (K the base order: the
@@ -101,8 +103,8 @@ typedef struct {
     double nstar_dense, nstar_fast; /* N* of per-sample-fold vs online-unrotate dense, fast */
 } cic_dit_flops_table;
 
-/* Fill t for the case c (its model's sizes and its transforms). Returns
- * true; false (t zeroed) when c is not a dit case. */
-bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c);
+/* Fill t for the chain ch (its model's sizes and its transforms). Returns
+ * true; false (t zeroed) when ch's model is not a dit block. */
+bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_xform_chain *ch);
 
 #endif

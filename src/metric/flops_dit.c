@@ -38,121 +38,77 @@ static double norm0(double R, double d, bool center)
     return cic_op_flops_norm(R, d, center, false, false);
 }
 
-/* Online rotation of R rows of width w as transform x builds it: the fast
- * randomized Hadamard (FWHT of base order K, from x's hadamard_base, 0
- * automatic; a width with no Hadamard construction counts as K = 1, see
- * cic_op_flops_fwht; the regular Hadamard's FWHT for q = regular-hadamard)
- * or a dense LINEAR without bias; with groups (branch-rotate's group = G)
- * the same on each block of G of every row. */
-static double rot(double R, int w, const cic_xform_spec *x)
-{
-    int G = x->kind == CIC_XFORM_BRANCH_ROTATE && x->group > 0 ? x->group : w;
-    int hb = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
-    double Rb = R * (double)(w / G);
-    if (x->fast && x->q == CIC_Q_REGULAR)
-        return cic_op_flops_fwht_regular(Rb, G);
-    if (x->fast)
-        return cic_op_flops_fwht(Rb, G, cic_hadamard_base_order_k(G, hb));
-    return lin(Rb, G, G, false);
-}
-
-/* Per-sample folds of a reader W [n out, d in] (FOLD_IN_W + FOLD_IN_B) and
- * of a writer W [d out, k in] (FOLD_OUT_W + FOLD_OUT_B), over B samples. */
-static double fold_in(double B, double d, double n)
-{
-    return cic_op_flops_fold_in_w(B, n, d) + cic_op_flops_fold_in_b(B, n, d);
-}
-
-static double fold_out(double B, double d, double k, bool centered)
-{
-    return cic_op_flops_fold_out_w(B, d, k, centered) + cic_op_flops_fold_out_b(B, d, centered);
-}
-
 void cic_flops_dit(cic_flop_count *fc, const cic_model_cfg *cfg, const cic_xform_spec *x)
 {
     double d = cfg->d_model, m = cfg->d_mlp, dc = cfg->d_cond, dout = cfg->d_out;
     double N = cfg->tokens, B = cfg->samples, R = N * B, H = cfg->heads;
     double dh = d / H, L = cfg->layers;
     bool fin = cfg->final_layer;
-    enum cic_xform_kind k = x ? x->kind : CIC_XFORM_COUNT; /* COUNT: original */
     bool centered = x && x->stream == CIC_STREAM_CENTERED;
     /* per layer, original graph */
     double mod_layer = lin(B, dc, 6 * d, true);
     double mod_once = cic_op_flops_elementwise_act(CIC_ACT_SILU, B * dc) /* SiLU(c) */ +
                       (fin ? lin(B, dc, 2 * d, true) : 0);
     double ln0 = norm0(R, d, true), mdl = cic_op_flops_modulate(B, R, d);
-    double attn = lin(R, d, 3 * d, true) + cic_op_flops_attn(B, H, N, dh, cfg->causal) +
-                  lin(R, d, d, true);
-    double mlp = lin(R, d, m, true) + cic_op_flops_elementwise_act(cfg->act, R * m) +
-                 lin(R, m, d, true);
     double add = cic_op_flops_add(R * d), gate = cic_op_flops_gate(R, d) + add;
-    double head = lin(R, d, dout, true);
-    double n1 = ln0 + mdl, n2 = n1;
-    double g1 = gate, g2 = gate;
-    double final = ln0 + mdl + head;
-    double mod = L * mod_layer + mod_once;
+    cic_dit_flops f;
+    f.R = R;
+    f.B = B;
+    f.centered = centered;
     /* the norm of a rotated stream: RMS0 when centered, LN0 when the Q is
      * mean-preserving */
-    double nrm = norm0(R, d, !centered);
+    f.nrm = norm0(R, d, !centered);
+    f.mdl = mdl;
+    f.head = lin(R, d, dout, true);
+    f.add = add;
+    f.attn = lin(R, d, 3 * d, true) + cic_op_flops_attn(B, H, N, dh, cfg->causal) +
+             lin(R, d, d, true);
+    f.mlp = lin(R, d, m, true) + cic_op_flops_elementwise_act(cfg->act, R * m) +
+            lin(R, m, d, true);
+    f.n1 = f.n2 = ln0 + mdl;
+    f.g1 = f.g2 = gate;
+    f.final = ln0 + mdl + f.head;
+    f.mod = L * mod_layer + mod_once;
+    /* the strategy's rewrite of the original graph's costs */
+    if (x && cic_xform_desc_of(x->kind)->flops_dit)
+        cic_xform_desc_of(x->kind)->flops_dit(&f, cfg, x);
 
     memset(fc, 0, sizeof *fc);
-    switch (k) {
-    case CIC_XFORM_ONLINE_UNROTATE:
-        n1 = n2 = nrm + rot(R, cfg->d_model, x) + mdl;
-        final = nrm + rot(R, cfg->d_model, x) + mdl + head;
-        g1 = g2 = cic_op_flops_gate(R, d) + (centered ? cic_op_flops_center(R, d) : 0) +
-                  rot(R, cfg->d_model, x) + add;
-        break;
-    case CIC_XFORM_PER_SAMPLE_FOLD:
-        n1 = nrm + fold_in(B, d, 3 * d);
-        n2 = nrm + fold_in(B, d, m);
-        final = nrm + fold_in(B, d, dout) + head;
-        g1 = fold_out(B, d, d, centered) + add;
-        g2 = fold_out(B, d, m, centered) + add;
-        break;
-    case CIC_XFORM_STATIC_FOLD:
-        mod = 0;
-        n1 = n2 = nrm;
-        final = nrm + head;
-        g1 = g2 = add;
-        break;
-    case CIC_XFORM_BRANCH_ROTATE:
-        attn += rot(R, cfg->d_model, x) /* before qkv */ +
-                rot(R, cfg->d_model, x) /* before proj */;
-        mlp += rot(R, cfg->d_model, x) /* before fc1 */ + rot(R, cfg->d_mlp, x) /* before fc2 */;
-        final += rot(R, cfg->d_model, x); /* before the final linear */
-        break;
-    default: /* the original graph */
-        break;
-    }
     fc->site[CIC_SITE_INPUT] = 0;
-    fc->site[CIC_SITE_MOD] = mod;
-    fc->site[CIC_SITE_NORM1] = L * n1;
-    fc->site[CIC_SITE_ATTN] = L * attn;
-    fc->site[CIC_SITE_GATE1] = L * g1;
-    fc->site[CIC_SITE_NORM2] = L * n2;
-    fc->site[CIC_SITE_MLP] = L * mlp;
-    fc->site[CIC_SITE_GATE2] = L * g2;
-    fc->site[CIC_SITE_FINAL] = fin ? final : 0;
+    fc->site[CIC_SITE_MOD] = f.mod;
+    fc->site[CIC_SITE_NORM1] = L * f.n1;
+    fc->site[CIC_SITE_ATTN] = L * f.attn;
+    fc->site[CIC_SITE_GATE1] = L * f.g1;
+    fc->site[CIC_SITE_NORM2] = L * f.n2;
+    fc->site[CIC_SITE_MLP] = L * f.mlp;
+    fc->site[CIC_SITE_GATE2] = L * f.g2;
+    fc->site[CIC_SITE_FINAL] = fin ? f.final : 0;
+}
+
+/* Whether kind rotates the MLP width too (its descriptor's Q widths). */
+static bool rotates_mlp(enum cic_xform_kind kind)
+{
+    return (cic_xform_desc_of(kind)->q_widths & CIC_XW_MLP) != 0;
 }
 
 /* Whether a rotation of kind, fast or not, with base order hb (0:
- * automatic) has its Hadamard matrices: d, and m for branch-rotate. */
+ * automatic) has its Hadamard matrices: d, and m for a kind that rotates
+ * the MLP width (branch-rotate). */
 static bool fast_fits(const cic_model_cfg *cfg, enum cic_xform_kind kind, bool fast, int hb)
 {
     if (!fast)
         return true;
     if (!cic_q_hadamard_k_supported(cfg->d_model, hb))
         return false;
-    return kind != CIC_XFORM_BRANCH_ROTATE || cic_q_hadamard_k_supported(cfg->d_mlp, hb);
+    return !rotates_mlp(kind) || cic_q_hadamard_k_supported(cfg->d_mlp, hb);
 }
 
 /* Whether transform x's fast transforms have matrices (groups and regular
  * Hadamards as cic_xform_check allows them). */
 static bool xform_fits(const cic_model_cfg *cfg, const cic_xform_spec *x)
 {
-    bool br = x->kind == CIC_XFORM_BRANCH_ROTATE;
-    if (!x->fast || (br && x->group > 0))
+    bool br = rotates_mlp(x->kind);
+    if (!x->fast || x->group > 0)
         return true;
     if (x->q == CIC_Q_REGULAR)
         return cic_regular_order_k(cfg->d_model) && (!br || cic_regular_order_k(cfg->d_mlp));
@@ -261,9 +217,9 @@ int cic_flops_dit_crossover(double *nstar_dense, double *nstar_fast,
 
 const int CIC_DIT_TABLE_TOKENS[CIC_DIT_TABLE_N] = {16, 64, 256, 1024, 4096, 16384, 65536};
 
-bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c)
+bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_xform_chain *ch)
 {
-    const cic_model_cfg *m = &c->model;
+    const cic_model_cfg *m = ch->model;
     int j, k;
 
     memset(t, 0, sizeof *t);
@@ -276,10 +232,10 @@ bool cic_dit_flops_table_fill(cic_dit_flops_table *t, const cic_case *c)
         for (k = 0; k < CIC_DIT_TABLE_N; k++)
             t->pct[j][k] = cic_flops_dit_extra_pct(m, &CIC_DIT_STRATEGIES[j], t->tokens[k]);
     }
-    t->n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
+    t->n_xf = ch->n < CIC_MAX_XFORMS ? ch->n : CIC_MAX_XFORMS;
     for (j = 0; j < t->n_xf; j++) {
         for (k = 0; k < CIC_DIT_TABLE_N; k++)
-            t->xf_pct[j][k] = xform_extra_pct(m, &c->xf[j], t->tokens[k]);
+            t->xf_pct[j][k] = xform_extra_pct(m, &ch->xf[j], t->tokens[k]);
     }
     cic_flops_dit_crossover(&t->nstar_dense, &t->nstar_fast, m);
     return true;

@@ -61,7 +61,7 @@ typedef struct {
 
 enum { CIC_FILL_NONE, CIC_FILL_DRAW, CIC_FILL_GAIN };
 
-typedef struct {
+typedef struct cic_model_s {
     cic_model_cfg cfg;
     int rows;        /* tokens * samples */
     cic_tensor *t;

@@ -99,7 +99,7 @@ static void assemble(cic_pipeline *p)
     cic_report *rep = &p->rep;
     int i;
     rep->kase = p->c;
-    rep->has_dit_flops = cic_dit_flops_table_fill(&rep->dit_flops, p->c);
+    rep->has_dit_flops = cic_dit_flops_table_fill(&rep->dit_flops, CIC_CASE_CHAIN(p->c));
     if (p->o.env)
         rep->env = *p->o.env;
     else
@@ -131,7 +131,7 @@ static int score(cic_pipeline *p, cic_diag *d)
 
 int cic_pipeline_check(const cic_case *c, bool dump, cic_diag *d)
 {
-    if (cic_xform_check(c, d) != CIC_OK || (dump && cic_dump_names_check(c, d) != CIC_OK))
+    if (cic_xform_check(CIC_CASE_CHAIN(c), d) != CIC_OK || (dump && cic_dump_names_check(c, d) != CIC_OK))
         return CIC_EINPUT;
     return CIC_OK;
 }

@@ -145,6 +145,8 @@ static cic_result *verdict_row(cic_pipeline *r, const cic_xform_spec *xs, const 
     double eq, br, ce = cic_metric_rel_diff(yhp, (const mpfr_t *)r->ref, r->n, r->prec);
     cic_result *mx;
     int s;
+    /* a kind exact on its calibration sample only (static-fold) */
+    bool calibrated = cic_xform_has_keys(xs->kind, CIC_XKEY_CALIBRATION);
     cic_xform_thresholds(&eq, &br, xs, r->prec);
     if (_cic_pl_verdict_f64(r) && eq < 0x1p-30)
         eq = 0x1p-30; /* double rounding of both runs: near 1e-15, far below */
@@ -165,9 +167,9 @@ static cic_result *verdict_row(cic_pipeline *r, const cic_xform_spec *xs, const 
         mx->per_sample[s].verdict = cic_xform_verdict(mx->per_sample[s].ce_residual, eq, br);
         /* static-fold is exact on its calibration sample only: there it
          * must be equivalent, elsewhere as expected (broken by default) */
-        if (xs->kind == CIC_XFORM_STATIC_FOLD && s == xs->calibration)
+        if (calibrated && s == xs->calibration)
             want = CIC_VERDICT_EQUIVALENT;
-        if (xs->kind == CIC_XFORM_STATIC_FOLD && mx->per_sample[s].verdict != want)
+        if (calibrated && mx->per_sample[s].verdict != want)
             mx->pass = false;
     }
     return mx;
@@ -249,8 +251,7 @@ static cic_result *xform_verdict(cic_pipeline *r, int i, const mpfr_t *yhp, cons
     *w_err = cic_metric_rel_diff(yrw, (const mpfr_t *)r->ref, r->n, r->prec);
     mx = verdict_row(r, xs, yhp);
     if (xs->q == CIC_Q_FILE) {
-        int qn = xs->kind == CIC_XFORM_ROTATE ? r->c->model.d_model
-                                              : r->c->model.d_model / r->c->model.heads;
+        int qn = cic_xform_file_q_order(&r->c->model, xs);
         mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn, d) == 0;
         if (mx->has_q_orth)
             _cic_pl_stage(r, "transform %s: Q '%s' of %s, max |Q^T Q - I| = %.3g", xs->name,

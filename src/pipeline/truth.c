@@ -50,7 +50,7 @@ cic_model *_cic_pl_build_original(cic_pipeline *r, cic_diag *d)
 
 void _cic_pl_flops_formula(const cic_pipeline *r, cic_flop_count *fc, int i)
 {
-    cic_flops_case(fc, r->c, i);
+    cic_flops_case(fc, CIC_CASE_CHAIN(r->c), i);
 }
 
 /* A ball run (mp_ball.h) of samples s0 .. s0 + ns - 1 at prec: midpoints

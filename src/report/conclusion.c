@@ -31,10 +31,11 @@ typedef struct {
     bool unexpected;       /* a verdict the case does not expect */
 } item;
 
-static bool is_adaln(enum cic_xform_kind k)
+/* A kind exact on its calibration sample only (static-fold): judged per
+ * sample against that sample (its descriptor's calibration key). */
+static bool calibrated(const cic_xform_spec *xs)
 {
-    return k == CIC_XFORM_STATIC_FOLD || k == CIC_XFORM_ONLINE_UNROTATE ||
-           k == CIC_XFORM_PER_SAMPLE_FOLD || k == CIC_XFORM_BRANCH_ROTATE;
+    return cic_xform_has_keys(xs->kind, CIC_XKEY_CALIBRATION);
 }
 
 /* Verdict and transform kind names, "?" out of range (text.h). */
@@ -75,7 +76,7 @@ static void xf_name(FILE *f, const item *it)
 static bool sample_as_expected(const item *it, int s)
 {
     enum cic_verdict want = it->xs->expect;
-    if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
+    if (!calibrated(it->xs))
         return true;
     if (it->row->per_sample[s].sample == it->xs->calibration)
         want = CIC_VERDICT_EQUIVALENT;
@@ -143,7 +144,7 @@ static void list_by_kind(FILE *f, const item *it, int n, const bool *sel)
 static void partial_detail(FILE *f, const item *it)
 {
     const cic_result *row = it->row;
-    bool sf = it->xs->kind == CIC_XFORM_STATIC_FOLD, cal_eq = false, other = false;
+    bool sf = calibrated(it->xs), cal_eq = false, other = false;
     int cal = it->xs->calibration;
 
     for (int s = 0; s < row->n_samples; s++)
@@ -188,7 +189,7 @@ static void unexpected_detail(FILE *f, const item *it)
         fprintf(f, ") where the case expects %s", vname(it->xs->expect));
         sep = true;
     }
-    if (it->xs->kind != CIC_XFORM_STATIC_FOLD)
+    if (!calibrated(it->xs))
         return;
     for (int s = 0; s < row->n_samples; s++) {
         const cic_sample_ce *p = &row->per_sample[s];
@@ -225,7 +226,7 @@ static void xf_how(FILE *f, const cic_xform_spec *xs)
     fprintf(f, "(%s Q", CIC_NAME_OF(CIC_Q_NAME, CIC_Q_COUNT, xs->q));
     if (xs->fast)
         fputs(", fast", f);
-    if (xs->kind != CIC_XFORM_BRANCH_ROTATE && (int)xs->stream >= 0 &&
+    if (cic_xform_has_keys(xs->kind, CIC_XKEY_STREAM) && (int)xs->stream >= 0 &&
         xs->stream < CIC_STREAM_COUNT)
         fprintf(f, ", %s stream", CIC_STREAM_NAME[xs->stream]);
     fputc(')', f);
@@ -246,8 +247,9 @@ static void crossover(FILE *f, const cic_dit_flops_table *t)
     const char *which[2] = {"dense", "fast"};
     int n_def = 0;
 
+    /* N* compares these strategies of the table (flops.h) */
     fprintf(f, "  crossover N* (tokens per sample above which %s costs fewer FLOPs than %s): ",
-            kname(CIC_XFORM_PER_SAMPLE_FOLD), kname(CIC_XFORM_ONLINE_UNROTATE));
+            kname(CIC_DIT_STRATEGIES[2].kind), kname(CIC_DIT_STRATEGIES[0].kind));
     for (int k = 0; k < 2; k++) {
         if (k)
             fputs(", ", f);
@@ -278,7 +280,7 @@ typedef struct {
     item it[CIC_MAX_XFORMS];
     int n, n_exact, n_part, n_none, n_unexp;
     const item *best; /* the cheapest exact one, NULL when none is exact */
-    bool sf_exact;    /* a static-fold is exact on every sample */
+    const item *sf_exact; /* a calibrated kind (static-fold) exact on every sample */
 } summary;
 
 /* The verdict row of transform xs: a row with a verdict and no f32 metrics. */
@@ -292,15 +294,15 @@ static const cic_result *verdict_row(const cic_report *r, const cic_xform_spec *
     return NULL;
 }
 
-static void gather(summary *sm, const cic_report *r)
+static void gather(summary *sm, const cic_report *r, const cic_xform_chain *ch)
 {
     int best = -1;
     memset(sm, 0, sizeof *sm);
-    for (int i = 0; i < r->kase->n_xf && i < CIC_MAX_XFORMS; i++) {
-        const cic_xform_spec *xs = &r->kase->xf[i];
+    for (int i = 0; i < ch->n && i < CIC_MAX_XFORMS; i++) {
+        const cic_xform_spec *xs = &ch->xf[i];
         const cic_result *row;
         item *t;
-        if (!is_adaln(xs->kind) || !(row = verdict_row(r, xs)))
+        if (!cic_xform_is_adaln(xs->kind) || !(row = verdict_row(r, xs)))
             continue;
         t = &sm->it[sm->n++];
         t->xs = xs;
@@ -314,7 +316,8 @@ static void gather(summary *sm, const cic_report *r)
         sm->n_part += !t->exact && t->n_eq > 0;
         sm->n_none += !t->exact && t->n_eq == 0;
         sm->n_unexp += t->unexpected;
-        sm->sf_exact = sm->sf_exact || (t->exact && xs->kind == CIC_XFORM_STATIC_FOLD);
+        if (!sm->sf_exact && t->exact && calibrated(xs))
+            sm->sf_exact = t;
         if (t->exact &&
             (best < 0 || row->flops.extra_total < sm->it[best].row->flops.extra_total))
             best = sm->n - 1;
@@ -337,7 +340,7 @@ static void answer_line(FILE *f, const summary *sm, const cic_model_cfg *m)
         return;
     }
     e = b->row->flops.extra_total;
-    if (b->xs->kind == CIC_XFORM_STATIC_FOLD && m->samples == 1)
+    if (calibrated(b->xs) && m->samples == 1)
         fputs("Yes on this case's single sample: ", f);
     else
         fputs(e > 0 ? "Exactly, yes; at no extra cost, no: " : "Yes: ", f);
@@ -372,7 +375,7 @@ static void exact_line(FILE *f, const summary *sm, const cic_model_cfg *m)
         fputs("none", f);
     if (sm->sf_exact && m->samples == 1)
         fprintf(f, " (%s: the calibration sample is the only sample)",
-                kname(CIC_XFORM_STATIC_FOLD));
+                kname(sm->sf_exact->xs->kind));
     fputc('\n', f);
 }
 
@@ -506,13 +509,15 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
 {
     summary sm;
     const cic_model_cfg *m;
+    cic_xform_chain ch;
     int lines = 2;
 
     if (!f || !r || !r->kase || !r->results ||
         cic_block(r->kase->model.block)->norm != CIC_NORM_ADALN)
         return 0;
-    m = &r->kase->model;
-    gather(&sm, r);
+    ch = cic_case_chain(r->kase); /* the transforms and their model */
+    m = ch.model;
+    gather(&sm, r, &ch);
     if (sm.n == 0)
         return 0;
     answer_line(f, &sm, m);
@@ -521,7 +526,7 @@ int cic_report_conclusion(FILE *f, const cic_report *r)
     lines += none_line(f, &sm);
     lines += unexpected_line(f, &sm);
     if (sm.best) {
-        int xi = (int)(sm.best->xs - r->kase->xf); /* its row of the analytical table */
+        int xi = (int)(sm.best->xs - ch.xf); /* its row of the analytical table */
         cheapest_line(f, &sm, m);
         lines++;
         if (r->has_dit_flops && xi < r->dit_flops.n_xf) {

@@ -106,6 +106,23 @@ static json_t *jstat3(const cic_stat3 *s, int *err)
     return o;
 }
 
+/* Transform x's own fields (its descriptor's report, then its params). */
+static void xform_fields(json_t *t, const cic_xform_spec *x, int *err)
+{
+    const cic_xform_desc *k = cic_xform_desc_of(x->kind);
+    cic_xform_field f[CIC_XFORM_MAX_FIELDS];
+    int n = k->report ? k->report(f, CIC_XFORM_MAX_FIELDS, x) : 0;
+    for (int j = 0; j < n; j++) {
+        json_t *v = f[j].type == CIC_XFIELD_STR    ? (f[j].s ? json_string(f[j].s) : json_null())
+                    : f[j].type == CIC_XFIELD_INT  ? json_integer(f[j].i)
+                    : f[j].type == CIC_XFIELD_BOOL ? json_boolean(f[j].i)
+                                                   : jreal(f[j].r);
+        jset(t, f[j].key, v, err);
+    }
+    for (int j = 0; j < CIC_XFORM_MAX_PARAMS && k->params[j].key; j++)
+        jset(t, k->params[j].key, jreal(x->param[j]), err);
+}
+
 static json_t *case_json(const cic_case *c, int *err)
 {
     json_t *o = json_object(), *m = json_object(), *w = json_object();
@@ -176,12 +193,7 @@ static json_t *case_json(const cic_case *c, int *err)
         if (x->q == CIC_Q_HADAMARD)
             jset(t, "hadamard_base", json_integer(x->hadamard_base), err);
         jset(t, "mistake", jname(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, (int)x->mistake), err);
-        if (x->kind >= CIC_XFORM_STATIC_FOLD) {
-            jset(t, "stream", jname(CIC_STREAM_NAME, CIC_STREAM_COUNT, (int)x->stream), err);
-            jset(t, "fast", json_boolean(x->fast), err);
-            if (x->kind == CIC_XFORM_STATIC_FOLD)
-                jset(t, "calibration", json_integer(x->calibration), err);
-        }
+        xform_fields(t, x, err);
         jset(t, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)x->expect), err);
         jset(t, "line", json_integer(x->line), err);
         jpush(xfs, t, err);

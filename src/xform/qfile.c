@@ -23,7 +23,7 @@ int cic_q_file(mpfr_t *q, int n, const cic_xform_spec *x, mpfr_prec_t prec, cic_
     if (!t || t->ndim != 2 || t->shape[0] != n || t->shape[1] != n) {
         cic_diag_set(d, x->q_file, 0, 0, "tensor '%s' is not a %d x %d matrix (transform '%s' "
                      "needs the order %s)", x->q_tensor, n, n, x->name,
-                     x->kind == CIC_XFORM_ROTATE ? "d_model" : "head_dim");
+                     cic_xform_desc_of(x->kind)->q_widths & CIC_XW_MODEL ? "d_model" : "head_dim");
         goto done;
     }
     v = malloc(nn * sizeof *v);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* xform.h: the computational-invariance transforms (DESIGN.md section 2):
- * LayerNorm fusion, RMSNorm gamma folding and residual-stream rotation, with
+/* xform.h: the computational-invariance transforms (DESIGN.md section 5),
+ * one descriptor per kind (src/kind/xform_kind.h; src/xform/kind_*.c), with
  * the known mistakes as switches. A transform maps a model to a new model;
  * the new weights are computed in MPFR at the transform's precision (the
  * engine precision for "mpfr", 53 bits for "f64", 24 for "f32": MPFR at 53
@@ -26,8 +26,13 @@ void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
 enum cic_verdict cic_xform_verdict(double ce, double eq, double br);
 
 /* Checks that need the transform module (Hadamard orders, transform kinds
- * against the block). CIC_OK or CIC_EINPUT with d at the transform's line. */
-int cic_xform_check(const cic_case *c, cic_diag *d);
+ * against the block) of every transform of ch. CIC_OK or CIC_EINPUT with d
+ * at the transform's line. */
+int cic_xform_check(const cic_xform_chain *ch, cic_diag *d);
+
+/* The order of x's Q from a file (q = "file:PATH"): d_model for a kind
+ * that rotates the residual stream, else the head width. */
+int cic_xform_file_q_order(const cic_model_cfg *m, const cic_xform_spec *x);
 
 /* Apply x to src; a new model, or NULL with d set (allocation failure). */
 cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,

@@ -8,6 +8,28 @@
 #include "../base/mpgemm.h"
 #include "../model/model.h"
 
+/* Bits of the Q kinds a descriptor takes (cic_xform_desc.q_kinds). */
+#define CIC_XQ(k) (1u << (k))
+#define CIC_XQ_PLAIN (CIC_XQ(CIC_Q_IDENTITY) | CIC_XQ(CIC_Q_RANDOM) | CIC_XQ(CIC_Q_HADAMARD))
+
+/* A field of report.json (cic_xform_desc.report). */
+static inline cic_xform_field _cic_xf_field(const char *key, enum cic_xfield_type type,
+                                            const char *s, long long i)
+{
+    cic_xform_field f = {key, type, s, i, 0};
+    return f;
+}
+
+/* The adaLN strategies' report fields: stream and fast, and with
+ * calibration the sample it folds; how many set in f. */
+int _cic_xf_adaln_report(cic_xform_field *f, int cap, const cic_xform_spec *x, bool calibration);
+
+/* An online rotation of R rows of width w as an adaLN strategy x builds
+ * it, in FLOPs: the fast transform (x->fast; regular with q =
+ * regular-hadamard) or a dense product, on blocks of G (0: the whole
+ * row). */
+double _cic_xf_dit_rot(double R, int w, int G, const cic_xform_spec *x);
+
 /* A Hadamard Q = (hk (x) Syl_{d/K}) diag(sign) / sqrt(d), applied without
  * forming it: the weights it rotates become recipes (model/lazy.h). */
 typedef struct {
@@ -15,7 +37,7 @@ typedef struct {
     signed char *hk, *sign;
 } cic_xf_hq;
 
-typedef struct {
+typedef struct cic_xf_ctx_s {
     cic_model *m;
     mpfr_prec_t p;      /* output precision */
     cic_dot_scratch dot;
@@ -63,6 +85,16 @@ int _cic_xf_center_rows_f64(cic_xf_ctx *c, int id);
 int _cic_xf_rotate_f64(cic_xf_ctx *c, int id, bool left, const double *q, int d);
 /* Tensor id [rows, d] times Q (d x d, row-major). */
 int _cic_xf_rotate_right(cic_xf_ctx *c, int id, const mpfr_t *q, int d);
+/* A writer's weight [d, k] (Q^T W) or its bias [1, d] (b Q): which one is
+ * said, not guessed from the shape (at d = 1 a weight has one row too). */
+int _cic_xf_rotate_writer(cic_xf_ctx *c, int id, bool bias, const mpfr_t *q, int d);
+
+/* Fold every norm's gain (and with layernorm its bias and mean) into its
+ * readers: the LayerNorms (layernorm) or the RMSNorms with a gain. With
+ * bake_mean the mean is baked into every writer and the input (C), with
+ * center_input the input alone is centered (a mistake on RMSNorm). 0, or
+ * -1 when memory runs out. */
+int _cic_xf_fuse_norms(cic_xf_ctx *c, bool layernorm, bool bake_mean, bool center_input);
 
 /* R2, kind rotate-heads (rotate_heads.c): the value heads and the output
  * projection's columns. 0, or -1 when memory runs out. */

@@ -72,7 +72,7 @@ static const char *qf_case(const char *path)
     memset(&d, 0, sizeof d);
     rc = cic_case_load(&c, path, &d);
     if (rc == CIC_OK)
-        rc = cic_xform_check(&c, &d);
+        rc = cic_xform_check(CIC_CASE_CHAIN(&c), &d);
     if (rc == CIC_EINPUT)
         return d.msg[0] && memchr(d.msg, '\0', sizeof d.msg) && d.file[0]
                    ? NULL

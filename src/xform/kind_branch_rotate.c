@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/* kind_branch_rotate.c: the adaLN strategy "branch-rotate" (dit blocks;
+ * DESIGN.md section 5; the rewrite is adaln.c, adaln_graph.c): the stream
+ * is not rotated; an online Q before every linear of the branches (of the
+ * MLP width before the MLP writer), its transpose fused into the linear,
+ * dense or fast, on the whole row or on blocks of group = G. */
+#include "xform.h"
+#include "xform_util.h"
+
+/* The online rotations before qkv, proj, fc1, fc2 and the final linear. */
+static void flops_dit(cic_dit_flops *f, const cic_model_cfg *m, const cic_xform_spec *x)
+{
+    double R = f->R;
+    int G = x->group;
+    f->attn += _cic_xf_dit_rot(R, m->d_model, G, x) /* before qkv */ +
+               _cic_xf_dit_rot(R, m->d_model, G, x) /* before proj */;
+    f->mlp += _cic_xf_dit_rot(R, m->d_model, G, x) /* before fc1 */ +
+              _cic_xf_dit_rot(R, m->d_mlp, G, x) /* before fc2 */;
+    f->final += _cic_xf_dit_rot(R, m->d_model, G, x); /* before the final linear */
+}
+
+static void memory(cic_xform_mem *mm, const cic_xform_spec *x)
+{
+    (void)x;
+    mm->lazy = CIC_XLAZY_NONE;
+    mm->doubles = true;
+}
+
+static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
+{
+    return _cic_xf_adaln_report(f, cap, x, false);
+}
+
+const cic_xform_desc cic_xform_branch_rotate = {
+    .name = "branch-rotate",
+    .family = CIC_XFAM_ADALN,
+    .norms = 1u << CIC_NORM_ADALN,
+    .keys = CIC_XKEY_Q | CIC_XKEY_FAST | CIC_XKEY_GROUP,
+    .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
+    .q_widths = CIC_XW_MODEL | CIC_XW_MLP,
+    .build = cic_adaln_apply,
+    .flops_dit = flops_dit,
+    .memory = memory,
+    .report = report,
+};

@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/* kind_rotate.c: rotation of the residual stream (kind "rotate", R1;
+ * DESIGN.md section 5), on folded or unfolded LayerNorm and RMSNorm
+ * blocks: every reader's weight W Q, every writer's Q^T W and b Q, the
+ * block input X Q, and for the residual readout the map back. Q: identity,
+ * Haar random, a (randomized) Hadamard, a regular Hadamard or a matrix from
+ * a file. Known mistake "skip-attn-out": the attention writers left
+ * unrotated (broken). */
+#include "xform.h"
+
+#include "../base/mpvec.h"
+#include "qmat.h"
+#include "xform_util.h"
+
+#include <string.h>
+
+#define rotate_right _cic_xf_rotate_right
+
+typedef cic_xf_ctx ctx;
+
+/* Rotation x's Q of the stream (order d) into q: MPFR at c->p, with
+ * c->blas doubles too (c->qd: the products through dgemm), a Hadamard Q
+ * through dgemm as doubles alone (16 M MPFR numbers at d 4096, never read;
+ * _cic_xf_aq_mp makes them if the readout needs them). A Hadamard Q not
+ * through dgemm also gets *hq: the weights become recipes (lazy.h). */
+static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *hq)
+{
+    int d = c->m->cfg.d_model;
+    size_t dd = (size_t)d * d, k;
+    cic_diag dg;
+    q->d = d;
+    q->p = c->p;
+    if (c->blas && x->q == CIC_Q_HADAMARD) {
+        q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false);
+        c->qd = q->f64;
+        c->qd_n = d;
+        return q->f64 ? cic_q_hadamard_k_f64(q->f64, d, x->hadamard_base, x->q_seed) : -1;
+    }
+    if (!(q->mp = cic_mpvec_create(dd, c->p)))
+        return -1;
+    switch (x->q) {
+    case CIC_Q_RANDOM:
+        if (cic_q_random(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
+        break;
+    case CIC_Q_HADAMARD:
+        if (cic_q_hadamard_k(q->mp, d, x->hadamard_base, x->q_seed, c->p) < 0)
+            return -1;
+        hq->d = d;
+        hq->K = cic_hadamard_base_order_k(d, x->hadamard_base);
+        hq->sign = cic_calloc((size_t)d, 1);
+        if (!hq->sign || cic_hadamard_base_k(&hq->hk, x->hadamard_base, d) < 0)
+            return -1;
+        cic_q_hadamard_signs(hq->sign, d, x->q_seed);
+        c->hq = hq;
+        break;
+    case CIC_Q_REGULAR:
+        if (cic_q_regular_hadamard(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
+        break;
+    case CIC_Q_FILE:
+        if (cic_q_file(q->mp, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
+            return -1;
+        break;
+    default:
+        cic_q_identity(q->mp, d);
+        break;
+    }
+    if (c->blas) { /* the products by Q in double, kept as doubles */
+        if (!(q->f64 = cic_model_array_alloc(dd, sizeof *q->f64, false)))
+            return -1;
+        for (k = 0; k < dd; k++)
+            q->f64[k] = mpfr_get_d(q->mp[k], MPFR_RNDN);
+        c->qd = q->f64;
+        c->qd_n = d;
+    }
+    return 0;
+}
+
+/* Every reader's weight W Q, every writer's Q^T W and b Q (but the
+ * attention writers with the mistake skip-attn-out), the input X Q. q->mp
+ * may be NULL when the products go through dgemm (c->qd). */
+static int rotate_weights(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    const mpfr_t *qm = (const mpfr_t *)q->mp;
+    int d = q->d, i;
+    for (i = 0; i < m->n_ops; i++) {
+        cic_op *o = &m->ops[i];
+        if (o->kind != CIC_OP_LINEAR)
+            continue;
+        if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, qm, d) < 0)
+            return -1;
+        if (o->role == CIC_ROLE_WRITER) {
+            if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
+                continue;
+            if (_cic_xf_rotate_writer(c, o->w, false, qm, d) < 0 ||
+                (o->b >= 0 && _cic_xf_rotate_writer(c, o->b, true, qm, d) < 0))
+                return -1;
+        }
+    }
+    return rotate_right(c, m->input, qm, d);
+}
+
+/* The readout map accumulates, X' = X Q_old Q: kept only for the residual
+ * readout (a head readout is in the original basis already); q's MPFR
+ * values may pass to the model. */
+static int readout_q(ctx *c, cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    int d = q->d, i, k;
+    size_t dd = (size_t)d * d;
+    mpfr_prec_t op = m->out_q_prec > c->p ? m->out_q_prec : c->p;
+    const mpfr_t *qm;
+    mpfr_t *nq;
+    if (m->output != m->residual)
+        return 0;
+    if (!(qm = _cic_xf_aq_mp(q)))
+        return -1;
+    if (!m->out_q) {
+        m->out_q = q->mp;
+        m->out_q_prec = c->p;
+        q->mp = NULL;
+        return 0;
+    }
+    if (!(nq = cic_mpvec_create(dd, op)))
+        return -1;
+    for (i = 0; i < d; i++)
+        for (k = 0; k < d; k++)
+            cic_mp_dot(nq[(size_t)i * d + k], (const mpfr_t *)m->out_q + (size_t)i * d, 1,
+                       qm + k, (size_t)d, (size_t)d, NULL, &c->dot);
+    cic_mpvec_destroy(m->out_q, dd);
+    m->out_q = nq;
+    m->out_q_prec = op;
+    return 0;
+}
+
+static int do_rotate(ctx *c, const cic_xform_spec *x)
+{
+    cic_xf_aq q;
+    cic_xf_hq hq = { 0, 0, NULL, NULL };
+    int rc = -1;
+    memset(&q, 0, sizeof q);
+    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && readout_q(c, &q) == 0)
+        rc = 0;
+    c->hq = NULL;
+    c->qd = NULL;
+    free(hq.hk);
+    free(hq.sign);
+    _cic_xf_aq_clear(&q);
+    return rc;
+}
+
+static int apply(ctx *c, const cic_xform_spec *x)
+{
+    return do_rotate(c, x);
+}
+
+/* A Hadamard Q not through dgemm keeps the weights as recipes; through
+ * dgemm the products are doubles. */
+static void memory(cic_xform_mem *mm, const cic_xform_spec *x)
+{
+    mm->lazy = x->q == CIC_Q_HADAMARD && x->prec != CIC_TPREC_F64_BLAS ? CIC_XLAZY_ROTATED
+                                                                        : CIC_XLAZY_NONE;
+    mm->doubles = true;
+}
+
+const cic_xform_desc cic_xform_rotate = {
+    .name = "rotate",
+    .alias = "R1",
+    .family = CIC_XFAM_ROTATION,
+    .norms = 1u << CIC_NORM_LAYERNORM | 1u << CIC_NORM_RMSNORM,
+    .keys = CIC_XKEY_Q | CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
+    .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR) | CIC_XQ(CIC_Q_FILE),
+    .q_widths = CIC_XW_MODEL,
+    .mistakes = 1ull << CIC_MISTAKE_SKIP_ATTN_OUT,
+    .apply = apply,
+    .memory = memory,
+};
