@@ -412,7 +412,8 @@ dict() {
         baseline | merge)
             dq 'null' 'true' 'false' '-1' '1e308' '0.0' '[]' '{}' '9223372036854775807'
             # the report's keys and values, quoted as JSON has them
-            json_keys src/report/baseline.c src/report/json.c src/cli/sweep.c ;;
+            json_keys src/report/baseline.c src/report/json.c src/pipeline/sweep.c \
+                src/pipeline/sweep_run.c src/pipeline/merge.c ;;
         safetensors) st_words ;;
         checkpoint)
             st_words
@@ -433,7 +434,7 @@ dict() {
         case_shard)
             dq 'null' 'true' 'false' '-1' '""' '"inf"' '1e308' '0.0' '[]' '{}' \
                '9223372036854775807' '18446744073709551615'
-            json_keys src/cli/case_shard.c src/report/env.c
+            json_keys src/pipeline/shard.c src/pipeline/shard_merge.c src/report/env.c
             headers s1/case-shard.json s1/case-shard.bin s2/case-shard.json \
                 s2/case-shard.bin s3/case-shard.json ;;
         verify)

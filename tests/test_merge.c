@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* test_merge.c: cic_sweep_merge (src/cli/sweep.c) through the fuzz
+/* test_merge.c: cic_sweep_merge (src/pipeline/merge.c) through the fuzz
  * target's harness (tests/fuzz/merge_input.h):
- *   - the two shards of a real sweep, run here with cic_run_sweep, given as
+ *   - the two shards of a real sweep, run here with cic_sweep_run_all, given as
  *     one input (split at a NUL) merge with exit 0 and write sweep.json;
  *     one shard alone is refused (a point is missing) with a message;
  *   - that input with one byte of a point's params changed is refused,
@@ -24,7 +24,7 @@ static void test_real_shards(void **state)
 {
     char cpath[1024], s1[1100], s2[1100], work[1100];
     cic_case *c = malloc(sizeof *c);
-    cic_run_args a;
+    cic_sweep_opts a;
     cic_diag d;
     char *t1, *t2, *in;
     size_t n1, n2;
@@ -38,17 +38,16 @@ static void test_real_shards(void **state)
     assert_non_null(c);
     assert_int_equal(cic_case_load(c, cpath, &d), CIC_OK);
     memset(&a, 0, sizeof a);
-    a.quiet = true;
-    a.color = 0;
     a.no_plots = true;
-    a.no_baseline = true;
-    a.tol = CIC_TOLERANCE_DEFAULT;
     cic_test_tmp_path(s1, sizeof s1, "r1");
     cic_test_tmp_path(s2, sizeof s2, "r2");
-    a.shard = "1/2";
-    assert_int_equal(cic_run_sweep(c, &a, s1), CIC_OK);
-    a.shard = "2/2";
-    assert_int_equal(cic_run_sweep(c, &a, s2), CIC_OK);
+    a.shard_n = 2;
+    a.shard_k = 1;
+    a.out_dir = s1;
+    assert_int_equal(cic_sweep_run_all(c, &a, true, &d), CIC_OK);
+    a.shard_k = 2;
+    a.out_dir = s2;
+    assert_int_equal(cic_sweep_run_all(c, &a, true, &d), CIC_OK);
     free(c);
     cic_test_tmp_path(s1, sizeof s1, "r1/sweep.json");
     cic_test_tmp_path(s2, sizeof s2, "r2/sweep.json");

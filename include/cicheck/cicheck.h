@@ -107,8 +107,8 @@ CIC_API int cic_session_set_baseline(cic_session *s, const char *dir);
  * truth, run every transform (verdict) and float32 engine (errors), judge
  * expectations and gates, compare with the baseline if one is set. Returns
  * the exit code `cicheck run` would return. Replaces earlier results. A
- * case with a [sweep] table is refused (CIC_EXIT_INPUT): run sweeps with
- * `cicheck run`. */
+ * case with a [sweep] table is refused (CIC_EXIT_INPUT): run it with
+ * cic_session_run_sweep. */
 CIC_API int cic_session_run(cic_session *s);
 /* The exit code of the last run (CIC_EXIT_INPUT when nothing ran). */
 CIC_API int cic_session_exit_code(const cic_session *s);
@@ -141,6 +141,64 @@ CIC_API double cic_row_ce_residual(const cic_row *r);
 CIC_API int cic_row_metric(const cic_row *r, const char *metric, double *value);
 /* The row's expectation and every gate on it hold. */
 CIC_API bool cic_row_pass(const cic_row *r);
+
+/* ---- sweeps, shards and merge ----
+ *
+ * What `cicheck run` does with a [sweep] table or --shard K/N, and what
+ * `cicheck merge` does, with the same files written (sweep.json,
+ * points/<i>/report.json, case-shard.json and case-shard.bin,
+ * report.json), the same checks and the same exit codes; no plots are
+ * drawn (`cicheck plot DIR` draws them from sweep.json). Each needs an
+ * output folder (cic_session_set_out_dir). Each replaces earlier results;
+ * cic_session_exit_code and cic_session_pass tell how it went, and
+ * cic_session_output names the file it wrote. */
+
+/* Run the sweep of the loaded case (it must have a [sweep] table): every
+ * point, or with shard_n > 0 the points i with i mod shard_n = shard_k - 1
+ * (1 <= shard_k <= shard_n <= 1000000), as `cicheck run --shard K/N`
+ * would. Each point runs without a baseline and writes
+ * points/<i>/report.json; then sweep.json. Returns the worst exit code of
+ * the points (CIC_EXIT_INPUT also for bad arguments or no output folder;
+ * CIC_EXIT_RESOURCE for a lost result). The points are read with
+ * cic_session_point_*. */
+CIC_API int cic_session_run_sweep(cic_session *s, int shard_k, int shard_n);
+/* Run shard k of n (1 <= k <= n <= the case's samples) of the loaded case,
+ * which has no [sweep] table, split by samples as `cicheck run --shard
+ * K/N` does: writes case-shard.json and case-shard.bin into the output
+ * folder. CIC_EXIT_PASS once they are written (verdicts and gates are the
+ * merge's), CIC_EXIT_INPUT when the case cannot be split so (the message
+ * says why), CIC_EXIT_RESOURCE. */
+CIC_API int cic_session_run_shard(cic_session *s, int k, int n);
+/* Merge the n shard folders in dirs into the output folder, as `cicheck
+ * merge` does; the kind of shard is told by the first folder
+ * (case-shard.json: a case split by samples; else sweep.json: a sweep).
+ * Case shards: the whole case is scored from their numbers (compared with
+ * the baseline when one is set) and report.json written; the merged case
+ * becomes the session's case and its rows are read as a run's. Sweep
+ * shards: sweep.json is written and its points are read with
+ * cic_session_point_*. A refused merge (shards of other cases or versions,
+ * missing, duplicated or edited shards) is CIC_EXIT_INPUT with the file
+ * named. Returns the exit code `cicheck merge` gives. */
+CIC_API int cic_session_merge(cic_session *s, const char *const *dirs, int n);
+/* The file the last sweep, shard or merge wrote (sweep.json,
+ * case-shard.json or report.json, below the output folder); NULL when it
+ * wrote none. Owned by s. */
+CIC_API const char *cic_session_output(const cic_session *s);
+
+/* Points of the last sweep or sweep merge, in index order (0 otherwise). */
+CIC_API int cic_session_point_count(const cic_session *s);
+/* Point i's index among all the sweep's points (-1 out of range). */
+CIC_API long cic_session_point_index(const cic_session *s, int i);
+/* Point i's exit code (CIC_EXIT_INPUT out of range). */
+CIC_API int cic_session_point_exit_code(const cic_session *s, int i);
+/* Point i's swept values as compact JSON ({"d_model":8,"seed":1}); NULL
+ * out of range. Owned by s. */
+CIC_API const char *cic_session_point_params(const cic_session *s, int i);
+/* The verdict of transform in point i ("equivalent", "broken",
+ * "inconclusive"); NULL when the point did not run, has no such transform
+ * or i is out of range. Owned by s. */
+CIC_API const char *cic_session_point_verdict(const cic_session *s, int i,
+                                              const char *transform);
 
 #ifdef __cplusplus
 }

@@ -13,8 +13,10 @@
 #include "base/base.h"
 #include "case/case.h"
 #include "pipeline/pipeline.h"
+#include "pipeline/sweep.h"
 #include "report/report.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <string.h>
 
@@ -36,6 +38,10 @@ struct cic_session {
     char out_dir[1024];
     bool has_baseline;
     char baseline[1024];
+    json_t *points;      /* the last sweep's (or sweep merge's) points */
+    char **params;       /* each point's params as compact JSON */
+    int n_points;
+    char output[1400];   /* the file the last sweep, shard or merge wrote */
     char error[12288];   /* "" after a successful call; a line per error */
 };
 
@@ -49,9 +55,12 @@ const char *cic_version(void)
     return CIC_VERSION;
 }
 
+static void points_clear(cic_session *s);
+
 /* Drop the last run and its rows. */
 static void results_clear(cic_session *s)
 {
+    points_clear(s);
     free(s->rep.results);
     free(s->rep.gates);
     free(s->rep.regress);
@@ -356,4 +365,255 @@ int cic_row_metric(const cic_row *r, const char *metric, double *value)
 bool cic_row_pass(const cic_row *r)
 {
     return r && r->x->pass;
+}
+
+/* ---- sweeps, shards and merge (src/pipeline/sweep.h) ---- */
+
+static void points_clear(cic_session *s)
+{
+    int i;
+    for (i = 0; i < s->n_points; i++)
+        free(s->params[i]);
+    free(s->params);
+    s->params = NULL;
+    s->n_points = 0;
+    json_decref(s->points);
+    s->points = NULL;
+    s->output[0] = '\0';
+}
+
+static void warn_stderr(void *ctx, const char *text)
+{
+    (void)ctx;
+    fprintf(stderr, "cicheck: %s\n", text);
+}
+
+/* What every sweep, shard and merge needs: a session with an output
+ * folder (and for runs a loaded case), its last results dropped. */
+static int many_begin(cic_session *s, bool need_case)
+{
+    if (!s)
+        return CIC_EXIT_INPUT;
+    results_clear(s);
+    s->error[0] = '\0';
+    if (need_case && !s->kase) {
+        snprintf(s->error, sizeof s->error, "cicheck: no case loaded (cic_session_load first)");
+        return CIC_EXIT_INPUT;
+    }
+    if (!s->has_out) {
+        snprintf(s->error, sizeof s->error, "cicheck: no output folder "
+                 "(cic_session_set_out_dir first): shards and sweeps write their results");
+        return CIC_EXIT_INPUT;
+    }
+    return CIC_EXIT_PASS;
+}
+
+/* The end of a sweep, shard or merge: its exit code, and the error for 2
+ * and 3 (d, unless a point's own message was kept). */
+static int many_end(cic_session *s, int rc, const cic_diag *d)
+{
+    if (rc >= CIC_EXIT_INPUT && !s->error[0] && d->msg[0])
+        error_from_diag(s, d);
+    s->exit_code = rc;
+    s->ran = true;
+    return rc;
+}
+
+/* Keep the points of sweep.json j (their params as text) for the
+ * cic_session_point_* readers. CIC_EXIT_PASS or CIC_EXIT_RESOURCE. */
+static int keep_points(cic_session *s, const json_t *j)
+{
+    json_t *pts = json_object_get(j, "points"), *p;
+    size_t i;
+    s->params = cic_calloc(json_array_size(pts) + 1, sizeof *s->params);
+    if (!s->params)
+        return CIC_EXIT_RESOURCE;
+    s->points = json_incref(pts);
+    json_array_foreach(pts, i, p) {
+        s->params[i] = json_dumps(json_object_get(p, "params"), JSON_COMPACT);
+        s->n_points = (int)i + 1;
+        if (!s->params[i])
+            return CIC_EXIT_RESOURCE;
+    }
+    return CIC_EXIT_PASS;
+}
+
+/* sweep.json of a finished sweep or merge j, and its points kept. */
+static int sweep_done(cic_session *s, cic_sweep_job *j, cic_diag *d)
+{
+    int rc = cic_sweep_write(j, s->output, sizeof s->output, d);
+    if (rc != CIC_OK)
+        s->output[0] = '\0';
+    else if (keep_points(s, cic_sweep_json(j)) != CIC_EXIT_PASS)
+        cic_diag_set(d, s->output, 0, 0, "out of memory keeping the points");
+    return cic_sweep_worst(j);
+}
+
+int cic_session_run_sweep(cic_session *s, int shard_k, int shard_n)
+{
+    cic_sweep_opts o;
+    cic_sweep_job *j = NULL;
+    cic_sweep_point_result r;
+    cic_diag d, pd;
+    long i;
+    int rc = many_begin(s, true);
+    if (rc != CIC_EXIT_PASS)
+        return rc;
+    memset(&d, 0, sizeof d);
+    memset(&o, 0, sizeof o);
+    o.out_dir = s->out_dir;
+    o.shard_k = shard_k;
+    o.shard_n = shard_n;
+    o.threads = s->threads;
+    o.progress.warn = s->quiet ? NULL : warn_stderr;
+    if (!s->kase->sweep.on)
+        cic_diag_set(&d, s->kase->path, 0, 0, "case '%s' has no [sweep] table (run it with "
+                     "cic_session_run)", s->kase->name);
+    else if (shard_n != 0 && !(shard_n >= 1 && shard_n <= 1000000 && shard_k >= 1 &&
+                               shard_k <= shard_n))
+        cic_diag_set(&d, s->kase->path, 0, 0, "shard %d/%d: want 1 <= K <= N <= 1000000",
+                     shard_k, shard_n);
+    else if (cic_out_check(s->out_dir, s->out_dir, "sweep.json", &d) == 0 &&
+             cic_sweep_check_outputs(s->kase, &o, &d) == CIC_OK)
+        rc = cic_sweep_begin(&j, s->kase, &o, &d);
+    if (!j) /* refused before any point ran */
+        return many_end(s, rc == CIC_EXIT_PASS ? CIC_EXIT_INPUT : rc, &d);
+    for (i = 0; i < cic_sweep_total(j); i++)
+        if (cic_sweep_owns(j, i) && cic_sweep_point_run(j, i, &r, &pd) >= CIC_EINPUT &&
+            pd.msg[0])
+            d = pd; /* the last point that could not run says why */
+    if (cic_sweep_finish(j, &d) == CIC_OK)
+        rc = sweep_done(s, j, &d);
+    else
+        rc = CIC_EINTERNAL;
+    cic_sweep_destroy(j);
+    return many_end(s, rc, &d);
+}
+
+int cic_session_run_shard(cic_session *s, int k, int n)
+{
+    cic_case_shard cs;
+    cic_diag d;
+    int rc = many_begin(s, true);
+    if (rc != CIC_EXIT_PASS)
+        return rc;
+    memset(&d, 0, sizeof d);
+    memset(&cs, 0, sizeof cs);
+    if (s->kase->sweep.on) {
+        cic_diag_set(&d, s->kase->path, 0, 0, "case '%s' has a [sweep] table (shard it with "
+                     "cic_session_run_sweep)", s->kase->name);
+        return many_end(s, CIC_EXIT_INPUT, &d);
+    }
+    if (!(n >= 1 && n <= 1000000 && k >= 1 && k <= n)) {
+        cic_diag_set(&d, s->kase->path, 0, 0, "shard %d/%d: want 1 <= K <= N", k, n);
+        return many_end(s, CIC_EXIT_INPUT, &d);
+    }
+    if (cic_out_check(s->out_dir, s->out_dir, NULL, &d) != 0)
+        return many_end(s, CIC_EXIT_INPUT, &d);
+    rc = cic_case_shard_plan(&cs, s->kase, k, n, &d);
+    if (rc == CIC_OK)
+        rc = cic_case_shard_run(&cs, s->out_dir, 0, s->threads, &d);
+    cic_case_shard_clear(&cs);
+    if (rc == CIC_OK)
+        snprintf(s->output, sizeof s->output, "%s/case-shard.json", s->out_dir);
+    return many_end(s, rc, &d);
+}
+
+/* The merge of case shards: the merged case replaces the session's, its
+ * report.json written and its rows kept. */
+static int merge_case(cic_session *s, const char *const *dirs, int n, cic_diag *d)
+{
+    cic_pipeline_opts o = session_opts(s);
+    cic_case_merged m;
+    int rc = cic_case_merge_load(&m, dirs, n, s->out_dir, &o, d);
+    if ((rc == CIC_OK || rc == CIC_EGATE) &&
+        cic_report_json_write(cic_pipeline_report(m.pl), s->out_dir, d) < 0)
+        rc = CIC_EINTERNAL;
+    if (rc == CIC_OK || rc == CIC_EGATE) {
+        snprintf(s->output, sizeof s->output, "%s/report.json", s->out_dir);
+        free(s->kase);
+        s->kase = m.kase; /* the rows' case; freed after the pipeline below */
+        m.kase = NULL;
+        if (keep_results(s, m.pl) != CIC_EXIT_PASS) {
+            cic_diag_set(d, s->output, 0, 0, "out of memory");
+            rc = CIC_EINTERNAL;
+        }
+    }
+    cic_case_merged_clear(&m);
+    return rc;
+}
+
+int cic_session_merge(cic_session *s, const char *const *dirs, int n)
+{
+    cic_sweep_job *j = NULL;
+    cic_diag d;
+    int rc = many_begin(s, false), k;
+    if (rc != CIC_EXIT_PASS)
+        return rc;
+    memset(&d, 0, sizeof d);
+    for (k = 0; dirs && k < n; k++)
+        if (!dirs[k])
+            break;
+    if (!dirs || n < 1 || k < n) {
+        snprintf(s->error, sizeof s->error, "cicheck: merge: no shard folders (dirs NULL, "
+                 "n < 1 or a NULL folder)");
+        return many_end(s, CIC_EXIT_INPUT, &d);
+    }
+    if (cic_is_case_shard(dirs[0])) {
+        rc = merge_case(s, dirs, n, &d);
+    } else {
+        rc = cic_sweep_merge_load(&j, dirs, n, s->out_dir, &d);
+        if (rc == CIC_OK)
+            rc = sweep_done(s, j, &d);
+        cic_sweep_destroy(j);
+    }
+    return many_end(s, rc, &d);
+}
+
+const char *cic_session_output(const cic_session *s)
+{
+    return s && s->output[0] ? s->output : NULL;
+}
+
+int cic_session_point_count(const cic_session *s)
+{
+    return s ? s->n_points : 0;
+}
+
+/* Point i of the last sweep, or NULL. */
+static json_t *point(const cic_session *s, int i)
+{
+    return s && i >= 0 && i < s->n_points ? json_array_get(s->points, (size_t)i) : NULL;
+}
+
+long cic_session_point_index(const cic_session *s, int i)
+{
+    json_t *p = point(s, i);
+    return p ? (long)json_integer_value(json_object_get(p, "index")) : -1;
+}
+
+int cic_session_point_exit_code(const cic_session *s, int i)
+{
+    json_t *p = point(s, i);
+    return p ? (int)json_integer_value(json_object_get(p, "exit_code")) : CIC_EXIT_INPUT;
+}
+
+const char *cic_session_point_params(const cic_session *s, int i)
+{
+    return point(s, i) ? s->params[i] : NULL;
+}
+
+const char *cic_session_point_verdict(const cic_session *s, int i, const char *transform)
+{
+    json_t *rows = json_object_get(json_object_get(point(s, i), "report"), "results"), *row;
+    size_t k;
+    if (!transform)
+        return NULL;
+    json_array_foreach(rows, k, row) {
+        const char *v = json_string_value(json_object_get(row, "verdict"));
+        const char *t = json_string_value(json_object_get(row, "transform"));
+        if (v && t && !strcmp(t, transform))
+            return v;
+    }
+    return NULL;
 }

@@ -11,6 +11,7 @@
 #include "report/report.h"
 #include "metric/flops.h"
 #include "model/model.h"
+#include "pipeline/sweep.h"
 
 #include <errno.h>
 

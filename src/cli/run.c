@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* run.c: one `cicheck run` of one case file: load it, run the pipeline
  * (src/pipeline: build, truth, engines, verdicts, gates, baseline) with its
- * progress shown on stderr, then print the table and the failures, write
- * report.json atomically and the dump when asked. A sweep is handed to
- * sweep.c, whose points come back here one by one. Nothing here computes a
- * number: the pipeline does, and the report module formats it. */
+ * progress shown on stderr, then print the table and the failures
+ * (print.c), write report.json atomically and the dump when asked. A sweep
+ * is handed to sweep.c, a case split by samples to case_shard.c; both run
+ * through the pipeline library (src/pipeline/sweep.h). Nothing here
+ * computes a number: the pipeline does, and the report module formats it. */
 #include "run.h"
 
 #include "../case/case.h"
 #include "../metric/flops.h"
-#include "../pipeline/pipeline.h"
-#include "../report/conclusion.h"
+#include "../pipeline/sweep.h"
 #include "../report/report.h"
 
 #include <stdarg.h>
@@ -30,13 +30,6 @@ typedef struct {
     double bar_t0;
     bool drawn;
 } cli_progress;
-
-double cic_cli_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void on_stage(void *ctx, const char *text)
 {
@@ -105,74 +98,6 @@ static cic_pipeline_opts pipeline_opts(const cic_run_args *a, cli_progress *p)
     return o;
 }
 
-/* ---- what a run prints on stdout ---- */
-
-static void print_regressions(const cic_report *rep, const cic_case *c)
-{
-    int i, nf = 0;
-    for (i = 0; i < rep->n_regress; i++) {
-        const cic_regress_result *g = &rep->regress[i];
-        if (g->pass)
-            continue;
-        nf++;
-        printf("FAIL regression %s / %s / %s / %s: old %s, new %s%s%s (%s)\n", c->name,
-               g->transform[0] ? g->transform : "-", g->engine[0] ? g->engine : "-",
-               g->metric, g->old_value, g->new_value, g->limit[0] ? ", limit " : "",
-               g->limit, CIC_RULE_NAME[g->rule]);
-    }
-    printf("baseline %s: %d checks, %d failed\n", rep->baseline_path, rep->n_regress, nf);
-}
-
-static void print_expectations(const cic_report *rep, const cic_case *c)
-{
-    const char *vl = CIC_VERDICT_ENGINE_NAME[c->verdict_engine];
-    int i, s;
-    for (i = 0; i < rep->n_results; i++) {
-        const cic_result *x = &rep->results[i];
-        if (!x->has_verdict || strcmp(x->engine, vl) != 0)
-            continue;
-        if (x->verdict != x->expect)
-            printf("FAIL expectation %s: verdict %s, expected %s (ce_residual %.3g)\n",
-                   x->transform, CIC_VERDICT_NAME[x->verdict], CIC_VERDICT_NAME[x->expect],
-                   x->ce_residual);
-        else if (!x->pass)
-            for (s = 0; s < x->n_samples; s++)
-                printf("  %s sample %d: ce_residual %.3g, %s\n", x->transform, s,
-                       x->per_sample[s].ce_residual,
-                       CIC_VERDICT_NAME[x->per_sample[s].verdict]);
-    }
-}
-
-/* The table, the failures, for an adaLN block the analytical table of
- * the strategies and the conclusion (nothing in compact mode but the baseline's failures). */
-void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case *c)
-{
-    int color = a->color >= 0 ? a->color : isatty(fileno(stdout));
-    bool adaln = cic_block(c->model.block)->norm == CIC_NORM_ADALN;
-    if (a->compact)
-        return;
-    cic_report_table(stdout, rep, color != 0);
-    if (rep->has_baseline)
-        print_regressions(rep, c);
-    print_expectations(rep, c);
-    if (!a->quiet_tables)
-        cic_report_lowp_table(stdout, rep);
-    if (adaln && !a->quiet_tables && rep->has_dit_flops) {
-        printf("\nAnalytical ");
-        cic_report_dit_flops_table(stdout, &rep->dit_flops);
-    }
-    if (!rep->truth_certified) {
-        char b[512];
-        cic_truth_words(b, sizeof b, rep);
-        printf("FAIL truth %s\n", b);
-    }
-    /* the answer in words, last: what the verdicts and FLOPs above say */
-    if (adaln) {
-        putchar('\n');
-        cic_report_conclusion(stdout, rep);
-    }
-}
-
 /* ---- where a run writes ---- */
 
 /* The folder of a run of case c into buf (a->out_dir, or reports/<case
@@ -204,31 +129,18 @@ int cic_run_check_outputs(const cic_case *c, const cic_run_args *a, cic_diag *d)
         return CIC_EINPUT;
     if (a->dump_dir && cic_out_check(run_dump_root(a), a->dump_dir, NULL, d) != 0)
         return CIC_EINPUT;
-    return c->sweep.on ? cic_sweep_check_outputs(c, a, root, dir, d) : CIC_OK;
+    return c->sweep.on ? cic_run_sweep_check(c, a, root, dir, d) : CIC_OK;
 }
 
-/* report.json and the dump of a finished run; 0 or -1 with d. The folders
- * below the user's are made as cicheck's own (cic_mkdir_under). */
-static int write_outputs(const cic_run_args *a, const cic_pipeline *pl, const cic_report *rep,
-                         const cic_case *c, cli_progress *p, cic_diag *d)
+/* report.json and the dump of a finished run (cic_pipeline_write, each
+ * said as a stage); 0 or -1 with d. */
+static int write_outputs(const cic_run_args *a, const cic_pipeline *pl, const cic_case *c,
+                         const cic_pipeline_opts *o, cic_diag *d)
 {
-    char outdir[1200], path[1300], line[1320];
+    char outdir[1200];
     const char *root = run_out_dir(outdir, sizeof outdir, a, c);
-    if (!a->no_report) {
-        snprintf(path, sizeof path, "%s/report.json", outdir);
-        if (cic_mkdir_under(root, outdir, d) < 0 || cic_report_json_write_file(rep, path, d) < 0)
-            return -1;
-        snprintf(line, sizeof line, "wrote %s", path);
-        on_stage(p, line);
-    }
-    if (a->dump_dir) {
-        if (cic_mkdir_under(run_dump_root(a), a->dump_dir, d) < 0 ||
-            cic_pipeline_dump(pl, a->dump_dir, d) < 0)
-            return -1;
-        snprintf(line, sizeof line, "wrote dump to %s", a->dump_dir);
-        on_stage(p, line);
-    }
-    return 0;
+    return cic_pipeline_write(pl, root, a->no_report ? NULL : outdir, run_dump_root(a),
+                              a->dump_dir, &o->progress, d);
 }
 
 /* ---- the run ---- */
@@ -261,8 +173,9 @@ static void record_error(cic_case_run *cr, const char *path, const cic_diag *d)
     }
 }
 
-/* A sweep: its points are cases of their own (sweep.c); for the summaries
- * one check stands for them (their details are in <out>/sweep.json). */
+/* A sweep: its points are cases of their own (sweep.c, through the
+ * pipeline library); for the summaries one check stands for them (their
+ * details are in <out>/sweep.json). */
 static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *path,
                           cic_diag *d)
 {
@@ -295,13 +208,11 @@ static int run_sweep_case(const cic_run_args *a, cic_case_run *cr, const char *p
     return rc;
 }
 
-/* Load (or take the preloaded case) and check what needs no pipeline: the
- * transforms against the block, the dump's file names. */
+/* Load and check what needs no pipeline: the transforms against the
+ * block, the dump's file names. */
 static int prepare(const cic_run_args *a, cic_case_run *cr, const char *path, cic_diag *d)
 {
-    if (a->preloaded)
-        cr->kase = *a->preloaded;
-    else if (cic_case_load(&cr->kase, path, d) != CIC_OK)
+    if (cic_case_load(&cr->kase, path, d) != CIC_OK)
         return CIC_EINPUT;
     if (cic_pipeline_check(&cr->kase, a->dump_dir != NULL, d) != CIC_OK)
         return CIC_EINPUT;
@@ -324,7 +235,7 @@ static int run_single(const cic_run_args *a, cic_case_run *cr, cic_diag *d)
     if (rc == CIC_OK || rc == CIC_EGATE) {
         const cic_report *rep = cic_pipeline_report(pl);
         cic_run_print(a, rep, &cr->kase);
-        if (write_outputs(a, pl, rep, &cr->kase, &p, d) < 0) {
+        if (write_outputs(a, pl, &cr->kase, &o, d) < 0) {
             rc = CIC_EINTERNAL;
         } else { /* hand the results to the summaries */
             cic_pipeline_take_report(pl, &cr->rep);
@@ -348,14 +259,14 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out)
         return CIC_EINTERNAL;
     }
     rc = prepare(a, cr, path, &d);
-    if (rc == CIC_OK && cr->kase.sweep.on && !a->preloaded)
+    if (rc == CIC_OK && cr->kase.sweep.on)
         rc = run_sweep_case(a, cr, path, &d);
-    else if (rc == CIC_OK && a->shard && !a->preloaded)
+    else if (rc == CIC_OK && a->shard)
         rc = cic_run_case_shard(&cr->kase, a, &d);
     else if (rc == CIC_OK)
         rc = run_single(a, cr, &d);
     if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
-        if (d.msg[0] && !(cr->kase.sweep.on && !a->preloaded))
+        if (d.msg[0] && !cr->kase.sweep.on)
             cic_diag_print(stderr, &d);
         record_error(cr, path, &d);
     }

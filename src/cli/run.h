@@ -5,7 +5,6 @@
 #define CIC_RUN_H
 
 #include "../case/case.h"
-#include "../model/checkpoint.h"
 #include "../report/baseline.h"
 #include "../report/report.h"
 
@@ -30,7 +29,6 @@ typedef struct {
     bool no_baseline;     /* skip the baseline comparison */
     bool recheck;         /* also recompute the truth of sample 0 at prec + 64 */
     cic_tolerance tol;    /* for the f32 metrics against the baseline */
-    const cic_case *preloaded; /* run this case instead of loading path */
     bool compact;         /* one summary line instead of the tables (sweep points) */
     const char *shard;    /* "K/N": run the K-th of N slices of a sweep */
     bool no_plots;        /* no plots after a sweep */
@@ -92,28 +90,24 @@ int cic_run_case(const char *path, const cic_run_args *a, cic_case_run **out);
 
 /* ---- sweeps (sweep.c) ---- */
 
-/* Run the points of a sweep case c (all, or the shard a->shard), writing
- * <out>/points/<i>/report.json and <out>/sweep.json, then the plots. out_dir
- * is the sweep's folder. Returns the exit code (worst over the points). */
+/* Run the points of a sweep case c (all, or the shard a->shard) through
+ * the pipeline library (src/pipeline/sweep.h), saying each point as it
+ * ends, writing <out>/points/<i>/report.json and <out>/sweep.json, then
+ * the plots. out_dir is the sweep's folder (a->out_root: the part of it
+ * the user named). Returns the exit code (worst over the points). */
 int cic_run_sweep(const cic_case *c, const cic_run_args *a, const char *out_dir);
 
 /* The check of cic_run_check_outputs for a sweep c writing into dir (root:
  * the part of it the user named): its points' folders (of the shard
  * a->shard), plots/ and the dump's points. CIC_OK or CIC_EINPUT. */
-int cic_sweep_check_outputs(const cic_case *c, const cic_run_args *a, const char *root,
-                            const char *dir, cic_diag *d);
+int cic_run_sweep_check(const cic_case *c, const cic_run_args *a, const char *root,
+                        const char *dir, cic_diag *d);
 
-/* Merge the sweep.json of shard folders into out_dir (sweep.json and
- * plots): refuses shards of different case files, cicheck versions or
- * shard counts, duplicates and gaps, and any shard whose content is not
- * what its embedded case gives (sweep.c, "merge"). Returns the exit code:
- * the worst of the points', or 2 when refused. */
+/* `cicheck merge` of sweep shards: merge their sweep.json into out_dir
+ * (cic_sweep_merge_load), say each point that could not run in its shard,
+ * write sweep.json and the plots. Returns the exit code: the worst of the
+ * points', or 2 when refused (the reason on stderr). */
 int cic_merge_sweeps(const char *const *dirs, int n, const char *out_dir, bool no_plots);
-/* The same with the refusal in d instead of on stderr (CIC_EINPUT: a shard
- * is inconsistent, d names its sweep.json; CIC_EINTERNAL: writing failed).
- * Refuses an out_dir that is one of the shard folders. */
-int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no_plots,
-                    cic_diag *d);
 
 /* ---- a case split by samples (case_shard.c) ---- */
 
@@ -124,35 +118,7 @@ int cic_sweep_merge(const char *const *dirs, int n, const char *out_dir, bool no
  * the case cannot be split so (d says why), 3 on memory or I/O. */
 int cic_run_case_shard(const cic_case *c, const cic_run_args *a, cic_diag *d);
 
-/* ---- the files a shard reads (files_read.c) ---- */
-
-/* The files a run of a case reads, each with the SHA-256 of what it reads
- * of it and its identity then: the q files, the [input] file, a
- * checkpoint's files (cic_ckpt_hash_read). */
-typedef struct {
-    cic_file_hash *h;
-    int n;
-} cic_files_read;
-
-/* Hash what a run of c reads (before the run); CIC_OK, or CIC_EINPUT /
- * CIC_EINTERNAL with d set. Free with cic_files_read_free. */
-int cic_files_read_hash(cic_files_read *fr, const cic_case *c, cic_diag *d);
-void cic_files_read_free(cic_files_read *fr);
-/* After the run: every file still the one hashed; CIC_OK, or CIC_EINTERNAL
- * with d naming the file that changed. */
-int cic_files_read_unchanged(const cic_files_read *fr, cic_diag *d);
-/* As JSON (the "files_read" of case-shard.json and a sweep shard's
- * sweep.json): [{file, path, sha256_whole_file or
- * sha256_header_and_tensors_read}, ...]. */
-struct json_t *cic_files_read_json(const cic_files_read *fr);
-/* The files_read of a shard (path pb) against the first shard's (pfirst):
- * the same files, each with the same hash (NULL: none read). CIC_OK, or
- * CIC_EINPUT with d naming the file and both shards. */
-int cic_files_read_compare(const struct json_t *first, const char *pfirst,
-                           const struct json_t *b, const char *pb, cic_diag *d);
-
-/* Does dir hold a case shard (case-shard.json)? */
-bool cic_is_case_shard(const char *dir);
+/* ---- merging a case's shards (case_shard.c) ---- */
 
 typedef struct {
     const char *out_dir;
@@ -171,12 +137,8 @@ typedef struct {
  * cic_case_run_free). Returns the exit code a run of the case gives. */
 int cic_case_merge(const char *const *dirs, int n, const cic_merge_args *ma, cic_case_run **out);
 
-/* Refuse an out_dir that is one of the shard folders (told apart by what
- * they are: s1, ./s1 and a link to s1 are one). CIC_OK or CIC_EINPUT. */
-int cic_merge_check_out(const char *const *dirs, int n, const char *out_dir, cic_diag *d);
-
 /* What a run prints on stdout after its pipeline: the table, failures,
- * the analytical FLOPs and conclusion (run.c). */
+ * the analytical FLOPs and conclusion (print.c). */
 void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case *c);
 
 /* `cicheck verify ORIGINAL TRANSFORMED [options]` (src/cli/verify.c); the
@@ -184,7 +146,7 @@ void cic_run_print(const cic_run_args *a, const cic_report *rep, const cic_case 
 int cic_cmd_verify(int argc, char **argv);
 extern const char CIC_VERIFY_USAGE[];
 
-/* Seconds on the monotonic clock (run.c). */
+/* Seconds on the monotonic clock (print.c). */
 double cic_cli_now(void);
 
 #endif

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* case_shard_run.h: one fuzz input as the shards of a case split by
- * samples, merged (`cicheck merge`: cic_case_merge in src/cli/case_shard.c,
- * reading case-shard.json and case-shard.bin). The input's files
+ * samples, merged (`cicheck merge`: cic_case_merge in src/cli/case_shard.c
+ * on src/pipeline/shard_merge.c, reading case-shard.json and
+ * case-shard.bin). The input's files
  * (tests/fuzz/fuzz_files.h) are named FOLDER/case-shard.json and
  * FOLDER/case-shard.bin; the folders, in the order they first appear (at
  * most CS_MAX), are the shards merged into dir/w/out, with no plots and no
@@ -27,6 +28,7 @@
 
 #include "cli/run.h"
 #include "model/model.h"
+#include "pipeline/sweep.h"
 
 #include <jansson.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fuzz_case_shard.c: libFuzzer target for `cicheck merge` of a case's
- * sample shards (case-shard.json and case-shard.bin: src/cli/case_shard.c).
+ * sample shards (case-shard.json and case-shard.bin: src/pipeline/shard_merge.c).
  * Each input is one or more shard folders (tests/fuzz/fuzz_files.h) merged
  * with no plots and no baseline. Besides the sanitizers (LeakSanitizer
  * after every input), the contract of tests/fuzz/case_shard_run.h is

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* fuzz_merge.c: libFuzzer target for `cicheck merge` (cic_sweep_merge in
- * src/cli/sweep.c). Each input becomes one or two shard folders
+ * src/pipeline/merge.c). Each input becomes one or two shard folders
  * (tests/fuzz/merge_input.h: two sweep.json texts split at the first NUL)
  * merged with no plots. Besides the sanitizers (and LeakSanitizer after
  * every input), the merge's contract is asserted: the exit code is 0..3; a

@@ -9,7 +9,7 @@
 #ifndef CIC_TEST_MERGE_INPUT_H
 #define CIC_TEST_MERGE_INPUT_H
 
-#include "cli/run.h"
+#include "pipeline/sweep.h"
 
 #include <errno.h>
 #include <stdbool.h>

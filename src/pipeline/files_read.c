@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* files_read.c: the files a shard's run reads and the SHA-256 of what it
- * reads of each (run.h), so that `cicheck merge` refuses shards that read
+ * reads of each (sweep.h), so that `cicheck merge` refuses shards that read
  * different bytes: sample shards of one case file made with different
  * rotation files merged to PASS, since the case file (all a shard
  * recorded) names a file, not its contents.
@@ -14,7 +14,7 @@
  * "sha256_whole_file" or "sha256_header_and_tensors_read". Each file's
  * identity is recorded when it is hashed and compared when the run is
  * done: a file changed in between was not the one hashed (exit 3). */
-#include "run.h"
+#include "sweep.h"
 
 #include "../base/json_type.h"
 #include "../model/checkpoint.h"
