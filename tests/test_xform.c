@@ -424,16 +424,16 @@ static void test_rotation_from_file(void **state)
     orig = cic_model_create(&c, CIC_READOUT_HEAD);
     assert_non_null(orig);
     memset(&d, 0, sizeof d);
-    assert_int_equal(cic_q_file_check(&orth, &rf, 32, &d), 0);
+    assert_int_equal(cic_q_file_check(&orth, &rf, 32, "d_model", &d), 0);
     assert_true(orth >= 0 && orth < 1e-15);
-    assert_int_equal(cic_q_file_check(&orth, &rf, 16, &d), -1); /* the wrong order */
+    assert_int_equal(cic_q_file_check(&orth, &rf, 16, "d_model", &d), -1); /* the wrong order */
     cic_xform_thresholds(&eq, &br, &rf, PREC);
     assert_true(eq == ldexp(1.0, 20 - 53));
     check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold");
     check_eq(ce_of(orig, folded, &rf, NULL), &rf, &c, "fold + R1 from a file");
     cic_test_path(rf.q_file, sizeof rf.q_file,
                   "tests/fixtures/q-not-orthogonal-32.safetensors");
-    assert_int_equal(cic_q_file_check(&orth, &rf, 32, &d), 0);
+    assert_int_equal(cic_q_file_check(&orth, &rf, 32, "d_model", &d), 0);
     assert_true(orth > CIC_Q_FILE_ORTH_MAX);
     {
         /* the check before a run refuses it, and a matrix of the wrong order */

@@ -66,27 +66,6 @@ static bool any_adaln(bool (*want)(const cic_xform_desc *, unsigned), unsigned a
     return false;
 }
 
-const char *_cic_xform_kinds(char *buf, size_t cap, bool (*want)(const cic_xform_desc *, unsigned),
-                             unsigned arg, unsigned style, const char *last)
-{
-    int k, n = 0, total = 0, o = 0;
-    for (k = 0; k < CIC_XFORM_COUNT; k++)
-        total += want(cic_xform_desc_of((enum cic_xform_kind)k), arg);
-    buf[0] = '\0';
-    for (k = 0; k < CIC_XFORM_COUNT && o < (int)cap; k++) {
-        const cic_xform_desc *d = cic_xform_desc_of((enum cic_xform_kind)k);
-        const char *q = style & CIC_KINDS_QUOTED ? "\"" : "";
-        char alias[16] = "";
-        if (!want(d, arg))
-            continue;
-        if (style & CIC_KINDS_ALIAS && d->alias)
-            snprintf(alias, sizeof alias, " (%s)", d->alias);
-        o += snprintf(buf + o, cap - (size_t)o, "%s%s%s%s%s",
-                      n++ == 0 ? "" : n == total ? last : ", ", q, CIC_XFORM_NAME[k], q, alias);
-    }
-    return buf;
-}
-
 /* fast: a fast Walsh-Hadamard transform instead of a dense d x d product
  * (online-unrotate, branch-rotate; q = "hadamard"). xf->q and stream are
  * loaded. */

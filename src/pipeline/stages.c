@@ -252,7 +252,8 @@ static cic_result *xform_verdict(cic_pipeline *r, int i, const mpfr_t *yhp, cons
     mx = verdict_row(r, xs, yhp);
     if (xs->q == CIC_Q_FILE) {
         int qn = cic_xform_file_q_order(&r->c->model, xs);
-        mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn, d) == 0;
+        mx->has_q_orth = cic_q_file_check(&mx->q_orth_error, xs, qn,
+                                          cic_xform_file_q_order_name(xs), d) == 0;
         if (mx->has_q_orth)
             _cic_pl_stage(r, "transform %s: Q '%s' of %s, max |Q^T Q - I| = %.3g", xs->name,
                           xs->q_tensor, xs->q_file, mx->q_orth_error);

@@ -205,7 +205,7 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, cic_ckpt_st
     cic_strlcpy(qs->tensor, t->name, sizeof qs->tensor);
     cic_strlcpy(qs->dtype, CIC_STFILE_DTYPE_NAME[t->dtype], sizeof qs->dtype);
     cic_stfile_destroy(f);
-    if (cic_q_file_check(orth, &x, n, d) < 0)
+    if (cic_q_file_check(orth, &x, n, "d_model", d) < 0)
         return NULL;
     if (!(*orth <= CIC_Q_FILE_ORTH_MAX)) {
         cic_diag_set(d, o->q_file, 0, 0, "tensor '%s' is not orthogonal: max |Q^T Q - I| = "
@@ -213,7 +213,7 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, cic_ckpt_st
         return NULL;
     }
     q = cic_mpvec_create((size_t)n * n, 53);
-    if (q && cic_q_file(q, n, &x, 53, d) < 0) {
+    if (q && cic_q_file(q, n, "d_model", &x, 53, d) < 0) {
         cic_mpvec_destroy(q, (size_t)n * n);
         return NULL;
     }

@@ -59,7 +59,7 @@ static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *
             return -1;
         break;
     case CIC_Q_FILE:
-        if (cic_q_file(q->mp, d, x, c->p, &dg) < 0) /* checked by cic_xform_check */
+        if (cic_q_file(q->mp, d, "d_model", x, c->p, &dg) < 0) /* checked by cic_xform_check */
             return -1;
         break;
     default:

@@ -10,7 +10,8 @@
 
 #include <stdlib.h>
 
-int cic_q_file(mpfr_t *q, int n, const cic_xform_spec *x, mpfr_prec_t prec, cic_diag *d)
+int cic_q_file(mpfr_t *q, int n, const char *order, const cic_xform_spec *x, mpfr_prec_t prec,
+               cic_diag *d)
 {
     cic_stfile *f = cic_stfile_create(x->q_file, d);
     const cic_stfile_tensor *t = f ? cic_stfile_find(f, x->q_tensor) : NULL;
@@ -22,8 +23,7 @@ int cic_q_file(mpfr_t *q, int n, const cic_xform_spec *x, mpfr_prec_t prec, cic_
         return -1;
     if (!t || t->ndim != 2 || t->shape[0] != n || t->shape[1] != n) {
         cic_diag_set(d, x->q_file, 0, 0, "tensor '%s' is not a %d x %d matrix (transform '%s' "
-                     "needs the order %s)", x->q_tensor, n, n, x->name,
-                     cic_xform_desc_of(x->kind)->q_widths & CIC_XW_MODEL ? "d_model" : "head_dim");
+                     "needs the order %s)", x->q_tensor, n, n, x->name, order);
         goto done;
     }
     v = malloc(nn * sizeof *v);
@@ -38,7 +38,8 @@ done:
     return rc;
 }
 
-int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, cic_diag *d)
+int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, const char *order,
+                     cic_diag *d)
 {
     mpfr_t *q = cic_mpvec_create((size_t)n * n, 64);
     int rc = -1;
@@ -46,7 +47,7 @@ int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, cic_diag *d)
         cic_diag_set(d, NULL, 0, 0, "out of memory");
         return -1;
     }
-    if (cic_q_file(q, n, x, 64, d) == 0) {
+    if (cic_q_file(q, n, order, x, 64, d) == 0) {
         *orth = cic_q_orth_error((const mpfr_t *)q, n, 64);
         rc = 0;
     }

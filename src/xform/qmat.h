@@ -130,11 +130,14 @@ int cic_q_mean_preserving_k(mpfr_t *q, int d, enum cic_qkind kind, int K, uint64
 
 /* A rotation from a file (x->q_file, x->q_tensor; q = "file:PATH"): the
  * n x n tensor's values into q (initialised at prec; exact from doubles at
- * prec >= 53). 0, or -1 with d set (the file, a tensor of another size). */
-int cic_q_file(mpfr_t *q, int n, const cic_xform_spec *x, mpfr_prec_t prec, cic_diag *d);
+ * prec >= 53). order names n for messages ("d_model", "head_dim"). 0, or -1
+ * with d set (the file, a tensor of another size). */
+int cic_q_file(mpfr_t *q, int n, const char *order, const cic_xform_spec *x, mpfr_prec_t prec,
+               cic_diag *d);
 /* Its max |Q^T Q - I| (cic_q_orth_error at 64 bits, the values as doubles)
  * into *orth. 0, or -1 with d set. */
-int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, cic_diag *d);
+int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, const char *order,
+                     cic_diag *d);
 /* The largest max |Q^T Q - I| a file's rotation may have: a float32 matrix
  * orthogonal to its precision stays near 1e-6, a bf16 one near 1e-2; a
  * matrix further off is not a rotation. */

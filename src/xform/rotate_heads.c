@@ -53,7 +53,7 @@ static int head_q(ctx *c, mpfr_t *q, const cic_xform_spec *x, int dh, int l, int
         return cic_q_hadamard_k(q, dh, x->hadamard_base, seed, c->p);
     case CIC_Q_FILE: { /* one matrix for every head and layer */
         cic_diag d;
-        return cic_q_file(q, dh, x, c->p, &d);
+        return cic_q_file(q, dh, "head_dim", x, c->p, &d);
     }
     default:
         cic_q_identity(q, dh);

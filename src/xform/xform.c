@@ -1,6 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* xform.c: the transforms' precisions and verdict thresholds, their
- * checks against the model, and the dispatch of a rewrite to its kind's
+/* xform.c: the transforms' checks against the model, and the dispatch of a rewrite to its kind's
  * descriptor (src/kind/xform_kind.h, one file per kind here: kind_*.c;
  * what the kinds share is xform_common.c).
  *
@@ -22,77 +21,6 @@
 
 #include <math.h>
 #include <string.h>
-
-mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec)
-{
-    switch (x->prec) {
-    case CIC_TPREC_BF16:
-        return 8;
-    case CIC_TPREC_F32:
-        return 24;
-    case CIC_TPREC_F64:
-    case CIC_TPREC_F64_BLAS:
-        return 53;
-    default:
-        return engine_prec;
-    }
-}
-
-double cic_xform_unit_roundoff(const cic_xform_spec *x, mpfr_prec_t engine_prec)
-{
-    return ldexp(1.0, -(int)cic_xform_prec(x, engine_prec));
-}
-
-/* Thresholds. An exact transform computed at p bits leaves a relative
- * output difference of a modest multiple of 2^-p (rounding of the weights,
- * amplified by the block's conditioning); a wrong transform leaves a
- * difference of the size of the data. We call it equivalent up to 2^32
- * unit roundoffs at the MPFR precisions (so at 128 bits ce <= 2^-96), up to
- * 2^20 roundoffs for f64 (about 1.2e-10) and 2^12 for f32 (about 2.4e-4, a
- * generous float error for these depths), and broken from 2^-7 (0.8 %) of
- * the output's norm; the known mistakes land near 1e-1 to 1. A transform
- * computed at bf16's 8 bits ("rotate in bf16": Q and every value rounded to
- * 8 bits, dot products rounded once) is equivalent up to 2^-4 and broken
- * from 2^-2. */
-void cic_xform_thresholds(double *eq, double *br, const cic_xform_spec *x,
-                          mpfr_prec_t engine_prec)
-{
-    int p = (int)cic_xform_prec(x, engine_prec);
-    enum cic_tprec tp = x->prec;
-    /* a rotation from a file is exact only to its dtype's precision */
-    if (x->q == CIC_Q_FILE && x->q_file_bits > 0 && x->q_file_bits < p) {
-        p = x->q_file_bits;
-        tp = p >= 53 ? CIC_TPREC_F64 : p >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
-    }
-    switch (tp) {
-    case CIC_TPREC_F32:
-        *eq = ldexp(1.0, 12 - p);
-        break;
-    case CIC_TPREC_F64:
-    case CIC_TPREC_F64_BLAS:
-        *eq = ldexp(1.0, 20 - p);
-        break;
-    case CIC_TPREC_BF16:
-        /* 8 bits: the weights' own rounding is already near 2^-9 of each
-         * value; the verdict can separate gross mistakes only */
-        *eq = ldexp(1.0, -4);
-        *br = ldexp(1.0, -2);
-        return;
-    default:
-        *eq = ldexp(1.0, 32 - p);
-        break;
-    }
-    *br = ldexp(1.0, -7);
-}
-
-enum cic_verdict cic_xform_verdict(double ce, double eq, double br)
-{
-    if (ce <= eq)
-        return CIC_VERDICT_EQUIVALENT;
-    if (ce >= br || isnan(ce))
-        return CIC_VERDICT_BROKEN;
-    return CIC_VERDICT_INCONCLUSIVE;
-}
 
 /* A forced Hadamard base K = x->hadamard_base must fit width w (named what
  * in the message). With it every Hadamard Q the transform builds of that
@@ -165,12 +93,18 @@ int cic_xform_file_q_order(const cic_model_cfg *m, const cic_xform_spec *x)
                                                                : m->d_model / m->heads;
 }
 
+const char *cic_xform_file_q_order_name(const cic_xform_spec *x)
+{
+    return cic_xform_desc_of(x->kind)->q_widths & CIC_XW_MODEL ? "d_model" : "head_dim";
+}
+
 /* q = "file:PATH": a readable orthogonal matrix of the kind's order. */
 static int _cic_xform_check_file(const cic_xform_chain *ch, const cic_xform_spec *x,
                                  cic_diag *d)
 {
     double orth = 0;
-    if (cic_q_file_check(&orth, x, cic_xform_file_q_order(ch->model, x), d) < 0) {
+    if (cic_q_file_check(&orth, x, cic_xform_file_q_order(ch->model, x),
+                         cic_xform_file_q_order_name(x), d) < 0) {
         char why[sizeof d->msg];
         cic_strlcpy(why, d->msg, sizeof why);
         cic_diag_set(d, ch->path, x->line, 1, "transform '%s': %s: %s", x->name, x->q_file,

@@ -33,6 +33,8 @@ int cic_xform_check(const cic_xform_chain *ch, cic_diag *d);
 /* The order of x's Q from a file (q = "file:PATH"): d_model for a kind
  * that rotates the residual stream, else the head width. */
 int cic_xform_file_q_order(const cic_model_cfg *m, const cic_xform_spec *x);
+/* That order's name for messages: "d_model" or "head_dim". */
+const char *cic_xform_file_q_order_name(const cic_xform_spec *x);
 
 /* Apply x to src; a new model, or NULL with d set (allocation failure). */
 cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
