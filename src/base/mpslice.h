@@ -9,14 +9,10 @@
 #define CIC_MPSLICE_H
 
 #include "mpvec.h"
+#include "rt.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-/* When cic_mp_linear_sliced takes an op: AUTO when its cost estimate is
- * below the row kernel's, ALWAYS whenever it can (tests: every shape goes
- * through the slices), NEVER (the row kernel only). */
-enum cic_slice_mode { CIC_SLICE_AUTO, CIC_SLICE_ALWAYS, CIC_SLICE_NEVER };
 
 /* The scratch one call holds at most (slices and products), bytes. */
 #define CIC_SLICE_BUDGET ((size_t)128 << 20)
