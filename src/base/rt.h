@@ -10,10 +10,13 @@
  * settings or counters.
  *
  * What stays process-wide, on purpose: OpenBLAS's own thread pool and its
- * idle-thread timeout (blasenv.c: one library per process, set once), and
- * the safetensors mappings with their SIGBUS handler
- * (safetensors_read.c: a signal handler is per process; the registry is
- * locked and shared by every run).
+ * idle-thread timeout (blasenv.c: one library per process, its
+ * environment read once when it loads), and the safetensors mappings with
+ * their SIGBUS handler (safetensors_read.c: a signal handler belongs to
+ * the process, so the registry of mapped files it looks up does too; it
+ * is locked). One consequence: a file found changed after it was closed
+ * is reported to the next run that checks, which with sessions at once
+ * may be another session's.
  *
  * No setting changes a bit of any output: thread counts split work whose
  * every output is computed whole by one thread, and the slice path gives
