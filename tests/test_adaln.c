@@ -1110,6 +1110,7 @@ static void test_mpfr_threads(void **state)
     static const int ds[] = {16}, hs[] = {4};
     shape sh = shape_draw_d(88, ds, 1, hs, 1);
     cic_model *orig, *ms[3];
+    cic_rt rt; /* the engine's threads, 1 then 2 */
     int j;
     char buf[512];
     (void)state;
@@ -1134,13 +1135,14 @@ static void test_mpfr_threads(void **state)
         long diff;
         assert_non_null(y1);
         assert_non_null(y2);
-        cic_engine_mpfr_set_threads(1);
-        assert_int_equal(cic_engine_mpfr_threads(), 1);
+        cic_rt_init(&rt, 1);
+        ms[j]->rt = &rt;
+        assert_int_equal(cic_rt_mpfr_threads(ms[j]->rt), 1);
         assert_int_equal(cic_engine_mpfr_run(y1, ms[j], PREC, false, NULL), 0);
-        cic_engine_mpfr_set_threads(2);
-        assert_int_equal(cic_engine_mpfr_threads(), 2);
+        rt.mpfr_threads = 2;
+        assert_int_equal(cic_rt_mpfr_threads(ms[j]->rt), 2);
         assert_int_equal(cic_engine_mpfr_run(y2, ms[j], PREC, false, NULL), 0);
-        cic_engine_mpfr_set_threads(0);
+        ms[j]->rt = NULL;
         diff = cic_test_first_diff_mp((const mpfr_t *)y1, (const mpfr_t *)y2, n);
         if (diff >= 0)
             fail_msg("mpfr 1 vs 2 threads differ at %ld on model %d (%s)", diff, j,

@@ -58,40 +58,30 @@
 
 #define SL_MAX_THREADS 64
 
-static enum cic_slice_mode g_mode = CIC_SLICE_AUTO;
-static size_t g_budget = 0;
-static _Atomic uint64_t g_ops, g_sliced, g_kernel, g_gemms;
-
-void cic_mp_slice_set(enum cic_slice_mode mode, size_t budget)
+void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt)
 {
-    g_mode = mode;
-    g_budget = budget;
+    memset(s, 0, sizeof *s);
+    if (!rt)
+        return;
+    s->ops = atomic_load(&rt->slice_ops);
+    s->sliced = atomic_load(&rt->slice_sliced);
+    s->kernel = atomic_load(&rt->slice_kernel);
+    s->gemms = atomic_load(&rt->slice_gemms);
 }
 
-enum cic_slice_mode cic_mp_slice_mode(void)
+void cic_mp_slice_stats_reset(cic_rt *rt)
 {
-    return g_mode;
+    if (!rt)
+        return;
+    atomic_store(&rt->slice_ops, 0);
+    atomic_store(&rt->slice_sliced, 0);
+    atomic_store(&rt->slice_kernel, 0);
+    atomic_store(&rt->slice_gemms, 0);
 }
 
-void cic_mp_slice_stats(cic_slice_stats *s)
+size_t _cic_sl_budget(const cic_rt *rt)
 {
-    s->ops = atomic_load(&g_ops);
-    s->sliced = atomic_load(&g_sliced);
-    s->kernel = atomic_load(&g_kernel);
-    s->gemms = atomic_load(&g_gemms);
-}
-
-void cic_mp_slice_stats_reset(void)
-{
-    atomic_store(&g_ops, 0);
-    atomic_store(&g_sliced, 0);
-    atomic_store(&g_kernel, 0);
-    atomic_store(&g_gemms, 0);
-}
-
-size_t _cic_sl_budget(void)
-{
-    return g_budget ? g_budget : CIC_SLICE_BUDGET;
+    return rt && rt->slice_budget ? rt->slice_budget : CIC_SLICE_BUDGET;
 }
 
 /* ---- threads ---- */
@@ -416,7 +406,7 @@ static void run_blocks(slice_op *P)
             sliced = i0;
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->ma, (int)P->nb,
                         (int)P->k, 1.0, P->A, (int)P->k, P->B, (int)P->k, 0.0, P->C, (int)P->nb);
-            atomic_fetch_add(&g_gemms, 1);
+            CIC_RT_COUNT(P->rt, slice_gemms, 1);
             sl_parallel(P, combine_part,
                         (double)(i1 - i0) * (double)(j1 - j0) * NS_CELL +
                             (double)P->ma * (double)P->nb * NS_TERM);
@@ -427,8 +417,8 @@ static void op_clear(slice_op *P)
 {
     int t;
     for (t = 0; P->tws && t < P->nt; t++) {
-        atomic_fetch_add(&g_sliced, P->tws[t].sliced);
-        atomic_fetch_add(&g_kernel, P->tws[t].kernel);
+        CIC_RT_COUNT(P->rt, slice_sliced, P->tws[t].sliced);
+        CIC_RT_COUNT(P->rt, slice_kernel, P->tws[t].kernel);
         if (P->tws[t].ready) {
             cic_dot_scratch_clear(&P->tws[t].dot);
             cic_mpvec_destroy(P->tws[t].wrow, P->k);
@@ -495,7 +485,8 @@ static bool op_alloc_blocks(slice_op *P)
 /* P for the op, its per-row and per-thread arrays made. False when
  * memory runs out (op_clear frees what was made). */
 static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
-                     const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads)
+                     const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
+                     cic_rt *rt)
 {
     memset(P, 0, sizeof *P);
     P->y = y;
@@ -507,6 +498,7 @@ static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mp
     P->n = n;
     P->k = k;
     P->nt = threads;
+    P->rt = rt;
     P->xr = cic_calloc(m, sizeof *P->xr);
     P->wr = cic_calloc(n, sizeof *P->wr);
     P->dr = cic_calloc(m, sizeof *P->dr);
@@ -517,15 +509,15 @@ static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mp
 
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                          const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
-                         cic_slice_ws *ws)
+                         cic_rt *rt, cic_slice_ws *ws)
 {
     cic_slice_ws own = {NULL, 0};
     slice_op P;
     int rc = 1;
     threads = threads < 1 ? 1 : threads > SL_MAX_THREADS ? SL_MAX_THREADS : threads;
-    if (!_cic_sl_may_take(x, m, w, wp, n, k, threads))
+    if (!_cic_sl_may_take(x, m, w, wp, n, k, threads, rt))
         return 1;
-    if (!op_start(&P, y, x, m, w, wp, b, n, k, threads))
+    if (!op_start(&P, y, x, m, w, wp, b, n, k, threads, rt))
         goto cleanup;
     P.ws = ws ? ws : &own;
     sl_parallel(&P, _cic_sl_scan_part, (double)(m + n) * (double)k * NS_SCAN);
@@ -537,7 +529,7 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     if (!atomic_load(&P.failed))
         sl_parallel(&P, declined_rows_part, (double)P.ndr * (double)n * (double)k * NS_DOT);
     rc = atomic_load(&P.failed) ? 1 : 0;
-    atomic_fetch_add(&g_ops, rc == 0);
+    CIC_RT_COUNT(P.rt, slice_ops, rc == 0);
 cleanup:
     op_clear(&P);
     free(own.buf);

@@ -80,6 +80,7 @@ typedef struct {
     size_t mx, nw;         /* block limits, in slice rows */
     double *A, *B, *C;     /* x slices, weight slices, their products (in ws) */
     cic_slice_ws *ws;
+    cic_rt *rt;            /* the run's context: mode, budget, counters */
     size_t i0, i1, j0, j1; /* the current blocks of rows */
     size_t ma, nb;         /* and their slice rows */
     size_t *dr, ndr, *dc, ndc; /* declined x rows, declined weight rows */
@@ -99,8 +100,8 @@ static inline int limbs_of_prec(mpfr_prec_t p)
     return (int)((p + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
 }
 
-/* The scratch bound in bytes (the set budget, or CIC_SLICE_BUDGET). */
-size_t _cic_sl_budget(void);
+/* The scratch bound in bytes: rt's budget, or CIC_SLICE_BUDGET. */
+size_t _cic_sl_budget(const cic_rt *rt);
 
 /* Share t of nt of the rows of x and of the weights scanned into P->xr
  * and P->wr: each row's lowest bit, exponents, span and precision. */
@@ -114,7 +115,7 @@ int _cic_sl_plan(slice_op *P);
 /* Before any scan: whether the op could be taken at all and, in AUTO, be
  * cheaper even at one slice a row (tiny ops, a few rows, are not). */
 bool _cic_sl_may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_pack *wp,
-                      size_t n, size_t k, int threads);
+                      size_t n, size_t k, int threads, const cic_rt *rt);
 
 /* Rows from r0 while their slices fit lim (one row at least); their
  * offsets in the stack. *r1: the row after. Returns the slice rows. */

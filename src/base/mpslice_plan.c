@@ -169,7 +169,7 @@ static int set_slices(srow *r, size_t n, int bits, size_t *list, size_t *cnt)
 #define BLOCK_MIN 256.0
 static bool choose_blocks(slice_op *P, size_t tx, size_t tw, int mostx, int mostw)
 {
-    double B = (double)_cic_sl_budget() / 8, k = (double)P->k, X = (double)tx, W = (double)tw;
+    double B = (double)_cic_sl_budget(P->rt) / 8, k = (double)P->k, X = (double)tx, W = (double)tw;
     double mx[3], nw[3], sq = sqrt(k * k + B) - k; /* square: 2 k M + M^2 = B */
     int c, pass;
     if (X * k + W * k + X * W <= B) {
@@ -259,17 +259,17 @@ int _cic_sl_plan(slice_op *P)
     if (!choose_blocks(P, tx, tw, mostx, mostw))
         return 1;
     xpass = P->mx >= tx ? 1 : (tw + P->nw - 1) / P->nw; /* x sliced once per weight block */
-    if (cic_mp_slice_mode() == CIC_SLICE_AUTO &&
+    if ((P->rt ? P->rt->slice_mode : CIC_SLICE_AUTO) == CIC_SLICE_AUTO &&
         !worth_it(P, P->m - P->ndr, P->n - P->ndc, tx, tw, xpass))
         return 1;
     return 0;
 }
 
 bool _cic_sl_may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_pack *wp,
-                      size_t n, size_t k, int threads)
+                      size_t n, size_t k, int threads, const cic_rt *rt)
 {
     double cells, nb = openblas_get_num_threads(), nt = threads;
-    enum cic_slice_mode mode = cic_mp_slice_mode();
+    enum cic_slice_mode mode = rt ? rt->slice_mode : CIC_SLICE_AUTO;
     if (mode == CIC_SLICE_NEVER || !m || !n || !k || k > INT_MAX / 2 || m > INT_MAX / 64 ||
         n > INT_MAX / 64 || (!w && !wp[0].limbs))
         return false;
@@ -286,7 +286,7 @@ size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
     /* slices as the truth's rows have them: spans of prec + 64 bits (x)
      * and 64 bits (float32 weights over 40 binades) at 16 bits a slice */
     double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * 4;
-    double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)_cic_sl_budget();
+    double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)CIC_SLICE_BUDGET;
     double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t));
     double all = (need < B ? need : B) + (double)HUGE_PAGE + rows; /* whole huge pages */
     return all < 0x1p63 ? (size_t)all : SIZE_MAX; /* sizes from fuzzed cases saturate */

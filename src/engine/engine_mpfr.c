@@ -21,22 +21,9 @@
 
 #include <assert.h>
 #include <string.h>
-#include <unistd.h>
 
-static int g_threads = 0; /* 0: one per online core */
-
-void cic_engine_mpfr_set_threads(int n)
-{
-    g_threads = n;
-}
-
-int cic_engine_mpfr_threads(void)
-{
-    long n = g_threads > 0 ? g_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    if (n < 1)
-        n = 1;
-    return n > CIC_MAX_THREADS ? CIC_MAX_THREADS : (int)n;
-}
+static_assert(CIC_MAX_THREADS == CIC_RT_MPFR_MAX_THREADS,
+              "the per-thread scratch holds the context's most threads");
 
 static int mpws_init(mpws *w, size_t cap, size_t tokens, mpfr_prec_t prec)
 {
@@ -108,12 +95,12 @@ static int mprun_init(mprun *r, const cic_model *m, mpfr_prec_t prec, bool round
         CIC_ASSERT(cic_tensor_hp_prec(&m->t[i]) <= prec);
     if (cic_dot_scratch_init(&r->dot, cap, prec) < 0)
         return -1;
-    r->nt = cic_engine_mpfr_threads();
+    r->nt = cic_rt_mpfr_threads(m->rt); /* the run's context (base/rt.h) */
     for (i = 0; i < r->nt; i++)
         if (mpws_init(&r->ws[i], cap, (size_t)m->cfg.tokens, prec) < 0 ||
             (ball && !(r->ws[i].bscr = malloc(cic_ball_attn_scratch(m) * sizeof(double)))))
             return -1;
-    if (ball && !(r->ball = cic_ball_create(m, prec, ns)))
+    if (ball && !(r->ball = cic_ball_create(m, prec, ns, r->nt)))
         return -1;
     if (!(r->slice = cic_mp_slice_ws_create()))
         return -1;

@@ -90,7 +90,7 @@ static bool linear_sliced(mprun *r, const lin_job *L, int R, bool *sdone)
         const mpfr_t *b = !L->b ? NULL : L->bper ? L->b + (size_t)s * n : L->b;
         bool done = cic_mp_linear_sliced(L->y + (size_t)s * rows * n, L->x + (size_t)s * rows * k,
                                          (size_t)rows, w, L->wpack + (L->per ? (size_t)s * n : 0),
-                                         b, n, k, r->nt, r->slice) == 0;
+                                         b, n, k, r->nt, r->m->rt, r->slice) == 0;
         if (calls > 1)
             sdone[s] = done;
         for (int t = 0; calls == 1 && t < r->ns; t++)
@@ -207,6 +207,8 @@ static int mp_fold(mprun *r, const cic_op *o, mpfr_t *y)
                     cic_fold_ws_clear(&r->fold[i]);
                 return -1;
             }
+        for (i = 0; i < r->nt; i++) /* the products by Q: the run's matmul threads */
+            r->fold[i].threads = cic_rt_matmul_threads(r->m->rt);
         r->has_fold = true;
     }
     parallel(r, r->ns, fold_samples, &F);

@@ -19,7 +19,7 @@
 
 #include <stdlib.h>
 
-cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns)
+cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads)
 {
     cic_ball *b = cic_calloc(1, sizeof *b);
     if (!b)
@@ -28,6 +28,7 @@ cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns)
     b->prec = prec;
     b->u = ldexp(1.0, -(int)prec);
     b->ns = ns;
+    b->nt = threads;
     b->rad = cic_calloc((size_t)m->n_t, sizeof *b->rad);
     b->absv = cic_calloc((size_t)m->n_t, sizeof *b->absv);
     if (!b->rad || !b->absv) {
@@ -86,7 +87,7 @@ static void enc_range(void *c, size_t lo, size_t hi)
 static void enc_post(cic_ball *b, const mpfr_t *y)
 {
     enc_job J = {b, y};
-    ball_parallel(b->n_enc, enc_range, &J);
+    ball_parallel(b, b->n_enc, enc_range, &J);
     drop_enc(b);
 }
 

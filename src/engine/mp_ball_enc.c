@@ -151,7 +151,7 @@ int _cic_ball_act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *c
     J.prec = (slong)b->prec;
     act_consts_init(&k, o->act, J.prec);
     J.k = &k;
-    ball_parallel(n, act_range, &J);
+    ball_parallel(b, n, act_range, &J);
     act_consts_clear(&k);
     return 0;
 }
@@ -231,6 +231,6 @@ int _cic_ball_norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *
     J.eps = (double)o->eps;
     J.center = o->center;
     J.prec = (slong)b->prec;
-    ball_parallel((size_t)cic_model_run_rows(b->m, o->in[0], b->ns), norm_rows, &J);
+    ball_parallel(b, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns), norm_rows, &J);
     return 0;
 }

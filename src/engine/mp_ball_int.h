@@ -34,6 +34,7 @@ struct cic_ball {
     mpfr_prec_t prec;
     double u;
     int ns;
+    int nt;        /* threads, the engine run's (cic_ball_create) */
     double **rad;  /* per tensor id; NULL: exact (weights, inputs) */
     double **absv; /* per tensor id: |midpoints| rounded up (attention) */
     double *next;  /* the radii of the op being run, installed by post */
@@ -84,7 +85,7 @@ static inline int fail(cic_ball *b, const char *what)
 /* ---- threads ---- */
 
 /* fn(ctx, lo, hi) over [0, n) in contiguous ranges, one per thread of the
- * MPFR engine (cic_engine_mpfr_threads, at most 16; the caller is one;
+ * MPFR engine run b belongs to (b->nt, at most 16; the caller is one;
  * base/par.h). Each value's bound is computed whole by one thread from its
  * own inputs, so the radii are the same bits for any thread count. */
 typedef void (*ball_range_fn)(void *ctx, size_t lo, size_t hi);
@@ -100,11 +101,10 @@ static inline void ball_range_run(void *a, size_t lo, size_t hi, int t)
     j->fn(j->ctx, lo, hi);
 }
 
-static inline void ball_parallel(size_t n, ball_range_fn fn, void *ctx)
+static inline void ball_parallel(const cic_ball *b, size_t n, ball_range_fn fn, void *ctx)
 {
     ball_range j = {fn, ctx};
-    int nt = cic_engine_mpfr_threads();
-    cic_par_ranges(n, nt > 16 ? 16 : nt, ball_range_run, &j);
+    cic_par_ranges(n, b->nt > 16 ? 16 : b->nt, ball_range_run, &j);
 }
 
 static inline void drop_enc(cic_ball *b)
