@@ -14,7 +14,7 @@
  *   (2) the f32 engine (OpenBLAS) on a DiT-XL/2 block: counted FLOPs / time,
  *       against bare cblas_sgemm on the block's matmul shapes (target ratio
  *       >= 0.7);
- *   (3) the speed-up from 1 to 2 threads: MPFR engine (cic_engine_mpfr_set_threads)
+ *   (3) the speed-up from 1 to 2 threads: MPFR engine (the model's context, cic_rt)
  *       on a mid-size dit block (target >= 1.8), f32 engine and bare sgemm
  *       (openblas_set_num_threads) on the DiT-XL/2 block;
  *   (5) the truth of cases/dit-xl2.toml, before and proven (bench_truth.c;
@@ -357,7 +357,7 @@ static double time_op(lin_data *L, const float *wf, int nt, bool sliced, mpfr_t 
     }
     *took = sliced && cic_mp_linear_sliced(y, (const mpfr_t *)L->x, (size_t)L->M, NULL, views,
                                            (const mpfr_t *)L->b, (size_t)L->N, (size_t)L->K,
-                                           nt, g_slice_ws) == 0;
+                                           nt, NULL, g_slice_ws) == 0;
     if (!*took) {
         mpfr_t *keep = L->y_dot;
         L->y_dot = y;
@@ -383,7 +383,7 @@ static double time_op(lin_data *L, const float *wf, int nt, bool sliced, mpfr_t 
 static void bench_op(int M, int N, int K, mpfr_prec_t prec)
 {
     lin_data L;
-    int nt = cic_engine_mpfr_threads(), r;
+    int nt = cic_rt_mpfr_threads(NULL), r;
     double best_old = 1e300, best_new = 1e300, mac = (double)M * N * K;
     float *wf = xmalloc((size_t)N * K * sizeof *wf);
     bool took = false, t2;
@@ -795,11 +795,14 @@ static void parts_f32(int quick, bool want2, bool want3, int nt0)
     cic_model_destroy(m);
 }
 
+/* The context of part (3)'s MPFR runs (its model points to it). */
+static cic_rt g_rt;
+
 /* n threads for the MPFR engine and for OpenBLAS, then a pause (as before
  * the f32 runs). */
 static void mpfr_threads(int n)
 {
-    cic_engine_mpfr_set_threads(n);
+    g_rt.mpfr_threads = n;
     openblas_set_num_threads(n);
     settle();
 }
@@ -819,6 +822,8 @@ static void part3_mpfr(int quick, int nt0)
         fprintf(stderr, "cicheck-bench: out of memory\n");
         exit(2);
     }
+    cic_rt_init(&g_rt, 0);
+    m->rt = &g_rt;
     printf("  MPFR engine at %d bits, dit d_model %d, heads %d, MLP %d, tokens %d, samples %d,"
            " layers %d, d_cond %d, final layer, d_out %d:\n",
            PREC, c.d_model, c.heads, c.d_mlp, c.tokens, c.samples, c.layers, c.d_cond,
@@ -837,7 +842,7 @@ static void part3_mpfr(int quick, int nt0)
         a = mpfr_run(m, out, &fl);
         t2 = a < t2 ? a : t2;
     }
-    cic_engine_mpfr_set_threads(0);
+    g_rt.mpfr_threads = 0;
     openblas_set_num_threads(nt0);
     printf("    engine and OpenBLAS at 1 thread %.3f s, at 2 %.3f s -> speed-up %.2f"
            "   (target >= 1.8: %s)\n", t1, t2, t1 / t2, t1 / t2 >= 1.8 ? "met" : "NOT met");

@@ -108,7 +108,7 @@ void cic_bench_truth(const char *path, int quick)
     per = (size_t)c.model.tokens * cic_model_out_cols(m);
     n = per * (size_t)c.model.samples;
     printf("  d_model %d, tokens %d, samples %d, mpfr_prec %ld, %d MPFR threads%s\n",
-           c.model.d_model, c.model.tokens, c.model.samples, (long)p, cic_engine_mpfr_threads(),
+           c.model.d_model, c.model.tokens, c.model.samples, (long)p, cic_rt_mpfr_threads(m->rt),
            quick ? " (--quick: 32 tokens)" : "");
     y = cic_mpvec_create(n, p);
     y2 = cic_mpvec_create(per, p + 64);

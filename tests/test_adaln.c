@@ -1110,6 +1110,7 @@ static void test_mpfr_threads(void **state)
     static const int ds[] = {16}, hs[] = {4};
     shape sh = shape_draw_d(88, ds, 1, hs, 1);
     cic_model *orig, *ms[3];
+    cic_rt rt; /* the engine's threads, 1 then 2 */
     int j;
     char buf[512];
     (void)state;
@@ -1134,13 +1135,14 @@ static void test_mpfr_threads(void **state)
         long diff;
         assert_non_null(y1);
         assert_non_null(y2);
-        cic_engine_mpfr_set_threads(1);
-        assert_int_equal(cic_engine_mpfr_threads(), 1);
+        cic_rt_init(&rt, 1);
+        ms[j]->rt = &rt;
+        assert_int_equal(cic_rt_mpfr_threads(ms[j]->rt), 1);
         assert_int_equal(cic_engine_mpfr_run(y1, ms[j], PREC, false, NULL), 0);
-        cic_engine_mpfr_set_threads(2);
-        assert_int_equal(cic_engine_mpfr_threads(), 2);
+        rt.mpfr_threads = 2;
+        assert_int_equal(cic_rt_mpfr_threads(ms[j]->rt), 2);
         assert_int_equal(cic_engine_mpfr_run(y2, ms[j], PREC, false, NULL), 0);
-        cic_engine_mpfr_set_threads(0);
+        ms[j]->rt = NULL;
         diff = cic_test_first_diff_mp((const mpfr_t *)y1, (const mpfr_t *)y2, n);
         if (diff >= 0)
             fail_msg("mpfr 1 vs 2 threads differ at %ld on model %d (%s)", diff, j,
@@ -1208,13 +1210,17 @@ static int n_doubles(const cic_model *m)
 static void check_doubles_same(const cic_model *orig, cic_xform_spec x, const shape *sh,
                                bool plant)
 {
-    cic_model *a, *b;
+    cic_model *a, *b, *mq = cic_model_clone(orig);
+    cic_rt rt; /* Q as MPFR numbers: the context of mq and what is made of it */
     int diff;
     char buf[512];
+    assert_non_null(mq);
+    cic_rt_init(&rt, 0);
+    rt.adaln_q_mpfr = true;
+    mq->rt = &rt;
     x.prec = CIC_TPREC_F64_BLAS;
-    _cic_xf_adaln_doubles(false);
-    b = apply(orig, &x, sh);
-    _cic_xf_adaln_doubles(true);
+    b = apply(mq, &x, sh);
+    cic_model_destroy(mq);
     a = apply(orig, &x, sh);
     if (n_doubles(a) == 0)
         fail_msg("%s q %s: no weight held as doubles (%s)", CIC_XFORM_NAME[x.kind],
@@ -1305,7 +1311,7 @@ static void fold_pair(bool in, const double *w, const double *v, const double *q
         mpfr_set_d(vm[i], v[i], MPFR_RNDN);
     for (i = 0; i < d * d; i++)
         mpfr_set_d(qm[i], q[i], MPFR_RNDN);
-    rc = in ? cic_fold_in_w_f64(out, w, r, c, v, q) : cic_fold_out_w_f64(out, w, r, c, v, q, center);
+    rc = in ? cic_fold_in_w_f64(out, w, r, c, v, q) : cic_fold_out_w_f64(out, w, r, c, v, q, center, 0);
     if (rc != want)
         fail_msg("fold %s %dx%d center %d: rc %d, want %d", in ? "in" : "out", r, c,
                  (int)center, rc, want);

@@ -608,9 +608,9 @@ static void test_rng_fill(void **state)
     (void)state;
     for (dist = 0; dist <= 1; dist++) {
         double sum2 = 0, mx = 0;
-        cic_rng_fill_f32(a, N, key, dist, 0.1);
-        cic_rng_fill_f32(b, N, key, dist, 0.1);
-        cic_rng_fill_f32(c, 2 * N, key, dist, 0.1);
+        cic_rng_fill_f32(a, N, key, dist, 0.1, 0);
+        cic_rng_fill_f32(b, N, key, dist, 0.1, 0);
+        cic_rng_fill_f32(c, 2 * N, key, dist, 0.1, 0);
         for (i = 0; i < N; i++) {
             /* reproducible, and counter based: a prefix of a longer fill */
             assert_int_equal(cic_test_f32_bits(a[i]), cic_test_f32_bits(b[i]));
@@ -673,7 +673,7 @@ static void test_rng_golden(void **state)
     for (i = 0; i < sizeof fill_pin / sizeof fill_pin[0]; i++) {
         float x[4];
         cic_rng_fill_f32(x, 4, cic_rng_key(fill_pin[i].seed, fill_pin[i].name),
-                         fill_pin[i].dist, fill_pin[i].std);
+                         fill_pin[i].dist, fill_pin[i].std, 0);
         for (j = 0; j < 4; j++)
             if (cic_test_f32_bits(x[j]) != fill_pin[i].bits[j])
                 fail_msg("fill pin (seed %llu, '%s', dist %d, std %g)[%d]: "
@@ -719,7 +719,7 @@ static uint64_t fill_mismatches(const float *got, const float *want, uint64_t n,
     return bad;
 }
 
-/* cic_rng_fill_f32 splits a large fill over threads (cic_mp_matmul_threads)
+/* cic_rng_fill_f32 splits a large fill over threads (its last argument)
  * at even indices: the bits are those of one thread, for both
  * distributions, an odd length, 2 and 3 threads (slices that start inside
  * a normal pair would be caught: the pair's cos and sin swap roles), and
@@ -740,11 +740,9 @@ static void test_rng_fill_threads(void **state)
                 uint64_t key = cic_rng_key(7 + (uint64_t)k, "layers.0.mlp.down_proj.weight");
                 uint64_t m = k ? 65537 : n; /* the fallback fill is slow: fewer */
                 (void)_cic_rng_fill_f32_count(b, m, key, dist, stds[k]);
-                cic_mp_matmul_set_threads(th);
                 memset(a, 0xff, m * sizeof *a);
                 cic_rng_fill_f32(a, m < ((uint64_t)2 << 16) ? ((uint64_t)2 << 16) + 1 : m, key,
-                                 dist, stds[k]);
-                cic_mp_matmul_set_threads(0);
+                                 dist, stds[k], th);
                 if (fill_mismatches(a, b, m, &first))
                     fail_msg("%d threads, dist %d, std %g: value %llu differs", th, dist,
                              stds[k], (unsigned long long)first);

@@ -1521,6 +1521,7 @@ static void nonfinite_one(const char *tensor, bool causal, int kv_heads, float b
     double *rad, *y64;
     float *y;
     size_t k;
+    cic_rt rt; /* the MPFR engine's threads, 1 then 2 */
     int id, mm, th;
     memset(&sh, 0, sizeof sh);
     sh.seed = 91;
@@ -1545,8 +1546,10 @@ static void nonfinite_one(const char *tensor, bool causal, int kv_heads, float b
     id = cic_model_tensor_find(b.m, tensor);
     assert_true(id >= 0);
     b.m->t[id].f32[3] = bad;
+    cic_rt_init(&rt, 0);
+    b.m->rt = &rt;
     for (th = 1; th <= 2; th++) {
-        cic_engine_mpfr_set_threads(th);
+        rt.mpfr_threads = th;
         x = run_mp(&b, 64, NULL);
         k = count_nonfinite_mp((const mpfr_t *)x, b.n);
         if (k == 0)
@@ -1554,7 +1557,7 @@ static void nonfinite_one(const char *tensor, bool causal, int kv_heads, float b
                      "finite", tensor, (double)bad, causal, kv_heads, th);
         cic_mpvec_destroy(x, b.n);
     }
-    cic_engine_mpfr_set_threads(0);
+    b.m->rt = NULL;
     /* the ball run: it finishes, and proves none of the non-finite values */
     memset(&o, 0, sizeof o);
     memset(&bo, 0, sizeof bo);

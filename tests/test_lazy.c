@@ -79,10 +79,10 @@ static mpfr_t *eager(const float *w, const float *g, int rows, int cols, bool ri
     assert_int_equal(cic_q_hadamard_k(q, d, K, seed, p), 0);
     if (right)
         cic_mp_matmul(out, (const mpfr_t *)v, false, (const mpfr_t *)q, false, rows, d, d, false,
-                      &s);
+                      0, &s);
     else
         cic_mp_matmul(out, (const mpfr_t *)q, true, (const mpfr_t *)v, false, d, cols, d, false,
-                      &s);
+                      0, &s);
     mpfr_clears(a, b, (mpfr_ptr)0);
     cic_dot_scratch_clear(&s);
     cic_mpvec_destroy(v, n);
@@ -90,7 +90,9 @@ static mpfr_t *eager(const float *w, const float *g, int rows, int cols, bool ri
     return out;
 }
 
-static void one_shape(int d, int K, bool right, bool gain, mpfr_prec_t p)
+/* The recipes made under a context of their own with threads threads,
+ * whose fallback counter sees only their lines. */
+static void one_shape(int d, int K, bool right, bool gain, mpfr_prec_t p, int threads)
 {
     int rows = right ? 6 : d, cols = right ? d : 6, i;
     size_t n = (size_t)rows * cols;
@@ -100,9 +102,11 @@ static void one_shape(int d, int K, bool right, bool gain, mpfr_prec_t p)
     mpfr_t *want, *got = cic_mpvec_create(n, p), y;
     cic_lazy *base, *z;
     cic_mp_pack pk;
-    unsigned long fb0 = cic_lazy_fallback_lines();
+    cic_rt rt;
     char what[96];
     assert_true(got && sign);
+    cic_rt_init(&rt, 0);
+    rt.matmul_threads = threads;
     if (!right) { /* the same planted lines as columns */
         float *t = calloc(n, sizeof *t);
         assert_non_null(t);
@@ -124,7 +128,7 @@ static void one_shape(int d, int K, bool right, bool gain, mpfr_prec_t p)
         float *src = malloc(n * sizeof *src);
         assert_non_null(src);
         memcpy(src, w, n * sizeof *src);
-        base = cic_lazy_values(src, rows, cols, g, gain ? p : 24);
+        base = cic_lazy_values(src, rows, cols, g, gain ? p : 24, &rt);
         assert_non_null(base);
     }
     z = cic_lazy_rotate(base, right ? CIC_LAZY_RIGHT : CIC_LAZY_LEFT, d,
@@ -138,7 +142,7 @@ static void one_shape(int d, int K, bool right, bool gain, mpfr_prec_t p)
     for (i = 0; i < (int)n; i++)
         check_same(got[i], want[i], what, i);
     /* the planted line spanning 2^249 took the dot products */
-    assert_true(cic_lazy_fallback_lines() > fb0);
+    assert_true(cic_lazy_fallback_lines(&rt) > 0);
 
     assert_int_equal(cic_lazy_make_pack(z, &pk), 0);
     mpfr_init2(y, p);
@@ -175,11 +179,9 @@ static void test_rotations_match_eager(void **state)
     (void)state;
     for (a = 0; a < sizeof shapes / sizeof shapes[0]; a++)
         for (b = 0; b < sizeof precs / sizeof precs[0]; b++) {
-            cic_mp_matmul_set_threads(1 + (int)(a % 3));
-            one_shape(shapes[a].d, shapes[a].K, true, true, precs[b]);
-            one_shape(shapes[a].d, shapes[a].K, false, b != 1, precs[b]);
+            one_shape(shapes[a].d, shapes[a].K, true, true, precs[b], 1 + (int)(a % 3));
+            one_shape(shapes[a].d, shapes[a].K, false, b != 1, precs[b], 1 + (int)(a % 3));
         }
-    cic_mp_matmul_set_threads(0);
 }
 
 /* A VALUES recipe alone (the fold) is RN(w g) at its precision. */
@@ -198,7 +200,7 @@ static void test_fold_values(void **state)
         g[i] = (float)cic_rng_normal_f32(6, (uint64_t)i);
     mpfr_inits2(24, a, b, (mpfr_ptr)0);
     mpfr_init2(want, 30);
-    z = cic_lazy_values(src, R, C, g, 30);
+    z = cic_lazy_values(src, R, C, g, 30, NULL);
     assert_non_null(z);
     assert_int_equal(cic_lazy_make(z, got), 0);
     for (i = 0; i < R * C; i++) {
@@ -239,7 +241,7 @@ static void test_fold_f32_f64(void **state)
             for (i = 0; i < C; i++)
                 g[i] = i % 2 ? 0x1p-20f * (float)(i + 1) : 0x1.3p30f / (float)(i + 1);
             memcpy(src, own, R * C * sizeof *src);
-            z = cic_lazy_values(own, R, C, withg ? g : NULL, precs[k]);
+            z = cic_lazy_values(own, R, C, withg ? g : NULL, precs[k], NULL);
             assert_non_null(z);
             assert_int_equal(cic_lazy_make(z, got), 0);
             assert_int_equal(cic_lazy_make_f32(z, f), 0);

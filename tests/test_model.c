@@ -127,7 +127,7 @@ static void test_build_progress(void **state)
     for (b = CIC_BLOCK_PRELN; b < CIC_BLOCK_COUNT; b++) {
         cic_model_cfg c = small_cfg((enum cic_block_kind)b, 7);
         prog_seen seen = {0, 0, 0, true};
-        cic_model_progress p = {prog_fn, &seen};
+        cic_model_progress p = {prog_fn, &seen, NULL};
         cic_model *m1, *m2;
         char h1[65], h2[65];
         double values = 0;

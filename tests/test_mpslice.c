@@ -94,14 +94,15 @@ static bool same_bits(mpfr_srcptr a, mpfr_srcptr b)
  * returns cic_mp_linear_sliced's code, *st the outputs it rounded. */
 static int run_sliced(mpfr_t *y, const lin_op *o, int nt, size_t budget, cic_slice_stats *st)
 {
+    cic_rt rt;
     int rc;
-    cic_mp_slice_set(CIC_SLICE_ALWAYS, budget);
-    cic_mp_slice_stats_reset();
+    cic_rt_init(&rt, 0);
+    rt.slice_mode = CIC_SLICE_ALWAYS;
+    rt.slice_budget = budget;
     rc = cic_mp_linear_sliced(y, (const mpfr_t *)o->x, o->m,
                               o->f32 ? NULL : (const mpfr_t *)o->w, o->views,
-                              o->bias ? (const mpfr_t *)o->b : NULL, o->n, o->k, nt, NULL);
-    cic_mp_slice_stats(st);
-    cic_mp_slice_set(CIC_SLICE_AUTO, 0);
+                              o->bias ? (const mpfr_t *)o->b : NULL, o->n, o->k, nt, &rt, NULL);
+    cic_mp_slice_stats(st, &rt);
     return rc;
 }
 
@@ -579,31 +580,33 @@ static cic_model_cfg engine_cfg(bool llama)
 }
 
 /* m's output and radii in a ball run at prec, engine threads nt, slices
- * in mode; *ops: the linear ops the slices took. */
-static void engine_run(mpfr_t *y, double *rad, const cic_model *m, mpfr_prec_t prec, int nt,
+ * in mode (m's context for the run); *ops: the linear ops the slices
+ * took. */
+static void engine_run(mpfr_t *y, double *rad, cic_model *m, mpfr_prec_t prec, int nt,
                        enum cic_slice_mode mode, uint64_t *ops)
 {
     cic_run_opts o;
     cic_ball_out bo;
     cic_slice_stats st;
+    cic_rt rt;
     memset(&o, 0, sizeof o);
     memset(&bo, 0, sizeof bo);
     bo.rad = rad;
     o.ball = &bo;
-    cic_engine_mpfr_set_threads(nt);
-    cic_mp_slice_set(mode, 0);
-    cic_mp_slice_stats_reset();
+    cic_rt_init(&rt, 0);
+    rt.mpfr_threads = nt;
+    rt.slice_mode = mode;
+    m->rt = &rt;
     assert_int_equal(cic_engine_mpfr_run(y, m, prec, false, &o), 0);
     assert_false(bo.failed);
-    cic_mp_slice_stats(&st);
+    cic_mp_slice_stats(&st, &rt);
     *ops = st.ops;
-    cic_mp_slice_set(CIC_SLICE_AUTO, 0);
-    cic_engine_mpfr_set_threads(0);
+    m->rt = NULL;
 }
 
 /* The engine with the slices forced on, at 1, 2 and 3 threads, against
  * the row kernel alone: the same midpoints and radii, bit for bit. */
-static void check_engine(const cic_model *m, mpfr_prec_t prec, const char *label)
+static void check_engine(cic_model *m, mpfr_prec_t prec, const char *label)
 {
     size_t n = (size_t)m->cfg.samples * m->cfg.tokens * (size_t)cic_model_out_cols(m);
     mpfr_t *y0 = cic_mpvec_create(n, prec), *y = cic_mpvec_create(n, prec);
@@ -654,8 +657,13 @@ static void test_engine_per_sample(void **state)
     size_t n;
     mpfr_t *y0, *y;
     cic_slice_stats st;
+    cic_rt never, always;
     (void)state;
     assert_non_null(orig);
+    cic_rt_init(&never, 0);
+    cic_rt_init(&always, 0);
+    never.slice_mode = CIC_SLICE_NEVER;
+    always.slice_mode = CIC_SLICE_ALWAYS;
     x = cic_test_xform_spec("fold", CIC_XFORM_PER_SAMPLE_FOLD, CIC_Q_HADAMARD, false);
     memset(&d, 0, sizeof d);
     m = cic_xform_apply(orig, &x, 128, &d);
@@ -665,13 +673,13 @@ static void test_engine_per_sample(void **state)
     y0 = cic_mpvec_create(n, 128);
     y = cic_mpvec_create(n, 128);
     assert_true(y0 && y);
-    cic_mp_slice_set(CIC_SLICE_NEVER, 0);
+    m->rt = &never;
     assert_int_equal(cic_engine_mpfr_run(y0, m, 128, false, NULL), 0);
-    cic_mp_slice_set(CIC_SLICE_ALWAYS, 0);
-    cic_mp_slice_stats_reset();
+    m->rt = &always;
     assert_int_equal(cic_engine_mpfr_run(y, m, 128, false, NULL), 0);
-    cic_mp_slice_stats(&st);
-    cic_mp_slice_set(CIC_SLICE_AUTO, 0);
+    cic_mp_slice_stats(&st, &never);
+    assert_int_equal(st.ops, 0); /* the other context saw none */
+    cic_mp_slice_stats(&st, &always);
     assert_true(st.ops >= 8); /* per sample: at least 4 linears x 2 samples */
     assert_int_equal(cic_test_first_diff_mp((const mpfr_t *)y0, (const mpfr_t *)y, n), -1);
     cic_mpvec_destroy(y0, n);

@@ -347,10 +347,9 @@ static void test_matmul_packed(void **state)
     for (i = 0; i < K * N; i++)
         rand_value(b[i], 32, &ctr, 40, 2);
     for (nt = 1; nt <= 3; nt++) {
-        cic_mp_matmul_set_threads(nt);
         for (ta = 0; ta < 2; ta++)
             for (tb = 0; tb < 2; tb++) {
-                cic_mp_matmul(c, (const mpfr_t *)a, ta, (const mpfr_t *)b, tb, M, N, K, false,
+                cic_mp_matmul(c, (const mpfr_t *)a, ta, (const mpfr_t *)b, tb, M, N, K, false, nt,
                               &sc);
                 for (i = 0; i < M; i++)
                     for (j = 0; j < N; j++) {
@@ -361,16 +360,16 @@ static void test_matmul_packed(void **state)
                     }
             }
     }
-    cic_mp_matmul(want, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, &sc);
+    cic_mp_matmul(want, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, 0,
+                  &sc);
     if (mpfr_zero_p(b[0]))
         mpfr_set_ui(b[0], 1, MPFR_RNDN);
     else
         mpfr_mul_2ui(b[0], b[0], 10, MPFR_RNDN);
-    cic_mp_matmul(c, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, &sc);
+    cic_mp_matmul(c, (const mpfr_t *)a, false, (const mpfr_t *)b, false, M, N, K, false, 0, &sc);
     for (i = 0, j = 0; i < M; i++)
         j += !mpfr_equal_p(c[i * N], want[i * N]);
     assert_true(j > 0); /* column 0 of op(B) changed: some entry of column 0 of C moves */
-    cic_mp_matmul_set_threads(0);
     cic_dot_scratch_clear(&sc);
     cic_mpvec_destroy(a, M * K);
     cic_mpvec_destroy(b, K * N);

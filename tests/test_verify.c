@@ -72,7 +72,7 @@ static double sym(uint64_t *s)
  * printed otherwise. */
 static void check_bound(const double *q, int d, const char *what, uint64_t seed)
 {
-    double b = cic_verify_q_orth_bound(q, d), r = frob_ref(q, d);
+    double b = cic_verify_q_orth_bound(q, d, 0), r = frob_ref(q, d);
     if (!(b >= r) || !(b <= r * (1 + ldexp(1.0, -40)) + ldexp(1.0, -100)))
         fail_msg("%s, d = %d, seed %llu: bound %.17g, exact ||Q^T Q - I||_F %.17g", what, d,
                  (unsigned long long)seed, b, r);
@@ -90,13 +90,13 @@ static void test_orth_bound_known(void **state)
         for (i = 0; i < d; i++) /* (1 + h) I: ||.||_F = sqrt(d) (2h + h^2) exactly */
             q[(size_t)i * d + i] = 1 + h;
         check_bound(q, d, "(1 + 2^-30) I", 0);
-        cic_assert_close(cic_verify_q_orth_bound(q, d), sqrt((double)d) * (2 * h + h * h), 1e-12,
+        cic_assert_close(cic_verify_q_orth_bound(q, d, 0), sqrt((double)d) * (2 * h + h * h), 1e-12,
                          0);
         for (i = 0; i < d; i++) { /* a signed permutation: orthogonal exactly */
             q[(size_t)i * d + i] = 0;
             q[(size_t)i * d + (i + 1) % d] = i % 2 ? -1.0 : 1.0;
         }
-        assert_true(cic_verify_q_orth_bound(q, d) <= ldexp(1.0, -120));
+        assert_true(cic_verify_q_orth_bound(q, d, 0) <= ldexp(1.0, -120));
         free(q);
     }
 }
@@ -115,7 +115,7 @@ static void test_orth_bound_random(void **state)
         for (i = 0; i < (size_t)d * d; i++) /* a planted perturbation */
             q[i] += eps * sym(&s);
         check_bound(q, d, "Haar + perturbation", seed);
-        assert_true(cic_verify_q_orth_bound(q, d) > eps / 64 / d); /* it is seen */
+        assert_true(cic_verify_q_orth_bound(q, d, 0) > eps / 64 / d); /* it is seen */
         free(q);
     }
 }
@@ -125,9 +125,9 @@ static void test_orth_bound_nonfinite(void **state)
     double q[4] = { 1, 0, 0, 1 };
     (void)state;
     q[2] = NAN;
-    assert_true(isinf(cic_verify_q_orth_bound(q, 2)));
+    assert_true(isinf(cic_verify_q_orth_bound(q, 2, 0)));
     q[2] = INFINITY;
-    assert_true(isinf(cic_verify_q_orth_bound(q, 2)));
+    assert_true(isinf(cic_verify_q_orth_bound(q, 2, 0)));
 }
 
 /* E (rows x d, uniform) and E Q rounded to double. */
@@ -171,11 +171,11 @@ static void test_lsq_recovers(void **state)
                 fail_msg("d = %d, rows %d, seed %llu: Q[%zu] = %.17g, recovered %.17g", d, rows,
                          (unsigned long long)seed, i, q[i], qh[i]);
         assert_true(fit <= 1e-13);
-        assert_true(cic_verify_q_orth_bound(qh, d) <= 1e-9);
+        assert_true(cic_verify_q_orth_bound(qh, d, 0) <= 1e-9);
         /* planted: E_B = 1.03 E_A Q fits exactly, and 1.03 Q is no rotation */
         embeddings(ea, eb, q, rows, d, &s, 1.03);
         assert_int_equal(cic_verify_q_lsq(qh, &fit, ea, eb, rows, d, why, sizeof why), 0);
-        assert_true(cic_verify_q_orth_bound(qh, d) >= 0.06);
+        assert_true(cic_verify_q_orth_bound(qh, d, 0) >= 0.06);
         free(q);
         free(qh);
         free(ea);

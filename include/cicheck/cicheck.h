@@ -21,9 +21,11 @@
  * loader reports every error of a case file, up to 20). Functions taking a
  * NULL session return an error code, NULL, false or NaN.
  *
- * Threads: the MPFR engine's thread count and OpenBLAS are process-wide, so
- * run one session at a time in a process (sessions may be created, read and
- * destroyed from any thread, one thread per session at a time).
+ * Threads: each session keeps its own settings (thread counts) and state,
+ * so several sessions may run at once in one process, each on its own
+ * thread; a session is used from one thread at a time. OpenBLAS's thread
+ * pool is shared by the process (its products give the same bits under
+ * any load).
  *
  * Link with `pkg-config --cflags --libs cicheck` (add `--static` for
  * libcicheck.a). */

@@ -9,6 +9,7 @@
  * Workload: one case at a time, as a CI job or a script around it would run
  * it; the session adds no copies of the numerics, only the row index. */
 #include "cicheck/cicheck.h"
+#include "session_int.h"
 
 #include "base/base.h"
 #include "case/case.h"
@@ -33,7 +34,9 @@ struct cic_session {
     int n_rows;
     int exit_code;       /* of the last run; CIC_EXIT_INPUT before one */
     bool quiet;
-    int threads;         /* 0: one per online core */
+    cic_rt rt;           /* the runs' context: threads (0: one per online
+                          * core), counters; the session's own, so sessions
+                          * in one process do not share state */
     bool has_out;
     char out_dir[1024];
     bool has_baseline;
@@ -97,7 +100,13 @@ cic_session *cic_session_create(void)
         return NULL;
     s->quiet = true;
     s->exit_code = CIC_EXIT_INPUT;
+    cic_rt_init(&s->rt, 0);
     return s;
+}
+
+cic_rt *_cic_session_rt(cic_session *s)
+{
+    return s ? &s->rt : NULL;
 }
 
 void cic_session_destroy(cic_session *s)
@@ -227,16 +236,16 @@ int cic_session_set_threads(cic_session *s, int n)
                  "1 .. 256 (got %d)", n);
         return CIC_EXIT_INPUT;
     }
-    s->threads = n;
+    s->rt.mpfr_threads = s->rt.matmul_threads = n;
     return CIC_EXIT_PASS;
 }
 
 /* The options of the pipeline for this session: quiet, no progress. */
-static cic_pipeline_opts session_opts(const cic_session *s)
+static cic_pipeline_opts session_opts(cic_session *s)
 {
     cic_pipeline_opts o;
     memset(&o, 0, sizeof o);
-    o.threads = s->threads;
+    o.rt = &s->rt;
     o.no_baseline = !s->has_baseline;
     o.baseline_dir = s->has_baseline ? s->baseline : NULL;
     o.tol = CIC_TOLERANCE_DEFAULT;
@@ -464,7 +473,7 @@ int cic_session_run_sweep(cic_session *s, int shard_k, int shard_n)
     o.out_dir = s->out_dir;
     o.shard_k = shard_k;
     o.shard_n = shard_n;
-    o.threads = s->threads;
+    o.threads = s->rt.mpfr_threads; /* each point makes its own context from it */
     o.progress.warn = s->quiet ? NULL : warn_stderr;
     if (!s->kase->sweep.on)
         cic_diag_set(&d, s->kase->path, 0, 0, "case '%s' has no [sweep] table (run it with "
@@ -512,7 +521,7 @@ int cic_session_run_shard(cic_session *s, int k, int n)
         return many_end(s, CIC_EXIT_INPUT, &d);
     rc = cic_case_shard_plan(&cs, s->kase, k, n, &d);
     if (rc == CIC_OK)
-        rc = cic_case_shard_run(&cs, s->out_dir, 0, s->threads, &d);
+        rc = cic_case_shard_run(&cs, s->out_dir, 0, s->rt.mpfr_threads, &d);
     cic_case_shard_clear(&cs);
     if (rc == CIC_OK)
         snprintf(s->output, sizeof s->output, "%s/case-shard.json", s->out_dir);

@@ -9,6 +9,8 @@
 
 #define CIC_BLAS_TIMEOUT "20"
 
+/* Process-wide on purpose (base/rt.h): OpenBLAS reads its environment once
+ * per process, so what this records is the process's, not a run's. */
 static bool g_seen;         /* cic_blas_env_reexec ran in this process */
 static const char *g_start; /* the timeout in the environment it started with */
 

@@ -7,7 +7,6 @@
 
 #include <cblas.h>
 #include <stdlib.h>
-#include <unistd.h>
 
 static double *to_double(const mpfr_t *v, size_t n)
 {
@@ -45,19 +44,6 @@ cleanup:
     free(db);
     free(dc);
     return rc;
-}
-
-static int g_threads = 0; /* 0: one per online core */
-
-void cic_mp_matmul_set_threads(int n)
-{
-    g_threads = n;
-}
-
-int cic_mp_matmul_threads(void)
-{
-    long n = g_threads > 0 ? g_threads : sysconf(_SC_NPROCESSORS_ONLN);
-    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
 /* dst [r, k] := src (row-major [r, k], or [k, r] transposed when t), exact:
@@ -109,7 +95,7 @@ static void mm_rows(void *p, size_t lo, size_t hi, int t)
  * kernel, so each entry is the same correctly rounded dot product as
  * cic_mp_dot gives. 0, or -1 when memory runs out (C untouched). */
 static int matmul_packed(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m,
-                         int n, int k, const cic_dot_scratch *s)
+                         int n, int k, int threads, const cic_dot_scratch *s)
 {
     mpfr_t *ac = contiguous(a, ta, m, k), *wc = contiguous(b, !tb, n, k);
     cic_mp_pack all, *views = NULL;
@@ -118,7 +104,7 @@ static int matmul_packed(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, b
     if (!ac || !wc || cic_mp_pack_rows(&all, &views, (const mpfr_t *)wc, (size_t)n, (size_t)k) < 0)
         goto done;
     J = (mm_job){c, (const mpfr_t *)ac, (const mpfr_t *)wc, views, n, k, s->prec, {0}};
-    cic_par_ranges((size_t)m, cic_mp_matmul_threads(), mm_rows, &J);
+    cic_par_ranges((size_t)m, threads > 0 ? threads : cic_rt_matmul_threads(NULL), mm_rows, &J);
     for (t = 0, rc = 0; t < CIC_PAR_MAX; t++)
         rc = J.rc[t] < 0 ? -1 : rc;
     free(views);
@@ -130,12 +116,12 @@ done:
 }
 
 void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
-                   int k, bool blas, cic_dot_scratch *s)
+                   int k, bool blas, int threads, cic_dot_scratch *s)
 {
     int i, j;
     if (blas && cic_mp_gemm_f64(c, a, ta, b, tb, m, n, k) == 0)
         return;
-    if (m > 0 && n > 0 && k > 0 && matmul_packed(c, a, ta, b, tb, m, n, k, s) == 0)
+    if (m > 0 && n > 0 && k > 0 && matmul_packed(c, a, ta, b, tb, m, n, k, threads, s) == 0)
         return;
     /* op(A)[i, p] = ta ? A[p, i] : A[i, p]; op(B)[p, j] = tb ? B[j, p] : B[p, j] */
     for (i = 0; i < m; i++)

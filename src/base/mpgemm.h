@@ -7,6 +7,7 @@
 #define CIC_MPGEMM_H
 
 #include "mpvec.h"
+#include "rt.h"
 
 #include <mpfr.h>
 #include <stdbool.h>
@@ -15,16 +16,13 @@
  * or with blas through cic_mp_gemm_f64 (and the dot products after all if
  * its buffers cannot be had). The dot products are the linear layer's
  * kernel (cic_mp_linear_rows on op(B)^T packed once, the rows of C split
- * over cic_mp_matmul_set_threads threads, each with its own scratch at
- * s->prec), and cic_mp_dot with s (cap >= k) when memory for the copies
- * runs out; both round the exact sum once, so the bits are the same. */
-/* Threads for cic_mp_matmul; 0 (the default) one per online core. */
-void cic_mp_matmul_set_threads(int n);
-/* The count it uses (also for weights made on the fly, model/lazy.h). */
-int cic_mp_matmul_threads(void);
-
+ * over threads threads (a run's cic_rt_matmul_threads, rt.h; <= 0: one
+ * per online core), each with
+ * its own scratch at s->prec), and cic_mp_dot with s (cap >= k) when
+ * memory for the copies runs out; both round the exact sum once, so the
+ * bits are the same for any thread count. */
 void cic_mp_matmul(mpfr_t *c, const mpfr_t *a, bool ta, const mpfr_t *b, bool tb, int m, int n,
-                   int k, bool blas, cic_dot_scratch *s);
+                   int k, bool blas, int threads, cic_dot_scratch *s);
 
 /* C = op(A) op(B), all row-major: op(A) is m x k (A stored m x k, or k x m
  * when ta), op(B) is k x n (B stored k x n, or n x k when tb), C is m x n.

@@ -42,124 +42,47 @@
  * transparent huge pages. Threads: dgemm on OpenBLAS's threads from the
  * caller's; scanning, slicing, rounding and the fallbacks on up to the
  * caller's count of threads (as many as the work keeps busy), each output
- * whole on one of them, so the bits depend on neither count. */
-#include "mpslice.h"
-#include "mpdot_impl.h"
+ * whole on one of them, so the bits depend on neither count.
+ *
+ * The plan (scans, split, blocks, cost test) is in mpslice_plan.c; this
+ * file slices, multiplies, rounds and drives an op. */
+#include "mpslice_int.h"
 
 #include "base.h"
 #include "par.h"
 
 #include <cblas.h>
-#include <limits.h>
-#include <math.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #define SL_MAX_THREADS 64
-#define SPAN_MAX 1024  /* bits of a row's integer; a wider row is declined */
-#define ACC_LIMBS 40   /* bins of an output's exact sum: 2560 bits */
-#define BIAS_LIMBS 8
 
-/* The cost model of the choice (ns, measured on bench part 1 and the
- * truth's shapes, OPENBLAS_CORETYPE=Haswell): a dgemm multiply-add per
- * BLAS thread, a slice entry written, an output rounded, a slice product
- * added into the bins. Only the choice depends on them, never a bit. */
-#define NS_GEMM 0.05
-#define NS_SLICE 3.0
-#define NS_CELL 120.0
-#define NS_TERM 3.0
-#define NS_CALL 100000.0 /* a call: its threads, OpenBLAS's waking */
-#define NS_SCAN 2.0 /* an entry scanned */
-#define NS_DOT 5.0  /* a multiply-add of cic_mp_dot or the row kernel, roughly */
-#define GAIN 0.8 /* taken when its estimate is below GAIN times the kernel's */
-
-static enum cic_slice_mode g_mode = CIC_SLICE_AUTO;
-static size_t g_budget = 0;
-static _Atomic uint64_t g_ops, g_sliced, g_kernel, g_gemms;
-
-void cic_mp_slice_set(enum cic_slice_mode mode, size_t budget)
+void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt)
 {
-    g_mode = mode;
-    g_budget = budget;
+    memset(s, 0, sizeof *s);
+    if (!rt)
+        return;
+    s->ops = atomic_load(&rt->slice_ops);
+    s->sliced = atomic_load(&rt->slice_sliced);
+    s->kernel = atomic_load(&rt->slice_kernel);
+    s->gemms = atomic_load(&rt->slice_gemms);
 }
 
-enum cic_slice_mode cic_mp_slice_mode(void)
+void cic_mp_slice_stats_reset(cic_rt *rt)
 {
-    return g_mode;
+    if (!rt)
+        return;
+    atomic_store(&rt->slice_ops, 0);
+    atomic_store(&rt->slice_sliced, 0);
+    atomic_store(&rt->slice_kernel, 0);
+    atomic_store(&rt->slice_gemms, 0);
 }
 
-void cic_mp_slice_stats(cic_slice_stats *s)
+size_t _cic_sl_budget(const cic_rt *rt)
 {
-    s->ops = atomic_load(&g_ops);
-    s->sliced = atomic_load(&g_sliced);
-    s->kernel = atomic_load(&g_kernel);
-    s->gemms = atomic_load(&g_gemms);
+    return rt && rt->slice_budget ? rt->slice_budget : CIC_SLICE_BUDGET;
 }
-
-void cic_mp_slice_stats_reset(void)
-{
-    atomic_store(&g_ops, 0);
-    atomic_store(&g_sliced, 0);
-    atomic_store(&g_kernel, 0);
-    atomic_store(&g_gemms, 0);
-}
-
-static size_t slice_budget(void)
-{
-    return g_budget ? g_budget : CIC_SLICE_BUDGET;
-}
-
-/* One row of x or of the weights. */
-typedef struct {
-    mpfr_exp_t lo;         /* every entry a multiple of 2^lo (its lowest set bit) */
-    mpfr_exp_t emin, emax; /* MPFR exponents of its nonzero entries */
-    long span;             /* |entry| / 2^lo < 2^span; -1: declined */
-    mpfr_prec_t prec;      /* the largest precision of its entries */
-    int ns;                /* slices (0: the row kernel takes the row) */
-    size_t off;            /* its first slice row in its block's stack */
-    /* weight rows: the bias b_j = +-bl 2^(be - 64 kb), kb limbs (0: none or zero) */
-    const mp_limb_t *bl;
-    mpfr_exp_t be;
-    int kb;
-    bool bneg;
-} srow;
-
-/* A thread's scratch: the bins (zero between outputs) and limbs of one
- * output; for the outputs the row kernel takes, a dot scratch and a
- * weight row read out of the pack (made when first needed). */
-typedef struct {
-    __int128 bins[ACC_LIMBS + 2];
-    mp_limb_t limb[ACC_LIMBS + 2];
-    cic_dot_scratch dot;
-    mpfr_t *wrow;
-    size_t wrow_j; /* the row in wrow (SIZE_MAX: none) */
-    uint64_t sliced, kernel; /* outputs from slices, from the row kernel */
-    bool ready;
-} sl_ws;
-
-struct cic_slice_ws {
-    double *buf; /* A, B and C of the blocks, one after the other */
-    size_t cap;  /* doubles */
-};
-
-typedef struct {
-    mpfr_t *y;
-    const mpfr_t *x, *w, *b;
-    const cic_mp_pack *wp;
-    size_t m, n, k;
-    int nt, beta, gamma, logk;
-    srow *xr, *wr;
-    mpfr_prec_t px, pw;    /* the largest precisions of x and of w */
-    size_t mx, nw;         /* block limits, in slice rows */
-    double *A, *B, *C;     /* x slices, weight slices, their products (in ws) */
-    cic_slice_ws *ws;
-    size_t i0, i1, j0, j1; /* the current blocks of rows */
-    size_t ma, nb;         /* and their slice rows */
-    size_t *dr, ndr, *dc, ndc; /* declined x rows, declined weight rows */
-    sl_ws *tws;            /* per thread */
-    atomic_int failed;
-} slice_op;
 
 /* ---- threads ---- */
 
@@ -184,237 +107,6 @@ static void sl_parallel(slice_op *P, sl_fn fn, double work)
     sl_job job = {P, fn};
     cic_par_run(work / THREAD_NS + 1 < P->nt ? (int)(work / THREAD_NS) + 1 : P->nt, sl_share,
                 &job);
-}
-
-/* Share t of nt of [a, b). */
-static void share(size_t a, size_t b, int t, int nt, size_t *lo, size_t *hi)
-{
-    *lo = a + (b - a) * (size_t)t / (size_t)nt;
-    *hi = a + (b - a) * (size_t)(t + 1) / (size_t)nt;
-}
-
-/* ---- rows ---- */
-
-static int limbs_of_prec(mpfr_prec_t p)
-{
-    return (int)((p + GMP_NUMB_BITS - 1) / GMP_NUMB_BITS);
-}
-
-/* Entry |v| = M 2^(e - 64 L) (MPFR's form: L limbs, the top bit set) joins
- * row r: its exponent and its lowest set bit. */
-static void row_add(srow *r, bool first, const mp_limb_t *M, int L, mpfr_exp_t e)
-{
-    int q = 0;
-    mpfr_exp_t lo;
-    while (M[q] == 0)
-        q++;
-    lo = e - (mpfr_exp_t)GMP_NUMB_BITS * (L - q) + __builtin_ctzl(M[q]);
-    if (first || lo < r->lo)
-        r->lo = lo;
-    if (first || e < r->emin)
-        r->emin = e;
-    if (first || e > r->emax)
-        r->emax = e;
-}
-
-/* The span once every entry is in; declined when there is none or the
- * span is too wide. */
-static void row_finish(srow *r, bool any)
-{
-    r->span = any && r->emax - r->lo <= SPAN_MAX ? (long)(r->emax - r->lo) : -1;
-}
-
-static void scan_x_row(srow *r, const mpfr_t *x, size_t k)
-{
-    size_t p;
-    bool any = false;
-    for (p = 0; p < k; p++) {
-        mpfr_srcptr a = x[p];
-        mpfr_prec_t pa = mpfr_get_prec(a);
-        if (!mpfr_regular_p(a)) {
-            if (mpfr_number_p(a))
-                continue;
-            any = false; /* NaN or Inf: MPFR's rules */
-            break;
-        }
-        row_add(r, !any, mpfr_custom_get_significand(a), limbs_of_prec(pa),
-                mpfr_custom_get_exp(a));
-        r->prec = pa > r->prec ? pa : r->prec;
-        any = true;
-    }
-    row_finish(r, any);
-}
-
-/* Weight row j from its pack view, and its bias. */
-static void scan_w_row(srow *r, const cic_mp_pack *v, mpfr_srcptr bias)
-{
-    size_t p;
-    bool any = false;
-    for (p = 0; v->limbs && p < v->n; p++) {
-        int64_t es = v->es[p];
-        if (PACK_IS_ZERO(es))
-            continue;
-        row_add(r, !any, v->limbs + p * (size_t)v->L, v->L, (mpfr_exp_t)(es >> 1));
-        any = true;
-    }
-    r->prec = v->prec;
-    row_finish(r, any);
-    if (!bias || mpfr_zero_p(bias))
-        return;
-    if (!mpfr_regular_p(bias) || limbs_of_prec(mpfr_get_prec(bias)) > BIAS_LIMBS) {
-        r->span = -1; /* the row kernel applies MPFR's rules */
-        return;
-    }
-    r->kb = limbs_of_prec(mpfr_get_prec(bias));
-    r->bl = mpfr_custom_get_significand(bias);
-    r->be = mpfr_custom_get_exp(bias);
-    r->bneg = mpfr_signbit(bias) != 0;
-}
-
-static void scan_part(slice_op *P, int t, int nt)
-{
-    size_t lo, hi, i;
-    share(0, P->m, t, nt, &lo, &hi);
-    for (i = lo; i < hi; i++)
-        scan_x_row(&P->xr[i], P->x + i * P->k, P->k);
-    share(0, P->n, t, nt, &lo, &hi);
-    for (i = lo; i < hi; i++)
-        scan_w_row(&P->wr[i], &P->wp[i], P->b ? P->b[i] : NULL);
-}
-
-/* ---- the split and the blocks ---- */
-
-/* Whether k (2^beta - 1)(2^gamma - 1) < 2^53: every partial sum of a dot
- * product of slices is then an integer below 2^53, exact in a double. */
-static bool exact_fits(size_t k, int beta, int gamma)
-{
-    unsigned __int128 a, c;
-    if (beta < 1 || gamma < 1 || beta + gamma > 60 || k > ((size_t)1 << 31))
-        return false;
-    a = ((unsigned __int128)1 << beta) - 1;
-    c = ((unsigned __int128)1 << gamma) - 1;
-    return (unsigned __int128)k * a * c < (unsigned __int128)1 << 53;
-}
-
-/* Slices of the rows taken, at bits a slice. */
-static size_t slices_at(const srow *r, size_t n, int bits)
-{
-    size_t i, tot = 0;
-    for (i = 0; i < n; i++)
-        if (r[i].span >= 0)
-            tot += r[i].span ? (size_t)((r[i].span + bits - 1) / bits) : 1;
-    return tot;
-}
-
-/* beta and gamma that minimise the products dgemm forms (x's slices times
- * the weights'), within exact_fits. False when none fits. */
-static bool choose_split(slice_op *P)
-{
-    double best = -1;
-    int beta, gamma;
-    for (beta = 1; beta <= 52; beta++) {
-        double c;
-        for (gamma = 52; gamma >= 1 && !exact_fits(P->k, beta, gamma); gamma--)
-            ;
-        if (gamma < 1)
-            continue;
-        c = (double)slices_at(P->xr, P->m, beta) * (double)slices_at(P->wr, P->n, gamma);
-        if (best < 0 || c < best) {
-            best = c;
-            P->beta = beta;
-            P->gamma = gamma;
-        }
-    }
-    return best >= 0;
-}
-
-/* Each taken row's slice count at bits a slice; the declined rows listed
- * in *list (*cnt of them). Returns the most slices of a row. */
-static int set_slices(srow *r, size_t n, int bits, size_t *list, size_t *cnt)
-{
-    size_t i;
-    int most = 0;
-    *cnt = 0;
-    for (i = 0; i < n; i++) {
-        r[i].ns = r[i].span < 0 ? 0 : r[i].span ? (int)((r[i].span + bits - 1) / bits) : 1;
-        if (!r[i].ns)
-            list[(*cnt)++] = i;
-        most = r[i].ns > most ? r[i].ns : most;
-    }
-    return most;
-}
-
-/* Slice rows of x (tx) and of the weights (tw) per block, within the
- * budget: slices of both and their products, 8 bytes each. Both whole
- * when they fit; else x whole, or the weights whole, when the other still
- * gets blocks of BLOCK_MIN slice rows (each operand is then sliced once,
- * and dgemm is efficient from about that size); else square blocks (x
- * sliced again for each weight block); else the first of these whose
- * blocks hold the widest rows. False when none does. */
-#define BLOCK_MIN 256.0
-static bool choose_blocks(slice_op *P, size_t tx, size_t tw, int mostx, int mostw)
-{
-    double B = (double)slice_budget() / 8, k = (double)P->k, X = (double)tx, W = (double)tw;
-    double mx[3], nw[3], sq = sqrt(k * k + B) - k; /* square: 2 k M + M^2 = B */
-    int c, pass;
-    if (X * k + W * k + X * W <= B) {
-        P->mx = tx;
-        P->nw = tw;
-        return true;
-    }
-    mx[0] = X, nw[0] = (B - X * k) / (k + X);
-    mx[1] = (B - W * k) / (k + W), nw[1] = W;
-    mx[2] = sq < X ? sq : X, nw[2] = sq < W ? sq : W;
-    for (pass = 0; pass < 2; pass++)
-        for (c = 0; c < 3; c++) {
-            bool fits = mx[c] >= mostx && nw[c] >= mostw;
-            bool big = (mx[c] >= X || mx[c] >= BLOCK_MIN) && (nw[c] >= W || nw[c] >= BLOCK_MIN);
-            if (fits && (big || pass)) {
-                P->mx = (size_t)mx[c];
-                P->nw = (size_t)nw[c];
-                return true;
-            }
-        }
-    return false;
-}
-
-/* Rows from r0 while their slices fit lim (one row at least); their
- * offsets in the stack. *r1: the row after. Returns the slice rows. */
-static size_t block_rows(srow *r, size_t r0, size_t n, size_t lim, size_t *r1)
-{
-    size_t i, tot = 0;
-    for (i = r0; i < n; i++) {
-        if (!r[i].ns)
-            continue;
-        if (tot && tot + (size_t)r[i].ns > lim)
-            break;
-        r[i].off = tot;
-        tot += (size_t)r[i].ns;
-    }
-    *r1 = i;
-    return tot;
-}
-
-/* ns per multiply-add of the row kernel on one thread (bench part 1): the
- * carry-free case (float32 weights) and the general one. */
-static double kernel_ns(mpfr_prec_t px, mpfr_prec_t pw)
-{
-    int la = limbs_of_prec(px), lw = limbs_of_prec(pw);
-    return pw <= 24 ? 1.4 + 0.25 * la : 2.6 + 1.5 * la * lw;
-}
-
-/* Whether this path is estimated cheaper than the row kernel on the rows
- * it takes (mo x rows, no weight rows; tx and tw slice rows), x sliced
- * xpass times. */
-static bool worth_it(const slice_op *P, size_t mo, size_t no, size_t tx, size_t tw, size_t xpass)
-{
-    double k = (double)P->k, nt = P->nt, nb = openblas_get_num_threads();
-    double cells = (double)mo * (double)no, prods = (double)tx * (double)tw;
-    double old = cells * k * kernel_ns(P->px, P->pw) / nt;
-    double now = NS_CALL + prods * k * NS_GEMM / (nb < 1 ? 1 : nb) +
-                 ((double)tx * (double)xpass + (double)tw) * k * NS_SLICE / nt +
-                 (cells * NS_CELL + prods * NS_TERM) / nt;
-    return now < GAIN * old;
 }
 
 /* ---- slices ---- */
@@ -697,14 +389,14 @@ static void run_blocks(slice_op *P)
 {
     size_t j0, j1, i0, i1, sliced = SIZE_MAX; /* the x block in A */
     for (j0 = 0; j0 < P->n && !atomic_load(&P->failed); j0 = j1) {
-        P->nb = block_rows(P->wr, j0, P->n, P->nw, &j1);
+        P->nb = _cic_sl_block_rows(P->wr, j0, P->n, P->nw, &j1);
         if (!P->nb)
             continue;
         P->j0 = j0;
         P->j1 = j1;
         sl_parallel(P, slice_w_part, (double)P->nb * (double)P->k * NS_SLICE);
         for (i0 = 0; i0 < P->m && !atomic_load(&P->failed); i0 = i1) {
-            P->ma = block_rows(P->xr, i0, P->m, P->mx, &i1);
+            P->ma = _cic_sl_block_rows(P->xr, i0, P->m, P->mx, &i1);
             if (!P->ma)
                 continue;
             P->i0 = i0;
@@ -714,75 +406,19 @@ static void run_blocks(slice_op *P)
             sliced = i0;
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->ma, (int)P->nb,
                         (int)P->k, 1.0, P->A, (int)P->k, P->B, (int)P->k, 0.0, P->C, (int)P->nb);
-            atomic_fetch_add(&g_gemms, 1);
+            CIC_RT_COUNT(P->rt, slice_gemms, 1);
             sl_parallel(P, combine_part,
                         (double)(i1 - i0) * (double)(j1 - j0) * NS_CELL +
                             (double)P->ma * (double)P->nb * NS_TERM);
         }
     }
 }
-
-/* The smallest c with 2^c >= k. */
-static int ceil_log2(size_t k)
-{
-    int c = 0;
-    while (((size_t)1 << c) < k)
-        c++;
-    return c;
-}
-
-/* The split, the slice counts, the declined rows, the blocks and the cost
- * test, once the rows are scanned. 0, or 1 to leave the op to the row
- * kernel. */
-static int plan(slice_op *P)
-{
-    size_t i, tx, tw, xpass;
-    int mostx, mostw;
-    for (i = 0; i < P->m; i++)
-        P->px = P->xr[i].prec > P->px ? P->xr[i].prec : P->px;
-    for (i = 0; i < P->n; i++)
-        P->pw = P->wr[i].prec > P->pw ? P->wr[i].prec : P->pw;
-    P->logk = ceil_log2(P->k);
-    if (!choose_split(P))
-        return 1;
-    mostx = set_slices(P->xr, P->m, P->beta, P->dr, &P->ndr);
-    mostw = set_slices(P->wr, P->n, P->gamma, P->dc, &P->ndc);
-    if (P->ndr == P->m || P->ndc == P->n)
-        return 1;
-    tx = slices_at(P->xr, P->m, P->beta);
-    tw = slices_at(P->wr, P->n, P->gamma);
-    if (!choose_blocks(P, tx, tw, mostx, mostw))
-        return 1;
-    xpass = P->mx >= tx ? 1 : (tw + P->nw - 1) / P->nw; /* x sliced once per weight block */
-    if (g_mode == CIC_SLICE_AUTO &&
-        !worth_it(P, P->m - P->ndr, P->n - P->ndc, tx, tw, xpass))
-        return 1;
-    return 0;
-}
-
-/* Before any scan: whether the op could be taken at all and, in AUTO, be
- * cheaper even at one slice a row (tiny ops, a few rows, are not). */
-static bool may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_pack *wp, size_t n,
-                     size_t k, int threads)
-{
-    double cells, nb = openblas_get_num_threads(), nt = threads;
-    if (g_mode == CIC_SLICE_NEVER || !m || !n || !k || k > INT_MAX / 2 || m > INT_MAX / 64 ||
-        n > INT_MAX / 64 || (!w && !wp[0].limbs))
-        return false;
-    if (g_mode == CIC_SLICE_ALWAYS)
-        return true;
-    cells = (double)m * (double)n;
-    return NS_CALL + cells * (double)k * NS_GEMM / (nb < 1 ? 1 : nb) +
-               ((double)(m + n) * (double)k * NS_SLICE + cells * NS_CELL) / nt <
-           GAIN * cells * (double)k * kernel_ns(mpfr_get_prec(x[0]), wp[0].prec) / nt;
-}
-
 static void op_clear(slice_op *P)
 {
     int t;
     for (t = 0; P->tws && t < P->nt; t++) {
-        atomic_fetch_add(&g_sliced, P->tws[t].sliced);
-        atomic_fetch_add(&g_kernel, P->tws[t].kernel);
+        CIC_RT_COUNT(P->rt, slice_sliced, P->tws[t].sliced);
+        CIC_RT_COUNT(P->rt, slice_kernel, P->tws[t].kernel);
         if (P->tws[t].ready) {
             cic_dot_scratch_clear(&P->tws[t].dot);
             cic_mpvec_destroy(P->tws[t].wrow, P->k);
@@ -811,8 +447,7 @@ void cic_mp_slice_ws_destroy(cic_slice_ws *ws)
 /* Room for need doubles in ws, grown when it holds less: 2 MiB aligned
  * and marked for transparent huge pages, since a 4 KiB page fault costs
  * 2 to 15 microseconds in a virtual machine (128 MiB of them took half a
- * second, huge pages a few milliseconds). */
-#define HUGE_PAGE ((size_t)2 << 20)
+ * second, huge pages a few milliseconds); HUGE_PAGE in mpslice_int.h. */
 static bool ws_room(cic_slice_ws *ws, size_t need)
 {
     size_t bytes;
@@ -850,7 +485,8 @@ static bool op_alloc_blocks(slice_op *P)
 /* P for the op, its per-row and per-thread arrays made. False when
  * memory runs out (op_clear frees what was made). */
 static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
-                     const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads)
+                     const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
+                     cic_rt *rt)
 {
     memset(P, 0, sizeof *P);
     P->y = y;
@@ -862,6 +498,7 @@ static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mp
     P->n = n;
     P->k = k;
     P->nt = threads;
+    P->rt = rt;
     P->xr = cic_calloc(m, sizeof *P->xr);
     P->wr = cic_calloc(n, sizeof *P->wr);
     P->dr = cic_calloc(m, sizeof *P->dr);
@@ -872,19 +509,19 @@ static bool op_start(slice_op *P, mpfr_t *y, const mpfr_t *x, size_t m, const mp
 
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                          const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
-                         cic_slice_ws *ws)
+                         cic_rt *rt, cic_slice_ws *ws)
 {
     cic_slice_ws own = {NULL, 0};
     slice_op P;
     int rc = 1;
     threads = threads < 1 ? 1 : threads > SL_MAX_THREADS ? SL_MAX_THREADS : threads;
-    if (!may_take(x, m, w, wp, n, k, threads))
+    if (!_cic_sl_may_take(x, m, w, wp, n, k, threads, rt))
         return 1;
-    if (!op_start(&P, y, x, m, w, wp, b, n, k, threads))
+    if (!op_start(&P, y, x, m, w, wp, b, n, k, threads, rt))
         goto cleanup;
     P.ws = ws ? ws : &own;
-    sl_parallel(&P, scan_part, (double)(m + n) * (double)k * NS_SCAN);
-    if (plan(&P) || !op_alloc_blocks(&P))
+    sl_parallel(&P, _cic_sl_scan_part, (double)(m + n) * (double)k * NS_SCAN);
+    if (_cic_sl_plan(&P) || !op_alloc_blocks(&P))
         goto cleanup;
     run_blocks(&P);
     if (!atomic_load(&P.failed))
@@ -892,20 +529,9 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
     if (!atomic_load(&P.failed))
         sl_parallel(&P, declined_rows_part, (double)P.ndr * (double)n * (double)k * NS_DOT);
     rc = atomic_load(&P.failed) ? 1 : 0;
-    atomic_fetch_add(&g_ops, rc == 0);
+    CIC_RT_COUNT(P.rt, slice_ops, rc == 0);
 cleanup:
     op_clear(&P);
     free(own.buf);
     return rc;
-}
-
-size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
-{
-    /* slices as the truth's rows have them: spans of prec + 64 bits (x)
-     * and 64 bits (float32 weights over 40 binades) at 16 bits a slice */
-    double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * 4;
-    double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)slice_budget();
-    double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t));
-    double all = (need < B ? need : B) + (double)HUGE_PAGE + rows; /* whole huge pages */
-    return all < 0x1p63 ? (size_t)all : SIZE_MAX; /* sizes from fuzzed cases saturate */
 }

@@ -9,32 +9,26 @@
 #define CIC_MPSLICE_H
 
 #include "mpvec.h"
+#include "rt.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* When cic_mp_linear_sliced takes an op: AUTO when its cost estimate is
- * below the row kernel's, ALWAYS whenever it can (tests: every shape goes
- * through the slices), NEVER (the row kernel only). */
-enum cic_slice_mode { CIC_SLICE_AUTO, CIC_SLICE_ALWAYS, CIC_SLICE_NEVER };
-
 /* The scratch one call holds at most (slices and products), bytes. */
 #define CIC_SLICE_BUDGET ((size_t)128 << 20)
 
-/* Process-wide settings, as cic_mp_matmul_set_threads: the mode (default
- * AUTO) and the scratch bound (0: CIC_SLICE_BUDGET; smaller ones force the
- * blocks tests need). Set them before runs start, not during one. */
-void cic_mp_slice_set(enum cic_slice_mode mode, size_t budget);
-enum cic_slice_mode cic_mp_slice_mode(void);
-
-/* Counts since the process started (or the last reset), for tests and
- * the benchmark: ops taken, outputs rounded from slices, outputs the row
- * kernel computed within ops taken, dgemm calls. */
+/* The mode (default AUTO) and the scratch bound (0: CIC_SLICE_BUDGET;
+ * smaller ones force the blocks tests need) are a run's settings, in its
+ * context (rt.h: slice_mode, slice_budget), read by each call.
+ *
+ * The counts of a context since it was made (or the last reset), for
+ * tests and the benchmark: ops taken, outputs rounded from slices, outputs
+ * the row kernel computed within ops taken, dgemm calls. All 0 for NULL. */
 typedef struct {
     uint64_t ops, sliced, kernel, gemms;
 } cic_slice_stats;
-void cic_mp_slice_stats(cic_slice_stats *s);
-void cic_mp_slice_stats_reset(void);
+void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt);
+void cic_mp_slice_stats_reset(cic_rt *rt);
 
 /* Scratch kept across calls, as a run keeps it across its linear ops:
  * the slices' and products' storage, grown to the largest need so far
@@ -55,14 +49,16 @@ void cic_mp_slice_ws_destroy(cic_slice_ws *ws);
  * or 1 when it took the op but could not finish (memory) or declined it
  * (not cheaper, or nothing it covers): y is then partly set, and the
  * caller runs the row kernel on every row. y may not alias x, w or b.
- * ws: the scratch to use (NULL: one for this call). */
+ * ws: the scratch to use (NULL: one for this call). rt: the run's context
+ * (its mode and budget; the call adds to its counters), NULL the default. */
 int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                          const cic_mp_pack *wp, const mpfr_t *b, size_t n, size_t k, int threads,
-                         cic_slice_ws *ws);
+                         cic_rt *rt, cic_slice_ws *ws);
 
 /* The scratch bytes a call on m x k activations at prec bits and n x k
  * weights holds (the memory estimate's share, src/case/memory.c): the
- * budget, or less when the op is small (its slices estimated from spans
+ * default budget CIC_SLICE_BUDGET (a context's smaller one holds less), or
+ * less when the op is small (its slices estimated from spans
  * of prec + 64 bits for x and 64 for the weights, 16 bits a slice),
  * rounded up to a huge page, and the per-row records. */
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec);

@@ -6,9 +6,9 @@
  * the few values it cannot prove go through MPFR. */
 #include "rng.h"
 
-#include "mpgemm.h"
 #include "mpvec.h"
 #include "par.h"
+#include "rt.h"
 
 #include <fenv.h>
 #include <float.h>
@@ -282,12 +282,12 @@ static void fill_share(void *a, int t, int nt)
 #define FILL_MIN_SLICE ((uint64_t)1 << 16) /* values a thread is worth (ms of work) */
 
 /* Each value depends on (key, i) alone, so slices of the fill (cut at even
- * i: a normal pair stays whole) go to cic_mp_matmul_threads() threads and
- * give the same bits as one thread. */
-void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std)
+ * i: a normal pair stays whole) go to up to threads threads (<= 0: one per
+ * online core) and give the same bits as one thread. */
+void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std, int threads)
 {
     fill_job f = {x, n, key, dist, std};
-    int T = cic_mp_matmul_threads();
+    int T = threads > 0 ? threads : cic_rt_matmul_threads(NULL);
     if (T > FILL_MAX_THREADS)
         T = FILL_MAX_THREADS;
     if ((uint64_t)T > n / FILL_MIN_SLICE)

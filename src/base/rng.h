@@ -32,8 +32,10 @@ float cic_rng_normal_f32(uint64_t key, uint64_t i);
  * (dist 1, uniform with that std), formed at 64 bits and rounded to
  * binary32. The bits are those of the MPFR definition (_cic_rng_fill_f32_mp);
  * most values are computed in double and proved to round the same way
- * (rng.c has the error bound), the rest in MPFR. */
-void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std);
+ * (rng.c has the error bound), the rest in MPFR. Large fills are split over
+ * up to threads threads (<= 0: one per online core; a run's
+ * cic_rt_matmul_threads, rt.h); the bits do not depend on it. */
+void cic_rng_fill_f32(float *x, uint64_t n, uint64_t key, int dist, double std, int threads);
 
 /* For tests and benchmarks. _cic_rng_fill_f32_mp: the same fill, every value
  * through MPFR (the definition, and the speed before the double path).

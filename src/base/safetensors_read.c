@@ -77,6 +77,8 @@ typedef struct {
     const char *_Atomic path;  /* the cic_stfile's copy, alive while the slot is used */
 } st_slot;
 
+/* Process-wide on purpose (base/rt.h): the SIGBUS handler belongs to the
+ * process and must find the mapping a fault hit whichever run made it. */
 static st_slot g_slot[CIC_STFILE_MAX_MAPPED];
 static const cic_stfile *g_owner[CIC_STFILE_MAX_MAPPED]; /* under g_lock */
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;

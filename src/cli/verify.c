@@ -2,7 +2,6 @@
 /* verify.c: the `cicheck verify` command (src/pipeline/verify.h). */
 #include "run.h"
 
-#include "../base/mpgemm.h"
 #include "../engine/engine.h"
 #include "../pipeline/verify.h"
 #include "../report/report.h"
@@ -288,10 +287,7 @@ int cic_cmd_verify(int argc, char **argv)
         return verify_usage("a checkpoint path is too long%s", "");
     strcpy(o.orig, pos[0]);
     strcpy(o.trans, pos[1]);
-    if (threads > 0) {
-        cic_engine_mpfr_set_threads((int)threads);
-        cic_mp_matmul_set_threads((int)threads);
-    }
+    o.threads = (int)threads;
     rc = cic_verify(&o, &r, &d);
     if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
         cic_diag_print(stderr, &d);

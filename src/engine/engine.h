@@ -75,6 +75,8 @@ int cic_engine_f64_run(double *out, const cic_model *m, enum cic_matmul mm,
  * values (tensor hp) unless rounded_weights, then their float32 roundings.
  * prec must be >= every hp_prec. out: rows x cols values, initialised by the
  * caller (any precision; each is rounded once from a prec-bit result).
+ * Its threads (at most 16; the bits are the same for any count), the
+ * linear ops' path and the counters are m's context (m->rt, base/rt.h).
  * Returns 0, -1 or -2. */
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o);
@@ -85,10 +87,5 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
  * for the f32 engine. Returns 0, -1 or -2. */
 int cic_engine_lowp_run(float *out, const cic_model *m, const cic_lowp_spec *lp,
                         enum cic_matmul mm, const cic_run_opts *o);
-
-/* Threads of the MPFR engine (n <= 0: one per online core, at most 16).
- * Results are bit-identical for every thread count. */
-void cic_engine_mpfr_set_threads(int n);
-int cic_engine_mpfr_threads(void);
 
 #endif

@@ -42,7 +42,9 @@ typedef struct cic_ball_out {
 /* The midpoints of tensor id (the engine's values), for the hooks. */
 typedef const mpfr_t *(*cic_ball_mid_fn)(void *ctx, int id);
 
-cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns);
+/* A ball run of m at prec over ns samples, its bounds split over threads
+ * threads (the engine run's). NULL when memory runs out. */
+cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads);
 void cic_ball_destroy(cic_ball *b);
 
 /* Before op o's kernel runs (its inputs intact): the bounds that need the

@@ -33,6 +33,7 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
     if (!m)
         return NULL;
     m->cfg = *cfg;
+    m->rt = p ? p->rt : NULL; /* before the weights: the draw's threads */
     m->rows = cfg->tokens * cfg->samples;
     m->output = m->residual = -1;
     m->cond = -1;

@@ -3,22 +3,19 @@
 #include "lazy.h"
 
 #include "../base/base.h"
-#include "../base/mpgemm.h"
 #include "../base/par.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
-static atomic_ulong g_fallback;
-
-unsigned long cic_lazy_fallback_lines(void)
+unsigned long cic_lazy_fallback_lines(const cic_rt *rt)
 {
-    return atomic_load(&g_fallback);
+    return rt ? (unsigned long)atomic_load(&rt->lazy_fallback) : 0;
 }
 
 cic_lazy *cic_lazy_values(float *src, int rows, int cols, const float *gain,
-                          mpfr_prec_t prec)
+                          mpfr_prec_t prec, cic_rt *rt)
 {
     cic_lazy *z = cic_calloc(1, sizeof *z);
     if (!z || (gain && !(z->gain = cic_calloc((size_t)cols, sizeof *z->gain)))) {
@@ -33,6 +30,7 @@ cic_lazy *cic_lazy_values(float *src, int rows, int cols, const float *gain,
     z->prec = prec;
     z->side = CIC_LAZY_VALUES;
     z->src = src;
+    z->rt = rt;
     return z;
 }
 
@@ -56,6 +54,7 @@ cic_lazy *cic_lazy_rotate(cic_lazy *base, enum cic_lazy_side side, int d, int K,
     z->prec = prec;
     z->side = side;
     z->base = cic_lazy_ref(base);
+    z->rt = base->rt;
     z->d = d;
     z->K = K;
     return z;
@@ -190,7 +189,7 @@ static void rotated_line(const cic_lazy *z, int l, lws *s)
     }
     exact = cic_mp_fwht_row(s->v, d, z->K, z->hk, false, s->acc, s->t0);
     if (!exact)
-        atomic_fetch_add(&g_fallback, 1);
+        CIC_RT_COUNT(z->rt, lazy_fallback, 1);
     for (j = 0; j < d; j++) {
         if (!exact || mpfr_zero_p(s->v[j])) {
             by_column(z, j, s); /* the sign of a zero sum is the dot product's */
@@ -241,7 +240,7 @@ static int walk(const cic_lazy *z, sink out)
 {
     ljob J = {z, out, {0}};
     int n = z->side == CIC_LAZY_LEFT ? z->cols : z->rows, t, rc = 0;
-    cic_par_ranges(n > 0 ? (size_t)n : 0, cic_mp_matmul_threads(), lines, &J);
+    cic_par_ranges(n > 0 ? (size_t)n : 0, cic_rt_matmul_threads(z->rt), lines, &J);
     for (t = 0; t < CIC_PAR_MAX; t++)
         rc = J.rc[t] < 0 ? -1 : rc;
     return rc;
@@ -317,7 +316,7 @@ static void direct_rows(void *p, size_t lo, size_t hi, int t)
         }
 }
 
-/* Rows split over cic_mp_matmul_threads() (a 7B layer's 200 M values take
+/* Rows split over the recipe's cic_rt_matmul_threads (a 7B layer's 200 M values take
  * seconds on one): each value is computed alone, so the bits are those of
  * one thread. */
 static void values_direct(const cic_lazy *z, float *f32, double *f64)
@@ -326,7 +325,8 @@ static void values_direct(const cic_lazy *z, float *f32, double *f64)
     int n = z->rows;
     /* below a million values a thread costs more than it saves */
     cic_par_ranges(n > 0 ? (size_t)n : 0,
-                   (double)n * z->cols < 1e6 ? 1 : cic_mp_matmul_threads(), direct_rows, &J);
+                   (double)n * z->cols < 1e6 ? 1 : cic_rt_matmul_threads(z->rt), direct_rows,
+                   &J);
 }
 
 int cic_lazy_make_f32(const cic_lazy *z, float *out)

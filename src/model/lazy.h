@@ -22,6 +22,7 @@
 #define CIC_LAZY_H
 
 #include "../base/mpvec.h"
+#include "../base/rt.h"
 
 #include <mpfr.h>
 #include <stdbool.h>
@@ -42,16 +43,19 @@ struct cic_lazy {
     cic_lazy *base;
     int d, K;                /* Q's order and its base's (1: Sylvester) */
     signed char *hk, *sign;  /* K x K base, d signs s_j (owned) */
+    cic_rt *rt;              /* the run's context: threads, counters (NULL:
+                              * the default, uncounted); not owned */
 };
 
 /* A VALUES recipe over src (rows * cols values, ownership taken) with
- * gain (cols values, copied; may be NULL) at prec. NULL when memory runs
- * out (src is then still the caller's). */
+ * gain (cols values, copied; may be NULL) at prec, made under context rt
+ * (the model's, which must outlive the recipe; may be NULL). NULL when
+ * memory runs out (src is then still the caller's). */
 cic_lazy *cic_lazy_values(float *src, int rows, int cols, const float *gain,
-                          mpfr_prec_t prec);
+                          mpfr_prec_t prec, cic_rt *rt);
 /* base (VALUES, a reference taken) rotated on side by
- * Q = (hk (x) Syl_{d/K}) diag(sign) RN(1/sqrt(d)) at prec; hk and sign are
- * copied. NULL when memory runs out. */
+ * Q = (hk (x) Syl_{d/K}) diag(sign) RN(1/sqrt(d)) at prec, under base's
+ * context; hk and sign are copied. NULL when memory runs out. */
 cic_lazy *cic_lazy_rotate(cic_lazy *base, enum cic_lazy_side side, int d, int K,
                           const signed char *hk, const signed char *sign, mpfr_prec_t prec);
 cic_lazy *cic_lazy_ref(cic_lazy *z);
@@ -60,14 +64,16 @@ void cic_lazy_unref(cic_lazy *z);
 /* The values, made: into out (rows * cols values at z->prec), into a pack
  * (cic_mp_pack_alloc'd at z->prec, finished), or rounded to float32 (each
  * value at z->prec rounded once more, as cic_mpvec_get_f32 does). 0, or -1
- * when memory runs out. Lines are split over cic_mp_matmul_threads(). */
+ * when memory runs out. Lines are split over the recipe's
+ * cic_rt_matmul_threads. */
 int cic_lazy_make(const cic_lazy *z, mpfr_t *out);
 int cic_lazy_make_pack(const cic_lazy *z, cic_mp_pack *pk);
 int cic_lazy_make_f32(const cic_lazy *z, float *out);
 /* ... or each rounded to double (no MPFR copy of the whole tensor). */
 int cic_lazy_make_f64(const cic_lazy *z, double *out);
 
-/* Lines that took the dot products so far (all threads; for the tests). */
-unsigned long cic_lazy_fallback_lines(void);
+/* Lines that took the dot products so far under rt (all threads; for the
+ * tests): its lazy_fallback counter, 0 for NULL. */
+unsigned long cic_lazy_fallback_lines(const cic_rt *rt);
 
 #endif

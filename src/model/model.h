@@ -16,6 +16,7 @@
 #ifndef CIC_MODEL_H
 #define CIC_MODEL_H
 
+#include "../base/rt.h"
 #include "../kind/kind.h"
 
 #include <mpfr.h>
@@ -82,14 +83,20 @@ typedef struct cic_model_s {
      * released by keep_free when the model is destroyed; NULL none. */
     void *keep;
     void (*keep_free)(void *keep);
+    /* The runtime context of the run the model belongs to (base/rt.h:
+     * threads, the slice path, counters), read by whatever builds,
+     * transforms or runs it; clones and transformed models keep it. NULL:
+     * the default. Not owned: it outlives the model. */
+    cic_rt *rt;
 } cic_model;
 
 /* Progress of a build: fn is called after each tensor's values are drawn,
  * with the values drawn so far and the total (seconds of work at d = 1152,
- * much more at d = 4096). */
+ * much more at d = 4096); fn may be NULL. */
 typedef struct {
     void (*fn)(void *ctx, double done, double total);
     void *ctx;
+    cic_rt *rt; /* the context the model gets (cic_model.rt; may be NULL) */
 } cic_model_progress;
 
 /* Build the original model of a case: graph and weights (a pure function of

@@ -26,13 +26,15 @@ static int _cic_draw(cic_model *m, int id)
     if ((id == m->input || id == m->cond) && m->cfg.sample0 > 0)
         skip = (size_t)m->cfg.sample0 * (n / (size_t)m->cfg.samples);
     if (skip == 0) {
-        cic_rng_fill_f32(t->f32, (uint64_t)n, key, (int)m->cfg.dist, t->fill_std);
+        cic_rng_fill_f32(t->f32, (uint64_t)n, key, (int)m->cfg.dist, t->fill_std,
+                         cic_rt_matmul_threads(m->rt));
         return 0;
     }
     all = cic_calloc(skip + n, sizeof *all);
     if (!all)
         return -1;
-    cic_rng_fill_f32(all, (uint64_t)(skip + n), key, (int)m->cfg.dist, t->fill_std);
+    cic_rng_fill_f32(all, (uint64_t)(skip + n), key, (int)m->cfg.dist, t->fill_std,
+                     cic_rt_matmul_threads(m->rt));
     memcpy(t->f32, all + skip, n * sizeof *all);
     free(all);
     return 0;

@@ -5,7 +5,6 @@
  * the rows of results in rows.c. */
 #include "pipeline_int.h"
 
-#include "../base/mpgemm.h"
 #include "../base/mpvec.h"
 #include "../base/safetensors_read.h"
 #include "../metric/flops.h"
@@ -129,6 +128,14 @@ static int score(cic_pipeline *p, cic_diag *d)
     return CIC_OK;
 }
 
+/* The run's context: the caller's, or one of its own from the threads
+ * option (no state is shared with other runs in the process). */
+static void rt_setup(cic_pipeline *p)
+{
+    cic_rt_init(&p->rt_own, p->o.threads);
+    p->rt = p->o.rt ? p->o.rt : &p->rt_own;
+}
+
 int cic_pipeline_check(const cic_case *c, bool dump, cic_diag *d)
 {
     if (cic_xform_check(CIC_CASE_CHAIN(c), d) != CIC_OK || (dump && cic_dump_names_check(c, d) != CIC_OK))
@@ -149,10 +156,7 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     p->o = *o;
     p->c = c;
     p->t0 = _cic_pl_now();
-    if (o->threads > 0) {
-        cic_engine_mpfr_set_threads(o->threads);
-        cic_mp_matmul_set_threads(o->threads);
-    }
+    rt_setup(p);
     if (cic_pipeline_check(c, false, d) != CIC_OK)
         return CIC_EINPUT;
     if ((rc = memory_guard(p, d)) != CIC_OK)
@@ -215,6 +219,7 @@ int cic_pipeline_replay(cic_pipeline **out, const cic_case *c, const cic_pipelin
     p->o = *o;
     p->c = c;
     p->t0 = _cic_pl_now();
+    rt_setup(p);
     if ((rc = allocate(p, d)) != CIC_OK) {
         cic_pipeline_partials_free(parts);
         return rc;

@@ -42,7 +42,10 @@ typedef struct {
     cic_progress progress;
     double max_memory;        /* bytes; 0: half the machine's RAM */
     int threads;              /* MPFR engine threads (the bits do not depend on
-                               * it); 0: as set before (one per core) */
+                               * it); 0: one per online core */
+    cic_rt *rt;               /* the runtime context the run uses and counts
+                               * into (base/rt.h; the API session's), or NULL:
+                               * the run's own, from threads */
     bool keep_models;         /* keep every model and output for cic_pipeline_dump */
     bool no_baseline;         /* do not compare with a baseline */
     const char *baseline_dir; /* NULL: reference/ (compared when the file exists) */

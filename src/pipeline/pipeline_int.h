@@ -30,6 +30,8 @@ typedef struct {
 
 struct cic_pipeline {
     cic_pipeline_opts o;
+    cic_rt *rt;      /* o.rt, or rt_own made from o.threads; every model has it */
+    cic_rt rt_own;
     const cic_case *c;
     mpfr_prec_t prec;
     cic_model *orig;

@@ -30,7 +30,7 @@ static void weights_work(void *ctx, double done, double total)
 cic_model *_cic_pl_build_original(cic_pipeline *r, cic_diag *d)
 {
     cic_pl_work w = {r, "weights", 0};
-    cic_model_progress mp = {NULL, NULL};
+    cic_model_progress mp = {NULL, NULL, r->rt};
     cic_model *m;
     if (r->c->model.checkpoint[0])
         _cic_pl_stage(r, "weights: reading about %.3g values from %s (layers %d .. %d)",

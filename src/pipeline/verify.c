@@ -145,8 +145,9 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
  * given (the embedding's too when embeds: the input is token ids). */
 static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bool embeds,
                        cic_ckpt_storage *st, const cic_model_cfg *cmp, cic_model_cfg *cfg,
-                       cic_diag *d)
+                       cic_rt *rt, cic_diag *d)
 {
+    cic_model_progress mp = {NULL, NULL, rt};
     cic_ckpt *k = cic_ckpt_open(dir, d);
     cic_model *m = NULL;
     int i;
@@ -158,7 +159,7 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bo
         return NULL;
     }
     d->msg[0] = '\0';
-    m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, NULL, d);
+    m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, &mp, d);
     if (!m && !d->msg[0])
         cic_diag_set(d, dir, 0, 0, "out of memory building the model");
     for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
@@ -240,7 +241,8 @@ static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, bool 
         cic_mpvec_destroy(x, n);
         return -1;
     }
-    cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false, &s);
+    cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false,
+                  cic_rt_matmul_threads(b->rt), &s);
     for (i = 0; i < n; i++) /* the float engines' input: X Q rounded once */
         b->t[b->input].f32[i] = cic_mp_get_f32(b->t[b->input].hp[i]);
     cic_dot_scratch_clear(&s);
@@ -325,6 +327,7 @@ typedef struct {
     tap ta, tb;
     size_t n_out, n_res;
     int n_layers;
+    cic_rt rt; /* the run's context (threads); both models point to it */
 } work;
 
 static void work_free(work *w)
@@ -449,7 +452,7 @@ static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_pre
             return -1;
         }
         cic_mp_matmul(w->tmp, (const mpfr_t *)w->tb.resid[l], false, (const mpfr_t *)w->q, true,
-                      w->a->rows, dm, dm, false, &s);
+                      w->a->rows, dm, dm, false, cic_rt_matmul_threads(w->a->rt), &s);
         r->ce[l] = cic_metric_rel_diff((const mpfr_t *)w->tmp, (const mpfr_t *)w->ta.resid[l],
                                        w->n_res, p);
         r->verdict[l] = judge(r->ce[l], r);
@@ -497,7 +500,7 @@ static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, boo
     }
     thresholds(r, sb, NULL, p);
     if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, &w->a->cfg, o->ln_fused,
-                             r->eq, d) < 0)
+                             r->eq, cic_rt_matmul_threads(&w->rt), d) < 0)
         return CIC_EINTERNAL;
     if (w->q) {
         r->q_src = CIC_VERIFY_Q_RECOVERED;
@@ -533,6 +536,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&w, 0, sizeof w);
+    cic_rt_init(&w.rt, o->threads); /* the models' context: they hold &w.rt */
     memset(r, 0, sizeof *r);
     r->first_bad = -1;
     if (o->tokens > CIC_CASE_MAX_TOKENS || o->samples > CIC_MAX_SAMPLES ||
@@ -544,8 +548,8 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     }
     if (o->case_file[0] && !(ec = engines_case(o, d)))
         return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
-    w.a = load(o, o->orig, false, !hidden, NULL, NULL, &r->cfg, d);
-    w.b = w.a ? load(o, o->trans, true, !hidden, &sb, &r->cfg, &cb, d) : NULL;
+    w.a = load(o, o->orig, false, !hidden, NULL, NULL, &r->cfg, &w.rt, d);
+    w.b = w.a ? load(o, o->trans, true, !hidden, &sb, &r->cfg, &cb, &w.rt, d) : NULL;
     if (!w.a || !w.b) {
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;

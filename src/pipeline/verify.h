@@ -60,6 +60,8 @@ typedef struct {
     /* a case file whose [engines] name the f32 and low-precision engines
      * both models also run in ("" the f32 engine over OpenBLAS alone) */
     char case_file[1024];
+    int threads;        /* MPFR threads (the bits do not depend on it); 0: one
+                         * per online core */
 } cic_verify_opts;
 
 #define CIC_VERIFY_MAX_LAYERS CIC_CASE_MAX_LAYERS
@@ -120,9 +122,11 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d);
  * NULL with f->why set when the embeddings do not determine Q (fewer rows
  * than d, rank deficient, not a rotation, not orthogonal, unreadable, or
  * more than half the machine's memory for cfg's sizes: d_model and the
- * vocabulary d_out). 0, or -1 when memory runs out (d set). */
+ * vocabulary d_out). threads: as for cic_verify_q_orth_bound. 0, or -1
+ * when memory runs out (d set). */
 int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
-                         const cic_model_cfg *cfg, bool center, double eq, cic_diag *d);
+                         const cic_model_cfg *cfg, bool center, double eq, int threads,
+                         cic_diag *d);
 /* The least-squares q (d x d, row-major) of ea q = eb (rows x d each,
  * row-major) through the normal equations in double with one step of
  * refinement, and the relative residual into *fit. 0; 1 with why set when
@@ -132,8 +136,9 @@ int cic_verify_q_lsq(double *q, double *fit, const double *ea, const double *eb,
                      char *why, size_t cap);
 /* A proven upper bound on ||Q^T Q - I||_2 for the d x d doubles q (its
  * Frobenius norm bounded in MPFR: exact products, correctly rounded sums,
- * the rest rounded up); +Inf for a non-finite q or when memory runs out. */
-double cic_verify_q_orth_bound(const double *q, int d);
+ * the rest rounded up); +Inf for a non-finite q or when memory runs out.
+ * Q^T Q's rows are split over threads threads (0: one per online core). */
+double cic_verify_q_orth_bound(const double *q, int d, int threads);
 
 /* report.json of a verify run into path (atomically). 0, or -1 with d set. */
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,

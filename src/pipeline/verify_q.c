@@ -133,7 +133,7 @@ done:
     return rc;
 }
 
-double cic_verify_q_orth_bound(const double *q, int d)
+double cic_verify_q_orth_bound(const double *q, int d, int threads)
 {
     /* S = Q^T Q with every entry the correctly rounded (to P bits) exact dot
      * product of the 53-bit values, so |S_ij - exact| <= 2^(1-P) |S_ij|;
@@ -152,7 +152,8 @@ double cic_verify_q_orth_bound(const double *q, int d)
         goto done;
     for (i = 0; i < dd; i++)
         mpfr_set_d(qm[i], q[i], MPFR_RNDN); /* exact */
-    cic_mp_matmul(s, (const mpfr_t *)qm, true, (const mpfr_t *)qm, false, d, d, d, false, &sc);
+    cic_mp_matmul(s, (const mpfr_t *)qm, true, (const mpfr_t *)qm, false, d, d, d, false, threads,
+                  &sc);
     cic_dot_scratch_clear(&sc);
     mpfr_inits2(64, t, e, sum, (mpfr_ptr)0);
     mpfr_set_zero(sum, 1);
@@ -215,7 +216,8 @@ static bool too_big(int rows, int d, char *why, size_t cap)
 }
 
 int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const char *trans,
-                         const cic_model_cfg *cfg, bool center, double eq, cic_diag *d)
+                         const cic_model_cfg *cfg, bool center, double eq, int threads,
+                         cic_diag *d)
 {
     double *ea = NULL, *eb = NULL, *qd = NULL;
     int ra = 0, ca = 0, rb = 0, cb = 0, rc = -1, r, j;
@@ -266,7 +268,7 @@ int cic_verify_q_recover(mpfr_t **q, cic_verify_qfit *f, const char *orig, const
                  "equivalence threshold)", f->fit, eq);
         goto done;
     }
-    f->orth_bound = cic_verify_q_orth_bound(qd, ca);
+    f->orth_bound = cic_verify_q_orth_bound(qd, ca, threads);
     if (!(f->orth_bound <= eq / 8)) {
         snprintf(f->why, sizeof f->why, "the Q that fits the embeddings is not orthogonal to "
                  "within an eighth of the equivalence threshold: ||Q^T Q - I||_2 <= %.3g "

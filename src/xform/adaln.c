@@ -30,14 +30,12 @@
 #include <string.h>
 
 /* Whether a strategy computed through dgemm holds Q as doubles (the
- * default); off, Q is MPFR at 53 bits and the products cic_mp_matmul's
- * through dgemm, kept as MPFR numbers: the same bits, slower. For the
- * tests, which compare the two. */
-static bool g_doubles = true;
-
-void _cic_xf_adaln_doubles(bool on)
+ * default); with the run's adaln_q_mpfr (base/rt.h), Q is MPFR at 53 bits
+ * and the products cic_mp_matmul's through dgemm, kept as MPFR numbers:
+ * the same bits, slower. For the tests, which compare the two. */
+static bool q_doubles(const cic_xf_ctx *cx)
 {
-    g_doubles = on;
+    return cx->blas && !(cx->m->rt && cx->m->rt->adaln_q_mpfr);
 }
 
 /* Q (d x d at p bits) for a strategy: mean-preserving or plain; a Hadamard
@@ -195,8 +193,8 @@ static int branch(cic_model *m, const cic_model *orig, const cic_adaln_graph *g,
     bool reg = x->q == CIC_Q_REGULAR;
     cic_xf_aq qd, qm;
     memset(&qm, 0, sizeof qm);
-    if (aq_make(&qd, d, G, x, x->q_seed, false, cx->blas && g_doubles, p) < 0 ||
-        aq_make(&qm, f, G, x, x->q_seed + 1, false, cx->blas && g_doubles, p) < 0)
+    if (aq_make(&qd, d, G, x, x->q_seed, false, q_doubles(cx), p) < 0 ||
+        aq_make(&qm, f, G, x, x->q_seed + 1, false, q_doubles(cx), p) < 0)
         goto done;
     if (x->fast) { /* group-wise: the first block's signs serve every block */
         set_signs(m, g->bs_d, &qd, G ? G : d, reg);
@@ -264,7 +262,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
         rc = branch(m, orig, &g, x, &cx, p);
         goto done;
     }
-    if (aq_make(&q, orig->cfg.d_model, 0, x, x->q_seed, mp, cx.blas && g_doubles, p) < 0 ||
+    if (aq_make(&q, orig->cfg.d_model, 0, x, x->q_seed, mp, q_doubles(&cx), p) < 0 ||
         stream_q(m, orig, &g, x, &q, centered) < 0)
         goto done;
     /* the stream: X C Q (centered) or X Q (mean-preserving Q); through

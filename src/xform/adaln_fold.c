@@ -76,12 +76,12 @@ static int dot_rows(void *p, int lo, int hi)
  * values, v and b at most prec bits), each a correctly rounded dot
  * product (cic_fold_in_b's, the modulation's), W's rows made one at a
  * time (the adaLN linear's 8 M weights as MPFR numbers would take 300
- * MB), the rows split over threads. 0, or -1. */
+ * MB), the rows split over threads threads. 0, or -1. */
 static int dots_by_row(mpfr_t *out, const cic_tensor *w, const mpfr_t *v, const mpfr_t *b,
-                       mpfr_prec_t prec)
+                       mpfr_prec_t prec, int threads)
 {
     dots_job J = { out, w, v, b, prec > vals_prec(w) ? prec : vals_prec(w) };
-    return _cic_xf_par(w->rows, 4.0 * w->rows * (double)w->cols, dot_rows, &J);
+    return _cic_xf_par(w->rows, 4.0 * w->rows * (double)w->cols, threads, dot_rows, &J);
 }
 
 /* The calibration sample's modulation: SiLU(c0) W^T + b, [rows of W]. */
@@ -104,7 +104,7 @@ static int modulation(mpfr_t *out, const cic_model *m, int w, int b, int sample,
         mpfr_div(sc[j], sc[j], t, MPFR_RNDN);
     }
     mpfr_clear(t);
-    rc = dots_by_row(out, &m->t[w], (const mpfr_t *)sc, bv, ws->prec);
+    rc = dots_by_row(out, &m->t[w], (const mpfr_t *)sc, bv, ws->prec, ws->threads);
 done:
     cic_mpvec_destroy(sc, (size_t)dc);
     cic_mpvec_destroy(tb, (size_t)n);
@@ -156,6 +156,7 @@ static int fold_mp(cic_model *m, int w, int b, bool reader, const mpfr_t *shift_
     if (cic_fold_ws_init(&own, n, ws->vec_n, ws->prec) < 0)
         return -1;
     own.blas = ws->blas;
+    own.threads = ws->threads;
     rc = fold_mp_ws(m, w, b, reader, shift_or_gate, scale, q, center, &own);
     cic_fold_ws_clear(&own);
     return rc;
@@ -185,7 +186,7 @@ static int fold_bias(mpfr_t *nb, const cic_model *m, int w, int b, bool reader,
     if (!bv || (!reader && !qm))
         goto done;
     if (reader)
-        rc = dots_by_row(nb, &m->t[w], shift_or_gate, bv, ws->prec);
+        rc = dots_by_row(nb, &m->t[w], shift_or_gate, bv, ws->prec, ws->threads);
     else {
         cic_fold_out_b(nb, bv, rows, shift_or_gate, qm, center, ws);
         rc = 0;
@@ -215,7 +216,7 @@ static int fold_f64(cic_model *m, int w, int b, bool reader, const mpfr_t *shift
     if (!(wv = cic_tensor_f64_create(t, false)) || !(nw = cic_model_array_alloc(n, sizeof *nw, false)))
         goto done;
     rc = reader ? cic_fold_in_w_f64(nw, wv, rows, cols, v, q->f64)
-                : cic_fold_out_w_f64(nw, wv, rows, cols, v, q->f64, center);
+                : cic_fold_out_w_f64(nw, wv, rows, cols, v, q->f64, center, ws->threads);
     if (rc != 0 || (rc = fold_bias(nb, m, w, b, reader, shift_or_gate, q, center, ws)) < 0)
         goto done;
     cic_tensor_set_f64(t, nw, ws->prec);
@@ -293,6 +294,7 @@ int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spe
         return -1;
     }
     ws.blas = x->prec == CIC_TPREC_F64_BLAS;
+    ws.threads = cic_rt_matmul_threads(m->rt);
     for (i = 0; i < (size_t)orig->n_ops; i++) {
         const cic_op *o = &orig->ops[i];
         int li;

@@ -45,7 +45,8 @@ void cic_fold_in_w(mpfr_t *out, const mpfr_t *w, int n, int d, const mpfr_t *sca
     for (j = 0; j < n; j++)
         for (k = 0; k < d; k++)
             mpfr_mul(ws->tmp[(size_t)j * d + k], w[(size_t)j * d + k], ws->vec[k], MPFR_RNDN);
-    cic_mp_matmul(out, (const mpfr_t *)ws->tmp, false, q, false, n, d, d, ws->blas, &ws->dot);
+    cic_mp_matmul(out, (const mpfr_t *)ws->tmp, false, q, false, n, d, d, ws->blas, ws->threads,
+                  &ws->dot);
 }
 
 void cic_fold_in_b(mpfr_t *out, const mpfr_t *w, const mpfr_t *b, int n, int d,
@@ -82,7 +83,8 @@ void cic_fold_out_w(mpfr_t *out, const mpfr_t *w, int d, int k, const mpfr_t *ga
             mpfr_mul(ws->tmp[(size_t)j * k + c], gate[j], w[(size_t)j * k + c], MPFR_RNDN);
     if (center)
         center_cols(ws->tmp, d, k, ws);
-    cic_mp_matmul(out, q, true, (const mpfr_t *)ws->tmp, false, d, k, d, ws->blas, &ws->dot);
+    cic_mp_matmul(out, q, true, (const mpfr_t *)ws->tmp, false, d, k, d, ws->blas, ws->threads,
+                  &ws->dot);
 }
 
 void cic_fold_out_b(mpfr_t *out, const mpfr_t *b, int d, const mpfr_t *gate,
@@ -140,7 +142,7 @@ done:
 }
 
 int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double *gate,
-                       const double *q, bool center)
+                       const double *q, bool center, int threads)
 {
     size_t j, c, dk = (size_t)d * k;
     double *tmp = cic_model_array_alloc(dk, sizeof *tmp, false);
@@ -158,7 +160,7 @@ int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double 
         }
     /* each column's mean as center_cols makes it, the subtraction in
      * double (exact in the subnormal range, RN above it) */
-    if (center && (rc = _cic_xf_center_f64(tmp, k, d, 1, (size_t)k)) != 0)
+    if (center && (rc = _cic_xf_center_f64(tmp, k, d, 1, (size_t)k, threads)) != 0)
         goto done;
     cic_gemm_f64(out, q, true, tmp, false, d, k, d);
     rc = 0;

@@ -27,6 +27,7 @@ typedef struct {
     mpfr_ptr *ptr; /* max_d */
     mpfr_prec_t prec;
     bool blas;     /* the products by Q in double through dgemm (prec 53) */
+    int threads;   /* the products' threads (base/mpgemm.h; 0: one per core) */
 } cic_fold_ws;
 
 /* Workspace for matrices of up to max_elems values and vectors of up to
@@ -52,10 +53,10 @@ void cic_fold_out_b(mpfr_t *out, const mpfr_t *b, int d, const mpfr_t *gate,
  * cic_mp_matmul makes. w, scale, gate and q are the values of cic_fold_in_w
  * and cic_fold_out_w at 53 bits, as doubles (exact). 0; 1 when a step
  * would round otherwise (out unspecified: take the MPFR folds); -1 when
- * memory runs out. */
+ * memory runs out. threads: the column means' (0: one per online core). */
 int cic_fold_in_w_f64(double *out, const double *w, int n, int d, const double *scale,
                       const double *q);
 int cic_fold_out_w_f64(double *out, const double *w, int d, int k, const double *gate,
-                       const double *q, bool center);
+                       const double *q, bool center, int threads);
 
 #endif

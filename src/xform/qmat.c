@@ -275,7 +275,10 @@ static int hadamard_fill(mpfr_t *q, double *qd, int d, int Kreq, uint64_t seed, 
     mpfr_rec_sqrt(r, r, MPFR_RNDN);
     F.r = r;
     F.rd = mpfr_get_d(r, MPFR_RNDN);
-    (void)_cic_xf_par(d, (double)d * d, hadamard_rows, &F);
+    /* Q builders are pure functions of (d, seed, prec), also called with
+     * no run at hand: the rows over one share per online core (the bits
+     * do not depend on it) */
+    (void)_cic_xf_par(d, (double)d * d, 0, hadamard_rows, &F);
     mpfr_clear(r);
     free(hk);
     free(s);

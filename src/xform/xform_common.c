@@ -95,12 +95,14 @@ static void par_range(void *p, size_t lo, size_t hi, int t)
     j->rc[t] = j->fn(j->ctx, (int)lo, (int)hi);
 }
 
-int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx)
+int _cic_xf_par(int n, double work, int threads, int (*fn)(void *ctx, int lo, int hi),
+                void *ctx)
 {
     par_job j = {fn, ctx, {0}};
     int t, rc = 0;
-    cic_par_ranges(n > 0 ? (size_t)n : 0, work < 1e6 ? 1 : cic_mp_matmul_threads(), par_range,
-                   &j);
+    cic_par_ranges(n > 0 ? (size_t)n : 0,
+                   work < 1e6 ? 1 : threads > 0 ? threads : cic_rt_matmul_threads(NULL),
+                   par_range, &j);
     for (t = 0; t < CIC_PAR_MAX; t++)
         if (rc >= 0 && (j.rc[t] < 0 || j.rc[t] > rc))
             rc = j.rc[t];
@@ -138,14 +140,15 @@ void _cic_xf_ctx_clear(ctx *c)
 
 /* Fold a norm's gain g and bias b into the reader linear op r. */
 /* Tensor t's float32 values made a recipe of their own (lazy.h), with
- * gain (cols values; NULL none) at prec: the recipe takes the values, and
+ * gain (cols values; NULL none) at prec under the model's context rt:
+ * the recipe takes the values, and
  * f32 holds what it makes, rounded (the values themselves without a gain
  * at 24 bits or more). 0, or -1 when memory runs out (t unchanged). */
-static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec)
+static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec, cic_rt *rt)
 {
     size_t n = (size_t)t->rows * t->cols;
     float *rounded = cic_model_array_alloc(n, sizeof *rounded, false);
-    cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols, gain, prec) : NULL;
+    cic_lazy *z = rounded ? cic_lazy_values(t->f32, t->rows, t->cols, gain, prec, rt) : NULL;
     if (!z) {
         free(rounded);
         return -1;
@@ -163,7 +166,7 @@ static int to_recipe(cic_tensor *t, const float *gain, mpfr_prec_t prec)
  * same bits as the MPFR products below, made when read. */
 static int fold_lazy(ctx *c, int wid, int g)
 {
-    return to_recipe(&c->m->t[wid], g >= 0 ? c->m->t[g].f32 : NULL, c->p);
+    return to_recipe(&c->m->t[wid], g >= 0 ? c->m->t[g].f32 : NULL, c->p, c->m->rt);
 }
 
 /* Tensor id rotated on side by the Hadamard c->hq, kept as a recipe over
@@ -177,7 +180,7 @@ static int rotate_lazy(ctx *c, int id, enum cic_lazy_side side)
     cic_lazy *z;
     if (!h || t->hp || t->f64 || (t->lazy && t->lazy->side != CIC_LAZY_VALUES))
         return 0;
-    if (!t->lazy && to_recipe(t, NULL, 24) < 0) /* the base: its float32 values */
+    if (!t->lazy && to_recipe(t, NULL, 24, c->m->rt) < 0) /* the base: its float32 values */
         return -1;
     z = cic_lazy_rotate(t->lazy, side, h->d, h->K, h->hk, h->sign, c->p);
     if (!z)
@@ -289,10 +292,10 @@ static int center_lines(void *p, int lo, int hi)
     return rc;
 }
 
-int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js)
+int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js, int threads)
 {
     center_job J = { t, n, ls, js };
-    return _cic_xf_par(lines, 20.0 * lines * (double)n, center_lines, &J);
+    return _cic_xf_par(lines, 20.0 * lines * (double)n, threads, center_lines, &J);
 }
 
 /* _cic_xf_center of the rows of tensor id at 53 bits in doubles, the
@@ -307,7 +310,8 @@ int _cic_xf_center_rows_f64(ctx *c, int id)
         return 1;
     if (!(v = cic_tensor_f64_create(t, false)))
         return -1;
-    if ((rc = _cic_xf_center_f64(v, t->rows, t->cols, (size_t)t->cols, 1)) != 0) {
+    if ((rc = _cic_xf_center_f64(v, t->rows, t->cols, (size_t)t->cols, 1,
+                                 cic_rt_matmul_threads(c->m->rt))) != 0) {
         free(v);
         return rc;
     }
@@ -409,7 +413,8 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
-    cic_mp_matmul(nv, v, false, q, false, rows, d, d, c->blas, &c->dot);
+    cic_mp_matmul(nv, v, false, q, false, rows, d, d, c->blas, cic_rt_matmul_threads(m->rt),
+                  &c->dot);
     install(m, id, nv, c->p);
     cic_mpvec_destroy(tv, (size_t)rows * cols);
     return 0;
@@ -439,7 +444,8 @@ int _cic_xf_rotate_writer(ctx *c, int id, bool bias, const mpfr_t *q, int d)
         return -1;
     }
     /* W'[i, k] = sum_j Q[j, i] W[j, k] */
-    cic_mp_matmul(nv, q, true, v, false, d, cols, d, c->blas, &c->dot);
+    cic_mp_matmul(nv, q, true, v, false, d, cols, d, c->blas, cic_rt_matmul_threads(m->rt),
+                  &c->dot);
     install(m, id, nv, c->p);
     cic_mpvec_destroy(tv, (size_t)rows * cols);
     return 0;

@@ -75,7 +75,7 @@ int _cic_xf_center(cic_xf_ctx *c, int id, int dim);
  * the subnormal range); lines split over threads. 0; 1 when a mean is not
  * a double (t is then partly centered: drop it); -1 when memory runs
  * out. */
-int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js);
+int _cic_xf_center_f64(double *t, int lines, int n, size_t ls, size_t js, int threads);
 /* _cic_xf_center(c, id, 1) so, when c->p is 53 and id's values are
  * doubles, the result held as doubles: 0, 1 (not done: take
  * _cic_xf_center), -1. */
@@ -115,13 +115,15 @@ int _cic_xf_online_qk(cic_xf_ctx *c, const cic_xform_spec *x);
 int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
 
 /* fn(ctx, lo, hi) over contiguous ranges of [0, n), one per thread of
- * cic_mp_matmul_threads() (one range when work, about the elementary
+ * threads (a run's cic_rt_matmul_threads; <= 0: one per online core;
+ * one range when work, about the elementary
  * operations in all, is below a million: a thread costs more). fn
  * returns 0, a positive code of its own, or -1 when memory runs out;
  * after every range ran this returns -1 if a range did, else the largest
  * code. For work whose every output is computed alone (the bits do not
  * depend on the split). */
-int _cic_xf_par(int n, double work, int (*fn)(void *ctx, int lo, int hi), void *ctx);
+int _cic_xf_par(int n, double work, int threads, int (*fn)(void *ctx, int lo, int hi),
+                void *ctx);
 
 /* A rotation's Q of order d: MPFR values at p or, with transform
  * precision f64-openblas, doubles (p = 53: the same values) and the MPFR
@@ -141,10 +143,6 @@ void _cic_xf_aq_clear(cic_xf_aq *q);
  * writers on a centered stream). 0, or -1 when memory runs out. */
 int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec *x,
                         cic_xf_aq *q, bool center, mpfr_prec_t p);
-
-/* Through dgemm, Q as doubles (on, the default) or as MPFR numbers (the
- * products the same bits): for the tests (adaln.c). */
-void _cic_xf_adaln_doubles(bool on);
 
 /* The adaLN strategies (adaln.c): build the strategy's dit graph from the
  * original dit model and fill its rotation, folded and rotated weights. */

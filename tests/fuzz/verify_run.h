@@ -267,9 +267,7 @@ static const char *cic_fuzz_verify(const uint8_t *data, size_t size, const char 
     so = vf_capture(1, path);
     snprintf(path, sizeof path, "%.1000s/stderr", dir);
     se = vf_capture(2, path);
-    cic_engine_mpfr_set_threads(1);
-    cic_mp_matmul_set_threads(1);
-    rc = cic_cmd_verify(argc, argv);
+    rc = cic_cmd_verify(argc, argv); /* one thread: the preamble's --threads 1 */
     vf_uncapture(2, se);
     vf_uncapture(1, so);
     if (fchdir(cwd) != 0)

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/* mp_ball_elem.c: the ball run's first-order bounds: add, gate,
+ * modulation, centring and RoPE (its cos and sin enclosed by Arb), every
+ * second-order term kept. */
+#include "mp_ball_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- first-order bounds ---- */
+
+void _cic_ball_add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z)
+{
+    const double *ra = b->rad[o->in[0]], *rb = b->rad[o->in[1]];
+    size_t n = count(b, o->out), j;
+    for (j = 0; j < n; j++) /* y = RN(a + b) */
+        b->next[j] = up(rad_at(ra, j) + rad_at(rb, j) + b->u * (absup(x[j]) + absup(z[j])));
+}
+
+/* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
+ * shift)), g, scale, shift from the sample's row of in[1]. */
+void _cic_ball_mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
+{
+    const double *rx = b->rad[o->in[0]], *rm = b->rad[o->in[1]];
+    int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols;
+    int R = cic_model_run_rows(b->m, o->in[0], b->ns), N = b->m->cfg.tokens, i, j;
+    double u = b->u;
+    for (i = 0; i < R; i++) {
+        size_t s0 = (size_t)(i / N) * mc;
+        for (j = 0; j < d; j++) {
+            size_t k = (size_t)i * d + j, c0 = s0 + o->in_col[0] + j;
+            double ax = absup(x[k]), r = rad_at(rx, k), a0 = absup(mod[c0]), r0 = rad_at(rm, c0);
+            if (o->kind == CIC_OP_GATE) {
+                b->next[k] = up(a0 * r + r0 * (ax + r) + u * a0 * ax);
+            } else {
+                size_t c1 = s0 + o->in_col[1] + j;
+                double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
+                double at = up((1.0 + a1) * (1.0 + u)), et = up(r1 + u * (1.0 + a1));
+                b->next[k] = up(up(ax * et + r * (at + et) + r0) +
+                                up(2.1 * u * ax * at + 1.01 * u * a0));
+            }
+        }
+    }
+}
+
+void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols,
+                          mpfr_prec_t prec)
+{
+    double u = ldexp(1.0, -(int)prec);
+    size_t i, j;
+    for (i = 0; i < rows; i++) {
+        double *r = rad + i * cols, A = 0, Rm = 0;
+        const mpfr_t *xr = x + i * cols;
+        for (j = 0; j < cols; j++) {
+            A += absup(xr[j]);
+            Rm += r[j];
+        }
+        A = up(bound_sum(A, cols) / (double)cols);
+        Rm = up(bound_sum(Rm, cols) / (double)cols);
+        /* |mean^ - mean| <= 2.01 u A; |y^ - (x - mean^)| <= u (|x| + A) */
+        for (j = 0; j < cols; j++)
+            r[j] = up(r[j] + Rm + 2.01 * u * A + 1.01 * u * (absup(xr[j]) + A));
+    }
+}
+
+void _cic_ball_center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x)
+{
+    size_t n = count(b, o->out);
+    if (b->rad[o->in[0]])
+        memcpy(b->next, b->rad[o->in[0]], n * sizeof *b->next);
+    cic_ball_center_rows(b->next, x, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns),
+                         (size_t)b->m->t[o->in[0]].cols, b->prec);
+}
+
+/* ---- RoPE ---- */
+
+/* cos and sin of p theta^(-2i/hd), exactly, against the engine's table:
+ * the table's errors ec, es per (p, i). */
+static void rope_table_err(const cic_ball *b, const cic_op *o, const mpfr_t *cs, int N, int half,
+                           int hd, double *ec, double *es)
+{
+    slong prec = (slong)b->prec + 16;
+    arb_t e, th, inv, ang, sn, cn;
+    int i, p;
+    arb_init(e);
+    arb_init(th);
+    arb_init(inv);
+    arb_init(ang);
+    arb_init(sn);
+    arb_init(cn);
+    arb_set_d(th, o->theta);
+    for (i = 0; i < half; i++) {
+        arb_set_si(e, -2 * i);
+        arb_div_ui(e, e, (ulong)hd, prec);
+        arb_pow(inv, th, e, prec);
+        for (p = 0; p < N; p++) {
+            size_t k = (size_t)p * half + i;
+            arb_mul_ui(ang, inv, (ulong)p, prec);
+            arb_sin_cos(sn, cn, ang, prec);
+            ec[k] = dist_up(cn, cs[2 * k], prec);
+            es[k] = dist_up(sn, cs[2 * k + 1], prec);
+        }
+    }
+    arb_clear(e);
+    arb_clear(th);
+    arb_clear(inv);
+    arb_clear(ang);
+    arb_clear(sn);
+    arb_clear(cn);
+}
+
+/* y_a = RN(a c - b s), y_b = RN(b c + a s) (fused), c, s within ec, es of
+ * the exact cos and sin. */
+int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *x)
+{
+    const cic_model *m = b->m;
+    const double *rx = b->rad[o->in[0]];
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int interleaved = o->rope == CIC_ROPE_INTERLEAVED, step = interleaved ? 2 : 1;
+    int off = interleaved ? 1 : half, rows = N * b->ns, i, h, j;
+    double *ec = malloc((size_t)N * half * sizeof *ec), *es = malloc((size_t)N * half * sizeof *es);
+    double u = b->u;
+    if (!ec || !es) {
+        free(ec);
+        free(es);
+        return -1;
+    }
+    rope_table_err(b, o, cs, N, half, hd, ec, es);
+    for (i = 0; i < rows; i++)
+        for (h = 0; h < o->heads; h++)
+            for (j = 0; j < half; j++) {
+                size_t ia = (size_t)i * w + h * hd + step * j, ib = ia + off;
+                size_t k = (size_t)(i % N) * half + j;
+                double aa = absup(x[ia]), ab = absup(x[ib]), ra = rad_at(rx, ia);
+                double rb = rad_at(rx, ib), c = absup(cs[2 * k]), sn = absup(cs[2 * k + 1]);
+                b->next[ia] = up(up(u * (aa * c + ab * sn) + aa * ec[k] + ra * (c + ec[k])) +
+                                 up(ab * es[k] + rb * (sn + es[k])));
+                b->next[ib] = up(up(u * (ab * c + aa * sn) + ab * ec[k] + rb * (c + ec[k])) +
+                                 up(aa * es[k] + ra * (sn + es[k])));
+            }
+    free(ec);
+    free(es);
+    return 0;
+}

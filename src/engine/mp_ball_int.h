@@ -1,0 +1,162 @@
+/* SPDX-License-Identifier: MIT */
+/* mp_ball_int.h: what the files of the ball run share (internal to
+ * src/engine): the ball's state, the safe arithmetic on radii (up,
+ * bound_sum, absup; the argument is in mp_ball.c's opening comment), the
+ * thread split, the enclosures in Arb, and the bounds of each op family:
+ * mp_ball_enc.c (activations, norms: Arb enclosures), mp_ball_elem.c
+ * (add, gate, modulation, centring, RoPE: first-order bounds),
+ * mp_ball_lin.c (linear layers), mp_ball_attn.c (attention). mp_ball.c
+ * holds the ball's life and the walk's hooks, and calls those files;
+ * they call only what this header defines. */
+#ifndef CIC_MP_BALL_INT_H
+#define CIC_MP_BALL_INT_H
+
+#include "mp_ball.h"
+
+#include "engine.h"
+
+#include "../base/base.h"
+#include "../base/par.h"
+
+#include <arb.h>
+#include <math.h>
+#include <stdio.h>
+
+typedef struct {
+    const double *aq, *ak, *av, *rq, *rk, *rv;
+    double *ry;
+    double c; /* 1 / sqrt(dh), rounded up */
+    int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
+} ball_attn;
+
+struct cic_ball {
+    const cic_model *m;
+    mpfr_prec_t prec;
+    double u;
+    int ns;
+    int nt;        /* threads, the engine run's (cic_ball_create) */
+    double **rad;  /* per tensor id; NULL: exact (weights, inputs) */
+    double **absv; /* per tensor id: |midpoints| rounded up (attention) */
+    double *next;  /* the radii of the op being run, installed by post */
+    arb_ptr enc;   /* enclosures made before the op, compared after */
+    size_t n_enc;
+    ball_attn at;
+    bool failed;
+    char why[160];
+};
+
+static inline double up(double x)
+{
+    return x * (1.0 + 0x1p-50) + 0x1p-1060;
+}
+
+/* A computed sum s of n nonnegative terms (each a product of at most three
+ * factors and a sum of two, correctly rounded in double), in any order:
+ * the exact sum is below s (1 + gamma) with gamma = (n + 2) 2^-51 >= the
+ * gamma_n of n u / (1 - n u) for n u <= 1/100, plus what underflow lost. */
+static inline double bound_sum(double s, size_t n)
+{
+    return up(s * (1.0 + (double)(n + 2) * 0x1p-51) + (double)n * 0x1p-1060);
+}
+
+static inline double absup(mpfr_srcptr x)
+{
+    return fabs(mpfr_get_d(x, MPFR_RNDA));
+}
+
+static inline double rad_at(const double *r, size_t i)
+{
+    return r ? r[i] : 0.0;
+}
+
+static inline size_t count(const cic_ball *b, int id)
+{
+    return (size_t)cic_model_run_rows(b->m, id, b->ns) * (size_t)b->m->t[id].cols;
+}
+
+static inline int fail(cic_ball *b, const char *what)
+{
+    if (!b->failed)
+        snprintf(b->why, sizeof b->why, "%s has no error bound", what);
+    b->failed = true;
+    return 0;
+}
+
+/* ---- threads ---- */
+
+/* fn(ctx, lo, hi) over [0, n) in contiguous ranges, one per thread of the
+ * MPFR engine run b belongs to (b->nt, at most 16; the caller is one;
+ * base/par.h). Each value's bound is computed whole by one thread from its
+ * own inputs, so the radii are the same bits for any thread count. */
+typedef void (*ball_range_fn)(void *ctx, size_t lo, size_t hi);
+typedef struct {
+    ball_range_fn fn;
+    void *ctx;
+} ball_range;
+
+static inline void ball_range_run(void *a, size_t lo, size_t hi, int t)
+{
+    ball_range *j = a;
+    (void)t;
+    j->fn(j->ctx, lo, hi);
+}
+
+static inline void ball_parallel(const cic_ball *b, size_t n, ball_range_fn fn, void *ctx)
+{
+    ball_range j = {fn, ctx};
+    cic_par_ranges(n, b->nt > 16 ? 16 : b->nt, ball_range_run, &j);
+}
+
+static inline void drop_enc(cic_ball *b)
+{
+    if (b->enc)
+        _arb_vec_clear(b->enc, (slong)b->n_enc);
+    b->enc = NULL;
+    b->n_enc = 0;
+}
+
+/* x = [m +- r] (m exact; the radius rounded up by mag_set_d) */
+static inline void ball_set(arb_t x, mpfr_srcptr m, double r)
+{
+    arf_set_mpfr(arb_midref(x), m);
+    mag_set_d(arb_radref(x), r);
+}
+
+/* An upper bound of |y - e| for every point e of the enclosure. */
+static inline double dist_up(const arb_t e, mpfr_srcptr y, slong prec)
+{
+    arb_t t;
+    arf_t yf, ub;
+    double d;
+    arb_init(t);
+    arf_init(yf);
+    arf_init(ub);
+    arf_set_mpfr(yf, y);
+    arb_sub_arf(t, e, yf, prec);
+    arb_get_abs_ubound_arf(ub, t, prec);
+    d = arf_get_d(ub, ARF_RND_UP);
+    arb_clear(t);
+    arf_clear(yf);
+    arf_clear(ub);
+    return isfinite(d) ? d : INFINITY;
+}
+
+static inline arb_ptr enc_make(cic_ball *b, size_t n)
+{
+    drop_enc(b);
+    b->enc = _arb_vec_init((slong)n);
+    b->n_enc = n;
+    return b->enc;
+}
+
+/* The bounds of each op family, before the kernel (the inputs' midpoints
+ * at hand) or after it (the output's): 0, or -1 when memory runs out. */
+int _cic_ball_act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu);
+int _cic_ball_norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+void _cic_ball_add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z);
+void _cic_ball_mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod);
+void _cic_ball_center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x);
+int _cic_ball_lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y);
+int _cic_ball_attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+
+#endif

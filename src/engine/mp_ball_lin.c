@@ -1,0 +1,121 @@
+/* SPDX-License-Identifier: MIT */
+/* mp_ball_lin.c: the ball run's linear layers: the correctly
+ * rounded dot products and the inputs' radii spread through |W| by a
+ * float32 OpenBLAS product, bounded in any summation order. */
+#include "mp_ball_int.h"
+
+#include <cblas.h>
+#include <float.h>
+#include <stdlib.h>
+
+/* ---- linear layers ---- */
+
+/* float upper bound of v >= 0, never below FLT_MIN when v > 0 (so that
+ * flushing subnormals to zero would not lower a product) */
+static float f_up(double v)
+{
+    float f = (float)v;
+    if ((double)f < v)
+        f = nextafterf(f, INFINITY);
+    return v > 0 && f < FLT_MIN ? FLT_MIN : f;
+}
+
+static float w_abs(const cic_tensor *t, size_t i)
+{
+    float a = t->hp    ? fabsf(mpfr_get_flt(t->hp[i], MPFR_RNDA))
+              : t->f64 ? f_up(fabs(t->f64[i]))
+                       : fabsf(t->f32[i]);
+    return a > 0 && a < FLT_MIN ? FLT_MIN : a;
+}
+
+/* next[R, n] = sum_p |W[j, p]| rx[i, p], bounded above, one sample's
+ * rows at a time (so a run over some samples bounds them as a run over
+ * all does, bit for bit): the radii scaled by 2^S (S exact, the sample's
+ * largest scaled radius in [1, 2)), rounded up to float, times |W| through
+ * sgemm; its error in any order is within (k + 2) 2^-23 of the sum, and
+ * k 2^-125 covers products lost to underflow. */
+static void spread_rows(double *next, const double *rx, const float *aw, int T, float *xf,
+                        float *c, int R, int n, int k)
+{
+    size_t nx = (size_t)R * k, i;
+    double M = 0;
+    int S;
+    for (i = 0; i < nx; i++)
+        M = rx[i] > M ? rx[i] : M;
+    if (M == 0 || !isfinite(M)) {
+        for (i = 0; i < (size_t)R * n; i++)
+            next[i] = M == 0 ? 0 : INFINITY;
+        return;
+    }
+    S = -ilogb(M);
+    for (i = 0; i < nx; i++)
+        xf[i] = f_up(ldexp(rx[i], S));
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, R, n, k, 1.0f, xf, k, aw, k, 0.0f, c,
+                n);
+    for (i = 0; i < (size_t)R * n; i++)
+        next[i] = up(ldexp(up((double)c[i] * (1.0 + (double)(k + 2) * 0x1p-23) +
+                              (double)k * 0x1p-125),
+                           T - S));
+}
+
+static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R, int n, int k)
+{
+    int per = R / b->ns, s, T = 0;
+    size_t nw = (size_t)n * k, i;
+    float mw = 0;
+    float *xf = malloc((size_t)per * k * sizeof *xf), *aw = malloc(nw * sizeof *aw);
+    float *c = malloc((size_t)per * n * sizeof *c);
+    if (!xf || !aw || !c) {
+        free(xf);
+        free(aw);
+        free(c);
+        return -1;
+    }
+    for (i = 0; i < nw; i++) {
+        aw[i] = w_abs(wt, i);
+        mw = aw[i] > mw ? aw[i] : mw;
+    }
+    /* |W| near the float32 limit (a weight of 3.4e38) would overflow the
+     * float sums of products with radii in [1, 2): such a weight is scaled
+     * by 2^-T (exact; a product pushed below FLT_MIN is raised to it, so
+     * still an upper bound) and the sums by 2^T back in double. Weights of
+     * ordinary size (below 2^64) are left as they are, bit for bit. */
+    if (mw > 0x1p64f) {
+        T = ilogbf(mw);
+        for (i = 0; i < nw; i++) {
+            float a = ldexpf(aw[i], -T);
+            aw[i] = aw[i] > 0 && a < FLT_MIN ? FLT_MIN : a;
+        }
+    }
+    for (s = 0; s < b->ns; s++)
+        spread_rows(b->next + (size_t)s * per * n, rx + (size_t)s * per * k, aw, T, xf, c, per,
+                    n, k);
+    free(xf);
+    free(aw);
+    free(c);
+    return 0;
+}
+
+int _cic_ball_lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    const cic_model *m = b->m;
+    const cic_tensor *wt = &m->t[o->w];
+    const double *rx = b->rad[o->in[0]], *rb = o->b >= 0 ? b->rad[o->b] : NULL;
+    int R = cic_model_run_rows(m, o->in[0], b->ns) *
+            (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
+    int n = wt->rows, k = wt->cols, i, j, per_s = R / b->ns;
+    bool bper = o->b >= 0 && m->t[o->b].role == CIC_T_ACT;
+    if (wt->role != CIC_T_WEIGHT || wt->lazy)
+        return fail(b, "a linear layer whose weights are made per sample or from a recipe");
+    if (k > 100000)
+        return fail(b, "a linear layer of over 100000 inputs");
+    if (rx && lin_spread(b, wt, rx, R, n, k) < 0)
+        return -1;
+    for (i = 0; i < R; i++)
+        for (j = 0; j < n; j++) {
+            size_t q = (size_t)i * n + j;
+            double rbj = rad_at(rb, (bper ? (size_t)(i / per_s) * n : 0) + j);
+            b->next[q] = up(b->next[q] + b->u * absup(y[q]) + rbj);
+        }
+    return 0;
+}
