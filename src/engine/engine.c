@@ -6,12 +6,13 @@
 #include <assert.h>
 #include <string.h>
 
-const char *const CIC_MATMUL_NAME[] = {CIC_MATMUL_OPENBLAS_NAME, CIC_MATMUL_FIXED_NAME};
+const char *const CIC_MATMUL_NAME[] = {[CIC_MATMUL_OPENBLAS] = CIC_MATMUL_OPENBLAS_NAME,
+                                       [CIC_MATMUL_FIXED] = CIC_MATMUL_FIXED_NAME};
 static_assert(sizeof CIC_MATMUL_NAME / sizeof CIC_MATMUL_NAME[0] == CIC_MATMUL_COUNT,
               "one name per matmul");
 
 const cic_engine_desc CIC_ENGINE_DESC[] = {
-#define CIC_ENGINE_DESC_(E, name, arith, mm) {name, arith, mm},
+#define CIC_ENGINE_DESC_(E, name, arith, mm) [CIC_ENGINE_##E] = {name, arith, mm},
     CIC_ENGINES(CIC_ENGINE_DESC_)
 #undef CIC_ENGINE_DESC_
 };
@@ -19,7 +20,7 @@ static_assert(sizeof CIC_ENGINE_DESC / sizeof CIC_ENGINE_DESC[0] == CIC_ENGINE_C
               "engine table");
 
 const char *const CIC_ENGINE_NAME[] = {
-#define CIC_ENGINE_NAME_(E, name, arith, mm) name,
+#define CIC_ENGINE_NAME_(E, name, arith, mm) [CIC_ENGINE_##E] = name,
     CIC_ENGINES(CIC_ENGINE_NAME_)
 #undef CIC_ENGINE_NAME_
 };
