@@ -56,7 +56,7 @@ static void mpws_clear(mpws *w, size_t tokens)
 typedef int (*mp_kernel)(mprun *r, const cic_op *o, mpfr_t *y);
 
 static const mp_kernel MP_KERNEL[] = {
-#define MP_KERNEL_(E, fn, name, alias) _cic_mpk_##fn,
+#define MP_KERNEL_(E, fn, name, alias) [CIC_OP_##E] = _cic_mpk_##fn,
     CIC_OPS(MP_KERNEL_)
 #undef MP_KERNEL_
 };

@@ -113,9 +113,24 @@ static inline const mpfr_t *wsrc(mprun *r, int id)
     return (const mpfr_t *)r->wt[id] + off;
 }
 
-/* The kernels (0, or -1 when memory runs out), one per op kind. */
-#define CIC_MPK_DECL_(E, fn, name, alias) int _cic_mpk_##fn(mprun *r, const cic_op *o, mpfr_t *y);
-CIC_OPS(CIC_MPK_DECL_)
-#undef CIC_MPK_DECL_
+/* The kernels (0, or -1 when memory runs out), one per op kind of
+ * CIC_OPS (op.h), the entries of MP_KERNEL (engine_mpfr.c). Listed by
+ * hand, not generated from CIC_OPS, so that an op kind added without its
+ * kernel is a compile error (an undeclared name in the table). */
+int _cic_mpk_linear(mprun *r, const cic_op *o, mpfr_t *y);     /* engine_mpfr_lin.c */
+int _cic_mpk_norm(mprun *r, const cic_op *o, mpfr_t *y);       /* engine_mpfr_elem.c */
+int _cic_mpk_attn(mprun *r, const cic_op *o, mpfr_t *y);       /* engine_mpfr_attn.c */
+int _cic_mpk_act(mprun *r, const cic_op *o, mpfr_t *y);        /* engine_mpfr_elem.c */
+int _cic_mpk_glu(mprun *r, const cic_op *o, mpfr_t *y);        /* engine_mpfr_elem.c */
+int _cic_mpk_add(mprun *r, const cic_op *o, mpfr_t *y);        /* engine_mpfr_elem.c */
+int _cic_mpk_modulate(mprun *r, const cic_op *o, mpfr_t *y);   /* engine_mpfr_elem.c */
+int _cic_mpk_gate(mprun *r, const cic_op *o, mpfr_t *y);       /* engine_mpfr_elem.c */
+int _cic_mpk_center(mprun *r, const cic_op *o, mpfr_t *y);     /* engine_mpfr_elem.c */
+int _cic_mpk_fwht(mprun *r, const cic_op *o, mpfr_t *y);       /* engine_mpfr_elem.c */
+int _cic_mpk_fold_in_w(mprun *r, const cic_op *o, mpfr_t *y);  /* engine_mpfr_lin.c */
+int _cic_mpk_fold_in_b(mprun *r, const cic_op *o, mpfr_t *y);  /* engine_mpfr_lin.c */
+int _cic_mpk_fold_out_w(mprun *r, const cic_op *o, mpfr_t *y); /* engine_mpfr_lin.c */
+int _cic_mpk_fold_out_b(mprun *r, const cic_op *o, mpfr_t *y); /* engine_mpfr_lin.c */
+int _cic_mpk_rope(mprun *r, const cic_op *o, mpfr_t *y);       /* engine_mpfr_elem.c */
 
 #endif

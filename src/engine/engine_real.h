@@ -884,7 +884,7 @@ static int real_rope(realrun *r, const cic_op *o, REAL *y)
 typedef int (*real_kernel)(realrun *r, const cic_op *o, REAL *y);
 
 static const real_kernel REAL_KERNEL[] = {
-#define REAL_KERNEL_(E, fn, name, alias) real_##fn,
+#define REAL_KERNEL_(E, fn, name, alias) [CIC_OP_##E] = real_##fn,
     CIC_OPS(REAL_KERNEL_)
 #undef REAL_KERNEL_
 };

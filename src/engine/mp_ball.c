@@ -11,12 +11,13 @@
  * zero (absup), so they bound the midpoint. u = 2^-prec: a correctly
  * rounded operation at prec bits is within u |result| of its exact result.
  *
- * This file: the ball's life, the walk's hooks (which call the op
- * families' bounds, mp_ball_int.h) and the proof of a value. */
+ * This file: the ball's life, the walk's hooks over the table of ball
+ * rules (one per op kind, mp_ball_int.h) and the proof of a value. */
 #include "mp_ball_int.h"
 
 #include "../base/mpvec.h"
 
+#include <assert.h>
 #include <stdlib.h>
 
 cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads)
@@ -70,69 +71,26 @@ void cic_ball_result(const cic_ball *b, int id, size_t n, cic_ball_out *out)
         out->rad[i] = b->failed ? INFINITY : rad_at(b->rad[id], i);
 }
 
-/* After the kernel: each radius is the distance to the enclosure. */
-typedef struct {
-    cic_ball *b;
-    const mpfr_t *y;
-} enc_job;
-
-static void enc_range(void *c, size_t lo, size_t hi)
-{
-    const enc_job *J = c;
-    size_t j;
-    for (j = lo; j < hi; j++)
-        J->b->next[j] = dist_up(J->b->enc + j, J->y[j], (slong)J->b->prec);
-}
-
-static void enc_post(cic_ball *b, const mpfr_t *y)
-{
-    enc_job J = {b, y};
-    ball_parallel(b, b->n_enc, enc_range, &J);
-    drop_enc(b);
-}
-
 /* ---- the walk's hooks ---- */
+
+/* The rule of every op kind, by kind (mp_ball_int.h): a kind of CIC_OPS
+ * without its _cic_ball_rule_<op> does not compile. */
+static const cic_ball_rule *const BALL_RULE[] = {
+#define BALL_RULE_(E, fn, name, alias) [CIC_OP_##E] = &_cic_ball_rule_##fn,
+    CIC_OPS(BALL_RULE_)
+#undef BALL_RULE_
+};
+static_assert(sizeof BALL_RULE / sizeof BALL_RULE[0] == CIC_OP_COUNT, "ball rule table");
 
 int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
     size_t n = count(b, o->out);
-    const mpfr_t *x, *z;
     if (b->failed)
         return 0;
     free(b->next);
     if (!(b->next = cic_calloc(n ? n : 1, sizeof *b->next)))
         return -1;
-    switch (o->kind) {
-    case CIC_OP_LINEAR:
-    case CIC_OP_ROPE:
-        return 0;
-    case CIC_OP_ATTN:
-        return _cic_ball_attn_pre(b, o, mid, ctx);
-    case CIC_OP_NORM:
-        return _cic_ball_norm_pre(b, o, mid, ctx);
-    case CIC_OP_ACT:
-    case CIC_OP_GLU:
-        return _cic_ball_act_pre(b, o, mid, ctx, o->kind == CIC_OP_GLU);
-    case CIC_OP_ADD:
-    case CIC_OP_GATE:
-    case CIC_OP_MODULATE:
-        x = mid(ctx, o->in[0]);
-        z = mid(ctx, o->in[1]);
-        if (!x || !z)
-            return -1;
-        if (o->kind == CIC_OP_ADD)
-            _cic_ball_add_pre(b, o, x, z);
-        else
-            _cic_ball_mod_pre(b, o, x, z);
-        return 0;
-    case CIC_OP_CENTER:
-        if (!(x = mid(ctx, o->in[0])))
-            return -1;
-        _cic_ball_center_pre(b, o, x);
-        return 0;
-    default:
-        return fail(b, "an op a transform adds (the fast Hadamard, a fold per sample)");
-    }
+    return BALL_RULE[o->kind]->pre(b, o, mid, ctx);
 }
 
 int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
@@ -140,12 +98,10 @@ int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     int k;
     if (b->failed)
         return 0;
-    if (o->kind == CIC_OP_LINEAR && _cic_ball_lin_post(b, o, y) < 0)
+    if (BALL_RULE[o->kind]->post(b, o, y) < 0)
         return -1;
     if (b->failed)
         return 0;
-    if (b->enc)
-        enc_post(b, y);
     for (k = 0; k < 3; k++)
         if (o->in[k] >= 0) {
             free(b->absv[o->in[k]]);

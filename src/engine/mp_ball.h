@@ -19,8 +19,10 @@
  *     from the engine's midpoint to that enclosure, bounded above;
  *   - adds, gates, modulation, centring and RoPE (its cos and sin enclosed
  *     by Arb): first-order bounds with every second-order term kept.
- * A ball whose radius is not finite proves nothing. Ops a transform adds
- * (FWHT, FOLD_*) have no rule: the run then reports why and no radius. */
+ * A ball whose radius is not finite proves nothing. Every op kind has its
+ * ball rule (mp_ball_int.h; the op list, op.h, does not compile without
+ * it); the ops a transform adds (FWHT, FOLD_*) name the rule that bounds
+ * nothing: the run then reports why and no radius. */
 #ifndef CIC_MP_BALL_H
 #define CIC_MP_BALL_H
 
@@ -49,7 +51,8 @@ void cic_ball_destroy(cic_ball *b);
 
 /* Before op o's kernel runs (its inputs intact): the bounds that need the
  * inputs' midpoints. After it: those that need the output's. 0, or -1 when
- * memory runs out; an op without a rule marks the ball failed (0). */
+ * memory runs out; an op whose rule bounds nothing marks the ball failed
+ * (0). */
 int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
 int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y);
 /* Tensor id is dead: its radii go. */

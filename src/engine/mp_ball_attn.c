@@ -21,7 +21,7 @@ static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
     return b->absv[id];
 }
 
-int _cic_ball_attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
     const cic_model *m = b->m;
     ball_attn *A = &b->at;
@@ -134,3 +134,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
             up(bound_sum(acc, 3 * (size_t)cnt + 3) + u * bound_sum(g, (size_t)cnt + 1));
     }
 }
+
+/* The scores' and rows' bounds run inside the kernel's head loop, row by
+ * row (cic_ball_attn_scores, cic_ball_attn_row into b->next). */
+const cic_ball_rule _cic_ball_rule_attn = {.pre = attn_pre, .post = _cic_ball_post_none};

@@ -9,7 +9,7 @@
 
 /* ---- first-order bounds ---- */
 
-void _cic_ball_add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z)
+static void add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z)
 {
     const double *ra = b->rad[o->in[0]], *rb = b->rad[o->in[1]];
     size_t n = count(b, o->out), j;
@@ -19,7 +19,7 @@ void _cic_ball_add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr
 
 /* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
  * shift)), g, scale, shift from the sample's row of in[1]. */
-void _cic_ball_mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
+static void mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
 {
     const double *rx = b->rad[o->in[0]], *rm = b->rad[o->in[1]];
     int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols;
@@ -63,7 +63,7 @@ void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols
     }
 }
 
-void _cic_ball_center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x)
+static void center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x)
 {
     size_t n = count(b, o->out);
     if (b->rad[o->in[0]])
@@ -142,3 +142,44 @@ int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *
     free(es);
     return 0;
 }
+
+/* ---- the rules ---- */
+
+/* ADD reads in[0] and in[1]; GATE and MODULATE in[0] and the sample's
+ * modulation row in in[1]. */
+static int two_in_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
+                      void (*bound)(cic_ball *, const cic_op *, const mpfr_t *, const mpfr_t *))
+{
+    const mpfr_t *x = mid(ctx, o->in[0]), *z = mid(ctx, o->in[1]);
+    if (!x || !z)
+        return -1;
+    bound(b, o, x, z);
+    return 0;
+}
+
+static int add_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    return two_in_pre(b, o, mid, ctx, add_pre);
+}
+
+static int mod_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    return two_in_pre(b, o, mid, ctx, mod_pre);
+}
+
+static int center_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    const mpfr_t *x = mid(ctx, o->in[0]);
+    if (!x)
+        return -1;
+    center_pre(b, o, x);
+    return 0;
+}
+
+const cic_ball_rule _cic_ball_rule_add = {.pre = add_rule_pre, .post = _cic_ball_post_none};
+const cic_ball_rule _cic_ball_rule_gate = {.pre = mod_rule_pre, .post = _cic_ball_post_none};
+const cic_ball_rule _cic_ball_rule_modulate = {.pre = mod_rule_pre, .post = _cic_ball_post_none};
+const cic_ball_rule _cic_ball_rule_center = {.pre = center_rule_pre, .post = _cic_ball_post_none};
+/* RoPE's bound needs the kernel's cos and sin table: the kernel calls
+ * cic_ball_rope before it rotates (mp_ball.h). */
+const cic_ball_rule _cic_ball_rule_rope = {.pre = _cic_ball_pre_none, .post = _cic_ball_post_none};

@@ -136,7 +136,7 @@ static void act_range(void *c, size_t lo, size_t hi)
     arb_clear(t);
 }
 
-int _cic_ball_act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
+static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
 {
     act_job J;
     act_consts k;
@@ -215,7 +215,7 @@ static void norm_rows(void *c, size_t lo, size_t hi)
     arb_clear(t);
 }
 
-int _cic_ball_norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
     norm_job J;
     J.x = mid(ctx, o->in[0]);
@@ -234,3 +234,19 @@ int _cic_ball_norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *
     ball_parallel(b, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns), norm_rows, &J);
     return 0;
 }
+
+/* ---- the rules ---- */
+
+static int act_only_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    return act_pre(b, o, mid, ctx, false);
+}
+
+static int glu_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
+{
+    return act_pre(b, o, mid, ctx, true);
+}
+
+const cic_ball_rule _cic_ball_rule_act = {.pre = act_only_pre, .post = _cic_ball_post_enc};
+const cic_ball_rule _cic_ball_rule_glu = {.pre = glu_pre, .post = _cic_ball_post_enc};
+const cic_ball_rule _cic_ball_rule_norm = {.pre = norm_pre, .post = _cic_ball_post_enc};

@@ -2,12 +2,14 @@
 /* mp_ball_int.h: what the files of the ball run share (internal to
  * src/engine): the ball's state, the safe arithmetic on radii (up,
  * bound_sum, absup; the argument is in mp_ball.c's opening comment), the
- * thread split, the enclosures in Arb, and the bounds of each op family:
- * mp_ball_enc.c (activations, norms: Arb enclosures), mp_ball_elem.c
- * (add, gate, modulation, centring, RoPE: first-order bounds),
- * mp_ball_lin.c (linear layers), mp_ball_attn.c (attention). mp_ball.c
- * holds the ball's life and the walk's hooks, and calls those files;
- * they call only what this header defines. */
+ * thread split, the enclosures in Arb, and the ball rule of every op
+ * kind, defined with its family: mp_ball_enc.c (activations, norms: Arb
+ * enclosures), mp_ball_elem.c (add, gate, modulation, centring, RoPE:
+ * first-order bounds), mp_ball_lin.c (linear layers), mp_ball_attn.c
+ * (attention), mp_ball_rule.c (the shared rules, and the ops a transform
+ * adds, which have no bound). mp_ball.c holds the ball's life, the rule
+ * table and the walk's hooks; the rule files call only this header and
+ * mp_ball_rule.c, never mp_ball.c. */
 #ifndef CIC_MP_BALL_INT_H
 #define CIC_MP_BALL_INT_H
 
@@ -149,14 +151,46 @@ static inline arb_ptr enc_make(cic_ball *b, size_t n)
     return b->enc;
 }
 
-/* The bounds of each op family, before the kernel (the inputs' midpoints
- * at hand) or after it (the output's): 0, or -1 when memory runs out. */
-int _cic_ball_act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu);
-int _cic_ball_norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
-void _cic_ball_add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z);
-void _cic_ball_mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod);
-void _cic_ball_center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x);
-int _cic_ball_lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y);
-int _cic_ball_attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+/* ---- the ball rules ---- */
+
+/* An op kind's ball rule: pre runs before its kernel (the inputs' midpoints
+ * at hand through mid), post after it (the output's midpoints y); both
+ * write the radii of the op's output into b->next (zeroed, its size).
+ * 0, or -1 when memory runs out; a rule that cannot bound an op marks the
+ * ball failed (fail) and returns 0. Work done inside the kernel (RoPE's
+ * table, attention's rows: mp_ball.h) is the kernel's call. */
+typedef struct {
+    int (*pre)(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+    int (*post)(cic_ball *b, const cic_op *o, const mpfr_t *y);
+} cic_ball_rule;
+
+/* Rules ops share (mp_ball_rule.c): nothing to do, no bound known (the
+ * ball fails, the run says why), and post: the radii are the distances
+ * from the output to the enclosures pre made (b->enc, n_enc). */
+int _cic_ball_pre_none(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+int _cic_ball_pre_unbounded(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
+int _cic_ball_post_none(cic_ball *b, const cic_op *o, const mpfr_t *y);
+int _cic_ball_post_enc(cic_ball *b, const cic_op *o, const mpfr_t *y);
+
+/* One rule per op kind of CIC_OPS (op.h), each defined with its family;
+ * mp_ball.c's table names _cic_ball_rule_<op> for every op kind. Listed
+ * here by hand, not generated from CIC_OPS, so that an op kind added
+ * without its rule is a compile error (an undeclared name in the table),
+ * not a silent hole that would leave every truth unproven. */
+extern const cic_ball_rule _cic_ball_rule_linear;     /* mp_ball_lin.c */
+extern const cic_ball_rule _cic_ball_rule_norm;       /* mp_ball_enc.c */
+extern const cic_ball_rule _cic_ball_rule_attn;       /* mp_ball_attn.c */
+extern const cic_ball_rule _cic_ball_rule_act;        /* mp_ball_enc.c */
+extern const cic_ball_rule _cic_ball_rule_glu;        /* mp_ball_enc.c */
+extern const cic_ball_rule _cic_ball_rule_add;        /* mp_ball_elem.c */
+extern const cic_ball_rule _cic_ball_rule_modulate;   /* mp_ball_elem.c */
+extern const cic_ball_rule _cic_ball_rule_gate;       /* mp_ball_elem.c */
+extern const cic_ball_rule _cic_ball_rule_center;     /* mp_ball_elem.c */
+extern const cic_ball_rule _cic_ball_rule_fwht;       /* mp_ball_rule.c */
+extern const cic_ball_rule _cic_ball_rule_fold_in_w;  /* mp_ball_rule.c */
+extern const cic_ball_rule _cic_ball_rule_fold_in_b;  /* mp_ball_rule.c */
+extern const cic_ball_rule _cic_ball_rule_fold_out_w; /* mp_ball_rule.c */
+extern const cic_ball_rule _cic_ball_rule_fold_out_b; /* mp_ball_rule.c */
+extern const cic_ball_rule _cic_ball_rule_rope;       /* mp_ball_elem.c */
 
 #endif

@@ -96,7 +96,7 @@ static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R
     return 0;
 }
 
-int _cic_ball_lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
     const cic_model *m = b->m;
     const cic_tensor *wt = &m->t[o->w];
@@ -119,3 +119,6 @@ int _cic_ball_lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
         }
     return 0;
 }
+
+/* The bound needs the rounded outputs: all of it after the kernel. */
+const cic_ball_rule _cic_ball_rule_linear = {.pre = _cic_ball_pre_none, .post = lin_post};

@@ -12,21 +12,24 @@
 #include <string.h>
 
 const char *const CIC_OP_NAME[] = {
-#define CIC_OP_NAME_(E, fn, name, alias) name,
+#define CIC_OP_NAME_(E, fn, name, alias) [CIC_OP_##E] = name,
     CIC_OPS(CIC_OP_NAME_)
 #undef CIC_OP_NAME_
 };
 static_assert(sizeof CIC_OP_NAME / sizeof CIC_OP_NAME[0] == CIC_OP_COUNT, "op name table");
 
 const cic_op_desc CIC_OP_DESC[] = {
-#define CIC_OP_DESC_(E, fn, name, alias) {name, alias, cic_op_check_##fn, cic_op_cost_##fn},
+#define CIC_OP_DESC_(E, fn, name, alias) \
+    [CIC_OP_##E] = {name, alias, cic_op_check_##fn, cic_op_cost_##fn},
     CIC_OPS(CIC_OP_DESC_)
 #undef CIC_OP_DESC_
 };
 static_assert(sizeof CIC_OP_DESC / sizeof CIC_OP_DESC[0] == CIC_OP_COUNT, "op table");
 
-const char *const CIC_SITE_NAME[] = {"input", "modulation", "norm1", "attn", "gate1",
-                                     "norm2", "mlp",        "gate2", "final"};
+const char *const CIC_SITE_NAME[] = {
+    [CIC_SITE_INPUT] = "input", [CIC_SITE_MOD] = "modulation", [CIC_SITE_NORM1] = "norm1",
+    [CIC_SITE_ATTN] = "attn",   [CIC_SITE_GATE1] = "gate1",    [CIC_SITE_NORM2] = "norm2",
+    [CIC_SITE_MLP] = "mlp",     [CIC_SITE_GATE2] = "gate2",    [CIC_SITE_FINAL] = "final"};
 static_assert(sizeof CIC_SITE_NAME / sizeof CIC_SITE_NAME[0] == CIC_SITE_COUNT,
               "site name table");
 
@@ -70,8 +73,9 @@ int cic_op_slots(const cic_op_check *c, unsigned used)
     return 0;
 }
 
-static const char *const ROWS_NAME[] = {"token rows", "one row per sample",
-                                        "a matrix per sample"};
+static const char *const ROWS_NAME[] = {[CIC_ROWS_TOKENS] = "token rows",
+                                        [CIC_ROWS_SAMPLES] = "one row per sample",
+                                        [CIC_ROWS_SAMPLE_MATRIX] = "a matrix per sample"};
 
 int cic_op_need_act(const cic_op_check *c, int id, const char *what, int rows, int cols)
 {

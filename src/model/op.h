@@ -13,10 +13,22 @@
  *     a run (what the engines book at the op's site);
  *   - one kernel per engine, with the same prototype in each engine: the
  *     f32/f64 template src/engine/engine_real.h (real_<op>) and the MPFR
- *     reference src/engine/engine_mpfr.c (mp_<op>).
+ *     reference (_cic_mpk_<op>, declared in src/engine/engine_mpfr_int.h,
+ *     defined in engine_mpfr_lin.c, _attn.c or _elem.c);
+ *   - its ball rule, _cic_ball_rule_<op> (src/engine/mp_ball_int.h): how a
+ *     ball run bounds the error of the op's outputs, so that the MPFR truth
+ *     is proven. Required (the rule table does not compile without it): a
+ *     run through an op the ball cannot bound proves no truth. An op that
+ *     needs no work before or after its kernel names the shared rules
+ *     (_cic_ball_pre_none, _cic_ball_post_none); one that cannot be
+ *     bounded yet names _cic_ball_pre_unbounded, and a ball run through
+ *     it says so.
  * Adding an op kind: a line in CIC_OPS, its check, formula and cost below,
- * and its two kernels; the tables (names, descriptors, kernels) follow from
- * CIC_OPS, so a missing function is a compile error.
+ * its two kernels and its ball rule (the MPFR kernel and the rule declared
+ * by hand in their internal headers, defined with their family). Every
+ * table (names, descriptors, kernels, ball rules) is built from CIC_OPS
+ * with designated initializers [CIC_OP_<ENUM>], so a missing function or
+ * rule is a compile error.
  *
  * FLOP convention (engine.h): a multiply-add is 2 FLOPs; add, sub, mul,
  * div, sqrt, compare and each exp/erf/tanh call 1; the cos and sin of
@@ -195,7 +207,7 @@ static inline double cic_op_flops_attn(double B, double H, double N, double dh, 
 static inline double cic_op_flops_act(enum cic_act a)
 {
     static const double flops[] = {
-#define CIC_ACT_FLOPS_(e, name, f) f,
+#define CIC_ACT_FLOPS_(e, name, f) [CIC_ACT_##e] = f,
         CIC_ACT_LIST(CIC_ACT_FLOPS_)
 #undef CIC_ACT_FLOPS_
     };
