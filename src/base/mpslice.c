@@ -79,11 +79,6 @@ void cic_mp_slice_stats_reset(cic_rt *rt)
     atomic_store(&rt->slice_gemms, 0);
 }
 
-size_t _cic_sl_budget(const cic_rt *rt)
-{
-    return rt && rt->slice_budget ? rt->slice_budget : CIC_SLICE_BUDGET;
-}
-
 /* ---- threads ---- */
 
 typedef void (*sl_fn)(slice_op *P, int t, int nt);

@@ -101,7 +101,10 @@ static inline int limbs_of_prec(mpfr_prec_t p)
 }
 
 /* The scratch bound in bytes: rt's budget, or CIC_SLICE_BUDGET. */
-size_t _cic_sl_budget(const cic_rt *rt);
+static inline size_t _cic_sl_budget(const cic_rt *rt)
+{
+    return rt && rt->slice_budget ? rt->slice_budget : CIC_SLICE_BUDGET;
+}
 
 /* Share t of nt of the rows of x and of the weights scanned into P->xr
  * and P->wr: each row's lowest bit, exponents, span and precision. */

@@ -23,8 +23,8 @@
 #include <stdbool.h>
 
 /* The ops of a graph (their kinds, sites, shape checks and FLOP formulas)
- * are in op.h, included at the end of this header. */
-typedef struct cic_op cic_op;
+ * are in op.h. */
+#include "op.h"
 
 enum cic_tensor_role { CIC_T_WEIGHT, CIC_T_INPUT, CIC_T_ACT };
 
@@ -192,4 +192,3 @@ int cic_sha256_file(char hex[65], cic_file_id *id, const char *path, cic_diag *d
 
 #endif
 
-#include "op.h"

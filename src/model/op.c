@@ -5,7 +5,7 @@
  * never meets a tensor of the wrong shape, a missing tensor or an
  * activation read before it is written. A refused graph is a bug in a
  * builder or a transform; the message names the op and the tensor. */
-#include "op.h"
+#include "op_rules.h"
 
 #include <assert.h>
 #include <stdarg.h>
