@@ -38,6 +38,7 @@ const cic_xform_desc cic_xform_branch_rotate = {
     .keys = CIC_XKEY_Q | CIC_XKEY_FAST | CIC_XKEY_GROUP,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL | CIC_XW_MLP,
+    .adaln = {.branch = true},
     .build = cic_adaln_apply,
     .flops_dit = flops_dit,
     .memory = memory,

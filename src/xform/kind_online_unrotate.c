@@ -51,6 +51,7 @@ const cic_xform_desc cic_xform_online_unrotate = {
     .keys = CIC_XKEY_Q | CIC_XKEY_STREAM | CIC_XKEY_FAST,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
+    .adaln = {.unrotate = true},
     .keys_check = keys_check,
     .build = cic_adaln_apply,
     .flops_dit = flops_dit,

@@ -48,6 +48,7 @@ const cic_xform_desc cic_xform_per_sample_fold = {
     .keys = CIC_XKEY_Q | CIC_XKEY_STREAM,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
+    .adaln = {.fold = CIC_ADALN_FOLD_PER_SAMPLE},
     .build = cic_adaln_apply,
     .flops_dit = flops_dit,
     .memory = memory,

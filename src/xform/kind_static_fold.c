@@ -38,6 +38,7 @@ const cic_xform_desc cic_xform_static_fold = {
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
     .expect_broken = true,
+    .adaln = {.fold = CIC_ADALN_FOLD_STATIC},
     .build = cic_adaln_apply,
     .flops_dit = flops_dit,
     .memory = memory,
