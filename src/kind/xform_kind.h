@@ -145,6 +145,28 @@ typedef struct {
     double final;     /* the final layer */
 } cic_dit_flops;
 
+/* How an adaLN strategy rewrites the dit graph (xform/adaln_graph.c) and
+ * fills its weights (xform/adaln.c): where the modulation goes and which
+ * rotations run online. The two files read only these fields, so a
+ * strategy made of these parts is one descriptor; a new part is new code
+ * there. */
+enum cic_adaln_fold {
+    CIC_ADALN_FOLD_NONE,      /* MODULATE and GATE stay ops at run time */
+    CIC_ADALN_FOLD_STATIC,    /* the calibration sample's modulation and Q folded once into
+                               * every reader and writer: no modulation linears, SiLU,
+                               * MODULATE or GATE left */
+    CIC_ADALN_FOLD_PER_SAMPLE /* each sample's folded at run time: FOLD_IN ops replace a
+                               * MODULATE, FOLD_OUT ops before the writer a GATE; reads rot.q */
+};
+typedef struct {
+    enum cic_adaln_fold fold;
+    bool unrotate; /* the stream rotated, unrotated online (x Q^T) before each MODULATE and
+                    * rotated back (x Q, centered first on a centered stream) after each
+                    * GATE: rot.q and rot.qT, or rot.signs when fast */
+    bool branch;   /* the stream not rotated; each reader's and writer's input rotated
+                    * online (x Q_in, blocks of the spec's group) and its weight W Q_in */
+} cic_adaln_strategy;
+
 struct cic_model_cfg_s;
 struct cic_xform_spec_s;
 struct cic_xf_ctx_s;
@@ -174,6 +196,9 @@ typedef struct cic_xform_desc_s {
     unsigned long long mistakes;   /* bits (1 << enum cic_mistake) it takes */
     const char *refused_hint;      /* appended when its block refuses it, or NULL */
     cic_xform_param params[CIC_XFORM_MAX_PARAMS]; /* its own keys; key NULL ends */
+    /* An adaLN strategy's rewrite (family CIC_XFAM_ADALN; zero for the
+     * others): its build passes it to the shared code. */
+    cic_adaln_strategy adaln;
 
     /* A rule between its keys the loader checks once they load: NULL, or
      * the key to point at with msg set. NULL: none. */

@@ -2,9 +2,12 @@
 /* adaln.c: the adaLN (dit) rotation strategies of DESIGN.md section 3.
  *
  * Each strategy's graph is the original dit graph rewritten
- * (adaln_graph.c); this file fills what the graph leaves to the transform,
- * at the transform precision, finding every weight through the graph (op
- * kinds, sites and linear roles), never by tensor name:
+ * (adaln_graph.c); which parts a strategy has is its descriptor's
+ * (cic_adaln_strategy: a static fold, branch rotations, or the rotation
+ * tensors of its graph), never its kind. This file fills what the graph
+ * leaves to the transform, at the transform precision, finding every
+ * weight through the graph (op kinds, sites and linear roles), never by
+ * tensor name:
  *   - the rotation Q of the stream (random, Hadamard, identity; or a
  *     mean-preserving Q with Q 1 = 1 for stream = "mean-preserving"), as
  *     dense tensors (rot.q = Q for x Q^T, rot.qT = Q^T for x Q) or, for the
@@ -219,30 +222,24 @@ done:
     return rc;
 }
 
-/* The strategy's rotation tensors and weights for a Q of the stream. */
+/* The strategy's weights for a Q of the stream: a static fold folds them;
+ * else the rotation tensors its graph made (rot.signs; rot.q, then rot.qT)
+ * take Q. */
 static int stream_q(cic_model *m, const cic_model *orig, const cic_adaln_graph *g,
                     const cic_xform_spec *x, cic_xf_aq *q, bool centered)
 {
-    switch (x->kind) {
-    case CIC_XFORM_ONLINE_UNROTATE:
-        if (x->fast) {
-            set_signs(m, g->signs, q, q->d, x->q == CIC_Q_REGULAR);
-            return 0;
-        }
-        return set_block(m, g->q, q, q->d, false) < 0 || set_block(m, g->qt, q, q->d, true) < 0
-                   ? -1 : 0;
-    case CIC_XFORM_PER_SAMPLE_FOLD:
-        return set_block(m, g->q, q, q->d, false);
-    case CIC_XFORM_STATIC_FOLD:
+    CIC_ASSERT(!g->s->branch);
+    if (g->s->fold == CIC_ADALN_FOLD_STATIC)
         return _cic_xf_static_fold(m, orig, x, q, centered, q->p);
-    default:
-        CIC_ASSERT(0 && "adaLN kind");
+    if (g->signs >= 0)
+        set_signs(m, g->signs, q, q->d, x->q == CIC_Q_REGULAR);
+    if (g->q >= 0 && set_block(m, g->q, q, q->d, false) < 0)
         return -1;
-    }
+    return g->qt >= 0 && set_block(m, g->qt, q, q->d, true) < 0 ? -1 : 0;
 }
 
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
-                           mpfr_prec_t engine_prec, cic_diag *d)
+                           const cic_adaln_strategy *s, mpfr_prec_t engine_prec, cic_diag *d)
 {
     cic_adaln_graph g;
     cic_model *m;
@@ -254,11 +251,11 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     bool centered = !mp;
     memset(&cx, 0, sizeof cx);
     memset(&q, 0, sizeof q);
-    m = cic_adaln_graph_create(orig, x, &g);
+    m = cic_adaln_graph_create(orig, x, s, &g);
     if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
         goto done;
     cx.blas = x->prec == CIC_TPREC_F64_BLAS;
-    if (x->kind == CIC_XFORM_BRANCH_ROTATE) {
+    if (s->branch) {
         rc = branch(m, orig, &g, x, &cx, p);
         goto done;
     }

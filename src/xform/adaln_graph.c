@@ -4,19 +4,22 @@
  *
  * The rewrite copies the original's tensors (weights and inputs with their
  * values) and walks its ops in order, changing only what the strategy
- * changes, found by op kind, site and linear role, never by tensor name:
+ * changes, found by op kind, site and linear role, never by tensor name.
+ * What changes is the strategy's descriptor's (cic_adaln_strategy), never
+ * its kind:
  *   - the norms: RMSNorm (no centering) on a rotated, centered stream;
- *   - a MODULATE (norm site): static-fold drops it (the modulation is in the
- *     weights), per-sample-fold replaces it by FOLD_IN ops that fold it into
- *     per-sample weights of the reader it feeds, online-unrotate unrotates
- *     its input first (x Q^T: a linear with rot.q, or a fast Hadamard);
- *   - a GATE (gate site): the folds drop it (per-sample-fold puts FOLD_OUT
- *     ops before the writer that feeds it), online-unrotate centers (a
+ *   - a MODULATE (norm site): a static fold (static-fold) drops it (the
+ *     modulation is in the weights), a per-sample fold (per-sample-fold)
+ *     replaces it by FOLD_IN ops that fold it into per-sample weights of
+ *     the reader it feeds, unrotate (online-unrotate) unrotates its input
+ *     first (x Q^T: a linear with rot.q, or a fast Hadamard);
+ *   - a GATE (gate site): the folds drop it (the per-sample fold puts
+ *     FOLD_OUT ops before the writer that feeds it), unrotate centers (a
  *     centered stream) and rotates back (x Q) after it;
  *   - the modulation itself (the SiLU of c and the adaLN linears, site MOD):
- *     static-fold drops it;
- *   - branch-rotate: every reader's and writer's input is rotated online
- *     (x Q_in, of the MLP width for the MLP's writer).
+ *     the static fold drops it;
+ *   - branch (branch-rotate): every reader's and writer's input is rotated
+ *     online (x Q_in, of the MLP width for the MLP's writer).
  * Ops keep their sites, so the FLOPs land where the strategy's formulas put
  * them. The rotation tensors (rot.q, rot.qT, rot.signs, branch.*) are made
  * zeroed; adaln.c fills them and rewrites the weights. */
@@ -29,7 +32,7 @@ typedef struct {
     const cic_model *src;
     cic_model *m;
     cic_adaln_graph *g;
-    enum cic_xform_kind kind;
+    const cic_adaln_strategy *s;
     bool fast, rotated, centered;
     int hbase;   /* the spec's hadamard_base: 0 automatic, else K at every width */
     int group;   /* branch-rotate: the blocks of the rotations, 0 whole rows */
@@ -200,15 +203,15 @@ static void do_linear(rw *r, int i, cic_op o)
 {
     const cic_op *so = &r->src->ops[i];
     bool rw_lin = so->role == CIC_ROLE_READER || so->role == CIC_ROLE_WRITER;
-    if (so->site == CIC_SITE_MOD && r->kind == CIC_XFORM_STATIC_FOLD)
+    if (so->site == CIC_SITE_MOD && r->s->fold == CIC_ADALN_FOLD_STATIC)
         return; /* the modulation is folded into the weights */
-    if (r->kind == CIC_XFORM_BRANCH_ROTATE && rw_lin) {
+    if (r->s->branch && rw_lin) {
         /* the MLP's writer reads the hidden activation: Q of d_mlp */
         bool wide = so->site == CIC_SITE_MLP && so->role == CIC_ROLE_WRITER;
         o.in[0] = rotation(r, so->site, so->layer, o.in[0], wide ? r->g->bq_m : r->g->bq_d,
                            wide ? r->g->bs_m : r->g->bs_d, false, ".in");
     }
-    if (r->kind == CIC_XFORM_PER_SAMPLE_FOLD && so->role == CIC_ROLE_WRITER) {
+    if (r->s->fold == CIC_ADALN_FOLD_PER_SAMPLE && so->role == CIC_ROLE_WRITER) {
         int gi = gate_of(r->src, i);
         if (gi >= 0)
             fold_writer(r, i, gi);
@@ -223,21 +226,20 @@ static void do_linear(rw *r, int i, cic_op o)
 static void do_modulate(rw *r, int i, cic_op o)
 {
     const cic_op *so = &r->src->ops[i];
-    switch (r->kind) {
-    case CIC_XFORM_STATIC_FOLD:
+    switch (r->s->fold) {
+    case CIC_ADALN_FOLD_STATIC:
         r->remap[so->out] = o.in[0];
         return;
-    case CIC_XFORM_PER_SAMPLE_FOLD:
+    case CIC_ADALN_FOLD_PER_SAMPLE:
         fold_reader(r, i, so);
         r->remap[so->out] = o.in[0];
         return;
-    case CIC_XFORM_ONLINE_UNROTATE:
-        o.in[0] = rotation(r, so->site, so->layer, o.in[0], r->g->q, r->g->signs, true,
-                           ".unrot");
-        break;
-    default:
+    case CIC_ADALN_FOLD_NONE:
         break;
     }
+    if (r->s->unrotate)
+        o.in[0] = rotation(r, so->site, so->layer, o.in[0], r->g->q, r->g->signs, true,
+                           ".unrot");
     emit(r, &o);
 }
 
@@ -246,12 +248,12 @@ static void do_gate(rw *r, int i, cic_op o)
     const cic_op *so = &r->src->ops[i];
     cic_op c;
     int g;
-    if (r->kind == CIC_XFORM_STATIC_FOLD || r->kind == CIC_XFORM_PER_SAMPLE_FOLD) {
+    if (r->s->fold != CIC_ADALN_FOLD_NONE) {
         r->remap[so->out] = o.in[0]; /* the gate is in the writer's weights */
         return;
     }
     emit(r, &o);
-    if (r->kind != CIC_XFORM_ONLINE_UNROTATE)
+    if (!r->s->unrotate)
         return;
     g = o.out;
     if (r->centered) {
@@ -270,30 +272,23 @@ static void make_rotation_tensors(rw *r)
     int d = r->m->cfg.d_model, f = r->m->cfg.d_mlp;
     cic_adaln_graph *g = r->g;
     g->q = g->qt = g->signs = g->bq_d = g->bq_m = g->bs_d = g->bs_m = -1;
-    switch (r->kind) {
-    case CIC_XFORM_ONLINE_UNROTATE:
-        if (r->fast) {
-            g->signs = new_tensor(r, "rot.signs", CIC_T_WEIGHT, 1, d);
-        } else {
-            g->q = new_tensor(r, "rot.q", CIC_T_WEIGHT, d, d);   /* unrotate: x Q^T */
-            g->qt = new_tensor(r, "rot.qT", CIC_T_WEIGHT, d, d); /* rotate:   x Q */
-        }
-        break;
-    case CIC_XFORM_PER_SAMPLE_FOLD:
+    if (r->s->unrotate && r->fast) {
+        g->signs = new_tensor(r, "rot.signs", CIC_T_WEIGHT, 1, d);
+    } else if (r->s->unrotate) {
+        g->q = new_tensor(r, "rot.q", CIC_T_WEIGHT, d, d);   /* unrotate: x Q^T */
+        g->qt = new_tensor(r, "rot.qT", CIC_T_WEIGHT, d, d); /* rotate:   x Q */
+    } else if (r->s->fold == CIC_ADALN_FOLD_PER_SAMPLE) {
         g->q = new_tensor(r, "rot.q", CIC_T_WEIGHT, d, d);
-        break;
-    case CIC_XFORM_BRANCH_ROTATE:
-        if (r->fast) { /* group-wise: one block's signs, the same in every block */
-            g->bs_d = new_tensor(r, "branch.signs.d", CIC_T_WEIGHT, 1, r->group ? r->group : d);
-            g->bs_m = new_tensor(r, "branch.signs.m", CIC_T_WEIGHT, 1, r->group ? r->group : f);
-        } else {
-            int gd = r->group ? r->group : d, gf = r->group ? r->group : f;
-            g->bq_d = new_tensor(r, "branch.qT.d", CIC_T_WEIGHT, gd, gd);
-            g->bq_m = new_tensor(r, "branch.qT.m", CIC_T_WEIGHT, gf, gf);
-        }
-        break;
-    default:
-        break;
+    }
+    if (!r->s->branch)
+        return;
+    if (r->fast) { /* group-wise: one block's signs, the same in every block */
+        g->bs_d = new_tensor(r, "branch.signs.d", CIC_T_WEIGHT, 1, r->group ? r->group : d);
+        g->bs_m = new_tensor(r, "branch.signs.m", CIC_T_WEIGHT, 1, r->group ? r->group : f);
+    } else {
+        int gd = r->group ? r->group : d, gf = r->group ? r->group : f;
+        g->bq_d = new_tensor(r, "branch.qT.d", CIC_T_WEIGHT, gd, gd);
+        g->bq_m = new_tensor(r, "branch.qT.m", CIC_T_WEIGHT, gf, gf);
     }
 }
 
@@ -321,7 +316,7 @@ static void rewrite_ops(rw *r)
             emit(r, &o);
             break;
         case CIC_OP_ACT:
-            if (!(so->site == CIC_SITE_MOD && r->kind == CIC_XFORM_STATIC_FOLD))
+            if (!(so->site == CIC_SITE_MOD && r->s->fold == CIC_ADALN_FOLD_STATIC))
                 emit(r, &o);
             break;
         default:
@@ -332,19 +327,19 @@ static void rewrite_ops(rw *r)
 }
 
 cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x,
-                                  cic_adaln_graph *g)
+                                  const cic_adaln_strategy *s, cic_adaln_graph *g)
 {
     rw r;
     int i;
     memset(&r, 0, sizeof r);
     r.src = orig;
     r.g = g;
-    r.kind = x->kind;
+    r.s = g->s = s;
     r.fast = x->fast;
     r.hbase = x->q == CIC_Q_HADAMARD ? x->hadamard_base : 0;
-    r.group = x->kind == CIC_XFORM_BRANCH_ROTATE ? x->group : 0;
+    r.group = s->branch ? x->group : 0;
     r.regular = x->q == CIC_Q_REGULAR;
-    r.rotated = x->kind != CIC_XFORM_BRANCH_ROTATE;
+    r.rotated = !s->branch;
     r.centered = x->stream == CIC_STREAM_CENTERED;
     r.ok = 1;
     r.m = cic_model_clone(orig);

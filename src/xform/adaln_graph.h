@@ -13,12 +13,14 @@
 typedef struct {
     int q, qt, signs;
     int bq_d, bq_m, bs_d, bs_m;
+    const cic_adaln_strategy *s; /* the strategy it is the graph of */
 } cic_adaln_graph;
 
 /* A copy of orig (a dit model built by its block builder: weights, inputs,
- * graph) with the graph of strategy x (its kind, stream and fast), and the
- * ids of the added tensors in *g. NULL when memory runs out. */
+ * graph) with the graph of strategy s (its descriptor's) for transform x
+ * (its stream, fast, q and group), and the ids of the added tensors and s
+ * in *g. NULL when memory runs out. */
 cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x,
-                                  cic_adaln_graph *g);
+                                  const cic_adaln_strategy *s, cic_adaln_graph *g);
 
 #endif

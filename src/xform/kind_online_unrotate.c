@@ -44,6 +44,15 @@ static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
     return _cic_xf_adaln_report(f, cap, x, false);
 }
 
+extern const cic_xform_desc cic_xform_online_unrotate;
+
+/* The shared adaLN rewrite (adaln.c) with this strategy's parts. */
+static cic_model *build(const cic_model *orig, const cic_xform_spec *x, mpfr_prec_t engine_prec,
+                        cic_diag *d)
+{
+    return cic_adaln_apply(orig, x, &cic_xform_online_unrotate.adaln, engine_prec, d);
+}
+
 const cic_xform_desc cic_xform_online_unrotate = {
     .name = "online-unrotate",
     .family = CIC_XFAM_ADALN,
@@ -51,8 +60,9 @@ const cic_xform_desc cic_xform_online_unrotate = {
     .keys = CIC_XKEY_Q | CIC_XKEY_STREAM | CIC_XKEY_FAST,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
+    .adaln = {.unrotate = true},
     .keys_check = keys_check,
-    .build = cic_adaln_apply,
+    .build = build,
     .flops_dit = flops_dit,
     .memory = memory,
     .report = report,

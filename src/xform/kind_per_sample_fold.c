@@ -41,6 +41,15 @@ static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
     return _cic_xf_adaln_report(f, cap, x, false);
 }
 
+extern const cic_xform_desc cic_xform_per_sample_fold;
+
+/* The shared adaLN rewrite (adaln.c) with this strategy's parts. */
+static cic_model *build(const cic_model *orig, const cic_xform_spec *x, mpfr_prec_t engine_prec,
+                        cic_diag *d)
+{
+    return cic_adaln_apply(orig, x, &cic_xform_per_sample_fold.adaln, engine_prec, d);
+}
+
 const cic_xform_desc cic_xform_per_sample_fold = {
     .name = "per-sample-fold",
     .family = CIC_XFAM_ADALN,
@@ -48,7 +57,8 @@ const cic_xform_desc cic_xform_per_sample_fold = {
     .keys = CIC_XKEY_Q | CIC_XKEY_STREAM,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
-    .build = cic_adaln_apply,
+    .adaln = {.fold = CIC_ADALN_FOLD_PER_SAMPLE},
+    .build = build,
     .flops_dit = flops_dit,
     .memory = memory,
     .report = report,

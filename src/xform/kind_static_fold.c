@@ -30,6 +30,15 @@ static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
     return _cic_xf_adaln_report(f, cap, x, true);
 }
 
+extern const cic_xform_desc cic_xform_static_fold;
+
+/* The shared adaLN rewrite (adaln.c) with this strategy's parts. */
+static cic_model *build(const cic_model *orig, const cic_xform_spec *x, mpfr_prec_t engine_prec,
+                        cic_diag *d)
+{
+    return cic_adaln_apply(orig, x, &cic_xform_static_fold.adaln, engine_prec, d);
+}
+
 const cic_xform_desc cic_xform_static_fold = {
     .name = "static-fold",
     .family = CIC_XFAM_ADALN,
@@ -38,7 +47,8 @@ const cic_xform_desc cic_xform_static_fold = {
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR),
     .q_widths = CIC_XW_MODEL,
     .expect_broken = true,
-    .build = cic_adaln_apply,
+    .adaln = {.fold = CIC_ADALN_FOLD_STATIC},
+    .build = build,
     .flops_dit = flops_dit,
     .memory = memory,
     .report = report,

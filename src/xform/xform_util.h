@@ -144,9 +144,10 @@ void _cic_xf_aq_clear(cic_xf_aq *q);
 int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spec *x,
                         cic_xf_aq *q, bool center, mpfr_prec_t p);
 
-/* The adaLN strategies (adaln.c): build the strategy's dit graph from the
- * original dit model and fill its rotation, folded and rotated weights. */
+/* The adaLN strategies (adaln.c): build strategy s's dit graph (its
+ * descriptor's adaln) from the original dit model and fill its rotation,
+ * folded and rotated weights. A strategy's build calls it with its s. */
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
-                           mpfr_prec_t engine_prec, cic_diag *d);
+                           const cic_adaln_strategy *s, mpfr_prec_t engine_prec, cic_diag *d);
 
 #endif
