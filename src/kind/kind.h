@@ -53,7 +53,9 @@
  *   [[transforms]]
  *   name = "fuse"                   # unique, [A-Za-z0-9_.-]+, not "none"
  *   kind = "fuse-layernorm"         # fuse-layernorm | fold-rmsnorm-gamma | rotate | rotate-heads
- *                                   # | online-down | online-qk
+ *                                   # | online-down | online-qk | smooth-scale
+ *                                   # (the kinds: CIC_XFORM_LIST, xform_kind.h;
+ *                                   # what each takes: its descriptor)
  *   after = "other-name"            # optional: applied on top of that earlier transform
  *   precision = "mpfr"              # mpfr | f64 | f32 | f64-openblas | bf16 (default mpfr)
  *   q = "random"                    # rotate only: identity | random | hadamard |
@@ -61,6 +63,7 @@
  *   seed = 7                        # rotate only (random, hadamard)
  *   hadamard_base = 32              # q = "hadamard" only: the base order K of
  *                                   # H = H_K (x) Sylvester(d / K); default 0 (automatic)
+ *   alpha = 0.5                     # smooth-scale only: the migration strength, 0 .. 1
  *   mistake = "skip-mean-bake"      # optional known mistake, see below
  *   expect = "equivalent"           # equivalent | broken (default equivalent)
  *   [[gates]]
@@ -76,7 +79,8 @@
  * "before-rope" (online-qk: the Hadamard fused into q_proj and k_proj),
  * "per-query-head" (rotate-heads: a Q per query head, not per kv head),
  * "center-embeddings" (fold-rmsnorm-gamma: the block input is mean-centered,
- * wrong on an RMSNorm model).
+ * wrong on an RMSNorm model), "skip-bias" (smooth-scale: the LayerNorm bias
+ * not divided by the scales).
  *
  * hadamard_base (rotate and the adaLN kinds, only with q = "hadamard"; an
  * integer 0 .. 65536, default 0: the smallest base, as always) forces the

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* blocks.c: the table of block kinds, one descriptor per entry of
- * CIC_BLOCK_LIST (src/case/block.h), each defined in its own file. */
+ * CIC_BLOCK_LIST (src/kind/block.h), each defined in its own file. */
 #include "build.h"
 
 #define CIC_BLOCK_EXTERN_(e, n) extern const cic_block_desc cic_block_##n;
