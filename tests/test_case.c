@@ -231,7 +231,7 @@ static void test_full_case(void **state)
     assert_int_equal(c.xf[1].prec, CIC_TPREC_MPFR);
     assert_int_equal(c.xf[1].q, CIC_Q_HADAMARD);
     assert_true(c.xf[1].q_seed == 9);
-    assert_int_equal(c.xf[1].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
+    assert_string_equal(cic_xform_mistake_name(&c.xf[1]), "skip-attn-out");
     assert_int_equal(c.xf[1].expect, CIC_VERDICT_BROKEN);
     assert_int_equal(c.xf[1].line, 29);
     /* adaLN fields have their defaults on every kind. */
@@ -621,7 +621,7 @@ static void test_fixtures(void **state)
     assert_int_equal(c.n_xf, 4);
     assert_int_equal(c.xf[1].after, 0);
     assert_int_equal(c.xf[2].after, 0);
-    assert_int_equal(c.xf[3].mistake, CIC_MISTAKE_SKIP_MEAN_BAKE);
+    assert_string_equal(cic_xform_mistake_name(&c.xf[3]), "skip-mean-bake");
     assert_int_equal(c.n_gates, 3);
     assert_true(cic_case_memory_estimate(&c) < ((uint64_t)64 << 20));
 
@@ -637,8 +637,8 @@ static void test_fixtures(void **state)
     assert_false(c.f32_openblas);
     assert_true(c.f32_fixed);
     assert_int_equal(c.n_xf, 4);
-    assert_int_equal(c.xf[2].mistake, CIC_MISTAKE_SKIP_ATTN_OUT);
-    assert_int_equal(c.xf[3].mistake, CIC_MISTAKE_CENTER_EMBEDDINGS);
+    assert_string_equal(cic_xform_mistake_name(&c.xf[2]), "skip-attn-out");
+    assert_string_equal(cic_xform_mistake_name(&c.xf[3]), "center-embeddings");
     for (int i = 0; i < c.n_xf; i++) {
         assert_int_equal(c.xf[i].stream, CIC_STREAM_CENTERED);
         assert_false(c.xf[i].fast);
@@ -731,7 +731,7 @@ static void test_name_tables(void **state)
     assert_string_equal(CIC_ACT_NAME[CIC_ACT_GELU_TANH], "gelu-tanh");
     assert_string_equal(CIC_XFORM_NAME[CIC_XFORM_FOLD_RMSNORM_GAMMA],
                         "fold-rmsnorm-gamma");
-    assert_string_equal(CIC_MISTAKE_NAME[CIC_MISTAKE_CENTER_EMBEDDINGS],
+    assert_string_equal(cic_xform_desc_of(CIC_XFORM_FOLD_RMSNORM_GAMMA)->mistakes[0],
                         "center-embeddings");
     assert_string_equal(CIC_VERDICT_NAME[CIC_VERDICT_INCONCLUSIVE],
                         "inconclusive");
@@ -777,11 +777,37 @@ static bool names_ok(const char *const *t, int n, const char *what)
     return true;
 }
 
+/* A kind's mistake names: numbered 1.. without a hole (NULL only at the
+ * end), each non-empty, distinct within the kind and not "none" (the
+ * name of no mistake). */
+static bool mistakes_ok(const cic_xform_desc *d)
+{
+    int n = 0, m;
+    while (n < CIC_XFORM_MAX_MISTAKES && d->mistakes[n])
+        n++;
+    for (m = n; m < CIC_XFORM_MAX_MISTAKES; m++)
+        if (d->mistakes[m]) {
+            print_message("%s: mistake %d after a hole at %d\n", d->name, m + 1, n + 1);
+            return false;
+        }
+    for (m = 0; m < n; m++)
+        if (strcmp(d->mistakes[m], "none") == 0) {
+            print_message("%s: mistake %d is called 'none'\n", d->name, m + 1);
+            return false;
+        }
+    return names_ok(d->mistakes, n, d->name);
+}
+
 static void test_name_tables_complete(void **state)
 {
     static const char *const dup[] = {"preln", "rmsnorm", "preln"};
     static const char *const hole[] = {"preln", NULL, "dit"};
     static const char *const empty[] = {"preln", ""};
+    static const cic_xform_desc m_dup = {.name = "dup", .mistakes = {"a", "b", "a"}},
+                                m_hole = {.name = "hole", .mistakes = {[1] = "b"}},
+                                m_none = {.name = "none", .mistakes = {"a", "none"}},
+                                m_empty = {.name = "empty", .mistakes = {"a", ""}};
+    int k;
     (void)state;
     assert_true(names_ok(CIC_BLOCK_NAME, CIC_BLOCK_COUNT, "block"));
     assert_true(names_ok(CIC_ACT_NAME, CIC_ACT_COUNT, "activation"));
@@ -789,7 +815,8 @@ static void test_name_tables_complete(void **state)
     assert_true(names_ok(CIC_XFORM_NAME, CIC_XFORM_COUNT, "xform"));
     assert_true(names_ok(CIC_Q_NAME, CIC_Q_COUNT, "q"));
     assert_true(names_ok(CIC_TPREC_NAME, CIC_TPREC_COUNT, "precision"));
-    assert_true(names_ok(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, "mistake"));
+    for (k = 0; k < CIC_XFORM_COUNT; k++)
+        assert_true(mistakes_ok(cic_xform_desc_of((enum cic_xform_kind)k)));
     assert_true(names_ok(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, "verdict"));
     assert_true(names_ok(CIC_READOUT_NAME, CIC_READOUT_COUNT, "readout"));
     assert_true(names_ok(CIC_STREAM_NAME, CIC_STREAM_COUNT, "stream"));
@@ -805,6 +832,10 @@ static void test_name_tables_complete(void **state)
     assert_false(names_ok(dup, 3, "planted duplicate"));
     assert_false(names_ok(hole, 3, "planted NULL"));
     assert_false(names_ok(empty, 2, "planted empty name"));
+    assert_false(mistakes_ok(&m_dup));
+    assert_false(mistakes_ok(&m_hole));
+    assert_false(mistakes_ok(&m_none));
+    assert_false(mistakes_ok(&m_empty));
 }
 
 static void test_memory_estimate(void **state)

@@ -55,7 +55,7 @@ static cic_model_cfg random_cfg(uint64_t seed, enum cic_block_kind block)
     return c;
 }
 
-static cic_xform_spec smooth(double alpha, enum cic_mistake mistake)
+static cic_xform_spec smooth(double alpha, const char *mistake)
 {
     cic_xform_spec x;
     memset(&x, 0, sizeof x);
@@ -63,7 +63,7 @@ static cic_xform_spec smooth(double alpha, enum cic_mistake mistake)
     x.kind = CIC_XFORM_SMOOTH_SCALE;
     x.after = -1;
     x.prec = CIC_TPREC_MPFR;
-    x.mistake = mistake;
+    x.mistake = cic_test_mistake(CIC_XFORM_SMOOTH_SCALE, mistake);
     x.param[0] = alpha;
     return x;
 }
@@ -128,7 +128,7 @@ static void test_exact_on_norm_blocks(void **state)
             double alpha = it == 0 ? 0.5 : (double)(cic_rng_u64(seed, 9) % 9) / 8;
             cic_model *orig = cic_model_create(&c, (it & 1) ? CIC_READOUT_RESIDUAL
                                                             : CIC_READOUT_HEAD);
-            cic_xform_spec x = smooth(alpha, CIC_MISTAKE_NONE);
+            cic_xform_spec x = smooth(alpha, "none");
             double eq, br, ce;
             bool changed;
             assert_non_null(orig);
@@ -152,7 +152,7 @@ static void test_skip_bias_broken(void **state)
         uint64_t seed = 7500 + (uint64_t)it;
         cic_model_cfg c = random_cfg(seed, CIC_BLOCK_PRELN);
         cic_model *orig = cic_model_create(&c, CIC_READOUT_HEAD);
-        cic_xform_spec x = smooth(0.8, CIC_MISTAKE_SKIP_BIAS);
+        cic_xform_spec x = smooth(0.8, "skip-bias");
         double eq, br, ce;
         bool changed;
         assert_non_null(orig);
@@ -203,7 +203,7 @@ static void test_loader(void **state)
     assert_int_equal(load(c, &d, "preln", "smooth-scale", "alpha = 0.25\nmistake = \"skip-bias\""),
                      CIC_OK);
     cic_assert_close(c->xf[0].param[0], 0.25, 0, 0);
-    assert_int_equal(c->xf[0].mistake, CIC_MISTAKE_SKIP_BIAS);
+    assert_string_equal(cic_xform_mistake_name(&c->xf[0]), "skip-bias");
     free(c);
     expect_refused("dit", "smooth-scale", "",
                    "kind = \"smooth-scale\" needs block = \"preln\" or \"rmsnorm\" or "
@@ -220,7 +220,7 @@ static void test_loader(void **state)
 static void test_no_flops(void **state)
 {
     cic_model_cfg c = random_cfg(11, CIC_BLOCK_PRELN);
-    cic_xform_spec x = smooth(0.5, CIC_MISTAKE_NONE);
+    cic_xform_spec x = smooth(0.5, "none");
     cic_xform_chain ch = {&c, &x, 1, CIC_READOUT_HEAD, "t"};
     cic_flop_count a, b;
     (void)state;
@@ -230,25 +230,30 @@ static void test_no_flops(void **state)
     assert_memory_equal(&a, &b, sizeof a);
 }
 
-/* The table follows the list; every mistake has a kind. */
+/* The table follows the list; a kind takes the key mistake exactly when it
+ * has mistakes, and each is found by its name as its number. */
 static void test_descriptors(void **state)
 {
     int k, m;
     (void)state;
     for (k = 0; k < CIC_XFORM_COUNT; k++) {
         const cic_xform_desc *d = cic_xform_desc_of((enum cic_xform_kind)k);
+        cic_xform_spec x = cic_test_xform_spec("x", (enum cic_xform_kind)k, CIC_Q_RANDOM, false);
         assert_non_null(d);
         assert_string_equal(d->name, CIC_XFORM_NAME[k]);
         assert_true((d->apply != NULL) != (d->build != NULL)); /* one way to rewrite */
         assert_true(d->norms != 0);
-        assert_false(d->mistakes & 1ull << CIC_MISTAKE_NONE);
-    }
-    for (m = 1; m < CIC_MISTAKE_COUNT; m++) {
-        int owners = 0;
-        for (k = 0; k < CIC_XFORM_COUNT; k++)
-            owners += (cic_xform_desc_of((enum cic_xform_kind)k)->mistakes >> m & 1u) != 0;
-        if (owners != 1)
-            fail_msg("mistake %s belongs to %d kinds", CIC_MISTAKE_NAME[m], owners);
+        assert_int_equal(d->mistakes[0] != NULL, (d->keys & CIC_XKEY_MISTAKE) != 0);
+        assert_string_equal(cic_xform_mistake_name(&x), "none");
+        assert_int_equal(cic_xform_mistake_find((enum cic_xform_kind)k, "none"), CIC_MISTAKE_NONE);
+        for (m = 0; m < CIC_XFORM_MAX_MISTAKES && d->mistakes[m]; m++) {
+            x.mistake = m + 1;
+            assert_string_equal(cic_xform_mistake_name(&x), d->mistakes[m]);
+            assert_int_equal(cic_xform_mistake_find((enum cic_xform_kind)k, d->mistakes[m]), m + 1);
+        }
+        x.mistake = m + 1; /* past its last */
+        assert_string_equal(cic_xform_mistake_name(&x), "unknown");
+        assert_int_equal(cic_xform_mistake_find((enum cic_xform_kind)k, "no-such-mistake"), -1);
     }
 }
 

@@ -57,7 +57,7 @@ static cic_model_cfg random_cfg(uint64_t seed, enum cic_block_kind block)
 }
 
 static cic_xform_spec spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
-                           enum cic_mistake mistake, enum cic_tprec prec)
+                           const char *mistake, enum cic_tprec prec)
 {
     cic_xform_spec x;
     memset(&x, 0, sizeof x);
@@ -66,7 +66,7 @@ static cic_xform_spec spec(const char *name, enum cic_xform_kind kind, enum cic_
     x.after = -1;
     x.q = q;
     x.q_seed = 99;
-    x.mistake = mistake;
+    x.mistake = cic_test_mistake(kind, mistake);
     x.prec = prec;
     return x;
 }
@@ -165,23 +165,23 @@ static void test_preln_exact_and_mistakes(void **state)
         enum cic_readout ro = (it & 1) ? CIC_READOUT_RESIDUAL : CIC_READOUT_HEAD;
         cic_model *orig = cic_model_create(&c, ro), *fused = NULL;
         cic_xform_spec fuse = spec("fuse", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
-                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
-        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                   "none", CIC_TPREC_MPFR);
+        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, "none",
                                  CIC_TPREC_MPFR);
-        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_MPFR);
-        cic_xform_spec r64 = spec("r64", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+        cic_xform_spec r64 = spec("r64", CIC_XFORM_ROTATE, CIC_Q_RANDOM, "none",
                                   CIC_TPREC_F64);
         cic_xform_spec bad1 = spec("nobake", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
-                                   CIC_MISTAKE_SKIP_MEAN_BAKE, CIC_TPREC_MPFR);
+                                   "skip-mean-bake", CIC_TPREC_MPFR);
         cic_xform_spec bad2 = spec("skipo", CIC_XFORM_ROTATE, CIC_Q_RANDOM,
-                                   CIC_MISTAKE_SKIP_ATTN_OUT, CIC_TPREC_MPFR);
+                                   "skip-attn-out", CIC_TPREC_MPFR);
         cic_xform_spec r2r = spec("r2r", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
-                                  CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                                  "none", CIC_TPREC_MPFR);
         cic_xform_spec r2h = spec("r2h", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
-                                  CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                                  "none", CIC_TPREC_MPFR);
         cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
-                                    CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
+                                    "skip-out-proj", CIC_TPREC_MPFR);
         assert_non_null(orig);
         check_eq(ce_of(orig, NULL, &fuse, &fused), &fuse, &c, "fuse-layernorm");
         check_eq(ce_of(orig, fused, &rr, NULL), &rr, &c, "fuse + rotate random");
@@ -209,13 +209,13 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
         enum cic_readout ro = (it & 1) ? CIC_READOUT_RESIDUAL : CIC_READOUT_HEAD;
         cic_model *orig = cic_model_create(&c, ro), *folded = NULL;
         cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
-                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
-        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+                                   "none", CIC_TPREC_MPFR);
+        cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, "none",
                                  CIC_TPREC_MPFR);
-        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_MPFR);
         cic_xform_spec bad = spec("center", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
-                                  CIC_MISTAKE_CENTER_EMBEDDINGS, CIC_TPREC_MPFR);
+                                  "center-embeddings", CIC_TPREC_MPFR);
         assert_non_null(orig);
         check_eq(ce_of(orig, NULL, &fold, &folded), &fold, &c, "fold-rmsnorm-gamma");
         check_eq(ce_of(orig, folded, &rr, NULL), &rr, &c, "fold + rotate random");
@@ -226,15 +226,15 @@ static void test_rmsnorm_exact_and_mistakes(void **state)
             /* R1 then R2 (QuaRot's pair), and R2 with the values alone rotated */
             cic_model *r1 = NULL;
             cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
-                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                                     "none", CIC_TPREC_MPFR);
             cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
-                                        CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_MPFR);
+                                        "skip-out-proj", CIC_TPREC_MPFR);
             cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
-                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                                     "none", CIC_TPREC_MPFR);
             cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD,
-                                     CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                                     "none", CIC_TPREC_MPFR);
             cic_xform_spec r4bad = spec("r4bad", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
-                                        CIC_MISTAKE_SKIP_ONLINE, CIC_TPREC_MPFR);
+                                        "skip-online", CIC_TPREC_MPFR);
             r2.q_seed = seed;
             check_eq(ce_of(orig, folded, &rh, &r1), &rh, &c, "fold + R1");
             check_eq(ce_of(orig, r1, &r2, NULL), &r2, &c, "fold + R1 + R2 hadamard");
@@ -265,17 +265,17 @@ static void test_llama_rotations(void **state)
         cic_model_cfg c = random_cfg(seed, CIC_BLOCK_RMSNORM);
         cic_model *orig, *folded = NULL, *r1 = NULL;
         cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
-                                   CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
-        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                   "none", CIC_TPREC_MPFR);
+        cic_xform_spec rh = spec("rh", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_MPFR);
-        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM, "none",
                                  CIC_TPREC_MPFR);
-        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_MPFR);
         cic_xform_spec r3bad = spec("r3bad", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD,
-                                    CIC_MISTAKE_BEFORE_ROPE, CIC_TPREC_MPFR);
+                                    "before-rope", CIC_TPREC_MPFR);
         cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_RANDOM,
-                                    CIC_MISTAKE_PER_QUERY_HEAD, CIC_TPREC_MPFR);
+                                    "per-query-head", CIC_TPREC_MPFR);
         c.d_model = 32;
         c.heads = 4;
         c.kv_heads = it % 2 ? 2 : 1;
@@ -330,19 +330,19 @@ static void test_llama_rotations_dgemm(void **state)
         cic_model_cfg c = random_cfg(seed, CIC_BLOCK_RMSNORM);
         cic_model *orig, *folded = NULL, *r1 = NULL, *r12 = NULL, *taken;
         cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
-                                   CIC_MISTAKE_NONE, CIC_TPREC_F64_BLAS);
-        cic_xform_spec rh = spec("r1", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                   "none", CIC_TPREC_F64_BLAS);
+        cic_xform_spec rh = spec("r1", CIC_XFORM_ROTATE, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_F64_BLAS);
-        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+        cic_xform_spec r2 = spec("r2", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_F64_BLAS);
         cic_xform_spec r2bad = spec("r2bad", CIC_XFORM_ROTATE_HEADS, CIC_Q_HADAMARD,
-                                    CIC_MISTAKE_SKIP_OUT_PROJ, CIC_TPREC_F64_BLAS);
-        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+                                    "skip-out-proj", CIC_TPREC_F64_BLAS);
+        cic_xform_spec r3 = spec("r3", CIC_XFORM_ONLINE_QK, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_F64_BLAS);
-        cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD, CIC_MISTAKE_NONE,
+        cic_xform_spec r4 = spec("r4", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD, "none",
                                  CIC_TPREC_F64_BLAS);
         cic_xform_spec r4bad = spec("r4bad", CIC_XFORM_ONLINE_DOWN, CIC_Q_HADAMARD,
-                                    CIC_MISTAKE_SKIP_ONLINE, CIC_TPREC_F64_BLAS);
+                                    "skip-online", CIC_TPREC_F64_BLAS);
         cic_diag d;
         int w, i;
         c.d_model = 32;
@@ -409,8 +409,8 @@ static void test_rotation_from_file(void **state)
     cic_model_cfg c = random_cfg(4000, CIC_BLOCK_RMSNORM);
     cic_model *orig, *folded = NULL;
     cic_xform_spec fold = spec("fold", CIC_XFORM_FOLD_RMSNORM_GAMMA, CIC_Q_IDENTITY,
-                               CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
-    cic_xform_spec rf = spec("rf", CIC_XFORM_ROTATE, CIC_Q_FILE, CIC_MISTAKE_NONE,
+                               "none", CIC_TPREC_MPFR);
+    cic_xform_spec rf = spec("rf", CIC_XFORM_ROTATE, CIC_Q_FILE, "none",
                              CIC_TPREC_MPFR);
     cic_diag d;
     double orth = -1, eq, br;
@@ -470,9 +470,9 @@ static void test_f32_transform_precision(void **state)
     cic_model_cfg c = random_cfg(31, CIC_BLOCK_PRELN);
     cic_model *orig = cic_model_create(&c, CIC_READOUT_HEAD);
     cic_xform_spec f32 = spec("f", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
-                              CIC_MISTAKE_NONE, CIC_TPREC_F32);
+                              "none", CIC_TPREC_F32);
     cic_xform_spec mp = spec("m", CIC_XFORM_FUSE_LAYERNORM, CIC_Q_IDENTITY,
-                             CIC_MISTAKE_NONE, CIC_TPREC_MPFR);
+                             "none", CIC_TPREC_MPFR);
     double ce, eq, br, eqm, brm;
     (void)state;
     assert_non_null(orig);
@@ -490,7 +490,7 @@ static void test_transform_changes_weights(void **state)
 {
     cic_model_cfg c = random_cfg(5, CIC_BLOCK_PRELN);
     cic_model *orig = cic_model_create(&c, CIC_READOUT_HEAD), *m;
-    cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+    cic_xform_spec rr = spec("rr", CIC_XFORM_ROTATE, CIC_Q_RANDOM, "none",
                              CIC_TPREC_MPFR);
     cic_diag d;
     char h0[65], h1[65];
@@ -514,7 +514,7 @@ static void test_transform_changes_weights(void **state)
 
 static void test_thresholds(void **state)
 {
-    cic_xform_spec x = spec("x", CIC_XFORM_ROTATE, CIC_Q_RANDOM, CIC_MISTAKE_NONE,
+    cic_xform_spec x = spec("x", CIC_XFORM_ROTATE, CIC_Q_RANDOM, "none",
                             CIC_TPREC_MPFR);
     double eq, br;
     (void)state;

@@ -196,3 +196,11 @@ cic_xform_spec cic_test_xform_spec(const char *name, enum cic_xform_kind kind, e
     x.fast = fast;
     return x;
 }
+
+int cic_test_mistake(enum cic_xform_kind kind, const char *name)
+{
+    int m = cic_xform_mistake_find(kind, name);
+    if (m < 0)
+        fail_msg("kind %s has no mistake '%s'", CIC_XFORM_NAME[kind], name);
+    return m;
+}

@@ -132,4 +132,8 @@ void cic_test_need(const char *tool, const char *why);
 cic_xform_spec cic_test_xform_spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
                                    bool fast);
 
+/* The number of kind's mistake called name (cic_xform_spec.mistake); fails
+ * the test when kind has no mistake of that name. */
+int cic_test_mistake(enum cic_xform_kind kind, const char *name);
+
 #endif

@@ -462,9 +462,42 @@ static int _cic_xform_q(cic_case_ctx *x, const cic_case *c, const cic_case_tab *
     return _cic_xform_hadamard_base(x, t, xf);
 }
 
-static bool has_mistake(const cic_xform_desc *k, unsigned m)
+/* Every known mistake's name, each once: "none", then the kinds' in the
+ * order of the list (the values the loader allows). Into names (room for
+ * CIC_MAX_MISTAKE_NAMES), their number; ref[i] says whose names[i] is
+ * (kind * CIC_XFORM_MAX_MISTAKES + its index), for has_mistake. */
+#define CIC_MAX_MISTAKE_NAMES (1 + CIC_XFORM_COUNT * CIC_XFORM_MAX_MISTAKES)
+static size_t mistake_names(const char **names, unsigned *ref)
 {
-    return (k->mistakes >> m & 1u) != 0;
+    size_t n = 0, i;
+    int k, m;
+    names[n] = "none";
+    ref[n++] = 0;
+    for (k = 0; k < CIC_XFORM_COUNT; k++) {
+        const cic_xform_desc *d = cic_xform_desc_of((enum cic_xform_kind)k);
+        for (m = 0; m < CIC_XFORM_MAX_MISTAKES && d->mistakes[m]; m++) {
+            bool dup = false;
+            for (i = 0; i < n && !dup; i++)
+                dup = strcmp(names[i], d->mistakes[m]) == 0;
+            if (!dup) {
+                names[n] = d->mistakes[m];
+                ref[n++] = (unsigned)(k * CIC_XFORM_MAX_MISTAKES + m);
+            }
+        }
+    }
+    return n;
+}
+
+/* Whether kind k has the mistake ref (mistake_names) under its name. */
+static bool has_mistake(const cic_xform_desc *k, unsigned ref)
+{
+    const char *name = cic_xform_desc_of((enum cic_xform_kind)(ref / CIC_XFORM_MAX_MISTAKES))
+                           ->mistakes[ref % CIC_XFORM_MAX_MISTAKES];
+    int m;
+    for (m = 0; m < CIC_XFORM_MAX_MISTAKES && k->mistakes[m]; m++)
+        if (strcmp(k->mistakes[m], name) == 0)
+            return true;
+    return false;
 }
 
 /* mistake: a known mistake, only with a kind it belongs to. */
@@ -472,22 +505,24 @@ static int _cic_xform_mistake(cic_case_ctx *x, const cic_case_tab *t,
                               cic_xform_spec *xf)
 {
     const cic_toml_node *node;
-    int rc, l, col, v = CIC_MISTAKE_NONE;
+    const char *names[CIC_MAX_MISTAKE_NAMES];
+    unsigned ref[CIC_MAX_MISTAKE_NAMES];
+    size_t n = mistake_names(names, ref);
+    int rc, l, col, v = 0;
     char kinds[256];
 
-    if ((rc = _cic_get_enum(x, t, "mistake", CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT,
-                            &v, NULL, &node)))
+    xf->mistake = CIC_MISTAKE_NONE;
+    if ((rc = _cic_get_enum(x, t, "mistake", names, n, &v, NULL, &node)))
         return rc;
-    xf->mistake = (enum cic_mistake)v;
-    if (xf->mistake == CIC_MISTAKE_NONE ||
-        (cic_xform_desc_of(xf->kind)->mistakes >> xf->mistake & 1u))
+    if ((xf->mistake = cic_xform_mistake_find(xf->kind, names[v])) >= 0)
         return CIC_OK;
+    xf->mistake = CIC_MISTAKE_NONE;
     _cic_pos(node, &l, &col);
     return _cic_fail(x, l, col,
                      "mistake \"%s\" only applies to kind = %s "
                      "(this transform is \"%s\")",
-                     CIC_MISTAKE_NAME[xf->mistake],
-                     _cic_xform_kinds(kinds, sizeof kinds, has_mistake, (unsigned)xf->mistake,
+                     names[v],
+                     _cic_xform_kinds(kinds, sizeof kinds, has_mistake, ref[v],
                                       CIC_KINDS_QUOTED, " or "),
                      CIC_XFORM_NAME[xf->kind]);
 }

@@ -194,7 +194,6 @@ extern const char *const CIC_DIST_NAME[];
 extern const char *const CIC_XFORM_NAME[];
 extern const char *const CIC_Q_NAME[];
 extern const char *const CIC_TPREC_NAME[];
-extern const char *const CIC_MISTAKE_NAME[];
 extern const char *const CIC_VERDICT_NAME[];
 extern const char *const CIC_READOUT_NAME[];
 extern const char *const CIC_ROPE_NAME[];
@@ -280,7 +279,7 @@ typedef struct cic_xform_spec_s {
     char q_file[1024];
     char q_tensor[96];
     int q_file_bits;
-    enum cic_mistake mistake;
+    int mistake;             /* CIC_MISTAKE_NONE or its number within its kind */
     enum cic_verdict expect; /* EQUIVALENT or BROKEN */
     int line;                /* where the entry starts, for messages */
     /* adaLN strategies */

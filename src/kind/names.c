@@ -33,11 +33,6 @@ const char *const CIC_Q_NAME[] = {
 const char *const CIC_TPREC_NAME[] = {
     [CIC_TPREC_MPFR] = "mpfr", [CIC_TPREC_F64] = "f64",           [CIC_TPREC_F32] = "f32",
     [CIC_TPREC_F64_BLAS] = "f64-openblas", [CIC_TPREC_BF16] = "bf16"};
-const char *const CIC_MISTAKE_NAME[] = {
-#define CIC_MISTAKE_NAME_(e, n) [CIC_MISTAKE_##e] = n,
-    CIC_MISTAKE_LIST(CIC_MISTAKE_NAME_)
-#undef CIC_MISTAKE_NAME_
-};
 const char *const CIC_VERDICT_NAME[] = {[CIC_VERDICT_EQUIVALENT] = "equivalent",
                                         [CIC_VERDICT_BROKEN] = "broken",
                                         [CIC_VERDICT_INCONCLUSIVE] = "inconclusive"};
@@ -67,7 +62,6 @@ static_assert(CIC_CASE_LEN(CIC_XFORM_NAME) == CIC_XFORM_COUNT, "xform names");
 static_assert(CIC_CASE_LEN(CIC_Q_NAME) == CIC_Q_COUNT, "q names");
 static_assert(CIC_CASE_LEN(CIC_INPUT_NAME) == CIC_INPUT_COUNT, "input names");
 static_assert(CIC_CASE_LEN(CIC_TPREC_NAME) == CIC_TPREC_COUNT, "tprec names");
-static_assert(CIC_CASE_LEN(CIC_MISTAKE_NAME) == CIC_MISTAKE_COUNT, "mistakes");
 static_assert(CIC_CASE_LEN(CIC_VERDICT_NAME) == CIC_VERDICT_COUNT, "verdicts");
 static_assert(CIC_CASE_LEN(CIC_READOUT_NAME) == CIC_READOUT_COUNT, "readouts");
 static_assert(CIC_CASE_LEN(CIC_STREAM_NAME) == CIC_STREAM_COUNT, "streams");

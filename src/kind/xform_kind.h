@@ -11,9 +11,9 @@
  * (nor on the order of this list).
  *
  * Adding a transform kind: a line in CIC_XFORM_LIST below (enum constant,
- * name, descriptor), a line in CIC_MISTAKE_LIST for each of its known
- * mistakes, its file src/xform/kind_<name>.c defining
- * `const cic_xform_desc cic_xform_<name>`, and that file in meson.build.
+ * name, descriptor), its file src/xform/kind_<name>.c defining
+ * `const cic_xform_desc cic_xform_<name>` (its known mistakes included),
+ * and that file in meson.build.
  *
  * Data only: this header includes base and the block types; the
  * descriptors' functions take the types of the modules above by pointer
@@ -50,25 +50,12 @@ enum cic_xform_kind {
     CIC_XFORM_COUNT
 };
 
-/* The known mistakes (mistake = "..."): enum constant, name. Which kind
- * takes which is its descriptor's `mistakes`. NONE first: the default. */
-#define CIC_MISTAKE_LIST(X)                          \
-    X(NONE, "none")                                  \
-    X(SKIP_MEAN_BAKE, "skip-mean-bake")              \
-    X(SKIP_ATTN_OUT, "skip-attn-out")                \
-    X(CENTER_EMBEDDINGS, "center-embeddings")        \
-    X(SKIP_OUT_PROJ, "skip-out-proj")                \
-    X(SKIP_ONLINE, "skip-online")                    \
-    X(BEFORE_ROPE, "before-rope")                    \
-    X(PER_QUERY_HEAD, "per-query-head")              \
-    X(SKIP_BIAS, "skip-bias")
-
-enum cic_mistake {
-#define CIC_MISTAKE_ENUM_(e, n) CIC_MISTAKE_##e,
-    CIC_MISTAKE_LIST(CIC_MISTAKE_ENUM_)
-#undef CIC_MISTAKE_ENUM_
-    CIC_MISTAKE_COUNT
-};
+/* A transform's known mistake (cic_xform_spec.mistake): CIC_MISTAKE_NONE,
+ * or the mistake's number within its kind, 1 + its index in the kind's
+ * descriptor's `mistakes` (a kind file numbers its own from 1). Names are
+ * per kind; two kinds may share one. */
+#define CIC_MISTAKE_NONE 0
+#define CIC_XFORM_MAX_MISTAKES 4
 
 /* What a transform does to the model, for messages and for the code that
  * treats a family alike (the adaLN strategies build a new dit graph from
@@ -193,7 +180,9 @@ typedef struct cic_xform_desc_s {
     unsigned q_kinds;       /* with CIC_XKEY_Q: bits (1 << enum cic_qkind) of the q it takes */
     unsigned q_widths;      /* CIC_XW_*: the widths its Q is built of (0: no Q) */
     bool expect_broken;     /* the default expect (exact on its calibration sample only) */
-    unsigned long long mistakes;   /* bits (1 << enum cic_mistake) it takes */
+    /* Its known mistakes (mistake = "..."), as in case files: mistakes[m - 1]
+     * is mistake number m; NULL ends. */
+    const char *mistakes[CIC_XFORM_MAX_MISTAKES];
     const char *refused_hint;      /* appended when its block refuses it, or NULL */
     cic_xform_param params[CIC_XFORM_MAX_PARAMS]; /* its own keys; key NULL ends */
     /* An adaLN strategy's rewrite (family CIC_XFAM_ADALN; zero for the
@@ -232,6 +221,14 @@ typedef struct cic_xform_desc_s {
 
 /* The descriptor of kind k (src/xform/kinds.c). */
 const cic_xform_desc *cic_xform_desc_of(enum cic_xform_kind k);
+
+/* The name of x's mistake: "none", its kind's name for it, or "unknown"
+ * for a number its kind does not have (src/xform/kinds.c). */
+const char *cic_xform_mistake_name(const struct cic_xform_spec_s *x);
+
+/* The number of kind k's mistake called name (CIC_MISTAKE_NONE for
+ * "none"), or -1 when kind k has none of that name. */
+int cic_xform_mistake_find(enum cic_xform_kind k, const char *name);
 
 /* Whether kind k takes the key bits key (CIC_XKEY_*), all of them. */
 static inline bool cic_xform_has_keys(enum cic_xform_kind k, unsigned key)

@@ -87,7 +87,7 @@ int cic_pipeline_dump(const cic_pipeline *r, const char *dir, cic_diag *d)
                             "after", x->after >= 0 ? r->c->xf[x->after].name : "none",
                             "precision", CIC_TPREC_NAME[x->prec],
                             "q", CIC_Q_NAME[x->q], "q_seed", seed,
-                            "mistake", CIC_MISTAKE_NAME[x->mistake],
+                            "mistake", cic_xform_mistake_name(x),
                             "expect", CIC_VERDICT_NAME[x->expect],
                             "mpfr_prec", prec, NULL};
         snprintf(seed, sizeof seed, "%llu", (unsigned long long)x->q_seed);

@@ -192,7 +192,7 @@ static json_t *case_json(const cic_case *c, int *err)
         jset(t, "seed", jseed(x->q_seed), err);
         if (x->q == CIC_Q_HADAMARD)
             jset(t, "hadamard_base", json_integer(x->hadamard_base), err);
-        jset(t, "mistake", jname(CIC_MISTAKE_NAME, CIC_MISTAKE_COUNT, (int)x->mistake), err);
+        jset(t, "mistake", json_string(cic_xform_mistake_name(x)), err);
         xform_fields(t, x, err);
         jset(t, "expect", jname(CIC_VERDICT_NAME, CIC_VERDICT_COUNT, (int)x->expect), err);
         jset(t, "line", json_integer(x->line), err);

@@ -8,9 +8,12 @@
 #include "xform.h"
 #include "xform_util.h"
 
+/* Its known mistake, by number (cic_xform_spec.mistake; .mistakes below). */
+enum { CENTER_EMBEDDINGS = 1 };
+
 static int apply(cic_xf_ctx *c, const cic_xform_spec *x)
 {
-    return _cic_xf_fuse_norms(c, false, false, x->mistake == CIC_MISTAKE_CENTER_EMBEDDINGS);
+    return _cic_xf_fuse_norms(c, false, false, x->mistake == CENTER_EMBEDDINGS);
 }
 
 static void norms_after(cic_norm_state *s, const cic_xform_spec *x)
@@ -33,7 +36,7 @@ const cic_xform_desc cic_xform_fold_rmsnorm_gamma = {
     .family = CIC_XFAM_FOLD,
     .norms = 1u << CIC_NORM_RMSNORM,
     .keys = CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
-    .mistakes = 1ull << CIC_MISTAKE_CENTER_EMBEDDINGS,
+    .mistakes = {[CENTER_EMBEDDINGS - 1] = "center-embeddings"}, /* the input centered */
     .refused_hint = "; LayerNorm models use fuse-layernorm",
     .apply = apply,
     .norms_after = norms_after,

@@ -33,7 +33,7 @@ static void flops(double *site, const cic_model_cfg *m, const cic_xform_spec *x)
 {
     double R = (double)m->tokens * m->samples;
     int K = cic_hadamard_base_order_k(m->d_mlp, x->hadamard_base);
-    if (x->mistake != CIC_MISTAKE_SKIP_ONLINE)
+    if (x->mistake != CIC_ONLINE_DOWN_SKIP_ONLINE)
         site[CIC_SITE_MLP] += m->layers * cic_op_flops_fwht(R, m->d_mlp, K);
 }
 
@@ -52,7 +52,7 @@ const cic_xform_desc cic_xform_online_down = {
     .keys = CIC_XKEY_Q | CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
     .q_kinds = CIC_XQ_PLAIN,
     .q_widths = CIC_XW_MLP,
-    .mistakes = 1ull << CIC_MISTAKE_SKIP_ONLINE,
+    .mistakes = {[CIC_ONLINE_DOWN_SKIP_ONLINE - 1] = "skip-online"}, /* no online op */
     .check = check,
     .apply = _cic_xf_online_down,
     .flops = flops,

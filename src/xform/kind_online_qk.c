@@ -31,7 +31,7 @@ static void flops(double *site, const cic_model_cfg *m, const cic_xform_spec *x)
     int dh = m->d_model / m->heads;
     int Kh = cic_hadamard_base_order_k(dh, x->hadamard_base);
     int kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
-    if (x->mistake == CIC_MISTAKE_BEFORE_ROPE)
+    if (x->mistake == CIC_ONLINE_QK_BEFORE_ROPE)
         return;
     site[CIC_SITE_ATTN] += m->layers * (cic_op_flops_fwht(R * m->heads, dh, Kh) +
                                         cic_op_flops_fwht(R * kv, dh, Kh));
@@ -53,7 +53,7 @@ const cic_xform_desc cic_xform_online_qk = {
     .keys = CIC_XKEY_Q | CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
     .q_kinds = CIC_XQ_PLAIN,
     .q_widths = CIC_XW_HEAD,
-    .mistakes = 1ull << CIC_MISTAKE_BEFORE_ROPE,
+    .mistakes = {[CIC_ONLINE_QK_BEFORE_ROPE - 1] = "before-rope"}, /* fused before RoPE */
     .check = check,
     .apply = _cic_xf_online_qk,
     .flops = flops,

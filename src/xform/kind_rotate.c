@@ -14,6 +14,9 @@
 
 #include <string.h>
 
+/* Its known mistake, by number (cic_xform_spec.mistake; .mistakes below). */
+enum { SKIP_ATTN_OUT = 1 };
+
 #define rotate_right _cic_xf_rotate_right
 
 typedef cic_xf_ctx ctx;
@@ -92,7 +95,7 @@ static int rotate_weights(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
         if (o->role == CIC_ROLE_READER && rotate_right(c, o->w, qm, d) < 0)
             return -1;
         if (o->role == CIC_ROLE_WRITER) {
-            if (x->mistake == CIC_MISTAKE_SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
+            if (x->mistake == SKIP_ATTN_OUT && o->site == CIC_SITE_ATTN)
                 continue;
             if (_cic_xf_rotate_writer(c, o->w, false, qm, d) < 0 ||
                 (o->b >= 0 && _cic_xf_rotate_writer(c, o->b, true, qm, d) < 0))
@@ -173,7 +176,7 @@ const cic_xform_desc cic_xform_rotate = {
     .keys = CIC_XKEY_Q | CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_REGULAR) | CIC_XQ(CIC_Q_FILE),
     .q_widths = CIC_XW_MODEL,
-    .mistakes = 1ull << CIC_MISTAKE_SKIP_ATTN_OUT,
+    .mistakes = {[SKIP_ATTN_OUT - 1] = "skip-attn-out"}, /* attention writers unrotated */
     .apply = apply,
     .memory = memory,
 };

@@ -37,7 +37,8 @@ const cic_xform_desc cic_xform_rotate_heads = {
     .keys = CIC_XKEY_Q | CIC_XKEY_AFTER | CIC_XKEY_MISTAKE,
     .q_kinds = CIC_XQ_PLAIN | CIC_XQ(CIC_Q_FILE),
     .q_widths = CIC_XW_HEAD,
-    .mistakes = 1ull << CIC_MISTAKE_SKIP_OUT_PROJ | 1ull << CIC_MISTAKE_PER_QUERY_HEAD,
+    .mistakes = {[CIC_ROTATE_HEADS_SKIP_OUT_PROJ - 1] = "skip-out-proj",   /* W_o left alone */
+                 [CIC_ROTATE_HEADS_PER_QUERY_HEAD - 1] = "per-query-head"}, /* a Q per query head */
     .check = check,
     .apply = _cic_xf_rotate_heads,
     .memory = memory,

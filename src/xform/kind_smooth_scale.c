@@ -28,6 +28,9 @@
 
 #include <stdlib.h>
 
+/* Its known mistake, by number (cic_xform_spec.mistake; .mistakes below). */
+enum { SKIP_BIAS = 1 };
+
 typedef cic_xf_ctx ctx;
 
 /* The scales of norm op n (gain g, width d) into s, from the gain and the
@@ -128,7 +131,7 @@ static int smooth_norm(ctx *c, const cic_op *n, const cic_xform_spec *x)
     cic_mpvec_destroy(tg, (size_t)d);
     tg = NULL;
     if (divide(c, n->g, (const mpfr_t *)s) < 0 ||
-        (n->b >= 0 && x->mistake != CIC_MISTAKE_SKIP_BIAS && divide(c, n->b, (const mpfr_t *)s) < 0))
+        (n->b >= 0 && x->mistake != SKIP_BIAS && divide(c, n->b, (const mpfr_t *)s) < 0))
         goto cleanup;
     rc = 0;
 cleanup:
@@ -154,7 +157,7 @@ const cic_xform_desc cic_xform_smooth_scale = {
     .family = CIC_XFAM_FOLD,
     .norms = 1u << CIC_NORM_LAYERNORM | 1u << CIC_NORM_RMSNORM,
     .keys = CIC_XKEY_MISTAKE,
-    .mistakes = 1ull << CIC_MISTAKE_SKIP_BIAS,
+    .mistakes = {[SKIP_BIAS - 1] = "skip-bias"}, /* the bias left undivided */
     .params = {{"alpha", 0.0, 1.0, 0.5}},
     .apply = apply,
 };

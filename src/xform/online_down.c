@@ -118,7 +118,7 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
             (qd ? _cic_xf_rotate_f64(c, o->w, false, qd, f)
                 : _cic_xf_rotate_right(c, o->w, (const mpfr_t *)q, f)) < 0)
             goto cleanup;
-        if (x->mistake != CIC_MISTAKE_SKIP_ONLINE) {
+        if (x->mistake != CIC_ONLINE_DOWN_SKIP_ONLINE) {
             if (add_online(m, i, neg, f, K) < 0)
                 goto cleanup;
             i++; /* the writer moved one place on */
@@ -224,7 +224,7 @@ static int qk_one(ctx *c, const cic_xform_spec *x, int i, mpfr_t *q, int *next)
     *next = i + 1;
     if (cic_q_hadamard_k(q, dh, x->hadamard_base, seed, c->p) < 0)
         return -1;
-    if (x->mistake == CIC_MISTAKE_BEFORE_ROPE) {
+    if (x->mistake == CIC_ONLINE_QK_BEFORE_ROPE) {
         int pq = origin_linear(m, tq), pk = origin_linear(m, tk);
         CIC_ASSERT(pq >= 0 && pk >= 0);
         return fuse_before_rope(c, pq, q, dh) < 0 || fuse_before_rope(c, pk, q, dh) < 0 ? -1 : 0;

@@ -195,7 +195,7 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
         goto cleanup;
     for (g = 0; g < kv; g++) {
         int r0 = a->in_col[2] + g * dh;
-        if ((x->mistake == CIC_MISTAKE_PER_QUERY_HEAD
+        if ((x->mistake == CIC_ROTATE_HEADS_PER_QUERY_HEAD
                  ? head_q_both(c, q, qd, x, dh, a->layer, H, g * (H / kv))
                  : head_q_both(c, q, qd, x, dh, a->layer, kv, g)) < 0)
             goto cleanup;
@@ -203,11 +203,11 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
         if (lv->b >= 0)
             hv_cols(c, &bv, &sb, 1, m->t[lv->b].cols, r0, q, qd, dh);
         for (h = g * (H / kv); h < (g + 1) * (H / kv); h++) {
-            if (x->mistake == CIC_MISTAKE_SKIP_OUT_PROJ)
+            if (x->mistake == CIC_ROTATE_HEADS_SKIP_OUT_PROJ)
                 continue;
             /* the mistake per-query-head: each query head's own Q on its
              * o_proj columns (the value head took its first head's) */
-            if (x->mistake == CIC_MISTAKE_PER_QUERY_HEAD &&
+            if (x->mistake == CIC_ROTATE_HEADS_PER_QUERY_HEAD &&
                 head_q_both(c, q, qd, x, dh, a->layer, H, h) < 0)
                 goto cleanup;
             hv_cols(c, &wo, &so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, qd, dh);

@@ -97,7 +97,9 @@ int _cic_xf_rotate_writer(cic_xf_ctx *c, int id, bool bias, const mpfr_t *q, int
 int _cic_xf_fuse_norms(cic_xf_ctx *c, bool layernorm, bool bake_mean, bool center_input);
 
 /* R2, kind rotate-heads (rotate_heads.c): the value heads and the output
- * projection's columns. 0, or -1 when memory runs out. */
+ * projection's columns. 0, or -1 when memory runs out. Its mistakes by
+ * number (cic_xform_spec.mistake; their names in kind_rotate_heads.c). */
+enum { CIC_ROTATE_HEADS_SKIP_OUT_PROJ = 1, CIC_ROTATE_HEADS_PER_QUERY_HEAD = 2 };
 int _cic_xf_rotate_heads(cic_xf_ctx *c, const cic_xform_spec *x);
 
 /* Rows r0 .. r0+dh-1 of a [rows, cols] tensor's values src into dst:
@@ -107,11 +109,15 @@ void _cic_xf_rows_block(cic_xf_ctx *c, mpfr_t *dst, const mpfr_t *src, int cols,
 /* The values of tensor id as a fresh vector at c->p (NULL: out of memory). */
 mpfr_t *_cic_xf_values_copy(cic_xf_ctx *c, int id);
 /* R3, kind online-qk (online_down.c): per-head fast Hadamards of q and k
- * before attention. 0, or -1 when memory runs out. */
+ * before attention. 0, or -1 when memory runs out. Its mistake by number
+ * (its name in kind_online_qk.c). */
+enum { CIC_ONLINE_QK_BEFORE_ROPE = 1 };
 int _cic_xf_online_qk(cic_xf_ctx *c, const cic_xform_spec *x);
 
 /* R4, kind online-down (online_down.c): an FWHT op before every MLP writer,
- * its transpose fused into the writer. 0, or -1 when memory runs out. */
+ * its transpose fused into the writer. 0, or -1 when memory runs out. Its
+ * mistake by number (its name in kind_online_down.c). */
+enum { CIC_ONLINE_DOWN_SKIP_ONLINE = 1 };
 int _cic_xf_online_down(cic_xf_ctx *c, const cic_xform_spec *x);
 
 /* fn(ctx, lo, hi) over contiguous ranges of [0, n), one per thread of
