@@ -17,7 +17,9 @@
 #include "pipeline/sweep.h"
 #include "report/report.h"
 
+#include <flint/flint.h>
 #include <jansson.h>
+#include <mpfr.h>
 #include <math.h>
 #include <string.h>
 
@@ -271,6 +273,18 @@ static int keep_results(cic_session *s, cic_pipeline *pl)
     return CIC_EXIT_PASS;
 }
 
+/* The caches MPFR and FLINT keep per thread (constants, scratch), freed in
+ * the caller's thread when a call returns: a session may run on a thread
+ * of the caller's that ends after it (sessions run at once), and the
+ * worker threads free theirs already (base/par.c). The bits do not depend
+ * on them. */
+static int caches_free(int rc)
+{
+    mpfr_free_cache2(MPFR_FREE_LOCAL_CACHE);
+    flint_cleanup();
+    return rc;
+}
+
 int cic_session_run(cic_session *s)
 {
     cic_pipeline_opts o;
@@ -308,7 +322,7 @@ int cic_session_run(cic_session *s)
     }
     cic_pipeline_destroy(pl);
     s->exit_code = rc;
-    return rc;
+    return caches_free(rc);
 }
 
 int cic_session_exit_code(const cic_session *s)
@@ -425,7 +439,7 @@ static int many_end(cic_session *s, int rc, const cic_diag *d)
         error_from_diag(s, d);
     s->exit_code = rc;
     s->ran = true;
-    return rc;
+    return caches_free(rc);
 }
 
 /* Keep the points of sweep.json j (their params as text) for the
