@@ -19,18 +19,6 @@ static void flops_dit(cic_dit_flops *f, const cic_model_cfg *m, const cic_xform_
     f->final += _cic_xf_dit_rot(R, m->d_model, G, x); /* before the final linear */
 }
 
-static void memory(cic_xform_mem *mm, const cic_xform_spec *x)
-{
-    (void)x;
-    mm->lazy = CIC_XLAZY_NONE;
-    mm->doubles = true;
-}
-
-static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
-{
-    return _cic_xf_adaln_report(f, cap, x, false);
-}
-
 extern const cic_xform_desc cic_xform_branch_rotate;
 
 /* The shared adaLN rewrite (adaln.c) with this strategy's parts. */
@@ -50,6 +38,6 @@ const cic_xform_desc cic_xform_branch_rotate = {
     .adaln = {.branch = true},
     .build = build,
     .flops_dit = flops_dit,
-    .memory = memory,
-    .report = report,
+    .memory = _cic_xf_adaln_memory,
+    .report = _cic_xf_adaln_report_plain,
 };

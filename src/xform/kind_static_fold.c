@@ -18,13 +18,6 @@ static void flops_dit(cic_dit_flops *f, const cic_model_cfg *m, const cic_xform_
     f->g1 = f->g2 = f->add;
 }
 
-static void memory(cic_xform_mem *mm, const cic_xform_spec *x)
-{
-    (void)x;
-    mm->lazy = CIC_XLAZY_NONE;
-    mm->doubles = true;
-}
-
 static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
 {
     return _cic_xf_adaln_report(f, cap, x, true);
@@ -50,6 +43,6 @@ const cic_xform_desc cic_xform_static_fold = {
     .adaln = {.fold = CIC_ADALN_FOLD_STATIC},
     .build = build,
     .flops_dit = flops_dit,
-    .memory = memory,
+    .memory = _cic_xf_adaln_memory,
     .report = report,
 };

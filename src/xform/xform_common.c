@@ -517,3 +517,15 @@ double _cic_xf_dit_rot(double R, int w, int G, const cic_xform_spec *x)
         return cic_op_flops_fwht(Rb, G, cic_hadamard_base_order_k(G, hb));
     return cic_op_flops_linear(Rb, G, G, false);
 }
+
+int _cic_xf_adaln_report_plain(cic_xform_field *f, int cap, const cic_xform_spec *x)
+{
+    return _cic_xf_adaln_report(f, cap, x, false);
+}
+
+void _cic_xf_adaln_memory(cic_xform_mem *mm, const cic_xform_spec *x)
+{
+    (void)x;
+    mm->lazy = CIC_XLAZY_NONE;
+    mm->doubles = true;
+}

@@ -23,6 +23,11 @@ static inline cic_xform_field _cic_xf_field(const char *key, enum cic_xfield_typ
 /* The adaLN strategies' report fields: stream and fast, and with
  * calibration the sample it folds; how many set in f. */
 int _cic_xf_adaln_report(cic_xform_field *f, int cap, const cic_xform_spec *x, bool calibration);
+/* The same without the calibration sample (every strategy but static-fold). */
+int _cic_xf_adaln_report_plain(cic_xform_field *f, int cap, const cic_xform_spec *x);
+/* What every adaLN strategy holds while it rewrites (the memory estimate):
+ * its weights as they are made, no recipes, Q as doubles too. */
+void _cic_xf_adaln_memory(cic_xform_mem *mm, const cic_xform_spec *x);
 
 /* An online rotation of R rows of width w as an adaLN strategy x builds
  * it, in FLOPs: the fast transform (x->fast; regular with q =
