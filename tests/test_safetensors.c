@@ -212,6 +212,23 @@ static void test_dump_of_a_run(void **state)
 
 /* ---- decoding every dtype ---- */
 
+/* The dtype tables (designated initializers): every dtype named and sized,
+ * the names distinct, the sizes those of safetensors. */
+static void test_dtype_tables(void **state)
+{
+    static const unsigned char bytes[] = {1, 1, 1, 2, 2, 2, 2, 4, 4, 4, 8, 8, 8};
+    int i, j;
+    (void)state;
+    for (i = 0; i < CIC_STFILE_DTYPE_COUNT; i++) {
+        assert_non_null(CIC_STFILE_DTYPE_NAME[i]);
+        assert_int_equal(CIC_STFILE_DTYPE_SIZE[i], bytes[i]);
+        for (j = 0; j < i; j++)
+            assert_string_not_equal(CIC_STFILE_DTYPE_NAME[i], CIC_STFILE_DTYPE_NAME[j]);
+    }
+    assert_string_equal(CIC_STFILE_DTYPE_NAME[CIC_STFILE_BF16], "BF16");
+    assert_int_equal(CIC_STFILE_DTYPE_SIZE[CIC_STFILE_BF16], 2);
+}
+
 static void test_dtypes(void **state)
 {
     /* one tensor per dtype, the data starting at an odd file offset */
@@ -702,6 +719,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_writer_roundtrip),
         cmocka_unit_test(test_dump_of_a_run),
+        cmocka_unit_test(test_dtype_tables),
         cmocka_unit_test(test_dtypes),
         cmocka_unit_test(test_hostile_header),
         cmocka_unit_test(test_hostile_length_and_nesting),

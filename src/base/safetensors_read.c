@@ -26,10 +26,22 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-const char *const CIC_STFILE_DTYPE_NAME[CIC_STFILE_DTYPE_COUNT] = {
-    "BOOL", "U8", "I8", "U16", "I16", "F16", "BF16", "U32", "I32", "F32", "U64", "I64", "F64"};
-const unsigned char CIC_STFILE_DTYPE_SIZE[CIC_STFILE_DTYPE_COUNT] = {1, 1, 1, 2, 2, 2, 2,
-                                                                     4, 4, 4, 8, 8, 8};
+/* Designated initializers, unsized: each entry at its dtype; the header's
+ * sized declaration and the asserts below catch a missing last entry,
+ * test_safetensors every other. */
+const char *const CIC_STFILE_DTYPE_NAME[] = {
+    [CIC_STFILE_BOOL] = "BOOL", [CIC_STFILE_U8] = "U8", [CIC_STFILE_I8] = "I8",
+    [CIC_STFILE_U16] = "U16", [CIC_STFILE_I16] = "I16", [CIC_STFILE_F16] = "F16",
+    [CIC_STFILE_BF16] = "BF16", [CIC_STFILE_U32] = "U32", [CIC_STFILE_I32] = "I32",
+    [CIC_STFILE_F32] = "F32", [CIC_STFILE_U64] = "U64", [CIC_STFILE_I64] = "I64",
+    [CIC_STFILE_F64] = "F64",
+};
+const unsigned char CIC_STFILE_DTYPE_SIZE[] = {
+    [CIC_STFILE_BOOL] = 1, [CIC_STFILE_U8] = 1, [CIC_STFILE_I8] = 1, [CIC_STFILE_U16] = 2,
+    [CIC_STFILE_I16] = 2, [CIC_STFILE_F16] = 2, [CIC_STFILE_BF16] = 2, [CIC_STFILE_U32] = 4,
+    [CIC_STFILE_I32] = 4, [CIC_STFILE_F32] = 4, [CIC_STFILE_U64] = 8, [CIC_STFILE_I64] = 8,
+    [CIC_STFILE_F64] = 8,
+};
 _Static_assert(sizeof CIC_STFILE_DTYPE_NAME / sizeof CIC_STFILE_DTYPE_NAME[0] ==
                    CIC_STFILE_DTYPE_COUNT, "dtype name table");
 _Static_assert(sizeof CIC_STFILE_DTYPE_SIZE / sizeof CIC_STFILE_DTYPE_SIZE[0] ==

@@ -614,8 +614,8 @@ static json_t *jstr(const char *s)
     return j;
 }
 
-static const char *const QSRC_NAME[] = {"none", "file", "recovered"};
-static const char *const INPUT_NAME[CIC_INPUT_COUNT] = {"random", "tokens", "file"};
+static const char *const QSRC_NAME[] = {
+    [CIC_VERIFY_Q_NONE] = "none", [CIC_VERIFY_Q_FILE] = "file", [CIC_VERIFY_Q_RECOVERED] = "recovered"};
 
 /* What set the thresholds: the tensor, its dtype and file, and why. */
 static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
@@ -667,7 +667,7 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "seed", json_integer((json_int_t)o->seed));
     json_object_set_new(v, "mpfr_prec", json_integer(o->prec));
     json_object_set_new(v, "input", json_pack("{s:s,s:b}", "kind",
-                                              INPUT_NAME[r->tokens_forced ? CIC_INPUT_TOKENS
+                                              CIC_INPUT_NAME[r->tokens_forced ? CIC_INPUT_TOKENS
                                                                           : o->input_kind],
                                               "token_ids_for_want_of_q", r->tokens_forced));
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
