@@ -13,8 +13,9 @@ Reads the source tree ROOT/src and a build of it (default ROOT/build, after
               against src/; system includes and files outside src/ are
               left out) plus the file call graph (nm on the objects meson
               built from src/: A.c -> B.c when A's object leaves a symbol
-              undefined that B's object defines; static inline functions
-              in headers are not seen, the include graph covers headers).
+              undefined that B's object defines), plus the calls in headers'
+              code (an indented line of a .h: a static inline function or a
+              macro body, comments left out) to a symbol an object defines.
               A .c and its .h are separate nodes.
   circles     every strongly connected component of more than one file, and
               the includes or symbols that tie each edge inside it.
@@ -127,9 +128,10 @@ def symbols(nm, objs):
     return defined, used - defined
 
 
-def call_edges(nm, objs):
-    """{(a, b): [symbol]}: a uses a symbol b defines."""
-    defs, uses = {}, {}
+def call_edges(nm, objs, defs):
+    """{(a, b): [symbol]}: a uses a symbol b defines (defs filled: symbol
+    -> the sources whose objects define it)."""
+    uses = {}
     for f, os_ in sorted(objs.items()):
         d, u = symbols(nm, os_)
         uses[f] = u
@@ -141,6 +143,32 @@ def call_edges(nm, objs):
             for g in defs.get(s, ()):
                 if g != f:
                     edges.setdefault((f, g), []).append(s)
+    return edges
+
+
+COMMENT = re.compile(r'/\*.*?\*/|//[^\n]*', re.S)
+CALL = re.compile(r'\b([A-Za-z_][A-Za-z0-9_]*)\s*\(')
+
+
+def header_calls(root, files, defs):
+    """{(h, b): [symbol]}: code in header h (an indented line: the body of a
+    static inline function or a macro) calls a symbol b's object defines.
+    nm cannot see these: they are compiled into whoever includes h."""
+    edges = {}
+    for h in files:
+        if not h.endswith('.h'):
+            continue
+        with open(os.path.join(root, h), errors='replace') as f:
+            text = COMMENT.sub(lambda m: '\n' * m.group(0).count('\n'), f.read())
+        for line in text.splitlines():
+            if not line[:1].isspace():
+                continue
+            for name in CALL.findall(line):
+                for g in defs.get(name, ()):
+                    if os.path.splitext(g)[0] != os.path.splitext(h)[0]:
+                        syms = edges.setdefault((h, g), [])
+                        if name not in syms:
+                            syms.append(name)
     return edges
 
 
@@ -389,7 +417,10 @@ def measure(args):
 
     edges = {}
     incs = include_edges(root, files)
-    calls = call_edges(nm, objs)
+    defs = {}
+    calls = call_edges(nm, objs, defs)
+    for k, v in header_calls(root, files, defs).items():
+        calls.setdefault(k, []).extend(x for x in v if x not in calls.get(k, []))
     for k, v in incs.items():
         edges.setdefault(k, {})['include'] = v
     for k, v in calls.items():

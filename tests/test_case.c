@@ -10,6 +10,7 @@
 #include "case/case.h"
 #include "case/toml_capi.h"
 #include "kind/engine_id.h"
+#include "xform/kinds.h"
 
 #include <limits.h>
 #include <string.h>

@@ -1,9 +1,10 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# test_layers.sh: scripts/layers.py, the measure of the structure (issue 27).
+# test_layers.sh: scripts/layers.py, the measure of the structure.
 #   - planted: a tiny tree with a module map, built with cc, holding each
 #     problem the script looks for (a call circle, an include that goes up,
-#     an include and a call past a header-restricted declaration, a 901-line
+#     a call up from a header's inline code, an include and a call past a
+#     header-restricted declaration, a 901-line
 #     file, a long function); each must be reported and the exit must be 1.
 #     The same tree without them (a file of exactly 900 lines) exits 0, and
 #     usage errors exit 2, so the checker cannot pass by finding nothing;
@@ -67,6 +68,10 @@ EOF
         # hi may see lo.h alone: lo_priv.h and lo_secret are undeclared
         printf '#include "hi.h"\n#include "../lo/lo.h"\n#include "../lo/lo_priv.h"\nint hi_h(void) { return m1_f() + lo_f() + lo_secret(); }\n' \
             >"$d/src/hi/hi.c"
+        # code in a header (a static inline) calls up into mid; a comment
+        # naming another call does not count
+        printf '/*\n *   m1_f() is only named here\n */\nint m2_g(void);\nstatic inline int lo_up(void)\n{\n    return m2_g();\n}\n' \
+            >"$d/src/lo/lo_inl.h"
         echo '/* one line too many */' >>"$d/src/lo/big.c"
         { echo 'int fn_long(int x)'; echo '{'; i=0; while [ $i -lt 160 ]; do echo '    x = x * 3 + 1;'; i=$((i + 1)); done
           echo '    return x;'; echo '}'; } >"$d/src/lo/longfn.c"
@@ -89,8 +94,12 @@ has "$tmp/bad.txt" "undeclared hi -> lo: src/hi/hi.c -> src/lo/lo_priv.h: includ
     "a header outside the declared list is undeclared"
 has "$tmp/bad.txt" "undeclared hi -> lo: src/hi/hi.c -> src/lo/lo.c: call lo_secret" \
     "a call to a symbol the declared header does not declare is undeclared (and lo_f is not named)"
+has "$tmp/bad.txt" "back-edge lo -> mid: src/lo/lo_inl.h -> src/mid/m2.c: call m2_g" \
+    "a call in a header's inline code is an edge (nm cannot see it)"
+if grep -q "lo_inl.h -> src/mid/m1.c" "$tmp/bad.txt"; then bad "a call named in a header's comment is an edge"
+else ok "a call named in a header's comment is no edge"; fi
 has "$tmp/bad.txt" "long file src/lo/big.c: 901 lines (> 900)" "the 901-line file"
-has "$tmp/bad.txt" "circles 1, undeclared edges 3 (back-edges 1), files > 900: 1" "the summary counts them"
+has "$tmp/bad.txt" "circles 1, undeclared edges 4 (back-edges 2), files > 900: 1" "the summary counts them"
 if cic_have pmccabe; then
     has "$tmp/bad.txt" "long function src/lo/longfn.c:1 fn_long: 164 lines (> 120)" "the long function"
 else
@@ -100,7 +109,7 @@ expect_rc 1 "--json: exit 1" "$py" "$layers" --root "$tmp/bad" --json
 "$py" -c 'import json, sys; r = json.load(open(sys.argv[1]))
 print(r["ok"], len(r["circles"]), len(r["undeclared"]), r["back_edges"], r["long_files"][0]["lines"], r["implicit_modules"])' \
     "$tmp/out" >"$tmp/json" 2>&1
-has "$tmp/json" "False 1 3 1 901 ['base']" "--json carries the same findings"
+has "$tmp/json" "False 1 4 2 901 ['base']" "--json carries the same findings"
 expect_rc 1 "--max-file 2000 still finds the rest" "$py" "$layers" --root "$tmp/bad" --max-file 2000
 has "$tmp/out" "files > 2000: 0" "--max-file is the limit"
 

@@ -4,6 +4,7 @@
 #include "testutil.h"
 
 #include "base/base.h"
+#include "xform/kinds.h"
 
 #include <dirent.h>
 #include <errno.h>

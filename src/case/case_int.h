@@ -25,6 +25,9 @@
 #include "case.h"
 #include "toml_capi.h"
 
+#include "../model/model.h"
+#include "../xform/kinds.h"
+
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>

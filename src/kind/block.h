@@ -87,9 +87,6 @@ typedef struct {
                   cic_norm_state ns);
 } cic_block_desc;
 
-/* The descriptor of kind k. */
-const cic_block_desc *cic_block(enum cic_block_kind k);
-
 /* A size as a count (0 for a negative one), a * b and a + b saturating at
  * UINT64_MAX: weight counts of any case, even one the loader refuses. */
 static inline uint64_t cic_count(int v)

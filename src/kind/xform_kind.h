@@ -17,8 +17,8 @@
  *
  * Data only: this header includes base and the block types; the
  * descriptors' functions take the types of the modules above by pointer
- * (declared, not included). The descriptor table, cic_xform_desc_of, is
- * defined in src/xform/kinds.c: only modules at or above src/xform call it. */
+ * (declared, not included). It declares no function: the table of
+ * descriptors and what is asked of it are src/xform/kinds.h. */
 #ifndef CIC_XFORM_KIND_H
 #define CIC_XFORM_KIND_H
 
@@ -218,34 +218,5 @@ typedef struct cic_xform_desc_s {
      * (at most cap). NULL: none. */
     int (*report)(cic_xform_field *f, int cap, const struct cic_xform_spec_s *x);
 } cic_xform_desc;
-
-/* The descriptor of kind k (src/xform/kinds.c). */
-const cic_xform_desc *cic_xform_desc_of(enum cic_xform_kind k);
-
-/* The name of x's mistake: "none", its kind's name for it, or "unknown"
- * for a number its kind does not have (src/xform/kinds.c). */
-const char *cic_xform_mistake_name(const struct cic_xform_spec_s *x);
-
-/* The number of kind k's mistake called name (CIC_MISTAKE_NONE for
- * "none"), or -1 when kind k has none of that name. */
-int cic_xform_mistake_find(enum cic_xform_kind k, const char *name);
-
-/* Whether kind k takes the key bits key (CIC_XKEY_*), all of them. */
-static inline bool cic_xform_has_keys(enum cic_xform_kind k, unsigned key)
-{
-    return (cic_xform_desc_of(k)->keys & key) == key;
-}
-
-/* Whether kind k is an adaLN strategy (a dit block's). */
-static inline bool cic_xform_is_adaln(enum cic_xform_kind k)
-{
-    return cic_xform_desc_of(k)->family == CIC_XFAM_ADALN;
-}
-
-/* Whether kind k applies to a block with norms of kind n. */
-static inline bool cic_xform_applies(enum cic_xform_kind k, enum cic_norm_kind n)
-{
-    return (cic_xform_desc_of(k)->norms >> n) & 1u;
-}
 
 #endif

@@ -6,6 +6,8 @@
  * or transcendental call 1. */
 #include "flops.h"
 
+#include "../xform/kinds.h"
+
 
 #include <string.h>
 

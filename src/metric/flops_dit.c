@@ -12,6 +12,7 @@
  * case allows at the table's sizes, so doubles hold them exactly. */
 #include "flops.h"
 
+#include "../xform/kinds.h"
 #include "../xform/qmat.h"
 
 #include <math.h>

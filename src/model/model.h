@@ -26,6 +26,10 @@
  * are in op.h. */
 #include "op.h"
 
+/* The descriptor of block kind k (blocks.c, from CIC_BLOCK_LIST of
+ * src/kind/block.h, one descriptor per file block_<name>.c). */
+const cic_block_desc *cic_block(enum cic_block_kind k);
+
 enum cic_tensor_role { CIC_T_WEIGHT, CIC_T_INPUT, CIC_T_ACT };
 
 /* What the rows of an activation or input tensor are: tokens (R = B N rows),

@@ -10,6 +10,7 @@
 
 #include "../base/mpvec.h"
 #include "../report/dump.h"
+#include "../xform/kinds.h"
 
 #include <string.h>
 

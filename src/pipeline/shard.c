@@ -33,6 +33,7 @@
 #include "../base/mpvec.h"
 #include "../case/case.h"
 #include "../model/model.h"
+#include "../xform/kinds.h"
 
 #include <jansson.h>
 #include <math.h>

@@ -20,6 +20,8 @@
 #include "conclusion.h"
 #include "text.h"
 
+#include "../xform/kinds.h"
+
 #include <math.h>
 #include <string.h>
 

@@ -19,6 +19,8 @@
  * INT64_MAX (jansson integers are signed) are written as decimal strings. */
 #include "report.h"
 
+#include "../xform/kinds.h"
+
 #include <inttypes.h>
 #include <jansson.h>
 #include <math.h>

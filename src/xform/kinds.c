@@ -3,8 +3,7 @@
  * CIC_XFORM_LIST (src/kind/xform_kind.h) with designated initializers, so
  * the table follows the list whatever its order; each descriptor lives in
  * its kind's file (kind_<name>.c); and the names of the kinds' mistakes. */
-#include "../kind/kind.h"
-#include "../kind/xform_kind.h"
+#include "kinds.h"
 
 #include <assert.h>
 #include <string.h>
@@ -47,4 +46,19 @@ int cic_xform_mistake_find(enum cic_xform_kind k, const char *name)
         if (strcmp(d->mistakes[m], name) == 0)
             return m + 1;
     return -1;
+}
+
+bool cic_xform_has_keys(enum cic_xform_kind k, unsigned key)
+{
+    return (cic_xform_desc_of(k)->keys & key) == key;
+}
+
+bool cic_xform_is_adaln(enum cic_xform_kind k)
+{
+    return cic_xform_desc_of(k)->family == CIC_XFAM_ADALN;
+}
+
+bool cic_xform_applies(enum cic_xform_kind k, enum cic_norm_kind n)
+{
+    return (cic_xform_desc_of(k)->norms >> n) & 1u;
 }

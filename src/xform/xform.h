@@ -11,6 +11,7 @@
 #define CIC_XFORM_H
 
 #include "../model/model.h"
+#include "kinds.h"
 
 /* Bits a transform computes with. */
 mpfr_prec_t cic_xform_prec(const cic_xform_spec *x, mpfr_prec_t engine_prec);
