@@ -1485,7 +1485,7 @@ static void test_engine_table(void **state)
     /* the op table: a name and a check for every kind */
     for (e = 0; e < CIC_OP_COUNT; e++) {
         assert_non_null(CIC_OP_NAME[e]);
-        assert_ptr_equal(CIC_OP_DESC[e].name, CIC_OP_NAME[e]);
+        assert_string_equal(CIC_OP_DESC[e].name, CIC_OP_NAME[e]);
         assert_non_null(CIC_OP_DESC[e].check);
         assert_non_null(CIC_OP_DESC[e].cost);
     }
