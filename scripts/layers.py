@@ -109,31 +109,36 @@ def objects(root, build, files):
 
 
 def symbols(nm, objs):
-    """(defined, used): the global symbols the objects define and leave undefined."""
-    defined, used = set(), set()
-    for o in objs:
-        r = subprocess.run([nm, '-P', o], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, universal_newlines=True)
-        if r.returncode != 0:
-            raise UsageError('%s failed on %s: %s' % (nm, o, r.stderr.strip()))
-        for line in r.stdout.splitlines():
-            parts = line.split()
-            if len(parts) < 2:
-                continue
-            name, kind = parts[0], parts[1]
-            if kind in ('U', 'w'):
-                used.add(name)
-            elif kind.isupper() or kind == 'u':
-                defined.add(name)
-    return defined, used - defined
+    """{source: (defined, used)}: the global symbols each source's objects
+    define and leave undefined (objs: {source: [object]}), read by one nm
+    run over every object (-A names the object on each line)."""
+    owner = {o: f for f, os_ in objs.items() for o in os_}
+    out = {f: (set(), set()) for f in objs}
+    if not owner:
+        return out
+    r = subprocess.run([nm, '-P', '-A'] + sorted(owner), stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, universal_newlines=True)
+    if r.returncode != 0:
+        raise UsageError('%s failed: %s' % (nm, r.stderr.strip()))
+    for line in r.stdout.splitlines():
+        obj, sep, rest = line.partition(': ')
+        parts = rest.split()
+        if not sep or obj not in owner or len(parts) < 2:
+            continue
+        defined, used = out[owner[obj]]
+        name, kind = parts[0], parts[1]
+        if kind in ('U', 'w'):
+            used.add(name)
+        elif kind.isupper() or kind == 'u':
+            defined.add(name)
+    return {f: (d, u - d) for f, (d, u) in out.items()}
 
 
 def call_edges(nm, objs, defs):
     """{(a, b): [symbol]}: a uses a symbol b defines (defs filled: symbol
     -> the sources whose objects define it)."""
     uses = {}
-    for f, os_ in sorted(objs.items()):
-        d, u = symbols(nm, os_)
+    for f, (d, u) in sorted(symbols(nm, objs).items()):
         uses[f] = u
         for s in d:
             defs.setdefault(s, []).append(f)
