@@ -5,7 +5,7 @@
  * table's formula (model/op.h: cic_op_flops_*). The engines book the same
  * formulas for the ops of the graph they run, so the report's agreement of
  * the two checks the graph's structure against the block equations. Every
- * block kind has its own closed form, in its descriptor (case/block.h) or,
+ * block kind has its own closed form, in its descriptor (kind/block.h) or,
  * for the adaLN blocks, here (a kind without one asserts). */
 #ifndef CIC_FLOPS_H
 #define CIC_FLOPS_H

@@ -208,7 +208,7 @@ static inline double cic_op_flops_attn(double B, double H, double N, double dh, 
     return B * H * (4 * N * N * dh + N * N + 5 * visible);
 }
 
-/* One activation call (case/act.h). */
+/* One activation call (kind/act.h). */
 static inline double cic_op_flops_act(enum cic_act a)
 {
     static const double flops[] = {
