@@ -778,8 +778,10 @@ has "$tmp/sw-0-1/sweep.json" '"file": "checkpoint config.json"' "the shard recor
 # a checkpoint changed while it is mapped: cut short (a SIGBUS in the
 # mapping, or the size at the end) or rewritten in place with the same
 # size (its mtime) must exit 3 naming the file, with no report.json. A
-# model of d 128 at 512 bits (verify: 2048) runs long enough to be changed
-# mid-run.
+# model of d 128 at 512 bits and 32 tokens (verify: 2048 bits) runs long
+# enough (2 s) to be changed mid-run, and it is stopped while the file
+# changes, so a loaded machine's slow polling or Python start cannot let
+# it finish first.
 sed -e 's/^d_model = 64$/d_model = 128/' -e 's/^tokens = 8$/tokens = 16/' \
     -e 's/^layers = 3$/layers = 2/' "$tmp/seed.toml" >"$tmp/mid.toml"
 expect_rc 0 "a seeded model of d 128 dumps" "$bin" run --quiet --no-baseline \
@@ -809,6 +811,9 @@ changed() {
         [ "$ch_seen" -lt 10 ] && sleep 0.05
         ch_i=$((ch_i + 1))
     done
+    # stopped while the file changes, so a loaded machine cannot let the
+    # run finish before the change lands (it resumes after, and must see it)
+    kill -STOP "$ch_pid" 2>/dev/null
     "$py" - "$tmp/hf-chg/model.safetensors" "$ch_mode" <<'PY'
 import os, sys
 path, mode = sys.argv[1], sys.argv[2]
@@ -822,6 +827,7 @@ else:
         f.seek(n - 4096)
         f.write(bytes(x ^ 0x01 for x in b))  # other values, of the same magnitude
 PY
+    kill -CONT "$ch_pid" 2>/dev/null
     wait "$ch_pid"
     ch_rc=$?
     if [ "$ch_rc" -eq 3 ]; then ok "$ch_what: exit 3"; else
@@ -832,7 +838,7 @@ PY
         bad "$ch_what: a report.json was written"
 }
 ckcase ck-chg hf-chg
-sed -i 's/^mpfr_prec = 64$/mpfr_prec = 512/; s/^tokens = 8$/tokens = 16/' "$tmp/ck-chg.toml"
+sed -i 's/^mpfr_prec = 64$/mpfr_prec = 512/; s/^tokens = 8$/tokens = 32/' "$tmp/ck-chg.toml"
 changed cut "a checkpoint cut short during a run" run --no-baseline --out "$tmp/r-chg" \
     "$tmp/ck-chg.toml"
 has "$tmp/err" "changed while cicheck was reading it (truncated" \
