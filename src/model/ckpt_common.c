@@ -274,6 +274,22 @@ int _cic_ckpt_readout_parts(ckpt_part *p, const cic_ckpt *k, const char *name,
     return 1;
 }
 
+int _cic_ckpt_own_parts(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0,
+                        const char *const *keep, const char *norm_prefix)
+{
+    int l, n = 0;
+    if (sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0) {
+        snprintf(p->name, sizeof p->name, "blocks.%d.%s", l + layer0, name + n);
+        return 1;
+    }
+    for (; *keep; keep++)
+        if (!strncmp(name, *keep, strlen(*keep))) {
+            snprintf(p->name, sizeof p->name, "%s", name);
+            return 1;
+        }
+    return _cic_ckpt_readout_parts(p, k, name, norm_prefix);
+}
+
 /* ---- the checks of a layer's tensors ---- */
 
 int _cic_ckpt_check_tensor(const cic_ckpt *k, const cic_model_cfg *cfg, const char *name,

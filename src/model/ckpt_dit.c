@@ -73,16 +73,10 @@ static int dit_sizes(cic_ckpt *k, cic_diag *d)
 static int dit_parts(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int rows,
                      int cols)
 {
-    int l, n = 0;
+    static const char *const keep[] = {"final_layer.", NULL};
     (void)rows;
     (void)cols;
-    if (sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
-        snprintf(p->name, sizeof p->name, "blocks.%d.%s", l + layer0, name + n);
-    else if (!strncmp(name, "final_layer.", 12))
-        snprintf(p->name, sizeof p->name, "%s", name);
-    else
-        return _cic_ckpt_readout_parts(p, k, name, "model.norm");
-    return 1;
+    return _cic_ckpt_own_parts(p, k, name, layer0, keep, "model.norm");
 }
 
 /* The dit block with its final layer (qkv_bias is the block's own). */

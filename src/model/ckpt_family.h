@@ -168,6 +168,12 @@ int _cic_ckpt_count_blocks(const cic_ckpt *k);
  * family's embedding). 1 when name is one of them, else 0. */
 int _cic_ckpt_readout_parts(ckpt_part *p, const cic_ckpt *k, const char *name,
                             const char *norm_prefix);
+/* The parts of a family whose tensors carry the model's own names (timm,
+ * DiT): blocks.{i}.* with i counted from layer0, a name that starts with
+ * one of keep (NULL-terminated) as it is, else the shared readout names
+ * (norm_prefix as for _cic_ckpt_readout_parts). 1, or 0 for no such tensor. */
+int _cic_ckpt_own_parts(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0,
+                        const char *const *keep, const char *norm_prefix);
 
 /* A layer's tensors, their sizes coded: CKPT_DIM_D d_model, CKPT_DIM_KV
  * the key/value width, CKPT_DIM_MLP the MLP width, CKPT_DIM_3D 3 d,

@@ -87,16 +87,10 @@ static int timm_sizes(cic_ckpt *k, cic_diag *d)
 static int timm_parts(ckpt_part *p, const cic_ckpt *k, const char *name, int layer0, int rows,
                       int cols)
 {
-    int l, n = 0;
+    static const char *const keep[] = {"norm.", "head.", NULL};
     (void)rows;
     (void)cols;
-    if (sscanf(name, "blocks.%d.%n", &l, &n) == 1 && n > 0)
-        snprintf(p->name, sizeof p->name, "blocks.%d.%s", l + layer0, name + n);
-    else if (!strncmp(name, "norm.", 5) || !strncmp(name, "head.", 5))
-        snprintf(p->name, sizeof p->name, "%s", name);
-    else
-        return _cic_ckpt_readout_parts(p, k, name, "model.norm");
-    return 1;
+    return _cic_ckpt_own_parts(p, k, name, layer0, keep, "model.norm");
 }
 
 static void timm_model_cfg(const cic_ckpt *k, cic_model_cfg *cfg)
