@@ -16,7 +16,6 @@
 
 #define vals _cic_xf_vals
 #define install _cic_xf_install
-#define rotate_right _cic_xf_rotate_right
 
 #include <math.h>
 #include <string.h>
@@ -394,18 +393,22 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
 /* Multiply by Q over the residual dimension: right (W Q, for readers and
  * the input: rows stay, the d columns mix) or left-transposed (Q^T W for
  * writer weights [d, k] and biases [1, d], which mix the d rows / cols). */
-int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
+/* Tensor id times Q over the residual dimension d, in MPFR (or as a lazy
+ * Hadamard recipe, or through doubles when the transform keeps Q as
+ * doubles): right, W Q (W [rows, d]), or left, Q^T W (W [d, cols]). */
+static int rotate_mp(ctx *c, int id, const mpfr_t *q, int d, bool left)
 {
     cic_model *m = c->m;
     int rows = m->t[id].rows, cols = m->t[id].cols;
     mpfr_t *tv = NULL, *nv = NULL;
     const mpfr_t *v;
     int lz;
-    CIC_ASSERT(cols == d);
-    if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_RIGHT)) != 0)
+    CIC_ASSERT((left ? rows : cols) == d);
+    if (c->hq && c->hq->d == d &&
+        (lz = rotate_lazy(c, id, left ? CIC_LAZY_LEFT : CIC_LAZY_RIGHT)) != 0)
         return lz < 0 ? -1 : 0;
     if (c->blas && c->qd && c->qd_n == d)
-        return _cic_xf_rotate_f64(c, id, false, c->qd, d);
+        return _cic_xf_rotate_f64(c, id, left, c->qd, d);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
@@ -413,42 +416,27 @@ int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
         cic_mpvec_destroy(nv, (size_t)rows * cols);
         return -1;
     }
-    cic_mp_matmul(nv, v, false, q, false, rows, d, d, c->blas, cic_rt_matmul_threads(m->rt),
-                  &c->dot);
+    if (left) /* W'[i, k] = sum_j Q[j, i] W[j, k] */
+        cic_mp_matmul(nv, q, true, v, false, d, cols, d, c->blas, cic_rt_matmul_threads(m->rt),
+                      &c->dot);
+    else
+        cic_mp_matmul(nv, v, false, q, false, rows, d, d, c->blas, cic_rt_matmul_threads(m->rt),
+                      &c->dot);
     install(m, id, nv, c->p);
     cic_mpvec_destroy(tv, (size_t)rows * cols);
     return 0;
+}
+
+int _cic_xf_rotate_right(ctx *c, int id, const mpfr_t *q, int d)
+{
+    return rotate_mp(c, id, q, d, false);
 }
 
 /* A writer's weight [d, k] (Q^T W) or its bias [1, d] (b Q). Which one is
  * said, not guessed from the shape: at d = 1 a weight has one row too. */
 int _cic_xf_rotate_writer(ctx *c, int id, bool bias, const mpfr_t *q, int d)
 {
-    cic_model *m = c->m;
-    int rows = m->t[id].rows, cols = m->t[id].cols;
-    mpfr_t *tv = NULL, *nv = NULL;
-    const mpfr_t *v;
-    int lz;
-    if (bias) /* b' = b Q */
-        return rotate_right(c, id, q, d);
-    CIC_ASSERT(rows == d);
-    if (c->hq && c->hq->d == d && (lz = rotate_lazy(c, id, CIC_LAZY_LEFT)) != 0)
-        return lz < 0 ? -1 : 0;
-    if (c->blas && c->qd && c->qd_n == d)
-        return _cic_xf_rotate_f64(c, id, true, c->qd, d);
-    v = vals(m, id, &tv);
-    nv = cic_mpvec_create((size_t)rows * cols, c->p);
-    if (!v || !nv) {
-        cic_mpvec_destroy(tv, (size_t)rows * cols);
-        cic_mpvec_destroy(nv, (size_t)rows * cols);
-        return -1;
-    }
-    /* W'[i, k] = sum_j Q[j, i] W[j, k] */
-    cic_mp_matmul(nv, q, true, v, false, d, cols, d, c->blas, cic_rt_matmul_threads(m->rt),
-                  &c->dot);
-    install(m, id, nv, c->p);
-    cic_mpvec_destroy(tv, (size_t)rows * cols);
-    return 0;
+    return rotate_mp(c, id, q, d, !bias);
 }
 
 int _cic_xf_fuse_norms(ctx *c, bool layernorm, bool bake_mean, bool center_input)
