@@ -185,7 +185,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
     memset(&r, 0, sizeof r);
     CIC_ASSERT(s0 >= 0 && s0 + ns <= m->cfg.samples);
     last = cic_calloc((size_t)m->n_t, sizeof *last);
-    if (mprun_init(&r, m, prec, rounded_weights, s0, ns, o && o->ball) < 0 || !last)
+    if (mprun_init(&r, m, prec, rounded_weights, s0, ns, o && o->ball) < 0 || !last ||
+        (r.ball && cic_ball_config(r.ball, o->ball) < 0))
         goto cleanup;
     for (i = 0; i < m->n_ops; i++)
         for (k = 0; k < 3; k++)

@@ -30,9 +30,11 @@ cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int thre
     b->u = ldexp(1.0, -(int)prec);
     b->ns = ns;
     b->nt = threads;
+    b->nb = true;
     b->rad = cic_calloc((size_t)m->n_t, sizeof *b->rad);
     b->absv = cic_calloc((size_t)m->n_t, sizeof *b->absv);
-    if (!b->rad || !b->absv) {
+    b->nrm = cic_calloc((size_t)m->n_t, sizeof *b->nrm);
+    if (!b->rad || !b->absv || !b->nrm) {
         cic_ball_destroy(b);
         return NULL;
     }
@@ -48,18 +50,43 @@ void cic_ball_destroy(cic_ball *b)
         free(b->rad[i]);
     for (i = 0; b->absv && i < b->m->n_t; i++)
         free(b->absv[i]);
+    for (i = 0; b->nrm && i < b->m->n_t; i++)
+        free(b->nrm[i]);
     free(b->rad);
     free(b->absv);
+    free(b->nrm);
     free(b->next);
+    free(b->next_nrm);
+    free(b->aux);
     drop_enc(b);
     free(b);
     flint_cleanup();
 }
 
+int cic_ball_config(cic_ball *b, const cic_ball_out *o)
+{
+    int id = b->m->input;
+    size_t rows = (size_t)cic_model_run_rows(b->m, id, b->ns), n = count(b, id), i;
+    b->nb = !o->elementwise;
+    if (o->in_rad <= 0 && o->in_nrm <= 0)
+        return 0;
+    b->rad[id] = malloc(n * sizeof(double));
+    b->nrm[id] = malloc(rows * sizeof(double));
+    if (!b->rad[id] || !b->nrm[id])
+        return -1;
+    for (i = 0; i < n; i++)
+        b->rad[id][i] = o->in_rad;
+    for (i = 0; i < rows; i++)
+        b->nrm[id][i] = b->nb ? o->in_nrm : INFINITY;
+    return 0;
+}
+
 void cic_ball_drop(cic_ball *b, int id)
 {
     free(b->rad[id]);
+    free(b->nrm[id]);
     b->rad[id] = NULL;
+    b->nrm[id] = NULL;
 }
 
 void cic_ball_result(const cic_ball *b, int id, size_t n, cic_ball_out *out)
@@ -69,6 +96,9 @@ void cic_ball_result(const cic_ball *b, int id, size_t n, cic_ball_out *out)
     snprintf(out->why, sizeof out->why, "%s", b->failed ? b->why : "");
     for (i = 0; i < n; i++)
         out->rad[i] = b->failed ? INFINITY : rad_at(b->rad[id], i);
+    if (out->nrm)
+        for (i = 0; i < n / (size_t)b->m->t[id].cols; i++)
+            out->nrm[i] = b->failed ? INFINITY : b->nb ? nrm_at(b, id, i) : NAN;
 }
 
 /* ---- the walk's hooks ---- */
@@ -84,12 +114,17 @@ static_assert(sizeof BALL_RULE / sizeof BALL_RULE[0] == CIC_OP_COUNT, "ball rule
 
 int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
-    size_t n = count(b, o->out);
+    size_t n = count(b, o->out), rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i;
     if (b->failed)
         return 0;
     free(b->next);
-    if (!(b->next = cic_calloc(n ? n : 1, sizeof *b->next)))
+    free(b->next_nrm);
+    b->next_nrm = NULL;
+    if (!(b->next = cic_calloc(n ? n : 1, sizeof *b->next)) ||
+        !(b->next_nrm = malloc((rows ? rows : 1) * sizeof *b->next_nrm)))
         return -1;
+    for (i = 0; i < rows; i++)
+        b->next_nrm[i] = INFINITY;
     return BALL_RULE[o->kind]->pre(b, o, mid, ctx);
 }
 
@@ -102,6 +137,8 @@ int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
         return -1;
     if (b->failed)
         return 0;
+    if (b->nb && _cic_nb_finish(b, o) < 0)
+        return -1;
     for (k = 0; k < 3; k++)
         if (o->in[k] >= 0) {
             free(b->absv[o->in[k]]);

@@ -34,11 +34,22 @@
 typedef struct cic_ball cic_ball;
 
 /* What a ball run gives back: the output's radii (the caller's array of
- * the output's size) and, when the run could not bound them, why. */
+ * the output's size) and, when the run could not bound them, why; and what
+ * the caller asks of it. */
 typedef struct cic_ball_out {
     double *rad;
     bool failed;
     char why[160];
+    /* out, when not NULL: the norm-wise bound of each output row (one per
+     * row of the run: an upper bound of the 2-norm of exact - midpoints) */
+    double *nrm;
+    /* in: the elementwise radii alone, without the norm-wise bound (the
+     * benchmark's comparison; the default carries both, docs/design.md) */
+    bool elementwise;
+    /* in (tests): the block input's values are not exact but balls: each
+     * value within in_rad, each row within in_nrm in the 2-norm (both 0:
+     * exact, the default) */
+    double in_rad, in_nrm;
 } cic_ball_out;
 
 /* The midpoints of tensor id (the engine's values), for the hooks. */
@@ -47,6 +58,9 @@ typedef const mpfr_t *(*cic_ball_mid_fn)(void *ctx, int id);
 /* A ball run of m at prec over ns samples, its bounds split over threads
  * threads (the engine run's). NULL when memory runs out. */
 cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int threads);
+/* What the caller asks (o->elementwise, o->in_rad, o->in_nrm), before the
+ * first op. 0, or -1 when memory runs out. */
+int cic_ball_config(cic_ball *b, const cic_ball_out *o);
 void cic_ball_destroy(cic_ball *b);
 
 /* Before op o's kernel runs (its inputs intact): the bounds that need the

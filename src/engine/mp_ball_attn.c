@@ -34,6 +34,10 @@ static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
     A->rk = b->rad[o->in[1]];
     A->rv = b->rad[o->in[2]];
     A->ry = b->next;
+    A->eq = b->nrm[o->in[0]];
+    A->ek = b->nrm[o->in[1]];
+    A->ev = b->nrm[o->in[2]];
+    A->eo = NULL;
     A->N = m->cfg.tokens;
     A->d = m->t[o->out].cols;
     A->H = o->heads;
@@ -46,6 +50,23 @@ static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
     A->kc = o->in_col[1];
     A->vc = o->in_col[2];
     A->c = up(1.0 / sqrt((double)A->dh));
+    if (b->nb) {
+        size_t n = (size_t)cic_model_run_rows(m, o->out, b->ns) * (size_t)A->H;
+        free(b->aux);
+        if (!(b->aux = malloc((n ? n : 1) * sizeof(double))))
+            return -1;
+        A->eo = b->aux;
+    }
+    return 0;
+}
+
+/* The output row's candidate: the 2-norm over its heads of their e. */
+static int attn_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    size_t rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i;
+    (void)y;
+    for (i = 0; b->at.eo && i < rows; i++)
+        b->next_nrm[i] = norm2_up(b->at.eo + i * (size_t)b->at.H, (size_t)b->at.H, 1);
     return 0;
 }
 
@@ -65,25 +86,55 @@ void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, i
 /* The radii of the scores of query row i: s = RN(RN(q . k) RN(1/sqrt dh))
  * is within 4 u c sum |q| |k| of c (q . k), and the balls of q and k add
  * c sum |q| r_k + r_q (|k| + r_k). */
-static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbase, int cnt,
-                          double u)
+static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbase, size_t qrow,
+                          size_t krow0, int cnt, double u)
 {
     const double *aq = A->aq + qo, *rq = A->rq ? A->rq + qo : NULL;
-    double R = 0;
+    double R = 0, nq = 0, eq = A->eo ? rad_at(A->eq, qrow) : INFINITY;
     int j, c;
+    for (c = 0; A->eo && c < A->dh; c++)
+        nq += aq[c] * aq[c];
+    nq = up(sqrt(bound_sum(nq, (size_t)A->dh)));
     for (j = 0; j < cnt; j++) {
         size_t ko = kbase + (size_t)j * A->lk;
-        double acc = 0, g = 0;
+        double acc = 0, g = 0, nk = 0, ek = A->eo ? rad_at(A->ek, krow0 + (size_t)j) : 0;
         for (c = 0; c < A->dh; c++) {
             double ak = A->ak[ko + c], rk = rad_at(A->rk, ko + c);
             acc += aq[c] * rk + rad_at(rq, (size_t)c) * (ak + rk);
             g += aq[c] * ak;
+            nk += ak * ak;
         }
-        rs[j] = up(A->c * bound_sum(acc, 3 * (size_t)A->dh + 3) +
-                   4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1));
+        acc = bound_sum(acc, 3 * (size_t)A->dh + 3);
+        /* the norm-wise alternative (Cauchy-Schwarz on the head's slices):
+         * |q* . k* - q^ . k^| <= ||q^|| e_k + e_q (||k^|| + e_k) */
+        if (A->eo) {
+            double alt = up(nq * ek + eq * up(up(sqrt(bound_sum(nk, (size_t)A->dh))) + ek));
+            acc = alt < acc ? alt : acc;
+        }
+        rs[j] = up(A->c * acc + 4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1));
         R = rs[j] > R ? rs[j] : R;
     }
     return R; /* the largest, to see that all are finite */
+}
+
+/* The norm-wise bound of one head's output row: o* - o^ = sum_j (P*_j -
+ * p^_j) v^_j + sum_j P*_j (v*_j - v^_j) + the dot's rounding, so its 2-norm
+ * is at most sum_j rp_j ||v^_j|| + (pu_j + rp_j) e_v(j) + own (own: the
+ * 2-norm of u g). */
+static double head_nrm(const ball_attn *A, const double *rp, const double *pu, size_t first,
+                       int kvh, int cnt, double own)
+{
+    double s = 0;
+    int j, c;
+    for (j = 0; j < cnt; j++) {
+        size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * A->dh;
+        double nv = 0;
+        for (c = 0; c < A->dh; c++)
+            nv += A->av[vo + c] * A->av[vo + c];
+        nv = up(sqrt(bound_sum(nv, (size_t)A->dh)));
+        s += up(rp[j] * nv + (pu[j] + rp[j]) * rad_at(A->ev, first + (size_t)j));
+    }
+    return up(bound_sum(s, (size_t)cnt) + own);
 }
 
 /* Softmax: the engine's p^ = RN(e_j / RN(sum e)), e_j = RN(exp(RN(s_j -
@@ -100,7 +151,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     const ball_attn *A = &b->at;
     int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
     double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
-    double mx = -INFINITY, M = 0, E = 0, R, u = b->u;
+    double mx = -INFINITY, M = 0, E = 0, R, u = b->u, G = 0;
     bool fine;
     size_t row = (size_t)s * N + i, first = (size_t)s * N;
     for (j = 0; j < cnt; j++)
@@ -108,7 +159,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     for (j = 0; j < cnt; j++)
         M = fabs(sc[j] - mx) > M ? fabs(sc[j] - mx) : M;
     fine = isfinite(score_radii(A, rs, row * A->lq + A->qc + (size_t)h * dh,
-                                first * A->lk + A->kc + (size_t)kvh * dh, cnt, u)) &&
+                                first * A->lk + A->kc + (size_t)kvh * dh, row, first, cnt, u)) &&
            u * (M + fabs(mx) + 8) < 0x1p-12;
     for (j = 0; j < cnt; j++) {
         /* eta_j, kept in rp until R is known */
@@ -130,11 +181,17 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
             acc += rp[j] * av + (pu[j] + rp[j]) * rv;
             g += pu[j] * av;
         }
+        g = bound_sum(g, (size_t)cnt + 1);
         A->ry[row * A->d + (size_t)h * dh + cc] =
-            up(bound_sum(acc, 3 * (size_t)cnt + 3) + u * bound_sum(g, (size_t)cnt + 1));
+            up(bound_sum(acc, 3 * (size_t)cnt + 3) + u * g);
+        if (A->eo)
+            G += g * g;
     }
+    if (A->eo)
+        A->eo[row * (size_t)A->H + (size_t)h] =
+            head_nrm(A, rp, pu, first, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
 }
 
 /* The scores' and rows' bounds run inside the kernel's head loop, row by
  * row (cic_ball_attn_scores, cic_ball_attn_row into b->next). */
-const cic_ball_rule _cic_ball_rule_attn = {.pre = attn_pre, .post = _cic_ball_post_none};
+const cic_ball_rule _cic_ball_rule_attn = {.pre = attn_pre, .post = attn_post};

@@ -12,9 +12,20 @@
 static void add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *z)
 {
     const double *ra = b->rad[o->in[0]], *rb = b->rad[o->in[1]];
-    size_t n = count(b, o->out), j;
-    for (j = 0; j < n; j++) /* y = RN(a + b) */
-        b->next[j] = up(rad_at(ra, j) + rad_at(rb, j) + b->u * (absup(x[j]) + absup(z[j])));
+    size_t n = count(b, o->out), cols = (size_t)b->m->t[o->out].cols, j;
+    double own = 0;
+    for (j = 0; j < n; j++) { /* y = RN(a + b) */
+        double rj = up(b->u * (absup(x[j]) + absup(z[j])));
+        b->next[j] = up(rad_at(ra, j) + rad_at(rb, j) + rj);
+        /* the row's candidate: e_a + e_b + the 2-norm of the roundings */
+        own += rj * rj;
+        if ((j + 1) % cols == 0) {
+            size_t i = j / cols;
+            b->next_nrm[i] = up(up(nrm_at(b, o->in[0], i) + nrm_at(b, o->in[1], i)) +
+                                up(sqrt(bound_sum(own, cols))));
+            own = 0;
+        }
+    }
 }
 
 /* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
@@ -27,19 +38,29 @@ static void mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t 
     double u = b->u;
     for (i = 0; i < R; i++) {
         size_t s0 = (size_t)(i / N) * mc;
+        double lip = 0, own = 0; /* the row's candidate: lip e_x + ||own|| */
         for (j = 0; j < d; j++) {
             size_t k = (size_t)i * d + j, c0 = s0 + o->in_col[0] + j;
             double ax = absup(x[k]), r = rad_at(rx, k), a0 = absup(mod[c0]), r0 = rad_at(rm, c0);
+            double cx, rest; /* the radius is rest + cx r: cx bounds |d y / d x| */
             if (o->kind == CIC_OP_GATE) {
+                cx = up(a0 + r0);
+                rest = up(r0 * ax + u * a0 * ax);
                 b->next[k] = up(a0 * r + r0 * (ax + r) + u * a0 * ax);
             } else {
                 size_t c1 = s0 + o->in_col[1] + j;
                 double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
                 double at = up((1.0 + a1) * (1.0 + u)), et = up(r1 + u * (1.0 + a1));
+                cx = up(at + et);
+                rest = up(up(ax * et + r0) + up(2.1 * u * ax * at + 1.01 * u * a0));
                 b->next[k] = up(up(ax * et + r * (at + et) + r0) +
                                 up(2.1 * u * ax * at + 1.01 * u * a0));
             }
+            lip = cx > lip ? cx : lip;
+            own += rest * rest;
         }
+        b->next_nrm[i] = up(up(lip * nrm_at(b, o->in[0], (size_t)i)) +
+                            up(sqrt(bound_sum(own, (size_t)d))));
     }
 }
 
@@ -63,13 +84,30 @@ void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols
     }
 }
 
+/* The centring's candidate: x - mean(x) is the projection P (norm 1) of
+ * x, so e_x plus the 2-norm of the roundings, the radii of exact inputs. */
+static void center_nrm(cic_ball *b, const cic_op *o, const mpfr_t *x, size_t rows, size_t cols)
+{
+    double *own = malloc(rows * cols * sizeof *own);
+    size_t i;
+    if (!own)
+        return; /* no candidate: the radii's norm stands */
+    memset(own, 0, rows * cols * sizeof *own);
+    cic_ball_center_rows(own, x, rows, cols, b->prec);
+    for (i = 0; i < rows; i++)
+        b->next_nrm[i] = up(nrm_at(b, o->in[0], i) + norm2_up(own + i * cols, cols, 1));
+    free(own);
+}
+
 static void center_pre(cic_ball *b, const cic_op *o, const mpfr_t *x)
 {
-    size_t n = count(b, o->out);
+    size_t n = count(b, o->out), rows = (size_t)cic_model_run_rows(b->m, o->in[0], b->ns);
+    size_t cols = (size_t)b->m->t[o->in[0]].cols;
     if (b->rad[o->in[0]])
         memcpy(b->next, b->rad[o->in[0]], n * sizeof *b->next);
-    cic_ball_center_rows(b->next, x, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns),
-                         (size_t)b->m->t[o->in[0]].cols, b->prec);
+    cic_ball_center_rows(b->next, x, rows, cols, b->prec);
+    if (b->nb)
+        center_nrm(b, o, x, rows, cols);
 }
 
 /* ---- RoPE ---- */
@@ -119,10 +157,11 @@ int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *
     int interleaved = o->rope == CIC_ROPE_INTERLEAVED, step = interleaved ? 2 : 1;
     int off = interleaved ? 1 : half, rows = N * b->ns, i, h, j;
     double *ec = malloc((size_t)N * half * sizeof *ec), *es = malloc((size_t)N * half * sizeof *es);
-    double u = b->u;
-    if (!ec || !es) {
+    double *own = cic_calloc((size_t)rows, sizeof *own), u = b->u;
+    if (!ec || !es || !own) {
         free(ec);
         free(es);
+        free(own);
         return -1;
     }
     rope_table_err(b, o, cs, N, half, hd, ec, es);
@@ -133,11 +172,20 @@ int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *
                 size_t k = (size_t)(i % N) * half + j;
                 double aa = absup(x[ia]), ab = absup(x[ib]), ra = rad_at(rx, ia);
                 double rb = rad_at(rx, ib), c = absup(cs[2 * k]), sn = absup(cs[2 * k + 1]);
+                /* the exact rotation keeps the 2-norm: the candidate is e_x
+                 * plus the roundings' and the table's part, own */
+                double oa = up(up(u * (aa * c + ab * sn) + aa * ec[k]) + ab * es[k]);
+                double ob = up(up(u * (ab * c + aa * sn) + ab * ec[k]) + aa * es[k]);
                 b->next[ia] = up(up(u * (aa * c + ab * sn) + aa * ec[k] + ra * (c + ec[k])) +
                                  up(ab * es[k] + rb * (sn + es[k])));
                 b->next[ib] = up(up(u * (ab * c + aa * sn) + ab * ec[k] + rb * (c + ec[k])) +
                                  up(aa * es[k] + ra * (sn + es[k])));
+                own[i] += oa * oa + ob * ob;
             }
+    for (i = 0; b->nb && i < rows; i++)
+        b->next_nrm[i] = up(nrm_at(b, o->in[0], (size_t)i) +
+                            up(sqrt(bound_sum(own[i], (size_t)w))));
+    free(own);
     free(ec);
     free(es);
     return 0;

@@ -111,7 +111,7 @@ static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, const act_
 typedef struct {
     const mpfr_t *a, *g; /* g: the GLU's second factor, or NULL */
     const double *ra, *rg;
-    arb_ptr e;
+    arb_ptr e, e0; /* e0: of the midpoints alone, or NULL */
     enum cic_act act;
     const act_consts *k;
     slong prec;
@@ -131,9 +131,41 @@ static void act_range(void *c, size_t lo, size_t hi)
             ball_set(x, J->g[j], rad_at(J->rg, j));
             arb_mul(J->e + j, J->e + j, x, J->prec);
         }
+        if (!J->e0)
+            continue;
+        ball_set(x, J->a[j], 0);
+        act_ball(J->e0 + j, x, J->act, t, J->k, J->prec);
+        if (J->g) {
+            ball_set(x, J->g[j], 0);
+            arb_mul(J->e0 + j, J->e0 + j, x, J->prec);
+        }
     }
     arb_clear(x);
     arb_clear(t);
+}
+
+/* GLU, y = act(a) b: per row, aux[2 i] = L max (|b| + r_b) multiplies
+ * the row's e of a, aux[2 i + 1] = max |a| (>= max |act(a)|) that of b. */
+static int glu_coef(cic_ball *b, const cic_op *o, const mpfr_t *a, const mpfr_t *g)
+{
+    size_t rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i, j;
+    size_t cols = (size_t)b->m->t[o->out].cols;
+    const double *rg = b->rad[o->in[1]];
+    free(b->aux);
+    if (!(b->aux = malloc(2 * (rows ? rows : 1) * sizeof(double))))
+        return -1;
+    for (i = 0; i < rows; i++) {
+        double mb = 0, ma = 0;
+        for (j = 0; j < cols; j++) {
+            size_t k = i * cols + j;
+            double vb = up(absup(g[k]) + rad_at(rg, k)), va = absup(a[k]);
+            mb = vb > mb ? vb : mb;
+            ma = va > ma ? va : ma;
+        }
+        b->aux[2 * i] = up(CIC_ACT_LIP * mb);
+        b->aux[2 * i + 1] = ma;
+    }
+    return 0;
 }
 
 static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx, bool glu)
@@ -146,6 +178,9 @@ static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
     J.ra = b->rad[o->in[0]];
     J.rg = glu ? b->rad[o->in[1]] : NULL;
     if (!J.a || (glu && !J.g) || !(J.e = enc_make(b, n)))
+        return -1;
+    J.e0 = b->enc0;
+    if (glu && b->nb && glu_coef(b, o, J.a, J.g) < 0)
         return -1;
     J.act = o->act;
     J.prec = (slong)b->prec;
@@ -161,11 +196,24 @@ typedef struct {
     const mpfr_t *x, *g, *bb;
     const double *rx, *rg, *rb;
     arb_ptr e;
+    double *linv; /* per row: sup 1 / sqrt(var + eps) over the row's box, or NULL */
     double eps;
     int d;
     bool center;
     slong prec;
 } norm_job;
+
+/* An upper bound of the ball x (INFINITY when it has none). */
+static double arb_up(const arb_t x, slong prec)
+{
+    arf_t ub;
+    double v;
+    arf_init(ub);
+    arb_get_ubound_arf(ub, x, prec);
+    v = arf_get_d(ub, ARF_RND_UP);
+    arf_clear(ub);
+    return v >= 0 && v < INFINITY ? v : INFINITY;
+}
 
 static void norm_row(const norm_job *J, arb_ptr row, size_t off, arb_t mean, arb_t var, arb_t t)
 {
@@ -187,6 +235,8 @@ static void norm_row(const norm_job *J, arb_ptr row, size_t off, arb_t mean, arb
     arb_set_d(t, J->eps);
     arb_add(var, var, t, prec);
     arb_rsqrt(var, var, prec);
+    if (J->linv)
+        J->linv[off / (size_t)d] = arb_up(var, prec);
     for (j = 0; j < d; j++) {
         arb_mul(row + j, row + j, var, prec);
         if (J->g) {
@@ -218,6 +268,8 @@ static void norm_rows(void *c, size_t lo, size_t hi)
 static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
     norm_job J;
+    size_t rows, j;
+    double G;
     J.x = mid(ctx, o->in[0]);
     J.g = o->g >= 0 ? mid(ctx, o->g) : NULL;
     J.bb = o->b >= 0 ? mid(ctx, o->b) : NULL;
@@ -231,11 +283,79 @@ static int norm_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
     J.eps = (double)o->eps;
     J.center = o->center;
     J.prec = (slong)b->prec;
-    ball_parallel(b, (size_t)cic_model_run_rows(b->m, o->in[0], b->ns), norm_rows, &J);
+    J.linv = NULL;
+    rows = (size_t)cic_model_run_rows(b->m, o->in[0], b->ns);
+    if (b->nb) {
+        free(b->aux);
+        if (!(b->aux = malloc((rows ? rows : 1) * sizeof(double))))
+            return -1;
+        J.linv = b->aux;
+    }
+    ball_parallel(b, rows, norm_rows, &J);
+    if (!b->nb)
+        return 0;
+    /* the gain's largest magnitude scales the Lipschitz constant; a gain
+     * or bias that is not exact leaves the norm-wise candidate out */
+    G = J.rg || J.rb ? INFINITY : 0;
+    for (j = 0; J.g && j < (size_t)J.d; j++)
+        G = absup(J.g[j]) > G ? absup(J.g[j]) : G;
+    if (!J.g)
+        G = G > 1 ? G : 1;
+    for (j = 0; j < rows; j++)
+        b->aux[j] = up(G * b->aux[j]);
+    /* the same rows of the midpoints alone: the kernel's own roundings */
+    J.rx = J.rg = J.rb = NULL;
+    J.e = b->enc0;
+    J.linv = NULL;
+    ball_parallel(b, rows, norm_rows, &J);
     return 0;
 }
 
 /* ---- the rules ---- */
+
+enum enc_kind { ENC_ACT, ENC_GLU, ENC_NORM };
+
+/* After the kernel: the norm-wise candidate of each row (the Lipschitz
+ * constant over the ball times the input's e, plus the 2-norm of the
+ * kernel's own roundings against the function of the midpoints), then the
+ * radii against the enclosures. */
+static int enc_post(cic_ball *b, const cic_op *o, const mpfr_t *y, enum enc_kind k)
+{
+    size_t rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i;
+    double *rho;
+    if (b->nb && b->enc0) {
+        if (!(rho = malloc((rows ? rows : 1) * sizeof *rho)))
+            return -1;
+        _cic_nb_rho(b, y, rows, (size_t)b->m->t[o->out].cols, rho);
+        for (i = 0; i < rows; i++) {
+            double ea = nrm_at(b, o->in[0], i), c;
+            if (k == ENC_ACT)
+                c = up(CIC_ACT_LIP * ea);
+            else if (k == ENC_GLU)
+                c = up(b->aux[2 * i] * ea + b->aux[2 * i + 1] * nrm_at(b, o->in[1], i));
+            else
+                c = up(b->aux[i] * ea);
+            b->next_nrm[i] = up(c + rho[i]);
+        }
+        free(rho);
+    }
+    return _cic_ball_post_enc(b, o, y);
+}
+
+static int act_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    return enc_post(b, o, y, ENC_ACT);
+}
+
+static int glu_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    return enc_post(b, o, y, ENC_GLU);
+}
+
+static int norm_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
+{
+    return enc_post(b, o, y, ENC_NORM);
+}
 
 static int act_only_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
@@ -247,6 +367,6 @@ static int glu_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
     return act_pre(b, o, mid, ctx, true);
 }
 
-const cic_ball_rule _cic_ball_rule_act = {.pre = act_only_pre, .post = _cic_ball_post_enc};
-const cic_ball_rule _cic_ball_rule_glu = {.pre = glu_pre, .post = _cic_ball_post_enc};
-const cic_ball_rule _cic_ball_rule_norm = {.pre = norm_pre, .post = _cic_ball_post_enc};
+const cic_ball_rule _cic_ball_rule_act = {.pre = act_only_pre, .post = act_post};
+const cic_ball_rule _cic_ball_rule_glu = {.pre = glu_pre, .post = glu_post};
+const cic_ball_rule _cic_ball_rule_norm = {.pre = norm_pre, .post = norm_post};

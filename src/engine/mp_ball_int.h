@@ -26,6 +26,10 @@
 
 typedef struct {
     const double *aq, *ak, *av, *rq, *rk, *rv;
+    /* the norm-wise bound: q's, k's and v's e per row (NULL: exact), and
+     * the output's per (row, head) (NULL: not carried) */
+    const double *eq, *ek, *ev;
+    double *eo;
     double *ry;
     double c; /* 1 / sqrt(dh), rounded up */
     int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
@@ -43,6 +47,15 @@ struct cic_ball {
     arb_ptr enc;   /* enclosures made before the op, compared after */
     size_t n_enc;
     ball_attn at;
+    /* The norm-wise bound (mp_ball_norm.c): per tensor id and run row, an
+     * upper bound of the 2-norm of (exact row - midpoint row); NULL: exact.
+     * nb: carried (off: the elementwise radii alone, for comparison). */
+    bool nb;
+    double **nrm;
+    double *next_nrm; /* the op's candidate per output row (INFINITY: none) */
+    arb_ptr enc0;     /* enclosures of the function of the midpoints alone */
+    double *aux;      /* per row or (row, head): what pre hands to post */
+    double sig_w;     /* the spectral bound of the last linear's weight */
     bool failed;
     char why[160];
 };
@@ -75,6 +88,29 @@ static inline size_t count(const cic_ball *b, int id)
 {
     return (size_t)cic_model_run_rows(b->m, id, b->ns) * (size_t)b->m->t[id].cols;
 }
+
+/* The norm-wise bound of row `row` of tensor id (0: exact). */
+static inline double nrm_at(const cic_ball *b, int id, size_t row)
+{
+    return b->nrm[id] ? b->nrm[id][row] : 0.0;
+}
+
+/* sqrt(sum of the squares of n nonnegative values v[0], v[step], ...),
+ * bounded above. */
+static inline double norm2_up(const double *v, size_t n, size_t step)
+{
+    double s = 0;
+    size_t i;
+    for (i = 0; i < n; i++)
+        s += v[i * step] * v[i * step];
+    return up(sqrt(bound_sum(s, n)));
+}
+
+/* The Lipschitz constant of every activation (GELU in both forms, SiLU,
+ * QuickGELU, ReLU): sup |f'| <= 1.15, derived in docs/design.md and
+ * checked over a partition in Arb by tests/test_ball_norm.c; and |f(x)| <=
+ * |x| for all of them. */
+#define CIC_ACT_LIP 1.15
 
 static inline int fail(cic_ball *b, const char *what)
 {
@@ -113,7 +149,9 @@ static inline void drop_enc(cic_ball *b)
 {
     if (b->enc)
         _arb_vec_clear(b->enc, (slong)b->n_enc);
-    b->enc = NULL;
+    if (b->enc0)
+        _arb_vec_clear(b->enc0, (slong)b->n_enc);
+    b->enc = b->enc0 = NULL;
     b->n_enc = 0;
 }
 
@@ -143,10 +181,14 @@ static inline double dist_up(const arb_t e, mpfr_srcptr y, slong prec)
     return isfinite(d) ? d : INFINITY;
 }
 
+/* The op's enclosures (n values); with the norm-wise bound on, a second
+ * set for the function of the midpoints alone (enc0). */
 static inline arb_ptr enc_make(cic_ball *b, size_t n)
 {
     drop_enc(b);
     b->enc = _arb_vec_init((slong)n);
+    if (b->nb)
+        b->enc0 = _arb_vec_init((slong)n);
     b->n_enc = n;
     return b->enc;
 }
@@ -171,6 +213,13 @@ int _cic_ball_pre_none(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *
 int _cic_ball_pre_unbounded(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx);
 int _cic_ball_post_none(cic_ball *b, const cic_op *o, const mpfr_t *y);
 int _cic_ball_post_enc(cic_ball *b, const cic_op *o, const mpfr_t *y);
+
+/* The norm-wise bound (mp_ball_norm.c): settle op o's output (its e per
+ * row, the radii cut to it) after its rule; and the 2-norm per row of the
+ * distances from y to the enclosures of the function of the midpoints
+ * (b->enc0), the op's own roundings, into rho. 0, or -1 out of memory. */
+int _cic_nb_finish(cic_ball *b, const cic_op *o);
+int _cic_nb_rho(const cic_ball *b, const mpfr_t *y, size_t rows, size_t cols, double *rho);
 
 /* One rule per op kind of CIC_OPS (op.h), each defined with its family;
  * mp_ball.c's table names _cic_ball_rule_<op> for every op kind. Listed

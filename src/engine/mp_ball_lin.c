@@ -96,6 +96,35 @@ static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R
     return 0;
 }
 
+/* An upper bound of the spectral norm of weight id: sqrt(||W||_1
+ * ||W||_inf) (||W||_2^2 <= ||W||_1 ||W||_inf), from the float upper bounds
+ * of |W| that lin_spread takes, summed in double and bounded by
+ * bound_sum. */
+static double lin_sigma(cic_ball *b, int id)
+{
+    const cic_tensor *wt = &b->m->t[id];
+    size_t n = (size_t)wt->rows, k = (size_t)wt->cols, i, j;
+    double *col = cic_calloc(k ? k : 1, sizeof *col), r1 = 0, ri = 0;
+    if (!col)
+        return INFINITY;
+    for (i = 0; i < n; i++) {
+        double s = 0;
+        for (j = 0; j < k; j++) {
+            double a = (double)w_abs(wt, i * k + j);
+            s += a;
+            col[j] += a;
+        }
+        s = bound_sum(s, k);
+        ri = s > ri ? s : ri;
+    }
+    for (j = 0; j < k; j++) {
+        double c = bound_sum(col[j], n);
+        r1 = c > r1 ? c : r1;
+    }
+    free(col);
+    return up(sqrt(up(r1 * ri)));
+}
+
 static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
     const cic_model *m = b->m;
@@ -104,6 +133,7 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     int R = cic_model_run_rows(m, o->in[0], b->ns) *
             (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
     int n = wt->rows, k = wt->cols, i, j, per_s = R / b->ns;
+    double sig;
     bool bper = o->b >= 0 && m->t[o->b].role == CIC_T_ACT;
     if (wt->role != CIC_T_WEIGHT || wt->lazy)
         return fail(b, "a linear layer whose weights are made per sample or from a recipe");
@@ -111,12 +141,21 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
         return fail(b, "a linear layer of over 100000 inputs");
     if (rx && lin_spread(b, wt, rx, R, n, k) < 0)
         return -1;
-    for (i = 0; i < R; i++)
+    sig = b->nb && o->group == 0 ? lin_sigma(b, o->w) : INFINITY;
+    for (i = 0; i < R; i++) {
+        double own = 0; /* the squares of this row's own roundings and bias radii */
         for (j = 0; j < n; j++) {
             size_t q = (size_t)i * n + j;
             double rbj = rad_at(rb, (bper ? (size_t)(i / per_s) * n : 0) + j);
-            b->next[q] = up(b->next[q] + b->u * absup(y[q]) + rbj);
+            double rj = up(b->u * absup(y[q]) + rbj);
+            own += rj * rj;
+            b->next[q] = up(b->next[q] + rj);
         }
+        /* ||W (x* - x^)|| <= sigma ||x* - x^||, plus the row's own part */
+        if (sig < INFINITY)
+            b->next_nrm[i] = up(up(sig * nrm_at(b, o->in[0], (size_t)i)) +
+                                up(sqrt(bound_sum(own, (size_t)n))));
+    }
     return 0;
 }
 

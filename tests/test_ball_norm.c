@@ -1,0 +1,486 @@
+/* SPDX-License-Identifier: MIT */
+/* test_ball_norm.c: the norm-wise bound of the ball runs (engine/mp_ball.h,
+ * docs/design.md "The norm-wise bound"), against brute force.
+ *   - The Lipschitz constant of every activation: |f'| <= CIC_ACT_LIP
+ *     (1.15) over [-64, 64], proven by Arb on 2^15 subintervals (the tails
+ *     are design.md's), and |f(x)| <= |x| there.
+ *   - Perturbations inside the input ball: blocks of every kind whose input
+ *     is a ball (each value within in_rad, each row within in_nrm in the
+ *     2-norm), and thousands of points drawn inside it, each run at 300
+ *     bits: every output stays within its value's radius and every output
+ *     row within its norm-wise bound; the count of trials is printed.
+ *   - The bound binds: on a deeper model the radii with it are smaller than
+ *     the elementwise radii alone, and never larger.
+ *   - Planted pathologies (a row whose sigma is near 0 under LayerNorm, a
+ *     saturating softmax, a weight of huge spectral norm): whatever the run
+ *     proves is the 300-bit run's binary32, value by value. */
+#include "testutil.h"
+
+#include "base/base.h"
+#include "base/mpvec.h"
+#include "engine/engine.h"
+#include "engine/mp_act.h"
+#include "engine/mp_ball.h"
+#include "model/model.h"
+#include "model/op.h"
+
+#include <arb.h>
+#include <arb_hypgeom.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LIP 1.15 /* CIC_ACT_LIP (src/engine/mp_ball_int.h) */
+
+/* ---- the activations' derivatives, in Arb ---- */
+
+/* f'(x) of each activation over the ball x (t, s scratch). */
+static void act_deriv(arb_t y, const arb_t x, enum cic_act a, slong prec)
+{
+    arb_t t, s, k;
+    arb_init(t);
+    arb_init(s);
+    arb_init(k);
+    switch (a) {
+    case CIC_ACT_GELU: /* Phi(x) + x phi(x) */
+        arb_rsqrt_ui(k, 2, prec);
+        arb_mul(t, x, k, prec);
+        arb_hypgeom_erf(t, t, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_mul_2exp_si(t, t, -1);
+        arb_mul(s, x, x, prec);
+        arb_mul_2exp_si(s, s, -1);
+        arb_neg(s, s);
+        arb_exp(s, s, prec);
+        arb_const_pi(k, prec);
+        arb_mul_2exp_si(k, k, 1);
+        arb_rsqrt(k, k, prec);
+        arb_mul(s, s, k, prec);
+        arb_mul(s, s, x, prec);
+        arb_add(y, t, s, prec);
+        break;
+    case CIC_ACT_GELU_TANH: { /* (1 + T)/2 + x (1 - T^2) k (1 + 3 a x^2) / 2 */
+        arb_t a3, T;
+        arb_init(a3);
+        arb_init(T);
+        arb_set_str(a3, "0.044715", prec);
+        arb_const_pi(k, prec);
+        arb_ui_div(k, 2, k, prec);
+        arb_sqrt(k, k, prec);
+        arb_mul(t, x, x, prec);
+        arb_mul(s, t, x, prec);
+        arb_mul(s, s, a3, prec);
+        arb_add(s, s, x, prec);
+        arb_mul(s, s, k, prec);
+        arb_tanh(T, s, prec);
+        arb_mul(s, T, T, prec);
+        arb_sub_ui(s, s, 1, prec);
+        arb_neg(s, s); /* 1 - T^2 */
+        arb_mul_ui(t, t, 3, prec);
+        arb_mul(t, t, a3, prec);
+        arb_add_ui(t, t, 1, prec);
+        arb_mul(s, s, t, prec);
+        arb_mul(s, s, k, prec);
+        arb_mul(s, s, x, prec);
+        arb_add_ui(T, T, 1, prec);
+        arb_add(y, T, s, prec);
+        arb_mul_2exp_si(y, y, -1);
+        arb_clear(a3);
+        arb_clear(T);
+        break;
+    }
+    case CIC_ACT_SILU:
+    case CIC_ACT_QUICK_GELU: { /* sigma(b x) (1 + b x (1 - sigma(b x))) */
+        arb_set_str(k, a == CIC_ACT_SILU ? "1" : "1.702", prec);
+        arb_mul(t, k, x, prec);
+        arb_neg(s, t);
+        arb_exp(s, s, prec);
+        arb_add_ui(s, s, 1, prec);
+        arb_inv(s, s, prec); /* sigma */
+        arb_sub_ui(k, s, 1, prec);
+        arb_neg(k, k);
+        arb_mul(k, k, t, prec);
+        arb_add_ui(k, k, 1, prec);
+        arb_mul(y, s, k, prec);
+        break;
+    }
+    default: /* ReLU: 0 or 1 */
+        arb_set_ui(y, 1);
+        break;
+    }
+    arb_clear(t);
+    arb_clear(s);
+    arb_clear(k);
+}
+
+static void test_act_lipschitz(void **state)
+{
+    int a, i, n = 1 << 15;
+    slong prec = 80;
+    arb_t x, y;
+    arf_t ub;
+    (void)state;
+    arb_init(x);
+    arb_init(y);
+    arf_init(ub);
+    for (a = 0; a < CIC_ACT_COUNT; a++) {
+        double worst = 0;
+        for (i = 0; i < n; i++) {
+            /* [-64 + 128 i / n, -64 + 128 (i + 1) / n] */
+            double lo = -64.0 + 128.0 * i / n, hi = -64.0 + 128.0 * (i + 1) / n, w;
+            arb_set_d(x, (lo + hi) / 2);
+            mag_set_d(arb_radref(x), (hi - lo) / 2);
+            act_deriv(y, x, (enum cic_act)a, prec);
+            arb_get_abs_ubound_arf(ub, y, prec);
+            w = arf_get_d(ub, ARF_RND_UP);
+            if (!(w <= LIP))
+                fail_msg("%s: |f'| up to %.6f on [%g, %g]", CIC_ACT_NAME[a], w, lo, hi);
+            worst = w > worst ? w : worst;
+        }
+        printf("# %s: sup |f'| over [-64, 64] <= %.6f (Arb, %d subintervals)\n",
+               CIC_ACT_NAME[a], worst, n);
+    }
+    arb_clear(x);
+    arb_clear(y);
+    arf_clear(ub);
+}
+
+/* f'(x) for a point, by the same formula, against a central difference of
+ * the engine's own activation at 200 bits: the derivative the proof uses
+ * is the derivative of the function the engine computes. */
+static void test_act_deriv_formula(void **state)
+{
+    int a, i;
+    slong prec = 200;
+    arb_t x, y;
+    mpfr_t f1, f2, xx, t;
+    cic_mp_act_consts k;
+    cic_mp_fn_ws fn;
+    (void)state;
+    arb_init(x);
+    arb_init(y);
+    mpfr_inits2(200, f1, f2, xx, t, (mpfr_ptr)0);
+    cic_mp_fn_ws_init(&fn);
+    for (a = 0; a < CIC_ACT_COUNT; a++) {
+        if (a == CIC_ACT_RELU)
+            continue;
+        cic_mp_act_consts_init(&k, (enum cic_act)a, 200);
+        for (i = 0; i < 41; i++) {
+            double x0 = -10.0 + 0.5 * i + 0.01, h = 1e-20, fd, dv;
+            mpfr_set_d(xx, x0, MPFR_RNDN);
+            mpfr_add_d(xx, xx, h, MPFR_RNDN);
+            cic_mp_act((enum cic_act)a, f1, xx, t, &k, &fn);
+            mpfr_set_d(xx, x0, MPFR_RNDN);
+            mpfr_sub_d(xx, xx, h, MPFR_RNDN);
+            cic_mp_act((enum cic_act)a, f2, xx, t, &k, &fn);
+            mpfr_sub(f1, f1, f2, MPFR_RNDN);
+            fd = mpfr_get_d(f1, MPFR_RNDN) / (2 * h);
+            arb_set_d(x, x0);
+            act_deriv(y, x, (enum cic_act)a, prec);
+            dv = arf_get_d(arb_midref(y), ARF_RND_NEAR);
+            if (fabs(fd - dv) > 1e-12)
+                fail_msg("%s at %g: derivative %.15g, difference quotient %.15g",
+                         CIC_ACT_NAME[a], x0, dv, fd);
+        }
+        cic_mp_act_consts_clear(&k);
+    }
+    cic_mp_fn_ws_clear(&fn);
+    mpfr_clears(f1, f2, xx, t, (mpfr_ptr)0);
+    arb_clear(x);
+    arb_clear(y);
+}
+
+/* ---- perturbations inside the input ball ---- */
+
+static cic_model_cfg cfg_of(enum cic_block_kind block, int layers, int d, uint64_t seed)
+{
+    cic_model_cfg c;
+    memset(&c, 0, sizeof c);
+    c.block = block;
+    c.d_model = d;
+    c.heads = 2;
+    c.mlp_ratio = 4;
+    c.d_mlp = 4 * d;
+    c.tokens = 5;
+    c.samples = 2;
+    c.layers = layers;
+    c.eps = 1e-5;
+    c.act = CIC_ACT_GELU;
+    c.d_out = 7;
+    c.seed = seed;
+    c.dist = CIC_DIST_NORMAL;
+    c.std = 0.2;
+    if (block == CIC_BLOCK_DIT) {
+        c.d_cond = 6;
+        c.final_layer = false;
+        c.eps = 1e-6;
+    }
+    if (block == CIC_BLOCK_RMSNORM) {
+        c.rope = CIC_ROPE_HALF;
+        c.rope_theta = 10000;
+        c.kv_heads = 1;
+        c.causal = true;
+        c.act = CIC_ACT_SILU;
+    }
+    if (block == CIC_BLOCK_PARALLEL)
+        c.act = CIC_ACT_GELU_TANH;
+    return c;
+}
+
+typedef struct {
+    mpfr_t *mid;
+    double *rad, *nrm;
+    size_t n, rows, cols;
+} ball_res;
+
+static void ball_run(const cic_model *m, mpfr_prec_t prec, double in_rad, double in_nrm,
+                     bool elementwise, ball_res *r)
+{
+    cic_run_opts o;
+    cic_ball_out bo;
+    r->cols = (size_t)cic_model_out_cols(m);
+    r->rows = (size_t)m->cfg.tokens * (size_t)m->cfg.samples;
+    r->n = r->rows * r->cols;
+    r->mid = cic_mpvec_create(r->n, prec);
+    r->rad = malloc(r->n * sizeof *r->rad);
+    r->nrm = malloc(r->rows * sizeof *r->nrm);
+    assert_true(r->mid && r->rad && r->nrm);
+    memset(&o, 0, sizeof o);
+    memset(&bo, 0, sizeof bo);
+    bo.rad = r->rad;
+    bo.nrm = r->nrm;
+    bo.elementwise = elementwise;
+    bo.in_rad = in_rad;
+    bo.in_nrm = in_nrm;
+    o.ball = &bo;
+    assert_int_equal(cic_engine_mpfr_run(r->mid, m, prec, false, &o), 0);
+    if (bo.failed)
+        fail_msg("ball failed: %s", bo.why);
+}
+
+static void ball_res_clear(ball_res *r)
+{
+    cic_mpvec_destroy(r->mid, r->n);
+    free(r->rad);
+    free(r->nrm);
+}
+
+/* A point of the input ball of m: each value within rad of the float32
+ * midpoint, each row within nrm in the 2-norm; kind 0: uniform in the box,
+ * then cut to the norm; 1: a corner of the box cut to the norm; 2: all of
+ * the norm on one value. Written into x (hp at 300 bits). */
+static void draw_point(mpfr_t *x, const float *mid, int rows, int d, double rad, double nrm,
+                       int kind, uint64_t *s)
+{
+    double *v = malloc((size_t)d * sizeof *v);
+    int i, j;
+    assert_non_null(v);
+    for (i = 0; i < rows; i++) {
+        double n2 = 0, f;
+        for (j = 0; j < d; j++) {
+            double u = (double)(cic_test_rand(s) >> 11) * 0x1p-53 * 2 - 1;
+            v[j] = kind == 0 ? u * rad : kind == 1 ? (u < 0 ? -rad : rad) : 0;
+            n2 += v[j] * v[j];
+        }
+        if (kind == 2)
+            v[cic_test_pick(s, d)] = (cic_test_rand(s) & 1 ? 1 : -1) * (rad < nrm ? rad : nrm);
+        f = sqrt(n2) > nrm ? nrm / sqrt(n2) * (1 - 0x1p-40) : 1;
+        for (j = 0; j < d; j++) {
+            mpfr_set_flt(x[(size_t)i * d + j], mid[(size_t)i * d + j], MPFR_RNDN);
+            mpfr_add_d(x[(size_t)i * d + j], x[(size_t)i * d + j], v[j] * f, MPFR_RNDN);
+        }
+    }
+    free(v);
+}
+
+/* Trials points of the input ball through m at 300 bits, against the ball
+ * r of m's run: every value inside its radius, every row inside its
+ * norm-wise bound. Returns the largest ratio of an error to its bound. */
+static double trials_inside(const cic_model *m, const ball_res *r, double rad, double nrm,
+                            int trials, uint64_t seed, const char *what)
+{
+    cic_model *p = cic_model_clone(m);
+    mpfr_t *ex = cic_mpvec_create(r->n, 300), d, acc;
+    int id, t, rows;
+    size_t i, j;
+    double worst = 0;
+    uint64_t s = seed;
+    assert_true(p && ex);
+    id = p->input;
+    rows = p->t[id].rows;
+    assert_int_equal(cic_model_tensor_hp(p, id, 300), 0);
+    mpfr_inits2(600, d, acc, (mpfr_ptr)0);
+    for (t = 0; t < trials; t++) {
+        draw_point(p->t[id].hp, m->t[id].f32, rows, p->t[id].cols, rad, nrm, t % 3, &s);
+        assert_int_equal(cic_engine_mpfr_run(ex, p, 300, false, NULL), 0);
+        for (i = 0; i < r->rows; i++) {
+            mpfr_set_zero(acc, 1);
+            for (j = 0; j < r->cols; j++) {
+                size_t k = i * r->cols + j;
+                double e;
+                mpfr_sub(d, ex[k], r->mid[k], MPFR_RNDN);
+                e = fabs(mpfr_get_d(d, MPFR_RNDU));
+                if (!(e <= r->rad[k]))
+                    fail_msg("%s: trial %d, value %zu: error %.4g above its radius %.4g", what,
+                             t, k, e, r->rad[k]);
+                worst = e / r->rad[k] > worst ? e / r->rad[k] : worst;
+                mpfr_sqr(d, d, MPFR_RNDN);
+                mpfr_add(acc, acc, d, MPFR_RNDN);
+            }
+            mpfr_sqrt(acc, acc, MPFR_RNDU);
+            if (!(mpfr_cmp_d(acc, r->nrm[i]) <= 0))
+                fail_msg("%s: trial %d, row %zu: 2-norm error %.4g above its bound %.4g", what,
+                         t, i, mpfr_get_d(acc, MPFR_RNDU), r->nrm[i]);
+        }
+    }
+    mpfr_clears(d, acc, (mpfr_ptr)0);
+    cic_mpvec_destroy(ex, r->n);
+    cic_model_destroy(p);
+    return worst;
+}
+
+static void test_perturb(void **state)
+{
+    static const enum cic_block_kind blocks[] = {CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM,
+                                                 CIC_BLOCK_DIT, CIC_BLOCK_PARALLEL};
+    int b, total = 0, per = 150 * cic_test_multiplier();
+    (void)state;
+    for (b = 0; b < 4; b++) {
+        cic_model_cfg c = cfg_of(blocks[b], 2, 16, 101 + (uint64_t)b);
+        cic_model *m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+        double rad = 0x1p-12, nrm = rad * 4 / 3, worst;
+        ball_res r;
+        char what[96];
+        int e;
+        assert_non_null(m);
+        for (e = 0; e < 2; e++) {
+            snprintf(what, sizeof what, "%s (%s)", CIC_BLOCK_NAME[c.block],
+                     e ? "elementwise" : "norm-wise");
+            ball_run(m, 64, rad, e ? INFINITY : nrm, e == 1, &r);
+            worst = trials_inside(m, &r, rad, nrm, per, 7 + (uint64_t)(b * 2 + e), what);
+            total += per;
+            printf("# %s: %d points inside the input ball, largest error / radius %.3g\n", what,
+                   per, worst);
+            ball_res_clear(&r);
+        }
+        cic_model_destroy(m);
+    }
+    printf("# %d points in all, each a 300-bit run, none outside its bounds\n", total);
+}
+
+/* The norm-wise bound binds where the elementwise radii grow: a deeper
+ * model's radii are never larger with it and, at its output, smaller. */
+static void test_binds(void **state)
+{
+    static const enum cic_block_kind blocks[] = {CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM,
+                                                 CIC_BLOCK_DIT, CIC_BLOCK_PARALLEL};
+    int b;
+    (void)state;
+    for (b = 0; b < 4; b++) {
+        cic_model_cfg c = cfg_of(blocks[b], 6, 64, 31 + (uint64_t)b);
+        cic_model *m;
+        ball_res nb, el;
+        double mn = 0, me = 0;
+        size_t i;
+        c.std = 0.08;
+        m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+        assert_non_null(m);
+        ball_run(m, 64, 0, 0, false, &nb);
+        ball_run(m, 64, 0, 0, true, &el);
+        for (i = 0; i < nb.n; i++) {
+            assert_int_equal(mpfr_cmp(nb.mid[i], el.mid[i]), 0);
+            if (nb.rad[i] > el.rad[i])
+                fail_msg("%s: value %zu: radius %.4g above the elementwise %.4g",
+                         CIC_BLOCK_NAME[c.block], i, nb.rad[i], el.rad[i]);
+            mn = nb.rad[i] > mn ? nb.rad[i] : mn;
+            me = el.rad[i] > me ? el.rad[i] : me;
+        }
+        printf("# %s, 6 blocks at d 64: largest radius %.3g with the norm-wise bound, %.3g "
+               "without (%.1f bits)\n",
+               CIC_BLOCK_NAME[c.block], mn, me, log2(me / mn));
+        if (!(mn < me / 4))
+            fail_msg("%s: the norm-wise bound does not bind (%.4g against %.4g)",
+                     CIC_BLOCK_NAME[c.block], mn, me);
+        ball_res_clear(&nb);
+        ball_res_clear(&el);
+        cic_model_destroy(m);
+    }
+}
+
+/* ---- planted pathologies ---- */
+
+/* Every value m's 64-bit ball proves is the 300-bit run's binary32; the
+ * count proven is returned. */
+static size_t proven_right(const cic_model *m, const char *what)
+{
+    ball_res r;
+    mpfr_t *ex;
+    unsigned char *ok;
+    size_t i, proven;
+    double rel;
+    ball_run(m, 64, 0, 0, false, &r);
+    ex = cic_mpvec_create(r.n, 300);
+    ok = malloc(r.n);
+    assert_true(ex && ok);
+    assert_int_equal(cic_engine_mpfr_run(ex, m, 300, false, NULL), 0);
+    proven = cic_ball_prove((const mpfr_t *)r.mid, r.rad, r.n, ok, &rel);
+    for (i = 0; i < r.n; i++)
+        if (ok[i] && cic_test_f32_bits(cic_mp_get_f32(r.mid[i])) !=
+                         cic_test_f32_bits(cic_mp_get_f32(ex[i])))
+            fail_msg("%s: value %zu proven to the wrong binary32", what, i);
+    printf("# %s: %zu of %zu values proven at 64 bits, every one right\n", what, proven, r.n);
+    cic_mpvec_destroy(ex, r.n);
+    free(ok);
+    ball_res_clear(&r);
+    return proven;
+}
+
+static void test_pathologies(void **state)
+{
+    cic_model_cfg c;
+    cic_model *m;
+    int i, j, w;
+    size_t n;
+    (void)state;
+    /* sigma near 0: sample 0's rows nearly constant, eps tiny */
+    c = cfg_of(CIC_BLOCK_PRELN, 2, 16, 5);
+    c.eps = 1e-30f;
+    m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+    assert_non_null(m);
+    for (i = 0; i < c.tokens; i++)
+        for (j = 0; j < c.d_model; j++)
+            m->t[m->input].f32[i * c.d_model + j] = 1.0f + (j == i ? 0x1p-22f : 0);
+    n = proven_right(m, "LayerNorm of rows with sigma near 0");
+    assert_true(n < (size_t)c.tokens * c.samples * c.d_model);
+    cic_model_destroy(m);
+    /* a saturating softmax: weights of std 4 */
+    c = cfg_of(CIC_BLOCK_RMSNORM, 2, 16, 6);
+    c.std = 4;
+    m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+    assert_non_null(m);
+    (void)proven_right(m, "saturating softmax");
+    cic_model_destroy(m);
+    /* a weight of huge spectral norm: every linear weight times 2^40 */
+    c = cfg_of(CIC_BLOCK_PRELN, 2, 16, 7);
+    m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+    assert_non_null(m);
+    for (w = 0; w < m->n_t; w++)
+        if (m->t[w].role == CIC_T_WEIGHT && m->t[w].rows > 1 && strstr(m->t[w].name, "fc1"))
+            for (i = 0; i < m->t[w].rows * m->t[w].cols; i++)
+                m->t[w].f32[i] *= 0x1p40f;
+    (void)proven_right(m, "weights of spectral norm near 2^40");
+    cic_model_destroy(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_act_lipschitz),
+        cmocka_unit_test(test_act_deriv_formula),
+        cmocka_unit_test(test_perturb),
+        cmocka_unit_test(test_binds),
+        cmocka_unit_test(test_pathologies),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
