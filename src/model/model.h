@@ -17,6 +17,7 @@
 #define CIC_MODEL_H
 
 #include "../base/rt.h"
+#include "../base/sha256.h"
 #include "../kind/kind.h"
 
 #include <mpfr.h>
@@ -175,24 +176,7 @@ int cic_model_out_cols(const cic_model *m);
  * bytes (little-endian), in tensor order. */
 void cic_model_weights_sha256(char hex[65], const cic_model *m);
 
-/* ---- SHA-256 (sha256.c) ---- */
-typedef struct {
-    uint32_t h[8];
-    uint64_t len;
-    unsigned char buf[64];
-    size_t n;
-} cic_sha256;
-void cic_sha256_init(cic_sha256 *s);
-void cic_sha256_update(cic_sha256 *s, const void *data, size_t len);
-void cic_sha256_final(cic_sha256 *s, unsigned char out[32]);
-/* The SHA-256 of len bytes as 64 hex digits. */
-void cic_sha256_hex(char hex[65], const void *data, size_t len);
-/* The digest of s as 64 hex digits (s is finished). */
-void cic_sha256_final_hex(cic_sha256 *s, char hex[65]);
-/* The SHA-256 of the whole regular file path, read in chunks (opened as
- * cic_file_open does: never a FIFO or a device), and the file's identity
- * when it was opened into *id. 0, or -1 with d set. */
-int cic_sha256_file(char hex[65], cic_file_id *id, const char *path, cic_diag *d);
+/* SHA-256: src/base/sha256.h (included above). */
 
 #endif
 

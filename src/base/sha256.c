@@ -2,8 +2,9 @@
 /* sha256.c: SHA-256 (FIPS 180-4) for the weight fingerprints in reference/.
  * None of the project's dependencies offers a hash, and 60 lines are cheaper
  * than a crypto library for one checksum. Tested against the FIPS vectors in
- * tests/test_model.c. */
-#include "model.h"
+ * tests/test_model.c. In base (it was in model) because the cached weight
+ * bounds of specnorm.c key on it. */
+#include "sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>
