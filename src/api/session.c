@@ -116,6 +116,7 @@ void cic_session_destroy(cic_session *s)
     if (!s)
         return;
     results_clear(s);
+    cic_rt_clear(&s->rt);
     free(s->kase);
     free(s);
 }

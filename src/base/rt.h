@@ -60,11 +60,22 @@ typedef struct cic_rt {
      * fly that took the dot products (model/lazy.h) */
     _Atomic uint64_t slice_ops, slice_sliced, slice_kernel, slice_gemms;
     _Atomic uint64_t lazy_fallback;
+    /* the bounds of the weights' spectral norms the ball runs have proven
+     * (base/specnorm.h), kept across the run's ball runs (Ziv's reruns,
+     * sweep points): made when first asked for, freed by cic_rt_clear */
+    struct cic_specnorm_cache *_Atomic specnorm;
 } cic_rt;
 
 /* The default context; threads > 0 sets both thread counts to it (the
  * command line's --threads, the API's cic_session_set_threads). */
 void cic_rt_init(cic_rt *rt, int threads);
+
+/* Free what the context made (the spectral norm cache); it is then as
+ * cic_rt_init left it, but for its settings and counters. NULL: no-op. */
+void cic_rt_clear(cic_rt *rt);
+/* The context's spectral norm cache, made on first use (thread-safe);
+ * NULL when rt is NULL or memory runs out. */
+struct cic_specnorm_cache *cic_rt_specnorm(cic_rt *rt);
 
 /* The thread counts a context gives, resolved (rt NULL: the default). */
 int cic_rt_mpfr_threads(const cic_rt *rt);

@@ -16,6 +16,7 @@
 #include "mp_ball_int.h"
 
 #include "../base/mpvec.h"
+#include "../base/specnorm.h"
 
 #include <assert.h>
 #include <stdlib.h>
@@ -34,7 +35,9 @@ cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int thre
     b->rad = cic_calloc((size_t)m->n_t, sizeof *b->rad);
     b->absv = cic_calloc((size_t)m->n_t, sizeof *b->absv);
     b->nrm = cic_calloc((size_t)m->n_t, sizeof *b->nrm);
-    if (!b->rad || !b->absv || !b->nrm) {
+    if (!m->rt)
+        b->sn_own = cic_specnorm_cache_create();
+    if (!b->rad || !b->absv || !b->nrm || (!m->rt && !b->sn_own)) {
         cic_ball_destroy(b);
         return NULL;
     }
@@ -58,6 +61,7 @@ void cic_ball_destroy(cic_ball *b)
     free(b->next);
     free(b->next_nrm);
     free(b->aux);
+    cic_specnorm_cache_destroy(b->sn_own);
     drop_enc(b);
     free(b);
     flint_cleanup();

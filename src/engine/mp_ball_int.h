@@ -55,7 +55,8 @@ struct cic_ball {
     double *next_nrm; /* the op's candidate per output row (INFINITY: none) */
     arb_ptr enc0;     /* enclosures of the function of the midpoints alone */
     double *aux;      /* per row or (row, head): what pre hands to post */
-    double sig_w;     /* the spectral bound of the last linear's weight */
+    struct cic_specnorm_cache *sn_own; /* the spectral norms' cache when the
+                                        * model has no context (m->rt) */
     bool failed;
     char why[160];
 };

@@ -4,6 +4,8 @@
  * float32 OpenBLAS product, bounded in any summation order. */
 #include "mp_ball_int.h"
 
+#include "../base/specnorm.h"
+
 #include <cblas.h>
 #include <float.h>
 #include <stdlib.h>
@@ -96,33 +98,20 @@ static int lin_spread(cic_ball *b, const cic_tensor *wt, const double *rx, int R
     return 0;
 }
 
-/* An upper bound of the spectral norm of weight id: sqrt(||W||_1
- * ||W||_inf) (||W||_2^2 <= ||W||_1 ||W||_inf), from the float upper bounds
- * of |W| that lin_spread takes, summed in double and bounded by
- * bound_sum. */
+/* A proven upper bound of the spectral norm of weight id (base/specnorm.h)
+ * for the values the engine reads (hp, the doubles or float32), kept in
+ * the run context's cache (m->rt; the ball's own cache without one) so
+ * that Ziv's reruns do not prove it again; INFINITY when there is none. */
 static double lin_sigma(cic_ball *b, int id)
 {
     const cic_tensor *wt = &b->m->t[id];
-    size_t n = (size_t)wt->rows, k = (size_t)wt->cols, i, j;
-    double *col = cic_calloc(k ? k : 1, sizeof *col), r1 = 0, ri = 0;
-    if (!col)
-        return INFINITY;
-    for (i = 0; i < n; i++) {
-        double s = 0;
-        for (j = 0; j < k; j++) {
-            double a = (double)w_abs(wt, i * k + j);
-            s += a;
-            col[j] += a;
-        }
-        s = bound_sum(s, k);
-        ri = s > ri ? s : ri;
-    }
-    for (j = 0; j < k; j++) {
-        double c = bound_sum(col[j], n);
-        r1 = c > r1 ? c : r1;
-    }
-    free(col);
-    return up(sqrt(up(r1 * ri)));
+    cic_specnorm_cache *c = b->m->rt ? cic_rt_specnorm(b->m->rt) : b->sn_own;
+    size_t n = (size_t)wt->rows, k = (size_t)wt->cols;
+    double s = INFINITY;
+    int rc = wt->hp    ? cic_specnorm_mp(&s, (const mpfr_t *)wt->hp, n, k, b->nt, c)
+             : wt->f64 ? cic_specnorm_d(&s, wt->f64, n, k, c)
+                       : cic_specnorm_f(&s, wt->f32, n, k, c);
+    return rc == 0 && s >= 0 ? s : INFINITY;
 }
 
 static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)

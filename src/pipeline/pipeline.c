@@ -275,6 +275,7 @@ void cic_pipeline_destroy(cic_pipeline *p)
     int i;
     if (!p)
         return;
+    cic_rt_clear(&p->rt_own);
     for (i = 0; i < p->n_saved; i++) {
         free(p->saved[i].f32);
         cic_mpvec_destroy(p->saved[i].mp, p->n);
