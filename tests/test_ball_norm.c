@@ -349,7 +349,7 @@ static void test_perturb(void **state)
     for (b = 0; b < 4; b++) {
         cic_model_cfg c = cfg_of(blocks[b], 2, 16, 101 + (uint64_t)b);
         cic_model *m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
-        double rad = 0x1p-12, nrm = rad * 4 / 3, worst;
+        double rad = 0x1p-30, nrm = rad * 4 / 3, worst;
         ball_res r;
         char what[96];
         int e;

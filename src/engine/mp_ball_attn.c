@@ -8,6 +8,40 @@
 
 /* ---- attention ---- */
 
+/* An order-free maximum of nonnegative doubles kept as their bits (a NaN
+ * counts as infinite). */
+static void amax(_Atomic uint64_t *p, double v)
+{
+    uint64_t nv, old = atomic_load(p);
+    double cur;
+    if (!(v >= 0))
+        v = INFINITY;
+    memcpy(&nv, &v, sizeof nv);
+    do {
+        memcpy(&cur, &old, sizeof cur);
+        if (cur >= v)
+            return;
+    } while (!atomic_compare_exchange_weak(p, &old, nv));
+}
+
+static double aget(const _Atomic uint64_t *p)
+{
+    uint64_t bits = atomic_load(p);
+    double v;
+    memcpy(&v, &bits, sizeof v);
+    return v;
+}
+
+static double slice_nrm(const double *a, size_t off, int n)
+{
+    double s = 0;
+    int c;
+    for (c = 0; c < n; c++)
+        s += a[off + c] * a[off + c];
+    return up(sqrt(bound_sum(s, (size_t)n)));
+}
+
+
 static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
 {
     size_t n = count(b, id), i;
@@ -19,6 +53,53 @@ static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
     for (i = 0; i < n; i++)
         b->absv[id][i] = absup(x[i]);
     return b->absv[id];
+}
+
+static void attn_cross_free(ball_attn *A)
+{
+    free(A->qw);
+    free(A->pm);
+    free(A->am);
+    free(A->km);
+    free(A->er);
+    A->qw = A->pm = A->am = A->km = NULL;
+    A->er = NULL;
+}
+
+/* The bound across heads' arrays, zeroed (rows of N keys; none past 2^26
+ * entries: then the per-head candidate alone). */
+static void attn_cross_alloc(cic_ball *b, ball_attn *A, size_t rows)
+{
+    size_t kn = rows * (size_t)A->N;
+    (void)b;
+    attn_cross_free(A);
+    if (kn == 0 || kn > ((size_t)1 << 26))
+        return;
+    A->qw = cic_calloc(kn, sizeof *A->qw);
+    A->pm = cic_calloc(kn, sizeof *A->pm);
+    A->am = cic_calloc(rows, sizeof *A->am);
+    A->km = cic_calloc(rows, sizeof *A->km);
+    A->er = cic_calloc(rows * (size_t)A->H, sizeof *A->er);
+    if (!A->qw || !A->pm || !A->am || !A->km || !A->er)
+        attn_cross_free(A);
+}
+
+/* The row's bound across heads (cross_heads): K c (a e_q + sqrt(grp) sum_j
+ * max_h (||q|| w_j) e_kj) + sqrt(grp) sum_j max_h (p_j + rp_j) e_vj + the
+ * 2-norm of the heads' own parts; INFINITY without the arrays. */
+static double attn_cross_row(const ball_attn *A, size_t i)
+{
+    size_t N = (size_t)A->N, first = i / N * N, j;
+    double sk = 0, sv = 0, sgrp = up(sqrt((double)A->grp)), sc;
+    if (!A->qw)
+        return INFINITY;
+    for (j = 0; j < N; j++) {
+        sk += aget(A->qw + i * N + j) * rad_at(A->ek, first + j);
+        sv += aget(A->pm + i * N + j) * rad_at(A->ev, first + j);
+    }
+    sc = up(aget(A->km + i) * A->c *
+            up(aget(A->am + i) * rad_at(A->eq, i) + sgrp * bound_sum(sk, N)));
+    return up(up(sc + sgrp * bound_sum(sv, N)) + norm2_up(A->er + i * (size_t)A->H, (size_t)A->H, 1));
 }
 
 static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
@@ -56,6 +137,7 @@ static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
         if (!(b->aux = malloc((n ? n : 1) * sizeof(double))))
             return -1;
         A->eo = b->aux;
+        attn_cross_alloc(b, A, n / (size_t)A->H);
     }
     return 0;
 }
@@ -65,14 +147,18 @@ static int attn_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
     size_t rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i;
     (void)y;
-    for (i = 0; b->at.eo && i < rows; i++)
-        b->next_nrm[i] = norm2_up(b->at.eo + i * (size_t)b->at.H, (size_t)b->at.H, 1);
+    for (i = 0; b->at.eo && i < rows; i++) {
+        double heads = norm2_up(b->at.eo + i * (size_t)b->at.H, (size_t)b->at.H, 1);
+        double cross = attn_cross_row(&b->at, i);
+        b->next_nrm[i] = cross < heads ? cross : heads;
+    }
+    attn_cross_free(&b->at);
     return 0;
 }
 
 size_t cic_ball_attn_scratch(const cic_model *m)
 {
-    return 4 * (size_t)m->cfg.tokens;
+    return 8 * (size_t)m->cfg.tokens;
 }
 
 void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, int cnt)
@@ -86,8 +172,8 @@ void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, i
 /* The radii of the scores of query row i: s = RN(RN(q . k) RN(1/sqrt dh))
  * is within 4 u c sum |q| |k| of c (q . k), and the balls of q and k add
  * c sum |q| r_k + r_q (|k| + r_k). */
-static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbase, size_t qrow,
-                          size_t krow0, int cnt, double u)
+static double score_radii(const ball_attn *A, double *rs, double *sg, size_t qo, size_t kbase,
+                          size_t qrow, size_t krow0, int cnt, double u)
 {
     const double *aq = A->aq + qo, *rq = A->rq ? A->rq + qo : NULL;
     double R = 0, nq = 0, eq = A->eo ? rad_at(A->eq, qrow) : INFINITY;
@@ -111,7 +197,8 @@ static double score_radii(const ball_attn *A, double *rs, size_t qo, size_t kbas
             double alt = up(nq * ek + eq * up(up(sqrt(bound_sum(nk, (size_t)A->dh))) + ek));
             acc = alt < acc ? alt : acc;
         }
-        rs[j] = up(A->c * acc + 4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1));
+        sg[j] = up(4.0 * u * A->c * bound_sum(g, (size_t)A->dh + 1)); /* the roundings */
+        rs[j] = up(A->c * acc + sg[j]);
         R = rs[j] > R ? rs[j] : R;
     }
     return R; /* the largest, to see that all are finite */
@@ -137,6 +224,46 @@ static double head_nrm(const ball_attn *A, const double *rp, const double *pu, s
     return up(bound_sum(s, (size_t)cnt) + own);
 }
 
+/* One head's share of the bound across heads (docs/design.md, "The
+ * norm-wise bound", attention): with Pu_j >= P^_j (the exact softmax of
+ * the midpoint scores), V = sum_j Pu_j ||v_j|| and w_j = Pu_j (||v_j|| +
+ * V), the head's score term is at most K c (||dq|| a + ||q|| sum_j w_j
+ * ||dk_j||) + K sum_j w_j sigma_j, K = e^(2 max_j rs_j), a = sum_j w_j
+ * (||k_j|| + e_kj); its value term at most sum_j (p_j + rp_j) ||dv_j||.
+ * The maxima over heads go to the row's arrays, the head's own part
+ * (sigma's, the softmax's and the dot's roundings) to er. v: eta, rs,
+ * sigma, p, rp and scratch for ||v_j||. */
+static void cross_heads(const ball_attn *A, const double *const *v, size_t row, size_t first,
+                        int h, int kvh, int cnt, double own)
+{
+    const double *eta = v[0], *rs = v[1], *sg = v[2], *pu = v[3], *rp = v[4];
+    double *nv = (double *)v[5], V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq;
+    size_t N = (size_t)A->N, qo = row * A->lq + A->qc + (size_t)h * A->dh;
+    int j;
+    nq = slice_nrm(A->aq, qo, A->dh);
+    for (j = 0; j < cnt; j++) {
+        size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * A->dh;
+        nv[j] = slice_nrm(A->av, vo, A->dh);
+        V += up(pu[j] * (1.0 + 2.0 * eta[j])) * nv[j];
+        rmax = rs[j] > rmax ? rs[j] : rmax;
+    }
+    V = bound_sum(V, (size_t)cnt);
+    K = rmax < 0x1p-4 ? up(exp(2.0 * rmax) * (1.0 + 0x1p-40)) : INFINITY;
+    for (j = 0; j < cnt; j++) {
+        size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * A->dh;
+        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), w = up(Pu * up(nv[j] + V));
+        a += w * up(slice_nrm(A->ak, ko, A->dh) + rad_at(A->ek, first + (size_t)j));
+        amax(A->qw + row * N + (size_t)j, up(nq * w));
+        amax(A->pm + row * N + (size_t)j, up(pu[j] + rp[j]));
+        rsg += w * sg[j];
+        rsoft += Pu * eta[j] * nv[j];
+    }
+    amax(A->am + row, bound_sum(a, (size_t)cnt));
+    amax(A->km + row, K);
+    A->er[row * (size_t)A->H + (size_t)h] =
+        up(up(K * bound_sum(rsg, (size_t)cnt)) + up(bound_sum(rsoft, (size_t)cnt) + own));
+}
+
 /* Softmax: the engine's p^ = RN(e_j / RN(sum e)), e_j = RN(exp(RN(s_j -
  * m))), is within eta_j = u ((|s_j - m| + M) 1.001 + 4.01) (relatively) of
  * the exact softmax P of its scores. The exact probabilities of the score
@@ -151,6 +278,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     const ball_attn *A = &b->at;
     int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
     double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
+    double *sg = scratch + 4 * N, *nv = scratch + 5 * N;
     double mx = -INFINITY, M = 0, E = 0, R, u = b->u, G = 0;
     bool fine;
     size_t row = (size_t)s * N + i, first = (size_t)s * N;
@@ -158,7 +286,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
         mx = sc[j] > mx ? sc[j] : mx;
     for (j = 0; j < cnt; j++)
         M = fabs(sc[j] - mx) > M ? fabs(sc[j] - mx) : M;
-    fine = isfinite(score_radii(A, rs, row * A->lq + A->qc + (size_t)h * dh,
+    fine = isfinite(score_radii(A, rs, sg, row * A->lq + A->qc + (size_t)h * dh,
                                 first * A->lk + A->kc + (size_t)kvh * dh, row, first, cnt, u)) &&
            u * (M + fabs(mx) + 8) < 0x1p-12;
     for (j = 0; j < cnt; j++) {
@@ -166,6 +294,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
         rp[j] = up(u * ((fabs(sc[j] - mx) + M) * 1.001 + 0x1p-40 * fabs(mx) + 4.01));
         pu[j] = absup(p[j]);
         E += pu[j] * (1.0 + 2.0 * rp[j]) * expm1(rs[j]) * (1.0 + 0x1p-40);
+        sc[j] = rp[j]; /* the score is spent: eta_j stays for cross_heads */
     }
     R = up(log1p(bound_sum(E, (size_t)cnt)) * (1.0 + 0x1p-40));
     for (j = 0; j < cnt; j++)
@@ -190,6 +319,10 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     if (A->eo)
         A->eo[row * (size_t)A->H + (size_t)h] =
             head_nrm(A, rp, pu, first, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
+    if (A->qw) {
+        const double *v[6] = {sc, rs, sg, pu, rp, nv};
+        cross_heads(A, v, row, first, h, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
+    }
 }
 
 /* The scores' and rows' bounds run inside the kernel's head loop, row by

@@ -21,6 +21,9 @@
 #include "../base/par.h"
 
 #include <arb.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <string.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -30,6 +33,12 @@ typedef struct {
      * the output's per (row, head) (NULL: not carried) */
     const double *eq, *ek, *ev;
     double *eo;
+    /* the bound across heads (mp_ball_attn.c, cross_heads): per (row, key)
+     * the largest over heads of ||q|| w and of |P*|, per row the largest a
+     * and K, as the bits of nonnegative doubles (order-free maxima); per
+     * (row, head) the head's own part. NULL: not carried. */
+    _Atomic uint64_t *qw, *pm, *am, *km;
+    double *er;
     double *ry;
     double c; /* 1 / sqrt(dh), rounded up */
     int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
