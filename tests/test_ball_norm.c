@@ -234,6 +234,8 @@ typedef struct {
     size_t n, rows, cols;
 } ball_res;
 
+static double g_layer_rel[16]; /* the last ball_run's per-block relative radii */
+
 static void ball_run(const cic_model *m, mpfr_prec_t prec, double in_rad, double in_nrm,
                      bool elementwise, ball_res *r)
 {
@@ -253,6 +255,8 @@ static void ball_run(const cic_model *m, mpfr_prec_t prec, double in_rad, double
     bo.elementwise = elementwise;
     bo.in_rad = in_rad;
     bo.in_nrm = in_nrm;
+    bo.layer_rel = g_layer_rel;
+    bo.n_layers = m->cfg.layers < 16 ? m->cfg.layers : 16;
     o.ball = &bo;
     assert_int_equal(cic_engine_mpfr_run(r->mid, m, prec, false, &o), 0);
     if (bo.failed)
@@ -386,8 +390,17 @@ static void test_binds(void **state)
         c.std = 0.08;
         m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
         assert_non_null(m);
+        double gn, ge;
         ball_run(m, 64, 0, 0, false, &nb);
+        gn = log2(g_layer_rel[4] / g_layer_rel[1]) / 3;
         ball_run(m, 64, 0, 0, true, &el);
+        ge = log2(g_layer_rel[4] / g_layer_rel[1]) / 3;
+        printf("# %s at d 48: growth of the largest relative radius from block 2 to 5: %.1f "
+               "bits a block with the norm-wise bound, %.1f without\n",
+               CIC_BLOCK_NAME[c.block], gn, ge);
+        if (!(gn < ge))
+            fail_msg("%s: the norm-wise bound grows as fast as the elementwise radii",
+                     CIC_BLOCK_NAME[c.block]);
         for (i = 0; i < nb.n; i++) {
             assert_int_equal(mpfr_cmp(nb.mid[i], el.mid[i]), 0);
             if (nb.rad[i] > el.rad[i])
@@ -406,6 +419,87 @@ static void test_binds(void **state)
         ball_res_clear(&el);
         cic_model_destroy(m);
     }
+}
+
+/* The linear's candidate is tight: an input error along the weight's top
+ * right singular vector comes out within 15 % of the row's bound (the
+ * spectral norm bound's own slack), never above it. */
+static void test_linear_tight(void **state)
+{
+    int d = 16, T = 3, i, j, it, w, y;
+    double v[16], t[16], nv, e = 0x1p-20;
+    uint64_t rs = 99;
+    cic_model *m = cic_calloc(1, sizeof *m), *p;
+    cic_op o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_INPUT, -1);
+    ball_res r;
+    mpfr_t *ex, dd, acc;
+    (void)state;
+    assert_non_null(m);
+    m->cfg = cfg_of(CIC_BLOCK_PRELN, 1, d, 1);
+    m->cfg.tokens = T;
+    m->cfg.samples = 1;
+    m->rows = T;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "input", CIC_T_INPUT, T, d);
+    w = cic_model_tensor_add(m, "w", CIC_T_WEIGHT, d, d);
+    y = cic_model_tensor_add(m, "y", CIC_T_ACT, T, d);
+    assert_true(m->input >= 0 && w >= 0 && y >= 0);
+    for (i = 0; i < d * d; i++)
+        m->t[w].f32[i] = (float)((double)(cic_test_rand(&rs) >> 11) * 0x1p-53 - 0.5);
+    for (i = 0; i < T * d; i++)
+        m->t[m->input].f32[i] = (float)((double)(cic_test_rand(&rs) >> 11) * 0x1p-53);
+    o.in[0] = m->input;
+    o.w = w;
+    o.out = y;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = y;
+    /* the top right singular vector by power iteration on W^T W */
+    for (j = 0; j < d; j++)
+        v[j] = 1.0 + j;
+    for (it = 0; it < 500; it++) {
+        for (i = 0; i < d; i++)
+            for (t[i] = 0, j = 0; j < d; j++)
+                t[i] += m->t[w].f32[i * d + j] * v[j];
+        for (nv = 0, j = 0; j < d; j++) {
+            for (v[j] = 0, i = 0; i < d; i++)
+                v[j] += m->t[w].f32[i * d + j] * t[i];
+            nv += v[j] * v[j];
+        }
+        for (j = 0; j < d; j++)
+            v[j] /= sqrt(nv);
+    }
+    ball_run(m, 64, e, e, false, &r);
+    p = cic_model_clone(m);
+    ex = cic_mpvec_create(r.n, 300);
+    assert_true(p && ex);
+    assert_int_equal(cic_model_tensor_hp(p, p->input, 300), 0);
+    for (i = 0; i < T * d; i++) {
+        mpfr_set_flt(p->t[p->input].hp[i], m->t[m->input].f32[i], MPFR_RNDN);
+        mpfr_add_d(p->t[p->input].hp[i], p->t[p->input].hp[i], e * v[i % d] * (1 - 0x1p-30),
+                   MPFR_RNDN);
+    }
+    assert_int_equal(cic_engine_mpfr_run(ex, p, 300, false, NULL), 0);
+    mpfr_inits2(600, dd, acc, (mpfr_ptr)0);
+    for (i = 0; i < T; i++) {
+        double ratio;
+        mpfr_set_zero(acc, 1);
+        for (j = 0; j < d; j++) {
+            mpfr_sub(dd, ex[i * d + j], r.mid[i * d + j], MPFR_RNDN);
+            mpfr_sqr(dd, dd, MPFR_RNDN);
+            mpfr_add(acc, acc, dd, MPFR_RNDN);
+        }
+        mpfr_sqrt(acc, acc, MPFR_RNDN);
+        ratio = mpfr_get_d(acc, MPFR_RNDN) / r.nrm[i];
+        printf("# linear, row %d: error along the top singular vector / the row's bound = %.4f\n",
+               i, ratio);
+        if (!(ratio <= 1 && ratio > 0.85))
+            fail_msg("row %d: error / bound %.4f outside (0.85, 1]", i, ratio);
+    }
+    mpfr_clears(dd, acc, (mpfr_ptr)0);
+    cic_mpvec_destroy(ex, r.n);
+    ball_res_clear(&r);
+    cic_model_destroy(p);
+    cic_model_destroy(m);
 }
 
 /* ---- planted pathologies ---- */
@@ -495,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_act_deriv_formula),
         cmocka_unit_test(test_perturb),
         cmocka_unit_test(test_binds),
+        cmocka_unit_test(test_linear_tight),
         cmocka_unit_test(test_pathologies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,6 +62,7 @@ void cic_ball_destroy(cic_ball *b)
     free(b->next_nrm);
     free(b->aux);
     cic_specnorm_cache_destroy(b->sn_own);
+    free(b->layer_last);
     drop_enc(b);
     free(b);
     flint_cleanup();
@@ -72,6 +73,20 @@ int cic_ball_config(cic_ball *b, const cic_ball_out *o)
     int id = b->m->input;
     size_t rows = (size_t)cic_model_run_rows(b->m, id, b->ns), n = count(b, id), i;
     b->nb = !o->elementwise;
+    if (o->layer_rel && o->n_layers > 0) {
+        int k;
+        b->layer_rel = o->layer_rel;
+        b->n_layers = o->n_layers;
+        if (!(b->layer_last = malloc((size_t)o->n_layers * sizeof *b->layer_last)))
+            return -1;
+        for (k = 0; k < o->n_layers; k++) {
+            b->layer_last[k] = -1;
+            b->layer_rel[k] = 0;
+        }
+        for (k = 0; k < b->m->n_ops; k++)
+            if (b->m->ops[k].layer >= 0 && b->m->ops[k].layer < o->n_layers)
+                b->layer_last[b->m->ops[k].layer] = k;
+    }
     if (o->in_rad <= 0 && o->in_nrm <= 0)
         return 0;
     b->rad[id] = malloc(n * sizeof(double));
@@ -116,6 +131,21 @@ static const cic_ball_rule *const BALL_RULE[] = {
 };
 static_assert(sizeof BALL_RULE / sizeof BALL_RULE[0] == CIC_OP_COUNT, "ball rule table");
 
+/* The largest radius / |midpoint| over the nonzero midpoints. */
+static double layer_rel(const double *r, const mpfr_t *y, size_t n)
+{
+    double w = 0;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        double a = fabs(mpfr_get_d(y[i], MPFR_RNDZ));
+        if (!isfinite(r[i]))
+            return INFINITY;
+        if (a > 0 && r[i] / a > w)
+            w = r[i] / a;
+    }
+    return w;
+}
+
 int cic_ball_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
     size_t n = count(b, o->out), rows = (size_t)cic_model_run_rows(b->m, o->out, b->ns), i;
@@ -143,6 +173,9 @@ int cic_ball_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
         return 0;
     if (b->nb && _cic_nb_finish(b, o) < 0)
         return -1;
+    if (b->layer_rel && o->layer >= 0 && o->layer < b->n_layers &&
+        b->layer_last[o->layer] == (int)(o - b->m->ops))
+        b->layer_rel[o->layer] = layer_rel(b->next, y, count(b, o->out));
     for (k = 0; k < 3; k++)
         if (o->in[k] >= 0) {
             free(b->absv[o->in[k]]);

@@ -50,6 +50,12 @@ typedef struct cic_ball_out {
      * value within in_rad, each row within in_nrm in the 2-norm (both 0:
      * exact, the default) */
     double in_rad, in_nrm;
+    /* out, when not NULL (n_layers entries, the caller's): the largest
+     * radius / |midpoint| of each block's output (the tensor the last op of
+     * layer L writes), over its nonzero midpoints; INFINITY when a value
+     * of it has no finite radius (a block without ops: 0) */
+    double *layer_rel;
+    int n_layers;
 } cic_ball_out;
 
 /* The midpoints of tensor id (the engine's values), for the hooks. */

@@ -64,6 +64,9 @@ struct cic_ball {
     double *next_nrm; /* the op's candidate per output row (INFINITY: none) */
     arb_ptr enc0;     /* enclosures of the function of the midpoints alone */
     double *aux;      /* per row or (row, head): what pre hands to post */
+    double *layer_rel; /* cic_ball_out's, or NULL */
+    int n_layers;
+    int *layer_last;   /* per layer: the index of its last op */
     struct cic_specnorm_cache *sn_own; /* the spectral norms' cache when the
                                         * model has no context (m->rt) */
     bool failed;
