@@ -19,7 +19,16 @@
 #include "text.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+void cic_results_free(cic_result *res, int n)
+{
+    int i;
+    for (i = 0; res && i < n; i++)
+        free(res[i].per_block);
+    free(res);
+}
 
 #define C_RED "\033[31m"
 #define C_GREEN "\033[32m"
