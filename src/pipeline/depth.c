@@ -240,6 +240,7 @@ static void entry_init(cic_pl_depth *z, int b, int id)
     e->block = b;
     cic_strlcpy(e->tensor, z->name[b], sizeof e->tensor);
     e->readout = b == z->readout;
+    e->head = b >= z->layers;
     if (e->readout)
         return;
     if (!z->x[b])

@@ -358,6 +358,7 @@ static json_t *block_json(const cic_block_entry *e, int *err)
     jset(o, "block", json_integer(e->block), err);
     jset(o, "tensor", JSTR(e->tensor), err);
     jset(o, "readout", json_boolean(e->readout), err);
+    jset(o, "head", json_boolean(e->head), err);
     jset(o, "max_abs", e->has ? jreal(e->m.max_abs) : json_null(), err);
     jset(o, "rel_norm2", e->has ? jreal(e->m.rel_norm2) : json_null(), err);
     jset(o, "ulp_row_p99", e->has ? jreal(e->m.ulp_p99) : json_null(), err);

@@ -51,6 +51,7 @@ typedef struct {
     int block;
     char tensor[96];     /* the original model's name of the tensor */
     bool readout;        /* the tensor the case reads out: the row's figures */
+    bool head;           /* the head readout after the last block (block L) */
     bool has;            /* figures given; else why says why not */
     char why[160];
     cic_block_metrics m;
