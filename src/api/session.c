@@ -66,7 +66,7 @@ static void points_clear(cic_session *s);
 static void results_clear(cic_session *s)
 {
     points_clear(s);
-    free(s->rep.results);
+    cic_results_free(s->rep.results, s->rep.n_results);
     free(s->rep.gates);
     free(s->rep.regress);
     cic_lowp_report_free(&s->rep.lowp);

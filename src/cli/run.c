@@ -149,7 +149,7 @@ void cic_case_run_free(cic_case_run *cr)
 {
     if (!cr)
         return;
-    free(cr->rep.results);
+    cic_results_free(cr->rep.results, cr->rep.n_results);
     free(cr->rep.gates);
     free(cr->rep.regress);
     cic_lowp_report_free(&cr->rep.lowp);

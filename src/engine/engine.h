@@ -33,6 +33,19 @@ double cic_flop_total(const cic_flop_count *fc);
 /* ---- the engines ---- */
 
 
+/* A tap on chosen tensors (the pipeline's per-block errors read each block's
+ * output this way): once the op that writes tensor id has run, and want[id]
+ * is nonzero, the f32 and low-precision engines call f32 with its values
+ * (rounded as the engine stores them), the MPFR engine calls mp with its
+ * values and, in a ball run, their radii (NULL otherwise). rows: the run's
+ * rows of the tensor. The f64 engine ignores it; a tap changes no bit. */
+typedef struct {
+    const unsigned char *want; /* the model's n_t flags */
+    void (*f32)(void *ctx, int id, const float *y, int rows);
+    void (*mp)(void *ctx, int id, const mpfr_t *y, const double *rad, int rows);
+    void *ctx;
+} cic_tensor_tap;
+
 typedef struct {
     int sample0;    /* run samples sample0 .. sample0+n_samples-1 */
     int n_samples;  /* 0: all samples */
@@ -56,6 +69,7 @@ typedef struct {
     /* MPFR engine: a ball run (mp_ball.h) when not NULL: the output's
      * radii, or why there are none. The midpoints are the plain run's. */
     struct cic_ball_out *ball;
+    const cic_tensor_tap *tensor_tap; /* may be NULL */
 } cic_run_opts;
 
 /* Run the graph in float32. out receives the readout rows (n_samples *

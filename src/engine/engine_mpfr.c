@@ -171,6 +171,24 @@ static int mprun_op(mprun *r, int i, const int *last)
     return 0;
 }
 
+/* The tensor tap after op i: its output's values, and its radii in a ball
+ * run (copied out of the ball). 0, or -1 when memory runs out. */
+static int tensor_tap(mprun *r, const cic_op *op, const cic_tensor_tap *t)
+{
+    size_t n = (size_t)rows_of(r, op->out) * r->m->t[op->out].cols;
+    cic_ball_out bo;
+    if (!t || !t->want[op->out] || !t->mp)
+        return 0;
+    memset(&bo, 0, sizeof bo);
+    if (r->ball && !(bo.rad = malloc((n ? n : 1) * sizeof *bo.rad)))
+        return -1;
+    if (r->ball)
+        cic_ball_result(r->ball, op->out, n, &bo);
+    t->mp(t->ctx, op->out, (const mpfr_t *)r->buf[op->out], bo.rad, rows_of(r, op->out));
+    free(bo.rad);
+    return 0;
+}
+
 int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
                         bool rounded_weights, const cic_run_opts *o)
 {
@@ -201,6 +219,8 @@ int cic_engine_mpfr_run(mpfr_t *out, const cic_model *m, mpfr_prec_t prec,
             o->lin_tap_mp(o->tap_ctx, i, (const mpfr_t *)r.buf[op->out], rows_of(&r, op->out));
         if (o && o->op_tap_mp)
             o->op_tap_mp(o->tap_ctx, i, (const mpfr_t *)r.buf[op->out], rows_of(&r, op->out));
+        if (o && tensor_tap(&r, op, o->tensor_tap) < 0)
+            goto cleanup;
         if (o && o->progress)
             o->progress(o->progress_ctx, cic_flop_total(&r.fc));
     }

@@ -272,6 +272,9 @@ static void real_after_op(realrun *r, int i)
         (op->role == CIC_ROLE_READER || op->role == CIC_ROLE_WRITER))
         r->o->lin_tap(r->o->tap_ctx, i, src(r, op->in[0]), r->buf[op->out],
                       rows_of(r, op->in[0]));
+    if (r->o && r->o->tensor_tap && r->o->tensor_tap->want[op->out] && r->o->tensor_tap->f32)
+        r->o->tensor_tap->f32(r->o->tensor_tap->ctx, op->out, r->buf[op->out],
+                              rows_of(r, op->out));
 #endif
 }
 

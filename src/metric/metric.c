@@ -37,6 +37,7 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- small helpers ---- */
@@ -472,4 +473,62 @@ double cic_percentile(const double *v, size_t n, double p)
     r = _cic_percentile_inplace(s, n, p);
     free(s);
     return r;
+}
+
+/* ---- one block's output (the per-block errors) ---- */
+
+/* Row r of the block: its errors in the row's ULPs into a, the sums of
+ * squares and the largest error into b; *sd, *sx the sums of squares. */
+static void block_row(cic_block_metrics *b, _cic_acc *a, const cic_format *fmt, const double *x,
+                      const double *y, double rad, size_t cols, double *sd, double *sx,
+                      bool *nan)
+{
+    double xm = 0, u;
+    size_t c;
+    for (c = 0; c < cols; c++)
+        xm = fabs(x[c]) > xm ? fabs(x[c]) : xm;
+    u = cic_format_ulp(fmt, xm);
+    if (rad / u > b->rad_ulp)
+        b->rad_ulp = rad / u;
+    for (c = 0; c < cols; c++) {
+        double d;
+        if (!isfinite(y[c])) {
+            b->nonfinite++;
+            *nan = *nan || isnan(y[c]);
+            _cic_acc_add(a, INFINITY);
+            continue;
+        }
+        d = fabs(y[c] - x[c]);
+        *sd += d * d;
+        *sx += x[c] * x[c];
+        b->max_abs = d > b->max_abs ? d : b->max_abs;
+        _cic_acc_add(a, d / u);
+    }
+}
+
+int cic_metric_block(cic_block_metrics *b, const cic_format *fmt, const double *x,
+                     const double *rad_row, const double *y, size_t rows, size_t cols)
+{
+    size_t n = cic_mul_size(rows, cols), r;
+    double sd = 0, sx = 0, srad = 0;
+    bool nan = false;
+    _cic_acc a;
+    CIC_ASSERT(n != SIZE_MAX);
+    memset(b, 0, sizeof *b);
+    memset(&a, 0, sizeof a);
+    if (!(a.v = malloc((n ? n : 1) * sizeof *a.v)))
+        return -1;
+    for (r = 0; r < rows; r++) {
+        double rad = rad_row ? rad_row[r] : 0;
+        b->rad_abs = rad > b->rad_abs ? rad : b->rad_abs;
+        srad += (double)cols * rad * rad;
+        block_row(b, &a, fmt, x + r * cols, y + r * cols, rad, cols, &sd, &sx, &nan);
+    }
+    b->ulp_p99 = _cic_percentile_inplace(a.v, a.n, 99.0);
+    free(a.v);
+    b->rel_norm2 = sd == 0 ? 0 : sx == 0 ? INFINITY : sqrt(sd / sx);
+    b->rad_rel = srad == 0 ? 0 : sx == 0 ? INFINITY : sqrt(srad / sx);
+    if (b->nonfinite > 0)
+        b->max_abs = b->rel_norm2 = nan ? NAN : INFINITY;
+    return 0;
 }

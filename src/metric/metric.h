@@ -58,6 +58,29 @@ typedef struct {
 void cic_metric_error(cic_metrics *m, const cic_format *fmt, const mpfr_t *x,
                       const float *y, size_t rows, size_t cols, mpfr_prec_t prec);
 
+/* ---- one block's output against its truth (the per-block errors) ---- */
+
+/* The figures of one block's output (DESIGN.md section 13, "Per block"),
+ * with the truth's own uncertainty in the same units: a figure moves by at
+ * most about its rad_* when the truth moves within its radii. */
+typedef struct {
+    double max_abs, rel_norm2;
+    double ulp_p99;    /* ulp_row p99: |y - x| / ulp(row's max |x|) */
+    double rad_abs;    /* the truth's largest radius */
+    double rad_rel;    /* ||rad||_2 / ||x||_2 */
+    double rad_ulp;    /* the largest radius over the ulp of its row */
+    uint64_t nonfinite;
+} cic_block_metrics;
+
+/* y against x, rows x cols doubles each, in double: the truth x is a
+ * rounding of a value within rad_row[r] of the exact one on row r (NULL:
+ * exact), far sharper than the errors scored, so double arithmetic (2^-53
+ * relative) adds nothing visible. ULPs are fmt's. NaN and Inf in y as in
+ * cic_metric_error (max_abs and rel_norm2 +Inf, NaN when a y is NaN; +Inf
+ * entries in the ULP distribution). 0, or -1 when memory runs out. */
+int cic_metric_block(cic_block_metrics *b, const cic_format *fmt, const double *x,
+                     const double *rad_row, const double *y, size_t rows, size_t cols);
+
 /* ||a - b||_2 / ||b||_2 computed in MPFR at prec, rounded to double
  * (0 when both are 0; +Inf when b is 0 and a is not; NaN when a has a NaN or
  * b is not finite, +Inf when a has an Inf). Used for ce_residual and the

@@ -48,6 +48,7 @@ void cic_model_destroy(cic_model *m)
     free(m->ops);
     if (m->out_q)
         cic_mpvec_destroy(m->out_q, (size_t)m->cfg.d_model * m->cfg.d_model);
+    free(m->stream_q);
     if (m->keep_free)
         m->keep_free(m->keep); /* after the tensors that point into it */
     free(m);
@@ -246,6 +247,7 @@ cic_model *cic_model_clone(const cic_model *m)
     c->t = cic_calloc((size_t)m->cap_t, sizeof *c->t);
     c->ops = cic_calloc((size_t)m->cap_ops, sizeof *c->ops);
     c->out_q = NULL;
+    c->stream_q = NULL;
     c->keep = NULL; /* every tensor of the clone is its own copy */
     c->keep_free = NULL;
     if (!c->t || !c->ops) {
@@ -294,6 +296,11 @@ cic_model *cic_model_clone(const cic_model *m)
             goto fail;
         for (k = 0; k < dd; k++)
             mpfr_set(c->out_q[k], m->out_q[k], MPFR_RNDN);
+    }
+    if (m->stream_q) {
+        if (!(c->stream_q = malloc(dd * sizeof *c->stream_q)))
+            goto fail;
+        memcpy(c->stream_q, m->stream_q, dd * sizeof *c->stream_q);
     }
     return c;
 fail:

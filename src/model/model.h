@@ -84,6 +84,11 @@ typedef struct cic_model_s {
     mpfr_t *out_q;   /* d x d at out_q_prec, NULL = identity */
     mpfr_prec_t out_q_prec;
     bool center_out;
+    /* The rotation of the residual stream as doubles (d x d, row-major;
+     * NULL = identity), whatever the readout: each block's output of the
+     * transformed model is the original's times it (pipeline/depth.c maps
+     * the per-block errors back with it). Set by the rotations. */
+    double *stream_q;
     /* What the model's mapped tensors point into (an open checkpoint),
      * released by keep_free when the model is destroyed; NULL none. */
     void *keep;

@@ -236,8 +236,8 @@ static int lowp_row(cic_pipeline *p, const char *xf, const cic_model *m, const c
     o.flops = &fc;
     o.lin_tap = err_tap;
     o.tap_ctx = &t;
-    if (cic_engine_lowp_run(y, m, lp, mm, &o) < 0 || t.failed ||
-        _cic_pl_map_out_f32(p, y, m) < 0)
+    if (_cic_pl_depth_begin(p, m, lp->elem, &o) < 0 || cic_engine_lowp_run(y, m, lp, mm, &o) < 0 ||
+        t.failed || _cic_pl_map_out_f32(p, y, m) < 0)
         return -1;
     x = _cic_pl_new_result(p, xf, lp->name);
     if (mx) /* NULL: "none" */
@@ -254,7 +254,7 @@ static int lowp_row(cic_pipeline *p, const char *xf, const cic_model *m, const c
                  : x->metrics.rel_norm2 > 0     ? -20.0 * log10(x->metrics.rel_norm2)
                                                 : INFINITY;
     _cic_pl_fill_flops(p, &x->flops, &fc, analytical, true);
-    return 0;
+    return _cic_pl_depth_end(p, x);
 }
 
 int _cic_pl_lowp_rows(cic_pipeline *p, const char *xf, const cic_model *m,

@@ -286,7 +286,7 @@ void cic_pipeline_destroy(cic_pipeline *p)
     cic_model_destroy(p->orig);
     cic_mpvec_destroy(p->truth, p->n);
     cic_mpvec_destroy(p->ref_own, p->n);
-    free(p->res);
+    cic_results_free(p->res, p->n_res);
     free(p->gates);
     free(p->rep.regress);
     cic_lowp_report_free(&p->rep.lowp);
@@ -294,5 +294,6 @@ void cic_pipeline_destroy(cic_pipeline *p)
         cic_mpvec_destroy(p->parts.yrw[i], p->n);
     _cic_pl_lin_ref_free(p);
     _cic_pl_acts_free(p);
+    _cic_pl_depth_free(p);
     free(p);
 }

@@ -55,6 +55,7 @@ struct cic_pipeline {
     int n_lin_ref;
     const cic_model *lin_ref_model;
     int lin_ref_nomem;
+    struct cic_pl_depth *depth; /* depth.c: the truth per block, the run tapped */
     cic_pl_act *acts;
     int n_acts, cap_acts;
     int n_saved;
@@ -135,6 +136,19 @@ int _cic_pl_outlier_begin(cic_pl_tap *t, cic_pipeline *p, const cic_model *m, co
                           cic_run_opts *o);
 int _cic_pl_outlier_end(cic_pl_tap *t);
 void _cic_pl_acts_free(cic_pipeline *p);
+
+/* depth.c: the per-block errors. _cic_pl_depth_truth hooks the truth's
+ * run (keeps every block output's truth; _cic_pl_depth_truth_end after
+ * it); _cic_pl_depth_begin hooks an engine's run of m, whose outputs are
+ * values of fmt, and _cic_pl_depth_end gives row x its entries. Each 0, or
+ * -1 when memory runs out; without a truth kept begin and end do nothing. */
+typedef struct cic_pl_depth cic_pl_depth;
+int _cic_pl_depth_truth(cic_pipeline *p, cic_run_opts *o);
+int _cic_pl_depth_truth_end(cic_pipeline *p);
+int _cic_pl_depth_begin(cic_pipeline *p, const cic_model *m, const cic_format *fmt,
+                        cic_run_opts *o);
+int _cic_pl_depth_end(cic_pipeline *p, cic_result *x);
+void _cic_pl_depth_free(cic_pipeline *p);
 
 /* judge.c */
 const char *_cic_pl_verdict_label(const cic_pipeline *p);

@@ -26,7 +26,7 @@ static bool tap_engine(const cic_case *c, int e)
 
 /* Engine e's "before" row from its output r->before[e] and the FLOPs fc
  * its run counted. */
-static void before_row(cic_pipeline *r, int e, const cic_flop_count *fc)
+static cic_result *before_row(cic_pipeline *r, int e, const cic_flop_count *fc)
 {
     cic_result *x = _cic_pl_new_result(r, "none", CIC_ENGINE_F32_NAME[e]);
     char nm[128];
@@ -38,6 +38,7 @@ static void before_row(cic_pipeline *r, int e, const cic_flop_count *fc)
     _cic_pl_save_out(r, nm, r->before[e], NULL, -1);
     r->parts.before[e] = r->before[e];
     r->parts.before_fc[e] = *fc;
+    return x;
 }
 
 int _cic_pl_before(cic_pipeline *r)
@@ -58,13 +59,15 @@ int _cic_pl_before(cic_pipeline *r)
         memset(&t, 0, sizeof t);
         o.flops = &fc;
         if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, r->orig, "none", &o) < 0) ||
+            _cic_pl_depth_begin(r, r->orig, cic_format_get(CIC_FORMAT_FLOAT32), &o) < 0 ||
             cic_engine_f32_run(r->before[e], r->orig, (enum cic_matmul)e, &o) < 0 ||
             _cic_pl_outlier_end(&t) < 0 || _cic_pl_map_out_f32(r, r->before[e], r->orig) < 0) {
             free(r->before[e]); /* not yet saved */
             r->before[e] = NULL;
             return -1;
         }
-        before_row(r, e, &fc);
+        if (_cic_pl_depth_end(r, before_row(r, e, &fc)) < 0)
+            return -1;
     }
     if (_cic_pl_lowp_rows(r, "none", r->orig, NULL, &r->base_analytical) < 0)
         return -1;
@@ -179,7 +182,7 @@ static cic_result *verdict_row(cic_pipeline *r, const cic_xform_spec *xs, const 
  * run counted: the verdict copied from mx, then the errors against the
  * truth, the drift from the engine's "before" output, and the
  * decomposition (w_err from the rounded-weights run yrw). */
-static void f32_scores(cic_pipeline *r, const cic_xform_spec *xs, int e, const cic_result *mx,
+static cic_result *f32_scores(cic_pipeline *r, const cic_xform_spec *xs, int e, const cic_result *mx,
                        double w_err, const mpfr_t *yrw, const float *y, const cic_flop_count *fc,
                        const cic_flop_count *counted, const cic_flop_count *analytical)
 {
@@ -206,6 +209,7 @@ static void f32_scores(cic_pipeline *r, const cic_xform_spec *xs, int e, const c
     x->metrics.decomp_arith = cic_metric_rel_diff_f32(y, yrw, r->n, r->prec);
     x->metrics.has_decomp = 1;
     _cic_pl_fill_flops(r, &x->flops, fc, analytical, _cic_pl_sites_equal(fc, counted));
+    return x;
 }
 
 /* Run engine e on transform i's model m and score its row. */
@@ -230,10 +234,11 @@ static int f32_row(cic_pipeline *r, int i, const cic_model *m, int e, const cic_
     memset(&t, 0, sizeof t);
     o.flops = &fc;
     if ((tap_engine(r->c, e) && _cic_pl_outlier_begin(&t, r, m, xs->name, &o) < 0) ||
+        _cic_pl_depth_begin(r, m, cic_format_get(CIC_FORMAT_FLOAT32), &o) < 0 ||
         cic_engine_f32_run(y, m, (enum cic_matmul)e, &o) < 0 || _cic_pl_outlier_end(&t) < 0 ||
-        _cic_pl_map_out_f32(r, y, m) < 0)
+        _cic_pl_map_out_f32(r, y, m) < 0 ||
+        _cic_pl_depth_end(r, f32_scores(r, xs, e, mx, w_err, yrw, y, &fc, counted, analytical)) < 0)
         return -1;
-    f32_scores(r, xs, e, mx, w_err, yrw, y, &fc, counted, analytical);
     r->parts.y[i][e] = y;
     r->parts.xf_fc[i][e] = fc;
     return 0;

@@ -222,7 +222,7 @@ int cic_sweep_point_run(cic_sweep_job *j, long i, cic_sweep_point_result *r, cic
     if (rc > j->worst)
         j->worst = rc;
     point_add(j, i, params, rc, &rep);
-    free(rep.results);
+    cic_results_free(rep.results, rep.n_results);
     free(rep.gates);
     free(rep.regress);
     cic_lowp_report_free(&rep.lowp);

@@ -277,9 +277,9 @@ int _cic_pl_truth(cic_pipeline *r)
     _cic_pl_stage(r, "truth: original model in MPFR at %ld bits, with error bounds", (long)r->prec);
     _cic_pl_flops_formula(r, &r->base_analytical, -1);
     _cic_pl_work_begin(&b, r, "truth", cic_flop_total(&r->base_analytical), &o);
-    if (_cic_pl_lin_ref_begin(r, r->orig, &o) < 0 ||
+    if (_cic_pl_lin_ref_begin(r, r->orig, &o) < 0 || _cic_pl_depth_truth(r, &o) < 0 ||
         ball_run(r, 0, r->c->model.samples, r->prec, r->truth, rad, &o, pf->why,
-                 sizeof pf->why) < 0)
+                 sizeof pf->why) < 0 || _cic_pl_depth_truth_end(r) < 0)
         goto done;
     _cic_pl_work_end(&b);
     pf->values = r->n;

@@ -343,6 +343,49 @@ static json_t *flops_json(const cic_flops *f, int *err)
     return o;
 }
 
+/* "per_block": block b's output against its truth (null figures and a
+ * reason when they cannot be given); the readout's entry is the row's own
+ * figures, so it has no truth_radius of its own. */
+static json_t *block_json(const cic_block_entry *e, int *err)
+{
+    json_t *o = json_object(), *rad = json_object();
+    if (!o || !rad) {
+        json_decref(o);
+        json_decref(rad);
+        *err = 1;
+        return NULL;
+    }
+    jset(o, "block", json_integer(e->block), err);
+    jset(o, "tensor", JSTR(e->tensor), err);
+    jset(o, "readout", json_boolean(e->readout), err);
+    jset(o, "head", json_boolean(e->head), err);
+    jset(o, "max_abs", e->has ? jreal(e->m.max_abs) : json_null(), err);
+    jset(o, "rel_norm2", e->has ? jreal(e->m.rel_norm2) : json_null(), err);
+    jset(o, "ulp_row_p99", e->has ? jreal(e->m.ulp_p99) : json_null(), err);
+    jset(o, "nonfinite", jcount(e->m.nonfinite), err);
+    jset(rad, "max_abs", jreal(e->m.rad_abs), err);
+    jset(rad, "rel_norm2", jreal(e->m.rad_rel), err);
+    jset(rad, "ulp_row", jreal(e->m.rad_ulp), err);
+    if (e->readout)
+        json_decref(rad);
+    jset(o, "truth_radius", e->readout ? json_null() : rad, err);
+    jset(o, "reason", e->has ? json_null() : JSTR(e->why), err);
+    return o;
+}
+
+static json_t *per_block_json(const cic_result *r, int *err)
+{
+    json_t *a;
+    if (!r->per_block)
+        return json_null();
+    a = json_array();
+    if (!a)
+        *err = 1;
+    for (int i = 0; a && i < r->n_per_block; i++)
+        jpush(a, block_json(&r->per_block[i], err), err);
+    return a;
+}
+
 static json_t *result_json(const cic_result *r, int *err)
 {
     json_t *o = json_object(), *ps = json_array();
@@ -377,6 +420,7 @@ static json_t *result_json(const cic_result *r, int *err)
         jpush(ps, t, err);
     }
     jset(o, "per_sample", ps, err);
+    jset(o, "per_block", per_block_json(r, err), err);
     if (r->lowp)
         jset(o, "sqnr_db", jreal(r->sqnr_db), err);
     if (r->has_q_orth)

@@ -345,7 +345,8 @@ static int draw_all(const cic_plot_ctx *c, int *made, cic_diag *d)
 {
     int (*const single[])(const cic_plot_ctx *, cic_diag *) = {
         cic_plot_ulp_cdf,   cic_plot_flops,         cic_plot_ce_prec,     cic_plot_drift_hist,
-        cic_plot_lowp_sqnr, cic_plot_lowp_kurtosis, cic_plot_lowp_chanmax};
+        cic_plot_lowp_sqnr, cic_plot_lowp_kurtosis, cic_plot_lowp_chanmax,
+        cic_plot_error_vs_block};
     int k;
     k = cic_plot_error_vs(c, "error_vs_d", "d_model", "hidden width d_model (channels)", d);
     if (k < 0)

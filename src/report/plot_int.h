@@ -113,6 +113,8 @@ int cic_plot_ce_prec(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_ulp_cdf(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_drift_hist(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_flops(const cic_plot_ctx *c, cic_diag *d);
+/* plot_depth.c: error against block in one model (report.json's per_block) */
+int cic_plot_error_vs_block(const cic_plot_ctx *c, cic_diag *d);
 /* plot_lowp.c: cases with [[engines.lowp]] (report.json's "lowp") */
 int cic_plot_lowp_sqnr(const cic_plot_ctx *c, cic_diag *d);
 int cic_plot_lowp_kurtosis(const cic_plot_ctx *c, cic_diag *d);

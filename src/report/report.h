@@ -44,6 +44,19 @@ typedef struct {
     enum cic_verdict verdict;
 } cic_sample_ce;
 
+/* One entry of a row's per_block (DESIGN.md section 13, "Per block"):
+ * block b's output (the residual stream after it; b = L, the layers, for
+ * a head readout's output) against the truth of that tensor. */
+typedef struct {
+    int block;
+    char tensor[96];     /* the original model's name of the tensor */
+    bool readout;        /* the tensor the case reads out: the row's figures */
+    bool head;           /* the head readout after the last block (block L) */
+    bool has;            /* figures given; else why says why not */
+    char why[160];
+    cic_block_metrics m;
+} cic_block_entry;
+
 /* One row of the results: a (transform, engine) pair. transform "none" is the
  * untransformed model (the "before" figures); engine is "f32-openblas",
  * "f32-fixed-order" or "mpfr" (the exactness row). */
@@ -67,7 +80,13 @@ typedef struct {
     double q_orth_error;       /* max |Q^T Q - I| of the file's matrix */
     bool lowp;                 /* a low-precision engine's row ([[engines.lowp]]) */
     double sqnr_db;            /* lowp: 20 log10(||truth|| / ||truth - y||) */
+    cic_block_entry *per_block; /* rows with metrics: one per block (owned,
+                                 * cic_results_free); NULL: not computed */
+    int n_per_block;
 } cic_result;
+
+/* Free n rows of results and what they own (NULL-safe). */
+void cic_results_free(cic_result *res, int n);
 
 /* Outlier statistics (metric/outlier.h) of one quantized linear's input
  * (from the f32 engine) or weight, in one model (transform "none": the

@@ -19,7 +19,16 @@
 #include "text.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
+
+void cic_results_free(cic_result *res, int n)
+{
+    int i;
+    for (i = 0; res && i < n; i++)
+        free(res[i].per_block);
+    free(res);
+}
 
 #define C_RED "\033[31m"
 #define C_GREEN "\033[32m"
@@ -279,6 +288,53 @@ static void summary_line(FILE *f, const cic_report *r, int n_failed, bool color)
         fprintf(f, "%s\n", r->pass ? "PASS" : "FAIL");
 }
 
+/* One row's error against depth: rel_norm2 of its blocks (at most 8 of
+ * them, evenly spaced and the last always, "b<i>=" naming them when some
+ * are left out), "-" where the truth cannot give a figure, then after "|"
+ * the readout when it follows the last block (a head). */
+static void depth_line(FILE *f, const cic_result *x, int wt)
+{
+    const cic_block_entry *e = x->per_block;
+    int n = x->n_per_block, nb = e[n - 1].head ? n - 1 : n;
+    int step = nb > 0 ? (nb + 7) / 8 : 1, b;
+    char t[CIC_NAME_MAX + 1], v[32];
+    field(t, sizeof t, x->transform, sizeof x->transform);
+    fprintf(f, "  %-*s %-16s", wt, t, x->engine);
+    for (b = 0; b < nb; b += step) {
+        if (b + step >= nb)
+            b = nb - 1; /* the last block always */
+        if (e[b].has)
+            fmt_g(v, sizeof v, e[b].m.rel_norm2);
+        else
+            snprintf(v, sizeof v, "-");
+        if (step > 1)
+            fprintf(f, " b%d=%s", e[b].block, v);
+        else
+            fprintf(f, " %s", v);
+    }
+    if (nb < n) {
+        fmt_g(v, sizeof v, e[n - 1].m.rel_norm2);
+        fprintf(f, " | head %s", v);
+    }
+    fputc('\n', f);
+}
+
+/* The depth lines of a model with more than one block. */
+static void depth_section(FILE *f, const cic_report *r, int wt)
+{
+    bool any = false;
+    for (int i = 0; r->results && i < r->n_results; i++) {
+        const cic_result *x = &r->results[i];
+        if (!x->per_block || x->n_per_block < 2)
+            continue;
+        if (!any)
+            fprintf(f, "error against depth (rel_norm2 of each block's output against its "
+                       "truth; -: the truth too wide there):\n");
+        any = true;
+        depth_line(f, x, wt);
+    }
+}
+
 void cic_report_table(FILE *f, const cic_report *r, bool color)
 {
     char name[CIC_NAME_MAX + 1];
@@ -296,6 +352,7 @@ void cic_report_table(FILE *f, const cic_report *r, bool color)
     header(f, w);
     for (int i = 0; r->results && i < r->n_results; i++)
         result_line(f, &r->results[i], w, color);
+    depth_section(f, r, w.wt);
     flops_section(f, r, w.wt);
     n_failed = failed_gates(f, r, color);
     summary_line(f, r, n_failed, color);

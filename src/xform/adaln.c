@@ -238,6 +238,18 @@ static int stream_q(cic_model *m, const cic_model *orig, const cic_adaln_graph *
     return g->qt >= 0 && set_block(m, g->qt, q, q->d, true) < 0 ? -1 : 0;
 }
 
+/* The stream's rotation as doubles (cic_model.stream_q, for the per-block
+ * errors), whatever the readout. */
+static int stream_q_f64(cic_model *m, const cic_xf_aq *q)
+{
+    size_t dd = (size_t)q->d * q->d, k;
+    if (!(m->stream_q = malloc(dd * sizeof *m->stream_q)))
+        return -1;
+    for (k = 0; k < dd; k++)
+        m->stream_q[k] = q->f64 ? q->f64[k] : mpfr_get_d(q->mp[k], MPFR_RNDN);
+    return 0;
+}
+
 cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
                            const cic_adaln_strategy *s, mpfr_prec_t engine_prec, cic_diag *d)
 {
@@ -269,7 +281,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
         if (cr < 0 || (cr > 0 && _cic_xf_center(&cx, m->input, 1) < 0))
             goto done;
     }
-    if (aq_rotate(&cx, m->input, &q) < 0)
+    if (aq_rotate(&cx, m->input, &q) < 0 || stream_q_f64(m, &q) < 0)
         goto done;
     if (!m->cfg.final_layer) { /* residual readout: map back with Q */
         if (!_cic_xf_aq_mp(&q))

@@ -8,10 +8,12 @@
  * unrotated (broken). */
 #include "xform.h"
 
+#include "../base/mpgemm.h"
 #include "../base/mpvec.h"
 #include "qmat.h"
 #include "xform_util.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* Its known mistake, by number (cic_xform_spec.mistake; .mistakes below). */
@@ -138,13 +140,40 @@ static int readout_q(ctx *c, cic_xf_aq *q)
     return 0;
 }
 
+/* The stream's rotation as doubles for any readout, X' = X Q_old Q
+ * (cic_model.stream_q: the per-block errors map back with it); before
+ * readout_q, which may take q's MPFR values. */
+static int stream_q(ctx *c, const cic_xf_aq *q)
+{
+    cic_model *m = c->m;
+    size_t dd = (size_t)q->d * q->d, k;
+    double *qd = malloc(dd * sizeof *qd), *nq;
+    if (!qd)
+        return -1;
+    for (k = 0; k < dd; k++)
+        qd[k] = q->f64 ? q->f64[k] : mpfr_get_d(q->mp[k], MPFR_RNDN);
+    if (m->stream_q) {
+        if (!(nq = malloc(dd * sizeof *nq))) {
+            free(qd);
+            return -1;
+        }
+        cic_gemm_f64(nq, m->stream_q, false, qd, false, q->d, q->d, q->d);
+        free(qd);
+        free(m->stream_q);
+        qd = nq;
+    }
+    m->stream_q = qd;
+    return 0;
+}
+
 static int do_rotate(ctx *c, const cic_xform_spec *x)
 {
     cic_xf_aq q;
     cic_xf_hq hq = { 0, 0, NULL, NULL };
     int rc = -1;
     memset(&q, 0, sizeof q);
-    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && readout_q(c, &q) == 0)
+    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && stream_q(c, &q) == 0 &&
+        readout_q(c, &q) == 0)
         rc = 0;
     c->hq = NULL;
     c->qd = NULL;
