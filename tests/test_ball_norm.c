@@ -18,6 +18,7 @@
 
 #include "base/base.h"
 #include "base/mpvec.h"
+#include "base/rt.h"
 #include "engine/engine.h"
 #include "engine/mp_act.h"
 #include "engine/mp_ball.h"
@@ -502,6 +503,36 @@ static void test_linear_tight(void **state)
     cic_model_destroy(m);
 }
 
+/* The radii and the norm-wise bounds are the same bits for any thread
+ * count (the maxima across heads are order-free). */
+static void test_threads(void **state)
+{
+    static const enum cic_block_kind blocks[] = {CIC_BLOCK_RMSNORM, CIC_BLOCK_DIT};
+    int b;
+    (void)state;
+    for (b = 0; b < 2; b++) {
+        cic_model_cfg c = cfg_of(blocks[b], 3, 32, 77 + (uint64_t)b);
+        cic_model *m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+        cic_rt r1, r3;
+        ball_res a, z;
+        assert_non_null(m);
+        cic_rt_init(&r1, 1);
+        cic_rt_init(&r3, 3);
+        m->rt = &r1;
+        ball_run(m, 64, 0, 0, false, &a);
+        m->rt = &r3;
+        ball_run(m, 64, 0, 0, false, &z);
+        assert_memory_equal(a.rad, z.rad, a.n * sizeof *a.rad);
+        assert_memory_equal(a.nrm, z.nrm, a.rows * sizeof *a.nrm);
+        m->rt = NULL;
+        cic_rt_clear(&r1);
+        cic_rt_clear(&r3);
+        ball_res_clear(&a);
+        ball_res_clear(&z);
+        cic_model_destroy(m);
+    }
+}
+
 /* ---- planted pathologies ---- */
 
 /* Every value m's 64-bit ball proves is the 300-bit run's binary32; the
@@ -590,6 +621,7 @@ int main(void)
         cmocka_unit_test(test_perturb),
         cmocka_unit_test(test_binds),
         cmocka_unit_test(test_linear_tight),
+        cmocka_unit_test(test_threads),
         cmocka_unit_test(test_pathologies),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
