@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
 """make_ckpt_pair.py OUT --d D --layers L --heads H --kv-heads K --mlp M
-[--vocab V] [--seed S] [--plant LAYER]
+[--vocab V] [--seed S] [--plant LAYER] [--scale LAYER:S] [--dtype bf16|f32]
 
 A LLaMA-shaped checkpoint pair for `cicheck verify`, written tensor by
 tensor (memory: a few tensors, not the model): OUT/orig (the original,
@@ -9,7 +9,10 @@ bf16 shards, model.safetensors.index.json, config.json), OUT/rw (its
 rewrite: RMSNorm gains folded into their readers, the residual stream
 rotated by a random orthogonal R1 = Q, bf16; norm weights left out) and
 OUT/R1.safetensors (Q, float32). --plant LAYER leaves that layer's
-o_proj unrotated (W instead of Q^T W: a broken layer).
+o_proj unrotated (W instead of Q^T W: a broken layer); --scale LAYER:S
+multiplies that layer's rotated o_proj by S (in double, then stored: a
+residual of about |S - 1| times o's share of the stream; the tests plant
+one at a threshold); --dtype f32 stores both in float32 instead of bf16.
 Row-vector algebra: readers W diag(g) Q, writers Q^T W, embedding E Q,
 lm_head W diag(g) Q. Needs numpy only."""
 import argparse
@@ -69,8 +72,14 @@ def main():
     ap.add_argument("--vocab", type=int, default=512)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--plant", type=int, default=-1)
+    ap.add_argument("--scale", default="-1:1")
+    ap.add_argument("--dtype", choices=("bf16", "f32"), default="bf16")
     a = ap.parse_args()
     d, L, m, V = a.d, a.layers, a.mlp, a.vocab
+    s_layer, s_by = int(a.scale.split(":")[0]), float(a.scale.split(":")[1])
+    dt = "BF16" if a.dtype == "bf16" else "F32"
+    store = bf16 if a.dtype == "bf16" else (lambda x: np.asarray(x, dtype=np.float32))
+    value = bf16_value if a.dtype == "bf16" else (lambda x: np.asarray(x, dtype=np.float32))
     dkv = d // a.heads * a.kv_heads
     q, _ = np.linalg.qr(rng_of(a.seed, "R1").standard_normal((d, d)))
     q = q.astype(np.float32)
@@ -102,18 +111,18 @@ def main():
     def orig_value(name, shape):
         g = rng_of(a.seed, name)
         if len(shape) == 1:
-            return bf16_value(1 + 0.1 * g.standard_normal(shape, dtype=np.float32))
+            return value(1 + 0.1 * g.standard_normal(shape, dtype=np.float32))
         std = 1.0 if "embed" in name else 0.02
-        return bf16_value(std * g.standard_normal(shape, dtype=np.float32))
+        return value(std * g.standard_normal(shape, dtype=np.float32))
 
     for i, names in enumerate(files):
         fname = f"model-{i + 1:05d}-of-{n_sh:05d}.safetensors"
-        so = Shard(os.path.join(a.out, "orig", fname), [(n, s, "BF16") for n, s in names])
+        so = Shard(os.path.join(a.out, "orig", fname), [(n, s, dt) for n, s in names])
         rw_names = [(n, s) for n, s in names if len(s) == 2]
-        sr = Shard(os.path.join(a.out, "rw", fname), [(n, s, "BF16") for n, s in rw_names])
+        sr = Shard(os.path.join(a.out, "rw", fname), [(n, s, dt) for n, s in rw_names])
         for n, s in names:
             w = orig_value(n, s)
-            so.put(bf16(w))
+            so.put(store(w))
             wmap["orig"][n] = fname
             if len(s) == 1:
                 continue
@@ -130,7 +139,9 @@ def main():
                 w = w @ q
             elif n == "lm_head.weight":
                 w = (w * orig_value("model.norm.weight", (d,))[None, :]) @ q
-            sr.put(bf16(w))
+            if key == "self_attn.o_proj.weight" and int(n.split(".")[2]) == s_layer:
+                w = w.astype(np.float64) * s_by  # S unrounded, the product rounded once
+            sr.put(store(w))
         so.close()
         sr.close()
     cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": d,

@@ -222,7 +222,9 @@ static double silu_dir(double x, mpfr_rnd_t dir, mpfr_t t, mpfr_t e)
 }
 
 /* The enclosure of silu over [lo, hi]: increasing above its minimum at
- * x0 = -1.27846..., decreasing below, the minimum -0.278464... */
+ * x0 = -1.2784645427610738..., decreasing below; the minimum is x0 + 1 =
+ * -0.2784645427610738... (silu'(x0) = 0 gives silu(x0) = x0 + 1), so
+ * -0.278464542762 is below it. */
 static void silu_ball(double *m, double *r, double xm, double xr, mpfr_t t, mpfr_t e)
 {
     double lo = xm - xr * (1 + 4 * U), hi = xm + xr * (1 + 4 * U), a, b;
@@ -233,14 +235,14 @@ static void silu_ball(double *m, double *r, double xm, double xr, mpfr_t t, mpfr
     }
     lo = nextafter(lo, -INFINITY); /* xm - xr rounded: one ulp outward covers it */
     hi = nextafter(hi, INFINITY);
-    if (lo >= -1.25) {
+    if (lo >= -1.27846454276) {
         a = silu_dir(lo, MPFR_RNDD, t, e);
         b = silu_dir(hi, MPFR_RNDU, t, e);
-    } else if (hi <= -1.3) {
+    } else if (hi <= -1.278464542762) {
         a = silu_dir(hi, MPFR_RNDD, t, e);
         b = silu_dir(lo, MPFR_RNDU, t, e);
     } else {
-        a = -0.2785;
+        a = -0.278464542762;
         b = fmax(silu_dir(lo, MPFR_RNDU, t, e), silu_dir(hi, MPFR_RNDU, t, e));
     }
     from_interval(m, r, a, b);
