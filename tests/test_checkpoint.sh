@@ -848,7 +848,7 @@ changed rewrite "a checkpoint rewritten in place during a run" run --no-baseline
 has "$tmp/err" "(rewritten in place: modified after it was opened)" \
     "the rewrite is caught by its modification time"
 changed cut "a checkpoint cut short during verify" verify "$tmp/hf-mid" "$tmp/hf-chg" \
-    --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
+    --tokens 16 --mpfr-prec 2048 --engine mpfr --out "$tmp/r-chg"
 changed rewrite "a checkpoint rewritten in place during verify" verify "$tmp/hf-mid" \
-    "$tmp/hf-chg" --tokens 16 --mpfr-prec 2048 --out "$tmp/r-chg"
+    "$tmp/hf-chg" --tokens 16 --mpfr-prec 2048 --engine mpfr --out "$tmp/r-chg"
 cic_test_done

@@ -44,6 +44,10 @@ const char CIC_VERIFY_USAGE[] =
     "  --seed N             seed of the block input (default 0)\n"
     "  --mpfr-prec P        MPFR precision of both runs (default 128)\n"
     "  --threads N          MPFR threads (default: one per core)\n"
+    "  --engine auto|mpfr   which engine decides each verdict: auto (default) f64\n"
+    "                       with its proven error bound when the bound leaves ce\n"
+    "                       on one side of the thresholds, else MPFR; mpfr: MPFR\n"
+    "                       for every layer\n"
     "  --case FILE          also run both models in the f32 and low-precision\n"
     "                       engines of FILE's [engines] (a case file; its other\n"
     "                       tables are read and checked, not used)\n"
@@ -162,6 +166,12 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
                 CIC_VERIFY_MAX_LAYERS - 1);
         return CIC_EINPUT;
     }
+    if (!strcmp(k, "--engine")) {
+        if (strcmp(v, "auto") && strcmp(v, "mpfr"))
+            return verify_usage("--engine '%s': allowed auto, mpfr", v);
+        o->mpfr_only = !strcmp(v, "mpfr");
+        return CIC_OK;
+    }
     if (!strcmp(k, "--case"))
         return path_opt(o->case_file, sizeof o->case_file, k, v);
     if (!strcmp(k, "--out")) {
@@ -207,9 +217,15 @@ static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
 static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
 {
     int l;
+    int nm = 0;
+    for (l = 0; r->have_q && l < r->n_layers; l++)
+        nm += r->by[l] == CIC_VERIFY_BY_MPFR;
     printf("verify %s against %s: %d layer%s from %d, %d tokens x %d samples, MPFR %d bits\n",
            o->trans, o->orig, r->n_layers, r->n_layers == 1 ? "" : "s", r->layer0, o->tokens,
            o->samples, o->prec);
+    printf("streamed layer by layer in %.1f s; verdicts decided by f64 with a proven bound "
+           "where it decides, else by MPFR: %d layer%s by MPFR\n", r->seconds, nm,
+           nm == 1 ? "" : "s");
     printf("stored at %d bits: equivalent up to %.3g, broken from %.3g\n", r->bits, r->eq,
            r->br);
     print_storage(o, r);
@@ -228,15 +244,25 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
     if (r->tokens_forced)
         printf("the block input is seeded token ids, each model embedding them itself (the "
                "rewrite's hidden states X Q would need Q)\n");
+    if (r->f64_why[0])
+        printf("the f64 engine has no proven bound here (%s): MPFR decides every verdict\n",
+               r->f64_why);
     if (r->q_src == CIC_VERIFY_Q_FILE)
-        printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
-               "with Q^T; Q max |Q^T Q - I| %.3g)\n", r->q_orth);
+        printf("(residual stream after the layer, mapped back with Q^T; Q max |Q^T Q - I| "
+               "%.3g)\n", r->q_orth);
     else if (r->have_q)
-        printf("layer  ce_residual  verdict   (residual stream after the layer, mapped back "
-               "with the recovered Q^T)\n");
+        printf("(residual stream after the layer, mapped back with the recovered Q^T)\n");
+    if (r->have_q)
+        printf("layer  ce_residual  verdict\n");
     for (l = 0; r->have_q && l < r->n_layers; l++)
         printf("%5d  %11.3g  %s\n", r->layer0 + l, r->ce[l], CIC_VERDICT_NAME[r->verdict[l]]);
     printf("head   %11.3g  %s   (the logits)\n", r->head_ce, CIC_VERDICT_NAME[r->head_verdict]);
+    printf("layer  decided_by  f64_bound  seconds   (f64: ce +- the bound lies on one side "
+           "of the thresholds)\n");
+    for (l = 0; r->have_q && l < r->n_layers; l++)
+        printf("%5d  %-10s  %9.2g  %7.2f\n", r->layer0 + l, CIC_VERIFY_BY_NAME[r->by[l]],
+               r->bound[l], r->sec[l]);
+    printf("head   %-10s  %9.2g\n", CIC_VERIFY_BY_NAME[r->head_by], r->head_bound);
     for (l = 0; l < r->n_eng; l++)
         printf("%s vs the original's truth (rel_norm2): original %.3g, transformed %.3g\n",
                r->eng[l], r->eng_orig[l], r->eng_trans[l]);

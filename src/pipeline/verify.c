@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* verify.c: a rewritten checkpoint against its original, layer by layer
  * (verify.h). */
-#include "verify.h"
+#include "verify_int.h"
 
 #include "../base/mpgemm.h"
 #include "../base/mpvec.h"
@@ -9,6 +9,7 @@
 #include "../engine/engine.h"
 #include "../metric/metric.h"
 #include "../model/checkpoint.h"
+#include "../model/source.h"
 #include "../report/report.h"
 #include "../xform/qmat.h"
 #include "../xform/xform.h"
@@ -19,27 +20,10 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The residual stream after each layer, caught from the MPFR run. */
-typedef struct {
-    const cic_model *m;
-    int *layer_of;  /* tensor id -> layer index, -1 */
-    mpfr_t **resid; /* per layer, rows x d at prec */
-    int d;
-} tap;
-
-static void on_op(void *ctx, int op, const mpfr_t *y, int rows)
-{
-    tap *t = ctx;
-    int l = t->layer_of[t->m->ops[op].out];
-    size_t i, n = (size_t)rows * t->d;
-    if (l < 0)
-        return;
-    for (i = 0; i < n; i++)
-        mpfr_set(t->resid[l][i], y[i], MPFR_RNDN);
-}
-
-/* The two models (the case estimate with one transformed model) and the
- * residual streams kept per layer, against half the machine's memory. */
+/* One layer of both models (the case estimate of one layer with one
+ * transformed model) and the streams (per model rows x d doubles, and two
+ * float streams per engine), against half the machine's memory: the depth
+ * does not count, the layers stream. */
 static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_diag *d)
 {
     static cic_case c;
@@ -49,20 +33,20 @@ static int memory_guard(const cic_verify_opts *o, const cic_model_cfg *cfg, cic_
     char why[512];
     memset(&c, 0, sizeof c);
     c.model = *cfg;
+    c.model.layers = 1;
     c.mpfr_prec = o->prec;
     c.n_xf = 1;
     c.xf[0].after = -1;
     /* a loaded model holds float32 values only: counted as one whose
      * weights are recipes (8 bytes a weight, an overestimate) */
     c.xf[0].kind = CIC_XFORM_FOLD_RMSNORM_GAMMA;
-    resid = 2.0 * cfg->layers * cfg->tokens * cfg->samples * cfg->d_model *
-            (32.0 + (o->prec + 63) / 64 * 8);
+    resid = 2.0 * cfg->tokens * cfg->samples * cfg->d_model * (16.0 + 8 * (2 + CIC_MAX_LOWP));
     est = (double)cic_case_memory_estimate(&c) + resid;
     if (est <= limit)
         return CIC_OK;
     cic_case_memory_explain(why, sizeof why, &c);
     cic_diag_set(d, o->orig, 0, 0, "verify needs about %.1f MiB, more than half the machine's "
-                 "memory (%.1f MiB): %s, and %.1f MiB of residual streams; give fewer --layers, "
+                 "memory (%.1f MiB): %s (one layer), and %.1f MiB of streams; give fewer "
                  "--tokens or --samples, or a lower --mpfr-prec", est / 1048576.0,
                  limit / 1048576.0, why, resid / 1048576.0);
     return CIC_EINPUT;
@@ -140,17 +124,12 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
     return CIC_OK;
 }
 
-/* A model of checkpoint dir (layers from o), the original's sizes when cmp
- * is given, and the storage of the tensors it reads into *st when st is
- * given (the embedding's too when embeds: the input is token ids). */
-static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bool embeds,
-                       cic_ckpt_storage *st, const cic_model_cfg *cmp, cic_model_cfg *cfg,
-                       cic_rt *rt, cic_diag *d)
+/* Checkpoint dir opened and its cfg (layers from o) checked, against the
+ * original's sizes when cmp is given; NULL with d set. */
+static cic_ckpt *open_cfg(const cic_verify_opts *o, const char *dir, bool fused,
+                          const cic_model_cfg *cmp, cic_model_cfg *cfg, cic_diag *d)
 {
-    cic_model_progress mp = {NULL, NULL, rt};
     cic_ckpt *k = cic_ckpt_open(dir, d);
-    cic_model *m = NULL;
-    int i;
     if (!k)
         return NULL;
     if (configure(o, k, dir, fused, cmp, cfg, d) != CIC_OK ||
@@ -158,17 +137,64 @@ static cic_model *load(const cic_verify_opts *o, const char *dir, bool fused, bo
         cic_ckpt_close(k);
         return NULL;
     }
-    d->msg[0] = '\0';
-    m = cic_model_create_progress(cfg, CIC_READOUT_HEAD, &mp, d);
-    if (!m && !d->msg[0])
-        cic_diag_set(d, dir, 0, 0, "out of memory building the model");
-    for (i = 0; m && fused && o->ln_fused && i < m->n_ops; i++)
-        if (m->ops[i].kind == CIC_OP_NORM)
-            m->ops[i].center = false; /* RMSNorm: the stream is centred already */
-    if (m && st)
-        cic_ckpt_storage_used(st, k, m, embeds);
-    cic_ckpt_close(k);
-    return m;
+    return k;
+}
+
+/* A model's graph without values (the storage needs names and shapes). */
+static int fill_none(cic_model *m, const cic_model_progress *p, cic_diag *d)
+{
+    int id;
+    (void)p;
+    (void)d;
+    for (id = 0; id < m->n_t; id++)
+        m->t[id].fill = CIC_FILL_NONE;
+    return 0;
+}
+
+static const cic_weight_source NO_VALUES = {"none", fill_none};
+
+/* s += t, as if one pass had noted t's tensors after s's. */
+static void storage_merge(cic_ckpt_storage *s, const cic_ckpt_storage *t)
+{
+    if (!t->tensor[0])
+        return;
+    if (!s->tensor[0] || t->bits < s->bits)
+        *s = *t;
+    else if (t->bits == s->bits)
+        s->count += t->count;
+}
+
+/* The storage of the tensors the rewrite reads over every layer (cfg) and
+ * its head (the embedding too when embeds), one layer's graph at a time:
+ * the same as one pass over the whole model's. 0, or -1 (memory). */
+static int storage_of(cic_ckpt_storage *s, const cic_ckpt *k, const cic_model_cfg *cfg,
+                      int layer0, bool embeds, cic_rt *rt)
+{
+    cic_model_cfg c = *cfg;
+    cic_model_progress mp = {NULL, NULL, rt};
+    cic_ckpt_storage t;
+    cic_model *m;
+    int l, L = cfg->layers;
+    c.layers = 1;
+    c.input_kind = CIC_INPUT_RANDOM;
+    memset(s, 0, sizeof *s);
+    s->bits = 53;
+    if (L > 1 && !(m = cic_model_create_from(&c, CIC_READOUT_RESIDUAL, &NO_VALUES, &mp, NULL)))
+        return -1;
+    for (l = 0; l < L - 1; l++) {
+        m->cfg.layer0 = layer0 + l;
+        cic_ckpt_storage_used(&t, k, m, false);
+        storage_merge(s, &t);
+    }
+    if (L > 1)
+        cic_model_destroy(m);
+    c.layer0 = layer0 + L - 1;
+    if (!(m = cic_model_create_from(&c, CIC_READOUT_HEAD, &NO_VALUES, &mp, NULL)))
+        return -1;
+    cic_ckpt_storage_used(&t, k, m, embeds);
+    storage_merge(s, &t);
+    cic_model_destroy(m);
+    return 0;
 }
 
 /* Q from the file (o->q_file, tensor o->q_tensor or its only one) at 53
@@ -221,35 +247,6 @@ static mpfr_t *load_q(const cic_verify_opts *o, int n, double *orth, cic_ckpt_st
     return q;
 }
 
-/* The transformed model's block input: the original's X (without its row
- * means when center) times Q, kept unrounded at prec. */
-static int rotate_input(cic_model *b, const cic_model *a, const mpfr_t *q, bool center,
-                        mpfr_prec_t prec)
-{
-    int rows = a->t[a->input].rows, dm = a->t[a->input].cols;
-    size_t n = (size_t)rows * dm, i;
-    mpfr_t *x = cic_mpvec_create(n, center ? prec : 24);
-    cic_dot_scratch s;
-    if (!x || cic_dot_scratch_init(&s, (size_t)dm, prec) < 0 ||
-        cic_model_tensor_hp(b, b->input, prec) < 0) {
-        cic_mpvec_destroy(x, n);
-        return -1;
-    }
-    cic_mpvec_set_f32(x, a->t[a->input].f32, n);
-    if (center && cic_mpvec_center_rows(x, (size_t)rows, (size_t)dm, prec) < 0) {
-        cic_dot_scratch_clear(&s);
-        cic_mpvec_destroy(x, n);
-        return -1;
-    }
-    cic_mp_matmul(b->t[b->input].hp, (const mpfr_t *)x, false, q, false, rows, dm, dm, false,
-                  cic_rt_matmul_threads(b->rt), &s);
-    for (i = 0; i < n; i++) /* the float engines' input: X Q rounded once */
-        b->t[b->input].f32[i] = cic_mp_get_f32(b->t[b->input].hp[i]);
-    cic_dot_scratch_clear(&s);
-    cic_mpvec_destroy(x, n);
-    return 0;
-}
-
 /* Whether the block input is hidden states (rotated by Q for the rewrite)
  * rather than token ids (each model embeds them itself). */
 static bool hidden_input(const cic_verify_opts *o)
@@ -268,44 +265,6 @@ static bool hidden_input(const cic_verify_opts *o)
     return !ids;
 }
 
-/* MPFR run of m into out (head logits), the residual after each layer into
- * t->resid when t is given. */
-static int run_mp(mpfr_t *out, const cic_model *m, mpfr_prec_t prec, tap *t)
-{
-    cic_run_opts ro;
-    char name[64];
-    int l, rc;
-    memset(&ro, 0, sizeof ro);
-    if (t) {
-        t->m = m;
-        t->layer_of = cic_calloc((size_t)m->n_t, sizeof *t->layer_of);
-        if (!t->layer_of)
-            return -1;
-        for (l = 0; l < m->n_t; l++)
-            t->layer_of[l] = -1;
-        for (l = 0; l < m->cfg.layers; l++) {
-            int id;
-            snprintf(name, sizeof name, "act.%d.resid2", l);
-            id = cic_model_tensor_find(m, name);
-            CIC_ASSERT(id >= 0);
-            t->layer_of[id] = l;
-        }
-        ro.op_tap_mp = on_op;
-        ro.tap_ctx = t;
-    }
-    rc = cic_engine_mpfr_run(out, m, prec, false, &ro);
-    if (t) {
-        free(t->layer_of);
-        t->layer_of = NULL;
-    }
-    return rc;
-}
-
-static enum cic_verdict judge(double ce, const cic_verify_result *r)
-{
-    return cic_xform_verdict(ce, r->eq, r->br);
-}
-
 /* The thresholds of a rewrite stored as sb says (Q's storage qs, when
  * given, if it has fewer bits): a float32 transform's for 24, bf16's for 8
  * and 11, f64's for 53. */
@@ -319,101 +278,6 @@ static void thresholds(cic_verify_result *r, const cic_ckpt_storage *sb,
     memset(&x, 0, sizeof x);
     x.prec = r->bits >= 53 ? CIC_TPREC_F64 : r->bits >= 24 ? CIC_TPREC_F32 : CIC_TPREC_BF16;
     cic_xform_thresholds(&r->eq, &r->br, &x, prec);
-}
-
-typedef struct {
-    cic_model *a, *b;
-    mpfr_t *q, *ya, *yb, *tmp;
-    tap ta, tb;
-    size_t n_out, n_res;
-    int n_layers;
-    cic_rt rt; /* the run's context (threads); both models point to it */
-} work;
-
-static void work_free(work *w)
-{
-    int l;
-    for (l = 0; l < w->n_layers; l++) {
-        if (w->ta.resid)
-            cic_mpvec_destroy(w->ta.resid[l], w->n_res);
-        if (w->tb.resid)
-            cic_mpvec_destroy(w->tb.resid[l], w->n_res);
-    }
-    free(w->ta.resid);
-    free(w->tb.resid);
-    cic_mpvec_destroy(w->ya, w->n_out);
-    cic_mpvec_destroy(w->yb, w->n_out);
-    cic_mpvec_destroy(w->tmp, w->n_res);
-    if (w->a)
-        cic_mpvec_destroy(w->q, (size_t)w->a->cfg.d_model * w->a->cfg.d_model);
-    cic_model_destroy(w->a);
-    cic_model_destroy(w->b);
-}
-
-static int alloc_work(work *w, mpfr_prec_t p)
-{
-    int l, dm = w->a->cfg.d_model;
-    w->n_layers = w->a->cfg.layers;
-    w->n_out = (size_t)w->a->rows * cic_model_out_cols(w->a);
-    w->n_res = (size_t)w->a->rows * dm;
-    w->ya = cic_mpvec_create(w->n_out, p);
-    w->yb = cic_mpvec_create(w->n_out, p);
-    w->tmp = cic_mpvec_create(w->n_res, p);
-    w->ta.resid = cic_calloc((size_t)w->n_layers, sizeof *w->ta.resid);
-    w->tb.resid = cic_calloc((size_t)w->n_layers, sizeof *w->tb.resid);
-    w->ta.d = w->tb.d = dm;
-    if (!w->ya || !w->yb || !w->tmp || !w->ta.resid || !w->tb.resid)
-        return -1;
-    for (l = 0; l < w->n_layers; l++) {
-        w->ta.resid[l] = cic_mpvec_create(w->n_res, p);
-        w->tb.resid[l] = cic_mpvec_create(w->n_res, p);
-        if (!w->ta.resid[l] || !w->tb.resid[l])
-            return -1;
-    }
-    return 0;
-}
-
-/* Engine k of c's [engines] (the f32 ones, then the low-precision ones; c
- * NULL: f32-openblas alone): its logits of m against the truth y, and its
- * name into name (NULL past the last). */
-static const char *engine_error(const cic_case *c, int k, const cic_model *m, const mpfr_t *y,
-                                size_t n, mpfr_prec_t p, double *e)
-{
-    bool use[2] = { !c || c->f32_openblas, c && c->f32_fixed };
-    int j, mm;
-    float *out;
-    const char *name = NULL;
-    for (j = 0, mm = -1; j < 2 && mm < 0; j++)
-        if (use[j] && k-- == 0)
-            mm = j;
-    if (mm < 0 && (!c || k >= c->n_lowp))
-        return NULL;
-    name = mm >= 0 ? CIC_ENGINE_F32_NAME[mm] : c->lowp[k].name;
-    *e = NAN;
-    out = cic_calloc(n ? n : 1, sizeof *out);
-    if (out && (mm >= 0 ? cic_engine_f32_run(out, m, (enum cic_matmul)mm, NULL)
-                        : cic_engine_lowp_run(out, m, &c->lowp[k],
-                                              c->f32_openblas ? CIC_MATMUL_OPENBLAS
-                                                              : CIC_MATMUL_FIXED,
-                                              NULL)) == 0)
-        *e = cic_metric_rel_diff_f32(out, y, n, p);
-    free(out);
-    return name;
-}
-
-/* Both models in every engine asked for, against the original's truth. */
-static void engine_errors(const cic_case *c, work *w, cic_verify_result *r, mpfr_prec_t p)
-{
-    const char *name;
-    int k;
-    for (k = 0; k < CIC_VERIFY_MAX_ENGINES; k++) {
-        name = engine_error(c, k, w->a, (const mpfr_t *)w->ya, w->n_out, p, &r->eng_orig[k]);
-        if (!name)
-            break;
-        engine_error(c, k, w->b, (const mpfr_t *)w->ya, w->n_out, p, &r->eng_trans[k]);
-        cic_strlcpy(r->eng[k], name, sizeof r->eng[k]);
-    }
-    r->n_eng = k;
 }
 
 /* The case file of --case (its [engines] only), or NULL with d set. */
@@ -437,77 +301,33 @@ static cic_case *engines_case(const cic_verify_opts *o, cic_diag *d)
     return c;
 }
 
-/* Per layer: B's residual mapped back, y Q^T, against A's (without its row
- * mean when the rewrite fused LayerNorm). */
-static int compare_layers(work *w, cic_verify_result *r, bool ln_fused, mpfr_prec_t p)
-{
-    int l, dm = w->a->cfg.d_model;
-    cic_dot_scratch s;
-    if (cic_dot_scratch_init(&s, (size_t)dm, p) < 0)
-        return -1;
-    for (l = 0; l < w->n_layers; l++) {
-        if (ln_fused && /* the rewrite's stream has no row mean */
-            cic_mpvec_center_rows(w->ta.resid[l], (size_t)w->a->rows, (size_t)dm, p) < 0) {
-            cic_dot_scratch_clear(&s);
-            return -1;
-        }
-        cic_mp_matmul(w->tmp, (const mpfr_t *)w->tb.resid[l], false, (const mpfr_t *)w->q, true,
-                      w->a->rows, dm, dm, false, cic_rt_matmul_threads(w->a->rt), &s);
-        r->ce[l] = cic_metric_rel_diff((const mpfr_t *)w->tmp, (const mpfr_t *)w->ta.resid[l],
-                                       w->n_res, p);
-        r->verdict[l] = judge(r->ce[l], r);
-        if (r->verdict[l] != CIC_VERDICT_EQUIVALENT && r->first_bad < 0)
-            r->first_bad = r->layer0 + l;
-    }
-    cic_dot_scratch_clear(&s);
-    return 0;
-}
-
-/* Both models' block input as seeded token ids, each through its own
- * embed_tokens, and the rewrite's storage now with its embedding. */
-static int inputs_as_tokens(work *w, const cic_verify_opts *o, cic_ckpt_storage *sb,
-                            cic_diag *d)
-{
-    cic_ckpt *ka = cic_ckpt_open(o->orig, d), *kb = ka ? cic_ckpt_open(o->trans, d) : NULL;
-    int rc = -1;
-    if (ka && kb) {
-        w->a->cfg.input_kind = w->b->cfg.input_kind = CIC_INPUT_TOKENS;
-        if (cic_input_fill(w->a, ka, d) == 0 && cic_input_fill(w->b, kb, d) == 0) {
-            cic_ckpt_storage_used(sb, kb, w->b, true);
-            rc = 0;
-        }
-    }
-    cic_ckpt_close(ka);
-    cic_ckpt_close(kb);
-    return rc;
-}
-
 /* Q and the thresholds: Q from --q (its dtype may lower them), or recovered
  * from the embeddings at the rewrite's own thresholds; without either the
  * per-layer view is off, and seeded hidden states give way to seeded token
  * ids (a file of hidden states is refused: the rewrite's X Q needs Q). */
-static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, bool *hidden,
-                    cic_ckpt_storage *sb, mpfr_prec_t p, cic_diag *d)
+static int obtain_q(mpfr_t **q, cic_vrun *w, cic_verify_result *r, const cic_ckpt *kb,
+                    cic_ckpt_storage *sb, cic_diag *d)
 {
+    const cic_verify_opts *o = w->o;
     cic_ckpt_storage qs;
     if (o->q_file[0]) {
-        if (!(w->q = load_q(o, w->a->cfg.d_model, &r->q_orth, &qs, d)))
+        if (!(*q = load_q(o, w->ca.d_model, &r->q_orth, &qs, d)))
             return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         r->q_src = CIC_VERIFY_Q_FILE;
         cic_strlcpy(r->q_dtype, qs.dtype, sizeof r->q_dtype);
-        thresholds(r, sb, &qs, p);
+        thresholds(r, sb, &qs, o->prec);
         return CIC_OK;
     }
-    thresholds(r, sb, NULL, p);
-    if (cic_verify_q_recover(&w->q, &r->qfit, o->orig, o->trans, &w->a->cfg, o->ln_fused,
-                             r->eq, cic_rt_matmul_threads(&w->rt), d) < 0)
+    thresholds(r, sb, NULL, o->prec);
+    if (cic_verify_q_recover(q, &r->qfit, o->orig, o->trans, &w->ca, o->ln_fused, r->eq,
+                             cic_rt_matmul_threads(w->rt), d) < 0)
         return CIC_EINTERNAL;
-    if (w->q) {
+    if (*q) {
         r->q_src = CIC_VERIFY_Q_RECOVERED;
         r->q_orth = r->qfit.orth_bound;
         return CIC_OK;
     }
-    if (!*hidden)
+    if (!w->hidden)
         return CIC_OK;
     if (o->input_kind == CIC_INPUT_FILE) {
         cic_diag_set(d, o->input_file, 0, 0, "hidden states ('input') need the residual "
@@ -516,27 +336,33 @@ static int obtain_q(work *w, cic_verify_result *r, const cic_verify_opts *o, boo
                      r->qfit.why);
         return CIC_EINPUT;
     }
-    if (inputs_as_tokens(w, o, sb, d) < 0)
-        return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+    /* both models' block input as seeded token ids, each through its own
+     * embed_tokens, and the rewrite's storage now with its embedding */
+    w->ca.input_kind = w->cb.input_kind = CIC_INPUT_TOKENS;
+    if (storage_of(sb, kb, &w->cb, o->layer0, true, w->rt) < 0)
+        return CIC_EINTERNAL;
     r->tokens_forced = true;
-    *hidden = false;
-    thresholds(r, sb, NULL, p); /* the embedding is read now */
+    w->hidden = false;
+    thresholds(r, sb, NULL, o->prec); /* the embedding is read now */
     return CIC_OK;
 }
 
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
-    work w;
-    cic_model_cfg cb;
+    cic_vrun w;
+    cic_rt rt;
+    cic_ckpt *ka = NULL, *kb = NULL;
     cic_ckpt_storage sb;
     cic_case *ec = NULL;
-    mpfr_prec_t p = o->prec;
-    bool hidden = hidden_input(o);
+    mpfr_t *q = NULL;
     int rc = CIC_EINTERNAL;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
     memset(&w, 0, sizeof w);
-    cic_rt_init(&w.rt, o->threads); /* the models' context: they hold &w.rt */
+    cic_rt_init(&rt, o->threads); /* the models' context: they hold &rt */
+    w.o = o;
+    w.rt = &rt;
+    w.hidden = hidden_input(o);
     memset(r, 0, sizeof *r);
     r->first_bad = -1;
     if (o->tokens > CIC_CASE_MAX_TOKENS || o->samples > CIC_MAX_SAMPLES ||
@@ -548,41 +374,33 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     }
     if (o->case_file[0] && !(ec = engines_case(o, d)))
         return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
-    w.a = load(o, o->orig, false, !hidden, NULL, NULL, &r->cfg, &w.rt, d);
-    w.b = w.a ? load(o, o->trans, true, !hidden, &sb, &r->cfg, &cb, &w.rt, d) : NULL;
-    if (!w.a || !w.b) {
+    w.ec = ec;
+    ka = open_cfg(o, o->orig, false, NULL, &w.ca, d);
+    kb = ka ? open_cfg(o, o->trans, true, &w.ca, &w.cb, d) : NULL;
+    if (!ka || !kb) {
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
     }
+    r->cfg = w.ca;
     r->layer0 = o->layer0;
-    r->n_layers = w.a->cfg.layers;
-    if ((rc = obtain_q(&w, r, o, &hidden, &sb, p, d)) != CIC_OK)
+    r->n_layers = w.ca.layers;
+    if (storage_of(&sb, kb, &w.cb, o->layer0, !w.hidden, &rt) < 0)
         goto done;
-    rc = CIC_EINTERNAL;
-    r->have_q = w.q != NULL;
-    if (r->have_q && hidden &&
-        rotate_input(w.b, w.a, (const mpfr_t *)w.q, o->ln_fused, p) < 0)
+    if ((rc = obtain_q(&q, &w, r, kb, &sb, d)) != CIC_OK)
         goto done;
-    if (cic_xform_add_online(w.b, o->online_down, o->online_qk) < 0) {
-        cic_diag_set(d, o->trans, 0, 0, "the online ops asked for cannot be built (no Hadamard "
-                     "matrix of the width %d or %d here)", w.b->cfg.d_mlp,
-                     w.b->cfg.d_model / w.b->cfg.heads);
-        rc = CIC_EINPUT;
+    r->have_q = q != NULL;
+    w.q = (const mpfr_t *)q;
+    if (cic_verify_stream(&w, r, d) < 0) {
+        rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
     }
-    if (alloc_work(&w, p) < 0 || run_mp(w.ya, w.a, p, r->have_q ? &w.ta : NULL) != 0 ||
-        run_mp(w.yb, w.b, p, r->have_q ? &w.tb : NULL) != 0)
-        goto done;
-    if (r->have_q && compare_layers(&w, r, o->ln_fused, p) < 0)
-        goto done;
-    r->head_ce = cic_metric_rel_diff((const mpfr_t *)w.yb, (const mpfr_t *)w.ya, w.n_out, p);
-    r->head_verdict = judge(r->head_ce, r);
-    engine_errors(ec, &w, r, p);
     rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
 done:
     if (cic_stfile_check_unchanged(d) != 0) /* a file changed while read: nothing holds */
         rc = CIC_EINTERNAL;
-    work_free(&w);
+    cic_ckpt_close(ka);
+    cic_ckpt_close(kb);
+    cic_mpvec_destroy(q, (size_t)w.ca.d_model * w.ca.d_model);
     free(ec);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
@@ -675,15 +493,24 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                                                    "broken", jnum(r->br), "set_by",
                                                    storage_json(o, r)));
     for (l = 0; r->have_q && l < r->n_layers; l++)
-        json_array_append_new(layers, json_pack("{s:i,s:o,s:s}", "layer", r->layer0 + l,
-                                                "ce_residual", jnum(r->ce[l]), "verdict",
-                                                CIC_VERDICT_NAME[r->verdict[l]]));
+        json_array_append_new(layers, json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
+                                                r->layer0 + l, "ce_residual", jnum(r->ce[l]),
+                                                "verdict", CIC_VERDICT_NAME[r->verdict[l]],
+                                                "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
+                                                "f64_bound", jnum(r->bound[l]), "seconds",
+                                                jnum(r->sec[l])));
     json_object_set_new(v, "layers", layers);
     layers = NULL;
     json_object_set_new(v, "first_layer_not_equivalent",
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
-    json_object_set_new(v, "head", json_pack("{s:o,s:s}", "ce", jnum(r->head_ce), "verdict",
-                                             CIC_VERDICT_NAME[r->head_verdict]));
+    json_object_set_new(v, "head", json_pack("{s:o,s:s,s:s,s:o}", "ce", jnum(r->head_ce),
+                                             "verdict", CIC_VERDICT_NAME[r->head_verdict],
+                                             "decided_by", CIC_VERIFY_BY_NAME[r->head_by],
+                                             "f64_bound", jnum(r->head_bound)));
+    json_object_set_new(v, "engine", json_string(o->mpfr_only ? "mpfr" : "auto"));
+    json_object_set_new(v, "f64_unbounded", r->f64_why[0] ? jstr(r->f64_why) : json_null());
+    json_object_set_new(v, "engines_reference", json_string("the original's logits from "
+                                                            "the f64 streams"));
     json_object_set_new(v, "case", o->case_file[0] ? jstr(o->case_file) : json_null());
     json_object_set_new(v, "engines", json_array());
     for (l = 0; l < r->n_eng; l++)

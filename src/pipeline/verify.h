@@ -60,6 +60,7 @@ typedef struct {
     /* a case file whose [engines] name the f32 and low-precision engines
      * both models also run in ("" the f32 engine over OpenBLAS alone) */
     char case_file[1024];
+    bool mpfr_only;     /* --engine mpfr: MPFR decides every verdict (no f64) */
     int threads;        /* MPFR threads (the bits do not depend on it); 0: one
                          * per online core */
 } cic_verify_opts;
@@ -69,6 +70,12 @@ typedef struct {
 
 /* Where the per-layer view's Q came from. */
 enum cic_verify_qsrc { CIC_VERIFY_Q_NONE, CIC_VERIFY_Q_FILE, CIC_VERIFY_Q_RECOVERED };
+
+/* Which engine decided a verdict: f64 with its proven bound (the enclosure
+ * of the residual measure lies on one side of the thresholds), or MPFR at
+ * --mpfr-prec (the enclosure straddles one, or an op has no f64 bound). */
+enum cic_verify_by { CIC_VERIFY_BY_F64, CIC_VERIFY_BY_MPFR, CIC_VERIFY_BY_COUNT };
+extern const char *const CIC_VERIFY_BY_NAME[CIC_VERIFY_BY_COUNT];
 
 /* What recovering Q from the token embeddings found (verify_q.c). */
 typedef struct {
@@ -97,9 +104,17 @@ typedef struct {
     double eq, br;      /* verdict thresholds */
     double ce[CIC_VERIFY_MAX_LAYERS];
     enum cic_verdict verdict[CIC_VERIFY_MAX_LAYERS];
+    /* per layer: the engine that decided it, the f64 bound (ce of the f64
+     * midpoints +- bound encloses the exact ce on the streams; NaN when
+     * the f64 run has no bound) and the seconds the layer took */
+    enum cic_verify_by by[CIC_VERIFY_MAX_LAYERS];
+    double bound[CIC_VERIFY_MAX_LAYERS], sec[CIC_VERIFY_MAX_LAYERS];
+    char f64_why[200];  /* why the f64 run has no bound ("" when it has) */
     int first_bad;      /* first layer (checkpoint numbering) not equivalent, -1 */
     double head_ce;
     enum cic_verdict head_verdict;
+    enum cic_verify_by head_by;
+    double head_bound;
     /* per engine (f32-openblas, f32-fixed-order, then the case's [[engines.lowp]]
      * by name): rel_norm2 of each model's logits against the original's truth */
     int n_eng;
