@@ -55,6 +55,17 @@ static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
     return b->absv[id];
 }
 
+/* The midpoints of tensor id rounded to double (RN), a new array. */
+static double *signed_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
+{
+    size_t n = count(b, id), i;
+    const mpfr_t *x = mid(ctx, id);
+    double *v = x ? malloc((n ? n : 1) * sizeof *v) : NULL;
+    for (i = 0; v && i < n; i++)
+        v[i] = mpfr_get_d(x[i], MPFR_RNDN);
+    return v;
+}
+
 static void attn_cross_free(ball_attn *A)
 {
     free(A->qw);
@@ -62,8 +73,11 @@ static void attn_cross_free(ball_attn *A)
     free(A->am);
     free(A->km);
     free(A->er);
+    if (A->sv != A->sk)
+        free(A->sv);
+    free(A->sk);
     A->qw = A->pm = A->am = A->km = NULL;
-    A->er = NULL;
+    A->er = A->sk = A->sv = NULL;
 }
 
 /* The bound across heads' arrays, zeroed (rows of N keys; none past 2^26
@@ -138,6 +152,12 @@ static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
             return -1;
         A->eo = b->aux;
         attn_cross_alloc(b, A, n / (size_t)A->H);
+        if (A->qw) {
+            A->sk = signed_of(b, o->in[1], mid, ctx);
+            A->sv = o->in[2] == o->in[1] ? A->sk : signed_of(b, o->in[2], mid, ctx);
+            if (!A->sk || !A->sv)
+                attn_cross_free(A);
+        }
     }
     return 0;
 }
@@ -158,7 +178,7 @@ static int attn_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 
 size_t cic_ball_attn_scratch(const cic_model *m)
 {
-    return 8 * (size_t)m->cfg.tokens;
+    return 7 * (size_t)m->cfg.tokens + 2 * (size_t)m->cfg.d_model + 2 * (size_t)m->cfg.d_mlp;
 }
 
 void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, int cnt)
@@ -224,35 +244,74 @@ static double head_nrm(const ball_attn *A, const double *rp, const double *pu, s
     return up(bound_sum(s, (size_t)cnt) + own);
 }
 
+/* ||x - m|| for the head slice at off of the signed doubles sd (each
+ * within 2^-53 |x| of the midpoint x), bounded above for the midpoints: the
+ * 2-norm of the doubles' differences plus 2^-53 ||x|| (n0, the slice's
+ * norm from the magnitudes). */
+static double centred_nrm(const double *sd, size_t off, const double *m, int n, double n0)
+{
+    double s = 0;
+    int c;
+    for (c = 0; c < n; c++) {
+        double t = fabs(sd[off + c] - m[c]);
+        s += t * t;
+    }
+    return up(up(sqrt(bound_sum(s, (size_t)n)) * (1.0 + 0x1p-50)) + 0x1p-52 * n0);
+}
+
 /* One head's share of the bound across heads (docs/design.md, "The
- * norm-wise bound", attention): with Pu_j >= P^_j (the exact softmax of
- * the midpoint scores), V = sum_j Pu_j ||v_j|| and w_j = Pu_j (||v_j|| +
- * V), the head's score term is at most K c (||dq|| a + ||q|| sum_j w_j
- * ||dk_j||) + K sum_j w_j sigma_j, K = e^(2 max_j rs_j), a = sum_j w_j
- * (||k_j|| + e_kj); its value term at most sum_j (p_j + rp_j) ||dv_j||.
- * The maxima over heads go to the row's arrays, the head's own part
- * (sigma's, the softmax's and the dot's roundings) to er. v: eta, rs,
- * sigma, p, rp and scratch for ||v_j||. */
+ * norm-wise bound", attention across heads). Both softmaxes (of the exact
+ * and of the midpoint scores) sum to 1, so sum_j (P*_j - P^_j) v^_j =
+ * sum_j (P*_j - P^_j) (v^_j - mv), and the scores' change may lose a
+ * common shift c dq . mk: any vectors mv, mk serve (here the weighted mean
+ * of the values and the mean of the keys, in double). With Pu_j >= P^_j,
+ * V = sum_j Pu_j ||v_j - mv|| and w_j = Pu_j (||v_j - mv|| + V), the head's
+ * score term is at most K c (||dq|| a + ||q|| sum_j w_j ||dk_j||) + K
+ * sum_j w_j sigma_j, K = e^(2 rho), rho = max_j rs_j + c e_q ||mk|| (which
+ * bounds |D_j - c dq . mk|), a = sum_j w_j (||k_j - mk|| + e_kj); its value
+ * term at most sum_j (p_j + rp_j) ||dv_j||. The maxima over heads go to
+ * the row's arrays, the head's own part (sigma's, the softmax's and the
+ * dot's roundings) to er. v: eta, rs, sigma, p, rp, then scratch for
+ * ||v_j||, ||v_j - mv|| and the means (2 dh). */
 static void cross_heads(const ball_attn *A, const double *const *v, size_t row, size_t first,
                         int h, int kvh, int cnt, double own)
 {
     const double *eta = v[0], *rs = v[1], *sg = v[2], *pu = v[3], *rp = v[4];
-    double *nv = (double *)v[5], V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq;
+    double *nv = (double *)v[5], *nc = (double *)v[6], *mk = (double *)v[7], *mv = mk + A->dh;
+    double V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq, W = 0, nmk;
     size_t N = (size_t)A->N, qo = row * A->lq + A->qc + (size_t)h * A->dh;
-    int j;
-    nq = slice_nrm(A->aq, qo, A->dh);
+    int j, c, dh = A->dh;
+    nq = slice_nrm(A->aq, qo, dh);
+    for (c = 0; c < 2 * dh; c++)
+        mk[c] = 0;
     for (j = 0; j < cnt; j++) {
-        size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * A->dh;
-        nv[j] = slice_nrm(A->av, vo, A->dh);
-        V += up(pu[j] * (1.0 + 2.0 * eta[j])) * nv[j];
+        size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh;
+        size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
+        double Pu = pu[j] * (1.0 + 2.0 * eta[j]);
+        for (c = 0; c < dh; c++) {
+            mk[c] += A->sk[ko + c] / cnt;
+            mv[c] += Pu * A->sv[vo + c];
+        }
+        W += Pu;
         rmax = rs[j] > rmax ? rs[j] : rmax;
     }
+    for (c = 0; c < dh && W > 0; c++)
+        mv[c] /= W;
+    nmk = slice_nrm(mk, 0, dh);
+    for (j = 0; j < cnt; j++) {
+        size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh;
+        nv[j] = slice_nrm(A->av, vo, dh);
+        nc[j] = centred_nrm(A->sv, vo, mv, dh, nv[j]);
+        V += up(pu[j] * (1.0 + 2.0 * eta[j])) * nc[j];
+    }
     V = bound_sum(V, (size_t)cnt);
+    rmax = up(rmax + up(A->c * rad_at(A->eq, row) * nmk));
     K = rmax < 0x1p-4 ? up(exp(2.0 * rmax) * (1.0 + 0x1p-40)) : INFINITY;
     for (j = 0; j < cnt; j++) {
-        size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * A->dh;
-        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), w = up(Pu * up(nv[j] + V));
-        a += w * up(slice_nrm(A->ak, ko, A->dh) + rad_at(A->ek, first + (size_t)j));
+        size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
+        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), w = up(Pu * up(nc[j] + V));
+        double nk = centred_nrm(A->sk, ko, mk, dh, slice_nrm(A->ak, ko, dh));
+        a += w * up(nk + rad_at(A->ek, first + (size_t)j));
         amax(A->qw + row * N + (size_t)j, up(nq * w));
         amax(A->pm + row * N + (size_t)j, up(pu[j] + rp[j]));
         rsg += w * sg[j];
@@ -278,7 +337,8 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     const ball_attn *A = &b->at;
     int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
     double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
-    double *sg = scratch + 4 * N, *nv = scratch + 5 * N;
+    double *sg = scratch + 4 * N, *nv = scratch + 5 * N, *nc = scratch + 6 * N;
+    double *means = scratch + 7 * N;
     double mx = -INFINITY, M = 0, E = 0, R, u = b->u, G = 0;
     bool fine;
     size_t row = (size_t)s * N + i, first = (size_t)s * N;
@@ -320,7 +380,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
         A->eo[row * (size_t)A->H + (size_t)h] =
             head_nrm(A, rp, pu, first, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
     if (A->qw) {
-        const double *v[6] = {sc, rs, sg, pu, rp, nv};
+        const double *v[8] = {sc, rs, sg, pu, rp, nv, nc, means};
         cross_heads(A, v, row, first, h, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
     }
 }

@@ -39,6 +39,7 @@ typedef struct {
      * (row, head) the head's own part. NULL: not carried. */
     _Atomic uint64_t *qw, *pm, *am, *km;
     double *er;
+    double *sk, *sv; /* k's and v's midpoints in double (RN; sv may be sk) */
     double *ry;
     double c; /* 1 / sqrt(dh), rounded up */
     int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
