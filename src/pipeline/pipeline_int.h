@@ -34,6 +34,9 @@ struct cic_pipeline {
     cic_rt rt_own;
     const cic_case *c;
     mpfr_prec_t prec;
+    /* the truth's last ball runs: log2 of the relative radius the output
+     * would have, extrapolated from its blocks' (-INFINITY: none) */
+    double rel_guess;
     cic_model *orig;
     cic_model *xm[CIC_MAX_XFORMS];
     size_t rows, cols, n;

@@ -58,13 +58,38 @@ void _cic_pl_flops_formula(const cic_pipeline *r, cic_flop_count *fc, int i)
  * residual readout; y Q^T has no bound, the original has none). why gets
  * the reason when no bound could be made (radii infinite then). rad NULL:
  * a plain run, the midpoints alone. */
+/* Blocks a guess reads (cic_ball_out.layer_rel); deeper models guess
+ * nothing. */
+#define CIC_GUESS_LAYERS 256
+
+/* From the relative radii of the blocks' outputs lr[0 .. L-1] (infinite
+ * past where the bound broke down): the last finite one, grown at the
+ * blocks' mean rate (bits a block) over the blocks left and one more for
+ * what follows the last block; the largest over the runs in
+ * r->rel_guess. */
+static void guess_rel(cic_pipeline *r, const double *lr, int L)
+{
+    int k = -1, j;
+    double g, est;
+    for (j = 0; j < L && isfinite(lr[j]) && lr[j] > 0; j++)
+        k = j;
+    if (k < 1 || k == L - 1)
+        return;
+    g = (log2(lr[k]) - log2(lr[0])) / k;
+    est = log2(lr[k]) + (g > 0 ? g : 0) * (L - k);
+    r->rel_guess = est > r->rel_guess ? est : r->rel_guess;
+}
+
 static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *mid, double *rad,
                     cic_run_opts *o, char *why, size_t why_len)
 {
     cic_ball_out bo;
     size_t n = (size_t)ns * r->c->model.tokens * r->cols, i;
+    double lr[CIC_GUESS_LAYERS];
     memset(&bo, 0, sizeof bo);
     bo.rad = rad;
+    bo.layer_rel = lr;
+    bo.n_layers = r->orig->cfg.layers < CIC_GUESS_LAYERS ? r->orig->cfg.layers : 0;
     o->sample0 = s0;
     o->n_samples = ns;
     o->ball = rad ? &bo : NULL;
@@ -72,6 +97,8 @@ static int ball_run(cic_pipeline *r, int s0, int ns, mpfr_prec_t prec, mpfr_t *m
         return -1;
     if (bo.failed && !why[0])
         snprintf(why, why_len, "%s", bo.why);
+    if (rad && bo.n_layers > 1)
+        guess_rel(r, lr, bo.n_layers);
     if (_cic_pl_needs_map(r->orig)) {
         /* the map works on the run's rows; apply it to these rows */
         size_t keep = r->rows;
@@ -140,10 +167,16 @@ static double worst_rel(const mpfr_t *mid, const double *rad, const unsigned cha
 /* The next precision after p: the radii scale with 2^-p, so one whose
  * relative radius rel must fall 32 bits below a binary32's 2^-24 needs
  * p + log2(rel) + 56 bits; at least twice p, a multiple of 64 (whole
- * limbs), and four times p when the radius says nothing. */
-static mpfr_prec_t next_prec(mpfr_prec_t p, double rel)
+ * limbs). When the radius says nothing (infinite: the bound broke down
+ * inside the model), the blocks' radii extrapolated to the output (guess,
+ * log2) stand in for it, up to four times p, which is what it takes
+ * without them. Only the precision tried depends on this: a value is
+ * proven or not at it as at any other. */
+static mpfr_prec_t next_prec(mpfr_prec_t p, double rel, double guess)
 {
-    double want = isfinite(rel) && rel > 0 ? (double)p + log2(rel) + 56 : 4.0 * (double)p;
+    double want = isfinite(rel) && rel > 0 ? (double)p + log2(rel) + 56
+                  : isfinite(guess)        ? fmin((double)p + guess + 56, 4.0 * (double)p)
+                                           : 4.0 * (double)p;
     mpfr_prec_t q = 2 * p;
     if (want > (double)q)
         q = want > 8192 ? 8192 : (mpfr_prec_t)ceil(want);
@@ -162,7 +195,8 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
     while (*left > 0 && pf->n_precs < CIC_PROOF_MAX_PRECS) {
         mpfr_t *tmp;
         double *rad2, next_worst = 0;
-        p2 = next_prec(p2, worst);
+        p2 = next_prec(p2, worst, r->rel_guess);
+        r->rel_guess = -INFINITY;
         tmp = cic_mpvec_create(per, p2);
         rad2 = malloc(per * sizeof *rad2);
         if (!tmp || !rad2) {
@@ -268,6 +302,7 @@ int _cic_pl_truth(cic_pipeline *r)
     cic_run_opts o;
     cic_pl_work b;
     int rc = -1;
+    r->rel_guess = -INFINITY;
     memset(pf, 0, sizeof *pf);
     r->rep.truth_cert_diff = NAN;
     if (!ok || !rad)
