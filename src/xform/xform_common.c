@@ -10,6 +10,7 @@
 
 #include "../base/mpvec.h"
 #include "../base/par.h"
+#include "fwht_w.h"
 #include "qmat.h"
 #include "xform_util.h"
 #include "../model/lazy.h"
@@ -409,6 +410,8 @@ static int rotate_mp(ctx *c, int id, const mpfr_t *q, int d, bool left)
         return lz < 0 ? -1 : 0;
     if (c->blas && c->qd && c->qd_n == d)
         return _cic_xf_rotate_f64(c, id, left, c->qd, d);
+    if (c->hq && c->hq->d == d) /* the dense product's bits, fast (fwht_w.h) */
+        return _cic_xf_rotate_hadamard(c, id, c->hq, left);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
