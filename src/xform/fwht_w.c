@@ -40,8 +40,11 @@ unsigned long _cic_xf_fwht_dense_lines(void)
 /* A thread's scratch: the line as integers (d entries of L limbs, L up to
  * FW_MAX_LIMBS), a temporary entry, the K mixing sums, Q's column for the
  * dense fallback and its dot scratch. */
+typedef unsigned __int128 u128;
+
 typedef struct {
     mp_limb_t *z, *tmp, *acc;
+    u128 *w, *wacc; /* the line and the K sums while L <= 2 */
     mpfr_t *qcol;
     mpfr_t r;
     mpz_t big;
@@ -62,6 +65,8 @@ static void fws_clear(fws *s)
     free(s->z);
     free(s->tmp);
     free(s->acc);
+    free(s->w);
+    free(s->wacc);
     memset(s, 0, sizeof *s);
 }
 
@@ -76,7 +81,9 @@ static int fws_init(fws *s, const cic_xf_hq *h, mpfr_prec_t p, mpfr_prec_t dp)
     s->tmp = cic_calloc(FW_MAX_LIMBS, sizeof *s->tmp);
     s->acc = cic_calloc((size_t)h->K * FW_MAX_LIMBS, sizeof *s->acc);
     s->qcol = cic_mpvec_create(d, p);
-    if (!s->z || !s->tmp || !s->acc || !s->qcol || cic_dot_scratch_init(&s->dot, d, dp) < 0) {
+    s->w = cic_calloc(d, sizeof *s->w);
+    s->wacc = cic_calloc((size_t)h->K, sizeof *s->wacc);
+    if (!s->z || !s->tmp || !s->acc || !s->qcol || !s->w || !s->wacc || cic_dot_scratch_init(&s->dot, d, dp) < 0) {
         fws_clear(s);
         return -1;
     }
@@ -104,6 +111,42 @@ static void butterfly(mp_limb_t *a, mp_limb_t *b, mp_limb_t *t, int L)
     memcpy(a, t, (size_t)L * sizeof *t);
 }
 
+/* fwht_int for L <= 2 on 128-bit words (wrapping adds: two's complement
+ * mod 2^128, exact since |u_j| < 2^127): no call per add. */
+static void fwht_u128(fws *s, const signed char *hk)
+{
+    int d = s->d, K = s->K, P = d / K, L = s->L, len, j, k, a, c, e;
+    u128 *w = s->w;
+    for (j = 0; j < d; j++) { /* sign-extended from L limbs */
+        const mp_limb_t *z = s->z + (size_t)j * L;
+        w[j] = L == 2 ? (u128)z[1] << 64 | z[0] : (u128)(__int128)(int64_t)z[0];
+    }
+    for (len = 1; len < P; len <<= 1)
+        for (j = 0; j < d; j += 2 * len)
+            for (k = j; k < j + len; k++) {
+                u128 x = w[k], y = w[k + len];
+                w[k] = x + y;
+                w[k + len] = x - y;
+            }
+    for (e = 0; K > 1 && e < P; e++) {
+        for (c = 0; c < K; c++) {
+            u128 acc = w[e];
+            for (a = 1; a < K; a++)
+                acc = hk[(size_t)a * K + c] > 0 ? acc + w[(size_t)a * P + e]
+                                                : acc - w[(size_t)a * P + e];
+            s->wacc[c] = acc;
+        }
+        for (c = 0; c < K; c++)
+            w[(size_t)c * P + e] = s->wacc[c];
+    }
+    for (j = 0; j < d; j++) {
+        mp_limb_t *z = s->z + (size_t)j * L;
+        z[0] = (mp_limb_t)w[j];
+        if (L == 2)
+            z[1] = (mp_limb_t)(w[j] >> 64);
+    }
+}
+
 /* z := z H, H = hk (x) Syl_P: butterflies of lengths 1 .. P/2 inside each
  * block of P, then output block c = sum_a hk[a][c] block a (the order of
  * integer adds does not matter: they are exact). */
@@ -112,6 +155,10 @@ static void fwht_int(fws *s, const signed char *hk)
     int d = s->d, K = s->K, P = d / K, L = s->L, len, j, k, a, c, e;
     size_t Lz = (size_t)L;
     mp_limb_t *z = s->z;
+    if (L <= 2 && GMP_NUMB_BITS == 64) {
+        fwht_u128(s, hk);
+        return;
+    }
     for (len = 1; len < P; len <<= 1)
         for (j = 0; j < d; j += 2 * len)
             for (k = j; k < j + len; k++)
