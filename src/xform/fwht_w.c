@@ -17,13 +17,12 @@
 
 #include "../base/base.h"
 #include "../base/mpvec.h"
+#include "../base/par.h"
 
 #include <gmp.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define fw_vals _cic_xf_vals
 
 /* Widest integers the transform takes: 64 limbs (4096 bits) per entry, so
  * a line may span about 4000 bits of exponent; wider lines (and NaN, Inf)
@@ -318,55 +317,41 @@ typedef struct {
     size_t ls, is;
     const cic_xf_hq *h;
     mpfr_prec_t p, dp;
+    int rc[CIC_PAR_MAX];
 } fwjob;
 
-/* Lines [lo, hi). */
-static int lines(void *ctx, int lo, int hi)
+/* Lines [lo, hi) (share t). */
+static void lines(void *ctx, size_t lo, size_t hi, int t)
 {
-    const fwjob *J = ctx;
+    fwjob *J = ctx;
     fws s;
-    int l;
-    if (fws_init(&s, J->h, J->p, J->dp) < 0)
-        return -1;
+    size_t l;
+    if (fws_init(&s, J->h, J->p, J->dp) < 0) {
+        J->rc[t] = -1;
+        return;
+    }
     for (l = lo; l < hi; l++)
-        one_line(&s, J->h, J->dst + (size_t)l * J->ls, J->is, J->src + (size_t)l * J->ls, J->is);
+        one_line(&s, J->h, J->dst + l * J->ls, J->is, J->src + l * J->ls, J->is);
     fws_clear(&s);
-    return 0;
 }
 
 int _cic_xf_fwht_lines(mpfr_t *dst, const mpfr_t *src, size_t n, size_t ls, size_t is,
                        const cic_xf_hq *h, mpfr_prec_t p, int threads)
 {
-    fwjob J = {dst, src, ls, is, h, p, p};
+    fwjob J = {dst, src, ls, is, h, p, p, {0}};
     size_t l;
-    int i;
-    CIC_ASSERT(h->d >= 1 && h->K >= 1 && h->d % h->K == 0 && n <= (size_t)INT32_MAX);
+    int i, t, rc = 0;
+    CIC_ASSERT(h->d >= 1 && h->K >= 1 && h->d % h->K == 0);
     for (l = 0; l < n; l++) /* the dot scratch of the dense fallback */
         for (i = 0; i < h->d; i++)
             if (mpfr_get_prec(src[l * ls + (size_t)i * is]) > J.dp)
                 J.dp = mpfr_get_prec(src[l * ls + (size_t)i * is]);
-    /* about 3 limb adds per butterfly and 1 us per entry made */
-    return _cic_xf_par((int)n, (double)n * h->d * 20.0, threads, lines, &J) < 0 ? -1 : 0;
-}
-
-int _cic_xf_rotate_hadamard(cic_xf_ctx *c, int id, const cic_xf_hq *h, bool left)
-{
-    cic_model *m = c->m;
-    int rows = m->t[id].rows, cols = m->t[id].cols, rc = -1;
-    size_t nn = (size_t)rows * cols;
-    mpfr_t *tv = NULL, *nv = NULL;
-    const mpfr_t *v;
-    CIC_ASSERT((left ? rows : cols) == h->d);
-    v = fw_vals(m, id, &tv);
-    nv = cic_mpvec_create(nn, c->p);
-    if (v && nv &&
-        _cic_xf_fwht_lines(nv, v, (size_t)(left ? cols : rows), left ? 1 : (size_t)cols,
-                           left ? (size_t)cols : 1, h, c->p, cic_rt_matmul_threads(m->rt)) == 0) {
-        _cic_xf_install(m, id, nv, c->p);
-        nv = NULL;
-        rc = 0;
-    }
-    cic_mpvec_destroy(tv, nn);
-    cic_mpvec_destroy(nv, nn);
+    /* below about a million operations (an entry costs about 20) a
+     * thread costs more than it saves */
+    if ((double)n * h->d * 20.0 < 1e6)
+        threads = 1;
+    cic_par_ranges(n, threads > 0 ? threads : cic_rt_matmul_threads(NULL), lines, &J);
+    for (t = 0; t < CIC_PAR_MAX; t++)
+        rc = J.rc[t] < 0 ? -1 : rc;
     return rc;
 }

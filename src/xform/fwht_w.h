@@ -30,7 +30,9 @@ int _cic_xf_fwht_lines(mpfr_t *dst, const mpfr_t *src, size_t n, size_t ls, size
 
 /* Tensor id times the Hadamard h over its residual dimension, installed at
  * c->p: right, W Q (W [rows, h->d]), or left, Q^T W (W [h->d, cols]); the
- * run's threads. 0, or -1 when memory runs out (id unchanged). */
+ * run's threads. 0, or -1 when memory runs out (id unchanged). Defined in
+ * xform_common.c beside the other products by Q, which read and install a
+ * tensor's values; this file's transform itself uses only src/base. */
 int _cic_xf_rotate_hadamard(cic_xf_ctx *c, int id, const cic_xf_hq *h, bool left);
 
 /* Lines that took the dense dot products (NaN, Inf, too wide) since the
