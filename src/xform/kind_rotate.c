@@ -27,7 +27,9 @@ typedef cic_xf_ctx ctx;
  * c->blas doubles too (c->qd: the products through dgemm), a Hadamard Q
  * through dgemm as doubles alone (16 M MPFR numbers at d 4096, never read;
  * _cic_xf_aq_mp makes them if the readout needs them). A Hadamard Q not
- * through dgemm also gets *hq: the weights become recipes (lazy.h). */
+ * through dgemm is *hq alone: the weights become recipes (lazy.h) or take
+ * the exact fast transform (fwht_w.h); readout_q makes the MPFR Q if the
+ * readout needs it. */
 static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *hq)
 {
     int d = c->m->cfg.d_model;
@@ -41,15 +43,8 @@ static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *
         c->qd_n = d;
         return q->f64 ? cic_q_hadamard_k_f64(q->f64, d, x->hadamard_base, x->q_seed) : -1;
     }
-    if (!(q->mp = cic_mpvec_create(dd, c->p)))
-        return -1;
-    switch (x->q) {
-    case CIC_Q_RANDOM:
-        if (cic_q_random(q->mp, d, x->q_seed, c->p) < 0)
-            return -1;
-        break;
-    case CIC_Q_HADAMARD:
-        if (cic_q_hadamard_k(q->mp, d, x->hadamard_base, x->q_seed, c->p) < 0)
+    if (x->q == CIC_Q_HADAMARD) {
+        if (!cic_q_hadamard_k_supported(d, x->hadamard_base))
             return -1;
         hq->d = d;
         hq->K = cic_hadamard_base_order_k(d, x->hadamard_base);
@@ -58,6 +53,14 @@ static int rotation_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q, cic_xf_hq *
             return -1;
         cic_q_hadamard_signs(hq->sign, d, x->q_seed);
         c->hq = hq;
+        return 0;
+    }
+    if (!(q->mp = cic_mpvec_create(dd, c->p)))
+        return -1;
+    switch (x->q) {
+    case CIC_Q_RANDOM:
+        if (cic_q_random(q->mp, d, x->q_seed, c->p) < 0)
+            return -1;
         break;
     case CIC_Q_REGULAR:
         if (cic_q_regular_hadamard(q->mp, d, x->q_seed, c->p) < 0)
@@ -109,8 +112,9 @@ static int rotate_weights(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
 
 /* The readout map accumulates, X' = X Q_old Q: kept only for the residual
  * readout (a head readout is in the original basis already); q's MPFR
- * values may pass to the model. */
-static int readout_q(ctx *c, cic_xf_aq *q)
+ * values (made here for a Hadamard held as c->hq) may pass to the
+ * model. */
+static int readout_q(ctx *c, const cic_xform_spec *x, cic_xf_aq *q)
 {
     cic_model *m = c->m;
     int d = q->d, i, k;
@@ -120,6 +124,10 @@ static int readout_q(ctx *c, cic_xf_aq *q)
     mpfr_t *nq;
     if (m->output != m->residual)
         return 0;
+    if (!q->mp && !q->f64 &&
+        (!(q->mp = cic_mpvec_create(dd, c->p)) ||
+         cic_q_hadamard_k(q->mp, d, x->hadamard_base, x->q_seed, c->p) < 0))
+        return -1;
     if (!(qm = _cic_xf_aq_mp(q)))
         return -1;
     if (!m->out_q) {
@@ -143,14 +151,20 @@ static int readout_q(ctx *c, cic_xf_aq *q)
 /* The stream's rotation as doubles for any readout, X' = X Q_old Q
  * (cic_model.stream_q: the per-block errors map back with it); before
  * readout_q, which may take q's MPFR values. */
-static int stream_q(ctx *c, const cic_xf_aq *q)
+static int stream_q(ctx *c, const cic_xform_spec *x, const cic_xf_aq *q)
 {
     cic_model *m = c->m;
     size_t dd = (size_t)q->d * q->d, k;
     double *qd = malloc(dd * sizeof *qd), *nq;
     if (!qd)
         return -1;
-    for (k = 0; k < dd; k++)
+    if (!q->f64 && !q->mp) { /* a Hadamard Q held as its base and signs */
+        if (cic_q_hadamard_k_f64(qd, q->d, x->hadamard_base, x->q_seed) < 0) {
+            free(qd);
+            return -1;
+        }
+    }
+    for (k = 0; (q->f64 || q->mp) && k < dd; k++)
         qd[k] = q->f64 ? q->f64[k] : mpfr_get_d(q->mp[k], MPFR_RNDN);
     if (m->stream_q) {
         if (!(nq = malloc(dd * sizeof *nq))) {
@@ -172,8 +186,8 @@ static int do_rotate(ctx *c, const cic_xform_spec *x)
     cic_xf_hq hq = { 0, 0, NULL, NULL };
     int rc = -1;
     memset(&q, 0, sizeof q);
-    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 && stream_q(c, &q) == 0 &&
-        readout_q(c, &q) == 0)
+    if (rotation_q(c, x, &q, &hq) == 0 && rotate_weights(c, x, &q) == 0 &&
+        stream_q(c, x, &q) == 0 && readout_q(c, x, &q) == 0)
         rc = 0;
     c->hq = NULL;
     c->qd = NULL;

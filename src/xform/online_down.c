@@ -27,6 +27,7 @@
 
 #include "../base/mpvec.h"
 #include "../base/rng.h"
+#include "fwht_w.h"
 #include "qmat.h"
 #include "xform_util.h"
 
@@ -84,18 +85,23 @@ static int add_online(cic_model *m, int i, const bool *neg, int f, int K)
     return 0;
 }
 
-/* Q of layer l's down projection (f x f): MPFR at c->p into q, or with
- * c->blas doubles into qd (no MPFR copy: f^2 values); neg[j] gets the sign
- * of Q[0][j]. */
-static int down_q(ctx *c, const cic_xform_spec *x, int l, int f, mpfr_t *q, double *qd, bool *neg)
+/* Q of layer l's down projection (f x f): with c->blas as doubles into qd,
+ * else as the Hadamard h (its signs for the layer; hk and K set by the
+ * caller), never formed: the product by it is the fast transform with the
+ * dense product's bits (fwht_w.h). neg[j] gets the sign of Q[0][j] =
+ * hk[0][j / P] s_j r (row 0 of Sylvester is +1). */
+static int down_q(ctx *c, const cic_xform_spec *x, int l, int f, cic_xf_hq *h, double *qd,
+                  bool *neg)
 {
     uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "online-down"), (uint64_t)l);
     int j;
     if (c->blas ? cic_q_hadamard_k_f64(qd, f, x->hadamard_base, seed) < 0
-                : cic_q_hadamard_k(q, f, x->hadamard_base, seed, c->p) < 0)
+                : cic_q_hadamard_signs(h->sign, f, seed) < 0)
         return -1;
     for (j = 0; j < f; j++)
-        neg[j] = c->blas ? qd[j] < 0 : mpfr_signbit(q[j]) != 0;
+        neg[j] = c->blas ? qd[j] < 0
+                         : cic_hadamard_kron_entry(h->hk, (size_t)h->K, (size_t)(f / h->K), 0,
+                                                   (size_t)j) * h->sign[j] < 0;
     return 0;
 }
 
@@ -105,18 +111,21 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
     int f = m->cfg.d_mlp, i, rc = -1;
     int K = cic_hadamard_base_order_k(f, x->hadamard_base);
     size_t ff = (size_t)f * f;
-    mpfr_t *q = c->blas ? NULL : cic_mpvec_create(ff, c->p);
+    cic_xf_hq h = {f, K, NULL, NULL};
     double *qd = c->blas ? cic_model_array_alloc(ff, sizeof *qd, false) : NULL;
     bool *neg = cic_calloc((size_t)f, sizeof *neg);
-    if ((!q && !qd) || !neg)
+    if ((c->blas ? !qd
+                 : !(h.sign = cic_calloc((size_t)f, 1)) ||
+                       cic_hadamard_base_k(&h.hk, x->hadamard_base, f) < 0) ||
+        !neg)
         goto cleanup;
     for (i = 0; i < m->n_ops; i++) {
         cic_op *o = &m->ops[i];
         if (o->kind != CIC_OP_LINEAR || o->role != CIC_ROLE_WRITER || o->site != CIC_SITE_MLP)
             continue;
-        if (down_q(c, x, o->layer, f, q, qd, neg) < 0 ||
+        if (down_q(c, x, o->layer, f, &h, qd, neg) < 0 ||
             (qd ? _cic_xf_rotate_f64(c, o->w, false, qd, f)
-                : _cic_xf_rotate_right(c, o->w, (const mpfr_t *)q, f)) < 0)
+                : _cic_xf_rotate_hadamard(c, o->w, &h, false)) < 0)
             goto cleanup;
         if (x->mistake != CIC_ONLINE_DOWN_SKIP_ONLINE) {
             if (add_online(m, i, neg, f, K) < 0)
@@ -126,7 +135,8 @@ int _cic_xf_online_down(ctx *c, const cic_xform_spec *x)
     }
     rc = 0;
 cleanup:
-    cic_mpvec_destroy(q, ff);
+    free(h.hk);
+    free(h.sign);
     free(qd);
     free(neg);
     return rc;

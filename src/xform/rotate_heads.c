@@ -23,6 +23,7 @@
 
 #include "../base/mpvec.h"
 #include "../base/rng.h"
+#include "fwht_w.h"
 #include "qmat.h"
 #include "xform_util.h"
 
@@ -42,10 +43,14 @@ static int linear_reader(const cic_model *m, int t)
     return -1;
 }
 
-/* Q_g (dh x dh at c->p) of value head g of layer l. */
-static int head_q(ctx *c, mpfr_t *q, const cic_xform_spec *x, int dh, int l, int kv, int g)
+/* Q_g (dh x dh at c->p) of value head g of layer l; a Hadamard with h
+ * (its base set) just as h's signs, Q not formed. */
+static int head_q(ctx *c, mpfr_t *q, cic_xf_hq *h, const cic_xform_spec *x, int dh, int l, int kv,
+                  int g)
 {
     uint64_t seed = cic_rng_u64(cic_rng_key(x->q_seed, "rotate-heads"), (uint64_t)l * kv + g);
+    if (h)
+        return cic_q_hadamard_signs(h->sign, dh, seed);
     switch (x->q) {
     case CIC_Q_RANDOM:
         return cic_q_random(q, dh, seed, c->p);
@@ -143,43 +148,55 @@ static void hv_install(ctx *c, int id, head_vals *v)
 }
 
 /* Q_g as head_q makes it, and with c->blas also as doubles in qd. */
-static int head_q_both(ctx *c, mpfr_t *q, double *qd, const cic_xform_spec *x, int dh, int l,
-                       int kv, int g)
+static int head_q_both(ctx *c, mpfr_t *q, double *qd, cic_xf_hq *h, const cic_xform_spec *x,
+                       int dh, int l, int kv, int g)
 {
     size_t k;
-    if (head_q(c, q, x, dh, l, kv, g) < 0)
+    if (head_q(c, q, h, x, dh, l, kv, g) < 0)
         return -1;
     for (k = 0; c->blas && k < (size_t)dh * dh; k++)
         qd[k] = mpfr_get_d(q[k], MPFR_RNDN);
     return 0;
 }
 
-/* dst rows r0 .. r0+dh-1 := Q^T (those rows of src), [rows, cols]. */
-static void hv_rows(ctx *c, head_vals *dst, const head_vals *src, int cols, int r0,
-                    const mpfr_t *q, const double *qd, int dh)
+/* dst rows r0 .. r0+dh-1 := Q^T (those rows of src), [rows, cols]; with h
+ * (a Hadamard in MPFR) the fast transform, lines the columns of the block.
+ * 0, or -1 when memory runs out. */
+static int hv_rows(ctx *c, head_vals *dst, const head_vals *src, int cols, int r0,
+                   const mpfr_t *q, const double *qd, const cic_xf_hq *h, int dh)
 {
     size_t off = (size_t)r0 * cols;
+    if (h)
+        return _cic_xf_fwht_lines(dst->m + off, (const mpfr_t *)src->m + off, (size_t)cols, 1,
+                                  (size_t)cols, h, c->p, cic_rt_matmul_threads(c->m->rt));
     if (dst->d)
         cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, dh, cols, dh, 1.0, qd, dh,
                     src->d + off, cols, 0.0, dst->d + off, cols);
     else
         _cic_xf_rows_block(c, dst->m, src->m, cols, r0, q, dh);
+    return 0;
 }
 
-/* dst columns c0 .. c0+dh-1 := (those columns of src) Q, [rows, cols]. */
-static void hv_cols(ctx *c, head_vals *dst, const head_vals *src, int rows, int cols, int c0,
-                    const mpfr_t *q, const double *qd, int dh)
+/* dst columns c0 .. c0+dh-1 := (those columns of src) Q, [rows, cols]
+ * (with h: the fast transform, lines the rows). 0, or -1. */
+static int hv_cols(ctx *c, head_vals *dst, const head_vals *src, int rows, int cols, int c0,
+                   const mpfr_t *q, const double *qd, const cic_xf_hq *h, int dh)
 {
+    if (h)
+        return _cic_xf_fwht_lines(dst->m + c0, (const mpfr_t *)src->m + c0, (size_t)rows,
+                                  (size_t)cols, 1, h, c->p, cic_rt_matmul_threads(c->m->rt));
     if (dst->d)
         cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, dh, dh, 1.0, src->d + c0,
                     cols, qd, dh, 0.0, dst->d + c0, cols);
     else
         cols_block(c, dst->m, src->m, rows, cols, c0, q, dh);
+    return 0;
 }
 
 /* One attention op: its value linear's rows (and bias), its output
  * projection's columns, head by head. */
-static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t *q, double *qd)
+static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t *q, double *qd,
+                       cic_xf_hq *hq)
 {
     cic_model *m = c->m;
     int H = a->heads, kv = a->kv_heads > 0 ? a->kv_heads : a->heads, d = m->t[a->out].cols;
@@ -196,21 +213,21 @@ static int rotate_attn(ctx *c, const cic_xform_spec *x, const cic_op *a, mpfr_t 
     for (g = 0; g < kv; g++) {
         int r0 = a->in_col[2] + g * dh;
         if ((x->mistake == CIC_ROTATE_HEADS_PER_QUERY_HEAD
-                 ? head_q_both(c, q, qd, x, dh, a->layer, H, g * (H / kv))
-                 : head_q_both(c, q, qd, x, dh, a->layer, kv, g)) < 0)
+                 ? head_q_both(c, q, qd, hq, x, dh, a->layer, H, g * (H / kv))
+                 : head_q_both(c, q, qd, hq, x, dh, a->layer, kv, g)) < 0 ||
+            hv_rows(c, &wv, &sv, m->t[lv->w].cols, r0, q, qd, hq, dh) < 0 ||
+            (lv->b >= 0 && hv_cols(c, &bv, &sb, 1, m->t[lv->b].cols, r0, q, qd, hq, dh) < 0))
             goto cleanup;
-        hv_rows(c, &wv, &sv, m->t[lv->w].cols, r0, q, qd, dh);
-        if (lv->b >= 0)
-            hv_cols(c, &bv, &sb, 1, m->t[lv->b].cols, r0, q, qd, dh);
         for (h = g * (H / kv); h < (g + 1) * (H / kv); h++) {
             if (x->mistake == CIC_ROTATE_HEADS_SKIP_OUT_PROJ)
                 continue;
             /* the mistake per-query-head: each query head's own Q on its
              * o_proj columns (the value head took its first head's) */
-            if (x->mistake == CIC_ROTATE_HEADS_PER_QUERY_HEAD &&
-                head_q_both(c, q, qd, x, dh, a->layer, H, h) < 0)
+            if ((x->mistake == CIC_ROTATE_HEADS_PER_QUERY_HEAD &&
+                 head_q_both(c, q, qd, hq, x, dh, a->layer, H, h) < 0) ||
+                hv_cols(c, &wo, &so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, qd, hq,
+                        dh) < 0)
                 goto cleanup;
-            hv_cols(c, &wo, &so, m->t[lo->w].rows, m->t[lo->w].cols, h * dh, q, qd, dh);
         }
     }
     hv_install(c, lv->w, &wv);
@@ -234,15 +251,27 @@ int _cic_xf_rotate_heads(ctx *c, const cic_xform_spec *x)
     int i, dh = _cic_xf_head_dim(m), rc = 0;
     mpfr_t *q;
     double *qd;
+    /* a Hadamard in MPFR: the fast transform with the dense product's
+     * bits (fwht_w.h), Q never formed */
+    bool fast = x->q == CIC_Q_HADAMARD && !c->blas;
+    cic_xf_hq h = {dh, 0, NULL, NULL};
     if (dh == 0)
         return 0;
     q = cic_mpvec_create((size_t)dh * dh, c->p);
     qd = cic_calloc((size_t)dh * dh, sizeof *qd);
     rc = q && qd ? 0 : -1;
+    if (rc == 0 && fast) {
+        h.K = cic_hadamard_base_order_k(dh, x->hadamard_base);
+        if (!(h.sign = cic_calloc((size_t)dh, 1)) ||
+            cic_hadamard_base_k(&h.hk, x->hadamard_base, dh) < 0)
+            rc = -1;
+    }
     for (i = 0; i < m->n_ops && rc == 0; i++)
         if (m->ops[i].kind == CIC_OP_ATTN)
-            rc = rotate_attn(c, x, &m->ops[i], q, qd);
+            rc = rotate_attn(c, x, &m->ops[i], q, qd, fast ? &h : NULL);
     cic_mpvec_destroy(q, (size_t)dh * dh);
     free(qd);
+    free(h.hk);
+    free(h.sign);
     return rc;
 }

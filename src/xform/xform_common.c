@@ -10,6 +10,7 @@
 
 #include "../base/mpvec.h"
 #include "../base/par.h"
+#include "fwht_w.h"
 #include "qmat.h"
 #include "xform_util.h"
 #include "../model/lazy.h"
@@ -390,6 +391,30 @@ int _cic_xf_rotate_f64(ctx *c, int id, bool left, const double *q, int d)
     return 0;
 }
 
+/* Tensor id times the Hadamard h by the exact fast transform (fwht_w.h:
+ * the dense product's bits). */
+int _cic_xf_rotate_hadamard(cic_xf_ctx *c, int id, const cic_xf_hq *h, bool left)
+{
+    cic_model *m = c->m;
+    int rows = m->t[id].rows, cols = m->t[id].cols, rc = -1;
+    size_t nn = (size_t)rows * cols;
+    mpfr_t *tv = NULL, *nv = NULL;
+    const mpfr_t *v;
+    CIC_ASSERT((left ? rows : cols) == h->d);
+    v = vals(m, id, &tv);
+    nv = cic_mpvec_create(nn, c->p);
+    if (v && nv &&
+        _cic_xf_fwht_lines(nv, v, (size_t)(left ? cols : rows), left ? 1 : (size_t)cols,
+                           left ? (size_t)cols : 1, h, c->p, cic_rt_matmul_threads(m->rt)) == 0) {
+        install(m, id, nv, c->p);
+        nv = NULL;
+        rc = 0;
+    }
+    cic_mpvec_destroy(tv, nn);
+    cic_mpvec_destroy(nv, nn);
+    return rc;
+}
+
 /* Multiply by Q over the residual dimension: right (W Q, for readers and
  * the input: rows stay, the d columns mix) or left-transposed (Q^T W for
  * writer weights [d, k] and biases [1, d], which mix the d rows / cols). */
@@ -409,6 +434,8 @@ static int rotate_mp(ctx *c, int id, const mpfr_t *q, int d, bool left)
         return lz < 0 ? -1 : 0;
     if (c->blas && c->qd && c->qd_n == d)
         return _cic_xf_rotate_f64(c, id, left, c->qd, d);
+    if (c->hq && c->hq->d == d) /* the dense product's bits, fast (fwht_w.h) */
+        return _cic_xf_rotate_hadamard(c, id, c->hq, left);
     v = vals(m, id, &tv);
     nv = cic_mpvec_create((size_t)rows * cols, c->p);
     if (!v || !nv) {
