@@ -309,7 +309,7 @@ static double trials_inside(const cic_model *m, const ball_res *r, double rad, d
     mpfr_t *ex = cic_mpvec_create(r->n, 300), d, acc;
     int id, t, rows;
     size_t i, j;
-    double worst = 0;
+    double worst = 0, wrow = 0;
     uint64_t s = seed;
     assert_true(p && ex);
     id = p->input;
@@ -334,6 +334,8 @@ static double trials_inside(const cic_model *m, const ball_res *r, double rad, d
                 mpfr_add(acc, acc, d, MPFR_RNDN);
             }
             mpfr_sqrt(acc, acc, MPFR_RNDU);
+            if (mpfr_get_d(acc, MPFR_RNDU) / r->nrm[i] > wrow)
+                wrow = mpfr_get_d(acc, MPFR_RNDU) / r->nrm[i];
             if (!(mpfr_cmp_d(acc, r->nrm[i]) <= 0))
                 fail_msg("%s: trial %d, row %zu: 2-norm error %.4g above its bound %.4g", what,
                          t, i, mpfr_get_d(acc, MPFR_RNDU), r->nrm[i]);
@@ -342,6 +344,7 @@ static double trials_inside(const cic_model *m, const ball_res *r, double rad, d
     mpfr_clears(d, acc, (mpfr_ptr)0);
     cic_mpvec_destroy(ex, r->n);
     cic_model_destroy(p);
+    printf("# %s: largest 2-norm error of a row / its norm-wise bound %.3g\n", what, wrow);
     return worst;
 }
 
