@@ -34,7 +34,10 @@
  *
  * beta and gamma are chosen per op to minimise the slice products (with
  * k = 1152 and float32 weights: about 21 + 21 bits, 2 weight slices, 4
- * to 5 x slices at 64 bits and 6 to 8 at 128).
+ * to 5 x slices at 64 bits, 6 to 8 at 128 and about 45 at 1024). Weight
+ * rows whose pack holds nothing (8 limbs or more, NaN, Inf or mixed
+ * precisions in the matrix: cic_mp_pack_init) are read from their MPFR
+ * values.
  *
  * Memory: x rows and weight rows go in blocks whose slices and products
  * fit the budget (CIC_SLICE_BUDGET), weight blocks outside, x blocks
