@@ -319,10 +319,12 @@ static void bench_op(int M, int N, int K, mpfr_prec_t prec)
 }
 
 /* Part (1), the engine's op: the truth's shapes of a DiT-XL/2 block
- * (512 rows; the attention's and MLP's 1152 x 1152 and 1152 x 4608). */
+ * (512 rows; the attention's and MLP's 1152 x 1152 and 1152 x 4608) at
+ * the working precisions, and the 1152 x 1152 one at the precisions a
+ * proof escalates to (256 to 2048 bits). */
 void cic_bench_part1_op(int quick)
 {
-    static const mpfr_prec_t precs[2] = {64, 128};
+    static const mpfr_prec_t precs[2] = {64, 128}, high[5] = {256, 384, 512, 1024, 2048};
     int M = quick ? 64 : 512, q;
     g_slice_ws = cic_mp_slice_ws_create();
     printf("\n(1) the MPFR engine's linear op as the truth runs it (float32 weights packed,\n"
@@ -333,5 +335,7 @@ void cic_bench_part1_op(int quick)
         bench_op(M, 1152, 1152, precs[q]);
         bench_op(M, 1152, 4608, precs[q]);
     }
+    for (q = 0; q < 5; q++)
+        bench_op(M, 1152, 1152, high[q]);
     cic_mp_slice_ws_destroy(g_slice_ws);
 }

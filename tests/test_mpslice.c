@@ -395,8 +395,9 @@ static void test_exponents(void **state)
 }
 
 /* Spans: a row with an entry 200 binades below the others (taken,
- * exactly: some 17 slices), rows 2000 binades wide (declined, the row
- * kernel's), a weight row 900 binades wide (MPFR weights; taken). */
+ * exactly: some 17 slices), rows 20000 binades wide (over SPAN_MAX:
+ * declined, the row kernel's), a weight row 900 binades wide (MPFR
+ * weights; taken). */
 static void test_spans(void **state)
 {
     size_t q;
@@ -408,9 +409,9 @@ static void test_spans(void **state)
         op_blank(&o, 6, 5, 40, rep % 2 ? 128 : 64, rep < 2 ? 24 : 64, false, rep % 2);
         fill_random(&o, &s);
         mpfr_set_exp(o.x[0 * 40 + 3], -200);
-        mpfr_set_exp(o.x[1 * 40 + 5], -2000); /* row 1 over SPAN_MAX: declined */
-        mpfr_set_exp(o.x[2 * 40 + 7], 1000);
-        mpfr_set_exp(o.x[2 * 40 + 9], -1000); /* row 2 too */
+        mpfr_set_exp(o.x[1 * 40 + 5], -20000); /* row 1 over SPAN_MAX: declined */
+        mpfr_set_exp(o.x[2 * 40 + 7], 10000);
+        mpfr_set_exp(o.x[2 * 40 + 9], -10000); /* row 2 too */
         if (rep >= 2)
             mpfr_set_exp(o.w[1 * 40 + 2], -900); /* weight row 1: 900 binades */
         free(o.views);

@@ -3,7 +3,8 @@
  * dgemm products (an Ozaki-style split, mpslice.h): the same correctly
  * rounded outputs as cic_mp_linear_rows (mplinear.c), bit for bit, at a
  * fraction of its cost on the truth's shapes (hundreds of rows, widths in
- * the thousands, activations at 64 to 256 bits, float32 weights).
+ * the thousands, activations at 64 bits up to the 8192 a proof escalates
+ * to, float32 weights).
  *
  * Row i of x is an integer vector X_i = x_i / 2^lo_i, lo_i the weight of
  * the lowest set bit of any of its entries, |X_ip| < 2^span_i. Its
@@ -33,7 +34,10 @@
  *
  * beta and gamma are chosen per op to minimise the slice products (with
  * k = 1152 and float32 weights: about 21 + 21 bits, 2 weight slices, 4
- * to 5 x slices at 64 bits and 6 to 8 at 128).
+ * to 5 x slices at 64 bits, 6 to 8 at 128 and about 45 at 1024). Weight
+ * rows whose pack holds nothing (8 limbs or more, NaN, Inf or mixed
+ * precisions in the matrix: cic_mp_pack_init) are read from their MPFR
+ * values.
  *
  * Memory: x rows and weight rows go in blocks whose slices and products
  * fit the budget (CIC_SLICE_BUDGET), weight blocks outside, x blocks
@@ -55,8 +59,6 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
-
-#define SL_MAX_THREADS 64
 
 void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt)
 {
@@ -145,27 +147,31 @@ static void slice_zero(double *d, size_t ld, int ns)
         d[(size_t)s * ld] = 0;
 }
 
-/* Share t of the current x block's rows into A. */
-static void slice_x_part(slice_op *P, int t, int nt)
+/* The slices of row r of MPFR values v (k of them) into a, k apart. */
+static void slice_mp_row(double *a, const mpfr_t *v, size_t k, const srow *r, int bits)
 {
-    size_t lo, hi, i, p, k = P->k;
-    share(P->i0, P->i1, t, nt, &lo, &hi);
-    for (i = lo; i < hi; i++) {
-        const srow *r = &P->xr[i];
-        double *a = P->A + r->off * k;
-        for (p = 0; r->ns && p < k; p++) {
-            mpfr_srcptr v = P->x[i * k + p];
-            if (!mpfr_regular_p(v))
-                slice_zero(a + p, k, r->ns);
-            else
-                slice_entry(a + p, k, mpfr_custom_get_significand(v),
-                            limbs_of_prec(mpfr_get_prec(v)), mpfr_custom_get_exp(v),
-                            mpfr_signbit(v) != 0, r, P->beta);
-        }
+    size_t p;
+    for (p = 0; r->ns && p < k; p++) {
+        if (!mpfr_regular_p(v[p]))
+            slice_zero(a + p, k, r->ns);
+        else
+            slice_entry(a + p, k, mpfr_custom_get_significand(v[p]),
+                        limbs_of_prec(mpfr_get_prec(v[p])), mpfr_custom_get_exp(v[p]),
+                        mpfr_signbit(v[p]) != 0, r, bits);
     }
 }
 
-/* Share t of the current weight block's rows into B. */
+/* Share t of the current x block's rows into A. */
+static void slice_x_part(slice_op *P, int t, int nt)
+{
+    size_t lo, hi, i, k = P->k;
+    share(P->i0, P->i1, t, nt, &lo, &hi);
+    for (i = lo; i < hi; i++)
+        slice_mp_row(P->A + P->xr[i].off * k, P->x + i * k, k, &P->xr[i], P->beta);
+}
+
+/* Share t of the current weight block's rows into B: from their packs,
+ * or from their MPFR values where the pack holds nothing (scan_w_row). */
 static void slice_w_part(slice_op *P, int t, int nt)
 {
     size_t lo, hi, j, p, k = P->k;
@@ -174,6 +180,10 @@ static void slice_w_part(slice_op *P, int t, int nt)
         const srow *r = &P->wr[j];
         const cic_mp_pack *v = &P->wp[j];
         double *b = P->B + r->off * k;
+        if (!v->limbs && P->w) {
+            slice_mp_row(b, P->w + j * k, k, r, P->gamma);
+            continue;
+        }
         for (p = 0; r->ns && p < k; p++) {
             int64_t es = v->es[p];
             if (PACK_IS_ZERO(es))
@@ -282,7 +292,12 @@ static int cell_round(mpfr_ptr y, const double *c, size_t ldc, const srow *xi, c
  * runs out. */
 static bool ws_ready(const slice_op *P, sl_ws *T)
 {
-    mpfr_prec_t p = P->px > P->pw ? P->px : P->pw;
+    /* the rows' precisions (a row declined at a NaN may not show its own:
+     * the first entries' too), for exact products in cic_mp_dot_mpfr */
+    mpfr_prec_t p = P->px > P->pw ? P->px : P->pw, p0 = mpfr_get_prec(P->x[0]);
+    mpfr_prec_t p1 = P->w ? mpfr_get_prec(P->w[0]) : P->wp[0].prec;
+    p = p > p0 ? p : p0;
+    p = p > p1 ? p : p1;
     if (T->ready)
         return true;
     if (cic_dot_scratch_init(&T->dot, P->k, p) < 0)
@@ -437,6 +452,11 @@ void cic_mp_slice_ws_destroy(cic_slice_ws *ws)
         return;
     free(ws->buf);
     free(ws);
+}
+
+size_t cic_mp_slice_ws_bytes(const cic_slice_ws *ws)
+{
+    return ws ? ws->cap * sizeof(double) : 0;
 }
 
 /* Room for need doubles in ws, grown when it holds less: 2 MiB aligned

@@ -38,6 +38,9 @@ void cic_mp_slice_stats_reset(cic_rt *rt);
 typedef struct cic_slice_ws cic_slice_ws;
 cic_slice_ws *cic_mp_slice_ws_create(void);
 void cic_mp_slice_ws_destroy(cic_slice_ws *ws);
+/* The bytes of slices and products ws holds now (0 for NULL): what the
+ * memory estimate's cic_mp_slice_scratch bounds. */
+size_t cic_mp_slice_ws_bytes(const cic_slice_ws *ws);
 
 /* The linear op of cic_mp_linear_rows (same arguments: y[i*n + j] = b[j] +
  * sum_p x[i*k + p] w[j*k + p], wp the packed weight rows, w NULL when wp
@@ -60,7 +63,10 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
  * default budget CIC_SLICE_BUDGET (a context's smaller one holds less), or
  * less when the op is small (its slices estimated from spans
  * of prec + 64 bits for x and 64 for the weights, 16 bits a slice),
- * rounded up to a huge page, and the per-row records. */
+ * rounded up to a huge page, and the per-row and per-thread records. At
+ * every precision an upper bound of what the truth's rows take (x spread
+ * over up to 64 binades, float32 weights): wider rows take more slices,
+ * still within the budget. */
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec);
 
 #endif

@@ -15,9 +15,18 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define SPAN_MAX 1024  /* bits of a row's integer; a wider row is declined */
-#define ACC_LIMBS 40   /* bins of an output's exact sum: 2560 bits */
-#define BIAS_LIMBS 8
+/* Bits of a row's integer (a wider row is declined): twice the highest
+ * precision a proof escalates to (8192 bits), so that rows at any of them
+ * are taken with exponents spread over thousands of binades. */
+#define SPAN_MAX 16384
+/* Bins of an output's exact sum: a product of two rows' integers (2
+ * SPAN_MAX bits), a slice's rounding up on each side (2 x 52), the log2 k
+ * < 32 bits of the sum and its sign: 2 SPAN_MAX / 64 + 8 limbs. An output
+ * whose sum needs more (a bias far from its products) is the row
+ * kernel's. */
+#define ACC_LIMBS (2 * SPAN_MAX / 64 + 8)
+/* The most limbs of a bias the bins take (more: the row kernel's). */
+#define BIAS_LIMBS (SPAN_MAX / 64)
 
 
 /* The cost model of the choice (ns, measured on bench part 1 and the
@@ -32,6 +41,9 @@
 #define NS_SCAN 2.0 /* an entry scanned */
 #define NS_DOT 5.0  /* a multiply-add of cic_mp_dot or the row kernel, roughly */
 #define GAIN 0.8 /* taken when its estimate is below GAIN times the kernel's */
+
+/* The most threads an op slices and rounds on (more are capped). */
+#define SL_MAX_THREADS 64
 
 /* Storage grows in whole huge pages (ws_room, mpslice.c). */
 #define HUGE_PAGE ((size_t)2 << 20)

@@ -39,7 +39,8 @@ static void row_finish(srow *r, bool any)
     r->span = any && r->emax - r->lo <= SPAN_MAX ? (long)(r->emax - r->lo) : -1;
 }
 
-static void scan_x_row(srow *r, const mpfr_t *x, size_t k)
+/* A row of MPFR values: a row of x, or of weights that have no pack. */
+static void scan_mp_row(srow *r, const mpfr_t *x, size_t k)
 {
     size_t p;
     bool any = false;
@@ -60,20 +61,27 @@ static void scan_x_row(srow *r, const mpfr_t *x, size_t k)
     row_finish(r, any);
 }
 
-/* Weight row j from its pack view, and its bias. */
-static void scan_w_row(srow *r, const cic_mp_pack *v, mpfr_srcptr bias)
+/* Weight row j from its pack view or, when the pack holds nothing (the
+ * weights at 8 limbs or more, or NaN, Inf or mixed precisions among them:
+ * cic_mp_pack_init), from its MPFR values w (NULL: none, declined); and
+ * its bias. */
+static void scan_w_row(srow *r, const cic_mp_pack *v, const mpfr_t *w, mpfr_srcptr bias)
 {
     size_t p;
     bool any = false;
-    for (p = 0; v->limbs && p < v->n; p++) {
-        int64_t es = v->es[p];
-        if (PACK_IS_ZERO(es))
-            continue;
-        row_add(r, !any, v->limbs + p * (size_t)v->L, v->L, (mpfr_exp_t)(es >> 1));
-        any = true;
+    if (!v->limbs && w) {
+        scan_mp_row(r, w, v->n);
+    } else {
+        for (p = 0; v->limbs && p < v->n; p++) {
+            int64_t es = v->es[p];
+            if (PACK_IS_ZERO(es))
+                continue;
+            row_add(r, !any, v->limbs + p * (size_t)v->L, v->L, (mpfr_exp_t)(es >> 1));
+            any = true;
+        }
+        r->prec = v->prec;
+        row_finish(r, any);
     }
-    r->prec = v->prec;
-    row_finish(r, any);
     if (!bias || mpfr_zero_p(bias))
         return;
     if (!mpfr_regular_p(bias) || limbs_of_prec(mpfr_get_prec(bias)) > BIAS_LIMBS) {
@@ -91,10 +99,11 @@ void _cic_sl_scan_part(slice_op *P, int t, int nt)
     size_t lo, hi, i;
     share(0, P->m, t, nt, &lo, &hi);
     for (i = lo; i < hi; i++)
-        scan_x_row(&P->xr[i], P->x + i * P->k, P->k);
+        scan_mp_row(&P->xr[i], P->x + i * P->k, P->k);
     share(0, P->n, t, nt, &lo, &hi);
     for (i = lo; i < hi; i++)
-        scan_w_row(&P->wr[i], &P->wp[i], P->b ? P->b[i] : NULL);
+        scan_w_row(&P->wr[i], &P->wp[i], P->w ? P->w + i * P->k : NULL,
+                   P->b ? P->b[i] : NULL);
 }
 
 /* ---- the split and the blocks ---- */
@@ -208,12 +217,19 @@ size_t _cic_sl_block_rows(srow *r, size_t r0, size_t n, size_t lim, size_t *r1)
     return tot;
 }
 
-/* ns per multiply-add of the row kernel on one thread (bench part 1): the
- * carry-free case (float32 weights) and the general one. */
+/* ns per multiply-add of the row kernel on one thread (bench part 1 and
+ * its rows at 256 to 2048 bits): the carry-free case (float32 weights, x
+ * up to 4 limbs: mplinear.c), the general fixed-point one (both factors
+ * within DOT_MAX_LIMBS), and above it exact mpfr_mul products added by
+ * mpfr_sum (cic_mp_dot_mpfr), some ten times dearer. */
 static double kernel_ns(mpfr_prec_t px, mpfr_prec_t pw)
 {
     int la = limbs_of_prec(px), lw = limbs_of_prec(pw);
-    return pw <= 24 ? 1.4 + 0.25 * la : 2.6 + 1.5 * la * lw;
+    if (pw <= 24 && la <= 4)
+        return 1.4 + 0.25 * la;
+    if (la < DOT_MAX_LIMBS && la + lw <= DOT_MAX_LIMBS)
+        return 2.6 + 1.5 * la * lw;
+    return 30.0 + 3.0 * la + (double)la * lw;
 }
 
 /* Whether this path is estimated cheaper than the row kernel on the rows
@@ -278,7 +294,8 @@ bool _cic_sl_may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_p
     cells = (double)m * (double)n;
     return NS_CALL + cells * (double)k * NS_GEMM / (nb < 1 ? 1 : nb) +
                ((double)(m + n) * (double)k * NS_SLICE + cells * NS_CELL) / nt <
-           GAIN * cells * (double)k * kernel_ns(mpfr_get_prec(x[0]), wp[0].prec) / nt;
+           GAIN * cells * (double)k *
+               kernel_ns(mpfr_get_prec(x[0]), w ? mpfr_get_prec(w[0]) : wp[0].prec) / nt;
 }
 
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
@@ -287,7 +304,8 @@ size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
      * and 64 bits (float32 weights over 40 binades) at 16 bits a slice */
     double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * 4;
     double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)CIC_SLICE_BUDGET;
-    double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t));
+    double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t)) +
+                  (double)SL_MAX_THREADS * (double)sizeof(sl_ws); /* and the threads' bins */
     double all = (need < B ? need : B) + (double)HUGE_PAGE + rows; /* whole huge pages */
     return all < 0x1p63 ? (size_t)all : SIZE_MAX; /* sizes from fuzzed cases saturate */
 }
