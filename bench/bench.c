@@ -18,7 +18,9 @@
  *       on a mid-size dit block (target >= 1.8), f32 engine and bare sgemm
  *       (openblas_set_num_threads) on the DiT-XL/2 block;
  *   (5) the truth of cases/dit-xl2.toml, before and proven (bench_truth.c;
- *       run from the source root).
+ *       run from the source root);
+ *   (7) the growth of the truth's bound with depth, in bits per block, for
+ *       the elementwise and the norm-wise bound (bench_depth.c).
  *
  * Every timing is the best (minimum wall time) of --reps runs (default 3)
  * after one untimed warm-up; the two sides of a ratio are run interleaved
@@ -30,8 +32,10 @@
  *
  * Usage: cicheck-bench [--reps N] [--quick] [--part LIST]
  *        cicheck-bench --time LOG CMD [ARG...]
- * --part LIST runs only the parts named by the digits of LIST (1, 2, 3, 5:
- * "23" is the f32 engine's parts; (3) then also times the MPFR engine). */
+ * --part LIST runs only the parts named by the digits of LIST (1, 2, 3, 5,
+ * 7: "23" is the f32 engine's parts; (3) then also times the MPFR engine);
+ * without it, 1, 2, 3 and 5. bench/run.sh runs (7) on its own (--part 7),
+ * and parts (4), (6), (8) and (9) are its own. */
 #include "bench_int.h"
 
 #include "base/mpslice.h"
@@ -483,13 +487,13 @@ static void part3_mpfr(int quick, int nt0)
     cic_model_destroy(m);
 }
 
-/* The parts of --part LIST (digits 1, 2, 3, 5 in any order, e.g. "23") as
+/* The parts of --part LIST (digits 1, 2, 3, 5, 7 in any order, e.g. "23") as
  * bits 1 << n; 0 when LIST names another. */
 static unsigned parse_parts(const char *list)
 {
     unsigned bits = 0;
     for (; *list; list++) {
-        if (!strchr("1235", *list))
+        if (!strchr("12357", *list))
             return 0;
         bits |= 1u << (*list - '0');
     }
@@ -515,7 +519,7 @@ int main(int argc, char **argv)
         } else {
             fprintf(stderr, "usage: cicheck-bench [--reps N] [--quick] [--part LIST]\n"
                             "       cicheck-bench --time LOG CMD [ARG...]\n"
-                            "  LIST: the parts to run, digits of 1 2 3 5 (e.g. 23); default all\n");
+                            "  LIST: the parts to run, digits of 1 2 3 5 7 (e.g. 23); default 1235\n");
             return 2;
         }
     }
@@ -547,6 +551,8 @@ int main(int argc, char **argv)
         part3_mpfr(quick, nt0);
     if (parts & 1u << 5)
         cic_bench_truth("cases/dit-xl2.toml", quick);
+    if (parts & 1u << 7)
+        cic_bench_depth("cases/dit-xl2.toml", quick);
     printf("load average (1 min) %.2f at end\n", cic_bench_loadavg());
     mpfr_free_cache();
     return 0;

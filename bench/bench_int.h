@@ -26,4 +26,8 @@ void cic_bench_part1_op(int quick);
 /* (5) the truth of the case at path, before and proven (bench_truth.c). */
 void cic_bench_truth(const char *path, int quick);
 
+/* (7) the growth of the truth's bound with depth, the block of the case at
+ * path at 1 to 3 layers (bench_depth.c). */
+void cic_bench_depth(const char *path, int quick);
+
 #endif

@@ -4,53 +4,44 @@
 # run.sh: the benchmark in one command (bench/bench.c says what it measures).
 # Configures build-bench (-Dbench=true, --buildtype=release), builds
 # cicheck-bench and cicheck there, runs cicheck-bench (parts 1-3 and 5),
-# then times 'cicheck run' on cases/adaln.toml, cases/dit-xl2.toml and
-# bench/cases/llama7b-layer.toml (one LLaMA-2-7B-shaped layer with R1 to R4;
-# minutes) (part 4) with the normal build/cicheck when present, else
+# then times 'cicheck run' (wall, peak RSS, the truth's stage and the
+# precisions it was proven at) on cases/adaln.toml, cases/dit-xl2.toml and
+# bench/cases/dit-d128-16.toml (16 DiT blocks at d 128), and on the large
+# bench cases, bench/cases/llama7b-layer.toml (one LLaMA-2-7B-shaped layer
+# with R1 to R4) and bench/cases/llama32-d1024.toml (32 LLaMA-shaped layers
+# at d 1024), and with CIC_BENCH_FULL=1 on cases/dit-xl2-full.toml (the 28
+# DiT-XL/2 blocks) (part 4) with the normal build/cicheck when present, else
 # build-bench/cicheck, then runs cases/dit-xl2.toml with today's code
 # (bench/today.sh builds it) and with that cicheck, interleaved, for the
 # truth's and the whole run's cost against today's (part 6).
-# CIC_BENCH_LARGE=0 leaves the 7B layer out; CIC_BENCH_TODAY=0 leaves part
-# (6) out, CIC_BENCH_TODAY_REPS=N sets its pairs of runs (default 2).
-# Part (7) proves cases/dit-xl2.toml's block at 1 to 3 layers and one block
-# at the precision 28 blocks would need (minutes); CIC_BENCH_DEPTH=0 leaves
-# it out.
+# CIC_BENCH_LARGE=0 leaves the large bench cases out; CIC_BENCH_TIMEOUT=D
+# (timeout(1)'s duration, e.g. 20m) stops each run of part (4) after D;
+# CIC_BENCH_TODAY=0 leaves part (6) out, CIC_BENCH_TODAY_REPS=N sets its
+# pairs of runs (default 2).
+# Part (7) (cicheck-bench --part 7) gives the growth of the truth's bound
+# in bits per block, elementwise and norm-wise, on cases/dit-xl2.toml's
+# block at 1 to 3 layers, then proves one block at the precision 28 blocks
+# would need (minutes); CIC_BENCH_DEPTH=0 leaves it out.
+# Part (8) times the truth of cases/dit-xl2.toml's block against a float64
+# PyTorch forward of the same block from the same weights
+# (bench/torch_dit.py), or, without torch, against the NumPy float64
+# forward (the dgemm floor); CIC_BENCH_TORCH=0 leaves it out.
+# Part (9) runs bench/verify_big.sh (whole-checkpoint verify) when it is
+# there; CIC_BENCH_VERIFY=0 leaves it out. Then a summary of the figures
+# issue 28 asks for, in one place.
 # Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
 set -eu
 cd "$(dirname "$0")/.."
 bdir=build-bench
 if [ -f "$bdir/build.ninja" ]; then
-    meson configure "$bdir" -Dbench=true --buildtype=release >/dev/null
+    # reconfigured every time: part (7) finds at configure time whether the
+    # ball run gives a norm-wise bound (bench/meson.build)
+    meson setup --reconfigure "$bdir" -Dbench=true --buildtype=release >/dev/null
 else
     meson setup "$bdir" -Dbench=true --buildtype=release >/dev/null
 fi
 meson compile -C "$bdir" cicheck-bench cicheck:executable >/dev/null
 bench="$bdir/bench/cicheck-bench"
-
-"$bench" "$@"
-
-echo
-echo "(4) wall time and peak memory of 'cicheck run' (one run each, a child process:"
-echo "    wall clock and wait4 ru_maxrss)"
-if [ -x build/cicheck ]; then cic=build/cicheck; else cic="$bdir/cicheck"; fi
-echo "  binary: $cic (built $(date -r "$cic" '+%Y-%m-%d %H:%M'))"
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bench.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-large=bench/cases/llama7b-layer.toml
-[ "${CIC_BENCH_LARGE:-1}" = 0 ] && large=
-for c in cases/adaln.toml cases/dit-xl2.toml $large; do
-    if [ -f "$c" ]; then
-        n=$(basename "$c" .toml)
-        nb= # the large case has no baseline in reference/
-        [ "$c" = "$large" ] && nb=--no-baseline
-        printf '  %s run --quiet --no-color %s--out <tmp> %s: ' "$cic" "${nb:+$nb }" "$c"
-        # shellcheck disable=SC2086 # nb: one word or none
-        "$bench" --time "$tmp/$n.log" "$cic" run --quiet --no-color $nb --out "$tmp/$n" "$c"
-    else
-        echo "  $c: not present"
-    fi
-done
-echo "load average at end of (4): $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # stage_times LOG: "TRUTH WALL FIRST VALUES" from a 'cicheck run' log: the
 # truth is the span from its stage line ("truth: ...") to the first stage
@@ -72,6 +63,47 @@ stage_times() {
         printf "%.1f %s %s %s\n", t1 - t0, wall, (f == "" ? "-" : f), (v == "" ? "-" : v)
     }' "$1"
 }
+
+quick=
+for a in "$@"; do [ "$a" = --quick ] && quick=--quick; done
+
+"$bench" "$@"
+
+echo
+echo "(4) wall time and peak memory of 'cicheck run' (one run each, a child process:"
+echo "    wall clock and wait4 ru_maxrss)"
+if [ -x build/cicheck ]; then cic=build/cicheck; else cic="$bdir/cicheck"; fi
+echo "  binary: $cic (built $(date -r "$cic" '+%Y-%m-%d %H:%M'))"
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/cicheck-bench.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+py=/usr/bin/python3
+large="bench/cases/llama7b-layer.toml bench/cases/llama32-d1024.toml"
+[ "${CIC_BENCH_LARGE:-1}" = 0 ] && large=
+full=
+[ "${CIC_BENCH_FULL:-0}" = 1 ] && full=cases/dit-xl2-full.toml
+[ -n "$full" ] || echo "  (cases/dit-xl2-full.toml: CIC_BENCH_FULL=1 times it)"
+lim=
+[ -n "${CIC_BENCH_TIMEOUT:-}" ] && lim="timeout ${CIC_BENCH_TIMEOUT}"
+for c in cases/adaln.toml cases/dit-xl2.toml bench/cases/dit-d128-16.toml $large $full; do
+    n=$(basename "$c" .toml)
+    if [ -f "$c" ]; then
+        nb= # only the shipped cases of cases/ have baselines in reference/
+        case $c in cases/*-full.toml | bench/*) nb=--no-baseline ;; esac
+        printf '  %s%s run --no-color %s--out <tmp> %s: ' "${lim:+$lim }" "$cic" "${nb:+$nb }" "$c"
+        # shellcheck disable=SC2086 # lim: none or two words, nb: one or none
+        "$bench" --time "$tmp/$n.log" $lim "$cic" run --no-color $nb --out "$tmp/$n" "$c" |
+            tee -a "$tmp/$n.log"
+        sed -n 's/^truth //p' "$tmp/$n.log" | sed 's/^/    truth /'
+        # shellcheck disable=SC2046 # four words
+        set -- $(stage_times "$tmp/$n.log")
+        [ "$1" = - ] || echo "    the truth's stage lines: $1 s"
+        grep -q '^truth ' "$tmp/$n.log" ||
+            echo "    no summary line; the last stage line: $(grep '^\[' "$tmp/$n.log" | tail -1)"
+    else
+        echo "  $c: not present"
+    fi
+done
+echo "load average at end of (4): $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # (6) cases/dit-xl2.toml with today's code and with this cicheck
 if [ "${CIC_BENCH_TODAY:-1}" != 0 ]; then
@@ -125,47 +157,42 @@ if [ "${CIC_BENCH_TODAY:-1}" != 0 ]; then
     echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
 
-# depth_case TOKENS LAYERS PREC: cases/dit-xl2.toml's block without its
-# transforms, one sample, at TOKENS tokens, LAYERS layers, mpfr_prec PREC
-depth_case() {
-    awk -v t="$1" -v l="$2" -v p="$3" '
+# block_case TOKENS SAMPLES LAYERS PREC: cases/dit-xl2.toml's block without
+# its transforms, at TOKENS tokens, SAMPLES samples, LAYERS layers and
+# mpfr_prec PREC
+block_case() {
+    awk -v t="$1" -v s="$2" -v l="$3" -v p="$4" '
     /^\[\[transforms\]\]/ { exit }
-    /^name = / { print "name = \"depth\""; next }
+    /^name = / { print "name = \"block\""; next }
     /^tokens = / { print "tokens = " t; next }
-    /^samples = / { print "samples = 1"; next }
+    /^samples = / { print "samples = " s; next }
     /^layers = / { print "layers = " l; next }
     /^mpfr_prec = / { print "mpfr_prec = " p; next }
     { print }' cases/dit-xl2.toml
 }
 
-# (7) why cases/dit-xl2-full.toml (28 blocks, proven) is not shipped
+# (7) the truth's bound against depth, and what 28 blocks would cost
 if [ "${CIC_BENCH_DEPTH:-1}" != 0 ]; then
-    echo
-    echo "(7) the proof against depth: cases/dit-xl2.toml's block without transforms, one"
-    echo "    sample of 16 tokens, 1 to 3 layers at 128 bits (largest relative radius of the"
-    echo "    truth), the growth per block, the precision 28 blocks would need, and one block"
-    echo "    at its real 256 tokens proven at that precision"
-    rads=
-    for l in 1 2 3; do
-        depth_case 16 "$l" 128 >"$tmp/depth$l.toml"
-        "$cic" run --no-color --no-baseline --out "$tmp/depth$l" "$tmp/depth$l.toml" \
-            >"$tmp/depth$l.log" 2>&1 || true
-        r=$(sed -n 's/^truth proven: .*max relative radius \([^;]*\);.*/\1/p' "$tmp/depth$l.log")
-        echo "  $l layer(s): largest relative radius ${r:-(none: see $tmp/depth$l.log)}"
-        rads="$rads ${r:--}"
-    done
-    # shellcheck disable=SC2086 # three words
-    set -- $rads
-    if [ "$1" != - ] && [ "$3" != - ]; then
-        # 28 blocks at 128 bits: r1 2^(27 g); proven when the radius is 2^-56
-        # (the escalation's aim: 32 bits below a binary32's 2^-24)
-        need=$(awk -v a="$1" -v c="$3" 'BEGIN {
-            g = (log(c) - log(a)) / log(2) / 2
-            p = 128 + log(a) / log(2) + 27 * g + 56
-            printf "%.1f %d", g, int((p + 63) / 64) * 64 }')
-        g=${need% *}; p=${need#* }
-        echo "  growth: $g bits a block; 28 blocks need about $p bits"
-        depth_case 256 1 "$p" >"$tmp/deep.toml"
+    # shellcheck disable=SC2086 # quick: one word or none
+    "$bench" --part 7 $quick | sed '/^cicheck-bench\|^machine: \|^OpenBLAS\|^MPFR \|^timing: \|^of each ratio/d' |
+        tee "$tmp/depth.log"
+    # 28 blocks from r1 (the largest relative bound at 1 layer, 128 bits)
+    # growing g bits a block: proven when the bound is 2^-56 (the
+    # escalation's aim: 32 bits below a binary32's 2^-24); the smaller of
+    # the elementwise and norm-wise needs, rounded up to 64 bits
+    p=$(awk '
+    /bits per block: / { split($0, a, /elementwise |, norm-wise /); ge = a[2]; gn = a[3] }
+    /at 1 layer: / { split($0, a, /elementwise |, norm-wise /); re = a[2]; rn = a[3] }
+    function need(g, r) { return 128 + log(r) / log(2) + 27 * g + 56 }
+    END {
+        p = -1
+        if (ge != "n/a" && re > 0) p = need(ge, re)
+        if (gn != "n/a" && rn > 0 && (p < 0 || need(gn, rn) < p)) p = need(gn, rn)
+        if (p < 0) print "-"; else { p = int((p + 63) / 64) * 64; print (p < 64 ? 64 : p) }
+    }' "$tmp/depth.log")
+    if [ "$p" != - ]; then
+        echo "  28 blocks need about $p bits (the smaller of the two bounds' projections)"
+        block_case 256 1 1 "$p" >"$tmp/deep.toml"
         printf '  one block, 256 tokens, 1 sample, proven at %s bits: ' "$p"
         "$bench" --time "$tmp/deep.log" "$cic" run --no-color --no-baseline --out "$tmp/deep" \
             "$tmp/deep.toml" | tee -a "$tmp/deep.log"
@@ -177,7 +204,43 @@ if [ "${CIC_BENCH_DEPTH:-1}" != 0 ]; then
             echo "  the run printed no truth stage (see above): no projection"
         fi
     else
-        echo "  a run did not prove its truth (see the logs): no projection"
+        echo "  no growth figure (see above): no projection"
     fi
     echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
 fi
+
+# (8) the truth of the dit-xl2 block against a float64 forward of it
+if [ "${CIC_BENCH_TORCH:-1}" != 0 ]; then
+    echo
+    echo "(8) the truth of cases/dit-xl2.toml's block (no transforms, 256 tokens, 2 samples,"
+    echo "    its stage lines) against a float64 forward of the same block from the same"
+    echo "    weights (bench/torch_dit.py on the run's --dump: PyTorch, else NumPy's, the"
+    echo "    dgemm floor), on the same machine"
+    block_case 256 2 1 128 >"$tmp/tb.toml"
+    printf '  %s run --no-color --no-baseline --dump <tmp> (the block): ' "$cic"
+    "$bench" --time "$tmp/tb.log" "$cic" run --no-color --no-baseline --out "$tmp/tb" \
+        --dump "$tmp/tbd" "$tmp/tb.toml" | tee -a "$tmp/tb.log"
+    t=$(stage_times "$tmp/tb.log" | cut -d' ' -f1)
+    echo "  the truth's stage lines: $t s"
+    if [ -x "$py" ] && [ -f "$tmp/tbd/original.safetensors" ]; then
+        "$py" bench/torch_dit.py "$tmp/tbd" | tee "$tmp/torch.log" | sed 's/^/  /'
+    else
+        echo "  no $py or no dump: no float64 forward" | tee "$tmp/torch.log"
+    fi
+    rm -rf "$tmp/tbd"
+    echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"
+fi
+
+# (9) whole-checkpoint verify (bench/verify_big.sh, when it is there)
+if [ "${CIC_BENCH_VERIFY:-1}" != 0 ]; then
+    echo
+    echo "(9) whole-checkpoint verify (bench/verify_big.sh)"
+    if [ -x bench/verify_big.sh ]; then
+        bench/verify_big.sh 2>&1 | tee "$tmp/verify.log" | sed 's/^/  /' || true
+    else
+        echo "  not built (no bench/verify_big.sh)"
+    fi
+fi
+
+# shellcheck source=bench/summary.sh
+. bench/summary.sh

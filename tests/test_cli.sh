@@ -45,6 +45,8 @@ grep -q "nope.toml" "$tmp/err" && ok "missing file is named" || bad "missing fil
 # its rotations are covered by test_xform, test_flops and the
 # known breaks on small shapes)
 for c in cases/*.toml cases/known-breaks/*.toml; do
+    # the large cases (*-full.toml) run only when named: no gate, no baseline
+    case "$c" in *-full.toml) continue ;; esac
     grep -q "  $c\$" reference/weights.sha256 && ok "$c fingerprinted" ||
         bad "$c has no line in reference/weights.sha256 (cicheck hash $c)"
     case "$c" in
@@ -251,4 +253,21 @@ expect_rc 0 "run --dump" "$bin" run --quiet --out "$tmp/rep4" --dump "$tmp/dump"
 for f in original fuse fuse.f64 rotate-skip-attn-out rotate-skip-attn-out.f64 outputs; do
     [ -s "$tmp/dump/$f.safetensors" ] && ok "dump $f.safetensors" || bad "dump $f.safetensors"
 done
+# a folder's run leaves out the large cases (*-full.toml); named, they run
+mkdir -p "$tmp/withfull/sub"
+cic_tiny_case a >"$tmp/withfull/a.toml"
+cic_tiny_case whole-full >"$tmp/withfull/whole-full.toml"
+cic_tiny_case b >"$tmp/withfull/sub/b.toml"
+cic_tiny_case sub-full >"$tmp/withfull/sub/sub-full.toml"
+expect_rc 0 "run of a folder with large cases" "$bin" run --quiet --no-color --no-baseline \
+    --out "$tmp/wf" "$tmp/withfull"
+[ -s "$tmp/wf/a/report.json" ] && [ -s "$tmp/wf/b/report.json" ] &&
+    ok "the folder's other cases ran" || bad "the folder's other cases ran"
+[ ! -e "$tmp/wf/whole-full" ] && [ ! -e "$tmp/wf/sub-full" ] &&
+    ok "the folder's *-full.toml cases did not run" || bad "the folder's *-full.toml cases did not run"
+expect_rc 0 "a large case named runs" "$bin" run --quiet --no-color --no-baseline \
+    --out "$tmp/wf2" "$tmp/withfull/whole-full.toml" "$tmp/withfull"
+[ -s "$tmp/wf2/whole-full/report.json" ] && [ -s "$tmp/wf2/a/report.json" ] &&
+    [ ! -e "$tmp/wf2/sub-full" ] && ok "named, it runs beside the folder's" ||
+    bad "named, it runs beside the folder's"
 cic_test_done
