@@ -35,6 +35,7 @@ struct cic_pl_depth {
     unsigned char *want;
     cic_block_entry *e; /* the run's entries, until a row takes them */
     cic_tensor_tap tap;
+    size_t row0;     /* a rerun of one sample (Ziv): its first row */
     bool failed;
 };
 
@@ -143,6 +144,50 @@ static void truth_tap(void *ctx, int id, const mpfr_t *y, const double *rad, int
     for (r = 0; r < z->rows; r++)
         z->rad[b][r] = truth_row(z->x[b] + r * z->d, y + r * z->d, rad ? rad + r * z->d : NULL,
                                  z->d, z->center);
+}
+
+/* A rerun of one sample at a higher precision (Ziv's escalation): each
+ * row of it replaces the first run's where its radius is smaller. */
+static void truth_tap_sample(void *ctx, int id, const mpfr_t *y, const double *rad, int rows)
+{
+    cic_pl_depth *z = ctx;
+    int b = z->block_of[id];
+    double *x = malloc(z->d * sizeof *x);
+    size_t r;
+    CIC_ASSERT(b >= 0 && z->row0 + (size_t)rows <= z->rows);
+    if (!x || !z->x[b] || !z->rad[b]) {
+        free(x);
+        return; /* the first run kept nothing here: nothing to sharpen */
+    }
+    for (r = 0; r < (size_t)rows; r++) {
+        size_t q = z->row0 + r;
+        double w = truth_row(x, y + r * z->d, rad ? rad + r * z->d : NULL, z->d, z->center);
+        if (w < z->rad[b][q]) {
+            memcpy(z->x[b] + q * z->d, x, z->d * sizeof *x);
+            z->rad[b][q] = w;
+        }
+    }
+    free(x);
+}
+
+int _cic_pl_depth_truth_sample(cic_pipeline *p, cic_run_opts *o, int s)
+{
+    const cic_model *m = p->orig;
+    cic_pl_depth *z = p->depth;
+    int *id, rc;
+    if (!z)
+        return 0;
+    if (!(id = malloc((size_t)z->layers * sizeof *id)))
+        return -1;
+    block_ids(m, z->layers, id);
+    rc = run_tables(z, m, id);
+    free(id);
+    if (rc < 0)
+        return -1;
+    z->row0 = (size_t)s * (size_t)m->cfg.tokens;
+    z->tap.mp = truth_tap_sample;
+    o->tensor_tap = &z->tap;
+    return 0;
 }
 
 int _cic_pl_depth_truth(cic_pipeline *p, cic_run_opts *o)

@@ -148,6 +148,9 @@ void _cic_pl_acts_free(cic_pipeline *p);
 typedef struct cic_pl_depth cic_pl_depth;
 int _cic_pl_depth_truth(cic_pipeline *p, cic_run_opts *o);
 int _cic_pl_depth_truth_end(cic_pipeline *p);
+/* Ziv's rerun of sample s (its rows sharpen the kept truth where their
+ * radius is smaller), then _cic_pl_depth_truth_end. */
+int _cic_pl_depth_truth_sample(cic_pipeline *p, cic_run_opts *o, int s);
 int _cic_pl_depth_begin(cic_pipeline *p, const cic_model *m, const cic_format *fmt,
                         cic_run_opts *o);
 int _cic_pl_depth_end(cic_pipeline *p, cic_result *x);

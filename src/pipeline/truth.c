@@ -215,7 +215,9 @@ static int escalate(cic_pipeline *r, unsigned char *ok, size_t *left, double *ma
             if (i == per)
                 continue;
             memset(&o, 0, sizeof o);
-            if (ball_run(r, s, 1, p2, tmp, rad2, &o, pf->why, sizeof pf->why) < 0) {
+            if (_cic_pl_depth_truth_sample(r, &o, s) < 0 ||
+                ball_run(r, s, 1, p2, tmp, rad2, &o, pf->why, sizeof pf->why) < 0 ||
+                _cic_pl_depth_truth_end(r) < 0) {
                 cic_mpvec_destroy(tmp, per);
                 free(rad2);
                 return -1;
