@@ -15,7 +15,7 @@
  * checks the path took the outputs (cic_mp_slice_stats), and the planted
  * faults of the commit messages (a slice dropped, the exactness bound
  * off by one bit) are caught here. */
-#include "testutil.h"
+#include "lin_op.h"
 
 #include "base/base.h"
 #include "base/mpslice.h"
@@ -29,59 +29,11 @@
 #include <float.h>
 #include <string.h>
 
-/* One linear op's operands: x (m x k at px bits), the weights (n x k) as
- * MPFR values at pw bits and, when f32, as floats packed straight from
- * them (w NULL for the op, as the engine's float32 weights), the bias. */
-typedef struct {
-    size_t m, n, k;
-    mpfr_prec_t px, pw;
-    bool f32, bias;
-    mpfr_t *x, *w, *b;
-    float *wf;
-    cic_mp_pack all;
-    cic_mp_pack *views;
-} lin_op;
-
+/* One linear op's operands (lin_op.h), the bias at the weights' precision. */
 static void op_init(lin_op *o, size_t m, size_t n, size_t k, mpfr_prec_t px, mpfr_prec_t pw,
                     bool f32, bool bias)
 {
-    memset(o, 0, sizeof *o);
-    o->m = m;
-    o->n = n;
-    o->k = k;
-    o->px = px;
-    o->pw = f32 ? 24 : pw;
-    o->f32 = f32;
-    o->bias = bias;
-    o->x = cic_mpvec_create(m * k, px);
-    o->w = cic_mpvec_create(n * k, o->pw);
-    o->b = cic_mpvec_create(n, o->pw);
-    o->wf = cic_calloc(n * k, sizeof *o->wf);
-    assert_true(o->x && o->w && o->b && o->wf);
-}
-
-/* The weights packed as the engine packs them (after they are set). */
-static void op_pack(lin_op *o)
-{
-    size_t q;
-    if (o->f32) {
-        for (q = 0; q < o->n * o->k; q++)
-            mpfr_set_flt(o->w[q], o->wf[q], MPFR_RNDN);
-        assert_int_equal(cic_mp_pack_rows_f32(&o->all, &o->views, o->wf, o->n, o->k), 0);
-    } else {
-        assert_int_equal(cic_mp_pack_rows(&o->all, &o->views, (const mpfr_t *)o->w, o->n, o->k),
-                         0);
-    }
-}
-
-static void op_clear(lin_op *o)
-{
-    free(o->views);
-    cic_mp_pack_clear(&o->all);
-    cic_mpvec_destroy(o->x, o->m * o->k);
-    cic_mpvec_destroy(o->w, o->n * o->k);
-    cic_mpvec_destroy(o->b, o->n);
-    free(o->wf);
+    lin_op_init(o, m, n, k, px, pw, f32, bias, f32 ? 24 : pw);
 }
 
 static bool same_bits(mpfr_srcptr a, mpfr_srcptr b)
@@ -223,7 +175,7 @@ static void fill_random(lin_op *o, uint64_t *s)
     }
     for (i = 0; i < o->n; i++)
         rand_mp(o->b[i], s, 0, 6);
-    op_pack(o);
+    lin_op_pack(o);
 }
 
 /* Random shapes at 53 to 256 bits, the four weight kinds, bias or none,
@@ -249,7 +201,7 @@ static void test_random(void **state)
                 cic_test_pick(&s, 2) == 0);
         fill_random(&o, &s);
         check_op(&o, 1 + rep % 3, budget, true, 1, "random", seed);
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -320,10 +272,10 @@ static void test_zeros(void **state)
                 op_blank(&o, 6, 7, 9, precs[a], 24, true, bias);
                 zeros_x(&o, &s);
                 zeros_w(&o, &s);
-                op_pack(&o);
+                lin_op_pack(&o);
                 /* rows 3 .. 5 against weight rows 2 .. 6 at least */
                 check_op(&o, nt, 0, true, 15, "signed zeros", seed);
-                op_clear(&o);
+                lin_op_clear(&o);
             }
 }
 
@@ -350,9 +302,9 @@ static void test_f32_extremes(void **state)
                     o.wf[j * 29 + p] = ext[(p + j) % 7];
                 else if (j == 2)
                     o.wf[j * 29 + p] = p % 2 ? 0x1p-149f : -0x1p-148f; /* subnormals only */
-        op_pack(&o);
+        lin_op_pack(&o);
         check_op(&o, 2, 0, true, 20, "float32 extremes", seed);
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -387,10 +339,10 @@ static void test_exponents(void **state)
             rand_mp(o.w[q], &s, cs[c].we, 5);
         for (q = 0; q < o.n; q++)
             rand_mp(o.b[q], &s, x0 + cs[c].we, 3);
-        op_pack(&o);
+        lin_op_pack(&o);
         check_op(&o, 1 + (int)c % 3, 0, cs[c].in_range, cs[c].in_range ? 20 : 0, "exponents",
                  seed);
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -416,13 +368,13 @@ static void test_spans(void **state)
             mpfr_set_exp(o.w[1 * 40 + 2], -900); /* weight row 1: 900 binades */
         free(o.views);
         cic_mp_pack_clear(&o.all);
-        op_pack(&o);
+        lin_op_pack(&o);
         for (q = 0; q < 2; q++) { /* the default budget; blocks of a few rows */
             size_t budget = !q ? 0 : 8 * 40 * (rep == 0 ? 25 : rep == 1 ? 40 : 250);
             uint64_t g = check_op(&o, 2, budget, true, 3 * 5, "spans", seed);
             assert_true(q == 0 || rep >= 2 ? g >= 1 : g >= 2); /* x in blocks */
         }
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -470,9 +422,9 @@ static void test_ties(void **state)
             if (c >= 12) /* the bias carries the 1 */
                 for (j = 0; j < 3; j++)
                     mpfr_set_zero(o.x[(size_t)j * 6], 1);
-            op_pack(&o);
+            lin_op_pack(&o);
             check_op(&o, 1 + c % 3, 0, true, 9, "ties", seed);
-            op_clear(&o);
+            lin_op_clear(&o);
         }
 }
 
@@ -498,9 +450,9 @@ static void test_cancel(void **state)
             for (p = 0; p < k / 2; p++)
                 mpfr_neg(o.x[i * k + k / 2 + p], o.x[i * k + p], MPFR_RNDN);
         mpfr_nextabove(o.x[1 * k + k - 1]); /* row 1: a last-bit remainder */
-        op_pack(&o);
+        lin_op_pack(&o);
         check_op(&o, 2, 0, true, bias ? 12 : 3, "cancellation", seed);
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -523,9 +475,9 @@ static void test_edge_of_exact(void **state)
             o.wf[q] = 16777215.0f;
         for (q = 0; q < o.n; q++)
             mpfr_set_ui(o.b[q], 1, MPFR_RNDN);
-        op_pack(&o);
+        lin_op_pack(&o);
         check_op(&o, 1, 0, true, 12, "edge of exactness", ks[c]);
-        op_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -547,7 +499,7 @@ static void test_threads(void **state)
             fill_random(&o, &s);
             g = check_op(&o, nt, budgets[b], true, 37 * 29 * 9 / 10, "threads", seed);
             assert_true(b == 0 ? g == 1 : g >= 4); /* one block, or several of both */
-            op_clear(&o);
+            lin_op_clear(&o);
         }
 }
 

@@ -12,7 +12,7 @@
  * 256 bits the row kernel is ten times dearer), and that the scratch an op
  * holds stays within the memory estimate's cic_mp_slice_scratch at every
  * precision. test_mpslice.c has the working precisions. */
-#include "testutil.h"
+#include "lin_op.h"
 
 #include "base/base.h"
 #include "base/mpslice.h"
@@ -20,62 +20,13 @@
 
 #include <cblas.h>
 
-/* x (m x k at px bits), the weights (n x k at pw bits, or float32 ones
- * packed straight from wf as the engine packs them), the bias (pb bits). */
-typedef struct {
-    size_t m, n, k;
-    mpfr_prec_t px, pw, pb;
-    bool f32, bias;
-    mpfr_t *x, *w, *b;
-    float *wf;
-    cic_mp_pack all;
-    cic_mp_pack *views;
-} wop;
+/* One linear op's operands (lin_op.h); pw 0: float32 weights. */
+typedef lin_op wop;
 
 static void wop_init(wop *o, size_t m, size_t n, size_t k, mpfr_prec_t px, mpfr_prec_t pw,
                      mpfr_prec_t pb, bool bias)
 {
-    memset(o, 0, sizeof *o);
-    o->m = m;
-    o->n = n;
-    o->k = k;
-    o->px = px;
-    o->f32 = pw == 0;
-    o->pw = o->f32 ? 24 : pw;
-    o->pb = pb;
-    o->bias = bias;
-    o->x = cic_mpvec_create(m * k, px);
-    o->w = cic_mpvec_create(n * k, o->pw);
-    o->b = cic_calloc(n, sizeof *o->b); /* its own values: set_prec may change them */
-    o->wf = cic_calloc(n * k, sizeof *o->wf);
-    assert_true(o->x && o->w && o->b && o->wf);
-    for (size_t j = 0; j < n; j++)
-        mpfr_init2(o->b[j], pb);
-}
-
-static void wop_pack(wop *o)
-{
-    size_t q;
-    if (o->f32) {
-        for (q = 0; q < o->n * o->k; q++)
-            mpfr_set_flt(o->w[q], o->wf[q], MPFR_RNDN);
-        assert_int_equal(cic_mp_pack_rows_f32(&o->all, &o->views, o->wf, o->n, o->k), 0);
-    } else {
-        assert_int_equal(cic_mp_pack_rows(&o->all, &o->views, (const mpfr_t *)o->w, o->n, o->k),
-                         0);
-    }
-}
-
-static void wop_clear(wop *o)
-{
-    free(o->views);
-    cic_mp_pack_clear(&o->all);
-    cic_mpvec_destroy(o->x, o->m * o->k);
-    cic_mpvec_destroy(o->w, o->n * o->k);
-    for (size_t j = 0; j < o->n; j++)
-        mpfr_clear(o->b[j]);
-    free(o->b);
-    free(o->wf);
+    lin_op_init(o, m, n, k, px, pw, pw == 0, bias, pb);
 }
 
 /* v with every bit of its precision random, exponent e0 + [-spread,
@@ -214,9 +165,9 @@ static void test_precisions(void **state)
         wop o;
         wop_init(&o, m, n, k, px, kind == 0 ? 0 : kind == 1 ? 53 : px, px, rep % 2 == 0);
         fill(&o, &s);
-        wop_pack(&o);
+        lin_op_pack(&o);
         check(&o, 1 + rep % 3, budget, m * n, "precisions", seed);
-        wop_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -239,13 +190,13 @@ static void test_wide_spans(void **state)
         mpfr_set_exp(o.x[2 * 30 + 8], -9000); /* row 2: over SPAN_MAX */
         if (a >= 2)
             mpfr_set_exp(o.w[1 * 30 + 2], -3000);
-        wop_pack(&o);
+        lin_op_pack(&o);
         assert_int_equal(check(&o, 2, 0, 4 * 4, "wide spans", seed), 1);
         g = check(&o, 1, 8 * (a < 2 ? 14000 : 80000), 4 * 4, "wide spans, blocks", seed);
         if (g < 2)
             fail_msg("wide spans, blocks (seed %llu): %llu dgemm calls", (unsigned long long)seed,
                      (unsigned long long)g);
-        wop_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -279,13 +230,13 @@ static void test_zeros_nonfinite(void **state)
             mpfr_set_inf(o.w[5 * k + 7], 1);
             mpfr_set_zero(o.b[0], -1);
             mpfr_set_zero(o.b[2], 1);
-            wop_pack(&o);
+            lin_op_pack(&o);
             /* x rows 2, 5, 6 against weight rows 1, 3, 4 at least */
             check(&o, 1 + a, 0, 9, "zeros and non-finite", seed);
             for (i = 0; i < o.n; i++) /* and with every other output's bias -0 */
                 mpfr_set_zero(o.b[i], -1);
             check(&o, 2, 0, 9, "zeros and non-finite, biases -0", seed);
-            wop_clear(&o);
+            lin_op_clear(&o);
         }
 }
 
@@ -305,7 +256,7 @@ static void test_biases(void **state)
         wop o;
         wop_init(&o, 4, 5, k, precs[a], 0, precs[a], true);
         fill(&o, &s);
-        wop_pack(&o);
+        lin_op_pack(&o);
         mpfr_set_exp(o.b[1], 3000);
         mpfr_set_exp(o.b[2], -8000);
         /* b[3] = -(x row 0 . w row 3), exactly: the sum's bits, at most
@@ -322,7 +273,7 @@ static void test_biases(void **state)
         rand_full(o.b[4], &s, 1, 0);
         mpfr_clears(sum, prod, (mpfr_ptr)0);
         check(&o, 1 + a % 2, 0, 4 * 4, "biases", seed);
-        wop_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -343,7 +294,7 @@ static void test_auto_takes(void **state)
         fill(&o, &s);
         for (size_t j = 0; j < o.n; j++)
             mpfr_set_flt(o.b[j], rand_w(&s), MPFR_RNDN);
-        wop_pack(&o);
+        lin_op_pack(&o);
         y = cic_mpvec_create(mn, o.px);
         yr = cic_mpvec_create(mn, o.px);
         assert_true(y && yr);
@@ -364,7 +315,7 @@ static void test_auto_takes(void **state)
         assert_int_equal(cic_test_first_diff_mp((const mpfr_t *)y, (const mpfr_t *)yr, mn), -1);
         cic_mpvec_destroy(y, mn);
         cic_mpvec_destroy(yr, mn);
-        wop_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
@@ -393,7 +344,7 @@ static void test_scratch_bound(void **state)
         assert_true(ws && y);
         wop_init(&o, cs[c].m, cs[c].n, cs[c].k, cs[c].prec, 0, 24, false);
         fill(&o, &s);
-        wop_pack(&o);
+        lin_op_pack(&o);
         assert_int_equal(run_sliced(y, &o, CIC_SLICE_ALWAYS, 2, 0, ws, &st), 0);
         if (cic_mp_slice_ws_bytes(ws) == 0 || cic_mp_slice_ws_bytes(ws) > est ||
             st.sliced != mn || (c == 7 && st.gemms < 2))
@@ -403,7 +354,7 @@ static void test_scratch_bound(void **state)
                      (unsigned long long)st.sliced, (unsigned long long)st.gemms);
         cic_mpvec_destroy(y, mn);
         cic_mp_slice_ws_destroy(ws);
-        wop_clear(&o);
+        lin_op_clear(&o);
     }
 }
 
