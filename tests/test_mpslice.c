@@ -555,6 +555,7 @@ static void engine_run(mpfr_t *y, double *rad, cic_model *m, mpfr_prec_t prec, i
     cic_mp_slice_stats(&st, &rt);
     *ops = st.ops;
     m->rt = NULL;
+    cic_rt_clear(&rt);
 }
 
 /* The engine with the slices forced on, at 1, 2 and 3 threads, against

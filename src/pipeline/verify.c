@@ -402,6 +402,7 @@ done:
     cic_ckpt_close(kb);
     cic_mpvec_destroy(q, (size_t)w.ca.d_model * w.ca.d_model);
     free(ec);
+    cic_rt_clear(&rt);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     r->seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
     return rc;
