@@ -162,9 +162,10 @@ array() {
         { echo "slurm-local: FAIL: the unsharded run of $name failed" >&2; return 1; }
     "$py" - "$tmp/$name-merged/$file" "$tmp/$name-whole/$file" "$name" "$nn" <<'PY'
 import json, sys
-def strip(v):  # everything but the timing fields
+def strip(v):  # everything but the timing fields and the per-block figures
+    # (a merge of case shards has per_block null: design.md section 18)
     if isinstance(v, dict):
-        return {k: strip(x) for k, x in v.items() if k != "wall_seconds"}
+        return {k: strip(x) for k, x in v.items() if k not in ("wall_seconds", "per_block")}
     if isinstance(v, list):
         return [strip(x) for x in v]
     return v
