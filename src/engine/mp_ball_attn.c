@@ -32,14 +32,6 @@ static double aget(const _Atomic uint64_t *p)
     return v;
 }
 
-static double slice_nrm(const double *a, size_t off, int n)
-{
-    double s = 0;
-    int c;
-    for (c = 0; c < n; c++)
-        s += a[off + c] * a[off + c];
-    return up(sqrt(bound_sum(s, (size_t)n)));
-}
 
 
 static const double *abs_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
@@ -232,13 +224,10 @@ static double head_nrm(const ball_attn *A, const double *rp, const double *pu, s
                        int kvh, int cnt, double own)
 {
     double s = 0;
-    int j, c;
+    int j;
     for (j = 0; j < cnt; j++) {
         size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * A->dh;
-        double nv = 0;
-        for (c = 0; c < A->dh; c++)
-            nv += A->av[vo + c] * A->av[vo + c];
-        nv = up(sqrt(bound_sum(nv, (size_t)A->dh)));
+        double nv = norm2_up(A->av + vo, (size_t)A->dh, 1);
         s += up(rp[j] * nv + (pu[j] + rp[j]) * rad_at(A->ev, first + (size_t)j));
     }
     return up(bound_sum(s, (size_t)cnt) + own);
@@ -281,7 +270,7 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
     double V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq, W = 0, nmk;
     size_t N = (size_t)A->N, qo = row * A->lq + A->qc + (size_t)h * A->dh;
     int j, c, dh = A->dh;
-    nq = slice_nrm(A->aq, qo, dh);
+    nq = norm2_up(A->aq + qo, (size_t)dh, 1);
     for (c = 0; c < 2 * dh; c++)
         mk[c] = 0;
     for (j = 0; j < cnt; j++) {
@@ -297,10 +286,10 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
     }
     for (c = 0; c < dh && W > 0; c++)
         mv[c] /= W;
-    nmk = slice_nrm(mk, 0, dh);
+    nmk = norm2_up(mk, (size_t)dh, 1);
     for (j = 0; j < cnt; j++) {
         size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh;
-        nv[j] = slice_nrm(A->av, vo, dh);
+        nv[j] = norm2_up(A->av + vo, (size_t)dh, 1);
         nc[j] = centred_nrm(A->sv, vo, mv, dh, nv[j]);
         V += up(pu[j] * (1.0 + 2.0 * eta[j])) * nc[j];
     }
@@ -310,7 +299,7 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
     for (j = 0; j < cnt; j++) {
         size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
         double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), w = up(Pu * up(nc[j] + V));
-        double nk = centred_nrm(A->sk, ko, mk, dh, slice_nrm(A->ak, ko, dh));
+        double nk = centred_nrm(A->sk, ko, mk, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
         a += w * up(nk + rad_at(A->ek, first + (size_t)j));
         amax(A->qw + row * N + (size_t)j, up(nq * w));
         amax(A->pm + row * N + (size_t)j, up(pu[j] + rp[j]));
