@@ -5,7 +5,9 @@
 # ([text](path) or [text](path#anchor)) in README.md and docs/**/*.md must
 # be a file or folder, resolved from the linking file's folder, its #anchor
 # a heading of the target page; every `docs/...` path the README names in
-# backticks must exist. The guide's commands are run by test_guide.sh.
+# backticks must exist. The README keeps its two commands (install, build
+# and run cases/adaln.toml; the test suite). The guide's commands are run
+# by test_guide.sh.
 # Pages the other parts of issue 29 write on their own branches
 # (docs/guide/verify-dit.md, verify-vit-gptj.md, docs/reference/dit-rewrite.md)
 # may be linked before they arrive: while absent, a link to one is listed
@@ -19,6 +21,15 @@ cd "$root" || exit 1
 
 n=$(wc -l <README.md)
 [ "$n" -le 250 ] && ok "README.md has $n lines (at most 250)" || bad "README.md has $n lines, more than 250"
+
+# the README's two commands, kept as they are (.ci/run runs the second as
+# "the README's test command")
+for c in 'scripts/bootstrap.sh && build/cicheck run cases/adaln.toml' \
+         'meson test -C build --print-errorlogs'; do
+    if awk '/^```sh$/ { code = 1; next } /^```/ { code = 0 } code' README.md | grep -qxF -- "$c"
+    then ok "the README's command '$c', in a sh block"
+    else bad "the README lost its command '$c' (a line of its own in a sh block)"; fi
+done
 
 # anchors FILE: the GitHub anchors of FILE's headings, one a line
 anchors() {
