@@ -82,7 +82,7 @@ open(tmp + "/text.pt", "w").write("not a checkpoint\n")
 PY
 
 # job NAME CMD...: run CMD in the background (importing torch takes a
-# second each: they run at once); done WANT NAME DESC: wait,
+# second each: they all run at once); done WANT NAME DESC: wait,
 # then check its exit status as expect_rc does ($tmp/out and $tmp/err
 # become its output for has and expect_err)
 job() {
@@ -102,6 +102,8 @@ job orig "$py" "$conv" model "$tmp/orig.pt" "$tmp/c-orig" --config "$tmp/hf/conf
 job rw "$py" "$conv" model "$tmp/rw.pth" "$tmp/c-rw" --config "$tmp/rw/config.json"
 job rw-bad "$py" "$conv" model "$tmp/rw-bad.bin" "$tmp/c-rw-bad" --config "$tmp/rw-bad/config.json"
 job R "$py" "$conv" rotation "$tmp/R.bin" "$tmp/R.safetensors"
+job list "$py" "$conv" model "$tmp/list.pt" "$tmp/x"
+job wide "$py" "$conv" rotation "$tmp/R-wide.bin" "$tmp/x.safetensors"
 done_ 0 orig "convert the training checkpoint"
 expect_err "skipped 'epoch'" "the epoch is named as skipped"
 has "$tmp/out" "c-orig/model.safetensors" "the output names the file written"
@@ -109,8 +111,6 @@ done_ 0 rw "convert the rewrite"
 done_ 0 rw-bad "convert the broken rewrite"
 done_ 0 R "convert SpinQuant's R.bin"
 has "$tmp/out" "--q $tmp/R.safetensors --q-tensor R1" "R.bin: the output says how verify reads it"
-job list "$py" "$conv" model "$tmp/list.pt" "$tmp/x"
-job wide "$py" "$conv" rotation "$tmp/R-wide.bin" "$tmp/x.safetensors"
 expect_rc 0 "the tensors are the originals, bit for bit, dtypes kept" "$py" - "$tmp" <<'PY'
 import json, struct, sys
 import numpy as np
