@@ -6,57 +6,40 @@
  *   kind = "random"        # seeded hidden states (default; massive_* apply)
  *   kind = "tokens"        # seeded token ids through the checkpoint's
  *                          # embed_tokens (needs [model] checkpoint)
- *   file = "calib.safetensors"   # "input" [samples * tokens, d_model]
- *                          # hidden states, or "input_ids" [samples, tokens]
- *                          # I32/I64 (needs a checkpoint)
+ *   file = "calib.safetensors"   # "input" [samples, tokens, d_model] or
+ *                          # [samples * tokens, d_model] hidden states, or
+ *                          # "input_ids" [samples, tokens] or [tokens] (one
+ *                          # sample) I32/I64 (needs a checkpoint)
  *
  * The file (relative to the case file's folder) is opened and its tensor
- * checked here; its values are read when the model is built. */
+ * checked here, [model] tokens and samples against its shape (they split a
+ * 2-D "input"'s rows); its values are read when the model is built. */
 #include "case_int.h"
 
-#include "../base/safetensors_read.h"
+#include "../model/input_shape.h"
 
 #include <string.h>
 
 static const char *const _cic_input_keys[] = {"kind", "file"};
 
-/* The file's tensor against the model: CIC_OK or an error at (l, col). */
+/* The file's tensor against the model (input_shape.h: the forms allowed,
+ * its tokens and samples against the case's): CIC_OK or an error at
+ * (l, col). */
 static int check_file(cic_case_ctx *x, const cic_model_cfg *m, int l, int col)
 {
     cic_diag d;
-    cic_stfile *f;
-    const cic_stfile_tensor *t;
-    int64_t rows = (int64_t)m->samples * m->tokens;
-    int rc = CIC_EINPUT;
+    cic_input_shape s;
+    int tokens = m->tokens, samples = m->samples;
     memset(&d, 0, sizeof d);
-    f = cic_stfile_create(m->input_file, &d);
-    if (!f)
+    if (cic_input_shape_read(&s, m->input_file, &d) < 0 ||
+        cic_input_shape_fit(&tokens, &samples, &s, m->input_file, "[model] tokens =",
+                            "[model] samples =", &d) < 0 ||
+        cic_input_shape_check_width(&s, m->input_file, m->d_model, &d) < 0)
         return _cic_fail(x, l, col, "[input] file: %s: %s", m->input_file, d.msg);
-    if ((t = cic_stfile_find(f, "input")) != NULL) {
-        bool fl = t->dtype == CIC_STFILE_F32 || t->dtype == CIC_STFILE_BF16 ||
-                  t->dtype == CIC_STFILE_F16 || t->dtype == CIC_STFILE_F64;
-        if (!fl || t->ndim != 2 || t->shape[0] != rows || t->shape[1] != m->d_model)
-            _cic_fail(x, l, col, "[input] file '%s': tensor 'input' must be a float [%lld, "
-                      "%d] (samples * tokens, d_model)", m->input_file, (long long)rows,
-                      m->d_model);
-        else
-            rc = CIC_OK;
-    } else if ((t = cic_stfile_find(f, "input_ids")) != NULL) {
-        if (!m->checkpoint[0])
-            _cic_fail(x, l, col, "[input] file '%s': 'input_ids' need [model] checkpoint "
-                      "(its embed_tokens)", m->input_file);
-        else if ((t->dtype != CIC_STFILE_I32 && t->dtype != CIC_STFILE_I64) ||
-                 (int64_t)t->count != rows || t->ndim != 2 || t->shape[0] != m->samples)
-            _cic_fail(x, l, col, "[input] file '%s': tensor 'input_ids' must be I32 or I64 "
-                      "[%d, %d] (samples, tokens)", m->input_file, m->samples, m->tokens);
-        else
-            rc = CIC_OK;
-    } else {
-        _cic_fail(x, l, col, "[input] file '%s' has no tensor 'input' (hidden states) or "
-                  "'input_ids' (token ids)", m->input_file);
-    }
-    cic_stfile_destroy(f);
-    return rc;
+    if (s.ids && !m->checkpoint[0])
+        return _cic_fail(x, l, col, "[input] file '%s': 'input_ids' need [model] checkpoint "
+                         "(its embed_tokens)", m->input_file);
+    return CIC_OK;
 }
 
 int _cic_load_input(cic_case_ctx *x, cic_case *c, const cic_toml_node *it)

@@ -33,14 +33,18 @@ const char CIC_VERIFY_USAGE[] =
     "                       and runs it as RMSNorm on a centred stream (QuaRot,\n"
     "                       SliceGPT); its stream is compared with the original's\n"
     "                       without the row mean (default kept)\n"
-    "  --input FILE         the block input: \"input\" [samples * tokens, d] hidden\n"
-    "                       states, or \"input_ids\" [samples, tokens] token ids\n"
+    "  --input FILE         the block input as saved: \"input\" hidden states\n"
+    "                       [batch, tokens, d] or [rows, d], or \"input_ids\" token\n"
+    "                       ids [batch, tokens] or [tokens] (I32, I64); tokens and\n"
+    "                       samples (batch) are the file's: a --tokens or --samples\n"
+    "                       given must agree, and splits [rows, d] (neither: one\n"
+    "                       sample of rows tokens)\n"
     "  --input-kind tokens  seeded token ids through each model's embed_tokens\n"
     "                       (default: seeded hidden states)\n"
     "  --layers N | a-b     the first N layers, or layers a to b (0-based; at most\n"
     "                       1024 at once)\n"
-    "  --tokens N           tokens per sample (default 16)\n"
-    "  --samples N          samples (default 2)\n"
+    "  --tokens N           tokens per sample (default 16, or the input file's)\n"
+    "  --samples N          samples (default 2, or the input file's)\n"
     "  --seed N             seed of the block input (default 0)\n"
     "  --mpfr-prec P        MPFR precision of both runs (default 128)\n"
     "  --threads N          MPFR threads (default: one per core)\n"
@@ -285,9 +289,7 @@ int cic_cmd_verify(int argc, char **argv)
     int i, np = 0, rc;
     memset(&o, 0, sizeof o);
     memset(&d, 0, sizeof d);
-    o.tokens = 16;
-    o.samples = 2;
-    o.prec = 128;
+    o.prec = 128; /* tokens and samples 0: not given (cic_verify_input_dims) */
     for (i = 0; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
             fputs(CIC_VERIFY_USAGE, stdout);
@@ -314,7 +316,9 @@ int cic_cmd_verify(int argc, char **argv)
     strcpy(o.orig, pos[0]);
     strcpy(o.trans, pos[1]);
     o.threads = (int)threads;
-    rc = cic_verify(&o, &r, &d);
+    rc = cic_verify_input_dims(&o, &d);
+    if (rc == CIC_OK)
+        rc = cic_verify(&o, &r, &d);
     if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
         cic_diag_print(stderr, &d);
         return rc;

@@ -2,6 +2,7 @@
 /* checkpoint.c: a Hugging Face checkpoint folder as a weight source
  * (checkpoint.h). */
 #include "checkpoint_int.h"
+#include "input_shape.h"
 
 #include "../base/json_type.h"
 #include "../base/rng.h"
@@ -240,36 +241,39 @@ static int embed_rows(float *out, const cic_ckpt *k, const int64_t *ids, size_t 
 }
 
 /* The input file's hidden states ("input") or token ids ("input_ids",
- * through embed_tokens: k needed). */
+ * through embed_tokens: k needed), in any form input_shape.h allows that
+ * agrees with the model's tokens and samples (rows are tokens, sample s
+ * owning rows s * tokens .. in every form). */
 static int input_from_file(cic_model *m, const cic_ckpt *k, cic_diag *d)
 {
     cic_tensor *x = &m->t[m->input];
-    cic_stfile *f = cic_stfile_create(m->cfg.input_file, d);
+    const char *path = m->cfg.input_file;
+    cic_stfile *f = cic_stfile_create(path, d);
     const cic_stfile_tensor *t;
+    cic_input_shape s;
     size_t n = (size_t)x->rows;
-    int rc = -1;
+    int tokens = m->cfg.tokens, samples = m->cfg.samples, rc = -1;
     if (!f)
         return -1;
-    if ((t = cic_stfile_find(f, "input")) != NULL) {
-        if (!(t->ndim == 2 && t->shape[0] == x->rows && t->shape[1] == x->cols))
-            cic_diag_set(d, t->file, 0, 0, "tensor 'input' must be [%d, %d] (samples * "
-                         "tokens, d_model)", x->rows, x->cols);
-        else
-            rc = read_values(x->f32, t, (uint64_t)x->rows * x->cols, d);
-    } else if ((t = cic_stfile_find(f, "input_ids")) != NULL) {
+    if (cic_input_shape_of(&s, f, path, d) < 0 ||
+        cic_input_shape_fit(&tokens, &samples, &s, path, "tokens", "samples", d) < 0 ||
+        cic_input_shape_check_width(&s, path, x->cols, d) < 0)
+        goto done;
+    CIC_ASSERT((int64_t)tokens * samples == x->rows);
+    t = cic_stfile_find(f, s.name);
+    if (!s.ids) {
+        rc = read_values(x->f32, t, (uint64_t)x->rows * x->cols, d);
+    } else if (!k) {
+        cic_diag_set(d, path, 0, 0, "'input_ids' need a checkpoint's embed_tokens");
+    } else {
         int64_t *ids = cic_calloc(n, sizeof *ids);
-        if (!k)
-            cic_diag_set(d, t->file, 0, 0, "'input_ids' need a checkpoint's embed_tokens");
-        else if (t->count != n || (t->dtype != CIC_STFILE_I32 && t->dtype != CIC_STFILE_I64))
-            cic_diag_set(d, t->file, 0, 0, "tensor 'input_ids' must be I32 or I64 [%d, %d] "
-                         "(samples, tokens)", m->cfg.samples, m->cfg.tokens);
-        else if (ids && cic_stfile_tensor_read_i64(ids, t, 0, n, d) == 0)
+        if (!ids)
+            cic_diag_set(d, path, 0, 0, "out of memory");
+        else if (cic_stfile_tensor_read_i64(ids, t, 0, n, d) == 0)
             rc = embed_rows(x->f32, k, ids, n, x->cols, m->cfg.tokens, d);
         free(ids);
-    } else {
-        cic_diag_set(d, m->cfg.input_file, 0, 0, "no tensor 'input' (hidden states) or "
-                     "'input_ids' (token ids)");
     }
+done:
     cic_stfile_destroy(f);
     return rc;
 }

@@ -84,10 +84,12 @@ int cic_ckpt_fill(cic_model *m, const cic_model_progress *p, cic_diag *d);
 /* The block input of [input] (cfg.input_kind): nothing for random (the
  * seeded generator draws it), seeded token ids (key (seed,
  * "input.tokens"), uniform over the vocabulary) through k's embed_tokens,
- * or the file cfg.input_file: "input" [samples * tokens, d_model] hidden
- * states (float, as stored, finite), or "input_ids" [samples, tokens] I32
- * or I64 through k's embed_tokens. k may be NULL (a seeded model: "input"
- * only). The input's seeded draw is then unmarked. 0, or -1 with d set. */
+ * or the file cfg.input_file: "input" hidden states [samples, tokens,
+ * d_model] or [samples * tokens, d_model] (float, as stored, finite), or
+ * "input_ids" [samples, tokens] or [tokens] (one sample) I32 or I64 through
+ * k's embed_tokens (input_shape.h; its sizes must agree with cfg's). k may
+ * be NULL (a seeded model: "input" only). The input's seeded draw is then
+ * unmarked. 0, or -1 with d set. */
 int cic_input_fill(cic_model *m, const cic_ckpt *k, cic_diag *d);
 
 /* The storage of the tensors a model reads from a checkpoint

@@ -9,6 +9,7 @@
 #include "../engine/engine.h"
 #include "../metric/metric.h"
 #include "../model/checkpoint.h"
+#include "../model/input_shape.h"
 #include "../model/source.h"
 #include "../report/report.h"
 #include "../xform/qmat.h"
@@ -347,6 +348,25 @@ static int obtain_q(mpfr_t **q, cic_vrun *w, cic_verify_result *r, const cic_ckp
     return CIC_OK;
 }
 
+int cic_verify_input_dims(cic_verify_opts *o, cic_diag *d)
+{
+    if (o->input_kind != CIC_INPUT_FILE) {
+        o->tokens = o->tokens ? o->tokens : CIC_VERIFY_TOKENS;
+        o->samples = o->samples ? o->samples : CIC_VERIFY_SAMPLES;
+        return CIC_OK;
+    }
+    if (cic_input_file_dims(&o->tokens, &o->samples, o->input_file, d) < 0)
+        return CIC_EINPUT;
+    if (o->tokens > CIC_CASE_MAX_TOKENS || o->samples > CIC_MAX_SAMPLES ||
+        (int64_t)o->tokens * o->samples > CIC_CASE_MAX_ROWS) {
+        cic_diag_set(d, o->input_file, 0, 0, "%d tokens x %d samples: at most %d tokens, %d "
+                     "samples and %d rows", o->tokens, o->samples, CIC_CASE_MAX_TOKENS,
+                     CIC_MAX_SAMPLES, CIC_CASE_MAX_ROWS);
+        return CIC_EINPUT;
+    }
+    return CIC_OK;
+}
+
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
 {
     cic_vrun w;
@@ -362,6 +382,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     cic_rt_init(&rt, o->threads); /* the models' context: they hold &rt */
     w.o = o;
     w.rt = &rt;
+    CIC_ASSERT(o->tokens > 0 && o->samples > 0); /* cic_verify_input_dims */
     w.hidden = hidden_input(o);
     memset(r, 0, sizeof *r);
     r->first_bad = -1;

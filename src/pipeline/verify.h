@@ -124,7 +124,18 @@ typedef struct {
     double seconds;
 } cic_verify_result;
 
-/* Run the check. CIC_OK (every verdict equivalent), CIC_EFAIL (one is not),
+/* The block input's sizes when neither the command line nor a file gives
+ * them (seeded input). */
+#define CIC_VERIFY_TOKENS 16
+#define CIC_VERIFY_SAMPLES 2
+
+/* o->tokens and o->samples (0: not given) before cic_verify: the input
+ * file's when o has one (src/model/input_shape.h; a value given must agree
+ * with its shape, and splits a 2-D "input"'s rows), else the defaults
+ * above for those not given. CIC_OK, or CIC_EINPUT with d set. */
+int cic_verify_input_dims(cic_verify_opts *o, cic_diag *d);
+
+/* Run the check (o->tokens and o->samples set: cic_verify_input_dims). CIC_OK (every verdict equivalent), CIC_EFAIL (one is not),
  * CIC_EINPUT (bad input: d says why), CIC_EINTERNAL (out of memory). */
 int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d);
 
