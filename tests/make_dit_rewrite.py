@@ -8,7 +8,7 @@ for cicheck verify's tests and the guide. Never uses cicheck.
         [--dout 8] [--layers 5] [--seed 1]
     make_dit_rewrite.py rewrite ORIG OUT --adaln STRATEGY [--q FILE]
         [--q-seed 7] [--c0-seed 11 | --c0 FILE:ROW] [--mistake KIND:BLOCK]
-        [--dtype f32|bf16]
+        [--dtype f32|bf16] [--stream centered|mean-preserving]
     make_dit_rewrite.py input OUT.safetensors --samples B --tokens N --d D
         --dc DC [--c0 FILE:ROW] [--no-input] [--no-c] [--seed 3]
 
@@ -27,7 +27,9 @@ stored float32 weights and Q, then stored (F32, or BF16 with --dtype):
   input's width (Sylvester / sqrt(w)), W H; the stream not rotated.
 Q (a Haar-random orthogonal d x d from --q-seed, stored F32) is written to
 OUT/Q.safetensors for the strategies that rotate the stream (--q FILE
-reads it instead, e.g. to share one Q between rewrites).
+reads it instead, e.g. to share one Q between rewrites); --stream
+mean-preserving makes Q 1 = 1 and leaves C out of the static fold's
+writers (verify's --layernorm kept).
 --mistake KIND:BLOCK plants one error at block BLOCK: qt-missing (static:
 attn.proj without Q^T), gate-missing (static: mlp.fc2 without the gate),
 mean-kept (static: attn.proj without C), other-cond (static: the block
@@ -95,6 +97,18 @@ def haar(d, seed):
     return q * np.sign(np.diag(r))
 
 
+def mean_preserving(d, seed):
+    """An orthogonal Q with Q 1 = 1: B diag(1, R) B^T, B's first column
+    1 / sqrt(d), R Haar of order d - 1."""
+    g = np.random.default_rng(seed + 1000).normal(size=(d, d))
+    g[:, 0] = 1
+    b, r = np.linalg.qr(g)
+    b = b * np.sign(np.diag(r))
+    inner = np.eye(d)
+    inner[1:, 1:] = haar(d - 1, seed)
+    return b @ inner @ b.T
+
+
 def fold_reader(w, b, shift, scale, q):
     """W diag(1 + scale) Q and b + W shift (PyTorch layout [out, in])."""
     return (w * (1 + scale)) @ q, b + w @ shift
@@ -115,7 +129,7 @@ def cond_row(spec, dc):
     return np.asarray(c, dtype=np.float64).reshape(-1, dc)[int(row)]
 
 
-def static_block(v, p, c0, q, kind, other):
+def static_block(v, p, c0, q, kind, other, centered):
     """The static fold of block p (names under p) for condition c0."""
     cnd = other if kind == "other-cond" else c0
     mod = v[p + "adaLN_modulation.1.weight"] @ silu(cnd) + v[p + "adaLN_modulation.1.bias"]
@@ -126,12 +140,12 @@ def static_block(v, p, c0, q, kind, other):
         v[p + "attn.qkv.weight"], v[p + "attn.qkv.bias"], sh1, sc1, q)
     out["attn.proj.weight"], out["attn.proj.bias"] = fold_writer(
         v[p + "attn.proj.weight"], v[p + "attn.proj.bias"], g1, q,
-        center=kind != "mean-kept", qt=kind != "qt-missing")
+        center=centered and kind != "mean-kept", qt=kind != "qt-missing")
     out["mlp.fc1.weight"], out["mlp.fc1.bias"] = fold_reader(
         v[p + "mlp.fc1.weight"], v[p + "mlp.fc1.bias"], sh2, sc2, q)
     out["mlp.fc2.weight"], out["mlp.fc2.bias"] = fold_writer(
         v[p + "mlp.fc2.weight"], v[p + "mlp.fc2.bias"],
-        np.ones(d) if kind == "gate-missing" else g2, q)
+        np.ones(d) if kind == "gate-missing" else g2, q, center=centered)
     return out
 
 
@@ -150,7 +164,8 @@ def rewrite(a):
         if a.q:
             q = np.asarray(list(read_st(a.q)[0].values())[0], dtype=np.float64)
         else:
-            q = stored(haar(d, a.q_seed), "f32")
+            mp = a.stream == "mean-preserving"
+            q = stored((mean_preserving if mp else haar)(d, a.q_seed), "f32")
             save(os.path.join(a.out, "Q.safetensors"), [("Q", q)])
     out = {}
     if a.adaln == "static-fold":
@@ -159,7 +174,8 @@ def rewrite(a):
         other = np.random.default_rng(a.c0_seed + 1).normal(size=dc)
         for i in range(layers):
             p = f"blocks.{i}."
-            for k, x in static_block(v, p, c0, q, kind if i == at else "", other).items():
+            for k, x in static_block(v, p, c0, q, kind if i == at else "", other,
+                                     a.stream == "centered").items():
                 out[p + k] = x
         mod = v["final_layer.adaLN_modulation.1.weight"] @ silu(c0) + \
             v["final_layer.adaLN_modulation.1.bias"]
@@ -222,6 +238,7 @@ def main():
     r.add_argument("--c0")
     r.add_argument("--mistake")
     r.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+    r.add_argument("--stream", default="centered", choices=["centered", "mean-preserving"])
     i = sub.add_parser("input")
     i.add_argument("out")
     for k in ("samples", "tokens", "d", "dc"):

@@ -47,7 +47,10 @@ static int read_t(double **out, const cic_ckpt *k, const char *dir, const char *
     if (!t) {
         if (optional)
             return 1;
-        cic_diag_set(d, dir, 0, 0, "no tensor '%s' [%d, %d]%s", name, rows, cols, why);
+        if (rows == 1)
+            cic_diag_set(d, dir, 0, 0, "no tensor '%s' [%d]%s", name, cols, why);
+        else
+            cic_diag_set(d, dir, 0, 0, "no tensor '%s' [%d, %d]%s", name, rows, cols, why);
         return -1;
     }
     fits = (t->ndim == 2 && t->shape[0] == rows && t->shape[1] == cols) ||
