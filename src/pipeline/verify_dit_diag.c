@@ -224,10 +224,8 @@ static const double *kept_rule(double *e, int i, const vd_block *ob, const vd_ct
 /* One tensor off the rule of a strategy that keeps the weights: the
  * mistake into buf ("" none). */
 static void kept_mistake(char *buf, size_t cap, int i, const vd_block *ob, const vd_block *rb,
-                         const vd_ctx *c, double tol, double *e)
+                         const vd_ctx *c, const char *name, double tol, double *e)
 {
-    const char *name = c->st.fold == CIC_ADALN_FOLD_PER_SAMPLE ? "per-sample-fold"
-                                                               : "online-unrotate";
     int n, k;
     shape(&n, &k, i, c);
     buf[0] = '\0';
@@ -339,7 +337,7 @@ void vd_diagnose(cic_verify_dit_result *r, int layer, const vd_block *ob, const 
         if (stat)
             static_mistake(buf, sizeof buf, i, ob, rb, c, cond, c0, r->eq, e, tmp);
         else
-            kept_mistake(buf, sizeof buf, i, ob, rb, c, r->eq, e);
+            kept_mistake(buf, sizeof buf, i, ob, rb, c, CIC_XFORM_NAME[r->kind], r->eq, e);
         if (buf[0])
             add(r, layer, name, "%s", buf);
         else

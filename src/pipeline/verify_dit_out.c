@@ -8,6 +8,7 @@
 #include "verify_dit.h"
 
 #include "../report/report.h"
+#include "../xform/kinds.h"
 
 #include <jansson.h>
 #include <math.h>
@@ -23,8 +24,8 @@ static void print_flops(FILE *f, const cic_verify_dit_result *r)
 {
     double a = 0, b = 0;
     int i;
-    fprintf(f, "adaLN FLOPs per block (%d samples x %d tokens; d = %d, m = %d, d_cond = %d): "
-            "%s against the original\n", r->samples, r->tokens, r->d, r->d_mlp, r->d_cond,
+    fprintf(f, "adaLN FLOPs per block (%d sample%s x %d tokens; d = %d, m = %d, d_cond = %d): "
+            "%s against the original\n", r->samples, r->samples == 1 ? "" : "s", r->tokens, r->d, r->d_mlp, r->d_cond,
             CIC_XFORM_NAME[r->kind]);
     fprintf(f, "  %-11s %14s %14s %9s\n", "site", "original", "rewrite", "extra");
     for (i = 0; i < N_SITES; i++) {
@@ -50,15 +51,16 @@ static void samples_with(char *buf, size_t cap, const enum cic_verdict *v, int B
 
 static void print_head(FILE *f, const cic_verify_opts *o, const cic_verify_dit_result *r)
 {
-    fprintf(f, "verify %s against %s: DiT, %d block%s from %d, %d tokens x %d samples, adaLN "
+    fprintf(f, "verify %s against %s: DiT, %d block%s from %d, %d tokens x %d sample%s, adaLN "
             "strategy %s\n", o->trans, o->orig, r->n_layers, r->n_layers == 1 ? "" : "s",
-            r->layer0, r->tokens, r->samples, CIC_XFORM_NAME[r->kind]);
+            r->layer0, r->tokens, r->samples, r->samples == 1 ? "" : "s",
+            CIC_XFORM_NAME[r->kind]);
     fprintf(f, "conditions %s; hidden states %s", r->cond_file ? "from the input file (\"c\")"
                                                                : "seeded (one per sample)",
             r->hidden_file ? "from the input file" : "seeded");
     if (r->calib >= 0)
         fprintf(f, "; sample %d has the static fold's calibration condition adaln.c0", r->calib);
-    else if (strcmp(CIC_XFORM_NAME[r->kind], "static-fold") == 0)
+    else if (cic_xform_desc_of((enum cic_xform_kind)r->kind)->adaln.fold == CIC_ADALN_FOLD_STATIC)
         fprintf(f, "; no sample has the static fold's calibration condition adaln.c0");
     fprintf(f, "\n");
     if (o->q_file[0])
@@ -159,7 +161,7 @@ void cic_verify_dit_print(FILE *f, const cic_verify_opts *o, const cic_verify_di
         for (s = 0; s < r->samples; s++)
             fprintf(f, " %9.3g", r->ce[(size_t)i * r->samples + s]);
         if (r->block[i] != CIC_VERDICT_EQUIVALENT)
-            fprintf(f, "   (samples %s)", buf);
+            fprintf(f, "   (sample%s %s)", strchr(buf, ',') ? "s" : "", buf);
         fprintf(f, "\n");
     }
     if (r->have_head) {
