@@ -35,7 +35,9 @@ attn.proj without Q^T), gate-missing (static: mlp.fc2 without the gate),
 mean-kept (static: attn.proj without C), other-cond (static: the block
 folded for another condition), q-folded (online-unrotate, per-sample-fold:
 attn.qkv stored as W Q), h-missing (branch: mlp.fc2 without H), noise (any:
-attn.proj plus a small dense perturbation no rule explains).
+attn.proj plus a small dense perturbation no rule explains), final-unrotated
+(BLOCK unused: final_layer.linear without Q (static), without H (branch),
+or with Q folded in (the others)).
 
 input: "input" [B, N, D] hidden states and "c" [B, DC] conditions (seeded;
 --c0 puts row ROW of that file's "c" (or its adaln.c0) at sample 0)."""
@@ -180,13 +182,16 @@ def rewrite(a):
         mod = v["final_layer.adaLN_modulation.1.weight"] @ silu(c0) + \
             v["final_layer.adaLN_modulation.1.bias"]
         out["final_layer.linear.weight"], out["final_layer.linear.bias"] = fold_reader(
-            v["final_layer.linear.weight"], v["final_layer.linear.bias"], mod[:d], mod[d:], q)
+            v["final_layer.linear.weight"], v["final_layer.linear.bias"], mod[:d], mod[d:],
+            np.eye(d) if kind == "final-unrotated" else q)
         out["adaln.c0"] = c0
     else:
         out = dict(v)
         if a.adaln == "branch-rotate":
             hd, hm = sylvester(d) / np.sqrt(d), sylvester(m) / np.sqrt(m)
             for k in list(out):
+                if k == "final_layer.linear.weight" and kind == "final-unrotated":
+                    continue
                 if k.endswith(("qkv.weight", "proj.weight", "fc1.weight", "linear.weight")):
                     out[k] = out[k] @ hd
                 elif k.endswith("fc2.weight") and not (kind == "h-missing" and
@@ -195,6 +200,8 @@ def rewrite(a):
         elif kind == "q-folded":
             k = f"blocks.{at}.attn.qkv.weight"
             out[k] = out[k] @ q
+        elif kind == "final-unrotated":
+            out["final_layer.linear.weight"] = out["final_layer.linear.weight"] @ q
     if kind == "noise":
         k = f"blocks.{at}.attn.proj.weight"
         out[k] = out[k] + np.random.default_rng(99).normal(0, 0.05, out[k].shape)

@@ -6,7 +6,8 @@
 # strategy:
 #   - each strategy correct: exit 0, every block equivalent on every sample;
 #   - a planted mistake at block 2 of each: exit 1, block 2 alone broken,
-#     the tensor and the mistake named (text and report.json);
+#     the tensor and the mistake named (text and report.json); one in the
+#     final layer alone;
 #   - a static fold on 3 conditions from the input file: exact on its own
 #     (sample 0, and sample 1 when folded for that one), broken on the
 #     others, the block named, exit 1;
@@ -91,6 +92,20 @@ for m in "static-fold:qt-missing:blocks.2.attn.proj.weight:Q^T not applied" \
         "$s, $k: report.json: only block 2 broken"
     check_field "r-$k-$s/report.json" "r['layers'][2]['diagnosis'][0]['tensor']" "$tensor" \
         "$s, $k: report.json's diagnosis names $tensor"
+done
+
+# a mistake in the final layer alone: every block equivalent, the final
+# layer's linear named
+for m in "static-fold:Q not applied" "branch-rotate:equals the original (Hadamard not applied)"; do
+    s=${m%%:*}
+    rw "f-$s" "$s" --mistake final-unrotated:0
+    # shellcheck disable=SC2046
+    expect_rc 1 "$s, final layer unrotated: not equivalent" \
+        "$bin" verify dit "f-$s" --adaln "$s" $(qopt "f-$s" "$s") --samples 1 --out "r-f-$s"
+    has "$tmp/out" "every block equivalent; the final layer is not" "$s: the blocks are fine"
+    has "$tmp/out" "  final_layer.linear.weight: ${m#*:}" "$s: the final linear named"
+    check_field "r-f-$s/report.json" "r['final_layer_diagnosis'][0]['tensor']" \
+        final_layer.linear.weight "$s: report.json's final_layer_diagnosis"
 done
 
 # a static fold on 3 conditions from the input file, folded for sample 0's

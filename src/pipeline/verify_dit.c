@@ -289,6 +289,8 @@ static int head(vdit *v, bufs *b, cic_diag *d)
         r->head_verdict[s] = cic_xform_verdict(r->head_ce[s], r->eq, r->br);
         r->head_bad |= r->head_verdict[s] != CIC_VERDICT_EQUIVALENT;
     }
+    if (r->head_bad)
+        vd_diagnose_final(r, &of, &rf, c, v->c0);
     rc = 0;
 done:
     vd_block_free(&of);

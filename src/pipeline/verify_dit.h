@@ -26,7 +26,7 @@
 /* One finding of the diagnosis: the tensor ("" the block as a whole) and
  * what is wrong with it. */
 typedef struct {
-    int layer;
+    int layer;          /* checkpoint numbering; -1 the final layer */
     char tensor[160];
     char finding[240];
 } cic_vdit_finding;
@@ -78,6 +78,13 @@ bool cic_verify_dit_is(const char *dir);
  * Free r with cic_verify_dit_result_clear (also after a failure). */
 int cic_verify_dit(const cic_verify_opts *o, cic_verify_dit_result *r, cic_diag *d);
 void cic_verify_dit_result_clear(cic_verify_dit_result *r);
+
+/* The findings of block layer (checkpoint numbering; -1 the final layer):
+ * how many, and in *first (when first is not NULL) the first of them; the
+ * rest follow it in r->find with the same layer. A plug point for a
+ * per-family diagnosis of verify (verify_dit_out.c). */
+int cic_verify_dit_findings(const cic_verify_dit_result *r, int layer,
+                            const cic_vdit_finding **first);
 
 /* What verify prints of r (verify_dit_out.c). */
 void cic_verify_dit_print(FILE *f, const cic_verify_opts *o, const cic_verify_dit_result *r);

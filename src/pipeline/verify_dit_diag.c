@@ -352,3 +352,75 @@ done:
     free(e);
     free(tmp);
 }
+
+/* The final layer's tensor got (n values) against rule, then against the
+ * candidates cand[j] (NULL: skipped) named label[j]; a finding under
+ * layer -1 when off the rule. */
+static void judge(cic_verify_dit_result *r, const char *name, const double *got,
+                  const double *rule, size_t n, const double *const *cand,
+                  const char *const *label, int nc)
+{
+    double dr = rel(got, rule, n);
+    int j;
+    if (dr <= r->eq)
+        return;
+    for (j = 0; j < nc; j++)
+        if (cand[j] && rel(got, cand[j], n) <= r->eq) {
+            add(r, -1, name, "%s", label[j]);
+            return;
+        }
+    add(r, -1, name, "differs from the rule by %.3g (relative); no known mistake explains it",
+        dr);
+}
+
+void vd_diagnose_final(cic_verify_dit_result *r, const vd_block *of, const vd_block *rf,
+                       const vd_ctx *c, const double *c0)
+{
+    int d = c->d, o = c->dout;
+    size_t nw = (size_t)o * d;
+    double *e = malloc(4 * nw * sizeof *e), *tmp = malloc((nw + 2 * (size_t)d + o) * sizeof *tmp);
+    double *mod, *eb;
+    if (!e || !tmp) {
+        add(r, -1, "", "not diagnosed: out of memory");
+        goto done;
+    }
+    mod = tmp + nw;
+    eb = mod + 2 * d;
+    if (c->st.fold == CIC_ADALN_FOLD_STATIC) {
+        const double *cw[3] = {of->t[VD_LIN_W], e + nw, e + 2 * nw};
+        const char *lw[3] = {"equals the original (not folded)", "Q not applied",
+                             "(1 + scale) not folded"};
+        const double *cb[1] = {of->t[VD_LIN_B]};
+        const char *lb[1] = {"equals the original (shift not folded)"};
+        vd_modulation(mod, c0, of->t[VD_FADA_W], of->t[VD_FADA_B], 2 * d, c->dc);
+        reader(e, of->t[VD_LIN_W], o, d, mod + d, c->q, tmp);
+        reader(e + nw, of->t[VD_LIN_W], o, d, mod + d, NULL, tmp);
+        reader(e + 2 * nw, of->t[VD_LIN_W], o, d, NULL, c->q, tmp);
+        reader_b(eb, of->t[VD_LIN_B], of->t[VD_LIN_W], o, d, mod);
+        judge(r, VD_FNAME[VD_LIN_W], rf->t[VD_LIN_W], e, nw, cw, lw, 3);
+        judge(r, VD_FNAME[VD_LIN_B], rf->t[VD_LIN_B], eb, (size_t)o, cb, lb, 1);
+    } else {
+        const double *cw[1] = {c->st.branch ? of->t[VD_LIN_W] : c->q ? e + nw : NULL};
+        char kept[160];
+        const char *lw[1] = {kept};
+        const double *h = c->st.branch ? c->hd : c->q;
+        int i;
+        if (c->st.branch)
+            snprintf(kept, sizeof kept, "equals the original (Hadamard not applied)");
+        else
+            snprintf(kept, sizeof kept, "Q folded into it, but %s keeps the original weights "
+                     "(Q applied twice)", CIC_XFORM_NAME[r->kind]);
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, o, d, d, 1.0, of->t[VD_LIN_W], d,
+                    h, d, 0.0, e + nw, d);
+        judge(r, VD_FNAME[VD_LIN_W], rf->t[VD_LIN_W], c->st.branch ? e + nw : of->t[VD_LIN_W],
+              nw, cw, lw, 1);
+        for (i = VD_LIN_B; i < VD_NF; i++)
+            judge(r, VD_FNAME[i], rf->t[i], of->t[i],
+                  i == VD_LIN_B ? (size_t)o : i == VD_FADA_B ? 2 * (size_t)d
+                                                             : 2 * (size_t)d * c->dc,
+                  NULL, NULL, 0);
+    }
+done:
+    free(e);
+    free(tmp);
+}

@@ -99,4 +99,10 @@ void vd_diagnose(cic_verify_dit_result *r, int layer, const vd_block *ob, const 
                  const vd_ctx *c, const double *cond, const double *c0,
                  const bool *ok_sample);
 
+/* The same for the final layer (findings under layer -1): its linear
+ * (and, but for a static fold, its modulation) against the rule; nothing
+ * when every tensor keeps it. */
+void vd_diagnose_final(cic_verify_dit_result *r, const vd_block *of, const vd_block *rf,
+                       const vd_ctx *c, const double *c0);
+
 #endif

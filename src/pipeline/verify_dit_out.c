@@ -176,6 +176,14 @@ void cic_verify_dit_print(FILE *f, const cic_verify_opts *o, const cic_verify_di
     }
     print_flops(f, r);
     print_findings(f, r);
+    if (cic_verify_dit_findings(r, -1, NULL) > 0) {
+        samples_with(buf, sizeof buf, r->head_verdict, r->samples, true);
+        fprintf(f, "the final layer is broken on sample%s %s:\n", strchr(buf, ',') ? "s" : "",
+                buf);
+        for (i = 0; i < r->n_find; i++)
+            if (r->find[i].layer == -1)
+                fprintf(f, "  %s: %s\n", r->find[i].tensor, r->find[i].finding);
+    }
     if (r->calib >= 0 && r->first_bad >= 0) {
         int c = calib_first_bad(r);
         if (c >= 0)
@@ -199,22 +207,46 @@ static json_t *jnum(double v)
     return isfinite(v) ? json_real(v) : json_null();
 }
 
+int cic_verify_dit_findings(const cic_verify_dit_result *r, int layer,
+                            const cic_vdit_finding **first)
+{
+    int j, n = 0;
+    if (first)
+        *first = NULL;
+    for (j = 0; j < r->n_find; j++)
+        if (r->find[j].layer == layer) {
+            if (first && !*first)
+                *first = &r->find[j];
+            n++;
+        }
+    return n;
+}
+
+/* The findings of layer (-1: the final layer) as report.json's
+ * "diagnosis" array. */
+static json_t *findings_json(const cic_verify_dit_result *r, int layer)
+{
+    json_t *dg = json_array();
+    int j;
+    for (j = 0; j < r->n_find; j++)
+        if (r->find[j].layer == layer)
+            json_array_append_new(dg, json_pack("{s:o,s:s}", "tensor", r->find[j].tensor[0]
+                                                                   ? json_string(r->find[j].tensor)
+                                                                   : json_null(),
+                                                "finding", r->find[j].finding));
+    return dg;
+}
+
 /* Layer i's entry: its verdict, per sample ce and verdict, its findings. */
 static json_t *layer_json(const cic_verify_dit_result *r, int i)
 {
-    json_t *ce = json_array(), *vs = json_array(), *dg = json_array();
-    int s, j, l = r->layer0 + i;
+    json_t *ce = json_array(), *vs = json_array(), *dg = findings_json(r, r->layer0 + i);
+    int s, l = r->layer0 + i;
     for (s = 0; s < r->samples; s++) {
         json_array_append_new(ce, jnum(r->ce[(size_t)i * r->samples + s]));
         json_array_append_new(vs, json_string(CIC_VERDICT_NAME[r->verdict[(size_t)i * r->samples
                                                                            + s]]));
     }
-    for (j = 0; j < r->n_find; j++)
-        if (r->find[j].layer == l)
-            json_array_append_new(dg, json_pack("{s:o,s:s}", "tensor", r->find[j].tensor[0]
-                                                                   ? json_string(r->find[j].tensor)
-                                                                   : json_null(),
-                                                "finding", r->find[j].finding));
     return json_pack("{s:i,s:s,s:o,s:o,s:o}", "layer", l, "verdict",
                      CIC_VERDICT_NAME[r->block[i]], "ce_per_sample", ce, "verdict_per_sample",
                      vs, "diagnosis", dg);
@@ -272,6 +304,7 @@ int cic_verify_dit_write_json(const cic_verify_opts *o, const cic_verify_dit_res
         json_array_append_new(hd, json_pack("{s:o,s:s}", "ce", jnum(r->head_ce[i]), "verdict",
                                             CIC_VERDICT_NAME[r->head_verdict[i]]));
     json_object_set_new(v, "final_layer_per_sample", r->have_head ? hd : json_null());
+    json_object_set_new(v, "final_layer_diagnosis", findings_json(r, -1));
     if (!r->have_head)
         json_decref(hd);
     json_object_set_new(v, "adaln_flops_per_block", flops_json(r));
