@@ -381,12 +381,12 @@ int cic_verify_dit(const cic_verify_opts *o, cic_verify_dit_result *r, cic_diag 
     vd_storage(&v);
     thresholds(&v);
     flops(&v);
-    if (run(&v, d) < 0) {
-        rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
+    if (run(&v, d) < 0) /* a tensor's shape or value, or memory */
         goto done;
-    }
     rc = r->first_bad >= 0 || r->head_bad ? CIC_EGATE : CIC_OK;
 done:
+    if (rc == CIC_EINPUT && (!d->msg[0] || strstr(d->msg, "out of memory")))
+        rc = CIC_EINTERNAL;
     if (cic_stfile_check_unchanged(d) != 0)
         rc = CIC_EINTERNAL;
     cic_ckpt_close(v.ka);
