@@ -108,7 +108,7 @@ int vd_load_block(vd_block *b, vdit *v, bool rw, int l, cic_diag *d)
     char name[200], why[160];
     int i;
     memset(b, 0, sizeof *b);
-    snprintf(why, sizeof why, rw ? " (an %s rewrite stores it: docs/reference/dit-rewrite.md)"
+    snprintf(why, sizeof why, rw ? " (a rewrite by %s stores it: docs/reference/dit-rewrite.md)"
                                  : " (a DiT block)", CIC_XFORM_NAME[v->r->kind]);
     for (i = 0; i < VD_NT; i++) {
         if (!mod && (i == VD_ADA_W || i == VD_ADA_B))
