@@ -8,7 +8,7 @@ for cicheck verify's tests and the guide. Never uses cicheck.
         [--dout 8] [--layers 5] [--seed 1]
     make_dit_rewrite.py rewrite ORIG OUT --adaln STRATEGY [--q FILE]
         [--q-seed 7] [--c0-seed 11 | --c0 FILE:ROW] [--mistake KIND:BLOCK]
-        [--dtype f32|bf16] [--stream centered|mean-preserving]
+        [--other FILE:ROW] [--dtype f32|bf16] [--stream centered|mean-preserving]
     make_dit_rewrite.py input OUT.safetensors --samples B --tokens N --d D
         --dc DC [--c0 FILE:ROW] [--no-input] [--no-c] [--seed 3]
 
@@ -33,7 +33,8 @@ writers (verify's --layernorm kept).
 --mistake KIND:BLOCK plants one error at block BLOCK: qt-missing (static:
 attn.proj without Q^T), gate-missing (static: mlp.fc2 without the gate),
 mean-kept (static: attn.proj without C), other-cond (static: the block
-folded for another condition), q-folded (online-unrotate, per-sample-fold:
+folded for another condition: seeded, or row ROW of "c" of FILE with
+--other FILE:ROW), q-folded (online-unrotate, per-sample-fold:
 attn.qkv stored as W Q), h-missing (branch: mlp.fc2 without H), noise (any:
 attn.proj plus a small dense perturbation no rule explains), final-unrotated
 (BLOCK unused: final_layer.linear without Q (static), without H (branch),
@@ -173,7 +174,8 @@ def rewrite(a):
     if a.adaln == "static-fold":
         c0 = cond_row(a.c0, dc) if a.c0 else np.random.default_rng(a.c0_seed).normal(size=dc)
         c0 = stored(c0, "f32")
-        other = np.random.default_rng(a.c0_seed + 1).normal(size=dc)
+        other = stored(cond_row(a.other, dc) if a.other else
+                       np.random.default_rng(a.c0_seed + 1).normal(size=dc), "f32")
         for i in range(layers):
             p = f"blocks.{i}."
             for k, x in static_block(v, p, c0, q, kind if i == at else "", other,
@@ -244,6 +246,7 @@ def main():
     r.add_argument("--c0-seed", type=int, default=11)
     r.add_argument("--c0")
     r.add_argument("--mistake")
+    r.add_argument("--other")
     r.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
     r.add_argument("--stream", default="centered", choices=["centered", "mean-preserving"])
     i = sub.add_parser("input")

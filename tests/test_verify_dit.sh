@@ -142,6 +142,16 @@ has "$tmp/out" "on the calibration condition (sample 0): first block not equival
     "3 conditions: block 3 named on the calibration condition"
 has "$tmp/out" "  blocks.3.attn.proj.weight: Q^T not applied" "3 conditions: proj of block 3 named"
 
+# block 2 folded for sample 2's condition instead of c0's
+rw sfo static-fold --c0 in3.safetensors:0 --mistake other-cond:2 --other in3.safetensors:2
+expect_rc 1 "block 2 folded for another sample's condition" \
+    "$bin" verify dit sfo --adaln static-fold --q sfo/Q.safetensors --input in3.safetensors \
+    --out r-sfo
+has "$tmp/out" "folded for sample 2's condition, not for adaln.c0 (static fold used for another condition)" \
+    "the condition block 2 was folded for named"
+check_field r-sfo/report.json "r['layers'][2]['verdict_per_sample']" \
+    "['broken', 'broken', 'equivalent']" "block 2 exact on sample 2 alone"
+
 # the mean-preserving stream, BF16 storage
 rw mp static-fold --stream mean-preserving
 expect_rc 0 "static fold on a mean-preserving stream (--layernorm kept)" \
