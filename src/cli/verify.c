@@ -4,6 +4,7 @@
 
 #include "../engine/engine.h"
 #include "../pipeline/verify.h"
+#include "../pipeline/verify_dit.h"
 #include "../report/report.h"
 
 #include <ctype.h>
@@ -19,8 +20,9 @@ const char CIC_VERIFY_USAGE[] =
     "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
     "  A rewritten checkpoint against its original, layer by layer. Both are\n"
     "  Hugging Face folders of the llama family (llama, mistral, qwen2) or OPT\n"
-    "  (config.json and model.safetensors or shards); the transformed one may\n"
-    "  leave its norm weights out (fused: gains 1, LayerNorm biases 0).\n"
+    "  (config.json and model.safetensors or shards), or DiT (below); the\n"
+    "  transformed one may leave its norm weights out (fused: gains 1,\n"
+    "  LayerNorm biases 0).\n"
     "  --q FILE             the residual rotation Q the rewrite applied (a\n"
     "                       safetensors [d, d] matrix); without it, Q is recovered\n"
     "                       from the embeddings when they determine it (least\n"
@@ -59,6 +61,29 @@ const char CIC_VERIFY_USAGE[] =
     "  The thresholds follow the fewest significand bits among the tensors the\n"
     "  transformed model reads and Q (F32; BF16 and F16; F64); the output names\n"
     "  the tensor that set them.\n"
+    "  DiT (the reference names; docs/reference/dit-rewrite.md says what a rewrite\n"
+    "  stores for each strategy):\n"
+    "  --adaln STRATEGY     how the rewrite treats the adaLN modulation:\n"
+    "                       static-fold      the modulation of one condition c0\n"
+    "                                        folded into every linear (readers\n"
+    "                                        W diag(1 + scale) Q, bias + W shift;\n"
+    "                                        writers Q^T C diag(gate) W); no\n"
+    "                                        modulation left; c0 stored as adaln.c0\n"
+    "                       online-unrotate  weights kept; online z = norm Q^T\n"
+    "                                        before each modulate, (gate o) C Q\n"
+    "                                        after each gate\n"
+    "                       per-sample-fold  weights kept; each sample's fold of\n"
+    "                                        the above formed at run time\n"
+    "                       branch-rotate    stream not rotated; each linear's\n"
+    "                                        input x H online, its weight W H (H\n"
+    "                                        the Hadamard matrix of its width)\n"
+    "                       Q (--q) is the stream's rotation, x C Q (RMSNorm on it;\n"
+    "                       --layernorm kept: x Q with a mean-preserving Q, LN)\n"
+    "  --input FILE         also \"c\" [samples, d_cond], one condition per sample\n"
+    "                       (default seeded; a static fold's sample 0 is adaln.c0)\n"
+    "  Verdicts per block and per sample: each block on the original's stream, so\n"
+    "  a broken block is named and its tensors diagnosed; the per-block adaLN\n"
+    "  FLOPs of the rewrite against the original are printed.\n"
     "  exit 0: every layer and the head equivalent; 1: one is not; 2: bad input\n";
 
 static int verify_usage(const char *fmt, const char *arg)
@@ -149,6 +174,16 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
         if (strcmp(v, "fused") && strcmp(v, "kept"))
             return verify_usage("--layernorm '%s': allowed fused, kept", v);
         o->ln_fused = !strcmp(v, "fused");
+        o->ln_given = true;
+        return CIC_OK;
+    }
+    if (!strcmp(k, "--adaln")) {
+        char allowed[200];
+        if (cic_verify_dit_strategy(v, allowed, sizeof allowed) < 0) {
+            fprintf(stderr, "cicheck verify: --adaln '%s': allowed %s\n", v, allowed);
+            return CIC_EINPUT;
+        }
+        cic_strlcpy(o->adaln, v, sizeof o->adaln);
         return CIC_OK;
     }
     if (!strcmp(k, "--input")) {
@@ -279,6 +314,32 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
         printf("every layer%s equivalent\n", r->have_q ? " and the head" : " (head readout)");
 }
 
+/* A DiT's check (verify_dit.h), printed and written. */
+static int verify_dit(const cic_verify_opts *o, const char *out)
+{
+    static cic_verify_dit_result r;
+    cic_diag d;
+    int rc;
+    memset(&d, 0, sizeof d);
+    rc = cic_verify_dit(o, &r, &d);
+    if (rc == CIC_EINPUT || rc == CIC_EINTERNAL) {
+        cic_diag_print(stderr, &d);
+        cic_verify_dit_result_clear(&r);
+        return rc;
+    }
+    cic_verify_dit_print(stdout, o, &r);
+    if (out) {
+        char path[4200];
+        snprintf(path, sizeof path, "%s/report.json", out);
+        if (cic_mkdir_p(out, &d) < 0 || cic_verify_dit_write_json(o, &r, path, &d) < 0) {
+            cic_diag_print(stderr, &d);
+            rc = CIC_EINTERNAL;
+        }
+    }
+    cic_verify_dit_result_clear(&r);
+    return rc;
+}
+
 int cic_cmd_verify(int argc, char **argv)
 {
     cic_verify_opts o;
@@ -316,6 +377,13 @@ int cic_cmd_verify(int argc, char **argv)
     strcpy(o.orig, pos[0]);
     strcpy(o.trans, pos[1]);
     o.threads = (int)threads;
+    if (o.adaln[0] || cic_verify_dit_is(o.orig)) {
+        /* the defaults; an input file's sizes are read by the DiT reader,
+         * which also holds the conditions "c" */
+        if (o.input_kind != CIC_INPUT_FILE)
+            (void)cic_verify_input_dims(&o, &d);
+        return verify_dit(&o, out);
+    }
     rc = cic_verify_input_dims(&o, &d);
     if (rc == CIC_OK)
         rc = cic_verify(&o, &r, &d);

@@ -51,6 +51,8 @@
 
 #include "model.h"
 
+#include "../base/safetensors_read.h"
+
 typedef struct cic_ckpt cic_ckpt;
 
 /* Open folder dir: config.json and every shard (each checked completely as
@@ -64,6 +66,14 @@ int cic_ckpt_layers(const cic_ckpt *k);
 /* Whether cicheck verify reads the checkpoint's family (a causal language
  * model: the llama family and OPT). */
 bool cic_ckpt_verifiable(const cic_ckpt *k);
+
+/* The family's name ("llama", "opt", "timm", "dit"). */
+const char *cic_ckpt_family_name(const cic_ckpt *k);
+
+/* The tensor called name in any shard of k (as stored, unchecked), or
+ * NULL: for readers of tensors outside a family's model (a DiT rewrite's
+ * folded weights and calibration condition, src/pipeline/verify_dit.c). */
+const cic_stfile_tensor *cic_ckpt_tensor(const cic_ckpt *k, const char *name);
 
 /* Set cfg from config.json for layers [layer0, layer0 + cfg->layers) (the
  * caller has set cfg->layers and cfg->tokens): block, d_model, heads,

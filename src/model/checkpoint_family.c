@@ -80,6 +80,16 @@ bool cic_ckpt_verifiable(const cic_ckpt *k)
     return k->fam->verify;
 }
 
+const char *cic_ckpt_family_name(const cic_ckpt *k)
+{
+    return k->fam->name;
+}
+
+const cic_stfile_tensor *cic_ckpt_tensor(const cic_ckpt *k, const char *name)
+{
+    return _cic_ckpt_find_any(k, name);
+}
+
 int family_sizes(cic_ckpt *k, cic_diag *d)
 {
     return k->fam->sizes(k, d);

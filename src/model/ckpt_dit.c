@@ -4,7 +4,9 @@
  * that has no model_type. The reference code's names (blocks.{i}.attn.qkv,
  * attn.proj, mlp.fc1, fc2, adaLN_modulation.1, final_layer.*) are the dit
  * block's: GELU (tanh), LayerNorm without weights eps 1e-6, bidirectional,
- * with its final layer. The condition and the input stay seeded. */
+ * with its final layer. The condition and the input stay seeded. A
+ * rewrite cicheck verify reads (src/pipeline/verify_dit.c) opens here too,
+ * a static fold's without its modulation linears. */
 #include "ckpt_family.h"
 
 #include <stdio.h>
@@ -26,6 +28,24 @@ static void shape2(const cic_ckpt *k, const char *name, int *rows, int *cols)
     }
 }
 
+/* A static-fold rewrite (docs/reference/dit-rewrite.md) has no modulation
+ * linears: the condition's width is that of its calibration condition
+ * "adaln.c0" ([d_cond] or [1, d_cond]), and *rows 6 d as if they were
+ * there; nothing set when it has none. */
+static void cond_of_static_fold(const cic_ckpt *k, int d, int *rows, int *cols)
+{
+    const cic_stfile_tensor *t = _cic_ckpt_find_any(k, "adaln.c0");
+    int64_t n = 0;
+    if (t && t->ndim == 1)
+        n = t->shape[0];
+    else if (t && t->ndim == 2 && t->shape[0] == 1)
+        n = t->shape[1];
+    if (n > 0 && n <= CIC_CASE_MAX_DIM) {
+        *rows = 6 * d;
+        *cols = (int)n;
+    }
+}
+
 /* Widths from the tensors, the layers counted, the heads from
  * config.json's num_heads or the width (DiT-S 384: 6, DiT-B 768: 12, DiT-L
  * 1024 and DiT-XL 1152: 16). */
@@ -38,6 +58,8 @@ static int dit_sizes(cic_ckpt *k, cic_diag *d)
     shape2(k, "blocks.0.mlp.fc1.weight", &fr, &fc);
     shape2(k, "blocks.0.adaLN_modulation.1.weight", &ar, &ac);
     shape2(k, "final_layer.linear.weight", &hr, &hc);
+    if (!ar && dr)
+        cond_of_static_fold(k, dr, &ar, &ac);
     if (!dr || dr != dc || !fr || fc != dr || ar != 6 * dr || !hr || hc != dr) {
         cic_diag_set(d, k->dir, 0, 0, "no config.json, and the tensors are not a DiT's: "
                      "blocks.0.attn.proj.weight [d, d], blocks.0.mlp.fc1.weight [mlp, d], "

@@ -48,6 +48,10 @@ typedef struct {
      * SliceGPT do: the transformed model's norms do not centre, and its
      * stream is compared with the original's without the row mean */
     bool ln_fused;
+    bool ln_given;      /* --layernorm given (DiT: default fused, the centred stream) */
+    /* DiT: the adaLN strategy the rewrite follows, an adaLN transform
+     * kind's name ("" none; verify_dit.h) */
+    char adaln[32];
     int tokens, samples;
     int layer0, layers; /* layers 0: every layer from layer0 */
     uint64_t seed;
