@@ -394,6 +394,10 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
     }
+    if (cic_verify_diagnose(&w, ka, kb, r, d) < 0) {
+        rc = CIC_EINTERNAL;
+        goto done;
+    }
     rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
 done:
     if (cic_stfile_check_unchanged(d) != 0) /* a file changed while read: nothing holds */
@@ -493,13 +497,20 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
                                                    "broken", jnum(r->br), "set_by",
                                                    storage_json(o, r)));
-    for (l = 0; r->have_q && l < r->n_layers; l++)
-        json_array_append_new(layers, json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
-                                                r->layer0 + l, "ce_residual", jnum(r->ce[l]),
-                                                "verdict", CIC_VERDICT_NAME[r->verdict[l]],
-                                                "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
-                                                "f64_bound", jnum(r->bound[l]), "seconds",
-                                                jnum(r->sec[l])));
+    for (l = 0; r->have_q && l < r->n_layers; l++) {
+        json_t *e = json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
+                              r->layer0 + l, "ce_residual", jnum(r->ce[l]),
+                              "verdict", CIC_VERDICT_NAME[r->verdict[l]],
+                              "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
+                              "f64_bound", jnum(r->bound[l]), "seconds",
+                              jnum(r->sec[l]));
+        if (e && r->layer0 + l == r->diag.layer) { /* the first broken layer: what is wrong */
+            json_object_set_new(e, "diagnosis", cic_vdiag_json(&r->diag));
+            json_object_set_new(e, "diagnosis_note", jstr(r->diag.note));
+            json_object_set_new(e, "diagnosis_tolerance", jnum(r->diag.tol));
+        }
+        json_array_append_new(layers, e);
+    }
     json_object_set_new(v, "layers", layers);
     layers = NULL;
     json_object_set_new(v, "first_layer_not_equivalent",

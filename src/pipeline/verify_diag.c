@@ -1,0 +1,117 @@
+/* SPDX-License-Identifier: MIT */
+/* verify_diag.c: the diagnosis of the first broken layer of cicheck verify
+ * (verify_diag.h): both checkpoints' layer read again as one-layer models,
+ * Q as doubles, the storage's tolerance, and the family's diagnosis from
+ * the table below. Run once per verify, after the stream, on one layer:
+ * the cost is one layer's weights of each checkpoint and a few products
+ * by Q per tensor.
+ *
+ * The table is the plug point for the families verify reads: a block kind
+ * (and whether the rewrite fused LayerNorm) and the function that
+ * diagnoses it. The rule-table families (verify_diag_rules.c) list their
+ * tensors and the mistakes each can show; a family with a rule of its own
+ * (DiT's adaLN strategies) gives a function that adds its findings with
+ * cic_vdiag_add. */
+#include "verify_diag_int.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+typedef struct {
+    enum cic_block_kind block;
+    int ln_fused; /* 1: only with --layernorm fused, 0: only without, -1: either */
+    const char *what;
+    cic_vdiag_fn fn;
+} vdiag_family;
+
+/* The families verify's diagnosis knows. To add one: its block kind and a
+ * function (a rule table in verify_diag_rules.c, or findings of its own). */
+static const vdiag_family FAMILIES[] = {
+    {CIC_BLOCK_RMSNORM, -1, "llama family", cic_vdiag_rmsnorm},
+    {CIC_BLOCK_PRELN, 1, "OPT with fused LayerNorm", cic_vdiag_opt},
+};
+
+/* The relative distance up to which a tensor stored with bits significand
+ * bits "equals the rule": its rounding to nearest (at most 2^-bits relative
+ * per value, so in the Frobenius norm) twice over, for a tool that rounds
+ * through float32 first (bf16 from a float32 product), plus 2^-18 for a
+ * tool that forms the products in float32 (about sqrt(k) 2^-24 for sums of
+ * k terms up to k = 2^12 and more in practice: blocked sums). The mistakes
+ * of the catalogue are far beyond it (a missing Q: about sqrt(2)). */
+static double tolerance(int bits)
+{
+    if (bits < 2 || bits > 53)
+        bits = 24;
+    return ldexp(1.0, 1 - bits) + (bits > 18 ? ldexp(1.0, -18) : 0);
+}
+
+/* Layer l (checkpoint numbering) of one checkpoint as a one-layer model
+ * with its weights (no input file, no online ops: the weights alone). */
+static cic_model *weights_of(const cic_vrun *w, bool trans, int l, cic_diag *d)
+{
+    cic_model_cfg c = trans ? w->cb : w->ca;
+    cic_model_progress mp = {NULL, NULL, w->rt};
+    c.layer0 = l;
+    c.layers = 1;
+    c.input_kind = CIC_INPUT_RANDOM;
+    c.input_file[0] = '\0';
+    return cic_model_create_progress(&c, CIC_READOUT_RESIDUAL, &mp, d);
+}
+
+static const vdiag_family *family_of(const cic_vrun *w)
+{
+    size_t i;
+    for (i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
+        if (FAMILIES[i].block == w->ca.block &&
+            (FAMILIES[i].ln_fused < 0 || FAMILIES[i].ln_fused == (int)w->o->ln_fused))
+            return &FAMILIES[i];
+    return NULL;
+}
+
+int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *kb,
+                        cic_verify_result *r, cic_diag *d)
+{
+    cic_vdiag *g = &r->diag;
+    const vdiag_family *f = family_of(w);
+    cic_vdiag_in in;
+    cic_model *a = NULL, *b = NULL;
+    double *q = NULL;
+    size_t i, dd = (size_t)w->ca.d_model * w->ca.d_model;
+    int rc = -1;
+    memset(g, 0, sizeof *g);
+    g->layer = -1;
+    g->bits = r->bits;
+    g->tol = tolerance(r->bits);
+    g->with_q = w->q != NULL;
+    if (r->first_bad < 0)
+        return 0;
+    g->layer = r->first_bad;
+    if (!f) {
+        snprintf(g->note, sizeof g->note, "no per-tensor rules here for this block kind%s",
+                 w->o->ln_fused ? "" : " without --layernorm fused");
+        return 0;
+    }
+    if (!w->q) {
+        snprintf(g->note, sizeof g->note, "no Q: the tensors cannot be compared with the rule");
+        return 0;
+    }
+    if (!(q = cic_calloc(dd, sizeof *q)))
+        goto done;
+    for (i = 0; i < dd; i++)
+        q[i] = mpfr_get_d(w->q[i], MPFR_RNDN); /* exact: 53 bits */
+    if (!(a = weights_of(w, false, g->layer, d)) || !(b = weights_of(w, true, g->layer, d)))
+        goto done;
+    in = (cic_vdiag_in){w, a, b, ka, kb, q, g->layer};
+    snprintf(g->note, sizeof g->note, "each tensor of layer %d against the rewrite rule (%s) "
+             "from the original's, Q and the options; equal when within %.2g relative (%d-bit "
+             "storage)", g->layer, f->what, g->tol, g->bits);
+    rc = f->fn(g, &in);
+done:
+    if (rc < 0 && !d->msg[0])
+        cic_diag_set(d, w->o->trans, 0, 0, "out of memory diagnosing layer %d", g->layer);
+    cic_model_destroy(a);
+    cic_model_destroy(b);
+    free(q);
+    return rc;
+}
