@@ -32,6 +32,7 @@ tokens = 4
 samples = 1
 layers = 3
 causal = true
+d_out = 16
 seed = 21
 [model.weights]
 std = 0.1
@@ -144,6 +145,25 @@ done
 has "$tmp/o-writer-unrotated" "o_proj: equals the original (Q^T not applied)" \
     "writer-unrotated: the finding as printed"
 has "$tmp/v-writer-unrotated/report.md" "attn-out-not-rotated" "report.md has the diagnosis"
+# without Q (16 embedding rows do not determine it): what a rotation leaves
+# alone still names the layer and the mistake
+# shellcheck disable=SC2086
+expect_rc 1 "r4-missing without --q: exit 1" "$bin" verify "$tmp/hf-l" "$tmp/rw-r4-missing" \
+    $vo $D --out "$tmp/v-noq"
+has "$tmp/out" "diagnosis of layer 1: no Q" "without --q: the diagnosis is printed"
+expect_rc 0 "without --q: layer 1's down_proj named with r4-without-online-hadamard" "$py" - \
+    "$tmp/v-noq/report.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))["verify"]["diagnosis_without_q"]
+assert g["layer"] == 1, g
+assert any(f["tensor"].endswith("layers.1.mlp.down_proj.weight") and
+           f["mistake"] == "r4-without-online-hadamard" for f in g["diagnosis"]), g
+PY
+# shellcheck disable=SC2086
+expect_rc 0 "the correct rewrite without --q: exit 0" "$bin" verify "$tmp/hf-l" "$tmp/rw-ok" \
+    $vo $D --out "$tmp/v-noq-ok"
+if grep -q diagnosis "$tmp/v-noq-ok/report.json"; then bad "without --q: a correct rewrite has a diagnosis"
+else ok "without --q: a correct rewrite has no diagnosis"; fi
 check r3 $R --mistake r3-before-rope:1 -- $D --online qk:hadamard
 planted r3 1 self_attn.q_proj.weight r3-fused-before-rope
 check r4-fused --fold --rotate 5 --mistake r4-fused:1 --

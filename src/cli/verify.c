@@ -219,9 +219,12 @@ static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
 static void print_diag(const cic_vdiag *g)
 {
     int i;
-    if (g->layer < 0)
+    if (g->layer < 0 && !g->note[0])
         return;
-    printf("  diagnosis: %s\n", g->note);
+    if (g->layer >= 0 && !g->with_q)
+        printf("  diagnosis of layer %d: %s\n", g->layer, g->note);
+    else
+        printf("  diagnosis: %s\n", g->note);
     for (i = 0; i < g->n; i++) {
         const cic_vdiag_item *it = &g->it[i];
         printf("    %s", it->finding);
@@ -289,9 +292,10 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
         printf("first layer not equivalent: %d (%s)\n", r->first_bad,
                CIC_VERDICT_NAME[r->verdict[r->first_bad - r->layer0]]);
         print_diag(&r->diag);
-    } else if (r->head_verdict != CIC_VERDICT_EQUIVALENT)
+    } else if (r->head_verdict != CIC_VERDICT_EQUIVALENT) {
         printf("the head readout is %s\n", CIC_VERDICT_NAME[r->head_verdict]);
-    else
+        print_diag(&r->diag);
+    } else
         printf("every layer%s equivalent\n", r->have_q ? " and the head" : " (head readout)");
 }
 

@@ -513,6 +513,12 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     }
     json_object_set_new(v, "layers", layers);
     layers = NULL;
+    if (!r->have_q && r->diag.note[0]) /* no per-layer view: the diagnosis stands alone */
+        json_object_set_new(v, "diagnosis_without_q",
+                            json_pack("{s:o,s:o,s:o,s:o}", "layer", r->diag.layer >= 0
+                                      ? json_integer(r->diag.layer) : json_null(), "note",
+                                      jstr(r->diag.note), "tolerance", jnum(r->diag.tol),
+                                      "diagnosis", cic_vdiag_json(&r->diag)));
     json_object_set_new(v, "first_layer_not_equivalent",
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     json_object_set_new(v, "head", json_pack("{s:o,s:s,s:s,s:o}", "ce", jnum(r->head_ce),

@@ -69,13 +69,51 @@ static const vdiag_family *family_of(const cic_vrun *w)
     return NULL;
 }
 
+/* Layer l of both checkpoints through f into g: 1 when a tensor differs,
+ * 0 when none does, -1 when memory runs out (d set when the weights cannot
+ * be read). */
+static int layer_diag(cic_vdiag *g, const vdiag_family *f, const cic_vrun *w,
+                      const cic_ckpt *ka, const cic_ckpt *kb, const double *q, int l,
+                      cic_diag *d)
+{
+    cic_model *a = weights_of(w, false, l, d), *b = a ? weights_of(w, true, l, d) : NULL;
+    cic_vdiag_in in = {w, a, b, ka, kb, q, l};
+    int rc = a && b ? f->fn(g, &in) : -1;
+    cic_model_destroy(a);
+    cic_model_destroy(b);
+    return rc;
+}
+
+/* Without Q the layers have no verdicts: the first layer whose tensors
+ * fail what a rotation leaves alone (each one's Gram matrix against the
+ * rule's without Q) is diagnosed, when the head is not equivalent. */
+static int diagnose_without_q(cic_vdiag *g, const vdiag_family *f, const cic_vrun *w,
+                              const cic_ckpt *ka, const cic_ckpt *kb,
+                              const cic_verify_result *r, cic_diag *d)
+{
+    int l, rc = 0;
+    for (l = r->layer0; rc == 0 && l < r->layer0 + r->n_layers; l++) {
+        g->n = 0;
+        g->layer = l;
+        rc = layer_diag(g, f, w, ka, kb, NULL, l, d);
+    }
+    if (rc == 0) {
+        g->layer = -1;
+        g->n = 0;
+    }
+    snprintf(g->note, sizeof g->note, "no Q: what a rotation leaves alone (each tensor's Gram "
+             "matrix on seeded probes, against the rule's without Q; v_proj and o_proj, which "
+             "R2 may rotate, and a missing rotation are not seen) %s (%s); equal when within "
+             "%.2g relative (%d-bit storage)", rc > 0 ? "first fails at this layer"
+             : "holds at every layer", f->what, g->tol, g->bits);
+    return rc < 0 ? -1 : 0;
+}
+
 int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *kb,
                         cic_verify_result *r, cic_diag *d)
 {
     cic_vdiag *g = &r->diag;
     const vdiag_family *f = family_of(w);
-    cic_vdiag_in in;
-    cic_model *a = NULL, *b = NULL;
     double *q = NULL;
     size_t i, dd = (size_t)w->ca.d_model * w->ca.d_model;
     int rc = -1;
@@ -84,6 +122,10 @@ int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *k
     g->bits = r->bits;
     g->tol = tolerance(r->bits);
     g->with_q = w->q != NULL;
+    if (!w->q && f && r->head_verdict != CIC_VERDICT_EQUIVALENT) {
+        rc = diagnose_without_q(g, f, w, ka, kb, r, d);
+        goto done;
+    }
     if (r->first_bad < 0)
         return 0;
     g->layer = r->first_bad;
@@ -92,26 +134,17 @@ int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *k
                  w->o->ln_fused ? "" : " without --layernorm fused");
         return 0;
     }
-    if (!w->q) {
-        snprintf(g->note, sizeof g->note, "no Q: the tensors cannot be compared with the rule");
-        return 0;
-    }
     if (!(q = cic_calloc(dd, sizeof *q)))
         goto done;
     for (i = 0; i < dd; i++)
         q[i] = mpfr_get_d(w->q[i], MPFR_RNDN); /* exact: 53 bits */
-    if (!(a = weights_of(w, false, g->layer, d)) || !(b = weights_of(w, true, g->layer, d)))
-        goto done;
-    in = (cic_vdiag_in){w, a, b, ka, kb, q, g->layer};
     snprintf(g->note, sizeof g->note, "each tensor of layer %d against the rewrite rule (%s) "
              "from the original's, Q and the options; equal when within %.2g relative (%d-bit "
              "storage)", g->layer, f->what, g->tol, g->bits);
-    rc = f->fn(g, &in);
+    rc = layer_diag(g, f, w, ka, kb, q, g->layer, d) < 0 ? -1 : 0;
 done:
     if (rc < 0 && !d->msg[0])
         cic_diag_set(d, w->o->trans, 0, 0, "out of memory diagnosing layer %d", g->layer);
-    cic_model_destroy(a);
-    cic_model_destroy(b);
     free(q);
     return rc;
 }

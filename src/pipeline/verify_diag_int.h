@@ -36,6 +36,13 @@ int cic_vmat_hadamard(cic_vmat *a, int w, bool cols);
 /* ||a - b||_F / ||b||_F (+Inf when b is 0 and a is not; shapes must agree) */
 double cic_vmat_dist(const cic_vmat *a, const cic_vmat *b);
 double cic_vmat_norm(const cic_vmat *a);
+/* Seeded probe values in [-1, 1) into z (the same every run). */
+void cic_vmat_probes(cic_vmat *z);
+/* What a rotation leaves alone, compared: the Gram matrices of a and b on
+ * 16 seeded probes, ||G(a) - G(b)||_F / ||G(b)||_F, with G(m) = (m Z)^T m Z
+ * when left (m rotated on the left, R m: a writer) or (m^T Z)^T m^T Z (m R:
+ * a reader). NaN when memory runs out. */
+double cic_vmat_gram_dist(const cic_vmat *a, const cic_vmat *b, bool left);
 
 /* What a family's diagnosis reads: layer `layer` of both checkpoints as
  * one-layer models with their weights (a the original, b the rewrite, its
@@ -45,12 +52,13 @@ typedef struct {
     const cic_vrun *w;
     const cic_model *a, *b;
     const cic_ckpt *ka, *kb;
-    const double *q;
+    const double *q;  /* NULL: no Q, only what Q leaves alone is compared */
     int layer;
 } cic_vdiag_in;
 
 /* A family's diagnosis of one layer into g (the plug point, verify_diag.c's
- * table): 0, or -1 when memory runs out. */
+ * table): 1 when a tensor differs, 0 when none does, -1 when memory runs
+ * out. */
 typedef int (*cic_vdiag_fn)(cic_vdiag *g, const cic_vdiag_in *in);
 
 /* The llama family and OPT with fused LayerNorm (verify_diag_rules.c). */

@@ -14,6 +14,7 @@
 #include <cblas.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -148,6 +149,51 @@ int cic_vmat_hadamard(cic_vmat *a, int w, bool cols)
     free(hk);
     free(v);
     return 0;
+}
+
+/* Seeded probe vectors: d x NPROBE values in [-1, 1) (xorshift; the same
+ * every run, so a diagnosis repeats). */
+void cic_vmat_probes(cic_vmat *z)
+{
+    uint64_t x = 0x9E3779B97F4A7C15u;
+    size_t i;
+    for (i = 0; i < (size_t)z->r * z->c; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        z->v[i] = (double)(x >> 11) * 0x1p-52 - 1;
+    }
+}
+
+/* ||G(a) - G(b)||_F / ||G(b)||_F, G(m) the Gram matrix of m's probes. */
+double cic_vmat_gram_dist(const cic_vmat *a, const cic_vmat *b, bool left)
+{
+    cic_vmat z, pa, pb;
+    double s = 0, nb = 0, r = NAN;
+    int i, j, k, p = 16;
+    CIC_ASSERT(a->r == b->r && a->c == b->c);
+    pa.v = pb.v = NULL;
+    if (cic_vmat_init(&z, left ? a->c : a->r, p) < 0)
+        return NAN;
+    cic_vmat_probes(&z);
+    if (cic_vmat_mul(&pa, a, !left, &z, false) < 0 || cic_vmat_mul(&pb, b, !left, &z, false) < 0)
+        goto done;
+    for (i = 0; i < p; i++)
+        for (j = 0; j < p; j++) {
+            double ga = 0, gb = 0;
+            for (k = 0; k < pa.r; k++) {
+                ga += pa.v[(size_t)k * p + i] * pa.v[(size_t)k * p + j];
+                gb += pb.v[(size_t)k * p + i] * pb.v[(size_t)k * p + j];
+            }
+            s += (ga - gb) * (ga - gb);
+            nb += gb * gb;
+        }
+    r = nb > 0 ? sqrt(s / nb) : (s > 0 ? INFINITY : 0);
+done:
+    cic_vmat_free(&z);
+    cic_vmat_free(&pa);
+    cic_vmat_free(&pb);
+    return r;
 }
 
 double cic_vmat_norm(const cic_vmat *a)

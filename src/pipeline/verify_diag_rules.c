@@ -92,6 +92,8 @@ typedef struct {
     cic_vmat wa, wb, rule; /* the original's, the rewrite's, the rule's */
     double dist;
     bool ok, done;         /* equals the rule; judged already (R2) */
+    int sig;               /* without Q: 0 compared as it is, 1 rotated on the left
+                            * (a writer), 2 on the right (a reader) */
     char name[200], shortn[48];
 } vslot;
 
@@ -102,6 +104,7 @@ typedef struct {
     const vtable *tab;
     int d, wrong;          /* tensors that differ from the rule */
     bool known, spread;    /* one matches a known mistake; a no-single-tensor finding */
+    bool noq;              /* no Q: the rules without it, compared as a rotation allows */
 } vctx;
 
 typedef struct {
@@ -155,6 +158,17 @@ static void finding(vctx *c, const char *tensor, const char *mistake, double dis
     cic_vdiag_add(c->g, tensor, mistake, dist, md, "%s", text);
 }
 
+/* The stored tensor's distance from m: as it is, or (no Q) through what a
+ * rotation leaves alone. */
+static double vdist(const vctx *c, const vslot *s, const cic_vmat *m)
+{
+    double x;
+    if (!c->noq || !s->sig)
+        return cic_vmat_dist(&s->wb, m);
+    x = cic_vmat_gram_dist(&s->wb, m, s->sig == 1);
+    return isnan(x) ? INFINITY : x;
+}
+
 /* The stored tensor s differs from the rule: the nearest alternative names
  * it when it equals it (within tol) or is much nearer than the rule. */
 static void judge(vctx *c, const vslot *s, valt *alt, int n)
@@ -163,7 +177,9 @@ static void judge(vctx *c, const vslot *s, valt *alt, int n)
     double bd = INFINITY, tol = c->g->tol;
     char t[480];
     for (i = 0; i < n; i++) {
-        double x = alt[i].m.v ? cic_vmat_dist(&s->wb, &alt[i].m) : INFINITY;
+        /* without Q a missing rotation looks like the rule: not a candidate */
+        bool blind = c->noq && strstr(alt[i].text, "not applied");
+        double x = alt[i].m.v && !blind ? vdist(c, s, &alt[i].m) : INFINITY;
         if (x < bd) {
             bd = x;
             best = i;
@@ -242,6 +258,8 @@ static int part_of(cic_vmat *v, const cic_model *m, const vtable *t, const char 
 static int by_q(cic_vmat *y, const vctx *c, const cic_vmat *a, bool left)
 {
     cic_vmat q;
+    if (c->noq)
+        return cic_vmat_copy(y, a); /* no Q: the rule up to a rotation */
     qmat(c, &q);
     return left ? cic_vmat_mul(y, &q, true, a, false) : cic_vmat_mul(y, a, false, &q, false);
 }
@@ -414,7 +432,8 @@ static int bias_check(vctx *c, const vrule *r, const vslot *w, cic_vmat *ng)
         if (by_q(&alt[na++].m, c, &s.wa, false) < 0)
             goto done;
     }
-    s.dist = cic_vmat_dist(&s.wb, &s.rule);
+    s.sig = r->writer ? 2 : 0;
+    s.dist = vdist(c, &s, &s.rule);
     if (!(s.dist <= c->g->tol))
         judge(c, &s, alt, na);
     rc = 0;
@@ -442,9 +461,22 @@ static int slot_run(vctx *c, vslot *s, const vrule *r, bool keep)
         part_of(&s->wb, c->in->b, c->tab, r->model, r->part, r->parts) < 0 ||
         norms_of(c, r, ng) < 0)
         goto done;
+    if (c->noq && !r->writer && !all_equal(&ng[2], 1)) {
+        /* W diag(g) Q diag(1/g'): its Gram matrix depends on Q */
+        char nm[160], sh[48], full[200], t[300];
+        snprintf(nm, sizeof nm, "%s.weight", r->norm_hf);
+        names(full, sizeof full, sh, sizeof sh, c, nm);
+        snprintf(t, sizeof t, "%s: gain kept in the norm of a rotated rewrite (its readers, "
+                 "W diag(g) Q diag(1/g') if exact, cannot be checked without Q)", sh);
+        c->wrong += !c->g->n || strcmp(c->g->it[c->g->n - 1].finding, t);
+        finding(c, full, NULL, NAN, NAN, t);
+        rc = 0;
+        goto done;
+    }
     if ((r->writer ? writer_rule(c, s, r, NULL, &na) : reader_rule(c, s, r, ng, NULL, &na)) < 0)
         goto done;
-    s->dist = cic_vmat_dist(&s->wb, &s->rule);
+    s->sig = r->writer ? 1 : 2;
+    s->dist = vdist(c, s, &s->rule);
     s->ok = s->dist <= c->g->tol;
     if (!s->ok && !keep) {
         cic_vmat_free(&s->rule);
@@ -493,20 +525,6 @@ done:
 
 /* ---- R2: v_proj and o_proj per key/value head ---- */
 
-/* Seeded probe vectors: d x NPROBE values in [-1, 1) (xorshift; the same
- * every run, so a diagnosis repeats). */
-static void probes(cic_vmat *z)
-{
-    uint64_t x = 0x9E3779B97F4A7C15u;
-    size_t i;
-    for (i = 0; i < (size_t)z->r * z->c; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        z->v[i] = (double)(x >> 11) * 0x1p-52 - 1;
-    }
-}
-
 /* ||A^T A - B^T B||_F / ||B^T B||_F for n x p blocks a, b (row stride ld):
  * equal when A = R B for an orthogonal R. */
 static double gram_dist(const double *a, const double *b, int n, int p, int ld, bool rows)
@@ -550,7 +568,7 @@ static int r2_measure(vctx *c, const vslot *sv, const vslot *so, r2_found *f)
     vzb.v = vzr.v = ozb.v = ozr.v = NULL;
     if (cic_vmat_init(&z, c->d, p) < 0)
         return -1;
-    probes(&z);
+    cic_vmat_probes(&z);
     if (cic_vmat_mul(&vzb, &sv->wb, false, &z, false) < 0 ||
         cic_vmat_mul(&vzr, &sv->rule, false, &z, false) < 0 ||
         cic_vmat_mul(&ozb, &z, true, &so->wb, false) < 0 ||
@@ -664,7 +682,8 @@ static int embed_check(vctx *c)
     cic_vmat_center_rows(&t);
     if (by_q(&s.rule, c, c->tab->center ? &t : &s.wa, false) < 0)
         goto done;
-    s.dist = cic_vmat_dist(&s.wb, &s.rule);
+    s.sig = 2;
+    s.dist = vdist(c, &s, &s.rule);
     if (s.dist <= c->g->tol) {
         rc = 0;
         goto done;
@@ -692,13 +711,15 @@ done:
 
 static int diag_table(cic_vdiag *g, const cic_vdiag_in *in, const vtable *tab)
 {
-    vctx c = {g, in, tab, in->w->ca.d_model, 0, false, false};
+    vctx c = {g, in, tab, in->w->ca.d_model, 0, false, false, in->q == NULL};
     vslot s[8], *sv = NULL, *so = NULL;
     int i, rc = -1;
     memset(s, 0, sizeof s);
     CIC_ASSERT(tab->n <= 8);
     for (i = 0; i < tab->n; i++) {
         bool keep = tab->t[i].flags & (F_V | F_O);
+        if (c.noq && keep)
+            continue; /* R2 rotates them by what Q alone does not show */
         if (slot_run(&c, &s[i], &tab->t[i], keep) < 0)
             goto done;
         if (tab->t[i].flags & F_V)
@@ -711,19 +732,19 @@ static int diag_table(cic_vdiag *g, const cic_vdiag_in *in, const vtable *tab)
     if (sv && so && (!sv->ok || !so->ok) && r2_check(&c, sv, so) < 0)
         goto done;
     for (i = 0; i < tab->n; i++)
-        if ((tab->t[i].flags & (F_V | F_O)) && !s[i].ok && !s[i].done &&
+        if (!c.noq && (tab->t[i].flags & (F_V | F_O)) && !s[i].ok && !s[i].done &&
             slot_judge(&c, &s[i], &tab->t[i]) < 0)
             goto done;
     if (in->layer == in->w->o->layer0 && !in->w->hidden && embed_check(&c) < 0)
         goto done;
-    if (c.wrong == 0)
+    if (c.wrong == 0 && !c.noq)
         cic_vdiag_add(g, "", NULL, NAN, NAN, "no single tensor explains the break: every tensor "
                       "of layer %d equals the rule to its storage's rounding (do the options "
                       "match the rewrite: --online, --layernorm?)", in->layer);
     else if (c.wrong >= 2 && !c.known && !c.spread)
         cic_vdiag_add(g, "", NULL, NAN, NAN, "no single tensor explains the break: %d tensors "
                       "differ from the rule, none as a known mistake would", c.wrong);
-    rc = 0;
+    rc = c.wrong > 0;
 done:
     for (i = 0; i < 8; i++)
         slot_free(&s[i]);
