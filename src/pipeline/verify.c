@@ -497,28 +497,16 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
     json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
                                                    "broken", jnum(r->br), "set_by",
                                                    storage_json(o, r)));
-    for (l = 0; r->have_q && l < r->n_layers; l++) {
-        json_t *e = json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
-                              r->layer0 + l, "ce_residual", jnum(r->ce[l]),
-                              "verdict", CIC_VERDICT_NAME[r->verdict[l]],
-                              "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
-                              "f64_bound", jnum(r->bound[l]), "seconds",
-                              jnum(r->sec[l]));
-        if (e && r->layer0 + l == r->diag.layer) { /* the first broken layer: what is wrong */
-            json_object_set_new(e, "diagnosis", cic_vdiag_json(&r->diag));
-            json_object_set_new(e, "diagnosis_note", jstr(r->diag.note));
-            json_object_set_new(e, "diagnosis_tolerance", jnum(r->diag.tol));
-        }
-        json_array_append_new(layers, e);
-    }
+    for (l = 0; r->have_q && l < r->n_layers; l++)
+        json_array_append_new(layers, json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
+                                                r->layer0 + l, "ce_residual", jnum(r->ce[l]),
+                                                "verdict", CIC_VERDICT_NAME[r->verdict[l]],
+                                                "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
+                                                "f64_bound", jnum(r->bound[l]), "seconds",
+                                                jnum(r->sec[l])));
+    cic_vdiag_json_set(v, layers, r->have_q, r->layer0, &r->diag); /* what is wrong */
     json_object_set_new(v, "layers", layers);
     layers = NULL;
-    if (!r->have_q && r->diag.note[0]) /* no per-layer view: the diagnosis stands alone */
-        json_object_set_new(v, "diagnosis_without_q",
-                            json_pack("{s:o,s:o,s:o,s:o}", "layer", r->diag.layer >= 0
-                                      ? json_integer(r->diag.layer) : json_null(), "note",
-                                      jstr(r->diag.note), "tolerance", jnum(r->diag.tol),
-                                      "diagnosis", cic_vdiag_json(&r->diag)));
     json_object_set_new(v, "first_layer_not_equivalent",
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     json_object_set_new(v, "head", json_pack("{s:o,s:s,s:s,s:o}", "ce", jnum(r->head_ce),

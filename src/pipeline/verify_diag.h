@@ -52,5 +52,10 @@ void cic_vdiag_add(cic_vdiag *g, const char *tensor, const char *mistake, double
  * finding, mistake (null: none), distance, mistake_distance}]
  * (verify_diag_md.c). NULL when memory runs out. */
 json_t *cic_vdiag_json(const cic_vdiag *g);
+/* The diagnosis into verify's report.json object v: with the per-layer
+ * view (have_q), "diagnosis", "diagnosis_note" and "diagnosis_tolerance" in
+ * the entry of layers (from layer0) for layer g->layer; without it, v's
+ * "diagnosis_without_q": {layer, note, tolerance, diagnosis}. */
+void cic_vdiag_json_set(json_t *v, json_t *layers, bool have_q, int layer0, const cic_vdiag *g);
 
 #endif

@@ -53,6 +53,22 @@ json_t *cic_vdiag_json(const cic_vdiag *g)
     return a;
 }
 
+void cic_vdiag_json_set(json_t *v, json_t *layers, bool have_q, int layer0, const cic_vdiag *g)
+{
+    json_t *e = g->layer >= layer0 ? json_array_get(layers, (size_t)(g->layer - layer0)) : NULL;
+    if (have_q && e) { /* the first broken layer's entry */
+        json_object_set_new(e, "diagnosis", cic_vdiag_json(g));
+        json_object_set_new(e, "diagnosis_note", str(g->note));
+        json_object_set_new(e, "diagnosis_tolerance", num(g->tol));
+    } else if (!have_q && g->note[0]) { /* no per-layer view: the diagnosis stands alone */
+        json_object_set_new(v, "diagnosis_without_q",
+                            json_pack("{s:o,s:o,s:o,s:o}", "layer", g->layer >= 0
+                                      ? json_integer(g->layer) : json_null(), "note",
+                                      str(g->note), "tolerance", num(g->tol), "diagnosis",
+                                      cic_vdiag_json(g)));
+    }
+}
+
 static void esc(FILE *f, const char *s)
 {
     cic_md_esc(f, s, strlen(s));
