@@ -56,6 +56,9 @@ const char CIC_VERIFY_USAGE[] =
     "  The thresholds follow the fewest significand bits among the tensors the\n"
     "  transformed model reads and Q (F32; BF16 and F16; F64); the output names\n"
     "  the tensor that set them.\n"
+    "  The first layer not equivalent is diagnosed: each tensor against the rewrite\n"
+    "  rule (from the original's, Q and these options), the ones that differ named\n"
+    "  with the nearest known mistake of cases/known-breaks/.\n"
     "  exit 0: every layer and the head equivalent; 1: one is not; 2: bad input\n";
 
 static int verify_usage(const char *fmt, const char *arg)

@@ -15,7 +15,12 @@
  * the per-head product o_h v_j (and each one's Gram matrix, which R2
  * leaves alone) is what is compared, on seeded probe vectors. Each mistake
  * is the tensor the catalogue's wrong rewrite stores (cases/known-breaks/);
- * the nearest one to the stored tensor names it. */
+ * the nearest one to the stored tensor names it.
+ *
+ * To add a family whose rewrite follows the same rules (timm ViT or GPT-J
+ * with fused LayerNorm, as OPT's): a vrule table with its model and
+ * checkpoint names, a vtable (center true), a function calling diag_table,
+ * and its line in verify_diag.c's FAMILIES. */
 #include "verify_diag_int.h"
 
 #include <cblas.h>
@@ -45,6 +50,7 @@ typedef struct {
     const char *unfused;   /* readers rotated with the norm left alone: its entry */
     const char *unfused_text;
     const char *embed_uncentred; /* the embeddings rotated but not centred (center) */
+    const char *embed;     /* the token embedding's checkpoint name */
 } vtable;
 
 static const vrule LLAMA[] = {
@@ -80,10 +86,11 @@ static const vrule OPT[] = {
 
 static const vtable T_LLAMA = {"layers.0.", "model.layers.%d.", LLAMA, 7, false,
                                "rmsnorm-gamma-after-rotation",
-                               "Q applied, gain not folded", NULL};
+                               "Q applied, gain not folded", NULL,
+                               "model.embed_tokens.weight"};
 static const vtable T_OPT = {"blocks.0.", "model.decoder.layers.%d.", OPT, 6, true,
                              "rotate-without-fusion", "Q applied, LayerNorm not fused into it",
-                             "skip-mean-bake"};
+                             "skip-mean-bake", "model.decoder.embed_tokens.weight"};
 
 #define NPROBE 16
 
@@ -674,8 +681,7 @@ static int embed_check(vctx *c)
         rc = strstr(d.msg, "out of memory") ? -1 : 0;
         goto done;
     }
-    snprintf(s.name, sizeof s.name, "%s", c->tab->center ? "model.decoder.embed_tokens.weight"
-                                                          : "model.embed_tokens.weight");
+    snprintf(s.name, sizeof s.name, "%s", c->tab->embed);
     snprintf(s.shortn, sizeof s.shortn, "embed_tokens");
     if (cic_vmat_copy(&t, &s.wa) < 0)
         goto done;
