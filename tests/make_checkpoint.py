@@ -12,6 +12,7 @@ normal values; the head itself when tied).
         [--shards N] [--layers a-b] [--tied] [--edit NAME:INDEX:VALUE]
         [--set KEY=JSON] [--drop NAME] [--timm] [--scale NAME:FACTOR]
         [--dtype-of NAME:DTYPE] [--extra NAME:DTYPE]
+        [--fold] [--rotate SEED] [--r4] [--r2 SEED] [--mistake KIND:LAYER]
 
 --dtype bf16 and f16 round every value to nearest even (the checkpoint a
 user would have); --round-only keeps float32 storage of the rounded
@@ -36,9 +37,22 @@ MLP width (Sylvester, a power of two) into down_proj, for an online
 Hadamard at run time. --mistake KIND:LAYER plants one error at one layer:
 writer-unrotated (o_proj left unrotated), gain-kept (input_layernorm's gain
 kept although folded), r4-missing (down_proj without H), embed-unrotated
-(embed_tokens left unrotated; LAYER unused). On OPT (a preln dump) --fold
-fuses the LayerNorms (rewrite_opt) and the mistakes are mean-kept and
-writer-unrotated."""
+(embed_tokens left unrotated; LAYER unused), and for the diagnosis of
+cicheck verify one of each known break (cases/known-breaks/): gain-unfolded
+(input_layernorm's gain kept in the norm and not folded into its readers:
+rmsnorm-gamma-after-rotation), r4-fused (the Hadamard fused into down_proj
+of that layer alone, without --r4: r4-without-online-hadamard),
+r3-before-rope (the per-head Hadamard fused into q_proj and k_proj, before
+RoPE), embed-centred (the embeddings' rows centred; LAYER unused), and
+with --r2 SEED (one random orthogonal R2 per key/value head on v_proj's
+rows and on the o_proj columns of every query head reading it):
+r2-per-query-head (o_proj's columns of each query head rotated by a matrix
+of its own, v_proj by the first head's of its group), r2-values-only (v_proj
+rotated, o_proj not) and r2-mismatch (v_proj and o_proj each rotated per
+head, by different matrices: no single tensor is wrong). On OPT (a preln
+dump) --fold fuses the LayerNorms (rewrite_opt) and the mistakes are
+mean-kept, writer-unrotated and unfused (that layer's LayerNorms kept, its
+readers rotated: rotate-without-fusion)."""
 import argparse
 import json
 import math
@@ -110,10 +124,40 @@ def sylvester(n):
     return h
 
 
-def rewrite(values, a, d):
-    """--fold, --rotate, --r4 and --mistake on the float32 values (name ->
-    array), in float64; returns the new name -> float32 arrays."""
-    if not (a.fold or a.rotate is not None or a.r4):
+def haar(rng, n):
+    """A Haar-random n x n orthogonal matrix (float64)."""
+    q, r = np.linalg.qr(rng.standard_normal((n, n)))
+    return q * np.sign(np.diag(r))[None, :]
+
+
+def rewrite_r2(v, p, a, heads, kv, mistake):
+    """--r2 on layer prefix p: per key/value head j an orthogonal R_j, v_proj's
+    rows of head j := R_j^T V_j and o_proj's columns of each query head h
+    reading j := O_h R_j; mistake (one of r2-per-query-head, r2-values-only,
+    r2-mismatch) plants that break instead."""
+    wv, wo = v[p + "self_attn.v_proj.weight"], v[p + "self_attn.o_proj.weight"]
+    hd = wo.shape[0] // heads
+    rng = np.random.default_rng(a.r2 * 1000 + int(p.split(".")[2]))
+    r = [haar(rng, hd) for _ in range(kv)]
+    per_head = [haar(rng, hd) for _ in range(heads)]
+    other = [haar(rng, hd) for _ in range(kv)]
+    g = heads // kv
+    wv, wo = wv.copy(), wo.copy()
+    for j in range(kv):
+        rj = per_head[j * g] if mistake == "r2-per-query-head" else r[j]
+        wv[j * hd:(j + 1) * hd] = rj.T @ wv[j * hd:(j + 1) * hd]
+    for h in range(heads):
+        rh = {"r2-per-query-head": per_head[h], "r2-mismatch": other[h // g]}.get(mistake,
+                                                                              r[h // g])
+        if mistake != "r2-values-only":
+            wo[:, h * hd:(h + 1) * hd] = wo[:, h * hd:(h + 1) * hd] @ rh
+    v[p + "self_attn.v_proj.weight"], v[p + "self_attn.o_proj.weight"] = wv, wo
+
+
+def rewrite(values, a, d, heads=1, kv=1):
+    """--fold, --rotate, --r4, --r2 and --mistake on the float32 values (name
+    -> array), in float64; returns the new name -> float32 arrays."""
+    if not (a.fold or a.rotate is not None or a.r4 or a.r2 is not None or a.mistake):
         return values
     v = {k: np.asarray(x, dtype=np.float64) for k, x in values.items()}
     bad = {}
@@ -129,7 +173,8 @@ def rewrite(values, a, d):
         p = f"model.layers.{l}."
         for norm, lins in readers.items():
             gname = p + norm + ".weight"
-            if a.fold:
+            unfolded = norm == "input_layernorm" and bad.get("gain-unfolded") == l
+            if a.fold and not unfolded:
                 for lin in lins:
                     v[p + lin + ".weight"] = v[p + lin + ".weight"] * v[gname][None, :]
                 if not (norm == "input_layernorm" and bad.get("gain-kept") == l):
@@ -141,17 +186,30 @@ def rewrite(values, a, d):
             if bad.get("writer-unrotated") != l:
                 v[p + "self_attn.o_proj.weight"] = q.T @ v[p + "self_attn.o_proj.weight"]
             v[p + "mlp.down_proj.weight"] = q.T @ v[p + "mlp.down_proj.weight"]
-        if a.r4 and bad.get("r4-missing") != l:
+        if (a.r4 and bad.get("r4-missing") != l) or bad.get("r4-fused") == l:
             f = v[p + "mlp.down_proj.weight"].shape[1]
             v[p + "mlp.down_proj.weight"] = v[p + "mlp.down_proj.weight"] @ (sylvester(f) /
                                                                              math.sqrt(f))
+        if bad.get("r3-before-rope") == l:  # q, k of every head := H (q, k) before RoPE
+            for w in ("self_attn.q_proj.weight", "self_attn.k_proj.weight"):
+                hd = d // heads
+                h = sylvester(hd) / math.sqrt(hd)
+                x = v[p + w]
+                v[p + w] = np.vstack([h @ x[i:i + hd] for i in range(0, x.shape[0], hd)])
+        r2bad = [k for k in ("r2-per-query-head", "r2-values-only", "r2-mismatch")
+                 if bad.get(k) == l]
+        if a.r2 is not None:
+            rewrite_r2(v, p, a, heads, kv, r2bad[0] if r2bad else None)
     if a.fold:
         v[head] = v[head] * v["model.norm.weight"][None, :]
         del v["model.norm.weight"]
     if q is not None:
         v[head] = v[head] @ q
+        e = "model.embed_tokens.weight"
+        if not a.tied and "embed-centred" in bad:  # as a LayerNorm fusion would
+            v[e] = v[e] - v[e].mean(axis=1, keepdims=True)
         if not a.tied and "embed-unrotated" not in bad:  # the stream starts rotated: E Q
-            v["model.embed_tokens.weight"] = v["model.embed_tokens.weight"] @ q
+            v[e] = v[e] @ q
     return {k: x.astype(np.float32) for k, x in v.items()}
 
 
@@ -185,6 +243,8 @@ def rewrite_opt(values, a, d):
     layers = sorted({int(k.split(".")[3]) for k in v if k.startswith(pre + "layers.")})
 
     def fuse(norm, lins):
+        if bad.get("unfused") is not None and f"layers.{bad['unfused']}." in norm:
+            return  # the LayerNorm kept as it is: its readers only rotated
         g, b = v.pop(norm + ".weight"), v.pop(norm + ".bias")
         for lin in lins:
             v[lin + ".bias"] = v[lin + ".bias"] + v[lin + ".weight"] @ b
@@ -286,6 +346,7 @@ def main():
     ap.add_argument("--no-config", action="store_true")
     ap.add_argument("--rotate", type=int)
     ap.add_argument("--r4", action="store_true")
+    ap.add_argument("--r2", type=int)
     ap.add_argument("--mistake", action="append", default=[])
     ap.add_argument("--scale", action="append", default=[])
     ap.add_argument("--dtype-of", action="append", default=[])
@@ -377,7 +438,7 @@ def main():
             v = v.reshape(-1)
         values[hf] = v
     os.makedirs(a.out, exist_ok=True)
-    values = rewrite(values, a, int(meta["d_model"]))
+    values = rewrite(values, a, int(meta["d_model"]), int(meta["heads"]), int(meta["kv_heads"]))
     for e in a.edit:
         name, idx, val = e.rsplit(":", 2)
         flat = values[name].reshape(-1)

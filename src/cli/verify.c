@@ -57,10 +57,14 @@ const char CIC_VERIFY_USAGE[] =
     "  --case FILE          also run both models in the f32 and low-precision\n"
     "                       engines of FILE's [engines] (a case file; its other\n"
     "                       tables are read and checked, not used)\n"
-    "  --out DIR            write DIR/report.json (DIR checked before the run)\n"
+    "  --out DIR            write DIR/report.json and DIR/report.md, a Markdown\n"
+    "                       summary (DIR checked before the run)\n"
     "  The thresholds follow the fewest significand bits among the tensors the\n"
     "  transformed model reads and Q (F32; BF16 and F16; F64); the output names\n"
     "  the tensor that set them.\n"
+    "  The first layer not equivalent is diagnosed: each tensor against the rewrite\n"
+    "  rule (from the original's, Q and these options), the ones that differ named\n"
+    "  with the nearest known mistake of cases/known-breaks/.\n"
     "  DiT (the reference names; docs/reference/dit-rewrite.md says what a rewrite\n"
     "  stores for each strategy):\n"
     "  --adaln STRATEGY     how the rewrite treats the adaLN modulation:\n"
@@ -253,6 +257,27 @@ static void print_storage(const cic_verify_opts *o, const cic_verify_result *r)
                r->q_src == CIC_VERIFY_Q_FILE ? " and Q" : "");
 }
 
+/* What is wrong with the first broken layer (verify_diag.h). */
+static void print_diag(const cic_vdiag *g)
+{
+    int i;
+    if (g->layer < 0 && !g->note[0])
+        return;
+    if (g->layer >= 0 && !g->with_q)
+        printf("  diagnosis of layer %d: %s\n", g->layer, g->note);
+    else
+        printf("  diagnosis: %s\n", g->note);
+    for (i = 0; i < g->n; i++) {
+        const cic_vdiag_item *it = &g->it[i];
+        printf("    %s", it->finding);
+        if (it->mistake)
+            printf("  [%s]", it->mistake);
+        if (it->tensor[0])
+            printf("  (%s)", it->tensor);
+        printf("\n");
+    }
+}
+
 static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
 {
     int l;
@@ -305,12 +330,14 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
     for (l = 0; l < r->n_eng; l++)
         printf("%s vs the original's truth (rel_norm2): original %.3g, transformed %.3g\n",
                r->eng[l], r->eng_orig[l], r->eng_trans[l]);
-    if (r->first_bad >= 0)
+    if (r->first_bad >= 0) {
         printf("first layer not equivalent: %d (%s)\n", r->first_bad,
                CIC_VERDICT_NAME[r->verdict[r->first_bad - r->layer0]]);
-    else if (r->head_verdict != CIC_VERDICT_EQUIVALENT)
+        print_diag(&r->diag);
+    } else if (r->head_verdict != CIC_VERDICT_EQUIVALENT) {
         printf("the head readout is %s\n", CIC_VERDICT_NAME[r->head_verdict]);
-    else
+        print_diag(&r->diag);
+    } else
         printf("every layer%s equivalent\n", r->have_q ? " and the head" : " (head readout)");
 }
 
@@ -395,7 +422,9 @@ int cic_cmd_verify(int argc, char **argv)
     if (out) {
         char path[4200];
         snprintf(path, sizeof path, "%s/report.json", out);
-        if (cic_mkdir_p(out, &d) < 0 || cic_verify_write_json(&o, &r, path, &d) < 0) {
+        if (cic_mkdir_p(out, &d) < 0 || cic_verify_write_json(&o, &r, path, &d) < 0 ||
+            (snprintf(path, sizeof path, "%s/report.md", out) > 0 &&
+             cic_verify_write_md(&o, &r, path, &d) < 0)) {
             cic_diag_print(stderr, &d);
             return CIC_EINTERNAL;
         }

@@ -415,6 +415,10 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
         rc = d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
         goto done;
     }
+    if (cic_verify_diagnose(&w, ka, kb, r, d) < 0) {
+        rc = CIC_EINTERNAL;
+        goto done;
+    }
     rc = r->first_bad >= 0 || r->head_verdict != CIC_VERDICT_EQUIVALENT ? CIC_EGATE : CIC_OK;
 done:
     if (cic_stfile_check_unchanged(d) != 0) /* a file changed while read: nothing holds */
@@ -521,6 +525,7 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                                                 "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
                                                 "f64_bound", jnum(r->bound[l]), "seconds",
                                                 jnum(r->sec[l])));
+    cic_vdiag_json_set(v, layers, r->have_q, r->layer0, &r->diag); /* what is wrong */
     json_object_set_new(v, "layers", layers);
     layers = NULL;
     json_object_set_new(v, "first_layer_not_equivalent",

@@ -32,6 +32,7 @@
 #include "../base/base.h"
 #include "../case/case.h"
 #include "../model/checkpoint.h"
+#include "verify_diag.h"
 
 #include <mpfr.h>
 
@@ -126,6 +127,7 @@ typedef struct {
     double eng_orig[CIC_VERIFY_MAX_ENGINES], eng_trans[CIC_VERIFY_MAX_ENGINES];
     cic_model_cfg cfg;  /* the original's, as read */
     double seconds;
+    cic_vdiag diag;     /* what is wrong with layer first_bad (verify_diag.h) */
 } cic_verify_result;
 
 /* The block input's sizes when neither the command line nor a file gives
@@ -173,5 +175,10 @@ double cic_verify_q_orth_bound(const double *q, int d, int threads);
 /* report.json of a verify run into path (atomically). 0, or -1 with d set. */
 int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                           const char *path, cic_diag *d);
+
+/* report.md of a verify run into path (atomically): the verdicts, the
+ * layer table and the diagnosis (verify_diag_md.c). 0, or -1 with d set. */
+int cic_verify_write_md(const cic_verify_opts *o, const cic_verify_result *r, const char *path,
+                        cic_diag *d);
 
 #endif

@@ -56,4 +56,10 @@ typedef struct {
  * are set. 0, or -1 (out of memory; d set when bad input). */
 int cic_verify_stream(const cic_vrun *w, cic_verify_result *r, cic_diag *d);
 
+/* The diagnosis of layer r->first_bad into r->diag (verify_diag.c): each
+ * tensor of the rewrite against the rule, from ka's and kb's weights of
+ * that layer and w->q. 0, or -1 (out of memory, d set). */
+int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *kb,
+                        cic_verify_result *r, cic_diag *d);
+
 #endif
