@@ -80,7 +80,7 @@ struct cic_ckpt_family {
     const char *embed;
     const char *positions;
     int positions_offset;
-    /* cicheck verify reads it: a causal language model. */
+    /* cicheck verify reads it (a causal language model, or timm's ViT). */
     bool verify;
     /* Sizes, eps, activation, ... from config.json (k->config, empty when
      * bare), before the shards open; 0, or -1 with d set. */

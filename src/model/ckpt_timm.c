@@ -116,6 +116,7 @@ static int timm_check_head(const cic_ckpt *k, const cic_model_cfg *cfg, cic_diag
 const cic_ckpt_family _cic_ckpt_timm = {
     .name = "timm",
     .architecture = "vit_",
+    .verify = true, /* hidden-state inputs only */
     .config = _cic_ckpt_nothing,
     .sizes = timm_sizes,
     .parts = timm_parts,

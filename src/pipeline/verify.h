@@ -69,7 +69,12 @@ typedef struct {
 #define CIC_VERIFY_MAX_ENGINES (2 + CIC_MAX_LOWP)
 
 /* Where the per-layer view's Q came from. */
-enum cic_verify_qsrc { CIC_VERIFY_Q_NONE, CIC_VERIFY_Q_FILE, CIC_VERIFY_Q_RECOVERED };
+enum cic_verify_qsrc {
+    CIC_VERIFY_Q_NONE,
+    CIC_VERIFY_Q_FILE,
+    CIC_VERIFY_Q_RECOVERED,
+    CIC_VERIFY_Q_IDENTITY /* no --q, no token embedding (timm): no rotation */
+};
 
 /* Which engine decided a verdict: f64 with its proven bound (the enclosure
  * of the residual measure lies on one side of the thresholds), or MPFR at
