@@ -68,8 +68,8 @@ int read_config(cic_ckpt *k, cic_diag *d)
     k->fam = _cic_ckpt_family_find(type, arch, false);
     if (!k->fam) {
         cic_diag_set(d, k->cfg_path, 0, 0,
-                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, qwen2, opt, gptj; "
-                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type)",
+                     "model_type %s%s%s is not a family cicheck reads (llama, mistral, qwen2, opt; "
+                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type; or gptj)",
                      type ? "'" : "", type ? type : "missing", type ? "'" : "");
         return -1;
     }

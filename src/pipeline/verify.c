@@ -99,8 +99,8 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
         return CIC_EINPUT;
     }
     if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN && cfg->block != CIC_BLOCK_PARALLEL) {
-        cic_diag_set(d, dir, 0, 0, "--layernorm fused is for LayerNorm models (OPT, GPT-J, "
-                     "timm ViTs); this checkpoint has RMSNorm (its fused gains are read as 1 "
+        cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm (and GPT-J's, "
+                     "timm ViTs'); this checkpoint has RMSNorm (its fused gains are read as 1 "
                      "anyway)");
         return CIC_EINPUT;
     }
