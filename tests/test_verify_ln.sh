@@ -8,7 +8,8 @@
 # are exit 2 naming config.json and the key. First, the conventions: the
 # logits cicheck's truth gives for each original equal a NumPy forward of
 # the family as its own code computes it (GPT-J: rotate_every_two on the
-# whole head, gelu_new, causal, lm_head's bias; timm: q, k, v stacked in
+# first rotary_dim dims of each head, the whole head or half of it as
+# GPT-J-6B, gelu_new, causal, lm_head's bias; timm: q, k, v stacked in
 # attn.qkv, exact GELU, eps 1e-6, both ways).
 set -u
 bin=$1
@@ -20,11 +21,13 @@ mk="$root/tests/make_ln_rewrite.py"
 v="--tokens 8 --samples 2"
 
 # ---- the conventions: cicheck's truth against a NumPy forward ----
-for fam in vit gptj; do
-    expect_rc 0 "$fam: the original and its rewrite written" "$py" "$mk" "$fam" \
-        "$tmp/$fam" "$tmp/$fam-ok" --rotate 5
+for fam in vit gptj gptj-part; do
+    set -- --rotate 5
+    [ "$fam" = gptj-part ] && set -- --rotate 5 --set rotary_dim=4
+    expect_rc 0 "$fam: the original and its rewrite written" "$py" "$mk" "${fam%-part}" \
+        "$tmp/$fam" "$tmp/$fam-ok" "$@"
     kind=random
-    [ "$fam" = gptj ] && kind=tokens
+    [ "$fam" != vit ] && kind=tokens
     cat >"$tmp/$fam.toml" <<EOF
 name = "$fam-tiny"
 [model]
@@ -45,27 +48,33 @@ EOF
         --no-baseline --out "$tmp/r-$fam" --dump "$tmp/d-$fam" "$tmp/$fam.toml"
     expect_rc 0 "$fam: the truth is the family's forward in NumPy (rel < 1e-12)" "$py" - \
         "$fam" "$tmp" "$root/tests" <<'PY'
+import json
 import sys
 import numpy as np
 fam, tmp = sys.argv[1], sys.argv[2]
+cfg = json.load(open(f"{tmp}/{fam}/config.json"))
+fam = fam.replace("-part", "")
 sys.path.insert(0, sys.argv[3])
 from make_checkpoint import read_st
-w = {k: v.astype(np.float64) for k, v in read_st(f"{tmp}/{fam}/model.safetensors")[0].items()}
-x = read_st(f"{tmp}/d-{fam}/original.safetensors")[0]["input"].astype(np.float64)
-truth = read_st(f"{tmp}/d-{fam}/outputs.safetensors")[0]["truth"]
+dirs = sys.argv[1]
+w = {k: v.astype(np.float64) for k, v in read_st(f"{tmp}/{dirs}/model.safetensors")[0].items()}
+x = read_st(f"{tmp}/d-{dirs}/original.safetensors")[0]["input"].astype(np.float64)
+truth = read_st(f"{tmp}/d-{dirs}/outputs.safetensors")[0]["truth"]
 d, h, N, B = x.shape[1], 2, 8, 2
 hd = d // h
 eps = float(np.float32(1e-5 if fam == "gptj" else 1e-6))
 def ln(z, g, b):
     c = z - z.mean(-1, keepdims=True)
     return c / np.sqrt((c * c).mean(-1, keepdims=True) + eps) * g + b
-def rope(t):  # GPT-J: pairs (2i, 2i+1) of each head, base 10000, rotary_dim = hd
-    inv = 1.0 / 10000 ** (np.arange(0, hd, 2) / hd)
+rd = cfg.get("rotary_dim") or hd
+def rope(t):  # GPT-J: pairs (2i, 2i+1) of each head's first rd dims, base 10000
+    inv = 1.0 / 10000 ** (np.arange(0, rd, 2) / rd)
     ang = np.arange(N)[:, None] * inv[None, :]
     c, s = np.repeat(np.cos(ang), 2, 1), np.repeat(np.sin(ang), 2, 1)
-    r = np.empty_like(t)
-    r[..., 0::2], r[..., 1::2] = -t[..., 1::2], t[..., 0::2]
-    return t * c + r * s
+    a, rest = t[..., :rd], t[..., rd:]
+    r = np.empty_like(a)
+    r[..., 0::2], r[..., 1::2] = -a[..., 1::2], a[..., 0::2]
+    return np.concatenate([a * c + r * s, rest], axis=-1)
 def attn(q, k, v, causal):  # [B, N, d] each
     q, k, v = (t.reshape(B, N, h, hd).transpose(0, 2, 1, 3) for t in (q, k, v))
     if fam == "gptj":
@@ -102,7 +111,7 @@ for i in range(L):
 f, hn = ("transformer.ln_f", "lm_head") if fam == "gptj" else ("norm", "head")
 y = ln(x, w[f + ".weight"], w[f + ".bias"]) @ w[hn + ".weight"].T + w[hn + ".bias"]
 rel = np.linalg.norm(y - truth) / np.linalg.norm(truth)
-print(f"{fam}: rel {rel:.3g}")
+print(f"{dirs}: rel {rel:.3g}")
 sys.exit(0 if rel < 1e-12 else 1)
 PY
 done
@@ -125,6 +134,12 @@ expect_rc 0 "gptj: on token ids through each model's wte" "$bin" verify "$tmp/gp
     "$tmp/gptj-ok" --layernorm fused --q "$tmp/gptj-ok/R1.safetensors" --input-kind tokens $v
 expect_rc 1 "gptj: the rewrite without --layernorm fused is not equivalent" "$bin" verify \
     "$tmp/gptj" "$tmp/gptj-ok" --q "$tmp/gptj-ok/R1.safetensors" $v
+expect_rc 0 "gptj, rotary on half of each head: the rewrite is equivalent" "$bin" verify \
+    "$tmp/gptj-part" "$tmp/gptj-part-ok" --layernorm fused \
+    --q "$tmp/gptj-part-ok/R1.safetensors" $v
+expect_rc 2 "gptj: rotary on half the head against the whole head is refused" "$bin" \
+    verify "$tmp/gptj" "$tmp/gptj-part-ok" --layernorm fused $v
+expect_err "rotary_dim 4 here, 0 in the original" "the message names both"
 
 # ---- planted mistakes at block 2: exit 1, block 2 named first ----
 for fam in vit gptj; do
@@ -143,9 +158,9 @@ cmp -s "$tmp/vit/model.safetensors" "$tmp/vit-o2/model.safetensors" &&
     bad "the originals differ between runs of the writer"
 
 # ---- refusals ----
-"$py" "$mk" gptj "$tmp/gj-rot" "$tmp/gj-rot-r" --set rotary_dim=4
-expect_rc 2 "gptj: partial rotary is refused" "$bin" verify "$tmp/gj-rot" "$tmp/gj-rot-r" $v
-expect_err "gj-rot/config.json: 'rotary_dim' = 4: rotary on 4 of each head's 8 dims" \
+"$py" "$mk" gptj "$tmp/gj-rot" "$tmp/gj-rot-r" --set rotary_dim=3
+expect_rc 2 "gptj: an odd rotary_dim is refused" "$bin" verify "$tmp/gj-rot" "$tmp/gj-rot-r" $v
+expect_err "gj-rot/config.json: 'rotary_dim' = 3: rotary on the first rotary_dim dims" \
     "the message names config.json, the key and the value"
 "$py" "$mk" gptj "$tmp/gj-act" "$tmp/gj-act-r" --set 'activation_function="gelu"'
 expect_rc 2 "gptj: another activation is refused" "$bin" verify "$tmp/gj-act" "$tmp/gj-act-r" $v

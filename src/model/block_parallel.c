@@ -13,7 +13,8 @@
  * A GPT-J checkpoint (ckpt_gptj.c) sets two things a case file cannot (the
  * case loader keeps rope and qkv_bias to the rmsnorm block), so a case's
  * parallel block is built as before, op for op: rope interleaved (GPT-J's
- * rotate_every_two) on q and k, every dim of each head, and qkv_bias, the
+ * rotate_every_two) on q and k, on the first rotary_dim dims of each head
+ * (0: every dim), and qkv_bias, the
  * biases of q, k and v a rewrite with fused LayerNorms stores (zeros when a
  * checkpoint has none). */
 #include "build.h"
@@ -102,7 +103,9 @@ static void flops(cic_block_flops *f, const cic_model_cfg *cfg, int readout, cic
     f->norm1 = cic_op_flops_norm(R, d, ns.center, ns.gain, ns.bias);
     f->norm2 = 0;
     f->attn = 3 * cic_op_flops_linear(R, d, d, !ns.bias || cfg->qkv_bias) + /* q, k, v */
-              (cfg->rope != CIC_ROPE_NONE ? 2 * cic_op_flops_rope(R, d) : 0) +
+              (cfg->rope != CIC_ROPE_NONE
+                   ? 2 * cic_op_flops_rope(R, cfg->rotary_dim ? H * cfg->rotary_dim : d)
+                   : 0) +
               cic_op_flops_attn(B, H, N, d / H, cfg->causal) +
               cic_op_flops_linear(R, d, d, false);               /* out_proj */
     f->mlp = cic_op_flops_linear(R, d, m, true) +                /* fc_in */

@@ -20,11 +20,11 @@
  *   embeddings are refused;
  * - gptj ("gptj": one LayerNorm feeding attention and the MLP side by side,
  *   eps layer_norm_epsilon, gelu_new, RoPE in the interleaved layout
- *   (rotate_every_two) on q and k, causal), the parallel block under GPT-J's
+ *   (rotate_every_two) on q and k, on the first rotary_dim dims of each
+ *   head (GPT-J-6B: 64 of 256), causal), the parallel block under GPT-J's
  *   names: transformer.h.{i}.{ln_1, attn.{q,k,v,out}_proj, mlp.fc_in,
  *   mlp.fc_out}, transformer.wte, transformer.ln_f, lm_head with its bias;
- *   q, k and v biases read when there (a fused rewrite's), zero otherwise.
- *   Partial rotary (rotary_dim below the head dim, as GPT-J-6B) is refused;
+ *   q, k and v biases read when there (a fused rewrite's), zero otherwise;
  * - timm ViT (config.json "architecture": "vit_...", no model_type), the
  *   preln block whose names are timm's, bidirectional, GELU, eps 1e-6, the
  *   widths from the tensors and the heads from num_heads or the size in the

@@ -44,6 +44,7 @@ struct cic_ckpt {
     bool tied;
     bool qkv_bias;      /* Qwen2: q, k and v have biases */
     int sliding_window; /* 0: none */
+    int rotary_dim;     /* gptj: RoPE on the first rotary_dim dims of a head; 0: all */
     enum cic_act act;   /* opt: relu or gelu */
     int cond;           /* dit: the condition's width */
     bool has_config;    /* config.json was read (a DiT may have none) */

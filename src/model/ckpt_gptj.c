@@ -8,9 +8,10 @@
  * embedding wte, no learned positions. The parallel block, whose names are
  * GPT-J's (transformer.h.{i}.*, numbered from layer0 here).
  *
- * Only rotary on every dim of each head is modelled (rotary_dim absent,
- * null or head_dim); GPT-J-6B's rotary_dim 64 of head_dim 256 is refused
- * by name, as is a head dim that RoPE cannot pair. A rewrite with fused
+ * Rotary on the first rotary_dim dims of each head (GPT-J-6B: 64 of 256),
+ * the table built for rotary_dim as GPT-J's create_sinusoidal_positions
+ * builds it, the other dims passing as they are; absent or null: every dim.
+ * An odd rotary_dim or one above the head dim is refused by name. A rewrite with fused
  * LayerNorms adds biases to q, k and v: they are read when there and zero
  * otherwise (the original has none). */
 #include "ckpt_family.h"
@@ -40,13 +41,14 @@ static int gptj_config(cic_ckpt *k, cic_diag *d)
         return -1;
     }
     hd = k->hidden / k->heads;
-    if (rot && rot != hd) { /* GPT-J-6B: 64 of 256 */
-        cic_diag_set(d, k->cfg_path, 0, 0, "'rotary_dim' = %d: rotary on %d of each head's %d "
-                     "dims (n_embd %d / n_head %d) is not modelled; only rotary_dim = head_dim "
-                     "(or absent)", rot, rot, hd, k->hidden, k->heads);
+    if (rot % 2 || rot > hd) { /* GPT-J-6B: 64 of 256, fine */
+        cic_diag_set(d, k->cfg_path, 0, 0, "'rotary_dim' = %d: rotary on the first rotary_dim "
+                     "dims of each head needs an even number up to the head dim %d (n_embd %d "
+                     "/ n_head %d)", rot, hd, k->hidden, k->heads);
         return -1;
     }
-    if (hd % 2) {
+    k->rotary_dim = rot == hd ? 0 : rot; /* 0: every dim, the op as a whole-head rope */
+    if (!rot && hd % 2) {
         cic_diag_set(d, k->cfg_path, 0, 0, "n_embd %d / n_head %d = %d: rotary embeddings "
                      "(rotate_every_two) need an even head size", k->hidden, k->heads, hd);
         return -1;
@@ -97,6 +99,7 @@ static void gptj_model_cfg(const cic_ckpt *k, cic_model_cfg *cfg)
     cfg->qkv_bias = true; /* zeros in the original; a fused rewrite's LN bias */
     cfg->rope = CIC_ROPE_INTERLEAVED;
     cfg->rope_theta = k->theta;
+    cfg->rotary_dim = k->rotary_dim;
     cfg->causal = true;
 }
 

@@ -104,6 +104,11 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
                      "anyway)");
         return CIC_EINPUT;
     }
+    if (cmp && cmp->rotary_dim != cfg->rotary_dim) {
+        cic_diag_set(d, dir, 0, 0, "rotary_dim %d here, %d in the original (0: the whole head)",
+                     cfg->rotary_dim, cmp->rotary_dim);
+        return CIC_EINPUT;
+    }
     if (cmp && cmp->layers != cfg->layers) {
         cic_diag_set(d, dir, 0, 0, "%d layers from layer %d here, %d in the original: the "
                      "checkpoints must have the same layers (or give --layers)", cfg->layers,
