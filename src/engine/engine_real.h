@@ -851,10 +851,8 @@ static void real_rope_table(REAL *cs, int N, int hd, double theta)
  * (interleaved) becomes (a c - b s, b c + a s), products and sums each
  * rounded: Hugging Face's q * cos + rotate_half(q) * sin term by term
  * (a c + (-b) s is a c - b s bit for bit), and the complex product of
- * Meta's code. y may be x (both values of a pair are read first). With
- * o->rot, only the first rd = rot dims of each head are paired (the table
- * built for rd, as GPT-J's create_sinusoidal_positions(rotary_dim)); the
- * rest pass as they are. */
+ * Meta's code. y may be x (both values of a pair are read first). o->rot:
+ * the first rot dims of a head only, the table built for rot (GPT-J), the rest copied. */
 static int real_rope(realrun *r, const cic_op *o, REAL *y)
 {
     const cic_model *m = r->m;
