@@ -173,4 +173,19 @@ expect_err "n_embd 16 is not a multiple of n_head 3" "the message names both key
 expect_rc 2 "vit: token ids are refused (no token embedding)" "$bin" verify "$tmp/vit" \
     "$tmp/vit-ok" --layernorm fused --q "$tmp/vit-ok/R1.safetensors" --input-kind tokens $v
 expect_err "no token embedding" "the message says why"
+mkdir -p "$tmp/vit-ls" && cp "$tmp/vit/config.json" "$tmp/vit-ls/"
+"$py" - "$tmp" "$root/tests" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, sys.argv[2])
+from make_checkpoint import read_st, write_st
+t = dict(read_st(sys.argv[1] + "/vit/model.safetensors")[0])
+t["blocks.0.ls1.gamma"] = np.ones(t["norm.weight"].shape, "<f4")
+write_st(sys.argv[1] + "/vit-ls/model.safetensors",
+         [(k, "F32", v.shape, np.ascontiguousarray(v, "<f4").tobytes()) for k, v in t.items()])
+PY
+expect_rc 2 "vit: LayerScale (DeiT-III's ls1) is refused, not dropped" "$bin" verify \
+    "$tmp/vit-ls" "$tmp/vit-ls" $v
+expect_err "tensor 'blocks.0.ls1.gamma': LayerScale and q/k norms are not modelled" \
+    "the message names the tensor"
 cic_test_done

@@ -43,6 +43,24 @@ static int timm_heads(cic_ckpt *k, cic_diag *d)
     return 0;
 }
 
+/* What some timm ViTs add to the block and the preln block does not run
+ * (LayerScale's ls1 and ls2 as DeiT-III has, q and k norms): refused by
+ * name rather than dropped. 0, or -1 with d set. */
+static int timm_unmodelled(const cic_ckpt *k, cic_diag *d)
+{
+    static const char *const extra[] = {"blocks.0.ls1.gamma", "blocks.0.ls2.gamma",
+                                        "blocks.0.attn.q_norm.weight",
+                                        "blocks.0.attn.k_norm.weight"};
+    size_t i;
+    for (i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        if (_cic_ckpt_find_any(k, extra[i])) {
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': LayerScale and q/k norms are not "
+                         "modelled (the preln block)", extra[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* Widths from the tensors (blocks.0.mlp.fc1.weight [mlp, d], head.weight;
  * not from norm1, which a rewrite with fused LayerNorms leaves out), the
  * layers counted, the heads as timm_heads finds them. */
@@ -77,6 +95,8 @@ static int timm_sizes(cic_ckpt *k, cic_diag *d)
                      k->hidden);
         return -1;
     }
+    if (timm_unmodelled(k, d) < 0)
+        return -1;
     k->kv_heads = k->heads;
     k->eps = 1e-6;
     k->act = CIC_ACT_GELU;
