@@ -19,8 +19,9 @@
 const char CIC_VERIFY_USAGE[] =
     "usage: cicheck verify ORIGINAL TRANSFORMED [options]\n"
     "  A rewritten checkpoint against its original, layer by layer. Both are\n"
-    "  Hugging Face folders of the llama family (llama, mistral, qwen2) or OPT\n"
-    "  (config.json and model.safetensors or shards), or DiT (below); the\n"
+    "  Hugging Face folders of the llama family (llama, mistral, qwen2), OPT or\n"
+    "  GPT-J, or timm ViTs (hidden states only; without --q, Q = I), each\n"
+    "  config.json and model.safetensors or shards, or DiT (below); the\n"
     "  transformed one may leave its norm weights out (fused: gains 1,\n"
     "  LayerNorm biases 0).\n"
     "  --q FILE             the residual rotation Q the rewrite applied (a\n"
@@ -31,7 +32,8 @@ const char CIC_VERIFY_USAGE[] =
     "  --q-tensor NAME      the tensor of FILE (default: its only one)\n"
     "  --online down_proj:hadamard   the online Hadamard before down_proj (R4)\n"
     "  --online qk:hadamard          the online Hadamard of q and k after RoPE (R3)\n"
-    "  --layernorm fused    OPT: the rewrite fused each LayerNorm into its readers\n"
+    "  --layernorm fused    OPT, GPT-J, timm ViT: the rewrite fused each LayerNorm\n"
+    "                       (gain and bias) into its readers\n"
     "                       and runs it as RMSNorm on a centred stream (QuaRot,\n"
     "                       SliceGPT); its stream is compared with the original's\n"
     "                       without the row mean (default kept)\n"
@@ -300,6 +302,9 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
         printf("no --q: Q recovered from the embeddings (least squares on %d rows, relative "
                "residual %.3g; ||Q^T Q - I||_2 <= %.3g proven)\n", r->qfit.rows, r->qfit.fit,
                r->qfit.orth_bound);
+    if (r->q_src == CIC_VERIFY_Q_IDENTITY)
+        printf("no --q, and no token embedding to recover Q from: Q is the identity (a "
+               "rewrite that fuses its LayerNorms without rotating)\n");
     if (!r->have_q) {
         printf("no --q, and Q not recovered from the embeddings: %s\n", r->qfit.why);
         printf("no --q: the per-layer view needs the residual rotation Q; only the head "
@@ -314,6 +319,8 @@ static void print_result(const cic_verify_opts *o, const cic_verify_result *r)
     if (r->q_src == CIC_VERIFY_Q_FILE)
         printf("(residual stream after the layer, mapped back with Q^T; Q max |Q^T Q - I| "
                "%.3g)\n", r->q_orth);
+    else if (r->q_src == CIC_VERIFY_Q_IDENTITY)
+        printf("(residual stream after the layer, as it is)\n");
     else if (r->have_q)
         printf("(residual stream after the layer, mapped back with the recovered Q^T)\n");
     if (r->have_q)

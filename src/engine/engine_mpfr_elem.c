@@ -216,7 +216,7 @@ int _cic_mpk_add(mprun *r, const cic_op *o, mpfr_t *y)
 typedef struct {
     const mpfr_t *x, *cs; /* cs: cos, sin of (position, frequency), as real_rope_table */
     mpfr_t *y;
-    int N, w, hd, heads;
+    int N, w, hd, rd, heads; /* rd: the dims of each head rotated (o->rot or hd) */
     bool interleaved;
 } rope_job;
 
@@ -226,11 +226,11 @@ typedef struct {
 static void rope_rows(void *c, int lo, int hi, mpws *w)
 {
     const rope_job *J = c;
-    int i, h, j, half = J->hd / 2, step = J->interleaved ? 2 : 1;
+    int i, h, j, half = J->rd / 2, step = J->interleaved ? 2 : 1;
     int off = J->interleaved ? 1 : half;
     for (i = lo; i < hi; i++) {
-        const mpfr_t *t = J->cs + (size_t)(i % J->N) * J->hd;
-        for (h = 0; h < J->heads; h++)
+        const mpfr_t *t = J->cs + (size_t)(i % J->N) * J->rd;
+        for (h = 0; h < J->heads; h++) {
             for (j = 0; j < half; j++) {
                 size_t ia = (size_t)i * J->w + h * J->hd + step * j, ib = ia + off;
                 mpfr_set(w->t0, J->x[ia], MPFR_RNDN);
@@ -238,6 +238,11 @@ static void rope_rows(void *c, int lo, int hi, mpws *w)
                 mpfr_fmms(J->y[ia], w->t0, t[2 * j], w->t1, t[2 * j + 1], MPFR_RNDN);
                 mpfr_fmma(J->y[ib], w->t1, t[2 * j], w->t0, t[2 * j + 1], MPFR_RNDN);
             }
+            for (j = J->rd; j < J->hd; j++) { /* partial rope: the rest as it is */
+                size_t ia = (size_t)i * J->w + h * J->hd + j;
+                mpfr_set(J->y[ia], J->x[ia], MPFR_RNDN);
+            }
+        }
     }
 }
 
@@ -256,12 +261,13 @@ int _cic_mpk_rope(mprun *r, const cic_op *o, mpfr_t *y)
     J.w = m->t[o->out].cols;
     J.heads = o->heads;
     J.hd = J.w / o->heads;
+    J.rd = o->rot ? o->rot : J.hd;
     J.interleaved = o->rope == CIC_ROPE_INTERLEAVED;
-    n = (size_t)J.N * J.hd;
+    n = (size_t)J.N * J.rd;
     J.cs = cic_mpvec_create(n, r->prec);
     if (!J.cs)
         return -1;
-    cic_mp_rope_table((mpfr_t *)J.cs, J.N, J.hd, o->theta, r->prec);
+    cic_mp_rope_table((mpfr_t *)J.cs, J.N, J.rd, o->theta, r->prec);
     if (r->ball && cic_ball_rope(r->ball, o, J.cs, J.x) < 0) {
         cic_mpvec_destroy((mpfr_t *)J.cs, n);
         return -1;

@@ -851,29 +851,34 @@ static void real_rope_table(REAL *cs, int N, int hd, double theta)
  * (interleaved) becomes (a c - b s, b c + a s), products and sums each
  * rounded: Hugging Face's q * cos + rotate_half(q) * sin term by term
  * (a c + (-b) s is a c - b s bit for bit), and the complex product of
- * Meta's code. y may be x (both values of a pair are read first). */
+ * Meta's code. y may be x (both values of a pair are read first). o->rot:
+ * the first rot dims of a head only, the table built for rot (GPT-J), the rest copied. */
 static int real_rope(realrun *r, const cic_op *o, REAL *y)
 {
     const cic_model *m = r->m;
-    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads;
+    int rd = o->rot ? o->rot : hd, half = rd / 2;
     int i, h, j, step = o->rope == CIC_ROPE_INTERLEAVED ? 2 : 1;
     int off = o->rope == CIC_ROPE_INTERLEAVED ? 1 : half;
     const REAL *x = src(r, o->in[0]);
-    REAL *cs = malloc((size_t)N * hd * sizeof *cs);
+    REAL *cs = malloc((size_t)N * rd * sizeof *cs);
     if (!cs)
         return -1;
-    real_rope_table(cs, N, hd, o->theta);
+    real_rope_table(cs, N, rd, o->theta);
     for (i = 0; i < r->rows; i++) {
-        const REAL *t = cs + (size_t)(i % N) * hd;
+        const REAL *t = cs + (size_t)(i % N) * rd;
         const REAL *xr = x + (size_t)i * w;
         REAL *yr = y + (size_t)i * w;
-        for (h = 0; h < o->heads; h++)
+        for (h = 0; h < o->heads; h++) {
             for (j = 0; j < half; j++) {
                 int ia = h * hd + step * j, ib = ia + off;
                 REAL a = xr[ia], b = xr[ib], c = t[2 * j], s = t[2 * j + 1];
                 yr[ia] = a * c - b * s;
                 yr[ib] = b * c + a * s;
             }
+            for (j = rd; j < hd; j++)
+                yr[h * hd + j] = xr[h * hd + j];
+        }
     }
     free(cs);
     return 0;

@@ -148,12 +148,14 @@ static void rope_table_err(const cic_ball *b, const cic_op *o, const mpfr_t *cs,
 }
 
 /* y_a = RN(a c - b s), y_b = RN(b c + a s) (fused), c, s within ec, es of
- * the exact cos and sin. */
+ * the exact cos and sin; partial rope (o->rot): the table is for the first
+ * rd dims of each head, the rest are copied exactly (their radius kept). */
 int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *x)
 {
     const cic_model *m = b->m;
     const double *rx = b->rad[o->in[0]];
-    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads;
+    int rd = o->rot ? o->rot : hd, half = rd / 2;
     int interleaved = o->rope == CIC_ROPE_INTERLEAVED, step = interleaved ? 2 : 1;
     int off = interleaved ? 1 : half, rows = N * b->ns, i, h, j;
     double *ec = malloc((size_t)N * half * sizeof *ec), *es = malloc((size_t)N * half * sizeof *es);
@@ -164,9 +166,11 @@ int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *
         free(own);
         return -1;
     }
-    rope_table_err(b, o, cs, N, half, hd, ec, es);
+    rope_table_err(b, o, cs, N, half, rd, ec, es);
     for (i = 0; i < rows; i++)
-        for (h = 0; h < o->heads; h++)
+        for (h = 0; h < o->heads; h++) {
+            for (j = rd; j < hd; j++) /* not rotated: y = x exactly */
+                b->next[(size_t)i * w + h * hd + j] = rad_at(rx, (size_t)i * w + h * hd + j);
             for (j = 0; j < half; j++) {
                 size_t ia = (size_t)i * w + h * hd + step * j, ib = ia + off;
                 size_t k = (size_t)(i % N) * half + j;
@@ -182,6 +186,7 @@ int cic_ball_rope(cic_ball *b, const cic_op *o, const mpfr_t *cs, const mpfr_t *
                                  up(aa * es[k] + ra * (sn + es[k])));
                 own[i] += oa * oa + ob * ob;
             }
+        }
     for (i = 0; b->nb && i < rows; i++)
         b->next_nrm[i] = up(nrm_at(b, o->in[0], (size_t)i) +
                             up(sqrt(bound_sum(own[i], (size_t)w))));

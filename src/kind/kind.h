@@ -239,6 +239,9 @@ typedef struct cic_model_cfg_s {
      * heads. A kv_heads of 0 (a cfg not from the loader) means heads. */
     enum cic_rope rope;
     double rope_theta;
+    /* rope on the first rotary_dim dims of each head only (even; a GPT-J
+     * checkpoint's rotary_dim); 0: all of them (every case file) */
+    int rotary_dim;
     int kv_heads;
     bool qkv_bias; /* rmsnorm only: biases on q_proj, k_proj, v_proj (Qwen2) */
     /* [model] checkpoint: the folder the weights come from ("" none: the

@@ -191,6 +191,7 @@ int _cic_bld_rope(cic_bld *b, int layer, int x, int heads, const char *out_name)
     o.heads = heads;
     o.rope = b->m->cfg.rope;
     o.theta = b->m->cfg.rope_theta;
+    o.rot = b->m->cfg.rotary_dim;
     o.out = _cic_bld_act(b, out_name, b->m->t[x].cols);
     _cic_bld_op(b, &o);
     return o.out;

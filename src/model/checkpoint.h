@@ -18,6 +18,13 @@
  *   model.decoder.embed_tokens.weight (lm_head.weight when present) with a
  *   zero bias. Post-LN OPT (do_layer_norm_before false) and projected
  *   embeddings are refused;
+ * - gptj ("gptj": one LayerNorm feeding attention and the MLP side by side,
+ *   eps layer_norm_epsilon, gelu_new, RoPE in the interleaved layout
+ *   (rotate_every_two) on q and k, on the first rotary_dim dims of each
+ *   head (GPT-J-6B: 64 of 256), causal), the parallel block under GPT-J's
+ *   names: transformer.h.{i}.{ln_1, attn.{q,k,v,out}_proj, mlp.fc_in,
+ *   mlp.fc_out}, transformer.wte, transformer.ln_f, lm_head with its bias;
+ *   q, k and v biases read when there (a fused rewrite's), zero otherwise;
  * - timm ViT (config.json "architecture": "vit_...", no model_type), the
  *   preln block whose names are timm's, bidirectional, GELU, eps 1e-6, the
  *   widths from the tensors and the heads from num_heads or the size in the
@@ -63,9 +70,12 @@ void cic_ckpt_close(cic_ckpt *k);
 /* The number of decoder layers of the checkpoint (num_hidden_layers). */
 int cic_ckpt_layers(const cic_ckpt *k);
 
-/* Whether cicheck verify reads the checkpoint's family (a causal language
- * model: the llama family and OPT). */
+/* Whether cicheck verify reads the checkpoint's family (the llama family,
+ * OPT, GPT-J and timm's ViT). */
 bool cic_ckpt_verifiable(const cic_ckpt *k);
+/* Whether the family has a token embedding (timm and DiT have none: their
+ * input is hidden states). */
+bool cic_ckpt_has_embedding(const cic_ckpt *k);
 
 /* The family's name ("llama", "opt", "timm", "dit"). */
 const char *cic_ckpt_family_name(const cic_ckpt *k);

@@ -15,6 +15,7 @@ const cic_ckpt_family *const _cic_ckpt_families[CIC_CKPT_FAMILY_COUNT] = {
     [CIC_CKPT_OPT] = &_cic_ckpt_opt,
     [CIC_CKPT_TIMM] = &_cic_ckpt_timm,
     [CIC_CKPT_DIT] = &_cic_ckpt_dit,
+    [CIC_CKPT_GPTJ] = &_cic_ckpt_gptj,
 };
 static_assert(sizeof _cic_ckpt_families / sizeof _cic_ckpt_families[0] == CIC_CKPT_FAMILY_COUNT,
               "one descriptor per family");
@@ -68,7 +69,7 @@ int read_config(cic_ckpt *k, cic_diag *d)
     if (!k->fam) {
         cic_diag_set(d, k->cfg_path, 0, 0,
                      "model_type %s%s%s is not a family cicheck reads (llama, mistral, qwen2, opt; "
-                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type)",
+                     "or a timm ViT: \"architecture\": \"vit_...\" and no model_type; or gptj)",
                      type ? "'" : "", type ? type : "missing", type ? "'" : "");
         return -1;
     }
@@ -88,6 +89,11 @@ const char *cic_ckpt_family_name(const cic_ckpt *k)
 const cic_stfile_tensor *cic_ckpt_tensor(const cic_ckpt *k, const char *name)
 {
     return _cic_ckpt_find_any(k, name);
+}
+
+bool cic_ckpt_has_embedding(const cic_ckpt *k)
+{
+    return k->fam->embed != NULL;
 }
 
 int family_sizes(cic_ckpt *k, cic_diag *d)

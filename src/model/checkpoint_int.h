@@ -10,8 +10,17 @@
 #include "ckpt_family.h"
 
 /* The families, one descriptor each (ckpt_<name>.c). */
-enum { CIC_CKPT_LLAMA, CIC_CKPT_OPT, CIC_CKPT_TIMM, CIC_CKPT_DIT, CIC_CKPT_FAMILY_COUNT };
+enum {
+    CIC_CKPT_LLAMA,
+    CIC_CKPT_OPT,
+    CIC_CKPT_TIMM,
+    CIC_CKPT_DIT,
+    CIC_CKPT_GPTJ,
+    CIC_CKPT_FAMILY_COUNT
+};
 extern const cic_ckpt_family *const _cic_ckpt_families[CIC_CKPT_FAMILY_COUNT];
+/* GPT-J's descriptor (ckpt_gptj.c; the others are in ckpt_family.h). */
+extern const cic_ckpt_family _cic_ckpt_gptj;
 
 /* The family that claims a config.json with model_type (NULL: none, or
  * not a string) and architecture (NULL: none, or not a string), or, both

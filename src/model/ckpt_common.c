@@ -180,16 +180,23 @@ static bool ends_with(const char *s, const char *tail)
 }
 
 /* The llama family's gains (input_layernorm, post_attention_layernorm,
- * model.norm) and OPT's LayerNorm gains and biases (self_attn_layer_norm,
- * final_layer_norm). */
+ * model.norm), OPT's LayerNorm gains and biases (self_attn_layer_norm,
+ * final_layer_norm), timm's (blocks.{i}.norm1, norm2, norm) and GPT-J's
+ * (ln_1, ln_f). */
 int optional_norm(const cic_model_cfg *cfg, const char *hf)
 {
     if (!cfg->ckpt_fused)
         return -1;
     if (ends_with(hf, "layernorm.weight") || ends_with(hf, "layer_norm.weight") ||
-        !strcmp(hf, "model.norm.weight"))
+        !strcmp(hf, "model.norm.weight") || !strcmp(hf, "norm.weight") ||
+        ends_with(hf, ".norm1.weight") || ends_with(hf, ".norm2.weight") ||
+        ends_with(hf, ".ln_1.weight") || ends_with(hf, ".ln_f.weight"))
         return 1;
-    return ends_with(hf, "layer_norm.bias") ? 0 : -1;
+    return ends_with(hf, "layer_norm.bias") || !strcmp(hf, "norm.bias") ||
+                   ends_with(hf, ".norm1.bias") || ends_with(hf, ".norm2.bias") ||
+                   ends_with(hf, ".ln_1.bias") || ends_with(hf, ".ln_f.bias")
+               ? 0
+               : -1;
 }
 
 void mark_used(const cic_ckpt *k, int i, const cic_stfile_tensor *t)

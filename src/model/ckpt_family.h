@@ -44,6 +44,7 @@ struct cic_ckpt {
     bool tied;
     bool qkv_bias;      /* Qwen2: q, k and v have biases */
     int sliding_window; /* 0: none */
+    int rotary_dim;     /* gptj: RoPE on the first rotary_dim dims of a head; 0: all */
     enum cic_act act;   /* opt: relu or gelu */
     int cond;           /* dit: the condition's width */
     bool has_config;    /* config.json was read (a DiT may have none) */
@@ -80,7 +81,7 @@ struct cic_ckpt_family {
     const char *embed;
     const char *positions;
     int positions_offset;
-    /* cicheck verify reads it: a causal language model. */
+    /* cicheck verify reads it (a causal language model, or timm's ViT). */
     bool verify;
     /* Sizes, eps, activation, ... from config.json (k->config, empty when
      * bare), before the shards open; 0, or -1 with d set. */

@@ -43,28 +43,46 @@ static int timm_heads(cic_ckpt *k, cic_diag *d)
     return 0;
 }
 
-/* Widths from the tensors (blocks.0.norm1.weight, blocks.0.mlp.fc1.weight,
- * head.weight), the layers counted, the heads as timm_heads finds them. */
+/* What some timm ViTs add to the block and the preln block does not run
+ * (LayerScale's ls1 and ls2 as DeiT-III has, q and k norms): refused by
+ * name rather than dropped. 0, or -1 with d set. */
+static int timm_unmodelled(const cic_ckpt *k, cic_diag *d)
+{
+    static const char *const extra[] = {"blocks.0.ls1.gamma", "blocks.0.ls2.gamma",
+                                        "blocks.0.attn.q_norm.weight",
+                                        "blocks.0.attn.k_norm.weight"};
+    size_t i;
+    for (i = 0; i < sizeof extra / sizeof extra[0]; i++)
+        if (_cic_ckpt_find_any(k, extra[i])) {
+            cic_diag_set(d, k->dir, 0, 0, "tensor '%s': LayerScale and q/k norms are not "
+                         "modelled (the preln block)", extra[i]);
+            return -1;
+        }
+    return 0;
+}
+
+/* Widths from the tensors (blocks.0.mlp.fc1.weight [mlp, d], head.weight;
+ * not from norm1, which a rewrite with fused LayerNorms leaves out), the
+ * layers counted, the heads as timm_heads finds them. */
 static int timm_sizes(cic_ckpt *k, cic_diag *d)
 {
     const char *arch = json_string_value(json_object_get(k->config, "architecture"));
-    const cic_stfile_tensor *n1 = _cic_ckpt_find_any(k, "blocks.0.norm1.weight");
     const cic_stfile_tensor *f1 = _cic_ckpt_find_any(k, "blocks.0.mlp.fc1.weight");
     const cic_stfile_tensor *hd = _cic_ckpt_find_any(k, "head.weight");
     k->layers = _cic_ckpt_count_blocks(k);
-    if (!n1 || !f1 || !hd || n1->ndim != 1 || f1->ndim != 2 || hd->ndim != 2) {
-        cic_diag_set(d, k->dir, 0, 0, "a timm ViT needs blocks.0.norm1.weight [d], "
-                     "blocks.0.mlp.fc1.weight [mlp, d] and head.weight [classes, d]");
+    if (!f1 || !hd || f1->ndim != 2 || hd->ndim != 2) {
+        cic_diag_set(d, k->dir, 0, 0, "a timm ViT needs blocks.0.mlp.fc1.weight [mlp, d] and "
+                     "head.weight [classes, d]");
         return -1;
     }
-    if (n1->shape[0] > CIC_CASE_MAX_DIM || f1->shape[0] > CKPT_MAX_SIZE ||
+    if (f1->shape[1] > CIC_CASE_MAX_DIM || f1->shape[0] > CKPT_MAX_SIZE ||
         hd->shape[0] > CKPT_MAX_SIZE) {
         cic_diag_set(d, k->dir, 0, 0, "a timm ViT of width %lld, MLP %lld, %lld classes: at "
-                     "most %d, %d, %d", (long long)n1->shape[0], (long long)f1->shape[0],
+                     "most %d, %d, %d", (long long)f1->shape[1], (long long)f1->shape[0],
                      (long long)hd->shape[0], CIC_CASE_MAX_DIM, CKPT_MAX_SIZE, CKPT_MAX_SIZE);
         return -1;
     }
-    k->hidden = (int)n1->shape[0];
+    k->hidden = (int)f1->shape[1];
     k->inter = (int)f1->shape[0];
     k->vocab = (int)hd->shape[0];
     if (timm_heads(k, d) < 0)
@@ -77,6 +95,8 @@ static int timm_sizes(cic_ckpt *k, cic_diag *d)
                      k->hidden);
         return -1;
     }
+    if (timm_unmodelled(k, d) < 0)
+        return -1;
     k->kv_heads = k->heads;
     k->eps = 1e-6;
     k->act = CIC_ACT_GELU;
@@ -116,6 +136,7 @@ static int timm_check_head(const cic_ckpt *k, const cic_model_cfg *cfg, cic_diag
 const cic_ckpt_family _cic_ckpt_timm = {
     .name = "timm",
     .architecture = "vit_",
+    .verify = true, /* hidden-state inputs only */
     .config = _cic_ckpt_nothing,
     .sizes = timm_sizes,
     .parts = timm_parts,

@@ -125,6 +125,9 @@ struct cic_op {
     enum cic_rope rope;  /* ROPE: the layout (half or interleaved) */
     double theta;    /* ROPE: the base; positions are tokens 0 .. N-1 of
                       * each sample */
+    int rot;         /* ROPE: the dims of each head rotated, from its start
+                      * (even; the table's dim); 0: all. The rest pass as
+                      * they are (GPT-J's rotary_dim) */
     bool transpose;  /* FWHT: Q^T */
     bool regular;    /* FWHT: the regular Hadamard (J - 2 I)^(x)k of order
                       * 4^k instead of H_K (x) Sylvester (see real_fwht) */

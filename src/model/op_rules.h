@@ -383,12 +383,17 @@ static inline int cic_op_check_rope(const cic_op_check *c)
         return cic_op_refuse(c, "rope layout %d is neither half nor interleaved", (int)o->rope);
     if (!(o->theta > 0) || !isfinite(o->theta) || !((float)o->theta > 0))
         return cic_op_refuse(c, "rope base %g is not a positive binary32 value", o->theta);
+    if (o->rot < 0 || o->rot % 2 != 0 || o->rot > w / o->heads)
+        return cic_op_refuse(c, "rope on %d dims of each head of %d: an even number up to it "
+                             "(0: all)", o->rot, w / o->heads);
     return 0;
 }
 
+/* Partial rope (rot) costs the rotated dims only: heads rot of the width. */
 static inline double cic_op_cost_rope(const cic_model *m, const cic_op *o, int ns)
 {
-    return cic_op_flops_rope(_cic_op_rows(m, o->in[0], ns), m->t[o->in[0]].cols);
+    int w = m->t[o->in[0]].cols;
+    return cic_op_flops_rope(_cic_op_rows(m, o->in[0], ns), o->rot ? o->heads * o->rot : w);
 }
 
 

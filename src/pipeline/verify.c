@@ -95,13 +95,19 @@ static int configure(const cic_verify_opts *o, const cic_ckpt *k, const char *di
     if (cic_ckpt_config(k, cfg, o->layer0, d) != CIC_OK)
         return CIC_EINPUT;
     if (!cic_ckpt_verifiable(k)) {
-        cic_diag_set(d, dir, 0, 0, "verify reads causal language models: the llama family "
-                     "(llama, mistral, qwen2) and OPT");
+        cic_diag_set(d, dir, 0, 0, "verify reads the llama family (llama, mistral, qwen2), "
+                     "OPT, GPT-J and timm ViTs");
         return CIC_EINPUT;
     }
-    if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN) {
-        cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm; this checkpoint "
-                     "has RMSNorm (its fused gains are read as 1 anyway)");
+    if (o->ln_fused && cfg->block != CIC_BLOCK_PRELN && cfg->block != CIC_BLOCK_PARALLEL) {
+        cic_diag_set(d, dir, 0, 0, "--layernorm fused is for OPT's LayerNorm (and GPT-J's, "
+                     "timm ViTs'); this checkpoint has RMSNorm (its fused gains are read as 1 "
+                     "anyway)");
+        return CIC_EINPUT;
+    }
+    if (cmp && cmp->rotary_dim != cfg->rotary_dim) {
+        cic_diag_set(d, dir, 0, 0, "rotary_dim %d here, %d in the original (0: the whole head)",
+                     cfg->rotary_dim, cmp->rotary_dim);
         return CIC_EINPUT;
     }
     if (cmp && cmp->layers != cfg->layers) {
@@ -302,6 +308,20 @@ static cic_case *engines_case(const cic_verify_opts *o, cic_diag *d)
     return c;
 }
 
+/* Without --q, a family with no token embedding (timm's ViT) is taken as
+ * rewritten without a rotation (fused LayerNorms alone): Q = I, exact. */
+static int identity_q(mpfr_t **q, int n, cic_verify_result *r)
+{
+    size_t i, nn = (size_t)n * n;
+    if (!(*q = cic_mpvec_create(nn, 53)))
+        return -1;
+    for (i = 0; i < nn; i++)
+        mpfr_set_ui((*q)[i], i % ((size_t)n + 1) == 0, MPFR_RNDN);
+    r->q_src = CIC_VERIFY_Q_IDENTITY;
+    r->q_orth = 0;
+    return 0;
+}
+
 /* Q and the thresholds: Q from --q (its dtype may lower them), or recovered
  * from the embeddings at the rewrite's own thresholds; without either the
  * per-layer view is off, and seeded hidden states give way to seeded token
@@ -320,6 +340,8 @@ static int obtain_q(mpfr_t **q, cic_vrun *w, cic_verify_result *r, const cic_ckp
         return CIC_OK;
     }
     thresholds(r, sb, NULL, o->prec);
+    if (!cic_ckpt_has_embedding(kb)) /* timm: nothing to recover Q from */
+        return identity_q(q, w->ca.d_model, r) < 0 ? CIC_EINTERNAL : CIC_OK;
     if (cic_verify_q_recover(q, &r->qfit, o->orig, o->trans, &w->ca, o->ln_fused, r->eq,
                              cic_rt_matmul_threads(w->rt), d) < 0)
         return CIC_EINTERNAL;
@@ -459,7 +481,8 @@ static json_t *jstr(const char *s)
 }
 
 static const char *const QSRC_NAME[] = {
-    [CIC_VERIFY_Q_NONE] = "none", [CIC_VERIFY_Q_FILE] = "file", [CIC_VERIFY_Q_RECOVERED] = "recovered"};
+    [CIC_VERIFY_Q_NONE] = "none", [CIC_VERIFY_Q_FILE] = "file", [CIC_VERIFY_Q_RECOVERED] = "recovered",
+    [CIC_VERIFY_Q_IDENTITY] = "identity"};
 
 /* What set the thresholds: the tensor, its dtype and file, and why. */
 static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r)
@@ -479,7 +502,7 @@ static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r
 static json_t *q_recovery_json(const cic_verify_result *r)
 {
     const cic_verify_qfit *f = &r->qfit;
-    if (r->q_src == CIC_VERIFY_Q_FILE)
+    if (r->q_src == CIC_VERIFY_Q_FILE || r->q_src == CIC_VERIFY_Q_IDENTITY)
         return json_null();
     return json_pack("{s:b,s:i,s:o,s:o,s:o}", "recovered", r->q_src == CIC_VERIFY_Q_RECOVERED,
                      "rows", f->rows, "fit_residual", jnum(f->fit), "orth_bound",

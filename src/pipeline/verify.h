@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* verify.h: cicheck verify ORIGINAL TRANSFORMED, a user's rewritten
  * checkpoint against its original, layer by layer (the llama family of
- * src/model/checkpoint.h) or OPT.
+ * src/model/checkpoint.h, OPT, GPT-J, or a timm ViT on hidden states).
  *
  * Both checkpoints run on the same block input in MPFR: hidden states X
  * (seeded, or a file's "input"; the transformed model's is X Q when the
@@ -43,7 +43,7 @@ typedef struct {
     char orig[1024], trans[1024];
     char q_file[1024], q_tensor[256]; /* "" none; tensor "" the file's only one */
     bool online_down, online_qk;
-    /* OPT: the rewrite fused every LayerNorm's gain and bias into its
+    /* OPT, GPT-J, timm: the rewrite fused every LayerNorm's gain and bias into its
      * readers and runs it as RMSNorm on a centred stream (the writers'
      * outputs and the embeddings without their row mean), as QuaRot and
      * SliceGPT do: the transformed model's norms do not centre, and its
@@ -74,7 +74,12 @@ typedef struct {
 #define CIC_VERIFY_MAX_ENGINES (2 + CIC_MAX_LOWP)
 
 /* Where the per-layer view's Q came from. */
-enum cic_verify_qsrc { CIC_VERIFY_Q_NONE, CIC_VERIFY_Q_FILE, CIC_VERIFY_Q_RECOVERED };
+enum cic_verify_qsrc {
+    CIC_VERIFY_Q_NONE,
+    CIC_VERIFY_Q_FILE,
+    CIC_VERIFY_Q_RECOVERED,
+    CIC_VERIFY_Q_IDENTITY /* no --q, no token embedding (timm): no rotation */
+};
 
 /* Which engine decided a verdict: f64 with its proven bound (the enclosure
  * of the residual measure lies on one side of the thresholds), or MPFR at

@@ -289,15 +289,17 @@ static int k_add(opctx *c)
 
 /* RoPE: (a, b) -> (a c - b s, b c + a s), the cos and sin table at 128
  * bits (each within (N + 4) 2^-120 of the exact value: a few correctly
- * rounded steps, the angle at most N), as balls of radius u |v| + 2^-90. */
+ * rounded steps, the angle at most N), as balls of radius u |v| + 2^-90.
+ * Partial rope (o->rot): the first rd dims of each head, the rest copied. */
 static int k_rope(opctx *c)
 {
     const cic_model *m = c->v->m;
     const cic_op *o = c->o;
-    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads, half = hd / 2;
+    int N = m->cfg.tokens, w = m->t[o->out].cols, hd = w / o->heads;
+    int rd = o->rot ? o->rot : hd, half = rd / 2;
     int i, h, j, step = o->rope == CIC_ROPE_INTERLEAVED ? 2 : 1;
     int off = o->rope == CIC_ROPE_INTERLEAVED ? 1 : half;
-    size_t n = (size_t)N * hd, q;
+    size_t n = (size_t)N * rd, q;
     mpfr_t *cs = cic_mpvec_create(n, 128);
     double *tm = cic_calloc(n, sizeof *tm), *tr = cic_calloc(n, sizeof *tr);
     const double *xm = c->v->mid[o->in[0]], *xr = c->v->rad[o->in[0]];
@@ -305,14 +307,19 @@ static int k_rope(opctx *c)
     int rc = -1;
     if (!cs || !tm || !tr)
         goto done;
-    cic_mp_rope_table(cs, N, hd, o->theta, 128);
+    cic_mp_rope_table(cs, N, rd, o->theta, 128);
     for (q = 0; q < n; q++) {
         tm[q] = mpfr_get_d(cs[q], MPFR_RNDN);
         tr[q] = up(U * fabs(tm[q]) + 0x1p-90);
     }
     for (i = 0; i < c->R; i++) {
-        const double *t = tm + (size_t)(i % N) * hd, *e = tr + (size_t)(i % N) * hd;
-        for (h = 0; h < o->heads; h++)
+        const double *t = tm + (size_t)(i % N) * rd, *e = tr + (size_t)(i % N) * rd;
+        for (h = 0; h < o->heads; h++) {
+            for (j = rd; j < hd; j++) {
+                size_t ia = (size_t)i * w + h * hd + j;
+                ym[ia] = xm[ia];
+                yr[ia] = xr[ia];
+            }
             for (j = 0; j < half; j++) {
                 size_t ia = (size_t)i * w + h * hd + step * j, ib = ia + off;
                 double p1, r1, p2, r2;
@@ -323,6 +330,7 @@ static int k_rope(opctx *c)
                 ball_mul(&p2, &r2, xm[ia], xr[ia], t[2 * j + 1], e[2 * j + 1]);
                 ball_add(&ym[ib], &yr[ib], p1, r1, p2, r2);
             }
+        }
     }
     rc = 0;
 done:

@@ -26,7 +26,7 @@ const char *const CIC_VERIFY_BY_NAME[CIC_VERIFY_BY_COUNT] = {
 
 /* The residual stream after the layer, caught from the MPFR run. */
 typedef struct {
-    int id;         /* act.0.resid2 */
+    int id;         /* the model's residual (act.0.resid2, parallel: act.0.resid) */
     mpfr_t *resid;  /* rows x d at prec */
     int d;
 } tap;
@@ -278,8 +278,8 @@ static int layer_mpfr(const cic_vrun *w, streams *s, cic_model *a, cic_model *b,
     size_t n_out = (size_t)rows * cic_model_out_cols(a);
     mpfr_t *ya = cic_mpvec_create(n_out, p), *yb = cic_mpvec_create(n_out, p);
     mpfr_t *tmp = cic_mpvec_create(s->n, p);
-    tap ta = {cic_model_tensor_find(a, "act.0.resid2"), cic_mpvec_create(s->n, p), dm};
-    tap tb = {cic_model_tensor_find(b, "act.0.resid2"), cic_mpvec_create(s->n, p), dm};
+    tap ta = {a->residual, cic_mpvec_create(s->n, p), dm};
+    tap tb = {b->residual, cic_mpvec_create(s->n, p), dm};
     cic_dot_scratch sc;
     size_t i;
     int rc = -1;
@@ -334,7 +334,7 @@ static int f64_decide(const cic_vrun *w, const streams *s, const cic_vf64 *va,
                       cic_verify_result *r)
 {
     const cic_model *a = va->m, *b = vb->m;
-    int ia = cic_model_tensor_find(a, "act.0.resid2"), ib = cic_model_tensor_find(b, "act.0.resid2");
+    int ia = a->residual, ib = b->residual; /* the stream after the layer, any block */
     double mid, lo, hi;
     int e;
     if (r->have_q) {
@@ -398,7 +398,7 @@ static int layer_run(const cic_vrun *w, streams *s, cic_model *a, cic_model *b, 
     if (engines_layer(w, s, a, b, last, f64 ? va.mid[a->output] : logits, r) < 0)
         goto done;
     if (f64 && !last) {
-        int ia = cic_model_tensor_find(a, "act.0.resid2"), ib = cic_model_tensor_find(b, "act.0.resid2");
+        int ia = a->residual, ib = b->residual;
         memcpy(s->xa, va.mid[ia], s->n * sizeof *s->xa);
         memcpy(s->xb, vb.mid[ib], s->n * sizeof *s->xb);
     }
