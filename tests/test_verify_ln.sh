@@ -151,6 +151,27 @@ for fam in vit gptj; do
         has "$tmp/out" "    1  " "$fam $m: block 1 listed"
         if grep -q "^    1 .*equivalent$" "$tmp/out"; then ok "$fam $m: block 1 equivalent"
         else bad "$fam $m: block 1 not equivalent"; fi
+        # the diagnosis names the tensor and the catalogue's mistake
+        case $fam/$m in
+        vit/mean-kept) t="(blocks.2.mlp.fc2.weight)" w="[skip-mean-bake]" ;;
+        vit/writer-unrotated) t="(blocks.2.attn.proj.weight)" w="[attn-out-not-rotated]" ;;
+        vit/bias-unfused) t="(blocks.2.attn.qkv.bias)" w="bias not fused into it" ;;
+        gptj/mean-kept) t="(transformer.h.2.mlp.fc_out.weight)" w="[skip-mean-bake]" ;;
+        gptj/writer-unrotated) t="(transformer.h.2.attn.out_proj.weight)"
+            w="[attn-out-not-rotated]" ;;
+        gptj/bias-unfused) t="(transformer.h.2.attn.q_proj.bias)" w="bias not fused into it" ;;
+        esac
+        if grep -F -- "$t" "$tmp/out" | grep -qF -- "$w"; then
+            ok "$fam $m: the diagnosis names $t: $w"
+        else
+            bad "$fam $m: the diagnosis does not name $t with $w"
+        fi
+        if grep -q "^    [a-z_0-9]*\( bias\)\?: .*(" "$tmp/out" &&
+            ! grep "^    [a-z_0-9 ]*: .*(" "$tmp/out" | grep -vqF -- "${t%.*}"; then
+            ok "$fam $m: no finding on another tensor"
+        else
+            bad "$fam $m: a finding on another tensor"
+        fi
     done
 done
 cmp -s "$tmp/vit/model.safetensors" "$tmp/vit-o2/model.safetensors" &&

@@ -19,6 +19,7 @@
 #include <string.h>
 
 typedef struct {
+    const char *family; /* the checkpoint family's name (cic_ckpt_family_name) */
     enum cic_block_kind block;
     int ln_fused; /* 1: only with --layernorm fused, 0: only without, -1: either */
     const char *what;
@@ -28,8 +29,10 @@ typedef struct {
 /* The families verify's diagnosis knows. To add one: its block kind and a
  * function (a rule table in verify_diag_rules.c, or findings of its own). */
 static const vdiag_family FAMILIES[] = {
-    {CIC_BLOCK_RMSNORM, -1, "llama family", cic_vdiag_rmsnorm},
-    {CIC_BLOCK_PRELN, 1, "OPT with fused LayerNorm", cic_vdiag_opt},
+    {"llama", CIC_BLOCK_RMSNORM, -1, "llama family", cic_vdiag_rmsnorm},
+    {"opt", CIC_BLOCK_PRELN, 1, "OPT with fused LayerNorm", cic_vdiag_opt},
+    {"timm", CIC_BLOCK_PRELN, 1, "timm ViT with fused LayerNorm", cic_vdiag_vit},
+    {"gptj", CIC_BLOCK_PARALLEL, 1, "GPT-J with fused LayerNorm", cic_vdiag_gptj},
 };
 
 /* The relative distance up to which a tensor stored with bits significand
@@ -59,11 +62,12 @@ static cic_model *weights_of(const cic_vrun *w, bool trans, int l, cic_diag *d)
     return cic_model_create_progress(&c, CIC_READOUT_RESIDUAL, &mp, d);
 }
 
-static const vdiag_family *family_of(const cic_vrun *w)
+static const vdiag_family *family_of(const cic_vrun *w, const cic_ckpt *ka)
 {
     size_t i;
     for (i = 0; i < sizeof FAMILIES / sizeof FAMILIES[0]; i++)
         if (FAMILIES[i].block == w->ca.block &&
+            !strcmp(FAMILIES[i].family, cic_ckpt_family_name(ka)) &&
             (FAMILIES[i].ln_fused < 0 || FAMILIES[i].ln_fused == (int)w->o->ln_fused))
             return &FAMILIES[i];
     return NULL;
@@ -113,7 +117,7 @@ int cic_verify_diagnose(const cic_vrun *w, const cic_ckpt *ka, const cic_ckpt *k
                         cic_verify_result *r, cic_diag *d)
 {
     cic_vdiag *g = &r->diag;
-    const vdiag_family *f = family_of(w);
+    const vdiag_family *f = family_of(w, ka);
     double *q = NULL;
     size_t i, dd = (size_t)w->ca.d_model * w->ca.d_model;
     int rc = -1;

@@ -64,5 +64,7 @@ typedef int (*cic_vdiag_fn)(cic_vdiag *g, const cic_vdiag_in *in);
 /* The llama family and OPT with fused LayerNorm (verify_diag_rules.c). */
 int cic_vdiag_rmsnorm(cic_vdiag *g, const cic_vdiag_in *in);
 int cic_vdiag_opt(cic_vdiag *g, const cic_vdiag_in *in);
+int cic_vdiag_vit(cic_vdiag *g, const cic_vdiag_in *in);
+int cic_vdiag_gptj(cic_vdiag *g, const cic_vdiag_in *in);
 
 #endif

@@ -17,10 +17,10 @@
  * is the tensor the catalogue's wrong rewrite stores (cases/known-breaks/);
  * the nearest one to the stored tensor names it.
  *
- * To add a family whose rewrite follows the same rules (timm ViT or GPT-J
- * with fused LayerNorm, as OPT's): a vrule table with its model and
- * checkpoint names, a vtable (center true), a function calling diag_table,
- * and its line in verify_diag.c's FAMILIES. */
+ * timm ViT and GPT-J with fused LayerNorm follow OPT's rules (center
+ * true). To add a family whose rewrite follows the same rules: a vrule
+ * table with its model and checkpoint names, a vtable, a function calling
+ * diag_table, and its line in verify_diag.c's FAMILIES. */
 #include "verify_diag_int.h"
 
 #include <cblas.h>
@@ -84,6 +84,37 @@ static const vrule OPT[] = {
      F_DOWN},
 };
 
+/* timm ViT (preln, the checkpoint's own names; q, k and v stacked in one
+ * tensor, one reader of norm1) with fused LayerNorm. */
+static const vrule VIT[] = {
+    {"attn.qkv.weight", 0, 1, "attn.qkv.weight", "attn.qkv.bias", "attn.qkv.bias", false,
+     "norm1", "norm1", 0},
+    {"attn.proj.weight", 0, 1, "attn.proj.weight", "attn.proj.bias", "attn.proj.bias", true,
+     NULL, NULL, F_ATTN_OUT},
+    {"mlp.fc1.weight", 0, 1, "mlp.fc1.weight", "mlp.fc1.bias", "mlp.fc1.bias", false, "norm2",
+     "norm2", 0},
+    {"mlp.fc2.weight", 0, 1, "mlp.fc2.weight", "mlp.fc2.bias", "mlp.fc2.bias", true, NULL, NULL,
+     F_DOWN},
+};
+
+/* GPT-J (the parallel block, Hugging Face names): one LayerNorm ln_1 read by
+ * q, k, v and fc_in; q, k and v carry the fused norm's bias (zeros in the
+ * original), out_proj has none. */
+static const vrule GPTJ[] = {
+    {"attn.q_proj.weight", 0, 1, "attn.q_proj.weight", "attn.q_proj.bias", "attn.q_proj.bias",
+     false, "ln_1", "ln_1", F_QK},
+    {"attn.k_proj.weight", 0, 1, "attn.k_proj.weight", "attn.k_proj.bias", "attn.k_proj.bias",
+     false, "ln_1", "ln_1", F_QK},
+    {"attn.v_proj.weight", 0, 1, "attn.v_proj.weight", "attn.v_proj.bias", "attn.v_proj.bias",
+     false, "ln_1", "ln_1", F_V},
+    {"attn.out_proj.weight", 0, 1, "attn.out_proj.weight", NULL, NULL, true, NULL, NULL,
+     F_O | F_ATTN_OUT},
+    {"mlp.fc_in.weight", 0, 1, "mlp.fc_in.weight", "mlp.fc_in.bias", "mlp.fc_in.bias", false,
+     "ln_1", "ln_1", 0},
+    {"mlp.fc_out.weight", 0, 1, "mlp.fc_out.weight", "mlp.fc_out.bias", "mlp.fc_out.bias", true,
+     NULL, NULL, F_DOWN},
+};
+
 static const vtable T_LLAMA = {"layers.0.", "model.layers.%d.", LLAMA, 7, false,
                                "rmsnorm-gamma-after-rotation",
                                "Q applied, gain not folded", NULL,
@@ -91,6 +122,12 @@ static const vtable T_LLAMA = {"layers.0.", "model.layers.%d.", LLAMA, 7, false,
 static const vtable T_OPT = {"blocks.0.", "model.decoder.layers.%d.", OPT, 6, true,
                              "rotate-without-fusion", "Q applied, LayerNorm not fused into it",
                              "skip-mean-bake", "model.decoder.embed_tokens.weight"};
+
+static const vtable T_VIT = {"blocks.0.", "blocks.%d.", VIT, 4, true, "rotate-without-fusion",
+                             "Q applied, LayerNorm not fused into it", "skip-mean-bake", NULL};
+static const vtable T_GPTJ = {"transformer.h.0.", "transformer.h.%d.", GPTJ, 6, true,
+                              "rotate-without-fusion", "Q applied, LayerNorm not fused into it",
+                              "skip-mean-bake", "transformer.wte.weight"};
 
 #define NPROBE 16
 
@@ -765,4 +802,14 @@ int cic_vdiag_rmsnorm(cic_vdiag *g, const cic_vdiag_in *in)
 int cic_vdiag_opt(cic_vdiag *g, const cic_vdiag_in *in)
 {
     return diag_table(g, in, &T_OPT);
+}
+
+int cic_vdiag_vit(cic_vdiag *g, const cic_vdiag_in *in)
+{
+    return diag_table(g, in, &T_VIT);
+}
+
+int cic_vdiag_gptj(cic_vdiag *g, const cic_vdiag_in *in)
+{
+    return diag_table(g, in, &T_GPTJ);
 }
