@@ -8,10 +8,6 @@
 # backticks must exist. The README keeps its two commands (install, build
 # and run cases/adaln.toml; the test suite). The guide's commands are run
 # by test_guide.sh.
-# Pages the other parts of issue 29 write on their own branches
-# (docs/guide/verify-dit.md, verify-vit-gptj.md, docs/reference/dit-rewrite.md)
-# may be linked before they arrive: while absent, a link to one is listed
-# as skipped, not failed; once present it is checked as any other.
 # Usage: test_docs.sh   (CIC_SOURCE_ROOT: the source tree)
 set -u
 root=${CIC_SOURCE_ROOT:-$(cd "$(dirname "$0")/.." && pwd)}
@@ -53,11 +49,7 @@ for f in README.md $(find docs -name '*.md' | LC_ALL=C sort); do
         case $target in *#*) anchor=${target#*#} ;; esac
         if [ -z "$path" ]; then file=$f; else file=$dir/$path; fi
         if [ ! -e "$file" ]; then
-            case $file in
-            */guide/verify-dit.md | */guide/verify-vit-gptj.md | */reference/dit-rewrite.md)
-                skip "$f:$line: link '$target'" "a page of another branch, not in this tree yet" ;;
-            *) bad "$f:$line: link '$target': no $file" ;;
-            esac
+            bad "$f:$line: link '$target': no $file"
         elif [ -n "$anchor" ] && ! anchors "$file" | grep -qxF -- "$anchor"; then
             bad "$f:$line: link '$target': no heading with anchor #$anchor in $file"
         fi
