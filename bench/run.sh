@@ -25,7 +25,8 @@
 # Part (8) times the truth of cases/dit-xl2.toml's block against a float64
 # PyTorch forward of the same block from the same weights
 # (bench/torch_dit.py), or, without torch, against the NumPy float64
-# forward (the dgemm floor); CIC_BENCH_TORCH=0 leaves it out.
+# forward (the dgemm floor); CIC_BENCH_TORCH=0 leaves it out. The same
+# ratio alone, at any precisions: bench/truth_torch.sh 128 448.
 # Part (9) runs bench/verify_big.sh (whole-checkpoint verify) when it is
 # there; CIC_BENCH_VERIFY=0 leaves it out. Then a summary of the figures
 # issue 28 asks for, in one place.

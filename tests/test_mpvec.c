@@ -187,8 +187,8 @@ static void test_declines(void **state)
     mpfr_set_ui_2exp(x[0], 1, 3000, MPFR_RNDN);
     mpfr_set_ui_2exp(x[1], 1, -3000, MPFR_RNDN);
     assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)x, 1, (const mpfr_t *)y, 1, 2, NULL), -1);
-    /* factors of over 512 bits together */
-    mpfr_init2(big, 300);
+    /* factors of over 2048 bits together */
+    mpfr_init2(big, 1100);
     mpfr_set_ui(big, 3, MPFR_RNDN);
     assert_int_equal(cic_mp_dot_fixed(r, (const mpfr_t *)&big, 1, (const mpfr_t *)&big, 1, 1,
                                       NULL), -1);

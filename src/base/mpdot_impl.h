@@ -8,7 +8,13 @@
 
 #include "mpvec.h"
 
-#define DOT_MAX_LIMBS 8   /* Lx + Ly: up to 256-bit by 256-bit factors */
+/* Lx + Ly: up to 1024-bit by 1024-bit factors (the precisions a proof
+ * escalates to: attention's scores and P V at 448 bits are 7 + 7 limbs) */
+#define DOT_MAX_LIMBS 32
+/* cic_mp_pack_init packs values of fewer limbs only: a weight matrix held
+ * in MPFR at 512 bits or more stays unpacked (its copy would cost as much
+ * memory again; its dot products read the mpfr_t values) */
+#define PACK_INIT_MAX_LIMBS 8
 #define DOT_ACC_LIMBS 64  /* 4096 bits of exponent span */
 
 typedef unsigned __int128 dot_u128;

@@ -57,8 +57,8 @@ void cic_dot_scratch_clear(cic_dot_scratch *s)
  * once by mpfr_set_z_2exp. A correctly rounded result is unique, so this
  * returns the same bits as exact products plus mpfr_sum, at a fraction of
  * the cost (no MPFR call per term). It declines (returns -1) on NaN or Inf,
- * when every term is zero (signed-zero rules), on factors of over 512 bits
- * together (8 limbs) or when the terms span more than the accumulator holds;
+ * when every term is zero (signed-zero rules), on factors of over 2048 bits
+ * together (DOT_MAX_LIMBS) or when the terms span more than the accumulator holds;
  * the caller then takes the MPFR path. */
 /* *a += b + c (c a carry of 0 or 1); returns the carry out. */
 DOT_INLINE mp_limb_t addc(mp_limb_t *a, mp_limb_t b, mp_limb_t c)
@@ -112,10 +112,18 @@ DOT_INLINE void acc_add(mp_limb_t *acc, int w, int off, const mp_limb_t *p, int 
 
 /* p[0..la+lb) = a[0..la) * b[0..lb). GMP's mpn_mul does this, but as a
  * call per term; inlined with constant la and lb (1 to 4 limbs) it is a few
- * multiply instructions. */
+ * multiply instructions. Wider factors (above 8 limbs together) take
+ * mpn_mul, whose basecase is tuned assembly and the call a small part. */
 DOT_INLINE void limbs_mul(mp_limb_t *p, const mp_limb_t *a, int la, const mp_limb_t *b, int lb)
 {
     int i, j;
+    if (la + lb > 8) {
+        if (la >= lb)
+            mpn_mul(p, a, la, b, lb);
+        else
+            mpn_mul(p, b, lb, a, la);
+        return;
+    }
 #pragma GCC unroll 8
     for (i = 0; i < la + lb; i++)
         p[i] = 0;
@@ -283,15 +291,15 @@ int _cic_dot_bias_limbs(mpfr_srcptr bias)
 }
 
 #define DOT_SWITCH(CALL)                                                       \
-    switch (la * 16 + lb) {                                                    \
-    case 1 * 16 + 1: CALL(1, 1); break;                                        \
-    case 2 * 16 + 1: CALL(2, 1); break;                                        \
-    case 1 * 16 + 2: CALL(1, 2); break;                                        \
-    case 2 * 16 + 2: CALL(2, 2); break;                                        \
-    case 3 * 16 + 1: CALL(3, 1); break; /* the truth's recheck, 192 bits */    \
-    case 3 * 16 + 3: CALL(3, 3); break;                                        \
-    case 4 * 16 + 1: CALL(4, 1); break;                                        \
-    case 4 * 16 + 4: CALL(4, 4); break;                                        \
+    switch (la * 64 + lb) { /* la, lb < 64 */                                  \
+    case 1 * 64 + 1: CALL(1, 1); break;                                        \
+    case 2 * 64 + 1: CALL(2, 1); break;                                        \
+    case 1 * 64 + 2: CALL(1, 2); break;                                        \
+    case 2 * 64 + 2: CALL(2, 2); break;                                        \
+    case 3 * 64 + 1: CALL(3, 1); break; /* the truth's recheck, 192 bits */    \
+    case 3 * 64 + 3: CALL(3, 3); break;                                        \
+    case 4 * 64 + 1: CALL(4, 1); break;                                        \
+    case 4 * 64 + 4: CALL(4, 4); break;                                        \
     default: CALL(la, lb);                                                     \
     }
 
@@ -322,8 +330,10 @@ int cic_mp_pack_init(cic_mp_pack *pk, const mpfr_t *x, size_t n)
     memset(pk, 0, sizeof *pk);
     cic_mp_span_init(&pk->span, x, 1, n);
     pk->n = n;
-    if (!pk->span.usable)
-        return 0; /* nothing to pack: its dot products take the MPFR path */
+    if (!pk->span.usable || pk->span.limbs >= PACK_INIT_MAX_LIMBS) {
+        pk->span.usable = false;
+        return 0; /* nothing to pack: its dot products read the mpfr_t values */
+    }
     L = pk->L = pk->span.limbs;
     for (i = 0; i < n && !pk->prec; i++)
         if (mpfr_regular_p(x[i]))

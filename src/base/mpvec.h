@@ -118,7 +118,7 @@ void cic_mp_linear_rows(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
                         mpfr_t *wrow, cic_dot_scratch *s);
 
 /* The fast path alone: 0 with r set, or -1 (r untouched) where it declines:
- * NaN or Inf, every term zero, factors of over 512 bits together, mixed
+ * NaN or Inf, every term zero, factors of over 2048 bits together, mixed
  * precisions within x or y, exponent ranges spanning over 3968 bits. */
 int cic_mp_dot_fixed(mpfr_ptr r, const mpfr_t *x, size_t incx, const mpfr_t *y,
                      size_t incy, size_t n, mpfr_srcptr bias);
