@@ -794,7 +794,10 @@ expect_rc 0 "make its checkpoint" "$py" "$mk" "$tmp/d-mid/original.safetensors" 
 # shows the truth begun (the model is built); verify prints nothing while
 # it works, so there the mapping must be in /proc/PID/maps for 10 looks
 # 50 ms apart (loading the config maps it briefly first; a change between
-# that and the model's mapping would be read whole, as a file of its own)
+# that and the model's mapping would be read whole, as a file of its own).
+# The looks stop after 3000 (at least 150 s): on a loaded machine a run can
+# take more than 30 s to build its model, and a change that lands before
+# the model maps the file is read whole and is no change at all.
 changed() {
     ch_mode=$1 ch_what=$2
     shift 2
@@ -802,7 +805,7 @@ changed() {
     "$bin" "$@" >"$tmp/out" 2>"$tmp/err" &
     ch_pid=$!
     ch_i=0 ch_seen=0
-    while [ "$ch_i" -lt 600 ] && [ "$ch_seen" -lt 10 ] && kill -0 "$ch_pid" 2>/dev/null; do
+    while [ "$ch_i" -lt 3000 ] && [ "$ch_seen" -lt 10 ] && kill -0 "$ch_pid" 2>/dev/null; do
         if grep -q "truth: original" "$tmp/err"; then ch_seen=10
         elif [ "$1" = verify ] &&
             grep -q "hf-chg/model.safetensors" "/proc/$ch_pid/maps" 2>/dev/null; then
