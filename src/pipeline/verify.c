@@ -457,29 +457,6 @@ done:
 
 /* ---- report.json ---- */
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-/* s as a JSON string: paths come from the command line and messages may be
- * cut inside a character, so bytes that are not UTF-8 become '?' rather
- * than the value (and the object holding it) going missing. */
-static json_t *jstr(const char *s)
-{
-    json_t *j = json_string(s);
-    char *t;
-    size_t i;
-    if (j || !(t = strdup(s)))
-        return j;
-    for (i = 0; t[i]; i++)
-        if ((unsigned char)t[i] >= 0x80)
-            t[i] = '?';
-    j = json_string(t);
-    free(t);
-    return j;
-}
-
 static const char *const QSRC_NAME[] = {
     [CIC_VERIFY_Q_NONE] = "none", [CIC_VERIFY_Q_FILE] = "file", [CIC_VERIFY_Q_RECOVERED] = "recovered",
     [CIC_VERIFY_Q_IDENTITY] = "identity"};
@@ -489,8 +466,8 @@ static json_t *storage_json(const cic_verify_opts *o, const cic_verify_result *r
 {
     const cic_ckpt_storage *s = &r->storage;
     return json_pack("{s:i,s:s,s:o,s:o,s:i,s:s}", "bits", s->bits, "dtype", s->dtype,
-                     "tensor", s->tensor[0] ? jstr(s->tensor) : json_null(), "file",
-                     jstr(r->storage_q ? o->q_file : o->trans), "tensors_with_these_bits",
+                     "tensor", s->tensor[0] ? cic_json_str(s->tensor) : json_null(), "file",
+                     cic_json_str(r->storage_q ? o->q_file : o->trans), "tensors_with_these_bits",
                      s->count,
                      "why", r->storage_q ? "Q's dtype has fewer significand bits than every "
                                            "tensor the transformed model reads"
@@ -505,8 +482,8 @@ static json_t *q_recovery_json(const cic_verify_result *r)
     if (r->q_src == CIC_VERIFY_Q_FILE || r->q_src == CIC_VERIFY_Q_IDENTITY)
         return json_null();
     return json_pack("{s:b,s:i,s:o,s:o,s:o}", "recovered", r->q_src == CIC_VERIFY_Q_RECOVERED,
-                     "rows", f->rows, "fit_residual", jnum(f->fit), "orth_bound",
-                     jnum(f->orth_bound), "why_not", f->why[0] ? jstr(f->why)
+                     "rows", f->rows, "fit_residual", cic_json_num(f->fit), "orth_bound",
+                     cic_json_num(f->orth_bound), "why_not", f->why[0] ? cic_json_str(f->why)
                                                                : json_null());
 }
 
@@ -514,16 +491,15 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                           const char *path, cic_diag *d)
 {
     json_t *root = json_object(), *v = json_object(), *layers = json_array();
-    char *text = NULL;
     int l, rc = -1;
     if (!root || !v || !layers)
         goto done;
-    json_object_set_new(v, "original", jstr(o->orig));
-    json_object_set_new(v, "transformed", jstr(o->trans));
-    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? jstr(o->q_file)
+    json_object_set_new(v, "original", cic_json_str(o->orig));
+    json_object_set_new(v, "transformed", cic_json_str(o->trans));
+    json_object_set_new(v, "q", r->q_src == CIC_VERIFY_Q_FILE ? cic_json_str(o->q_file)
                                                                 : json_null());
     json_object_set_new(v, "q_source", json_string(QSRC_NAME[r->q_src]));
-    json_object_set_new(v, "q_orth_error", r->q_src == CIC_VERIFY_Q_FILE ? jnum(r->q_orth)
+    json_object_set_new(v, "q_orth_error", r->q_src == CIC_VERIFY_Q_FILE ? cic_json_num(r->q_orth)
                                                                          : json_null());
     json_object_set_new(v, "q_recovery", q_recovery_json(r));
     json_object_set_new(v, "online_down_proj", json_boolean(o->online_down));
@@ -538,54 +514,43 @@ int cic_verify_write_json(const cic_verify_opts *o, const cic_verify_result *r,
                                                                           : o->input_kind],
                                               "token_ids_for_want_of_q", r->tokens_forced));
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
-    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", jnum(r->eq),
-                                                   "broken", jnum(r->br), "set_by",
+    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:o}", "equivalent", cic_json_num(r->eq),
+                                                   "broken", cic_json_num(r->br), "set_by",
                                                    storage_json(o, r)));
     for (l = 0; r->have_q && l < r->n_layers; l++)
         json_array_append_new(layers, json_pack("{s:i,s:o,s:s,s:s,s:o,s:o}", "layer",
-                                                r->layer0 + l, "ce_residual", jnum(r->ce[l]),
+                                                r->layer0 + l, "ce_residual", cic_json_num(r->ce[l]),
                                                 "verdict", CIC_VERDICT_NAME[r->verdict[l]],
                                                 "decided_by", CIC_VERIFY_BY_NAME[r->by[l]],
-                                                "f64_bound", jnum(r->bound[l]), "seconds",
-                                                jnum(r->sec[l])));
+                                                "f64_bound", cic_json_num(r->bound[l]), "seconds",
+                                                cic_json_num(r->sec[l])));
     cic_vdiag_json_set(v, layers, r->have_q, r->layer0, &r->diag); /* what is wrong */
     json_object_set_new(v, "layers", layers);
     layers = NULL;
     json_object_set_new(v, "first_layer_not_equivalent",
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
-    json_object_set_new(v, "head", json_pack("{s:o,s:s,s:s,s:o}", "ce", jnum(r->head_ce),
+    json_object_set_new(v, "head", json_pack("{s:o,s:s,s:s,s:o}", "ce", cic_json_num(r->head_ce),
                                              "verdict", CIC_VERDICT_NAME[r->head_verdict],
                                              "decided_by", CIC_VERIFY_BY_NAME[r->head_by],
-                                             "f64_bound", jnum(r->head_bound)));
+                                             "f64_bound", cic_json_num(r->head_bound)));
     json_object_set_new(v, "engine", json_string(o->mpfr_only ? "mpfr" : "auto"));
-    json_object_set_new(v, "f64_unbounded", r->f64_why[0] ? jstr(r->f64_why) : json_null());
+    json_object_set_new(v, "f64_unbounded", r->f64_why[0] ? cic_json_str(r->f64_why) : json_null());
     json_object_set_new(v, "engines_reference", json_string("the original's logits from "
                                                             "the f64 streams"));
-    json_object_set_new(v, "case", o->case_file[0] ? jstr(o->case_file) : json_null());
+    json_object_set_new(v, "case", o->case_file[0] ? cic_json_str(o->case_file) : json_null());
     json_object_set_new(v, "engines", json_array());
     for (l = 0; l < r->n_eng; l++)
         json_array_append_new(json_object_get(v, "engines"),
                               json_pack("{s:s,s:o,s:o}", "engine", r->eng[l], "original",
-                                        jnum(r->eng_orig[l]), "transformed",
-                                        jnum(r->eng_trans[l])));
-    json_object_set_new(v, "wall_seconds", jnum(r->seconds));
+                                        cic_json_num(r->eng_orig[l]), "transformed",
+                                        cic_json_num(r->eng_trans[l])));
+    json_object_set_new(v, "wall_seconds", cic_json_num(r->seconds));
     json_object_set_new(root, "verify", v);
     v = NULL;
-    text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (text) {
-        size_t n = strlen(text);
-        char *t2 = realloc(text, n + 2);
-        if (t2) {
-            text = t2;
-            text[n] = '\n';
-            text[n + 1] = '\0';
-            rc = cic_write_atomic(path, text, n + 1, d);
-        }
-    }
+    rc = cic_json_write_atomic(root, path, d);
 done:
     if (rc < 0 && !d->msg[0])
         cic_diag_set(d, path, 0, 0, "cannot write report.json: out of memory");
-    free(text);
     json_decref(v);
     json_decref(layers);
     json_decref(root);

@@ -15,27 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static json_t *num(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
-/* s as a JSON string, bytes that are not UTF-8 as '?'. */
-static json_t *str(const char *s)
-{
-    json_t *j = json_string(s);
-    char *t;
-    size_t i;
-    if (j || !(t = strdup(s)))
-        return j;
-    for (i = 0; t[i]; i++)
-        if ((unsigned char)t[i] >= 0x80)
-            t[i] = '?';
-    j = json_string(t);
-    free(t);
-    return j;
-}
-
 json_t *cic_vdiag_json(const cic_vdiag *g)
 {
     json_t *a = json_array();
@@ -43,12 +22,12 @@ json_t *cic_vdiag_json(const cic_vdiag *g)
     for (i = 0; a && i < g->n; i++) {
         const cic_vdiag_item *it = &g->it[i];
         json_array_append_new(a, json_pack("{s:o,s:o,s:o,s:o,s:o}", "tensor",
-                                           it->tensor[0] ? str(it->tensor) : json_null(),
-                                           "finding", str(it->finding), "mistake",
+                                           it->tensor[0] ? cic_json_str(it->tensor) : json_null(),
+                                           "finding", cic_json_str(it->finding), "mistake",
                                            it->mistake ? json_string(it->mistake)
                                                        : json_null(),
-                                           "distance", num(it->distance),
-                                           "mistake_distance", num(it->mistake_distance)));
+                                           "distance", cic_json_num(it->distance),
+                                           "mistake_distance", cic_json_num(it->mistake_distance)));
     }
     return a;
 }
@@ -58,13 +37,13 @@ void cic_vdiag_json_set(json_t *v, json_t *layers, bool have_q, int layer0, cons
     json_t *e = g->layer >= layer0 ? json_array_get(layers, (size_t)(g->layer - layer0)) : NULL;
     if (have_q && e) { /* the first broken layer's entry */
         json_object_set_new(e, "diagnosis", cic_vdiag_json(g));
-        json_object_set_new(e, "diagnosis_note", str(g->note));
-        json_object_set_new(e, "diagnosis_tolerance", num(g->tol));
+        json_object_set_new(e, "diagnosis_note", cic_json_str(g->note));
+        json_object_set_new(e, "diagnosis_tolerance", cic_json_num(g->tol));
     } else if (!have_q && g->note[0]) { /* no per-layer view: the diagnosis stands alone */
         json_object_set_new(v, "diagnosis_without_q",
                             json_pack("{s:o,s:o,s:o,s:o}", "layer", g->layer >= 0
                                       ? json_integer(g->layer) : json_null(), "note",
-                                      str(g->note), "tolerance", num(g->tol), "diagnosis",
+                                      cic_json_str(g->note), "tolerance", cic_json_num(g->tol), "diagnosis",
                                       cic_vdiag_json(g)));
     }
 }

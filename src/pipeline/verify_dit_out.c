@@ -202,11 +202,6 @@ void cic_verify_dit_print(FILE *f, const cic_verify_opts *o, const cic_verify_di
                 r->have_head ? " and the final layer" : "");
 }
 
-static json_t *jnum(double v)
-{
-    return isfinite(v) ? json_real(v) : json_null();
-}
-
 int cic_verify_dit_findings(const cic_verify_dit_result *r, int layer,
                             const cic_vdit_finding **first)
 {
@@ -243,7 +238,7 @@ static json_t *layer_json(const cic_verify_dit_result *r, int i)
     json_t *ce = json_array(), *vs = json_array(), *dg = findings_json(r, r->layer0 + i);
     int s, l = r->layer0 + i;
     for (s = 0; s < r->samples; s++) {
-        json_array_append_new(ce, jnum(r->ce[(size_t)i * r->samples + s]));
+        json_array_append_new(ce, cic_json_num(r->ce[(size_t)i * r->samples + s]));
         json_array_append_new(vs, json_string(CIC_VERDICT_NAME[r->verdict[(size_t)i * r->samples
                                                                            + s]]));
     }
@@ -269,7 +264,6 @@ int cic_verify_dit_write_json(const cic_verify_opts *o, const cic_verify_dit_res
                               const char *path, cic_diag *d)
 {
     json_t *root = json_object(), *v = json_object(), *layers = json_array(), *hd;
-    char *text = NULL;
     int i, rc = -1;
     if (!root || !v || !layers)
         goto done;
@@ -289,8 +283,8 @@ int cic_verify_dit_write_json(const cic_verify_opts *o, const cic_verify_dit_res
                         calib_first_bad(r) >= 0 ? json_integer(calib_first_bad(r))
                                                 : json_null());
     json_object_set_new(v, "storage_bits", json_integer(r->bits));
-    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:s}", "equivalent", jnum(r->eq),
-                                                   "broken", jnum(r->br), "set_by",
+    json_object_set_new(v, "thresholds", json_pack("{s:o,s:o,s:s}", "equivalent", cic_json_num(r->eq),
+                                                   "broken", cic_json_num(r->br), "set_by",
                                                    r->storage.tensor));
     json_object_set_new(v, "engine", json_string("f64"));
     for (i = 0; i < r->n_layers; i++)
@@ -301,31 +295,20 @@ int cic_verify_dit_write_json(const cic_verify_opts *o, const cic_verify_dit_res
                         r->first_bad >= 0 ? json_integer(r->first_bad) : json_null());
     hd = json_array();
     for (i = 0; r->have_head && i < r->samples; i++)
-        json_array_append_new(hd, json_pack("{s:o,s:s}", "ce", jnum(r->head_ce[i]), "verdict",
+        json_array_append_new(hd, json_pack("{s:o,s:s}", "ce", cic_json_num(r->head_ce[i]), "verdict",
                                             CIC_VERDICT_NAME[r->head_verdict[i]]));
     json_object_set_new(v, "final_layer_per_sample", r->have_head ? hd : json_null());
     json_object_set_new(v, "final_layer_diagnosis", findings_json(r, -1));
     if (!r->have_head)
         json_decref(hd);
     json_object_set_new(v, "adaln_flops_per_block", flops_json(r));
-    json_object_set_new(v, "wall_seconds", jnum(r->seconds));
+    json_object_set_new(v, "wall_seconds", cic_json_num(r->seconds));
     json_object_set_new(root, "verify", v);
     v = NULL;
-    text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
-    if (text) {
-        size_t n = strlen(text);
-        char *t2 = realloc(text, n + 2);
-        if (t2) {
-            text = t2;
-            text[n] = '\n';
-            text[n + 1] = '\0';
-            rc = cic_write_atomic(path, text, n + 1, d);
-        }
-    }
+    rc = cic_json_write_atomic(root, path, d);
 done:
     if (rc < 0 && !d->msg[0])
         cic_diag_set(d, path, 0, 0, "cannot write report.json: out of memory");
-    free(text);
     json_decref(v);
     json_decref(layers);
     json_decref(root);

@@ -628,41 +628,64 @@ int cic_report_json_write(const cic_report *r, const char *dir, cic_diag *d)
 
 int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d)
 {
-    json_t *root = NULL;
-    char *text = NULL;
-    const char *dir = path;
-    size_t len;
-    int rc = -1;
+    json_t *root;
+    int rc;
 
     CIC_ASSERT(r != NULL);
     root = report_json(r);
     if (!root) {
-        cic_diag_set(d, dir, 0, 0, "cannot build report.json: out of memory");
-        goto cleanup;
+        cic_diag_set(d, path, 0, 0, "cannot build report.json: out of memory");
+        return -1;
     }
+    rc = cic_json_write_atomic(root, path, d);
+    json_decref(root);
+    return rc;
+}
+
+json_t *cic_json_num(double v)
+{
+    return jreal(v);
+}
+
+json_t *cic_json_str(const char *s)
+{
+    json_t *j = json_string(s);
+    char *t;
+    size_t i;
+    if (j || !(t = strdup(s)))
+        return j;
+    for (i = 0; t[i]; i++)
+        if ((unsigned char)t[i] >= 0x80)
+            t[i] = '?';
+    j = json_string(t);
+    free(t);
+    return j;
+}
+
+int cic_json_write_atomic(json_t *root, const char *path, cic_diag *d)
+{
+    char *text, *t2;
+    size_t len;
+    int rc;
+
     /* Insertion order is kept (jansson >= 2.8), so the file reads in the
      * order of section 7. 17 significant digits: doubles round-trip. */
     text = json_dumps(root, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
     if (!text) {
-        cic_diag_set(d, dir, 0, 0, "cannot serialise report.json: out of memory");
-        goto cleanup;
+        cic_diag_set(d, path, 0, 0, "cannot serialise %s: out of memory", path);
+        return -1;
     }
     len = strlen(text);
     /* json_dumps gives no final newline; add it for tools that expect one. */
-    {
-        char *t2 = realloc(text, len + 2);
-        if (!t2) {
-            cic_diag_set(d, dir, 0, 0, "out of memory");
-            goto cleanup;
-        }
-        text = t2;
-        text[len++] = '\n';
-        text[len] = '\0';
+    if (!(t2 = realloc(text, len + 2))) {
+        free(text);
+        cic_diag_set(d, path, 0, 0, "out of memory");
+        return -1;
     }
+    text = t2;
+    text[len++] = '\n';
+    text[len] = '\0';
     rc = cic_write_atomic(path, text, len, d);
-
-cleanup:
     free(text);
-    json_decref(root);
     return rc;
 }

@@ -258,6 +258,17 @@ struct json_t *cic_report_to_json(const cic_report *r);
  * see cic_write_atomic). */
 int cic_report_json_write_file(const cic_report *r, const char *path, cic_diag *d);
 
+/* JSON helpers the other writers of JSON files share (verify's reports):
+ * a double as a number, NaN and Inf as null (JSON has neither); a string
+ * whose bytes that are not UTF-8 become '?' (paths from the command line,
+ * messages cut inside a character), so the value is never lost; and root
+ * written to path as report.json is (2-space indent, 17 significant
+ * digits, a final newline; atomically, cic_write_atomic). The writer
+ * returns 0, or -1 with d set; it does not take root's reference. */
+struct json_t *cic_json_num(double v);
+struct json_t *cic_json_str(const char *s);
+int cic_json_write_atomic(struct json_t *root, const char *path, cic_diag *d);
+
 /* ---- CI outputs (junit.c, markdown.c) ---- */
 
 /* JUnit XML for n case reports: one <testsuite> per case, one <testcase>
