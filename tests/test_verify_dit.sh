@@ -92,6 +92,13 @@ for m in "static-fold:qt-missing:blocks.2.attn.proj.weight:Q^T not applied" \
         "$s, $k: report.json: only block 2 broken"
     check_field "r-$k-$s/report.json" "r['layers'][2]['diagnosis'][0]['tensor']" "$tensor" \
         "$s, $k: report.json's diagnosis names $tensor"
+    if grep -F -- "- block 2, \`$tensor\`: " "r-$k-$s/report.md" | grep -qF -- "$finding"; then
+        ok "$s, $k: report.md's diagnosis names $tensor: $finding"
+    else
+        bad "$s, $k: report.md's diagnosis lacks $tensor: $finding"
+    fi
+    has "r-$k-$s/report.md" "**Not equivalent**: first block not equivalent: 2." \
+        "$s, $k: report.md's verdict"
 done
 
 # a mistake in the final layer alone: every block equivalent, the final

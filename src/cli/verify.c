@@ -365,7 +365,9 @@ static int verify_dit(const cic_verify_opts *o, const char *out)
     if (out) {
         char path[4200];
         snprintf(path, sizeof path, "%s/report.json", out);
-        if (cic_mkdir_p(out, &d) < 0 || cic_verify_dit_write_json(o, &r, path, &d) < 0) {
+        if (cic_mkdir_p(out, &d) < 0 || cic_verify_dit_write_json(o, &r, path, &d) < 0 ||
+            (snprintf(path, sizeof path, "%s/report.md", out) > 0 &&
+             cic_verify_dit_write_md(o, &r, path, &d) < 0)) {
             cic_diag_print(stderr, &d);
             rc = CIC_EINTERNAL;
         }

@@ -91,5 +91,10 @@ void cic_verify_dit_print(FILE *f, const cic_verify_opts *o, const cic_verify_di
 /* report.json of r into path (atomically). 0, or -1 with d set. */
 int cic_verify_dit_write_json(const cic_verify_opts *o, const cic_verify_dit_result *r,
                               const char *path, cic_diag *d);
+/* The same run as a Markdown summary at path (report.md beside
+ * report.json; written atomically): the verdict, the table per block and
+ * sample, the diagnosis, and the terminal's output. 0, or -1 with d set. */
+int cic_verify_dit_write_md(const cic_verify_opts *o, const cic_verify_dit_result *r,
+                            const char *path, cic_diag *d);
 
 #endif

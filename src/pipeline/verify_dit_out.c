@@ -314,3 +314,68 @@ done:
     json_decref(root);
     return rc;
 }
+
+/* The Markdown summary into f: the verdict, the table per block and per
+ * sample, the findings, then the terminal's whole output. */
+static void write_md(FILE *f, const cic_verify_opts *o, const cic_verify_dit_result *r)
+{
+    int i, s;
+    fprintf(f, "# cicheck verify: %s against %s (DiT, adaLN strategy %s)\n\n", o->trans, o->orig,
+            CIC_XFORM_NAME[r->kind]);
+    if (r->first_bad >= 0)
+        fprintf(f, "**Not equivalent**: first block not equivalent: %d.\n\n", r->first_bad);
+    else if (r->have_head && r->head_bad)
+        fprintf(f, "**Not equivalent**: every block equivalent; the final layer is not.\n\n");
+    else
+        fprintf(f, "**Equivalent**: every block%s on every sample.\n\n",
+                r->have_head ? " and the final layer" : "");
+    fprintf(f, "| block | verdict |");
+    for (s = 0; s < r->samples; s++)
+        fprintf(f, " ce sample %d |", s);
+    fprintf(f, "\n|---|---|");
+    for (s = 0; s < r->samples; s++)
+        fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (i = 0; i < r->n_layers; i++) {
+        fprintf(f, "| %d | %s |", r->layer0 + i, CIC_VERDICT_NAME[r->block[i]]);
+        for (s = 0; s < r->samples; s++)
+            fprintf(f, " %.3g |", r->ce[(size_t)i * r->samples + s]);
+        fprintf(f, "\n");
+    }
+    fprintf(f, "\n## Diagnosis\n\n");
+    if (!r->n_find)
+        fprintf(f, "No finding.\n");
+    for (i = 0; i < r->n_find; i++) {
+        if (r->find[i].layer >= 0)
+            fprintf(f, "- block %d, ", r->find[i].layer);
+        else
+            fprintf(f, "- the final layer, ");
+        fprintf(f, "`%s`: ", r->find[i].tensor[0] ? r->find[i].tensor : "(the block)");
+        fprintf(f, "%s\n", r->find[i].finding);
+    }
+    fprintf(f, "\n## Output\n\n```text\n");
+    cic_verify_dit_print(f, o, r);
+    fprintf(f, "```\n");
+}
+
+int cic_verify_dit_write_md(const cic_verify_opts *o, const cic_verify_dit_result *r,
+                            const char *path, cic_diag *d)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int rc;
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
+        return -1;
+    }
+    write_md(f, o, r);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
+        return -1;
+    }
+    rc = cic_write_atomic(path, text, len, d);
+    free(text);
+    return rc;
+}
