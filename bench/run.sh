@@ -27,9 +27,13 @@
 # (bench/torch_dit.py), or, without torch, against the NumPy float64
 # forward (the dgemm floor); CIC_BENCH_TORCH=0 leaves it out. The same
 # ratio alone, at any precisions: bench/truth_torch.sh 128 448.
-# Part (9) runs bench/verify_big.sh (whole-checkpoint verify) when it is
-# there; CIC_BENCH_VERIFY=0 leaves it out. Then a summary of the figures
-# issue 28 asks for, in one place.
+# Part (9) runs bench/verify_big.sh (whole-checkpoint verify) on the pair of
+# 32-layer d 2048 checkpoints when it is there; CIC_BENCH_VERIFY=0 leaves it
+# out. Part (10) runs it on the pair of 4-layer d 4096 checkpoints (a
+# LLaMA-2-7B's layers: the per-layer cost of a real 7B);
+# CIC_BENCH_VERIFY4096=0 leaves it out. Both write their checkpoints under
+# the temporary folder (about 6.4 and 3.3 GB, deleted after each). Then a
+# summary of the figures issue 28 asks for, in one place.
 # Usage: bench/run.sh [cicheck-bench options, e.g. --reps 5 or --quick]
 set -eu
 cd "$(dirname "$0")/.."
@@ -237,7 +241,21 @@ if [ "${CIC_BENCH_VERIFY:-1}" != 0 ]; then
     echo
     echo "(9) whole-checkpoint verify (bench/verify_big.sh)"
     if [ -x bench/verify_big.sh ]; then
-        bench/verify_big.sh 2>&1 | tee "$tmp/verify.log" | sed 's/^/  /' || true
+        bench/verify_big.sh "$tmp/big" "$cic" d2048x32 2>&1 | tee "$tmp/verify.log" |
+            sed 's/^/  /' || true
+    else
+        echo "  not built (no bench/verify_big.sh)"
+    fi
+fi
+
+# (10) whole-checkpoint verify of a 7B's layers (d 4096, 4 layers)
+if [ "${CIC_BENCH_VERIFY4096:-1}" != 0 ]; then
+    echo
+    echo "(10) whole-checkpoint verify of a LLaMA-2-7B's layers: d 4096, 4 layers, MLP 11008,"
+    echo "    32 heads, bf16, o_proj unrotated at layer 2 (bench/verify_big.sh d4096x4)"
+    if [ -x bench/verify_big.sh ]; then
+        bench/verify_big.sh "$tmp/big" "$cic" d4096x4 2>&1 | tee "$tmp/verify4096.log" |
+            sed 's/^/  /' || true
     else
         echo "  not built (no bench/verify_big.sh)"
     fi

@@ -92,3 +92,9 @@ elif [ -x bench/verify_big.sh ]; then
 else
     echo "whole-checkpoint verify: not built (no bench/verify_big.sh)"
 fi
+if [ -f "$tmp/verify4096.log" ]; then
+    echo "whole-checkpoint verify of a 7B's layers (d 4096 x 4): $(sed -n \
+        's/^d4096x4: wall \([0-9.]*\) s, peak RSS \([0-9]*\) KiB/\1 s, peak RSS \2 KiB/p' \
+        "$tmp/verify4096.log"), first broken layer $(sed -n \
+        's/^first layer not equivalent: //p' "$tmp/verify4096.log") (planted: 2)"
+fi

@@ -7,7 +7,12 @@
 # own figures bit for bit, the mapped-back rotated models score like the
 # original (f32 error, no map error), the broken fusion scores as broken at
 # every block; the terminal prints the depth lines; `cicheck plot` draws
-# error_vs_block (skipped without gnuplot).
+# error_vs_block (skipped without gnuplot). A planted break in one middle
+# block: a 4-layer LLaMA checkpoint (tests/make_checkpoint.py) whose norm
+# gains are all 1 but one layer's input gain, under a rotation without a
+# fold (exact only where the gains are uniform): the rotated row's error
+# stays at float32's before that layer and jumps at it, for the break at
+# layer 2 and at layer 1 (skipped without NumPy).
 # Usage: test_depth.sh PATH/TO/cicheck
 set -u
 bin=$1
@@ -70,6 +75,85 @@ grep -q '^  rotate  *bf16  ' "$tmp/p.txt" && ok "a depth line per engine row" ||
     bad "a depth line per engine row"
 grep -q '| head ' "$tmp/d.txt" && ok "the dit depth lines end with the head" ||
     bad "the dit depth lines end with the head"
+
+# planted LAYER: the per_block rel_norm2 of the rotated f32 row, one line,
+# for the checkpoint whose only non-unit gain is LAYER's input gain
+planted() {
+    rm -rf "$tmp/hf"
+    "$py" "$root/tests/make_checkpoint.py" "$tmp/pd/original.safetensors" "$tmp/hf" >/dev/null &&
+        "$py" - "$tmp/hf/model.safetensors" "$1" "$root/tests" <<'PY' || return 1
+import sys
+sys.path.insert(0, sys.argv[3])
+import numpy as np
+from make_checkpoint import read_st, write_st
+path, keep = sys.argv[1], "model.layers.%s.input_layernorm.weight" % sys.argv[2]
+t, _ = read_st(path)
+write_st(path, [(k, "F32", v.shape, np.ascontiguousarray(
+    v if k == keep or not k.endswith("norm.weight") else np.ones_like(v), dtype="<f4").tobytes())
+    for k, v in t.items()])
+PY
+    "$bin" run --quiet --no-color --no-baseline --out "$tmp/pr" "$tmp/planted.toml" >/dev/null || return 1
+    "$py" -c 'import json, sys
+r = [x for x in json.load(open(sys.argv[1]))["results"] if x["transform"] == "rot" and x["per_block"]]
+print(" ".join("%.3g" % e["rel_norm2"] for e in r[0]["per_block"]))' "$tmp/pr/report.json"
+}
+root="$(cd "$(dirname "$0")/.." && pwd)"
+if "$py" -c 'import numpy' 2>/dev/null; then
+    cat >"$tmp/pd.toml" <<'TOML'
+name = "planted-seed"
+[model]
+block = "rmsnorm"
+d_model = 64
+heads = 4
+kv_heads = 2
+rope = "half"
+mlp_ratio = 2
+tokens = 8
+samples = 2
+layers = 4
+causal = true
+seed = 21
+[model.weights]
+std = 0.1
+[engines]
+f32 = ["openblas"]
+mpfr_prec = 64
+TOML
+    cat >"$tmp/planted.toml" <<'TOML'
+name = "planted"
+[model]
+checkpoint = "hf"
+tokens = 8
+samples = 2
+seed = 21
+[readout]
+kind = "residual"
+[engines]
+f32 = ["openblas"]
+mpfr_prec = 64
+[[transforms]]
+name = "rot"
+kind = "rotate"
+q = "random"
+seed = 5
+expect = "broken"
+TOML
+    expect_rc 0 "the seed of the planted checkpoints dumps" "$bin" run --quiet --no-baseline \
+        --out "$tmp/pds" --dump "$tmp/pd" "$tmp/pd.toml"
+    for at in 2 1; do
+        if e=$(planted "$at"); then
+            # float32's error before the plant, the break's from it on
+            echo "$e" | awk -v at="$at" '{ for (b = 1; b <= NF; b++)
+                if ((b - 1 < at) != ($b < 1e-6) || (b - 1 >= at) != ($b > 1e-3)) exit 1
+                exit NF != 4 }' && ok "a break planted at layer $at: per_block jumps there ($e)" ||
+                bad "a break planted at layer $at: per_block $e"
+        else
+            bad "the checkpoint planted at layer $at runs"
+        fi
+    done
+else
+    skip "a planted break in one middle block" "no NumPy for $py"
+fi
 
 if cic_have gnuplot; then
     expect_rc 0 "plot of the dit run" "$bin" plot "$tmp/d"

@@ -8,11 +8,13 @@
  *   - An engine with float32 weights and activations is the f32 engine,
  *     bit for bit; a bf16 engine's outputs are bf16 values (and not the
  *     f32 engine's); a W8A8 engine's first linear is the integer kernel on
- *     the codes of its input and weight.
+ *     the codes of its input and weight; bf16 weights from unrounded
+ *     doubles are those from the same values in MPFR.
  *   - [[engines.lowp]] entries: what loads and what is refused, with the
  *     line, the key and what is allowed. */
 #include "testutil.h"
 
+#include "base/mpvec.h"
 #include "case/case.h"
 #include "engine/engine.h"
 #include "engine/lowp.h"
@@ -269,6 +271,59 @@ static void test_w8a8_linear(void **state)
     cic_model_destroy(m);
 }
 
+/* bf16 weights rounded from unrounded values held as doubles (value by
+ * value) are those rounded from the same values held as MPFR numbers, and
+ * not those rounded from their float32 roundings (a double rounding). */
+static void test_bf16_from_doubles(void **state)
+{
+    cic_case c;
+    cic_model *m;
+    cic_tensor *t;
+    float *a, *b;
+    double *v;
+    size_t n, i;
+    long twice = 0;
+    uint64_t s = 77;
+    int id, k;
+    (void)state;
+    load(&c, "[[engines.lowp]]\nname = \"b\"\nweights = \"bf16\"\n");
+    m = cic_model_create(&c.model, c.readout);
+    assert_non_null(m);
+    for (k = 0; k < m->n_ops && !cic_lowp_quantized(&m->ops[k]); k++)
+        ;
+    assert_true(k < m->n_ops);
+    id = m->ops[k].w;
+    t = &m->t[id];
+    n = (size_t)t->rows * t->cols;
+    v = malloc(n * sizeof *v);
+    a = malloc(n * sizeof *a);
+    b = malloc(n * sizeof *b);
+    assert_true(v && a && b);
+    for (i = 0; i < n; i++) /* bf16 ties and near-ties of float32 values */
+        v[i] = ldexp((double)(0x8000 + cic_test_pick(&s, 0x8000)), -15 - cic_test_pick(&s, 4)) *
+               (1 + ldexp(1.0, -8) * (cic_test_pick(&s, 3) - 1) / 2 +
+                ldexp((double)cic_test_pick(&s, 3) - 1, -30));
+    cic_tensor_set_f64(t, v, 53); /* the model owns v now */
+    assert_int_equal(cic_lowp_tensor(a, NULL, NULL, NULL, NULL, m, id, &c.lowp[0], NULL, 0), 0);
+    t->hp = cic_mpvec_create(n, 53);
+    assert_non_null(t->hp);
+    for (i = 0; i < n; i++)
+        mpfr_set_d(t->hp[i], t->f64[i], MPFR_RNDN);
+    free(t->f64);
+    t->f64 = NULL;
+    assert_int_equal(cic_lowp_tensor(b, NULL, NULL, NULL, NULL, m, id, &c.lowp[0], NULL, 0), 0);
+    for (i = 0; i < n; i++) {
+        if (cic_test_f32_bits(a[i]) != cic_test_f32_bits(b[i]))
+            fail_msg("value %zu (%a): bf16 from the double %a, from MPFR %a", i,
+                     mpfr_get_d(t->hp[i], MPFR_RNDN), (double)a[i], (double)b[i]);
+        twice += (float)cic_format_round_d(cic_format_get(CIC_FORMAT_BF16), t->f32[i]) != a[i];
+    }
+    assert_true(twice > 0); /* the test sees a rounding through float32 */
+    free(a);
+    free(b);
+    cic_model_destroy(m);
+}
+
 /* ---- the case syntax ---- */
 
 static void refused(const char *engines, const char *needle)
@@ -338,6 +393,7 @@ int main(void)
         cmocka_unit_test(test_int_matmul_direct),
         cmocka_unit_test(test_identity_and_bf16),
         cmocka_unit_test(test_w8a8_linear),
+        cmocka_unit_test(test_bf16_from_doubles),
         cmocka_unit_test(test_syntax),
         cmocka_unit_test(test_group_refused),
     };

@@ -2,8 +2,11 @@
 /* memory.c: the memory a run of a case needs, estimated before anything is
  * allocated so a case too large is refused with a message rather than
  * killed: weights at mpfr_prec for the original, each transformed model held
- * at once and a scratch set, and the activations of the widest layer. Sizes
- * come from fuzzed files, so every product saturates instead of wrapping. */
+ * at once and a scratch set, the activations of the widest layer and the
+ * per-block truth. With the f64 verdict engine the MPFR truth and the
+ * transforms' runs do not overlap, and the larger of the two stages counts
+ * (cases/dit-xl2-full.toml: the transforms'). Sizes come from fuzzed files,
+ * so every product saturates instead of wrapping. */
 #include "case_int.h"
 
 #include "../base/mpslice.h"
@@ -140,7 +143,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     uint64_t N = _cic_u(m->tokens);
     uint64_t R = _cic_sat_mul(N, _cic_u(m->samples));
     uint64_t layer, readout, W, prec = _cic_u(mpfr_prec), elem, hp, big, scratch;
-    uint64_t width;
+    uint64_t width, xscratch, models, mp_acts, real_acts, depth;
 
     /* Weight elements per layer and for the readout (block.c). */
     _cic_block_weights(m, &layer, &readout);
@@ -163,19 +166,22 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     scratch = _cic_sat_add(scratch, slice_scratch(m, R, mpfr_prec));
     /* Other steps need their own scratch, not at the same time as the MPFR
      * runs': a product through dgemm (the weight in and out and Q as
-     * doubles), an f64 engine run (its double copy of a model's weights). */
+     * doubles), an f64 engine run (the doubles of the weight it reads:
+     * engine_f64.c makes one weight at a time). */
+    xscratch = 0;
     if (n_double > 0) {
         uint64_t q2 = _cic_sat_mul(_cic_u(mm->q_order), _cic_u(mm->q_order));
-        uint64_t g = _cic_sat_add(_cic_sat_mul(big, 16), _cic_sat_mul(q2, 8));
-        scratch = g > scratch ? g : scratch;
+        xscratch = _cic_sat_add(_cic_sat_mul(big, 16), _cic_sat_mul(q2, 8));
     }
-    if (mm->f64_run && _cic_sat_mul(W, 8) > scratch)
-        scratch = _cic_sat_mul(W, 8);
-    *wbytes = _cic_sat_add(
-        _cic_sat_add(_cic_sat_mul(W, 4), scratch),
-        _cic_sat_add(_cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager - n_double), W), 8),
-                                  _cic_sat_mul(_cic_sat_mul(_cic_u(n_double), W), 12)),
-                     _cic_sat_mul(_cic_sat_mul(_cic_u(n_eager), W), hp + 8)));
+    if (mm->f64_run && _cic_sat_mul(big, 8) > xscratch)
+        xscratch = _cic_sat_mul(big, 8);
+    /* the transformed models held at once, each with its stream's rotation
+     * as doubles (d x d) */
+    models = _cic_sat_add(
+        _cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_xf - n_eager - n_double), W), 8),
+                     _cic_sat_mul(_cic_sat_mul(_cic_u(n_double), W), 12)),
+        _cic_sat_add(_cic_sat_mul(_cic_sat_mul(_cic_u(n_eager), W), hp + 8),
+                     _cic_sat_mul(_cic_u(n_xf), _cic_sat_mul(_cic_sat_mul(d, d), 8))));
 
     /* Activations: R rows, each as wide as the widest intermediate (qkv 3d,
      * the MLP m, one attention score row N, the head d_out), about 8 live
@@ -189,7 +195,32 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     if (dout > width)
         width = dout;
     elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8 + 8;
-    *abytes = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
+    mp_acts = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
+    /* the truth of every block's output, kept as doubles with a radius per
+     * row from the truth to the end (pipeline/depth.c) */
+    depth = _cic_sat_mul(_cic_sat_mul(_cic_sat_add(L, 1), R), _cic_sat_mul(_cic_sat_add(d, 1), 8));
+    /* what the allocator keeps beside the blocks in use while models are
+     * made tensor by tensor: measured, a few percent of the weights' bytes */
+    if (n_xf > 0)
+        models = _cic_sat_add(models, _cic_sat_add(_cic_sat_mul(W, 4), models) / 32);
+    if (!mm->f64_run) { /* the MPFR verdict runs read the transformed models */
+        *wbytes = _cic_sat_add(_cic_sat_add(_cic_sat_mul(W, 4), scratch > xscratch ? scratch : xscratch),
+                               models);
+        *abytes = _cic_sat_add(mp_acts, depth);
+        return;
+    }
+    /* With the f64 verdict engine MPFR runs only in the truth, before any
+     * transformed model is made; the transforms' runs are in double and
+     * float (the engines' arenas: about 8 live buffers of doubles of the
+     * widest intermediate). The larger of the two stages counts. */
+    real_acts = _cic_sat_mul(_cic_sat_mul(R, width), 64);
+    if (_cic_sat_add(_cic_sat_add(models, xscratch), real_acts) >= _cic_sat_add(scratch, mp_acts)) {
+        *wbytes = _cic_sat_add(_cic_sat_add(_cic_sat_mul(W, 4), xscratch), models);
+        *abytes = _cic_sat_add(real_acts, depth);
+    } else {
+        *wbytes = _cic_sat_add(_cic_sat_mul(W, 4), scratch);
+        *abytes = _cic_sat_add(mp_acts, depth);
+    }
 }
 
 static void mem_models(const cic_case *c, cic_mem_models *mm)

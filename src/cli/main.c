@@ -19,6 +19,9 @@
 #include <stdbool.h>
 #include <string.h>
 #include <sys/stat.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 static int pos_int(const char *s);
 
@@ -820,6 +823,14 @@ static int dispatch(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+#ifdef __GLIBC__
+    /* Blocks of 4 MiB and more (weights, activations) straight from mmap
+     * and back to the system when freed: glibc's default raises this
+     * threshold to the largest block freed (up to 32 MiB), after which a
+     * model's per-tensor arrays come from the heap, and what its holes keep
+     * stays in the resident set (hundreds of MB at a DiT-XL/2's size). */
+    mallopt(M_MMAP_THRESHOLD, 4 << 20);
+#endif
     /* the commands that run engines (the others need no OpenBLAS threads
      * and do not pay for a second start) */
     if (argc >= 2 && (!strcmp(argv[1], "run") || !strcmp(argv[1], "bless") ||

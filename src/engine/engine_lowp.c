@@ -49,7 +49,20 @@ typedef struct {
     int16_t **q;     /* per tensor id: codes of a quantized linear's weight */
     float **s;
     int32_t **z;
+    int *last;       /* per tensor id: the last op reading it as a weight, -1 */
 } lowp_state;
+
+/* Tensor id's codes freed: its last reader has run (at a DiT-XL/2's size
+ * the codes of every weight would be 1.3 GB, held to the end of the run). */
+static void codes_drop(lowp_state *st, int id)
+{
+    free(st->q[id]);
+    free(st->s[id]);
+    free(st->z[id]);
+    st->q[id] = NULL;
+    st->s[id] = NULL;
+    st->z[id] = NULL;
+}
 
 bool cic_lowp_quantized(const cic_op *o)
 {
@@ -75,6 +88,21 @@ static int round_tensor(float *y, const cic_tensor *t, const cic_format *f, bool
     size_t i, n = (size_t)t->rows * t->cols;
     if (f->precision >= 24) {
         memcpy(y, t->f32, n * sizeof *y);
+        return 0;
+    }
+    if (from_hp && t->f64 && !t->hp && !t->lazy) {
+        /* value by value: a whole tensor of MPFR numbers (cic_tensor_hp_make)
+         * would be 40 bytes a weight, and the same values */
+        mpfr_t v, x;
+        mpfr_init2(v, 24);
+        mpfr_init2(x, 53);
+        for (i = 0; i < n; i++) {
+            mpfr_set_d(x, t->f64[i], MPFR_RNDN); /* exact: a double */
+            cic_format_round(v, x, f);
+            y[i] = mpfr_get_flt(v, MPFR_RNDN); /* exact: a value of f */
+        }
+        mpfr_clear(v);
+        mpfr_clear(x);
         return 0;
     }
     if (from_hp && cic_tensor_has_hp(t)) {
@@ -298,6 +326,8 @@ static int lowp_linear(realrun *r, const cic_op *o, REAL *y)
         rc = int_linear(r, o, y, &sc, S, R, n, k);
     else
         rc = real_linear_xw(r, o, y, sc.xq ? sc.xq : x, sc.wq ? sc.wq : w);
+    if (st->last[o->w] == (int)(o - r->m->ops))
+        codes_drop(r->lx, o->w);
 cleanup:
     scratch_free(&sc);
     return rc;
@@ -314,15 +344,21 @@ int cic_engine_lowp_run(float *out, const cic_model *m, const cic_lowp_spec *lp,
     st.q = cic_calloc((size_t)m->n_t, sizeof *st.q);
     st.s = cic_calloc((size_t)m->n_t, sizeof *st.s);
     st.z = cic_calloc((size_t)m->n_t, sizeof *st.z);
-    if (st.q && st.s && st.z)
-        rc = real_run(out, m, mm, false, o, &st);
-    for (i = 0; st.q && st.s && st.z && i < m->n_t; i++) {
-        free(st.q[i]);
-        free(st.s[i]);
-        free(st.z[i]);
+    st.last = malloc((size_t)m->n_t * sizeof *st.last);
+    if (st.last) {
+        for (i = 0; i < m->n_t; i++)
+            st.last[i] = -1;
+        for (i = 0; i < m->n_ops; i++)
+            if (m->ops[i].w >= 0)
+                st.last[m->ops[i].w] = i;
     }
+    if (st.q && st.s && st.z && st.last)
+        rc = real_run(out, m, mm, false, o, &st);
+    for (i = 0; st.q && st.s && st.z && i < m->n_t; i++)
+        codes_drop(&st, i);
     free(st.q);
     free(st.s);
     free(st.z);
+    free(st.last);
     return rc;
 }

@@ -12,6 +12,8 @@
 #include <mpfr.h>
 
 #include "../kind/kind.h"
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* Haar-random orthogonal Q: Householder QR of a d x d Gaussian matrix (entries
@@ -134,14 +136,39 @@ int cic_q_mean_preserving_k(mpfr_t *q, int d, enum cic_qkind kind, int K, uint64
  * with d set (the file, a tensor of another size). */
 int cic_q_file(mpfr_t *q, int n, const char *order, const cic_xform_spec *x, mpfr_prec_t prec,
                cic_diag *d);
-/* Its max |Q^T Q - I| (cic_q_orth_error at 64 bits, the values as doubles)
- * into *orth. 0, or -1 with d set. */
+/* Its max |Q^T Q - I| into *orth: cic_q_orth_check's value with limit
+ * CIC_Q_FILE_ORTH_MAX and budget CIC_Q_ORTH_BUDGET, so the same figure as
+ * cic_q_orth_error at 64 bits on the values as doubles (or, where that
+ * would cost more than the budget, a proven bound on the same side of
+ * CIC_Q_FILE_ORTH_MAX). 0, or -1 with d set. */
 int cic_q_file_check(double *orth, const cic_xform_spec *x, int n, const char *order,
                      cic_diag *d);
 /* The largest max |Q^T Q - I| a file's rotation may have: a float32 matrix
  * orthogonal to its precision stays near 1e-6, a bf16 one near 1e-2; a
  * matrix further off is not a rotation. */
 #define CIC_Q_FILE_ORTH_MAX 0.05
+
+/* What cic_q_orth_check found. */
+typedef struct {
+    double value;        /* the figure (below) */
+    bool exact;          /* value is cic_q_orth_error's figure, bit for bit */
+    double lo, hi;       /* the double enclosure: lo <= max |Q^T Q - I| <= hi */
+    size_t mpfr_entries; /* entries of Q^T Q formed in MPFR (0: none needed) */
+} cic_q_orth;
+/* MPFR products cic_q_file_check may spend on the exact figure once the
+ * double enclosure has decided (about 4 s; d^3 / 2 is 34e9 at d = 4096). */
+#define CIC_Q_ORTH_BUDGET ((size_t)1 << 26)
+/* max |Q^T Q - I| of the d x d doubles q (row-major) against limit, cheaply:
+ * Q^T Q in double (dsyrk) with a proven bound on each entry's error gives
+ * the enclosure [lo, hi]; then the entries that may be the largest are
+ * formed in MPFR as cic_q_orth_error does (exact, r->exact), when they
+ * number at most budget / d or the enclosure does not decide whether the
+ * figure is at most limit. Otherwise (decided, too many: a Q orthogonal to
+ * double rounding at large d) value is hi when at most limit, else lo, and
+ * exact is false: either way value <= limit exactly when
+ * cic_q_orth_error's figure is. A NaN or Inf in q, or an overflow, takes
+ * cic_q_orth_error on all of q. 0, or -1 when memory runs out. */
+int cic_q_orth_check(cic_q_orth *r, const double *q, int d, double limit, size_t budget);
 
 /* The identity (a control). */
 void cic_q_identity(mpfr_t *q, int d);
