@@ -6,7 +6,7 @@
 # settings; every other setting is compared with it through the baseline
 # machinery with zero tolerance, and the worst growth of each f32 metric
 # (new / old, and new - old for ULP figures) is printed. This is the
-# evidence behind the default --tolerance (README, "Use as a CI gate").
+# evidence behind the default --tolerance (docs/guide/ci-gate.md, "What is compared").
 # Usage: bench/blas_spread.sh [BUILD_DIR] [CORETYPES...]
 set -eu
 cd "$(dirname "$0")/.."

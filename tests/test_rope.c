@@ -148,7 +148,7 @@ static void test_rope_by_hand(void **state)
     }
 }
 
-/* The float32 recipe (README: RoPE) written out again: plain loops, the
+/* The float32 recipe (docs/reference/case-file.md: RoPE) written out again: plain loops, the
  * pair of (row, head, j) found from the layout directly. */
 static void rope_f32_ref(float *y, const float *x, int rows, int N, int heads, int hd,
                          enum cic_rope lay, double theta)

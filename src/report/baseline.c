@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Measured with bench/blas_spread.sh (README, "Use as a CI gate") over the
+/* Measured with bench/blas_spread.sh (docs/guide/ci-gate.md, "What is compared") over the
  * shipped cases, OpenBLAS kernels Haswell, SkylakeX, Sandybridge, Nehalem
  * and 1 or 2 threads, against Haswell with 2: stable figures grew by at
  * most x1.21, spread figures by x2.26, tail figures by x9.1 (ULP figures by

@@ -16,7 +16,7 @@
  *     drift.mean) and tail figures (ulp_elem.max, drift.max: one element
  *     near zero decides them); nonfinite may not grow at all.
  * The tolerance absorbs the legitimate variation of OpenBLAS results with
- * the CPU kernel and the thread count (README "Use as a CI gate" gives the
+ * the CPU kernel and the thread count (docs/guide/ci-gate.md, "What is compared", gives the
  * measured spread). */
 #ifndef CIC_BASELINE_H
 #define CIC_BASELINE_H
@@ -30,7 +30,7 @@ typedef struct {
     double abs_ulp; /* plus this many ULPs for ulp_row, ulp_elem and drift */
 } cic_tolerance;
 
-/* The default, chosen from the measured spread (README). */
+/* The default, chosen from the measured spread (docs/guide/ci-gate.md). */
 extern const cic_tolerance CIC_TOLERANCE_DEFAULT;
 
 /* Compare r with the baseline at path. Sets r->has_baseline, baseline_path,

@@ -2,7 +2,7 @@
 /* dump.h: the --dump folder (DESIGN.md section 6): every model's weights and
  * inputs as float32 safetensors under the names of DESIGN.md section 1, and
  * the outputs with the truth as float64, so the same block can be re-run in
- * PyTorch or NumPy. Layout documented in README.md ("Dump layout"). */
+ * PyTorch or NumPy. Layout documented in docs/reference/dump.md. */
 #ifndef CIC_DUMP_H
 #define CIC_DUMP_H
 
