@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/* dump_run.c: the --dump folder of a pipeline run (report/dump.h; the
- * layout in docs/reference/dump.md): the original model and every
- * transformed one (float32, and each transform's unrounded values as
- * float64), and outputs.safetensors with the truth and every MPFR output as float64, the truth's binary32 as
- * float32 and the f32 outputs as they are. With [[engines.lowp]] also each
- * model as each low-precision engine stores it and activations.safetensors,
- * the f32 engine's input of every quantized linear. */
+/* dump_run.c: the --dump folder of a pipeline run (report/dump.h; the layout
+ * in docs/reference/dump.md): the original model and every transformed one
+ * (float32, and each transform's unrounded values as float64), and
+ * outputs.safetensors with the truth and every MPFR output as float64, the
+ * truth's binary32 as float32 and the f32 outputs as they are. With
+ * [[engines.lowp]] also each model as each low-precision engine stores it
+ * and activations.safetensors, the f32 engine's input of every quantized
+ * linear. */
 #include "pipeline_int.h"
 
 #include "../base/mpvec.h"
