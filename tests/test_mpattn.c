@@ -15,22 +15,6 @@
 
 #define NMAX 300
 
-/* v with every bit of its precision random, exponent e0 + [-spread,
- * spread], a random sign. */
-static void rand_full(mpfr_ptr v, uint64_t *s, mpfr_exp_t e0, int spread)
-{
-    mpfr_prec_t p = mpfr_get_prec(v), have;
-    mpfr_set_ui(v, 1, MPFR_RNDN);
-    for (have = 1; have < p; have += 48) {
-        int b = p - have < 48 ? (int)(p - have) : 48; /* exact: p bits in all */
-        mpfr_mul_2ui(v, v, (unsigned long)b, MPFR_RNDN);
-        mpfr_add_ui(v, v, (unsigned long)(cic_test_rand(s) >> (64 - b)), MPFR_RNDN);
-    }
-    mpfr_set_exp(v, e0 + (spread ? cic_test_pick(s, 2 * spread + 1) - spread : 0));
-    if (cic_test_rand(s) & 1)
-        mpfr_neg(v, v, MPFR_RNDN);
-}
-
 /* The kinds of vector the test draws: scores-like (one binade range),
  * probabilities (a row of exp over tens of binades, all positive), wide
  * spreads, huge and tiny exponents, zeros sprinkled in, all negative. */
@@ -41,18 +25,18 @@ static void fill(mpfr_t *v, size_t n, int kind, uint64_t *s)
     size_t i;
     for (i = 0; i < n; i++) {
         switch (kind) {
-        case K_PLAIN: rand_full(v[i], s, 0, 4); break;
-        case K_PROB: rand_full(v[i], s, -20, 19); mpfr_abs(v[i], v[i], MPFR_RNDN); break;
-        case K_WIDE: rand_full(v[i], s, 0, 600); break;
-        case K_HUGE: rand_full(v[i], s, 1000000, 3); break;
-        case K_TINY: rand_full(v[i], s, -1000000, 3); break;
+        case K_PLAIN: cic_test_mp_rand_full(v[i], s, 0, 4); break;
+        case K_PROB: cic_test_mp_rand_full(v[i], s, -20, 19); mpfr_abs(v[i], v[i], MPFR_RNDN); break;
+        case K_WIDE: cic_test_mp_rand_full(v[i], s, 0, 600); break;
+        case K_HUGE: cic_test_mp_rand_full(v[i], s, 1000000, 3); break;
+        case K_TINY: cic_test_mp_rand_full(v[i], s, -1000000, 3); break;
         case K_ZEROS:
-            rand_full(v[i], s, 0, 2);
+            cic_test_mp_rand_full(v[i], s, 0, 2);
             if (cic_test_pick(s, 3) == 0)
                 mpfr_set_zero(v[i], cic_test_pick(s, 2) ? 1 : -1);
             break;
         default:
-            rand_full(v[i], s, 0, 8);
+            cic_test_mp_rand_full(v[i], s, 0, 8);
             if (!mpfr_signbit(v[i]))
                 mpfr_neg(v[i], v[i], MPFR_RNDN);
             break;
@@ -135,7 +119,7 @@ static int run_prec(mpfr_prec_t p, int trials, uint64_t *s)
         fill(x, n, kx, s);
         fill(y, n, ky, s);
         if (b == 1)
-            rand_full(bias, s, 2, 3);
+            cic_test_mp_rand_full(bias, s, 2, 3);
         else if (b == 2)
             mpfr_set_zero(bias, -1);
         check_one((const mpfr_t *)x, (const mpfr_t *)y, n, b ? bias : NULL, p, &S, &fixed);

@@ -29,22 +29,6 @@ static void wop_init(wop *o, size_t m, size_t n, size_t k, mpfr_prec_t px, mpfr_
     lin_op_init(o, m, n, k, px, pw, pw == 0, bias, pb);
 }
 
-/* v with every bit of its precision random, exponent e0 + [-spread,
- * spread], a random sign. */
-static void rand_full(mpfr_ptr v, uint64_t *s, mpfr_exp_t e0, int spread)
-{
-    mpfr_prec_t p = mpfr_get_prec(v), have;
-    mpfr_set_ui(v, 1, MPFR_RNDN);
-    for (have = 1; have < p; have += 48) {
-        int b = p - have < 48 ? (int)(p - have) : 48; /* exact: p bits in all */
-        mpfr_mul_2ui(v, v, (unsigned long)b, MPFR_RNDN);
-        mpfr_add_ui(v, v, (unsigned long)(cic_test_rand(s) >> (64 - b)), MPFR_RNDN);
-    }
-    mpfr_set_exp(v, e0 + (spread ? cic_test_pick(s, 2 * spread + 1) - spread : 0));
-    if (cic_test_rand(s) & 1)
-        mpfr_neg(v, v, MPFR_RNDN);
-}
-
 /* A nonzero float32 weight about N(0, 0.02): exponents -5 to -18. */
 static float rand_w(uint64_t *s)
 {
@@ -61,14 +45,14 @@ static void fill(wop *o, uint64_t *s)
     size_t i, p;
     for (i = 0; i < o->m; i++)
         for (p = 0; p < o->k; p++)
-            rand_full(o->x[i * o->k + p], s, 0, 4 + (int)(7 * i % 57));
+            cic_test_mp_rand_full(o->x[i * o->k + p], s, 0, 4 + (int)(7 * i % 57));
     for (p = 0; p < o->n * o->k; p++)
         if (o->f32)
             o->wf[p] = rand_w(s);
         else
-            rand_full(o->w[p], s, -6, 5);
+            cic_test_mp_rand_full(o->w[p], s, -6, 5);
     for (i = 0; i < o->n; i++)
-        rand_full(o->b[i], s, 2, 4);
+        cic_test_mp_rand_full(o->b[i], s, 2, 4);
 }
 
 static bool same_bits(mpfr_srcptr a, mpfr_srcptr b)
@@ -270,7 +254,7 @@ static void test_biases(void **state)
         mpfr_set_prec(o.b[3], mpfr_get_prec(sum));
         mpfr_neg(o.b[3], sum, MPFR_RNDN);
         mpfr_set_prec(o.b[4], (mpfr_prec_t)(64 * 300)); /* over BIAS_LIMBS */
-        rand_full(o.b[4], &s, 1, 0);
+        cic_test_mp_rand_full(o.b[4], &s, 1, 0);
         mpfr_clears(sum, prod, (mpfr_ptr)0);
         check(&o, 1 + a % 2, 0, 4 * 4, "biases", seed);
         lin_op_clear(&o);

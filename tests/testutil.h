@@ -85,6 +85,22 @@ static inline long cic_test_first_diff_mp(const mpfr_t *a, const mpfr_t *b, size
     return -1;
 }
 
+/* v with every bit of its precision random, exponent e0 + [-spread,
+ * spread], a random sign. */
+static inline void cic_test_mp_rand_full(mpfr_ptr v, uint64_t *s, mpfr_exp_t e0, int spread)
+{
+    mpfr_prec_t p = mpfr_get_prec(v), have;
+    mpfr_set_ui(v, 1, MPFR_RNDN);
+    for (have = 1; have < p; have += 48) {
+        int b = p - have < 48 ? (int)(p - have) : 48; /* exact: p bits in all */
+        mpfr_mul_2ui(v, v, (unsigned long)b, MPFR_RNDN);
+        mpfr_add_ui(v, v, (unsigned long)(cic_test_rand(s) >> (64 - b)), MPFR_RNDN);
+    }
+    mpfr_set_exp(v, e0 + (spread ? cic_test_pick(s, 2 * spread + 1) - spread : 0));
+    if (cic_test_rand(s) & 1)
+        mpfr_neg(v, v, MPFR_RNDN);
+}
+
 /* ---- a private temporary folder (testutil.c) ----
  * cic_test_tmp_setup makes $TMPDIR/cic-PROGRAM.XXXXXX (or under /tmp) and
  * names it in cic_test_tmp; cic_test_tmp_teardown removes it with all it

@@ -429,6 +429,13 @@ static int norms_of(const vctx *c, const vrule *r, cic_vmat *ng)
     return 0;
 }
 
+static void slot_free(vslot *s)
+{
+    cic_vmat_free(&s->wa);
+    cic_vmat_free(&s->wb);
+    cic_vmat_free(&s->rule);
+}
+
 /* A linear's bias (OPT): a reader's c + W b - W' b', a writer's b C Q. */
 static int bias_check(vctx *c, const vrule *r, const vslot *w, cic_vmat *ng)
 {
@@ -485,9 +492,7 @@ done:
     alts_free(alt, na);
     cic_vmat_free(&t);
     cic_vmat_free(&u);
-    cic_vmat_free(&s.wa);
-    cic_vmat_free(&s.wb);
-    cic_vmat_free(&s.rule);
+    slot_free(&s);
     return rc;
 }
 
@@ -536,13 +541,6 @@ done:
     for (i = 0; i < 4; i++)
         cic_vmat_free(&ng[i]);
     return rc;
-}
-
-static void slot_free(vslot *s)
-{
-    cic_vmat_free(&s->wa);
-    cic_vmat_free(&s->wb);
-    cic_vmat_free(&s->rule);
 }
 
 /* The mistakes of a slot kept for R2, judged now. */
