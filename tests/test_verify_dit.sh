@@ -182,6 +182,10 @@ def w(p, t):
 w("mis.safetensors", [("input", np.zeros((2, 8, 32))), ("c", np.zeros((3, 16)))])
 w("width.safetensors", [("c", np.zeros((3, 15)))])
 w("rows.safetensors", [("input", np.zeros((20, 32))), ("c", np.zeros((3, 16)))])
+w("c3.safetensors", [("c", np.zeros((3, 16)))])
+w("x3.safetensors", [("input", np.zeros((2, 8, 32)))])
+write_st("cint.safetensors", [("c", "I64", (3, 16), np.zeros((3, 16), "<i8").tobytes())])
+write_st("xint.safetensors", [("input", "I32", (2, 8, 32), np.zeros((2, 8, 32), "<i4").tobytes())])
 ' "$root/tests" || bad "write the bad inputs"
 q="--q online-unrotate/Q.safetensors"
 # shellcheck disable=SC2086
@@ -197,6 +201,24 @@ expect_err '"c" is [3, 15]; the conditions must be [samples, d_cond] = [samples,
 expect_rc 2 "input rows not a multiple of the samples" \
     "$bin" verify dit online-unrotate --adaln online-unrotate $q --input rows.safetensors
 expect_err '"input" [20, 32] has 20 rows, not a multiple of the 3 samples' "rows named"
+# shellcheck disable=SC2086
+expect_rc 2 "integer conditions" \
+    "$bin" verify dit online-unrotate --adaln online-unrotate $q --input cint.safetensors
+expect_err '"c" is I64 [3, 16]; the conditions are a float tensor' "c's dtype named"
+# shellcheck disable=SC2086
+expect_rc 2 "integer hidden states" \
+    "$bin" verify dit online-unrotate --adaln online-unrotate $q --input xint.safetensors
+expect_err '"input" is I32 [2, 8, 32]; hidden states are a float tensor' "input's dtype named"
+# shellcheck disable=SC2086
+expect_rc 2 "--samples that disagrees with the file's conditions" \
+    "$bin" verify dit online-unrotate --adaln online-unrotate $q --input c3.safetensors \
+    --samples 5
+expect_err "--samples 5, but the file's \"c\" is [3, 16]: 3 samples" "both named"
+# shellcheck disable=SC2086
+expect_rc 2 "--tokens that disagrees with a 3-D input" \
+    "$bin" verify dit online-unrotate --adaln online-unrotate $q --input x3.safetensors \
+    --tokens 4
+expect_err "--tokens 4, but the file's \"input\" is [2, 8, 32]: 8 tokens" "both named"
 expect_rc 2 "--adaln with a bad value" "$bin" verify dit online-unrotate --adaln bogus
 expect_err "--adaln 'bogus': allowed static-fold, online-unrotate, per-sample-fold, branch-rotate" \
     "the allowed strategies listed"

@@ -171,4 +171,9 @@ expect_err "h3.safetensors: [model] tokens = 4, but the file's \"input\" is [2, 
 sed 's/h3\.safetensors/h2.safetensors/' "$tmp/ck-h3-t4.toml" >"$tmp/ck-h2-t4.toml"
 expect_rc 0 "run: tokens = 4, samples = 4 split the 2-D file's 16 rows" "$bin" run --quiet \
     --no-baseline --out "$tmp/r-h2-4" "$tmp/ck-h2-t4.toml"
+# a count that is not one: the option and what is allowed named
+expect_rc 2 "--tokens 0: exit 2" "$bin" verify "$tmp/hf" "$tmp/hf" --tokens 0
+expect_err "--tokens '0': 1 .. 65536" "--tokens named with its range"
+expect_rc 2 "--seed -1: exit 2" "$bin" verify "$tmp/hf" "$tmp/hf" --seed -1
+expect_err "--seed '-1': a whole number, 0 or more" "--seed named with what it takes"
 cic_test_done

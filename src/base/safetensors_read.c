@@ -754,13 +754,18 @@ int cic_stfile_tensor_read_f64(double *out, const cic_stfile_tensor *t, uint64_t
     return 0;
 }
 
+bool cic_stfile_dtype_is_float(enum cic_stfile_dtype t)
+{
+    return t == CIC_STFILE_F16 || t == CIC_STFILE_BF16 || t == CIC_STFILE_F32 ||
+           t == CIC_STFILE_F64;
+}
+
 int cic_stfile_tensor_read_i64(int64_t *out, const cic_stfile_tensor *t, uint64_t first,
                                uint64_t n, cic_diag *d)
 {
     int size = CIC_STFILE_DTYPE_SIZE[t->dtype];
     uint64_t i;
-    if (t->dtype == CIC_STFILE_F16 || t->dtype == CIC_STFILE_BF16 ||
-        t->dtype == CIC_STFILE_F32 || t->dtype == CIC_STFILE_F64) {
+    if (cic_stfile_dtype_is_float(t->dtype)) {
         cic_diag_set(d, t->file, 0, 0, "tensor '%s' is %s; an integer tensor expected",
                      t->name, CIC_STFILE_DTYPE_NAME[t->dtype]);
         return -1;

@@ -51,6 +51,9 @@ enum cic_stfile_dtype {
 extern const char *const CIC_STFILE_DTYPE_NAME[CIC_STFILE_DTYPE_COUNT];
 /* bytes per element */
 extern const unsigned char CIC_STFILE_DTYPE_SIZE[CIC_STFILE_DTYPE_COUNT];
+
+/* Whether t holds floating-point values (F16, BF16, F32, F64). */
+bool cic_stfile_dtype_is_float(enum cic_stfile_dtype t);
 /* The significand bits of a float dtype (F64 53, F32 24, F16 11, BF16 8);
  * 0 for the integer and BOOL types. */
 int cic_stfile_dtype_bits(enum cic_stfile_dtype t);

@@ -226,9 +226,12 @@ static int parse_opt(int argc, char **argv, int *i, cic_verify_opts *o, const ch
     if (!strcmp(k, "--tokens") || !strcmp(k, "--samples") || !strcmp(k, "--seed") ||
         !strcmp(k, "--mpfr-prec") || !strcmp(k, "--threads")) {
         bool seed = !strcmp(k, "--seed"), prec = !strcmp(k, "--mpfr-prec");
-        if (parse_int(v, seed ? 0 : prec ? 64 : 1, seed ? LONG_MAX : prec ? 4096 : 65536, &n))
-            return verify_usage(prec ? "--mpfr-prec '%s': 64 .. 4096 bits"
-                                     : "'%s' is not a valid count here", v);
+        if (parse_int(v, seed ? 0 : prec ? 64 : 1, seed ? LONG_MAX : prec ? 4096 : 65536, &n)) {
+            char fmt[96]; /* k is one of the names above: no '%' in it */
+            snprintf(fmt, sizeof fmt, "%s '%%s': %s", k,
+                     seed ? "a whole number, 0 or more" : prec ? "64 .. 4096 bits" : "1 .. 65536");
+            return verify_usage(fmt, v);
+        }
         if (!strcmp(k, "--tokens"))
             o->tokens = (int)n;
         else if (!strcmp(k, "--samples"))

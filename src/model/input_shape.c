@@ -28,12 +28,6 @@ static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim)
         snprintf(buf + k, cap - k, "%s]", ndim ? "" : "[");
 }
 
-static bool float_dtype(enum cic_stfile_dtype t)
-{
-    return t == CIC_STFILE_F32 || t == CIC_STFILE_BF16 || t == CIC_STFILE_F16 ||
-           t == CIC_STFILE_F64;
-}
-
 int cic_input_shape_of(cic_input_shape *s, const cic_stfile *f, const char *path,
                        cic_diag *d)
 {
@@ -45,7 +39,7 @@ int cic_input_shape_of(cic_input_shape *s, const cic_stfile *f, const char *path
     if ((t = cic_stfile_find(f, "input")) != NULL) {
         s->name = "input";
         lo = 2, hi = 3;
-        dt_ok = float_dtype(t->dtype);
+        dt_ok = cic_stfile_dtype_is_float(t->dtype);
     } else if ((t = cic_stfile_find(f, "input_ids")) != NULL) {
         s->name = "input_ids";
         s->ids = true;

@@ -346,6 +346,16 @@ static int file_sizes(vdit *v, const cic_stfile *f, const cic_stfile_tensor **xi
                      "= [samples, %d]", sc, v->c.dc);
         return -1;
     }
+    if (*xi && !cic_stfile_dtype_is_float((*xi)->dtype)) {
+        cic_diag_set(d, fn, 0, 0, "\"input\" is %s %s; hidden states are a float tensor (F32, "
+                     "BF16, F16 or F64)", CIC_STFILE_DTYPE_NAME[(*xi)->dtype], sx);
+        return -1;
+    }
+    if (*ci && !cic_stfile_dtype_is_float((*ci)->dtype)) {
+        cic_diag_set(d, fn, 0, 0, "\"c\" is %s %s; the conditions are a float tensor (F32, "
+                     "BF16, F16 or F64)", CIC_STFILE_DTYPE_NAME[(*ci)->dtype], sc);
+        return -1;
+    }
     if (*ci)
         B = (*ci)->shape[0];
     else if (B == 0 && !(*xi && (*xi)->ndim == 2 && N > 0))
