@@ -9,6 +9,11 @@
  *     2-norm), and thousands of points drawn inside it, each run at 300
  *     bits: every output stays within its value's radius and every output
  *     row within its norm-wise bound; the count of trials is printed.
+ *   - Near-worst points (the Jacobian by finite differences, then a
+ *     projected power iteration per output row) through one block of
+ *     every kind and through attention alone (grouped heads, causal rows,
+ *     diffuse and peaked): none leaves its bounds, and how close each
+ *     comes is printed.
  *   - The bound binds: on a deeper model the radii with it are smaller than
  *     the elementwise radii alone, and never larger.
  *   - Planted pathologies (a row whose sigma is near 0 under LayerNorm, a
@@ -377,6 +382,227 @@ static void test_perturb(void **state)
     printf("# %d points in all, each a 300-bit run, none outside its bounds\n", total);
 }
 
+/* The input's values of m at 300 bits plus delta (NULL: none), then the
+ * run: out (n values at 300 bits). */
+static void run_at(cic_model *p, const float *mid, const double *delta, size_t nin, mpfr_t *out)
+{
+    size_t k;
+    for (k = 0; k < nin; k++) {
+        mpfr_set_flt(p->t[p->input].hp[k], mid[k], MPFR_RNDN);
+        if (delta)
+            mpfr_add_d(p->t[p->input].hp[k], p->t[p->input].hp[k], delta[k], MPFR_RNDN);
+    }
+    assert_int_equal(cic_engine_mpfr_run(out, p, 300, false, NULL), 0);
+}
+
+/* J (n x nin) of m's output at its input, by finite differences of step
+ * h at 300 bits (p: m's clone with 300-bit inputs; f0, f1: scratch). */
+static void jacobian(cic_model *p, const float *mid, size_t nin, size_t n, double *J,
+                     mpfr_t *f0, mpfr_t *f1, double *dl)
+{
+    double h = 0x1p-40;
+    size_t k, q, j;
+    mpfr_t dd;
+    mpfr_init2(dd, 600);
+    run_at(p, mid, NULL, nin, f0);
+    for (k = 0; k < nin; k++) {
+        for (q = 0; q < nin; q++)
+            dl[q] = q == k ? h : 0;
+        run_at(p, mid, dl, nin, f1);
+        for (j = 0; j < n; j++) {
+            mpfr_sub(dd, f1[j], f0[j], MPFR_RNDN);
+            J[j * nin + k] = mpfr_get_d(dd, MPFR_RNDN) / h;
+        }
+    }
+    mpfr_clear(dd);
+}
+
+/* A point of the ball that pushes output row i (cols values, rows Ji of J)
+ * about as far as any: a projected power iteration on Ji^T Ji, each input
+ * row (d values) scaled to the ball's 2-norm nrm and each value cut to
+ * rad. Into dl (g: scratch). */
+static void worst_point(const double *Ji, size_t cols, size_t nin, int d, double rad, double nrm,
+                        double *dl, double *g, uint64_t *s)
+{
+    size_t q, j, k;
+    int it;
+    for (q = 0; q < nin; q++)
+        dl[q] = (double)(cic_test_rand(s) >> 11) * 0x1p-53 - 0.5;
+    for (it = 0; it < 40; it++) {
+        for (q = 0; q < nin; q++)
+            g[q] = 0;
+        for (j = 0; j < cols; j++) {
+            double t = 0;
+            for (q = 0; q < nin; q++)
+                t += Ji[j * nin + q] * dl[q];
+            for (q = 0; q < nin; q++)
+                g[q] += Ji[j * nin + q] * t;
+        }
+        for (k = 0; k < nin / (size_t)d; k++) {
+            double nn = 0;
+            for (q = 0; q < (size_t)d; q++)
+                nn += g[k * d + q] * g[k * d + q];
+            nn = sqrt(nn);
+            for (q = 0; q < (size_t)d; q++) {
+                double v = nn > 0 ? g[k * d + q] / nn * nrm * (1 - 0x1p-20) : 0;
+                dl[k * d + q] = fabs(v) > rad ? copysign(rad * (1 - 0x1p-20), v) : v;
+            }
+        }
+    }
+}
+
+/* Near-worst points of the input ball, one per output row i (jacobian,
+ * worst_point). Every output of each point's 300-bit run must lie inside
+ * its radius and every row inside its bound; returns the largest ratio of
+ * row i's error to its bound. */
+static double adversarial(const cic_model *m, const ball_res *r, double rad, double nrm,
+                          const char *what)
+{
+    cic_model *p = cic_model_clone(m);
+    int id = p->input, d;
+    size_t nin, n = r->n, i, j, q;
+    mpfr_t *f0 = cic_mpvec_create(n, 300), *f1 = cic_mpvec_create(n, 300), dd, acc;
+    double *J, *dl, *g, worst = 0;
+    uint64_t s = 4242;
+    assert_true(p && f0 && f1);
+    d = p->t[id].cols;
+    nin = (size_t)p->t[id].rows * d;
+    J = malloc(n * nin * sizeof *J);
+    dl = malloc(nin * sizeof *dl);
+    g = malloc(nin * sizeof *g);
+    assert_true(J && dl && g);
+    assert_int_equal(cic_model_tensor_hp(p, id, 300), 0);
+    mpfr_inits2(600, dd, acc, (mpfr_ptr)0);
+    jacobian(p, m->t[id].f32, nin, n, J, f0, f1, dl);
+    for (i = 0; i < r->rows; i++) {
+        worst_point(J + i * r->cols * nin, r->cols, nin, d, rad, nrm, dl, g, &s);
+        run_at(p, m->t[id].f32, dl, nin, f1);
+        for (q = 0; q < r->rows; q++) {
+            double e2;
+            mpfr_set_zero(acc, 1);
+            for (j = 0; j < r->cols; j++) {
+                size_t t = q * r->cols + j;
+                mpfr_sub(dd, f1[t], r->mid[t], MPFR_RNDN);
+                if (!(fabs(mpfr_get_d(dd, MPFR_RNDU)) <= r->rad[t]))
+                    fail_msg("%s: point for row %zu, value %zu: error %.4g above its radius %.4g",
+                             what, i, t, fabs(mpfr_get_d(dd, MPFR_RNDU)), r->rad[t]);
+                mpfr_sqr(dd, dd, MPFR_RNDN);
+                mpfr_add(acc, acc, dd, MPFR_RNDN);
+            }
+            mpfr_sqrt(acc, acc, MPFR_RNDU);
+            e2 = mpfr_get_d(acc, MPFR_RNDU);
+            if (!(e2 <= r->nrm[q]))
+                fail_msg("%s: point for row %zu, row %zu: 2-norm error %.4g above its bound %.4g",
+                         what, i, q, e2, r->nrm[q]);
+            if (q == i && e2 / r->nrm[q] > worst)
+                worst = e2 / r->nrm[q];
+        }
+    }
+    mpfr_clears(dd, acc, (mpfr_ptr)0);
+    cic_mpvec_destroy(f0, n);
+    cic_mpvec_destroy(f1, n);
+    free(J);
+    free(dl);
+    free(g);
+    cic_model_destroy(p);
+    return worst;
+}
+
+/* Near-worst points (adversarial) for one block of every kind, with
+ * diffuse (std 0.2) and peaked (std 1.5) attention: none leaves its
+ * bounds, and the largest ratio of a row's error to its bound is printed
+ * (how much the bound leaves on the table). */
+static void test_adversarial(void **state)
+{
+    static const enum cic_block_kind blocks[] = {CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM,
+                                                 CIC_BLOCK_DIT, CIC_BLOCK_PARALLEL};
+    static const double stds[] = {0.2, 1.5};
+    int b, t, points = 0;
+    (void)state;
+    for (b = 0; b < 4; b++)
+        for (t = 0; t < 2; t++) {
+            cic_model_cfg c = cfg_of(blocks[b], 1, 8, 201 + (uint64_t)(b * 2 + t));
+            cic_model *m;
+            double rad = 0x1p-30, nrm = rad * 2, worst;
+            ball_res r;
+            char what[96];
+            c.tokens = 3;
+            c.std = stds[t];
+            m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
+            assert_non_null(m);
+            snprintf(what, sizeof what, "%s, std %.1f", CIC_BLOCK_NAME[c.block], stds[t]);
+            ball_run(m, 64, rad, nrm, false, &r);
+            worst = adversarial(m, &r, rad, nrm, what);
+            points += (int)r.rows;
+            printf("# %s: near-worst points of the input ball, largest row error / its "
+                   "norm-wise bound %.3g\n",
+                   what, worst);
+            ball_res_clear(&r);
+            cic_model_destroy(m);
+        }
+    printf("# %d near-worst points, each a 300-bit run, none outside its bounds\n", points);
+}
+
+/* A model of one attention op reading its q, k and v from the input (T x
+ * 3d values uniform in [-a, a]): the attention's candidates alone. */
+static cic_model *attn_model(int T, int d, int H, int kv, bool causal, double a, uint64_t seed)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, 0);
+    int i, y;
+    assert_non_null(m);
+    m->cfg = cfg_of(CIC_BLOCK_PRELN, 1, d, seed);
+    m->cfg.tokens = T;
+    m->cfg.samples = 1;
+    m->cfg.heads = H;
+    m->cfg.causal = causal;
+    m->rows = T;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "qkv", CIC_T_INPUT, T, 3 * d);
+    y = cic_model_tensor_add(m, "y", CIC_T_ACT, T, d);
+    assert_true(m->input >= 0 && y >= 0);
+    for (i = 0; i < T * 3 * d; i++)
+        m->t[m->input].f32[i] =
+            (float)(a * (2 * (double)(cic_test_rand(&seed) >> 11) * 0x1p-53 - 1));
+    o.in[0] = o.in[1] = o.in[2] = m->input;
+    o.in_col[1] = d;
+    o.in_col[2] = 2 * d;
+    o.heads = H;
+    o.kv_heads = kv;
+    o.causal = causal;
+    o.out = y;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = y;
+    return m;
+}
+
+/* The attention's own candidates against near-worst points: diffuse and
+ * peaked probabilities, grouped key/value heads, causal rows. */
+static void test_adversarial_attn(void **state)
+{
+    static const struct {
+        int H, kv;
+        bool causal;
+        double a;
+    } cs[] = {{2, 2, false, 0.5}, {2, 2, false, 3}, {4, 2, true, 1}, {4, 1, false, 0.2}};
+    int t;
+    (void)state;
+    for (t = 0; t < 4; t++) {
+        cic_model *m = attn_model(5, 8, cs[t].H, cs[t].kv, cs[t].causal, cs[t].a, 301 + t);
+        double rad = 0x1p-30, nrm = rad * 2, worst;
+        ball_res r;
+        char what[96];
+        snprintf(what, sizeof what, "attention, %d heads, %d kv, %s, entries in +-%.1f",
+                 cs[t].H, cs[t].kv, cs[t].causal ? "causal" : "not causal", cs[t].a);
+        ball_run(m, 64, rad, nrm, false, &r);
+        worst = adversarial(m, &r, rad, nrm, what);
+        printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
+               worst);
+        ball_res_clear(&r);
+        cic_model_destroy(m);
+    }
+}
+
 /* The norm-wise bound binds where the elementwise radii grow: a deeper
  * model's radii are never larger with it and, at its output, smaller. */
 static void test_binds(void **state)
@@ -622,6 +848,8 @@ int main(void)
         cmocka_unit_test(test_act_lipschitz),
         cmocka_unit_test(test_act_deriv_formula),
         cmocka_unit_test(test_perturb),
+        cmocka_unit_test(test_adversarial),
+        cmocka_unit_test(test_adversarial_attn),
         cmocka_unit_test(test_binds),
         cmocka_unit_test(test_linear_tight),
         cmocka_unit_test(test_threads),

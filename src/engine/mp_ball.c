@@ -32,6 +32,7 @@ cic_ball *cic_ball_create(const cic_model *m, mpfr_prec_t prec, int ns, int thre
     b->ns = ns;
     b->nt = threads;
     b->nb = true;
+    b->dg.id = b->ln.id = -1;
     b->rad = cic_calloc((size_t)m->n_t, sizeof *b->rad);
     b->absv = cic_calloc((size_t)m->n_t, sizeof *b->absv);
     b->nrm = cic_calloc((size_t)m->n_t, sizeof *b->nrm);
@@ -63,6 +64,8 @@ void cic_ball_destroy(cic_ball *b)
     free(b->aux);
     cic_specnorm_cache_destroy(b->sn_own);
     free(b->layer_last);
+    _cic_ball_pair_free(&b->dg);
+    _cic_ball_pair_free(&b->ln);
     drop_enc(b);
     free(b);
     flint_cleanup();

@@ -4,6 +4,8 @@
  * loop (engine_mpfr_attn.c). */
 #include "mp_ball_int.h"
 
+#include "../base/specnorm.h"
+
 #include <stdlib.h>
 
 /* ---- attention ---- */
@@ -60,6 +62,20 @@ static double *signed_of(cic_ball *b, int id, cic_ball_mid_fn mid, void *ctx)
 
 static void attn_cross_free(ball_attn *A)
 {
+    free(A->sm);
+    A->sm = NULL;
+    free(A->qx);
+    free(A->qm);
+    free(A->am2);
+    free(A->km2);
+    free(A->er2);
+    free(A->snx);
+    free(A->snk);
+    free(A->m0);
+    free(A->mk0);
+    free(A->nmk0);
+    A->qx = A->qm = A->am2 = A->km2 = NULL;
+    A->er2 = A->snx = A->snk = A->m0 = A->mk0 = A->nmk0 = NULL;
     free(A->qw);
     free(A->pm);
     free(A->am);
@@ -86,8 +102,97 @@ static void attn_cross_alloc(cic_ball *b, ball_attn *A, size_t rows)
     A->am = cic_calloc(rows, sizeof *A->am);
     A->km = cic_calloc(rows, sizeof *A->km);
     A->er = cic_calloc(rows * (size_t)A->H, sizeof *A->er);
-    if (!A->qw || !A->pm || !A->am || !A->km || !A->er)
+    A->sm = cic_calloc(rows, sizeof *A->sm);
+    A->qx = cic_calloc(kn, sizeof *A->qx);
+    A->qm = cic_calloc(kn, sizeof *A->qm);
+    A->am2 = cic_calloc(rows, sizeof *A->am2);
+    A->km2 = cic_calloc(rows, sizeof *A->km2);
+    A->er2 = cic_calloc(rows * (size_t)A->H, sizeof *A->er2);
+    if (!A->qw || !A->pm || !A->am || !A->km || !A->er || !A->qx || !A->qm || !A->am2 ||
+        !A->km2 || !A->er2 || !A->sm)
         attn_cross_free(A);
+}
+
+/* The spectral candidate's per (sample, kv head) part: the plain means m0
+ * of the values and mk0 of the keys (double), and upper bounds of the
+ * spectral norms of X0 = [v^_j - m0] and K0 = [k^_j - mk0] over the
+ * sample's N rows j (a causal row's first cnt rows are a submatrix: no
+ * larger norm). The doubles D = fl(s_j - m) (s_j = RN(x^_j)) are within
+ * 2^-53 |x^_j| + 2^-52 |D| of the exact centred midpoints, so ||exact||_2
+ * <= ||D||_2 + 2^-53 ||x^||_F + 2^-52 ||D||_F (Minkowski, the Frobenius
+ * norm above the spectral one); ||D||_2 from cic_specnorm_d (base/
+ * specnorm.h). Leaves the arrays NULL (no candidate) out of memory. */
+static void spec_one(const double *sd, const double *ab, size_t off0, size_t ld, int N, int dh,
+                     double *mean, double *sn, double *nm, double *D)
+{
+    double fd = 0, fa = 0, b = INFINITY;
+    int j, c;
+    for (c = 0; c < dh; c++)
+        mean[c] = 0;
+    for (j = 0; j < N; j++)
+        for (c = 0; c < dh; c++)
+            mean[c] += sd[off0 + (size_t)j * ld + c] / N;
+    for (j = 0; j < N; j++)
+        for (c = 0; c < dh; c++) {
+            size_t k = off0 + (size_t)j * ld + c;
+            double t = sd[k] - mean[c];
+            D[(size_t)j * dh + c] = t;
+            fd += t * t;
+            fa += ab[k] * ab[k];
+        }
+    fd = up(sqrt(bound_sum(fd, (size_t)N * dh)));
+    fa = up(sqrt(bound_sum(fa, (size_t)N * dh)));
+    if (cic_specnorm_d(&b, D, (size_t)N, (size_t)dh, NULL) != 0 || !(b >= 0))
+        b = INFINITY;
+    *sn = up(b + up(0x1p-53 * fa + 0x1p-52 * fd));
+    if (nm)
+        *nm = norm2_up(mean, (size_t)dh, 1);
+}
+
+static void spec_prep(cic_ball *b, ball_attn *A)
+{
+    int kv = A->H / A->grp, s, h, N = A->N, dh = A->dh;
+    size_t nsk = (size_t)b->ns * kv;
+    double *D = malloc((size_t)N * dh * sizeof *D);
+    A->snx = malloc(nsk * sizeof *A->snx);
+    A->snk = malloc(nsk * sizeof *A->snk);
+    A->nmk0 = malloc(nsk * sizeof *A->nmk0);
+    A->m0 = malloc(nsk * dh * sizeof *A->m0);
+    A->mk0 = malloc(nsk * dh * sizeof *A->mk0);
+    if (!D || !A->snx || !A->snk || !A->nmk0 || !A->m0 || !A->mk0) {
+        free(A->snx);
+        A->snx = NULL; /* no spectral candidate */
+        free(D);
+        return;
+    }
+    for (s = 0; s < b->ns; s++)
+        for (h = 0; h < kv; h++) {
+            size_t q = (size_t)s * kv + h, first = (size_t)s * N;
+            spec_one(A->sv, A->av, first * A->lv + A->vc + (size_t)h * dh, A->lv, N, dh,
+                     A->m0 + q * dh, A->snx + q, NULL, D);
+            spec_one(A->sk, A->ak, first * A->lk + A->kc + (size_t)h * dh, A->lk, N, dh,
+                     A->mk0 + q * dh, A->snk + q, A->nmk0 + q, D);
+        }
+    free(D);
+}
+
+/* The value term of row i over heads: sum_j P*_hj dv_j (the head's slice)
+ * in quadrature over heads. Minkowski over keys: sqrt(grp) sum_j max_h
+ * (p + rp)_hj e_vj; or Cauchy-Schwarz in each head ((sum_j P_hj y_hj)^2
+ * <= S_h sum_j P_hj y_hj^2, S_h = sum_j (p + rp)_hj >= sum_j |P*_hj|):
+ * sqrt(grp max_h S_h sum_j max_h (p + rp)_hj e_vj^2). The smaller. */
+static double value_term(const ball_attn *A, size_t i)
+{
+    size_t N = (size_t)A->N, first = i / N * N, j;
+    double s1 = 0, s2 = 0, a, b;
+    for (j = 0; j < N; j++) {
+        double pm = aget(A->pm + i * N + j), ev = rad_at(A->ev, first + j);
+        s1 += pm * ev;
+        s2 += pm * ev * ev;
+    }
+    a = up(up(sqrt((double)A->grp)) * bound_sum(s1, N));
+    b = up(sqrt(up(up((double)A->grp * aget(A->sm + i)) * bound_sum(s2, N))));
+    return b < a ? b : a;
 }
 
 /* The row's bound across heads (cross_heads): K c (a e_q + sqrt(grp) sum_j
@@ -96,16 +201,15 @@ static void attn_cross_alloc(cic_ball *b, ball_attn *A, size_t rows)
 static double attn_cross_row(const ball_attn *A, size_t i)
 {
     size_t N = (size_t)A->N, first = i / N * N, j;
-    double sk = 0, sv = 0, sgrp = up(sqrt((double)A->grp)), sc;
+    double sk = 0, sgrp = up(sqrt((double)A->grp)), sc;
     if (!A->qw)
         return INFINITY;
     for (j = 0; j < N; j++) {
         sk += aget(A->qw + i * N + j) * rad_at(A->ek, first + j);
-        sv += aget(A->pm + i * N + j) * rad_at(A->ev, first + j);
     }
     sc = up(aget(A->km + i) * A->c *
             up(aget(A->am + i) * rad_at(A->eq, i) + sgrp * bound_sum(sk, N)));
-    return up(up(sc + sgrp * bound_sum(sv, N)) + norm2_up(A->er + i * (size_t)A->H, (size_t)A->H, 1));
+    return up(up(sc + value_term(A, i)) + norm2_up(A->er + i * (size_t)A->H, (size_t)A->H, 1));
 }
 
 static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
@@ -149,9 +253,32 @@ static int attn_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx
             A->sv = o->in[2] == o->in[1] ? A->sk : signed_of(b, o->in[2], mid, ctx);
             if (!A->sk || !A->sv)
                 attn_cross_free(A);
+            else
+                spec_prep(b, A);
         }
     }
     return 0;
+}
+
+/* The row's spectral candidate (spec_heads): K0 c (beta e_q + sqrt(grp)
+ * (sqrt(sum_j qx_j^2 e_kj^2) + sum_j qm_j e_kj)) + sqrt(grp) sum_j max_h
+ * (p_j + rp_j) e_vj + the 2-norm of the heads' own parts; INFINITY
+ * without its arrays. */
+static double attn_spec_row(const ball_attn *A, size_t i)
+{
+    size_t N = (size_t)A->N, first = i / N * N, j;
+    double sq = 0, sl = 0, sgrp = up(sqrt((double)A->grp)), sc;
+    if (!A->qx || !A->snx)
+        return INFINITY;
+    for (j = 0; j < N; j++) {
+        double ek = rad_at(A->ek, first + j), qx = aget(A->qx + i * N + j) * ek;
+        sq += qx * qx;
+        sl += aget(A->qm + i * N + j) * ek;
+    }
+    sc = up(aget(A->km2 + i) * A->c *
+            up(aget(A->am2 + i) * rad_at(A->eq, i) +
+               sgrp * up(up(sqrt(bound_sum(sq, N))) + bound_sum(sl, N))));
+    return up(up(sc + value_term(A, i)) + norm2_up(A->er2 + i * (size_t)A->H, (size_t)A->H, 1));
 }
 
 /* The output row's candidate: the 2-norm over its heads of their e. */
@@ -161,7 +288,8 @@ static int attn_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     (void)y;
     for (i = 0; b->at.eo && i < rows; i++) {
         double heads = norm2_up(b->at.eo + i * (size_t)b->at.H, (size_t)b->at.H, 1);
-        double cross = attn_cross_row(&b->at, i);
+        double cross = attn_cross_row(&b->at, i), spec = attn_spec_row(&b->at, i);
+        cross = spec < cross ? spec : cross;
         b->next_nrm[i] = cross < heads ? cross : heads;
     }
     attn_cross_free(&b->at);
@@ -170,7 +298,7 @@ static int attn_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 
 size_t cic_ball_attn_scratch(const cic_model *m)
 {
-    return 7 * (size_t)m->cfg.tokens + 2 * (size_t)m->cfg.d_model + 2 * (size_t)m->cfg.d_mlp;
+    return 8 * (size_t)m->cfg.tokens + 3 * (size_t)m->cfg.d_model + 2 * (size_t)m->cfg.d_mlp;
 }
 
 void cic_ball_attn_scores(const cic_ball *b, double *scratch, const mpfr_t *p, int cnt)
@@ -248,26 +376,107 @@ static double centred_nrm(const double *sd, size_t off, const double *m, int n, 
     return up(up(sqrt(bound_sum(s, (size_t)n)) * (1.0 + 0x1p-50)) + 0x1p-52 * n0);
 }
 
+/* G >= ||vbar - mv||, vbar = sum_j P^_j v^_j (P^ the exact softmax of the
+ * midpoint scores, v^ the midpoints): ||sum_j p^_j (v^_j - mv)|| +
+ * sum_j |P^_j - p^_j| ||v^_j - mv||, the second at most S2 = sum_j Pu_j
+ * eta_j ||v^_j - mv||. The first is r = sum_j pu_j (sv_j - mv) in double
+ * (pu_j within 2^-52 of p^_j, sv_j within 2^-53 |v^_j|; each component's
+ * sum within gamma_(cnt+2) of its terms' magnitudes), so within (cnt + 16)
+ * 2^-52 S1, S1 = sum_j Pu_j (||v^_j - mv|| + ||v^_j||), of what the double
+ * sum gives (Minkowski over components). */
+static double vbar_dist(const ball_attn *A, size_t first, int kvh, int cnt, const double *pu,
+                        const double *mv, double S1, double S2)
+{
+    double r2 = 0;
+    int j, c, dh = A->dh;
+    for (c = 0; c < dh; c++) {
+        double r = 0;
+        for (j = 0; j < cnt; j++)
+            r += pu[j] * (A->sv[(first + j) * A->lv + A->vc + (size_t)kvh * dh + c] - mv[c]);
+        r2 += r * r;
+    }
+    return up(up(up(sqrt(bound_sum(r2, (size_t)dh))) + up(((double)cnt + 16.0) * 0x1p-52 * S1)) +
+              S2);
+}
+
+/* One head's share of the spectral candidate (docs/design.md, "The
+ * norm-wise bound", attention: the spectral candidate). With x_j = v^_j -
+ * mv = x0_j - m' (x0_j = v^_j - m0, m' = mv - m0) and the scores' change D
+ * less the common c dq . mk0: the head's score term is at most K0 (||sum_j
+ * P^_j D_j x_j|| + sum_j P^_j |D_j| (G + h0 (||x_j|| + V))), K0 = e^rho0,
+ * h0 = rho0 K0 / 2, rho0 = max_j rs_j + c e_q ||mk0||. Of sum_j P^_j D_j
+ * x_j: c X diag(P^) K0^T dq <= c (||X0|| Pmax ||K0|| + ||m'|| sum_j Pu_j
+ * ||k_j - mk0||) ||dq||; c X diag(P^) (q . dk_j)_j <= c ||q|| (||X0||
+ * ||(Pu_j ||dk_j||)_j||_2 + ||m'|| sum_j Pu_j ||dk_j||); c sum_j P^_j (dq .
+ * dk_j) x_j <= c ||dq|| sum_j Pu_j e_kj ||x_j||; the roundings sum_j Pu_j
+ * sigma_j ||x_j||. sums: ||q||, V, G, max_j rs_j, the softmax's and the
+ * dot's own part. */
+static void spec_heads(const ball_attn *A, const double *const *v, size_t row, size_t first,
+                       int h, int kvh, int cnt, const double *sums)
+{
+    const double *eta = v[0], *sg = v[2], *pu = v[3], *nc = v[6], *mv = v[7] + A->dh;
+    double *mp = (double *)v[7] + 2 * A->dh, *nk0 = (double *)v[8];
+    double nq = sums[0], V = sums[1], G = sums[2], Pmax = 0, s1 = 0, s2 = 0, rsg = 0;
+    double nmp, rho, K0, h0, beta;
+    int kv = A->H / A->grp, dh = A->dh, j, c;
+    size_t N = (size_t)A->N, qi = first / N * (size_t)kv + (size_t)kvh;
+    const double *m0 = A->m0 + qi * dh, *mk0 = A->mk0 + qi * dh;
+    for (c = 0; c < dh; c++)
+        mp[c] = mv[c] - m0[c];
+    nmp = up(norm2_up(mp, (size_t)dh, 1) * (1.0 + 0x1p-52)); /* each difference within 2^-53 */
+    rho = up(sums[3] + up(A->c * rad_at(A->eq, row) * A->nmk0[qi]));
+    if (!(rho < 0x1p-4)) {
+        amax(A->km2 + row, INFINITY);
+        return;
+    }
+    K0 = up(exp(rho) * (1.0 + 0x1p-40));
+    h0 = up(rho * K0 * 0.5);
+    for (j = 0; j < cnt; j++) {
+        size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
+        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), ek = rad_at(A->ek, first + (size_t)j);
+        double w2 = up(Pu * up(G + h0 * up(nc[j] + V)));
+        nk0[j] = centred_nrm(A->sk, ko, mk0, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
+        Pmax = Pu > Pmax ? Pu : Pmax;
+        s1 += Pu * nk0[j];
+        s2 += up(Pu * ek * nc[j]) + w2 * up(nk0[j] + ek);
+        rsg += up(Pu * sg[j] * nc[j]) + w2 * sg[j];
+        amax(A->qx + row * N + (size_t)j, up(nq * up(A->snx[qi] * Pu)));
+        amax(A->qm + row * N + (size_t)j, up(nq * up(nmp * Pu + w2)));
+    }
+    beta = up(up(up(A->snx[qi] * A->snk[qi]) * Pmax) + up(nmp * bound_sum(s1, (size_t)cnt)));
+    beta = up(beta + bound_sum(s2, (size_t)cnt));
+    amax(A->am2 + row, beta);
+    amax(A->km2 + row, K0);
+    A->er2[row * (size_t)A->H + (size_t)h] = up(up(K0 * bound_sum(rsg, (size_t)cnt)) + sums[4]);
+}
+
 /* One head's share of the bound across heads (docs/design.md, "The
- * norm-wise bound", attention across heads). Both softmaxes (of the exact
- * and of the midpoint scores) sum to 1, so sum_j (P*_j - P^_j) v^_j =
- * sum_j (P*_j - P^_j) (v^_j - mv), and the scores' change may lose a
- * common shift c dq . mk: any vectors mv, mk serve (here the weighted mean
- * of the values and the mean of the keys, in double). With Pu_j >= P^_j,
- * V = sum_j Pu_j ||v_j - mv|| and w_j = Pu_j (||v_j - mv|| + V), the head's
- * score term is at most K c (||dq|| a + ||q|| sum_j w_j ||dk_j||) + K
- * sum_j w_j sigma_j, K = e^(2 rho), rho = max_j rs_j + c e_q ||mk|| (which
- * bounds |D_j - c dq . mk|), a = sum_j w_j (||k_j - mk|| + e_kj); its value
- * term at most sum_j (p_j + rp_j) ||dv_j||. The maxima over heads go to
- * the row's arrays, the head's own part (sigma's, the softmax's and the
- * dot's roundings) to er. v: eta, rs, sigma, p, rp, then scratch for
- * ||v_j||, ||v_j - mv|| and the means (2 dh). */
+ * norm-wise bound", attention across heads). Both softmaxes (P* of the
+ * exact scores, P^ of the midpoint scores) sum to 1, so the head's score
+ * term sum_j (P*_j - P^_j) v^_j is sum_j (P*_j - P^_j) (v^_j - mv) for any
+ * vector mv, and the scores' change D may lose a common shift c dq . mk
+ * (mv here the weighted mean of the values, mk the mean of the keys, in
+ * double). With rho >= |D_j| (max_j rs_j + c e_q ||mk||), Z = sum_k P^_k
+ * e^D_k >= e^-rho and e^D = 1 + D + t, |t| <= h |D|, h = rho e^rho / 2:
+ * P*_j - P^_j = P^_j (D_j - Dbar + t_j - tbar) / Z, and since sum_j P^_j
+ * (D_j - Dbar) (v_j - mv) = sum_j P^_j D_j (v_j - mv) - Dbar (vbar - mv),
+ * the score term is at most K sum_j P^_j |D_j| ((1 + h) ||v_j - mv|| + G
+ * + h V), K = e^rho, V = sum_j Pu_j ||v_j - mv||, G >= ||vbar - mv||
+ * (vbar = sum_j P^_j v^_j). With |D_j| <= c (||dq|| (||k_j - mk|| + e_kj)
+ * + ||q|| ||dk_j||) + sigma_j and w_j = Pu_j ((1 + h) ||v_j - mv|| + G +
+ * h V) (Pu_j >= P^_j) it is K c (||dq|| a + ||q|| sum_j w_j ||dk_j||) + K
+ * sum_j w_j sigma_j, a = sum_j w_j (||k_j - mk|| + e_kj); the value term
+ * is at most sum_j (p_j + rp_j) ||dv_j||. The maxima over heads go to the
+ * row's arrays, the head's own part (sigma's, the softmax's and the dot's
+ * roundings) to er. v: eta, rs, sigma, p, rp, then scratch for ||v_j||,
+ * ||v_j - mv|| and the means (2 dh). */
 static void cross_heads(const ball_attn *A, const double *const *v, size_t row, size_t first,
                         int h, int kvh, int cnt, double own)
 {
     const double *eta = v[0], *rs = v[1], *sg = v[2], *pu = v[3], *rp = v[4];
     double *nv = (double *)v[5], *nc = (double *)v[6], *mk = (double *)v[7], *mv = mk + A->dh;
-    double V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq, W = 0, nmk;
+    double V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq, W = 0, nmk, G, hh, S1 = 0, S2 = 0;
+    double rs0, Sh = 0;
     size_t N = (size_t)A->N, qo = row * A->lq + A->qc + (size_t)h * A->dh;
     int j, c, dh = A->dh;
     nq = norm2_up(A->aq + qo, (size_t)dh, 1);
@@ -276,12 +485,11 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
     for (j = 0; j < cnt; j++) {
         size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh;
         size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
-        double Pu = pu[j] * (1.0 + 2.0 * eta[j]);
         for (c = 0; c < dh; c++) {
             mk[c] += A->sk[ko + c] / cnt;
-            mv[c] += Pu * A->sv[vo + c];
+            mv[c] += pu[j] * A->sv[vo + c];
         }
-        W += Pu;
+        W += pu[j];
         rmax = rs[j] > rmax ? rs[j] : rmax;
     }
     for (c = 0; c < dh && W > 0; c++)
@@ -289,27 +497,41 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
     nmk = norm2_up(mk, (size_t)dh, 1);
     for (j = 0; j < cnt; j++) {
         size_t vo = (first + j) * A->lv + A->vc + (size_t)kvh * dh;
+        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j]));
         nv[j] = norm2_up(A->av + vo, (size_t)dh, 1);
         nc[j] = centred_nrm(A->sv, vo, mv, dh, nv[j]);
-        V += up(pu[j] * (1.0 + 2.0 * eta[j])) * nc[j];
+        V += Pu * nc[j];
+        S1 += Pu * up(nc[j] + nv[j]);
+        S2 += Pu * eta[j] * nc[j];
     }
     V = bound_sum(V, (size_t)cnt);
+    G = vbar_dist(A, first, kvh, cnt, pu, mv, bound_sum(S1, (size_t)cnt),
+                  bound_sum(S2, (size_t)cnt));
+    rs0 = rmax;
     rmax = up(rmax + up(A->c * rad_at(A->eq, row) * nmk));
-    K = rmax < 0x1p-4 ? up(exp(2.0 * rmax) * (1.0 + 0x1p-40)) : INFINITY;
+    K = rmax < 0x1p-4 ? up(exp(rmax) * (1.0 + 0x1p-40)) : INFINITY;
+    hh = rmax < 0x1p-4 ? up(rmax * K * 0.5) : INFINITY;
     for (j = 0; j < cnt; j++) {
         size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
-        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), w = up(Pu * up(nc[j] + V));
+        double Pu = up(pu[j] * (1.0 + 2.0 * eta[j]));
+        double w = up(Pu * up(up((1.0 + hh) * nc[j]) + up(G + hh * V)));
         double nk = centred_nrm(A->sk, ko, mk, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
         a += w * up(nk + rad_at(A->ek, first + (size_t)j));
         amax(A->qw + row * N + (size_t)j, up(nq * w));
         amax(A->pm + row * N + (size_t)j, up(pu[j] + rp[j]));
+        Sh += up(pu[j] + rp[j]);
         rsg += w * sg[j];
-        rsoft += Pu * eta[j] * nv[j];
+        rsoft += up(pu[j] * (1.0 + 2.0 * eta[j])) * eta[j] * nv[j];
     }
     amax(A->am + row, bound_sum(a, (size_t)cnt));
     amax(A->km + row, K);
-    A->er[row * (size_t)A->H + (size_t)h] =
-        up(up(K * bound_sum(rsg, (size_t)cnt)) + up(bound_sum(rsoft, (size_t)cnt) + own));
+    amax(A->sm + row, bound_sum(Sh, (size_t)cnt));
+    rsoft = up(bound_sum(rsoft, (size_t)cnt) + own);
+    A->er[row * (size_t)A->H + (size_t)h] = up(up(K * bound_sum(rsg, (size_t)cnt)) + rsoft);
+    if (A->snx) {
+        const double sums[5] = {nq, V, G, rs0, rsoft};
+        spec_heads(A, v, row, first, h, kvh, cnt, sums);
+    }
 }
 
 /* Softmax: the engine's p^ = RN(e_j / RN(sum e)), e_j = RN(exp(RN(s_j -
@@ -327,7 +549,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
     int N = A->N, dh = A->dh, j, cc, kvh = h / A->grp;
     double *sc = scratch, *rs = scratch + N, *pu = scratch + 2 * N, *rp = scratch + 3 * N;
     double *sg = scratch + 4 * N, *nv = scratch + 5 * N, *nc = scratch + 6 * N;
-    double *means = scratch + 7 * N;
+    double *nk0 = scratch + 7 * N, *means = scratch + 8 * N;
     double mx = -INFINITY, M = 0, E = 0, R, u = b->u, G = 0;
     bool fine;
     size_t row = (size_t)s * N + i, first = (size_t)s * N;
@@ -369,7 +591,7 @@ void cic_ball_attn_row(const cic_ball *b, double *scratch, int s, int h, int i,
         A->eo[row * (size_t)A->H + (size_t)h] =
             head_nrm(A, rp, pu, first, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
     if (A->qw) {
-        const double *v[8] = {sc, rs, sg, pu, rp, nv, nc, means};
+        const double *v[9] = {sc, rs, sg, pu, rp, nv, nc, means, nk0};
         cross_heads(A, v, row, first, h, kvh, cnt, up(u * up(sqrt(bound_sum(G, (size_t)dh)))));
     }
 }

@@ -30,12 +30,55 @@ static void add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t 
 
 /* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
  * shift)), g, scale, shift from the sample's row of in[1]. */
-static void mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
+/* The scale bounds of each sample's diagonal map: |g*_j| <= a0 + r0 for a
+ * gate, |1 + s*_j| <= at + et for a modulation (the cx of mod_pre). */
+static void mod_scales(const cic_ball *b, const cic_op *o, const mpfr_t *mod, double *D)
+{
+    const double *rm = b->rad[o->in[1]];
+    int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols, s, j;
+    double u = b->u;
+    for (s = 0; s < b->ns; s++)
+        for (j = 0; j < d; j++) {
+            size_t c0 = (size_t)s * mc + o->in_col[0] + j, c1 = (size_t)s * mc + o->in_col[1] + j;
+            double a0 = absup(mod[c0]), r0 = rad_at(rm, c0);
+            if (o->kind == CIC_OP_GATE) {
+                D[(size_t)s * d + j] = up(a0 + r0);
+            } else {
+                double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
+                D[(size_t)s * d + j] =
+                    up(up((1.0 + a1) * (1.0 + u)) + up(r1 + u * (1.0 + a1)));
+            }
+        }
+}
+
+/* A gate after a linear layer (b->ln): y* - y^ = diag(g*) W (x* - x^) +
+ * diag(g*) own + rest, so its candidate is sigma(diag(D_s) W) e_x + max D
+ * ||own|| + ||rest||; sg[s] the sigma of sample s (INFINITY: none). */
+static void gate_sigmas(cic_ball *b, const cic_op *o, const double *D, double *sg)
+{
+    int d = b->m->t[o->in[0]].cols, s;
+    for (s = 0; s < b->ns; s++)
+        sg[s] = INFINITY;
+    if (o->kind == CIC_OP_GATE && b->ln.id == o->in[0] && b->ln.n == d)
+        _cic_ball_scaled_sigma(b, b->ln.w, D, false, sg);
+}
+
+static int mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
 {
     const double *rx = b->rad[o->in[0]], *rm = b->rad[o->in[1]];
     int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols;
     int R = cic_model_run_rows(b->m, o->in[0], b->ns), N = b->m->cfg.tokens, i, j;
-    double u = b->u;
+    double u = b->u, *sg = NULL;
+    if (b->nb) {
+        if (!(sg = malloc((size_t)b->ns * sizeof *sg)) ||
+            _cic_ball_pair_set(&b->dg, o->out, (size_t)R, (size_t)b->ns * d) < 0) {
+            free(sg);
+            return -1;
+        }
+        b->dg.n = d;
+        mod_scales(b, o, mod, b->dg.D);
+        gate_sigmas(b, o, b->dg.D, sg);
+    }
     for (i = 0; i < R; i++) {
         size_t s0 = (size_t)(i / N) * mc;
         double lip = 0, own = 0; /* the row's candidate: lip e_x + ||own|| */
@@ -59,9 +102,20 @@ static void mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t 
             lip = cx > lip ? cx : lip;
             own += rest * rest;
         }
-        b->next_nrm[i] = up(up(lip * nrm_at(b, o->in[0], (size_t)i)) +
-                            up(sqrt(bound_sum(own, (size_t)d))));
+        own = up(sqrt(bound_sum(own, (size_t)d)));
+        b->next_nrm[i] = up(up(lip * nrm_at(b, o->in[0], (size_t)i)) + own);
+        if (sg) {
+            double pc = sg[i / N];
+            b->dg.ex[i] = nrm_at(b, o->in[0], (size_t)i);
+            b->dg.rest[i] = own;
+            if (pc < INFINITY) {
+                pc = up(up(up(pc * b->ln.ex[i]) + up(lip * b->ln.rest[i])) + own);
+                b->next_nrm[i] = pc < b->next_nrm[i] ? pc : b->next_nrm[i];
+            }
+        }
     }
+    free(sg);
+    return 0;
 }
 
 void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols,
@@ -217,7 +271,10 @@ static int add_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void 
 
 static int mod_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)
 {
-    return two_in_pre(b, o, mid, ctx, mod_pre);
+    const mpfr_t *x = mid(ctx, o->in[0]), *z = mid(ctx, o->in[1]);
+    if (!x || !z)
+        return -1;
+    return mod_pre(b, o, x, z);
 }
 
 static int center_rule_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx)

@@ -38,12 +38,31 @@ typedef struct {
      * and K, as the bits of nonnegative doubles (order-free maxima); per
      * (row, head) the head's own part. NULL: not carried. */
     _Atomic uint64_t *qw, *pm, *am, *km;
+    _Atomic uint64_t *sm; /* per row: the largest over heads of sum_j (p + rp) */
     double *er;
+    /* the spectral candidate (mp_ball_attn.c, spec_heads): per (row, key)
+     * the largest over heads of ||q|| ||X0|| Pu and of ||q|| (||m'|| Pu +
+     * w2), per row the largest beta and K0, per (row, head) the own part;
+     * per (sample, kv head) ||X0|| and ||K0|| (bounds of the centred
+     * values' and keys' spectral norms), their centres m0, mk0 (dh each)
+     * and ||mk0||. NULL: not carried. */
+    _Atomic uint64_t *qx, *qm, *am2, *km2;
+    double *er2, *snx, *snk, *m0, *mk0, *nmk0;
     double *sk, *sv; /* k's and v's midpoints in double (RN; sv may be sk) */
     double *ry;
     double c; /* 1 / sqrt(dh), rounded up */
     int N, d, H, dh, lq, lk, lv, qc, kc, vc, grp;
 } ball_attn;
+
+/* A linear layer beside a diagonal map (mp_ball_lin.c, "pairs"): the last
+ * modulate or gate output (kind 'd': y* - y^ = diag(t) (x* - x^) + rest,
+ * |t_j| <= D[s, j] for sample s) and the last linear output (kind 'l': z*
+ * - z^ = W (x* - x^) + own). ex: the input's e per row; rest: the 2-norm
+ * of the rest (or own) per row. id -1: none. */
+typedef struct {
+    int id, w, n;
+    double *D, *ex, *rest;
+} ball_pair;
 
 struct cic_ball {
     const cic_model *m;
@@ -70,6 +89,7 @@ struct cic_ball {
     int *layer_last;   /* per layer: the index of its last op */
     struct cic_specnorm_cache *sn_own; /* the spectral norms' cache when the
                                         * model has no context (m->rt) */
+    ball_pair dg, ln; /* the pairs (ball_pair) */
     bool failed;
     char why[160];
 };
@@ -234,6 +254,17 @@ int _cic_ball_post_enc(cic_ball *b, const cic_op *o, const mpfr_t *y);
  * (b->enc0), the op's own roundings, into rho. 0, or -1 out of memory. */
 int _cic_nb_finish(cic_ball *b, const cic_op *o);
 int _cic_nb_rho(const cic_ball *b, const mpfr_t *y, size_t rows, size_t cols, double *rho);
+
+/* The pairs (mp_ball_lin.c): p holds rows rows and, when nD > 0, nD
+ * scale bounds, for tensor id (-1 when memory runs out); freed by
+ * _cic_ball_pair_free. _cic_ball_scaled_sigma: into sg[s] for each
+ * sample s, a proven upper bound of ||W diag(D_s)||_2 (cols) or ||diag(D_s)
+ * W||_2 (!cols) for weight w and the bounds D (b->ns rows of one per
+ * column, or row, of W), INFINITY when there is none: one bound of the
+ * samples' largest D serves them all (one spectral norm per pair). */
+int _cic_ball_pair_set(ball_pair *p, int id, size_t rows, size_t nD);
+void _cic_ball_pair_free(ball_pair *p);
+void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, double *sg);
 
 /* One rule per op kind of CIC_OPS (op.h), each defined with its family;
  * mp_ball.c's table names _cic_ball_rule_<op> for every op kind. Listed

@@ -114,6 +114,81 @@ static double lin_sigma(cic_ball *b, int id)
     return rc == 0 && s >= 0 ? s : INFINITY;
 }
 
+/* ---- pairs: a linear layer beside a diagonal map ---- */
+
+int _cic_ball_pair_set(ball_pair *p, int id, size_t rows, size_t nD)
+{
+    _cic_ball_pair_free(p);
+    p->ex = malloc((rows ? rows : 1) * sizeof *p->ex);
+    p->rest = malloc((rows ? rows : 1) * sizeof *p->rest);
+    p->D = nD ? malloc(nD * sizeof *p->D) : NULL;
+    if (!p->ex || !p->rest || (nD && !p->D)) {
+        _cic_ball_pair_free(p);
+        return -1;
+    }
+    p->id = id;
+    return 0;
+}
+
+void _cic_ball_pair_free(ball_pair *p)
+{
+    free(p->D);
+    free(p->ex);
+    free(p->rest);
+    p->D = p->ex = p->rest = NULL;
+    p->id = -1;
+}
+
+/* W's columns (or rows) times D rounded up to float: products of two
+ * floats, exact in double, so the bound of the doubles is one of W diag(D)
+ * with every |scale| <= D (||W diag(t)||_2 <= ||W diag(D)||_2 when |t| <=
+ * D: diag(t / D) has norm <= 1). float32 weights only. */
+void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, double *sg)
+{
+    const cic_tensor *wt = &b->m->t[w];
+    size_t n = (size_t)wt->rows, k = (size_t)wt->cols, len = cols ? k : n, i, j;
+    double *ws, *dm, s = INFINITY;
+    int q;
+    for (q = 0; q < b->ns; q++)
+        sg[q] = INFINITY;
+    if (!wt->f32 || wt->hp || wt->f64 || wt->lazy)
+        return;
+    ws = malloc(n * k * sizeof *ws);
+    dm = malloc(len * sizeof *dm);
+    if (ws && dm) {
+        for (i = 0; i < len; i++)
+            for (dm[i] = D[i], q = 1; q < b->ns; q++)
+                dm[i] = D[(size_t)q * len + i] > dm[i] || isnan(D[(size_t)q * len + i])
+                            ? D[(size_t)q * len + i]
+                            : dm[i];
+        for (i = 0; i < n; i++)
+            for (j = 0; j < k; j++)
+                ws[i * k + j] = (double)wt->f32[i * k + j] * (double)f_up(cols ? dm[j] : dm[i]);
+        if (cic_specnorm_d(&s, ws, n, k, NULL) != 0 || !(s >= 0))
+            s = INFINITY;
+        for (q = 0; q < b->ns; q++)
+            sg[q] = s;
+    }
+    free(ws);
+    free(dm);
+}
+
+/* The pair's candidate for each row of the linear's output: y = diag(t) x
+ * + rest before it (b->dg), so z* - z^ = W diag(t) (x* - x^) + W rest +
+ * own: sigma(W diag(D_s)) e_x + sigma_W ||rest|| + own. INFINITY per
+ * sample where none. sg: ns values, the caller's. */
+static void pair_sigmas(cic_ball *b, const cic_op *o, double sig, double *sg)
+{
+    const cic_tensor *wt = &b->m->t[o->w];
+    int s;
+    for (s = 0; s < b->ns; s++)
+        sg[s] = INFINITY;
+    if (!b->nb || o->group != 0 || !(sig < INFINITY) || b->dg.id != o->in[0] ||
+        b->dg.n != wt->cols)
+        return;
+    _cic_ball_scaled_sigma(b, o->w, b->dg.D, true, sg);
+}
+
 static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
     const cic_model *m = b->m;
@@ -122,7 +197,7 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     int R = cic_model_run_rows(m, o->in[0], b->ns) *
             (o->group > 0 ? m->t[o->in[0]].cols / o->group : 1);
     int n = wt->rows, k = wt->cols, i, j, per_s = R / b->ns;
-    double sig;
+    double sig, *sg;
     bool bper = o->b >= 0 && m->t[o->b].role == CIC_T_ACT;
     if (wt->role != CIC_T_WEIGHT || wt->lazy)
         return fail(b, "a linear layer whose weights are made per sample or from a recipe");
@@ -131,6 +206,17 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
     if (rx && lin_spread(b, wt, rx, R, n, k) < 0)
         return -1;
     sig = b->nb && o->group == 0 ? lin_sigma(b, o->w) : INFINITY;
+    if (!(sg = malloc((size_t)b->ns * sizeof *sg)))
+        return -1;
+    pair_sigmas(b, o, sig, sg);
+    if (sig < INFINITY) {
+        if (_cic_ball_pair_set(&b->ln, o->out, (size_t)R, 0) < 0) {
+            free(sg);
+            return -1;
+        }
+        b->ln.w = o->w;
+        b->ln.n = n;
+    }
     for (i = 0; i < R; i++) {
         double own = 0; /* the squares of this row's own roundings and bias radii */
         for (j = 0; j < n; j++) {
@@ -141,10 +227,18 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
             b->next[q] = up(b->next[q] + rj);
         }
         /* ||W (x* - x^)|| <= sigma ||x* - x^||, plus the row's own part */
-        if (sig < INFINITY)
-            b->next_nrm[i] = up(up(sig * nrm_at(b, o->in[0], (size_t)i)) +
-                                up(sqrt(bound_sum(own, (size_t)n))));
+        if (sig < INFINITY) {
+            double on = up(sqrt(bound_sum(own, (size_t)n))), pc = sg[i / per_s];
+            b->next_nrm[i] = up(up(sig * nrm_at(b, o->in[0], (size_t)i)) + on);
+            b->ln.ex[i] = nrm_at(b, o->in[0], (size_t)i);
+            b->ln.rest[i] = on;
+            if (pc < INFINITY) {
+                pc = up(up(up(pc * b->dg.ex[i]) + up(sig * b->dg.rest[i])) + on);
+                b->next_nrm[i] = pc < b->next_nrm[i] ? pc : b->next_nrm[i];
+            }
+        }
     }
+    free(sg);
     return 0;
 }
 
