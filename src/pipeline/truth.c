@@ -166,8 +166,8 @@ static double worst_rel(const mpfr_t *mid, const double *rad, const unsigned cha
 
 /* The next precision after p: the radii scale with 2^-p, so one whose
  * relative radius rel must fall 32 bits below a binary32's 2^-24 needs
- * p + log2(rel) + 56 bits; at least twice p, a multiple of 64 (whole
- * limbs). When the radius says nothing (infinite: the bound broke down
+ * p + log2(rel) + 56 bits; at least one limb more than p, a multiple
+ * of 64 (whole limbs). When the radius says nothing (infinite: the bound broke down
  * inside the model), the blocks' radii extrapolated to the output (guess,
  * log2) stand in for it, up to four times p, which is what it takes
  * without them. Only the precision tried depends on this: a value is
@@ -177,7 +177,7 @@ static mpfr_prec_t next_prec(mpfr_prec_t p, double rel, double guess)
     double want = isfinite(rel) && rel > 0 ? (double)p + log2(rel) + 56
                   : isfinite(guess)        ? fmin((double)p + guess + 56, 4.0 * (double)p)
                                            : 4.0 * (double)p;
-    mpfr_prec_t q = 2 * p;
+    mpfr_prec_t q = p + 64;
     if (want > (double)q)
         q = want > 8192 ? 8192 : (mpfr_prec_t)ceil(want);
     return (q + 63) / 64 * 64;
