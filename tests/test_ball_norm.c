@@ -11,9 +11,10 @@
  *     row within its norm-wise bound; the count of trials is printed.
  *   - Near-worst points (the Jacobian by finite differences, then a
  *     projected power iteration per output row) through one block of
- *     every kind and through attention alone (grouped heads, causal rows,
- *     diffuse and peaked): none leaves its bounds, and how close each
- *     comes is printed.
+ *     every kind, through attention alone (grouped heads, causal rows,
+ *     diffuse and peaked) and through a DiT branch's modulate, linear and
+ *     gate alone: none leaves its bounds, and how close each comes is
+ *     printed.
  *   - The bound binds: on a deeper model the radii with it are smaller than
  *     the elementwise radii alone, and never larger.
  *   - Planted pathologies (a row whose sigma is near 0 under LayerNorm, a
@@ -516,11 +517,12 @@ static void test_adversarial(void **state)
 {
     static const enum cic_block_kind blocks[] = {CIC_BLOCK_PRELN, CIC_BLOCK_RMSNORM,
                                                  CIC_BLOCK_DIT, CIC_BLOCK_PARALLEL};
-    static const double stds[] = {0.2, 1.5};
-    int b, t, points = 0;
+    static const double stds[] = {0.2, 1.5, 0.2};
+    int b, t, points = 0, w;
+    size_t i;
     (void)state;
     for (b = 0; b < 4; b++)
-        for (t = 0; t < 2; t++) {
+        for (t = 0; t < (blocks[b] == CIC_BLOCK_DIT ? 3 : 2); t++) {
             cic_model_cfg c = cfg_of(blocks[b], 1, 8, 201 + (uint64_t)(b * 2 + t));
             cic_model *m;
             double rad = 0x1p-30, nrm = rad * 2, worst;
@@ -530,7 +532,14 @@ static void test_adversarial(void **state)
             c.std = stds[t];
             m = cic_model_create(&c, CIC_READOUT_RESIDUAL);
             assert_non_null(m);
-            snprintf(what, sizeof what, "%s, std %.1f", CIC_BLOCK_NAME[c.block], stds[t]);
+            /* the third: adaLN weights times 12, so scales and gates of
+             * order 1 to 3 (the branch, not the residual, sets the error) */
+            for (w = 0; t == 2 && w < m->n_t; w++)
+                if (m->t[w].role == CIC_T_WEIGHT && strstr(m->t[w].name, "adaLN"))
+                    for (i = 0; i < (size_t)m->t[w].rows * m->t[w].cols; i++)
+                        m->t[w].f32[i] *= 12.0f;
+            snprintf(what, sizeof what, "%s, std %.1f%s", CIC_BLOCK_NAME[c.block], stds[t],
+                     t == 2 ? ", adaLN weights x 12" : "");
             ball_run(m, 64, rad, nrm, false, &r);
             worst = adversarial(m, &r, rad, nrm, what);
             points += (int)r.rows;
@@ -594,6 +603,79 @@ static void test_adversarial_attn(void **state)
         char what[96];
         snprintf(what, sizeof what, "attention, %d heads, %d kv, %s, entries in +-%.1f",
                  cs[t].H, cs[t].kv, cs[t].causal ? "causal" : "not causal", cs[t].a);
+        ball_run(m, 64, rad, nrm, false, &r);
+        worst = adversarial(m, &r, rad, nrm, what);
+        printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
+               worst);
+        ball_res_clear(&r);
+        cic_model_destroy(m);
+    }
+}
+
+/* A model of a DiT branch's pairs alone: h = x (1 + scale) + shift, z = h
+ * W^T, y = gate z, with shift, scale and gate a sample's row of the
+ * conditioning input (2 samples of T tokens; x uniform in [-1, 1], W of
+ * std 0.3, shift, scale and gate uniform in [-a, a]). */
+static cic_model *pair_model(int T, int d, double a, uint64_t seed)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_op o = cic_op_blank(CIC_OP_MODULATE, CIC_SITE_ATTN, 0);
+    int i, w, h, z, y;
+    assert_non_null(m);
+    m->cfg = cfg_of(CIC_BLOCK_DIT, 1, d, seed);
+    m->cfg.tokens = T;
+    m->cfg.samples = 2;
+    m->rows = 2 * T;
+    m->input = cic_model_tensor_add(m, "x", CIC_T_INPUT, 2 * T, d);
+    m->cond = cic_model_tensor_add(m, "mod", CIC_T_INPUT, 2, 3 * d);
+    w = cic_model_tensor_add(m, "w", CIC_T_WEIGHT, d, d);
+    h = cic_model_tensor_add(m, "h", CIC_T_ACT, 2 * T, d);
+    z = cic_model_tensor_add(m, "z", CIC_T_ACT, 2 * T, d);
+    y = cic_model_tensor_add(m, "y", CIC_T_ACT, 2 * T, d);
+    assert_true(m->input >= 0 && m->cond >= 0 && w >= 0 && h >= 0 && z >= 0 && y >= 0);
+    m->t[m->cond].rows_kind = CIC_ROWS_SAMPLES;
+    for (i = 0; i < 2 * T * d; i++)
+        m->t[m->input].f32[i] = (float)(2 * (double)(cic_test_rand(&seed) >> 11) * 0x1p-53 - 1);
+    for (i = 0; i < 6 * d; i++)
+        m->t[m->cond].f32[i] =
+            (float)(a * (2 * (double)(cic_test_rand(&seed) >> 11) * 0x1p-53 - 1));
+    for (i = 0; i < d * d; i++)
+        m->t[w].f32[i] = (float)(0.6 * ((double)(cic_test_rand(&seed) >> 11) * 0x1p-53 - 0.5));
+    o.in[0] = m->input;
+    o.in[1] = m->cond;
+    o.in_col[0] = 0; /* shift */
+    o.in_col[1] = d; /* scale */
+    o.out = h;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    o = cic_op_blank(CIC_OP_LINEAR, CIC_SITE_ATTN, 0);
+    o.in[0] = h;
+    o.w = w;
+    o.out = z;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    o = cic_op_blank(CIC_OP_GATE, CIC_SITE_ATTN, 0);
+    o.in[0] = z;
+    o.in[1] = m->cond;
+    o.in_col[0] = 2 * d; /* gate */
+    o.out = y;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = y;
+    return m;
+}
+
+/* The modulation, the pairs (modulate then linear, linear then gate) and
+ * the gate against near-worst points, with scales and gates of up to 0.5,
+ * 2 and 6 in magnitude (negative scales shrink their channels). */
+static void test_adversarial_pairs(void **state)
+{
+    static const double as[] = {0.5, 2, 6};
+    int t;
+    (void)state;
+    for (t = 0; t < 3; t++) {
+        cic_model *m = pair_model(3, 8, as[t], 401 + (uint64_t)t);
+        double rad = 0x1p-30, nrm = rad * 2, worst;
+        ball_res r;
+        char what[96];
+        snprintf(what, sizeof what, "modulate, linear, gate, modulation in +-%.1f", as[t]);
         ball_run(m, 64, rad, nrm, false, &r);
         worst = adversarial(m, &r, rad, nrm, what);
         printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
@@ -850,6 +932,7 @@ int main(void)
         cmocka_unit_test(test_perturb),
         cmocka_unit_test(test_adversarial),
         cmocka_unit_test(test_adversarial_attn),
+        cmocka_unit_test(test_adversarial_pairs),
         cmocka_unit_test(test_binds),
         cmocka_unit_test(test_linear_tight),
         cmocka_unit_test(test_threads),

@@ -30,8 +30,18 @@ static void add_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t 
 
 /* GATE (y = RN(g x)) and MODULATE (t = RN(1 + scale), y = RN(RN(x t) +
  * shift)), g, scale, shift from the sample's row of in[1]. */
+
+/* An upper bound of |t| = |RN(1 + s)| (not 1 + |s|: a negative scale
+ * shrinks its channel): with sd = RN(s) in double (within 2^-53 |s|) and
+ * its sum with 1 in double (within 2^-53 of the result), |1 + s| <= |1 +
+ * sd| (1 + 2^-51) + 2^-52 |s|, and |t| <= |1 + s| (1 + u). a1 >= |s|. */
+static double one_plus_up(mpfr_srcptr s, double a1, double u)
+{
+    double sd = mpfr_get_d(s, MPFR_RNDN);
+    return up(up(fabs(1.0 + sd) * (1.0 + 0x1p-51) + 0x1p-52 * a1) * (1.0 + u));
+}
 /* The scale bounds of each sample's diagonal map: |g*_j| <= a0 + r0 for a
- * gate, |1 + s*_j| <= at + et for a modulation (the cx of mod_pre). */
+ * gate, |1 + s*_j| <= |t| + et for a modulation (the cx of mod_pre). */
 static void mod_scales(const cic_ball *b, const cic_op *o, const mpfr_t *mod, double *D)
 {
     const double *rm = b->rad[o->in[1]];
@@ -45,8 +55,7 @@ static void mod_scales(const cic_ball *b, const cic_op *o, const mpfr_t *mod, do
                 D[(size_t)s * d + j] = up(a0 + r0);
             } else {
                 double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
-                D[(size_t)s * d + j] =
-                    up(up((1.0 + a1) * (1.0 + u)) + up(r1 + u * (1.0 + a1)));
+                D[(size_t)s * d + j] = up(one_plus_up(mod[c1], a1, u) + up(r1 + u * (1.0 + a1)));
             }
         }
 }
@@ -94,10 +103,10 @@ static int mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *
                 size_t c1 = s0 + o->in_col[1] + j;
                 double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
                 double at = up((1.0 + a1) * (1.0 + u)), et = up(r1 + u * (1.0 + a1));
-                cx = up(at + et);
+                /* |1 + s*| <= |t| + |1 + s* - t|, the latter <= et */
+                cx = up(one_plus_up(mod[c1], a1, u) + et);
                 rest = up(up(ax * et + r0) + up(2.1 * u * ax * at + 1.01 * u * a0));
-                b->next[k] = up(up(ax * et + r * (at + et) + r0) +
-                                up(2.1 * u * ax * at + 1.01 * u * a0));
+                b->next[k] = up(up(ax * et + r * cx + r0) + up(2.1 * u * ax * at + 1.01 * u * a0));
             }
             lip = cx > lip ? cx : lip;
             own += rest * rest;
