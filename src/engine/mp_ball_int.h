@@ -260,8 +260,8 @@ int _cic_nb_rho(const cic_ball *b, const mpfr_t *y, size_t rows, size_t cols, do
  * _cic_ball_pair_free. _cic_ball_scaled_sigma: into sg[s] for each
  * sample s, a proven upper bound of ||W diag(D_s)||_2 (cols) or ||diag(D_s)
  * W||_2 (!cols) for weight w and the bounds D (b->ns rows of one per
- * column, or row, of W), INFINITY when there is none: one bound of the
- * samples' largest D serves them all (one spectral norm per pair). */
+ * column, or row, of W), INFINITY when there is none: one spectral norm
+ * per sample (a shard of some samples bounds them as the whole run). */
 int _cic_ball_pair_set(ball_pair *p, int id, size_t rows, size_t nD);
 void _cic_ball_pair_free(ball_pair *p);
 void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, double *sg);

@@ -147,30 +147,22 @@ void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, doub
 {
     const cic_tensor *wt = &b->m->t[w];
     size_t n = (size_t)wt->rows, k = (size_t)wt->cols, len = cols ? k : n, i, j;
-    double *ws, *dm, s = INFINITY;
+    double *ws;
     int q;
     for (q = 0; q < b->ns; q++)
         sg[q] = INFINITY;
-    if (!wt->f32 || wt->hp || wt->f64 || wt->lazy)
+    if (!wt->f32 || wt->hp || wt->f64 || wt->lazy || !(ws = malloc(n * k * sizeof *ws)))
         return;
-    ws = malloc(n * k * sizeof *ws);
-    dm = malloc(len * sizeof *dm);
-    if (ws && dm) {
-        for (i = 0; i < len; i++)
-            for (dm[i] = D[i], q = 1; q < b->ns; q++)
-                dm[i] = D[(size_t)q * len + i] > dm[i] || isnan(D[(size_t)q * len + i])
-                            ? D[(size_t)q * len + i]
-                            : dm[i];
+    for (q = 0; q < b->ns; q++) {
+        const double *Dq = D + (size_t)q * len;
+        double s = INFINITY;
         for (i = 0; i < n; i++)
             for (j = 0; j < k; j++)
-                ws[i * k + j] = (double)wt->f32[i * k + j] * (double)f_up(cols ? dm[j] : dm[i]);
-        if (cic_specnorm_d(&s, ws, n, k, NULL) != 0 || !(s >= 0))
-            s = INFINITY;
-        for (q = 0; q < b->ns; q++)
+                ws[i * k + j] = (double)wt->f32[i * k + j] * (double)f_up(cols ? Dq[j] : Dq[i]);
+        if (cic_specnorm_d(&s, ws, n, k, NULL) == 0 && s >= 0)
             sg[q] = s;
     }
     free(ws);
-    free(dm);
 }
 
 /* The pair's candidate for each row of the linear's output: y = diag(t) x
