@@ -552,6 +552,20 @@ static void test_adversarial(void **state)
     printf("# %d near-worst points, each a 300-bit run, none outside its bounds\n", points);
 }
 
+/* Near-worst points through op-level model m (adversarial, an input ball
+ * of radius 2^-30 and row norm 2^-29), its ratio printed; m destroyed. */
+static void adversarial_op(cic_model *m, const char *what)
+{
+    double rad = 0x1p-30, nrm = rad * 2, worst;
+    ball_res r;
+    ball_run(m, 64, rad, nrm, false, &r);
+    worst = adversarial(m, &r, rad, nrm, what);
+    printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
+           worst);
+    ball_res_clear(&r);
+    cic_model_destroy(m);
+}
+
 /* A model of one attention op reading its q, k and v from the input (T x
  * 3d values uniform in [-a, a]): the attention's candidates alone. */
 static cic_model *attn_model(int T, int d, int H, int kv, bool causal, double a, uint64_t seed)
@@ -597,18 +611,10 @@ static void test_adversarial_attn(void **state)
     int t;
     (void)state;
     for (t = 0; t < 4; t++) {
-        cic_model *m = attn_model(5, 8, cs[t].H, cs[t].kv, cs[t].causal, cs[t].a, 301 + t);
-        double rad = 0x1p-30, nrm = rad * 2, worst;
-        ball_res r;
         char what[96];
         snprintf(what, sizeof what, "attention, %d heads, %d kv, %s, entries in +-%.1f",
                  cs[t].H, cs[t].kv, cs[t].causal ? "causal" : "not causal", cs[t].a);
-        ball_run(m, 64, rad, nrm, false, &r);
-        worst = adversarial(m, &r, rad, nrm, what);
-        printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
-               worst);
-        ball_res_clear(&r);
-        cic_model_destroy(m);
+        adversarial_op(attn_model(5, 8, cs[t].H, cs[t].kv, cs[t].causal, cs[t].a, 301 + t), what);
     }
 }
 
@@ -671,17 +677,9 @@ static void test_adversarial_pairs(void **state)
     int t;
     (void)state;
     for (t = 0; t < 3; t++) {
-        cic_model *m = pair_model(3, 8, as[t], 401 + (uint64_t)t);
-        double rad = 0x1p-30, nrm = rad * 2, worst;
-        ball_res r;
         char what[96];
         snprintf(what, sizeof what, "modulate, linear, gate, modulation in +-%.1f", as[t]);
-        ball_run(m, 64, rad, nrm, false, &r);
-        worst = adversarial(m, &r, rad, nrm, what);
-        printf("# %s: near-worst points, largest row error / its norm-wise bound %.3g\n", what,
-               worst);
-        ball_res_clear(&r);
-        cic_model_destroy(m);
+        adversarial_op(pair_model(3, 8, as[t], 401 + (uint64_t)t), what);
     }
 }
 
