@@ -421,6 +421,9 @@ static void spec_heads(const ball_attn *A, const double *const *v, size_t row, s
     int kv = A->H / A->grp, dh = A->dh, j, c;
     size_t N = (size_t)A->N, qi = first / N * (size_t)kv + (size_t)kvh;
     const double *m0 = A->m0 + qi * dh, *mk0 = A->mk0 + qi * dh;
+    /* the keys' centre of cross_heads (mean over the row's cnt keys) is
+     * mk0 bit for bit when cnt = N: then its norms serve */
+    bool same_centre = memcmp(v[7], mk0, (size_t)dh * sizeof *mk0) == 0;
     for (c = 0; c < dh; c++)
         mp[c] = mv[c] - m0[c];
     nmp = up(norm2_up(mp, (size_t)dh, 1) * (1.0 + 0x1p-52)); /* each difference within 2^-53 */
@@ -435,7 +438,8 @@ static void spec_heads(const ball_attn *A, const double *const *v, size_t row, s
         size_t ko = (first + j) * A->lk + A->kc + (size_t)kvh * dh;
         double Pu = up(pu[j] * (1.0 + 2.0 * eta[j])), ek = rad_at(A->ek, first + (size_t)j);
         double w2 = up(Pu * up(G + h0 * up(nc[j] + V)));
-        nk0[j] = centred_nrm(A->sk, ko, mk0, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
+        if (!same_centre) /* else cross_heads left ||k_j - mk0|| there */
+            nk0[j] = centred_nrm(A->sk, ko, mk0, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
         Pmax = Pu > Pmax ? Pu : Pmax;
         s1 += Pu * nk0[j];
         s2 += up(Pu * ek * nc[j]) + w2 * up(nk0[j] + ek);
@@ -475,6 +479,7 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
 {
     const double *eta = v[0], *rs = v[1], *sg = v[2], *pu = v[3], *rp = v[4];
     double *nv = (double *)v[5], *nc = (double *)v[6], *mk = (double *)v[7], *mv = mk + A->dh;
+    double *nkc = (double *)v[8];
     double V = 0, a = 0, rmax = 0, K, rsg = 0, rsoft = 0, nq, W = 0, nmk, G, hh, S1 = 0, S2 = 0;
     double rs0, Sh = 0;
     size_t N = (size_t)A->N, qo = row * A->lq + A->qc + (size_t)h * A->dh;
@@ -516,6 +521,7 @@ static void cross_heads(const ball_attn *A, const double *const *v, size_t row, 
         double Pu = up(pu[j] * (1.0 + 2.0 * eta[j]));
         double w = up(Pu * up(up((1.0 + hh) * nc[j]) + up(G + hh * V)));
         double nk = centred_nrm(A->sk, ko, mk, dh, norm2_up(A->ak + ko, (size_t)dh, 1));
+        nkc[j] = nk; /* spec_heads reads it when its centre is this one */
         a += w * up(nk + rad_at(A->ek, first + (size_t)j));
         amax(A->qw + row * N + (size_t)j, up(nq * w));
         amax(A->pm + row * N + (size_t)j, up(pu[j] + rp[j]));

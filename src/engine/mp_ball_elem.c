@@ -40,8 +40,9 @@ static double one_plus_up(mpfr_srcptr s, double a1, double u)
     double sd = mpfr_get_d(s, MPFR_RNDN);
     return up(up(fabs(1.0 + sd) * (1.0 + 0x1p-51) + 0x1p-52 * a1) * (1.0 + u));
 }
-/* The scale bounds of each sample's diagonal map: |g*_j| <= a0 + r0 for a
- * gate, |1 + s*_j| <= |t| + et for a modulation (the cx of mod_pre). */
+/* The scale bounds of each sample's diagonal map, D[s, j]: |g*_j| <= a0 +
+ * r0 for a gate, |1 + s*_j| <= |t| + et for a modulation (|1 + s*| <= |t|
+ * + |1 + s* - t|). mod_pre's cx, and the pairs' D. */
 static void mod_scales(const cic_ball *b, const cic_op *o, const mpfr_t *mod, double *D)
 {
     const double *rm = b->rad[o->in[1]];
@@ -66,10 +67,11 @@ static void mod_scales(const cic_ball *b, const cic_op *o, const mpfr_t *mod, do
 static void gate_sigmas(cic_ball *b, const cic_op *o, const double *D, double *sg)
 {
     int d = b->m->t[o->in[0]].cols, s;
-    for (s = 0; s < b->ns; s++)
-        sg[s] = INFINITY;
     if (o->kind == CIC_OP_GATE && b->ln.id == o->in[0] && b->ln.n == d)
-        _cic_ball_scaled_sigma(b, b->ln.w, D, false, sg);
+        _cic_ball_scaled_sigma(b, b->ln.w, D, false, sg); /* INFINITY where none */
+    else
+        for (s = 0; s < b->ns; s++)
+            sg[s] = INFINITY;
 }
 
 static int mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *mod)
@@ -77,34 +79,37 @@ static int mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *
     const double *rx = b->rad[o->in[0]], *rm = b->rad[o->in[1]];
     int d = b->m->t[o->in[0]].cols, mc = b->m->t[o->in[1]].cols;
     int R = cic_model_run_rows(b->m, o->in[0], b->ns), N = b->m->cfg.tokens, i, j;
-    double u = b->u, *sg = NULL;
+    double u = b->u, *sg = NULL, *D, *own_D = NULL;
+    size_t nD = (size_t)b->ns * d;
     if (b->nb) {
         if (!(sg = malloc((size_t)b->ns * sizeof *sg)) ||
-            _cic_ball_pair_set(&b->dg, o->out, (size_t)R, (size_t)b->ns * d) < 0) {
+            _cic_ball_pair_set(&b->dg, o->out, (size_t)R, nD) < 0) {
             free(sg);
             return -1;
         }
         b->dg.n = d;
-        mod_scales(b, o, mod, b->dg.D);
-        gate_sigmas(b, o, b->dg.D, sg);
+        D = b->dg.D;
+    } else if (!(D = own_D = malloc((nD ? nD : 1) * sizeof *D))) {
+        return -1;
     }
+    mod_scales(b, o, mod, D); /* each value's cx: D of its sample and column */
+    if (sg)
+        gate_sigmas(b, o, D, sg);
     for (i = 0; i < R; i++) {
         size_t s0 = (size_t)(i / N) * mc;
+        const double *Di = D + (size_t)(i / N) * d;
         double lip = 0, own = 0; /* the row's candidate: lip e_x + ||own|| */
         for (j = 0; j < d; j++) {
             size_t k = (size_t)i * d + j, c0 = s0 + o->in_col[0] + j;
             double ax = absup(x[k]), r = rad_at(rx, k), a0 = absup(mod[c0]), r0 = rad_at(rm, c0);
-            double cx, rest; /* the radius is rest + cx r: cx bounds |d y / d x| */
+            double cx = Di[j], rest; /* the radius is rest + cx r: cx bounds |d y / d x| */
             if (o->kind == CIC_OP_GATE) {
-                cx = up(a0 + r0);
                 rest = up(r0 * ax + u * a0 * ax);
                 b->next[k] = up(a0 * r + r0 * (ax + r) + u * a0 * ax);
             } else {
                 size_t c1 = s0 + o->in_col[1] + j;
                 double a1 = absup(mod[c1]), r1 = rad_at(rm, c1);
                 double at = up((1.0 + a1) * (1.0 + u)), et = up(r1 + u * (1.0 + a1));
-                /* |1 + s*| <= |t| + |1 + s* - t|, the latter <= et */
-                cx = up(one_plus_up(mod[c1], a1, u) + et);
                 rest = up(up(ax * et + r0) + up(2.1 * u * ax * at + 1.01 * u * a0));
                 b->next[k] = up(up(ax * et + r * cx + r0) + up(2.1 * u * ax * at + 1.01 * u * a0));
             }
@@ -114,16 +119,15 @@ static int mod_pre(cic_ball *b, const cic_op *o, const mpfr_t *x, const mpfr_t *
         own = up(sqrt(bound_sum(own, (size_t)d)));
         b->next_nrm[i] = up(up(lip * nrm_at(b, o->in[0], (size_t)i)) + own);
         if (sg) {
-            double pc = sg[i / N];
             b->dg.ex[i] = nrm_at(b, o->in[0], (size_t)i);
             b->dg.rest[i] = own;
-            if (pc < INFINITY) {
-                pc = up(up(up(pc * b->ln.ex[i]) + up(lip * b->ln.rest[i])) + own);
-                b->next_nrm[i] = pc < b->next_nrm[i] ? pc : b->next_nrm[i];
-            }
+            if (sg[i / N] < INFINITY) /* then b->ln describes this gate's input */
+                b->next_nrm[i] = _cic_ball_pair_cand(b->next_nrm[i], sg[i / N], b->ln.ex[i],
+                                                     lip, b->ln.rest[i], own);
         }
     }
     free(sg);
+    free(own_D);
     return 0;
 }
 

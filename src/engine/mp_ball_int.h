@@ -266,6 +266,19 @@ int _cic_ball_pair_set(ball_pair *p, int id, size_t rows, size_t nD);
 void _cic_ball_pair_free(ball_pair *p);
 void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, double *sg);
 
+/* A pair's candidate against the op's own (cand): sp e_x + f ||rest|| +
+ * own, sp the pair's spectral norm (INFINITY: none), f the other op's
+ * factor (sigma_W, or the gate's largest D); the smaller of the two. */
+static inline double _cic_ball_pair_cand(double cand, double sp, double ex, double f,
+                                         double rest, double own)
+{
+    double pc;
+    if (!(sp < INFINITY))
+        return cand;
+    pc = up(up(up(sp * ex) + up(f * rest)) + own);
+    return pc < cand ? pc : cand;
+}
+
 /* One rule per op kind of CIC_OPS (op.h), each defined with its family;
  * mp_ball.c's table names _cic_ball_rule_<op> for every op kind. Listed
  * here by hand, not generated from CIC_OPS, so that an op kind added

@@ -173,12 +173,12 @@ static void pair_sigmas(cic_ball *b, const cic_op *o, double sig, double *sg)
 {
     const cic_tensor *wt = &b->m->t[o->w];
     int s;
-    for (s = 0; s < b->ns; s++)
-        sg[s] = INFINITY;
-    if (!b->nb || o->group != 0 || !(sig < INFINITY) || b->dg.id != o->in[0] ||
-        b->dg.n != wt->cols)
-        return;
-    _cic_ball_scaled_sigma(b, o->w, b->dg.D, true, sg);
+    if (b->nb && o->group == 0 && sig < INFINITY && b->dg.id == o->in[0] &&
+        b->dg.n == wt->cols)
+        _cic_ball_scaled_sigma(b, o->w, b->dg.D, true, sg); /* INFINITY where none */
+    else
+        for (s = 0; s < b->ns; s++)
+            sg[s] = INFINITY;
 }
 
 static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
@@ -224,10 +224,9 @@ static int lin_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
             b->next_nrm[i] = up(up(sig * nrm_at(b, o->in[0], (size_t)i)) + on);
             b->ln.ex[i] = nrm_at(b, o->in[0], (size_t)i);
             b->ln.rest[i] = on;
-            if (pc < INFINITY) {
-                pc = up(up(up(pc * b->dg.ex[i]) + up(sig * b->dg.rest[i])) + on);
-                b->next_nrm[i] = pc < b->next_nrm[i] ? pc : b->next_nrm[i];
-            }
+            if (pc < INFINITY)
+                b->next_nrm[i] = _cic_ball_pair_cand(b->next_nrm[i], pc, b->dg.ex[i], sig,
+                                                     b->dg.rest[i], on);
         }
     }
     free(sg);

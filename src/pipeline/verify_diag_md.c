@@ -110,24 +110,20 @@ static void md_body(FILE *f, const cic_verify_opts *o, const cic_verify_result *
         md_diag(f, &r->diag);
 }
 
+typedef struct {
+    const cic_verify_opts *o;
+    const cic_verify_result *r;
+} md_ctx;
+
+static void md_body_ctx(FILE *f, const void *ctx)
+{
+    const md_ctx *c = ctx;
+    md_body(f, c->o, c->r);
+}
+
 int cic_verify_write_md(const cic_verify_opts *o, const cic_verify_result *r, const char *path,
                         cic_diag *d)
 {
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    int rc;
-    if (!f) {
-        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
-        return -1;
-    }
-    md_body(f, o, r);
-    if (fclose(f) != 0 || !buf) {
-        free(buf);
-        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
-        return -1;
-    }
-    rc = cic_write_atomic(path, buf, len, d);
-    free(buf);
-    return rc;
+    md_ctx c = {o, r};
+    return cic_write_text_atomic(path, md_body_ctx, &c, d);
 }

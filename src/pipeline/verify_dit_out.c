@@ -358,24 +358,20 @@ static void write_md(FILE *f, const cic_verify_opts *o, const cic_verify_dit_res
     fprintf(f, "```\n");
 }
 
+typedef struct {
+    const cic_verify_opts *o;
+    const cic_verify_dit_result *r;
+} md_ctx;
+
+static void write_md_ctx(FILE *f, const void *ctx)
+{
+    const md_ctx *c = ctx;
+    write_md(f, c->o, c->r);
+}
+
 int cic_verify_dit_write_md(const cic_verify_opts *o, const cic_verify_dit_result *r,
                             const char *path, cic_diag *d)
 {
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    int rc;
-    if (!f) {
-        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
-        return -1;
-    }
-    write_md(f, o, r);
-    if (fclose(f) != 0 || !text) {
-        free(text);
-        cic_diag_set(d, path, 0, 0, "cannot write report.md: out of memory");
-        return -1;
-    }
-    rc = cic_write_atomic(path, text, len, d);
-    free(text);
-    return rc;
+    md_ctx c = {o, r};
+    return cic_write_text_atomic(path, write_md_ctx, &c, d);
 }

@@ -527,3 +527,27 @@ int cic_write_atomic_user(const char *path, const void *buf, size_t len, cic_dia
 {
     return write_atomic(path, buf, len, true, d);
 }
+
+int cic_write_text_atomic(const char *path, void (*write)(FILE *f, const void *ctx),
+                          const void *ctx, cic_diag *d)
+{
+    const char *base = strrchr(path, '/');
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    int rc;
+    base = base ? base + 1 : path;
+    if (!f) {
+        cic_diag_set(d, path, 0, 0, "cannot write %s: out of memory", base);
+        return -1;
+    }
+    write(f, ctx);
+    if (fclose(f) != 0 || !text) {
+        free(text);
+        cic_diag_set(d, path, 0, 0, "cannot write %s: out of memory", base);
+        return -1;
+    }
+    rc = cic_write_atomic(path, text, len, d);
+    free(text);
+    return rc;
+}

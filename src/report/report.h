@@ -350,6 +350,11 @@ int cic_write_atomic(const char *path, const void *buf, size_t len, cic_diag *d)
  * (/dev/null, /dev/stdout, a shell's >(...)) is written in place; a
  * directory, a block device or a socket is refused. */
 int cic_write_atomic_user(const char *path, const void *buf, size_t len, cic_diag *d);
+/* cic_write_atomic of the text write(f, ctx) prints to f (a memory
+ * stream); "cannot write <file name>: out of memory" when it cannot be
+ * built. 0 or -1 with d set. */
+int cic_write_text_atomic(const char *path, void (*write)(FILE *f, const void *ctx),
+                          const void *ctx, cic_diag *d);
 
 /* Streaming form of cic_write_atomic, for files too big to build in memory
  * (the --dump tensors): open creates a temporary file beside path; write to
