@@ -642,6 +642,129 @@ static void test_engine_per_sample(void **state)
     cic_model_destroy(orig);
 }
 
+/* An attention op alone, its input qkv (S samples of T tokens, 3 d
+ * columns) held at prec (hp), every bit random. plant 1: value column 1 of
+ * each key/value head is -0 for the first T / 2 tokens and positive after
+ * (a causal row before T / 2 sums only -0 products: -0, where the masked
+ * later products, +0, would make +0); plant 2: the last token's value
+ * column 2 is NaN and a key entry of token T - 2 is +Inf (read only by
+ * the rows that reach them). */
+static cic_model *attn_only(int S, int T, int d, int H, int kv, bool causal, mpfr_prec_t prec,
+                            int plant, uint64_t seed)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, 0);
+    int y, dh = d / H, j, s, g;
+    cic_tensor *in;
+    size_t i, n = (size_t)S * T * 3 * d;
+    assert_non_null(m);
+    m->cfg = engine_cfg(false);
+    m->cfg.d_model = d;
+    m->cfg.tokens = T;
+    m->cfg.samples = S;
+    m->cfg.heads = H;
+    m->cfg.kv_heads = kv;
+    m->cfg.causal = causal;
+    m->rows = S * T;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "qkv", CIC_T_INPUT, S * T, 3 * d);
+    y = cic_model_tensor_add(m, "y", CIC_T_ACT, S * T, d);
+    assert_true(m->input >= 0 && y >= 0);
+    in = &m->t[m->input];
+    in->hp = cic_mpvec_create(n, prec);
+    in->hp_prec = prec;
+    assert_non_null(in->hp);
+    for (i = 0; i < n; i++)
+        cic_test_mp_rand_full(in->hp[i], &seed, 0, 3);
+    for (s = 0; plant && s < S; s++)
+        for (g = 0; g < kv; g++)
+            for (j = 0; j < T; j++) {
+                mpfr_t *row = in->hp + ((size_t)s * T + j) * 3 * d;
+                if (plant == 1 && j < T / 2)
+                    mpfr_set_zero(row[2 * d + g * dh + 1], -1);
+                else if (plant == 1)
+                    mpfr_abs(row[2 * d + g * dh + 1], row[2 * d + g * dh + 1], MPFR_RNDN);
+                if (plant == 2 && j == T - 1)
+                    mpfr_set_nan(row[2 * d + g * dh + 2]);
+                if (plant == 2 && j == T - 2)
+                    mpfr_set_inf(row[d + g * dh], 1);
+            }
+    o.in[0] = o.in[1] = o.in[2] = m->input;
+    o.in_col[1] = d;
+    o.in_col[2] = 2 * d;
+    o.heads = H;
+    o.kv_heads = kv;
+    o.causal = causal;
+    o.out = y;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = y;
+    return m;
+}
+
+/* m's output at prec, engine threads nt, slices in mode; the attention's
+ * calls the slices took. */
+static uint64_t attn_run(mpfr_t *y, cic_model *m, mpfr_prec_t prec, int nt,
+                         enum cic_slice_mode mode)
+{
+    cic_slice_stats st;
+    cic_rt rt;
+    cic_rt_init(&rt, 0);
+    rt.mpfr_threads = nt;
+    rt.slice_mode = mode;
+    m->rt = &rt;
+    assert_int_equal(cic_engine_mpfr_run(y, m, prec, false, NULL), 0);
+    cic_mp_slice_stats(&st, &rt);
+    m->rt = NULL;
+    cic_rt_clear(&rt);
+    return st.ops;
+}
+
+/* Attention's scores and P V through the slices (engine_mpfr_attn.c),
+ * against the packed dot products alone, bit for bit: causal or not,
+ * grouped key/value heads, 1 and 3 threads, 128 and 320 bits, the planted
+ * signed zeros, NaN and Inf. 24 tokens of d 16 in 2 samples: passes of 16
+ * and 8 query rows, one job each (the scratch bound R d), so 2 x 4 jobs x
+ * 2 calls, every one taken. */
+static void test_engine_attn(void **state)
+{
+    static const struct {
+        int H, kv;
+        bool causal;
+    } cs[] = {{2, 2, false}, {2, 1, true}, {4, 2, true}, {4, 4, false}};
+    const mpfr_prec_t precs[] = {128, 320};
+    int t, q, plant, nt;
+    (void)state;
+    for (t = 0; t < 4; t++)
+        for (q = 0; q < 2; q++)
+            for (plant = 0; plant < 3; plant++) {
+                cic_model *m = attn_only(2, 24, 16, cs[t].H, cs[t].kv, cs[t].causal, precs[q],
+                                         plant, 77 + (uint64_t)(10 * t + plant));
+                size_t n = (size_t)2 * 24 * 16, i;
+                int nans = 0;
+                mpfr_t *y0 = cic_mpvec_create(n, precs[q]), *y = cic_mpvec_create(n, precs[q]);
+                long at;
+                assert_true(y0 && y);
+                assert_int_equal(attn_run(y0, m, precs[q], 1, CIC_SLICE_NEVER), 0);
+                for (i = 0; i < n; i++)
+                    nans += mpfr_nan_p(y0[i]) != 0;
+                /* the NaN and Inf reach every output of a row that reads them, no other */
+                assert_true(plant == 2 ? nans > 0 && nans < (int)n : nans == 0);
+                for (nt = 1; nt <= 3; nt += 2) {
+                    uint64_t ops = attn_run(y, m, precs[q], nt, CIC_SLICE_ALWAYS);
+                    for (at = 0; at < (long)n && same_bits(y0[at], y[at]); at++)
+                        ;
+                    if (at < (long)n || ops != (uint64_t)2 * 2 * 2 * cs[t].H)
+                        fail_msg("attention, %d heads, %d kv, %s, %ld bits, plant %d, %d "
+                                 "threads: %llu calls sliced; output %ld differs", cs[t].H,
+                                 cs[t].kv, cs[t].causal ? "causal" : "not causal",
+                                 (long)precs[q], plant, nt, (unsigned long long)ops, at);
+                }
+                cic_mpvec_destroy(y0, n);
+                cic_mpvec_destroy(y, n);
+                cic_model_destroy(m);
+            }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -656,6 +779,7 @@ int main(void)
         cmocka_unit_test(test_threads),
         cmocka_unit_test(test_engine),
         cmocka_unit_test(test_engine_per_sample),
+        cmocka_unit_test(test_engine_attn),
     };
     int rc;
     openblas_set_num_threads(2);

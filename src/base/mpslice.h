@@ -68,5 +68,8 @@ int cic_mp_linear_sliced(mpfr_t *y, const mpfr_t *x, size_t m, const mpfr_t *w,
  * over up to 64 binades, float32 weights): wider rows take more slices,
  * still within the budget. */
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec);
+/* The same with both operands at prec bits (attention's Q K^T and P V,
+ * engine_mpfr_attn.c): the weights' rows sliced as x's. */
+size_t cic_mp_slice_scratch_mp(size_t m, size_t n, size_t k, long prec);
 
 #endif

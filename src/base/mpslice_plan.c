@@ -298,14 +298,26 @@ bool _cic_sl_may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_p
                kernel_ns(mpfr_get_prec(x[0]), w ? mpfr_get_prec(w[0]) : wp[0].prec) / nt;
 }
 
-size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
+/* The scratch of a call whose weights' rows take ws slices each. */
+static size_t slice_scratch(size_t m, size_t n, size_t k, long prec, double ws)
 {
-    /* slices as the truth's rows have them: spans of prec + 64 bits (x)
-     * and 64 bits (float32 weights over 40 binades) at 16 bits a slice */
-    double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * 4;
+    /* slices as the truth's rows have them: spans of prec + 64 bits (x) at
+     * 16 bits a slice */
+    double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * ws;
     double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)CIC_SLICE_BUDGET;
     double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t)) +
                   (double)SL_MAX_THREADS * (double)sizeof(sl_ws); /* and the threads' bins */
     double all = (need < B ? need : B) + (double)HUGE_PAGE + rows; /* whole huge pages */
     return all < 0x1p63 ? (size_t)all : SIZE_MAX; /* sizes from fuzzed cases saturate */
+}
+
+size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
+{
+    /* float32 weights over 40 binades: 64 bits, 4 slices */
+    return slice_scratch(m, n, k, prec, 4);
+}
+
+size_t cic_mp_slice_scratch_mp(size_t m, size_t n, size_t k, long prec)
+{
+    return slice_scratch(m, n, k, prec, ceil((double)(prec + 64) / 16));
 }

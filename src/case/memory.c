@@ -114,19 +114,25 @@ static int double_q_order(const cic_case *c)
 }
 
 /* The MPFR runs' dgemm slices and products (base/mpslice.h), kept across
- * a run's linear ops: what the largest of them needs on the run's R rows,
- * within the budget. Shapes: qkv (3 d outputs), the MLP's two linears
- * and the head. */
+ * a run's linear ops and attentions: what the largest of them needs on the
+ * run's R rows, within the budget. Shapes: qkv (3 d outputs), the MLP's
+ * two linears and the head; attention's Q K^T and P V (both operands at
+ * prec; at most N query rows a call). */
 static uint64_t slice_scratch(const cic_model_cfg *m, uint64_t R, int prec)
 {
     uint64_t d = _cic_u(m->d_model), f = _cic_u(m->d_mlp), dout = _cic_u(m->d_out), most = 0;
+    uint64_t N = _cic_u(m->tokens), dh = m->heads > 0 ? d / _cic_u(m->heads) : d;
     const uint64_t shape[4][2] = {{_cic_sat_mul(3, d), d}, {f, d}, {d, f}, {dout, d}};
+    uint64_t s;
     int i;
     for (i = 0; i < 4; i++) {
-        uint64_t s = cic_mp_slice_scratch(R, shape[i][0], shape[i][1], prec);
+        s = cic_mp_slice_scratch(R, shape[i][0], shape[i][1], prec);
         most = s > most ? s : most;
     }
-    return most;
+    s = cic_mp_slice_scratch_mp(N, N, dh, prec);
+    most = s > most ? s : most;
+    s = cic_mp_slice_scratch_mp(N, dh, N, prec);
+    return s > most ? s : most;
 }
 
 /* Weights (element count) and activation bytes behind the estimate: the
@@ -196,6 +202,11 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
         width = dout;
     elem = 32 + ((prec > 4096 ? 4096 : prec) + 63) / 64 * 8 + 8;
     mp_acts = _cic_sat_mul(_cic_sat_mul(R, width), _cic_sat_mul(8, elem));
+    /* attention's passes (engine_mpfr_attn.c): scores and probabilities,
+     * at most 2 R d values, their outputs at most R d more, and views of a
+     * head's queries and keys or values (mpfr_t copies, N d at most) */
+    mp_acts = _cic_sat_add(mp_acts, _cic_sat_add(_cic_sat_mul(_cic_sat_mul(R, 3 * d), elem),
+                                                 _cic_sat_mul(_cic_sat_mul(N, d), 64)));
     /* the truth of every block's output, kept as doubles with a radius per
      * row from the truth to the end (pipeline/depth.c) */
     depth = _cic_sat_mul(_cic_sat_mul(_cic_sat_add(L, 1), R), _cic_sat_mul(_cic_sat_add(d, 1), 8));
