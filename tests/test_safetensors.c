@@ -712,6 +712,54 @@ static void test_changed_files(void **state)
     assert_int_equal(cic_stfile_check_unchanged(&d), 0);
 }
 
+/* cic_stfile_watch_begin: within a run's watch a path mapped again must
+ * be the file first mapped from it (a file cut or rewritten between two
+ * openings is refused as changed, and check_unchanged names it and ends
+ * the watch); outside a watch a path may hold a new file each time. */
+static void test_watched_reopen(void **state)
+{
+    char path[1024];
+    cic_diag d;
+    cic_stfile *f;
+    struct timespec ts[2] = {{0, UTIME_OMIT}, {1500000000, 7}};
+    (void)state;
+    cic_test_tmp_path(path, sizeof path, "watch.safetensors");
+    write_f32_file(path, 1024);
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    cic_stfile_watch_begin();
+    assert_non_null(f = cic_stfile_create(path, &d));
+    cic_stfile_destroy(f);
+    assert_non_null(f = cic_stfile_create(path, &d)); /* the same file again */
+    cic_stfile_destroy(f);
+    write_f32_file(path, 512); /* between two openings: another, shorter, valid file */
+    memset(&d, 0, sizeof d);
+    assert_null(cic_stfile_create(path, &d));
+    assert_string_equal(d.file, path);
+    assert_non_null(strstr(d.msg, "changed while cicheck was reading it ("));
+    assert_non_null(strstr(d.msg, "when it was opened"));
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1); /* the run's end: exit 3 */
+    assert_string_equal(d.file, path);
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    /* the watch ended: the new file opens */
+    assert_non_null(f = cic_stfile_create(path, &d));
+    cic_stfile_destroy(f);
+    /* rewritten in place between two openings, the same size */
+    cic_stfile_watch_begin();
+    assert_non_null(f = cic_stfile_create(path, &d));
+    cic_stfile_destroy(f);
+    assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+    assert_null(cic_stfile_create(path, &d));
+    assert_non_null(strstr(d.msg, "rewritten in place"));
+    assert_int_equal(cic_stfile_check_unchanged(&d), -1);
+    /* a new watch forgets the last run's files */
+    cic_stfile_watch_begin();
+    write_f32_file(path, 1024);
+    assert_non_null(f = cic_stfile_create(path, &d));
+    cic_stfile_destroy(f);
+    assert_int_equal(cic_stfile_check_unchanged(&d), 0);
+    assert_int_equal(unlink(path), 0);
+}
+
 int main(int argc, char **argv)
 {
     if (argc == 4 && !strcmp(argv[1], "--sigbus-child"))
@@ -726,6 +774,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_not_regular_files),
         cmocka_unit_test(test_fuzz_regressions),
         cmocka_unit_test(test_changed_files),
+        cmocka_unit_test(test_watched_reopen),
         cmocka_unit_test(test_sigbus),
     };
     return cmocka_run_group_tests(tests, cic_test_tmp_setup, cic_test_tmp_teardown);

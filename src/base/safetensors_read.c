@@ -180,24 +180,99 @@ static int slot_add(cic_stfile *f, cic_diag *d)
     return 0;
 }
 
-/* Whether the file at f->path is still the one mapped; when not, what
- * happened to it into msg. */
-static bool same_file(const cic_stfile *f, char *msg, size_t cap)
+/* Whether now is the file then was; when not, what happened to it into
+ * msg. */
+static bool id_same(const cic_file_id *then, const cic_file_id *now, char *msg, size_t cap)
 {
-    cic_file_id now;
-    if (cic_file_id_get(&now, f->path) != 0)
-        snprintf(msg, cap, "removed or renamed while cicheck was reading it");
-    else if (now.dev != f->id.dev || now.ino != f->id.ino)
+    if (now->dev != then->dev || now->ino != then->ino)
         snprintf(msg, cap, "replaced by another file while cicheck was reading it");
-    else if (now.size != f->id.size)
+    else if (now->size != then->size)
         snprintf(msg, cap, "changed while cicheck was reading it (%llu bytes, %llu when it was "
-                 "opened)", (unsigned long long)now.size, (unsigned long long)f->id.size);
-    else if (!cic_file_id_equal(&now, &f->id))
+                 "opened)", (unsigned long long)now->size, (unsigned long long)then->size);
+    else if (!cic_file_id_equal(now, then))
         snprintf(msg, cap, "changed while cicheck was reading it (rewritten in place: "
                  "modified after it was opened)");
     else
         return true;
     return false;
+}
+
+/* Whether the file at f->path is still the one mapped; when not, what
+ * happened to it into msg. */
+static bool same_file(const cic_stfile *f, char *msg, size_t cap)
+{
+    cic_file_id now;
+    if (cic_file_id_get(&now, f->path) != 0) {
+        snprintf(msg, cap, "removed or renamed while cicheck was reading it");
+        return false;
+    }
+    return id_same(&f->id, &now, msg, cap);
+}
+
+/* ---- the files a run has opened (cic_stfile_watch_begin) ----
+ *
+ * A run opens a checkpoint more than once (verify: its config and storage,
+ * the embedding for Q, then the layers), and a file cut or rewritten
+ * between two openings would read as a file of its own: a short one as
+ * malformed (exit 2), a rewritten one as valid with other values. While a
+ * run watches, each path keeps the identity of its first opening, and a
+ * later opening that finds another file is refused as changed (exit 3 at
+ * cic_stfile_check_unchanged, which ends the watch). Under g_lock. */
+typedef struct {
+    char *path;
+    cic_file_id id;
+} seen_file;
+static seen_file *g_seen;
+static size_t g_n_seen, g_cap_seen;
+static bool g_watch;
+
+static void seen_clear(void)
+{
+    size_t i;
+    for (i = 0; i < g_n_seen; i++)
+        free(g_seen[i].path);
+    free(g_seen);
+    g_seen = NULL;
+    g_n_seen = g_cap_seen = 0;
+}
+
+void cic_stfile_watch_begin(void)
+{
+    pthread_mutex_lock(&g_lock);
+    seen_clear();
+    g_watch = true;
+    pthread_mutex_unlock(&g_lock);
+}
+
+/* path, found as id, against its first opening in the watch: 0, or -1
+ * with d set (and the change remembered) when it is another file now. A
+ * path the table has no room for is not watched. */
+static int seen_check(const char *path, const cic_file_id *id, cic_diag *d)
+{
+    char msg[sizeof g_changed_msg];
+    size_t i, cap = g_cap_seen ? 2 * g_cap_seen : 16;
+    seen_file *t;
+    int rc = 0;
+    pthread_mutex_lock(&g_lock);
+    for (i = 0; g_watch && i < g_n_seen && strcmp(g_seen[i].path, path); i++)
+        ;
+    if (g_watch && i < g_n_seen && !id_same(&g_seen[i].id, id, msg, sizeof msg)) {
+        if (!g_changed_file[0]) {
+            cic_strlcpy(g_changed_file, path, sizeof g_changed_file);
+            cic_strlcpy(g_changed_msg, msg, sizeof g_changed_msg);
+        }
+        cic_diag_set(d, path, 0, 0, "%s; nothing judged from it holds", msg);
+        rc = -1;
+    } else if (g_watch && i == g_n_seen) {
+        if (g_n_seen == g_cap_seen && (t = realloc(g_seen, cap * sizeof *t)) != NULL) {
+            g_seen = t;
+            g_cap_seen = cap;
+        }
+        if (g_n_seen < g_cap_seen && (g_seen[g_n_seen].path = strdup(path)) != NULL)
+            g_seen[g_n_seen++].id = *id;
+    }
+    pthread_mutex_unlock(&g_lock);
+    return rc;
 }
 
 /* f leaves the table; its file is checked once more (remembered if it
@@ -382,6 +457,10 @@ static int map_file(cic_stfile *f, const char *path, cic_diag *d)
     void *p;
     if (fd < 0)
         return -1;
+    if (seen_check(path, &f->id, d) < 0) {
+        close(fd);
+        return -1;
+    }
     if (f->id.size < 8) {
         cic_diag_set(d, path, 0, 0, "%llu bytes: too short for a safetensors file (an 8-byte "
                      "header length, then the header)", (unsigned long long)f->id.size);
@@ -813,6 +892,8 @@ int cic_stfile_check_unchanged(cic_diag *d)
             cic_diag_set(d, g_owner[i]->path, 0, 0, "%s; nothing judged from it holds", msg);
             rc = -1;
         }
+    seen_clear(); /* the run's watch ends */
+    g_watch = false;
     pthread_mutex_unlock(&g_lock);
     return rc;
 }

@@ -105,6 +105,15 @@ void cic_stfile_destroy(cic_stfile *f);
  * or written); any other SIGBUS goes to the handler installed before, or to
  * the default action. */
 int cic_stfile_check_unchanged(cic_diag *d);
+/* A run begins: from now until its cic_stfile_check_unchanged (which ends
+ * the watch), each path keeps the identity of the first file mapped from
+ * it, and a later mapping that finds another file there (cut, rewritten
+ * or replaced since, between two of the run's openings) fails with d
+ * naming it ("changed while cicheck was reading it (...)"), the change
+ * remembered for check_unchanged, so the run exits 3 rather than reading
+ * the new file as a file of its own. Outside a watch a path may hold a
+ * new file each time it is opened. */
+void cic_stfile_watch_begin(void);
 
 /* The header as stored: its 8-byte length and its JSON (*len bytes from
  * the start of the mapping). */

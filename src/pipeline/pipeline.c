@@ -157,11 +157,9 @@ int cic_pipeline_run(cic_pipeline **out, const cic_case *c, const cic_pipeline_o
     p->c = c;
     p->t0 = _cic_pl_now();
     rt_setup(p);
-    if (cic_pipeline_check(c, false, d) != CIC_OK)
-        return CIC_EINPUT;
-    if ((rc = memory_guard(p, d)) != CIC_OK)
-        return rc;
-    if ((rc = allocate(p, d)) == CIC_OK)
+    cic_stfile_watch_begin();
+    rc = cic_pipeline_check(c, false, d) != CIC_OK ? CIC_EINPUT : memory_guard(p, d);
+    if (rc == CIC_OK && (rc = allocate(p, d)) == CIC_OK)
         rc = stages(p, d);
     /* a checkpoint (or q or input file) changed while it was read: its
      * values are not the ones checked, whatever was made of them */

@@ -418,6 +418,7 @@ int cic_verify(const cic_verify_opts *o, cic_verify_result *r, cic_diag *d)
     if (o->case_file[0] && !(ec = engines_case(o, d)))
         return d->msg[0] ? CIC_EINPUT : CIC_EINTERNAL;
     w.ec = ec;
+    cic_stfile_watch_begin(); /* ended at done (cic_stfile_check_unchanged) */
     ka = open_cfg(o, o->orig, false, NULL, &w.ca, d);
     kb = ka ? open_cfg(o, o->trans, true, &w.ca, &w.cb, d) : NULL;
     if (!ka || !kb) {

@@ -363,6 +363,7 @@ int cic_verify_dit(const cic_verify_opts *o, cic_verify_dit_result *r, cic_diag 
     r->calib = -1;
     v.o = o;
     v.r = r;
+    cic_stfile_watch_begin(); /* ended at done (cic_stfile_check_unchanged) */
     if (check_opts(o, r, d) != CIC_OK || !(v.ka = open_dit(o->orig, d)) ||
         !(v.kb = open_dit(o->trans, d)) || sizes(&v, d) < 0)
         goto done;
