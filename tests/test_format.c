@@ -541,6 +541,81 @@ static void test_round_f_fault(void **state)
     assert_true(cic_format_round_f(&no_nan, 470.0f) == 480.0f);
 }
 
+/* ---- cic_format_round_df: doubles, through float32 rounded to odd ----
+ * Every binade of double (subnormals to DBL_MAX), both signs: f's ties in
+ * it exactly, their neighbours 1 and 2 double ulps away and 2^-30
+ * relatively away (which a float cannot hold: a rounding to nearest float
+ * first would make them ties), points on f's grid, random doubles; NaN,
+ * the infinities, zeros, FLT_MAX's neighbourhood. */
+static long df_mismatches(const cic_format *f, bool plain, bool report)
+{
+    uint64_t key = cic_rng_key(20261204, "format.round_df");
+    long bad = 0;
+    int E, i, sg, j;
+    for (E = -1074; E <= 1023; E++) {
+        int Q = (E > f->emin ? E : f->emin) - f->precision + 1, span = E - Q;
+        double xs[40];
+        int n = 0;
+        for (i = 0; i < 4; i++) {
+            uint64_t r = cic_rng_u64(key, (uint64_t)(E + 2000) * 64 + (uint64_t)i);
+            /* a tie 2^(Q-1) (2m + 1) in binade E (or f's smallest ones below it) */
+            double m = span >= 1 ? ldexp(1.0, span) + (double)(r % (uint64_t)ldexp(1.0, span))
+                                 : 0.0;
+            double tie = ldexp(2 * m + 1, Q - 1), on = ldexp(m, Q);
+            xs[n++] = tie;
+            xs[n++] = nextafter(tie, INFINITY);
+            xs[n++] = nextafter(tie, 0);
+            xs[n++] = nextafter(nextafter(tie, INFINITY), INFINITY);
+            xs[n++] = nextafter(nextafter(tie, 0), 0);
+            xs[n++] = tie * (1 + 0x1p-30);
+            xs[n++] = tie * (1 - 0x1p-30);
+            xs[n++] = on;
+            xs[n++] = ldexp(1.0 + (double)(r >> 11) * 0x1p-53, E); /* random in binade E */
+        }
+        for (sg = 0; sg < 2; sg++)
+            for (j = 0; j < n; j++) {
+                double x = sg ? -xs[j] : xs[j];
+                float got = plain ? cic_format_round_f(f, (float)x) : cic_format_round_df(f, x);
+                float want = (float)cic_format_round_d(f, x);
+                if (cic_test_f32_bits(got) == cic_test_f32_bits(want) ||
+                    (isnan(got) && isnan(want)))
+                    continue;
+                if (report && bad < 5)
+                    print_message("%s: round_df(%a) = %a, round_d gives %a\n", f->name, x,
+                                  (double)got, (double)want);
+                bad++;
+            }
+    }
+    return bad;
+}
+
+static void test_round_df(void **state)
+{
+    const double hand[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, DBL_MAX, -DBL_MAX, FLT_MAX,
+                           nextafter(FLT_MAX, INFINITY), nextafter(FLT_MAX, 0), 0x1p128,
+                           0x1p-149, 0x1p-150, 0x1.8p-150, 0x1p-1074, 1e-300, 3.0, 1 / 3.0};
+    size_t k, i;
+    (void)state;
+    assert_false(cic_format_round_df_ok(cic_format_get(CIC_FORMAT_FLOAT32)));
+    assert_false(cic_format_round_df_ok(cic_format_get(CIC_FORMAT_FLOAT64)));
+    for (k = 1; k < sizeof SMALL / sizeof SMALL[0]; k++) {
+        const cic_format *f = cic_format_get(SMALL[k]);
+        long bad;
+        assert_true(cic_format_round_df_ok(f));
+        bad = df_mismatches(f, false, true);
+        if (bad)
+            fail_msg("%s: %ld doubles round differently in round_df", f->name, bad);
+        for (i = 0; i < sizeof hand / sizeof hand[0]; i++) {
+            float got = cic_format_round_df(f, hand[i]), want = (float)cic_format_round_d(f, hand[i]);
+            assert_true(cic_test_f32_bits(got) == cic_test_f32_bits(want) ||
+                        (isnan(got) && isnan(want)));
+        }
+        /* the sweep has teeth: rounding to the nearest float first (two
+         * roundings to nearest) misses ties and their neighbours */
+        assert_true(df_mismatches(f, true, false) > 100);
+    }
+}
+
 static void test_round_f_hand(void **state)
 {
     const cic_format *bf16 = cic_format_get(CIC_FORMAT_BF16);
@@ -592,6 +667,7 @@ int main(void)
         cmocka_unit_test(test_small_formats),
         cmocka_unit_test(test_small_formats_fault),
         cmocka_unit_test(test_round_f_hand),
+        cmocka_unit_test(test_round_df),
         cmocka_unit_test(test_round_f_sweep),
         cmocka_unit_test(test_round_f_random),
         cmocka_unit_test(test_round_f_fault),

@@ -199,6 +199,30 @@ float cic_format_round_f(const cic_format *f, float x)
     return x;
 }
 
+bool cic_format_round_df_ok(const cic_format *f)
+{
+    return f->precision >= 2 && f->precision <= 22 && f->emin >= -126 && f->emax <= 127 &&
+           f->subnormals && (f->top_reserved == 0 || !f->infinities) &&
+           f->top_reserved < 1 << (f->precision - 1);
+}
+
+float cic_format_round_df(const cic_format *f, double x)
+{
+    float t = (float)x;
+    uint32_t u;
+    CIC_ASSERT(cic_format_round_df_ok(f));
+    if (isnan(x))
+        return t;
+    if (fabs((double)t) > fabs(x))
+        t = nextafterf(t, 0.0f); /* toward zero (past FLT_MAX: FLT_MAX) */
+    if ((double)t != x) { /* inexact: the last bit set (an odd float) */
+        memcpy(&u, &t, sizeof u);
+        u |= 1;
+        memcpy(&t, &u, sizeof t);
+    }
+    return cic_format_round_f(f, t);
+}
+
 /* log2 of f's ULP for a value with floor(log2 |x|) = e that is (pow2) or is
  * not an exact power of two. */
 static long _cic_format_ulp_log2(const cic_format *f, long e, int pow2)

@@ -78,6 +78,16 @@ double cic_format_round_d(const cic_format *f, double x);
  * infinite x stays infinite (in every format). */
 float cic_format_round_f(const cic_format *f, float x);
 
+/* x rounded once to f, as cic_format_round_d(f, x) gives it for every
+ * double x (NaN aside: a NaN is returned), without MPFR, for formats of at
+ * most 22 bits that cic_format_round_f takes (cic_format_round_df_ok): x
+ * is rounded to float32 to odd (toward zero, the last bit set when
+ * inexact), which cic_format_round_f then rounds to nearest; with float32's
+ * grid at least 2 bits finer than f's at every magnitude, the two
+ * roundings are one (docs/design.md, "Number formats"). */
+bool cic_format_round_df_ok(const cic_format *f);
+float cic_format_round_df(const cic_format *f, double x);
+
 /* The unit in the last place of f at an exact finite value x:
  * 2^(max(E, emin) - p + 1) with E = floor(log2 |x|); at an exact power of
  * two the gap below (the finer binade), so |round(x) - x| <= ulp(x) / 2
