@@ -398,33 +398,54 @@ static void pass_out(void *c, int lo, int hi, mpws *w)
     lazy_clear(&L);
 }
 
+/* The passes' storage for G jobs of B query rows; false when memory runs
+ * out (pass_free frees what was made). */
+static bool pass_alloc(attn_pass *T, pass_views *V, const attn_job *A, mpfr_prec_t prec, int G,
+                       int B)
+{
+    size_t N = (size_t)A->N, dh = (size_t)A->dh;
+    memset(T, 0, sizeof *T);
+    T->A = A;
+    T->S = cic_mpvec_create((size_t)G * B * N, prec);
+    T->P = cic_mpvec_create((size_t)G * B * N, prec);
+    T->Y = cic_mpvec_create((size_t)G * B * dh, prec);
+    T->sok = calloc((size_t)G, sizeof *T->sok);
+    T->yok = calloc((size_t)G, sizeof *T->yok);
+    V->x = malloc((size_t)B * dh * sizeof *V->x);
+    V->w = malloc(N * dh * sizeof *V->w);
+    V->ep = calloc(N > dh ? N : dh, sizeof *V->ep);
+    return T->S && T->P && T->Y && T->sok && T->yok && V->x && V->w && V->ep;
+}
+
+static void pass_free(attn_pass *T, pass_views *V)
+{
+    cic_mpvec_destroy(T->S, 0); /* one block, whatever its length */
+    cic_mpvec_destroy(T->P, 0);
+    cic_mpvec_destroy(T->Y, 0);
+    free(T->sok);
+    free(T->yok);
+    free(V->x);
+    free(V->w);
+    free(V->ep);
+}
+
 /* The op through passes; 0 when it ran them (every output set), 1 when the
  * slices declined the first job's scores or memory for the passes ran out
  * (nothing written: attn_heads takes the op). At most R d values of scores
  * and probabilities at once (R the op's rows, d its width: room the
- * activations' estimate leaves beside an attention, src/case/memory.c). */
+ * activations' estimate leaves beside an attention, src/case/memory.c):
+ * B query rows of G jobs a pass. */
 static int attn_sliced(mprun *r, const attn_job *A, int jobs)
 {
-    size_t cap = (size_t)r->rows * (size_t)A->d, N = (size_t)A->N;
-    int B = (int)(cap / (2 * N) < N ? (cap / (2 * N) ? cap / (2 * N) : 1) : N);
-    int G = (int)(cap / (2 * (size_t)B * N) ? cap / (2 * (size_t)B * N) : 1), rc = 1, g;
-    size_t nS, nY, nv = N * (size_t)A->dh;
-    pass_views V = {NULL, NULL, NULL};
+    size_t half = (size_t)r->rows * (size_t)A->d / 2, N = (size_t)A->N, rows, grp;
+    pass_views V;
     attn_pass T;
-    G = G < jobs ? G : jobs;
-    nS = (size_t)G * B * N;
-    nY = (size_t)G * B * A->dh;
-    memset(&T, 0, sizeof T);
-    T.A = A;
-    T.S = cic_mpvec_create(nS, r->prec);
-    T.P = cic_mpvec_create(nS, r->prec);
-    T.Y = cic_mpvec_create(nY, r->prec);
-    T.sok = calloc((size_t)G, sizeof *T.sok);
-    T.yok = calloc((size_t)G, sizeof *T.yok);
-    V.x = malloc((size_t)B * A->dh * sizeof *V.x);
-    V.w = malloc(nv * sizeof *V.w);
-    V.ep = calloc(N > (size_t)A->dh ? N : (size_t)A->dh, sizeof *V.ep);
-    if (!T.S || !T.P || !T.Y || !T.sok || !T.yok || !V.x || !V.w || !V.ep)
+    int B, G, g, rc = 1;
+    rows = half / N;
+    B = (int)(rows < 1 ? 1 : rows < N ? rows : N);
+    grp = half / ((size_t)B * N);
+    G = (int)(grp < 1 ? 1 : grp < (size_t)jobs ? grp : (size_t)jobs);
+    if (!pass_alloc(&T, &V, A, r->prec, G, B))
         goto done;
     for (T.i0 = 0; T.i0 < A->N; T.i0 = T.i1) {
         T.i1 = T.i0 + B < A->N ? T.i0 + B : A->N;
@@ -441,14 +462,7 @@ static int attn_sliced(mprun *r, const attn_job *A, int jobs)
     }
     rc = 0;
 done:
-    cic_mpvec_destroy(T.S, nS);
-    cic_mpvec_destroy(T.P, nS);
-    cic_mpvec_destroy(T.Y, nY);
-    free(T.sok);
-    free(T.yok);
-    free(V.x);
-    free(V.w);
-    free(V.ep);
+    pass_free(&T, &V);
     return rc;
 }
 
