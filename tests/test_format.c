@@ -606,7 +606,8 @@ static void test_round_df(void **state)
         if (bad)
             fail_msg("%s: %ld doubles round differently in round_df", f->name, bad);
         for (i = 0; i < sizeof hand / sizeof hand[0]; i++) {
-            float got = cic_format_round_df(f, hand[i]), want = (float)cic_format_round_d(f, hand[i]);
+            float got = cic_format_round_df(f, hand[i]);
+            float want = (float)cic_format_round_d(f, hand[i]);
             assert_true(cic_test_f32_bits(got) == cic_test_f32_bits(want) ||
                         (isnan(got) && isnan(want)));
         }

@@ -188,6 +188,22 @@ static void attn_softmax(mpfr_t *p, int cnt, mpws *w)
         mpfr_div(p[j], p[j], w->t1, MPFR_RNDN);
 }
 
+/* The first query, key and value of job (sample, head) in their tensors. */
+static const mpfr_t *job_q(const attn_job *A, int job)
+{
+    return A->q + (size_t)(job / A->H) * A->N * A->lq + A->qc + job % A->H * A->dh;
+}
+
+static const mpfr_t *job_k(const attn_job *A, int job)
+{
+    return A->k + (size_t)(job / A->H) * A->N * A->lk + A->kc + job % A->H / A->grp * A->dh;
+}
+
+static const mpfr_t *job_v(const attn_job *A, int job)
+{
+    return A->v + (size_t)(job / A->H) * A->N * A->lv + A->vc + job % A->H / A->grp * A->dh;
+}
+
 /* Jobs are (sample, head) pairs; head h reads key/value head h / grp. */
 static void attn_heads(void *c, int lo, int hi, mpws *w)
 {
@@ -197,9 +213,7 @@ static void attn_heads(void *c, int lo, int hi, mpws *w)
     bool have = attn_packs_init(&P, N, dh, mpfr_get_prec(w->t0));
     for (job = lo; job < hi; job++) {
         int s = job / A->H, h = job % A->H;
-        const mpfr_t *qs = A->q + (size_t)s * N * A->lq + A->qc + h * dh;
-        const mpfr_t *ks = A->k + (size_t)s * N * A->lk + A->kc + h / A->grp * dh;
-        const mpfr_t *vs = A->v + (size_t)s * N * A->lv + A->vc + h / A->grp * dh;
+        const mpfr_t *qs = job_q(A, job), *ks = job_k(A, job), *vs = job_v(A, job);
         bool packed = have && attn_pack_head(&P, A, ks, vs);
         for (i = 0; i < N; i++) {
             int cnt = A->causal ? i + 1 : N;
@@ -246,22 +260,8 @@ static void view_of(mpfr_t *v, const mpfr_t *src, size_t ld, int rows, int cols,
     int i, c;
     for (i = 0; i < rows; i++)
         for (c = 0; c < cols; c++)
-            v[(size_t)i * cols + c][0] = tr ? src[(size_t)c * ld + i][0] : src[(size_t)i * ld + c][0];
-}
-
-static const mpfr_t *job_q(const attn_job *A, int job)
-{
-    return A->q + (size_t)(job / A->H) * A->N * A->lq + A->qc + job % A->H * A->dh;
-}
-
-static const mpfr_t *job_k(const attn_job *A, int job)
-{
-    return A->k + (size_t)(job / A->H) * A->N * A->lk + A->kc + job % A->H / A->grp * A->dh;
-}
-
-static const mpfr_t *job_v(const attn_job *A, int job)
-{
-    return A->v + (size_t)(job / A->H) * A->N * A->lv + A->vc + job % A->H / A->grp * A->dh;
+            v[(size_t)i * cols + c][0] =
+                tr ? src[(size_t)c * ld + i][0] : src[(size_t)i * ld + c][0];
 }
 
 /* Scratch of the main thread's calls: views of a job's queries, keys or
@@ -272,22 +272,29 @@ typedef struct {
     cic_mp_pack *ep;
 } pass_views;
 
-/* Phase 1, on the run's thread (the dgemm calls use OpenBLAS's threads):
- * every job's scores. */
+/* y (m x n) = x (m x k) w^T through the slices, w the n rows of k in
+ * V->w (read from their values: V's packs hold nothing); whether they took
+ * it (the run's thread only: the dgemm calls use OpenBLAS's threads). */
+static bool sliced(mprun *r, mpfr_t *y, const mpfr_t *x, int m, pass_views *V, int n, int k)
+{
+    int j;
+    for (j = 0; j < n; j++)
+        V->ep[j].n = (size_t)k;
+    return cic_mp_linear_sliced(y, x, (size_t)m, (const mpfr_t *)V->w, V->ep, NULL, (size_t)n,
+                                (size_t)k, r->nt, r->m->rt, r->slice) == 0;
+}
+
+/* Phase 1, on the run's thread: every job's scores. */
 static void pass_scores(mprun *r, attn_pass *T, int g, pass_views *V)
 {
     const attn_job *A = T->A;
-    int u, j, B = T->i1 - T->i0;
-    for (j = 0; j < T->nk; j++)
-        V->ep[j].n = (size_t)A->dh;
+    int u, B = T->i1 - T->i0;
     for (u = 0; u < g; u++) {
         view_of(V->x, job_q(A, T->j0 + u) + (size_t)T->i0 * A->lq, (size_t)A->lq, B, A->dh,
                 false);
         view_of(V->w, job_k(A, T->j0 + u), (size_t)A->lk, T->nk, A->dh, false);
-        T->sok[u] = cic_mp_linear_sliced(T->S + (size_t)u * B * T->nk, (const mpfr_t *)V->x,
-                                         (size_t)B, (const mpfr_t *)V->w, V->ep, NULL,
-                                         (size_t)T->nk, (size_t)A->dh, r->nt, r->m->rt,
-                                         r->slice) == 0;
+        T->sok[u] = sliced(r, T->S + (size_t)u * B * T->nk, (const mpfr_t *)V->x, B, V, T->nk,
+                           A->dh);
     }
 }
 
@@ -295,16 +302,11 @@ static void pass_scores(mprun *r, attn_pass *T, int g, pass_views *V)
 static void pass_pv(mprun *r, attn_pass *T, int g, pass_views *V)
 {
     const attn_job *A = T->A;
-    int u, c, B = T->i1 - T->i0;
-    for (c = 0; c < A->dh; c++)
-        V->ep[c].n = (size_t)T->nk;
+    int u, B = T->i1 - T->i0;
     for (u = 0; u < g; u++) {
         view_of(V->w, job_v(A, T->j0 + u), (size_t)A->lv, A->dh, T->nk, true);
-        T->yok[u] = cic_mp_linear_sliced(T->Y + (size_t)u * B * A->dh,
-                                         (const mpfr_t *)T->P + (size_t)u * B * T->nk,
-                                         (size_t)B, (const mpfr_t *)V->w, V->ep, NULL,
-                                         (size_t)A->dh, (size_t)T->nk, r->nt, r->m->rt,
-                                         r->slice) == 0;
+        T->yok[u] = sliced(r, T->Y + (size_t)u * B * A->dh,
+                           (const mpfr_t *)T->P + (size_t)u * B * T->nk, B, V, A->dh, T->nk);
     }
 }
 
