@@ -51,14 +51,15 @@ chmod 755 "$tmp"
 started=""
 # shellcheck disable=SC2317 # called by the EXIT trap
 stop_all() {
+    # a pid file read once (a daemon that exits removes its own)
     for f in $started; do
-        [ -s "$f" ] && kill "$(cat "$f")" 2>/dev/null
+        pid=$(cat "$f" 2>/dev/null) && [ -n "$pid" ] && kill "$pid" 2>/dev/null
     done
     # wait for them to go, a few seconds at most
     for _ in 1 2 3 4 5 6 7 8 9 10; do
         alive=""
         for f in $started; do
-            [ -s "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null && alive=1
+            pid=$(cat "$f" 2>/dev/null) && [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && alive=1
         done
         [ -z "$alive" ] && break
         sleep 0.5
