@@ -570,32 +570,11 @@ static void adversarial_op(cic_model *m, const char *what)
  * 3d values uniform in [-a, a]): the attention's candidates alone. */
 static cic_model *attn_model(int T, int d, int H, int kv, bool causal, double a, uint64_t seed)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
-    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, 0);
-    int i, y;
-    assert_non_null(m);
-    m->cfg = cfg_of(CIC_BLOCK_PRELN, 1, d, seed);
-    m->cfg.tokens = T;
-    m->cfg.samples = 1;
-    m->cfg.heads = H;
-    m->cfg.causal = causal;
-    m->rows = T;
-    m->cond = -1;
-    m->input = cic_model_tensor_add(m, "qkv", CIC_T_INPUT, T, 3 * d);
-    y = cic_model_tensor_add(m, "y", CIC_T_ACT, T, d);
-    assert_true(m->input >= 0 && y >= 0);
+    cic_model *m = cic_test_attn_model(cfg_of(CIC_BLOCK_PRELN, 1, d, seed), 1, T, d, H, kv, causal);
+    int i;
     for (i = 0; i < T * 3 * d; i++)
         m->t[m->input].f32[i] =
             (float)(a * (2 * (double)(cic_test_rand(&seed) >> 11) * 0x1p-53 - 1));
-    o.in[0] = o.in[1] = o.in[2] = m->input;
-    o.in_col[1] = d;
-    o.in_col[2] = 2 * d;
-    o.heads = H;
-    o.kv_heads = kv;
-    o.causal = causal;
-    o.out = y;
-    assert_true(cic_model_op_add(m, &o) >= 0);
-    m->output = m->residual = y;
     return m;
 }
 

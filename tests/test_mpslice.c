@@ -652,24 +652,14 @@ static void test_engine_per_sample(void **state)
 static cic_model *attn_only(int S, int T, int d, int H, int kv, bool causal, mpfr_prec_t prec,
                             int plant, uint64_t seed)
 {
-    cic_model *m = cic_calloc(1, sizeof *m);
-    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, 0);
-    int y, dh = d / H, j, s, g;
+    cic_model_cfg c = engine_cfg(false);
+    cic_model *m;
+    int dh = d / H, j, s, g;
     cic_tensor *in;
     size_t i, n = (size_t)S * T * 3 * d;
-    assert_non_null(m);
-    m->cfg = engine_cfg(false);
-    m->cfg.d_model = d;
-    m->cfg.tokens = T;
-    m->cfg.samples = S;
-    m->cfg.heads = H;
-    m->cfg.kv_heads = kv;
-    m->cfg.causal = causal;
-    m->rows = S * T;
-    m->cond = -1;
-    m->input = cic_model_tensor_add(m, "qkv", CIC_T_INPUT, S * T, 3 * d);
-    y = cic_model_tensor_add(m, "y", CIC_T_ACT, S * T, d);
-    assert_true(m->input >= 0 && y >= 0);
+    c.d_model = d;
+    c.kv_heads = kv;
+    m = cic_test_attn_model(c, S, T, d, H, kv, causal);
     in = &m->t[m->input];
     in->hp = cic_mpvec_create(n, prec);
     in->hp_prec = prec;
@@ -689,15 +679,6 @@ static cic_model *attn_only(int S, int T, int d, int H, int kv, bool causal, mpf
                 if (plant == 2 && j == T - 2)
                     mpfr_set_inf(row[d + g * dh], 1);
             }
-    o.in[0] = o.in[1] = o.in[2] = m->input;
-    o.in_col[1] = d;
-    o.in_col[2] = 2 * d;
-    o.heads = H;
-    o.kv_heads = kv;
-    o.causal = causal;
-    o.out = y;
-    assert_true(cic_model_op_add(m, &o) >= 0);
-    m->output = m->residual = y;
     return m;
 }
 

@@ -4,6 +4,8 @@
 #include "testutil.h"
 
 #include "base/base.h"
+#include "model/model.h"
+#include "model/op.h"
 #include "xform/kinds.h"
 
 #include <dirent.h>
@@ -203,5 +205,33 @@ int cic_test_mistake(enum cic_xform_kind kind, const char *name)
     int m = cic_xform_mistake_find(kind, name);
     if (m < 0)
         fail_msg("kind %s has no mistake '%s'", CIC_XFORM_NAME[kind], name);
+    return m;
+}
+
+cic_model *cic_test_attn_model(cic_model_cfg cfg, int S, int T, int d, int H, int kv, bool causal)
+{
+    cic_model *m = cic_calloc(1, sizeof *m);
+    cic_op o = cic_op_blank(CIC_OP_ATTN, CIC_SITE_ATTN, 0);
+    int y;
+    assert_non_null(m);
+    m->cfg = cfg;
+    m->cfg.tokens = T;
+    m->cfg.samples = S;
+    m->cfg.heads = H;
+    m->cfg.causal = causal;
+    m->rows = S * T;
+    m->cond = -1;
+    m->input = cic_model_tensor_add(m, "qkv", CIC_T_INPUT, S * T, 3 * d);
+    y = cic_model_tensor_add(m, "y", CIC_T_ACT, S * T, d);
+    assert_true(m->input >= 0 && y >= 0);
+    o.in[0] = o.in[1] = o.in[2] = m->input;
+    o.in_col[1] = d;
+    o.in_col[2] = 2 * d;
+    o.heads = H;
+    o.kv_heads = kv;
+    o.causal = causal;
+    o.out = y;
+    assert_true(cic_model_op_add(m, &o) >= 0);
+    m->output = m->residual = y;
     return m;
 }

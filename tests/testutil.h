@@ -148,6 +148,14 @@ void cic_test_need(const char *tool, const char *why);
 cic_xform_spec cic_test_xform_spec(const char *name, enum cic_xform_kind kind, enum cic_qkind q,
                                    bool fast);
 
+/* A model of one attention op alone: cfg with tokens T, samples S, heads
+ * H and causal set; its input "qkv" (S T rows of 3 d: q, k and v columns,
+ * float32 zeros for the caller to fill) read by the op (H heads over kv
+ * key/value heads), its output "y" (S T x d). */
+struct cic_model_s;
+struct cic_model_s *cic_test_attn_model(cic_model_cfg cfg, int S, int T, int d, int H, int kv,
+                                        bool causal);
+
 /* The number of kind's mistake called name (cic_xform_spec.mistake); fails
  * the test when kind has no mistake of that name. */
 int cic_test_mistake(enum cic_xform_kind kind, const char *name);

@@ -298,12 +298,14 @@ bool _cic_sl_may_take(const mpfr_t *x, size_t m, const mpfr_t *w, const cic_mp_p
                kernel_ns(mpfr_get_prec(x[0]), w ? mpfr_get_prec(w[0]) : wp[0].prec) / nt;
 }
 
-/* The scratch of a call whose weights' rows take ws slices each. */
-static size_t slice_scratch(size_t m, size_t n, size_t k, long prec, double ws)
+/* The scratch of a call: slices as the truth's rows have them, spans of
+ * prec + 64 bits for x (and for the weights when mp_w: both operands at
+ * prec) and 64 bits for float32 weights (over 40 binades), 16 bits a
+ * slice. */
+static size_t slice_scratch(size_t m, size_t n, size_t k, long prec, bool mp_w)
 {
-    /* slices as the truth's rows have them: spans of prec + 64 bits (x) at
-     * 16 bits a slice */
-    double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx, W = (double)n * ws;
+    double sx = ceil((double)(prec + 64) / 16), X = (double)m * sx;
+    double W = (double)n * (mp_w ? sx : 4);
     double need = 8 * (X * (double)k + W * (double)k + X * W), B = (double)CIC_SLICE_BUDGET;
     double rows = ((double)m + (double)n) * (double)(sizeof(srow) + sizeof(size_t)) +
                   (double)SL_MAX_THREADS * (double)sizeof(sl_ws); /* and the threads' bins */
@@ -313,11 +315,10 @@ static size_t slice_scratch(size_t m, size_t n, size_t k, long prec, double ws)
 
 size_t cic_mp_slice_scratch(size_t m, size_t n, size_t k, long prec)
 {
-    /* float32 weights over 40 binades: 64 bits, 4 slices */
-    return slice_scratch(m, n, k, prec, 4);
+    return slice_scratch(m, n, k, prec, false);
 }
 
 size_t cic_mp_slice_scratch_mp(size_t m, size_t n, size_t k, long prec)
 {
-    return slice_scratch(m, n, k, prec, ceil((double)(prec + 64) / 16));
+    return slice_scratch(m, n, k, prec, true);
 }

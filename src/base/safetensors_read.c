@@ -209,15 +209,19 @@ static bool same_file(const cic_stfile *f, char *msg, size_t cap)
     return id_same(&f->id, &now, msg, cap);
 }
 
+/* The first change found since the last check, kept for it (under g_lock). */
+static void remember_change(const char *path, const char *msg)
+{
+    if (g_changed_file[0])
+        return;
+    cic_strlcpy(g_changed_file, path, sizeof g_changed_file);
+    cic_strlcpy(g_changed_msg, msg, sizeof g_changed_msg);
+}
+
 /* ---- the files a run has opened (cic_stfile_watch_begin) ----
- *
- * A run opens a checkpoint more than once (verify: its config and storage,
- * the embedding for Q, then the layers), and a file cut or rewritten
- * between two openings would read as a file of its own: a short one as
- * malformed (exit 2), a rewritten one as valid with other values. While a
- * run watches, each path keeps the identity of its first opening, and a
- * later opening that finds another file is refused as changed (exit 3 at
- * cic_stfile_check_unchanged, which ends the watch). Under g_lock. */
+ * A run opens a checkpoint more than once (verify: config, Q, layers); a
+ * file cut or rewritten between two openings must not read as a file of
+ * its own. Each path keeps its first identity; under g_lock. */
 typedef struct {
     char *path;
     cic_file_id id;
@@ -257,10 +261,7 @@ static int seen_check(const char *path, const cic_file_id *id, cic_diag *d)
     for (i = 0; g_watch && i < g_n_seen && strcmp(g_seen[i].path, path); i++)
         ;
     if (g_watch && i < g_n_seen && !id_same(&g_seen[i].id, id, msg, sizeof msg)) {
-        if (!g_changed_file[0]) {
-            cic_strlcpy(g_changed_file, path, sizeof g_changed_file);
-            cic_strlcpy(g_changed_msg, msg, sizeof g_changed_msg);
-        }
+        remember_change(path, msg);
         cic_diag_set(d, path, 0, 0, "%s; nothing judged from it holds", msg);
         rc = -1;
     } else if (g_watch && i == g_n_seen) {
@@ -288,10 +289,8 @@ static void slot_remove(cic_stfile *f)
     atomic_store_explicit(&g_slot[f->slot].lo, 0, memory_order_release);
     atomic_store(&g_slot[f->slot].path, NULL);
     g_owner[f->slot] = NULL;
-    if (!same && !g_changed_file[0]) {
-        cic_strlcpy(g_changed_file, f->path, sizeof g_changed_file);
-        cic_strlcpy(g_changed_msg, msg, sizeof g_changed_msg);
-    }
+    if (!same)
+        remember_change(f->path, msg);
     pthread_mutex_unlock(&g_lock);
     f->slot = -1;
 }
