@@ -286,6 +286,24 @@ static int check_shard(cmerge *m, int k, const char *path, const json_t *r, long
     return CIC_OK;
 }
 
+/* Every figure is scored against the truth, and a shard's run refuses a
+ * truth that is not a number before it writes anything; so one here was
+ * not written by a run. */
+static int truth_numbers(const cmerge *m, const char *path, int sample0, int samples,
+                         cic_diag *d)
+{
+    size_t i, n = (size_t)samples * m->per, off = (size_t)sample0 * m->per;
+    for (i = 0; i < n; i++)
+        if (!mpfr_number_p(m->pp.truth[off + i])) {
+            cic_diag_set(d, path, 0, 0, "truth value %zu of sample %d is %s: a shard's run "
+                         "never writes a truth that is not a number (edited file?)",
+                         i % m->per, sample0 + (int)(i / m->per),
+                         mpfr_nan_p(m->pp.truth[off + i]) ? "NaN" : "infinite");
+            return CIC_EINPUT;
+        }
+    return CIC_OK;
+}
+
 /* The shard's numbers into place: the .bin's size and hash as its header
  * says, every value where its samples go, nothing left over. */
 static int read_bin(cmerge *m, const char *dir, const char *jpath, const json_t *r,
@@ -336,7 +354,7 @@ static int read_bin(cmerge *m, const char *dir, const char *jpath, const json_t 
                      samples, m->c->name, (long)m->c->mpfr_prec);
         return CIC_EINPUT;
     }
-    return CIC_OK;
+    return truth_numbers(m, path, sample0, samples, d);
 }
 
 /* Shard k (folder dir): checked, its numbers and FLOPs added. */
