@@ -1244,6 +1244,60 @@ static void check_doubles_same(const cic_model *orig, cic_xform_spec x, const sh
     cic_model_destroy(b);
 }
 
+/* x applied to a model it takes (cic_xform_apply_take, as the pipeline
+ * does for the last transform of the original): the same bits as applied
+ * to a copy, the weights moved into the new model rather than copied
+ * (each weight's float32 array is the one the taken model held, or a new
+ * one where the transform replaced it), and a weight marked as mapped
+ * from a checkpoint (read-only) copied and left as it was. */
+static void check_take(const cic_model *orig, const cic_xform_spec *x, const shape *sh)
+{
+    cic_model *a = apply(orig, x, sh), *src = cic_model_clone(orig), *t;
+    float **was = cic_calloc((size_t)orig->n_t, sizeof *was), *mapped = NULL, *owned;
+    int i, moved = 0, wm = -1, diff;
+    size_t n = 0;
+    cic_diag d;
+    char buf[512];
+    assert_non_null(src);
+    assert_non_null(was);
+    for (i = 0; i < src->n_t; i++) {
+        was[i] = src->t[i].f32;
+        if (wm < 0 && src->t[i].role == CIC_T_WEIGHT && src->t[i].f32)
+            wm = i;
+    }
+    assert_true(wm >= 0);
+    /* weight wm as a checkpoint's mapping: a buffer the model must not
+     * write or free */
+    n = (size_t)src->t[wm].rows * src->t[wm].cols;
+    owned = src->t[wm].f32;
+    mapped = malloc(n * sizeof *mapped);
+    assert_non_null(mapped);
+    memcpy(mapped, owned, n * sizeof *mapped);
+    src->t[wm].f32 = mapped;
+    src->t[wm].f32_mapped = true;
+    was[wm] = mapped;
+    memset(&d, 0, sizeof d);
+    t = cic_xform_apply_take(src, x, PREC, &d);
+    if (!t)
+        fail_msg("cic_xform_apply_take '%s' failed (%s)", x->name, shape_str(buf, sizeof buf, sh));
+    diff = first_tensor_diff(a, t);
+    if (diff >= 0)
+        fail_msg("%s: tensor %d differs between the model taken and the copy (%s)", x->name,
+                 diff, shape_str(buf, sizeof buf, sh));
+    for (i = 0; i < orig->n_t; i++)
+        moved += i != wm && was[i] && t->t[i].f32 == was[i];
+    if (moved == 0)
+        fail_msg("%s: no weight of the taken model was moved (%s)", x->name,
+                 shape_str(buf, sizeof buf, sh));
+    assert_true(t->t[wm].f32 != mapped && !t->t[wm].f32_mapped);
+    assert_memory_equal(mapped, owned, n * sizeof *mapped); /* not written */
+    free(owned); /* the model never owned it after the swap */
+    free(mapped);
+    free(was);
+    cic_model_destroy(t);
+    cic_model_destroy(a);
+}
+
 static void test_doubles_same_bits(void **state)
 {
     static const int ds[] = {16, 12}, hs[] = {2, 4};
@@ -1284,6 +1338,7 @@ static void test_doubles_same_bits(void **state)
             if (x.q == CIC_Q_HADAMARD && !x.group && sh.cfg.d_model != 16 && mp)
                 continue; /* a mean-preserving Hadamard needs d a power of two */
             check_doubles_same(orig, x, &sh, k == 0 && a == 0);
+            check_take(orig, &x, &sh);
         }
         cic_model_destroy(orig);
     }

@@ -892,6 +892,30 @@ static void test_memory_estimate(void **state)
         c2.xf[0].prec = CIC_TPREC_MPFR;
         assert_true(m < cic_case_memory_estimate(&c2));
     }
+    /* the last transform of the original takes its float32 weights
+     * (pipeline/stages.c): a lone one runs without them beside it, the
+     * first of two with them */
+    {
+        char why[1024];
+        uint64_t w1;
+        c2 = c;
+        c2.n_xf = 1;
+        c2.xf[0].after = -1;
+        cic_case_memory_explain(why, sizeof why, &c2);
+        if (strstr(why, "the original and"))
+            fail_msg("one transform: %s", why);
+        w1 = cic_case_memory_estimate(&c2);
+        c2.n_xf = 2;
+        c2.xf[1] = c2.xf[0];
+        cic_case_memory_explain(why, sizeof why, &c2);
+        if (!strstr(why, "float32 for the original and 1 transformed"))
+            fail_msg("two transforms of the original: %s", why);
+        assert_true(cic_case_memory_estimate(&c2) > w1);
+        c2.n_xf = 0;
+        cic_case_memory_explain(why, sizeof why, &c2);
+        if (!strstr(why, "float32 for the original and 0 transformed"))
+            fail_msg("no transform: %s", why);
+    }
 }
 
 /* Every error of a file is reported (up to CIC_DIAG_MAX), in file order, each

@@ -233,6 +233,8 @@ typedef struct {
     int q_order;  /* the largest Q held as doubles, 0 none */
     bool any_eager; /* some transform makes MPFR values (scratch beside them) */
     bool f64_run; /* the f64 engine runs (a double copy of the weights) */
+    bool orig_held; /* the original's float32 weights beside those models
+                     * (the last transform of the original takes them) */
 } cic_mem_models;
 
 /* Weights (element count), their bytes and the activation bytes behind the

@@ -60,16 +60,22 @@ static enum xf_store xform_store(const cic_case *c, int i)
 /* The transformed models a run holds at once (without --dump), at the
  * moment that holds the most: while transform i runs, its own and every
  * earlier one a later transform is applied after (the one it is applied
- * after is transformed in place when nothing later needs it). How many of
- * them hold doubles (*dbl) and MPFR values (*eager). */
-static int xforms_live(const cic_case *c, int *eager, int *dbl)
+ * after is taken, its weights becoming the new model's, when nothing
+ * later needs it; the original too). How many of them hold doubles (*dbl)
+ * and MPFR values (*eager), and whether the original is held then
+ * (*orig: a later transform is applied to it). */
+static int xforms_live(const cic_case *c, int *eager, int *dbl, bool *orig)
 {
     int i, j, k, best = 0, n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
     uint64_t best_w = 0;
     *eager = *dbl = 0;
+    *orig = true;
     for (i = 0; i < n_xf; i++) {
         int n = 0, ne = 0, nd = 0;
+        bool og = false;
         uint64_t w;
+        for (k = i + 1; k < n_xf; k++)
+            og = og || c->xf[k].after < 0;
         for (j = 0; j <= i; j++) {
             bool held = j == i;
             for (k = i + 1; k < n_xf && !held; k++)
@@ -80,12 +86,13 @@ static int xforms_live(const cic_case *c, int *eager, int *dbl)
             ne += xform_store(c, j) == XF_EAGER;
             nd += xform_store(c, j) == XF_DOUBLE;
         }
-        w = (uint64_t)(n - ne - nd) * 8 + (uint64_t)nd * 12 + (uint64_t)ne * 64;
+        w = (uint64_t)(n - ne - nd) * 8 + (uint64_t)nd * 12 + (uint64_t)ne * 64 + (og ? 4 : 0);
         if (w >= best_w) {
             best_w = w;
             best = n;
             *eager = ne;
             *dbl = nd;
+            *orig = og;
         }
     }
     return best;
@@ -94,7 +101,8 @@ static int xforms_live(const cic_case *c, int *eager, int *dbl)
 int _cic_xforms_live(const cic_case *c)
 {
     int eager, dbl;
-    return xforms_live(c, &eager, &dbl);
+    bool orig;
+    return xforms_live(c, &eager, &dbl, &orig);
 }
 
 /* The largest order of a Q held as doubles (products through dgemm), 0
@@ -149,7 +157,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
     uint64_t N = _cic_u(m->tokens);
     uint64_t R = _cic_sat_mul(N, _cic_u(m->samples));
     uint64_t layer, readout, W, prec = _cic_u(mpfr_prec), elem, hp, big, scratch;
-    uint64_t width, xscratch, models, mp_acts, real_acts, depth;
+    uint64_t width, xscratch, models, mp_acts, real_acts, depth, orig;
 
     /* Weight elements per layer and for the readout (block.c). */
     _cic_block_weights(m, &layer, &readout);
@@ -214,8 +222,13 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
      * made tensor by tensor: measured, a few percent of the weights' bytes */
     if (n_xf > 0)
         models = _cic_sat_add(models, _cic_sat_add(_cic_sat_mul(W, 4), models) / 32);
+    /* the original's float32 weights beside the models (without
+     * transforms, or while a later transform is applied to it; each
+     * transformed model holds at least as many bytes, so the truth's stage
+     * with the original alone is never the larger) */
+    orig = n_xf == 0 || mm->orig_held ? _cic_sat_mul(W, 4) : 0;
     if (!mm->f64_run) { /* the MPFR verdict runs read the transformed models */
-        *wbytes = _cic_sat_add(_cic_sat_add(_cic_sat_mul(W, 4), scratch > xscratch ? scratch : xscratch),
+        *wbytes = _cic_sat_add(_cic_sat_add(orig, scratch > xscratch ? scratch : xscratch),
                                models);
         *abytes = _cic_sat_add(mp_acts, depth);
         return;
@@ -225,8 +238,9 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
      * float (the engines' arenas: about 8 live buffers of doubles of the
      * widest intermediate). The larger of the two stages counts. */
     real_acts = _cic_sat_mul(_cic_sat_mul(R, width), 64);
-    if (_cic_sat_add(_cic_sat_add(models, xscratch), real_acts) >= _cic_sat_add(scratch, mp_acts)) {
-        *wbytes = _cic_sat_add(_cic_sat_add(_cic_sat_mul(W, 4), xscratch), models);
+    if (_cic_sat_add(_cic_sat_add(_cic_sat_add(orig, models), xscratch), real_acts) >=
+        _cic_sat_add(_cic_sat_add(_cic_sat_mul(W, 4), scratch), mp_acts)) {
+        *wbytes = _cic_sat_add(_cic_sat_add(orig, xscratch), models);
         *abytes = _cic_sat_add(real_acts, depth);
     } else {
         *wbytes = _cic_sat_add(_cic_sat_mul(W, 4), scratch);
@@ -237,7 +251,7 @@ void _cic_memory_parts_m(const cic_model_cfg *m, const cic_mem_models *mm, int m
 static void mem_models(const cic_case *c, cic_mem_models *mm)
 {
     int i;
-    mm->n_xf = xforms_live(c, &mm->n_eager, &mm->n_double);
+    mm->n_xf = xforms_live(c, &mm->n_eager, &mm->n_double, &mm->orig_held);
     mm->q_order = double_q_order(c);
     for (i = 0, mm->any_eager = false; i < c->n_xf && i < CIC_MAX_XFORMS; i++)
         mm->any_eager = mm->any_eager || xform_store(c, i) == XF_EAGER;
@@ -278,10 +292,12 @@ void cic_case_memory_explain(char *buf, size_t cap, const cic_case *c)
     mem_models(c, &mm);
     _cic_memory_parts_m(&c->model, &mm, c->mpfr_prec, &w, &wb, &ab);
     snprintf(buf, cap,
-             "weights %.1f GiB (%llu weights: float32 for the original and %d transformed "
+             "weights %.1f GiB (%llu weights: float32 for %s%d transformed "
              "models held at once, %d of them also as MPFR numbers at mpfr_prec %d and %d as "
              "doubles, the rest made when read; and the scratch of the runs and products), "
              "activations %.1f GiB (%d tokens x %d samples)",
-             (double)wb / (1u << 30), (unsigned long long)w, mm.n_xf, mm.n_eager, c->mpfr_prec,
-             mm.n_double, (double)ab / (1u << 30), c->model.tokens, c->model.samples);
+             (double)wb / (1u << 30), (unsigned long long)w,
+             mm.n_xf == 0 || mm.orig_held ? "the original and " : "", mm.n_xf, mm.n_eager,
+             c->mpfr_prec, mm.n_double, (double)ab / (1u << 30), c->model.tokens,
+             c->model.samples);
 }

@@ -200,8 +200,10 @@ typedef struct cic_xform_desc_s {
      * -1 when memory runs out. NULL for a kind that builds a new graph. */
     int (*apply)(struct cic_xf_ctx_s *c, const struct cic_xform_spec_s *x);
     /* The new model from the original (the adaLN strategies), or NULL
-     * with d set. NULL for a kind that rewrites in place. */
-    struct cic_model_s *(*build)(const struct cic_model_s *orig,
+     * with d set; own is orig itself when the build may take its values
+     * (cic_model_clone_take: nothing reads them after), else NULL. NULL
+     * for a kind that rewrites in place. */
+    struct cic_model_s *(*build)(const struct cic_model_s *orig, struct cic_model_s *own,
                                  const struct cic_xform_spec_s *x, mpfr_prec_t engine_prec,
                                  cic_diag *d);
     /* What it leaves of the norms (fused gains and biases). NULL: all. */

@@ -236,11 +236,11 @@ int cic_model_out_cols(const cic_model *m)
     return m->t[m->output].cols;
 }
 
-cic_model *cic_model_clone(const cic_model *m)
+/* A copy of m's graph and tensor shapes, without their values. */
+static cic_model *clone_shell(const cic_model *m)
 {
     cic_model *c = cic_calloc(1, sizeof *c);
     int i;
-    size_t dd = (size_t)m->cfg.d_model * m->cfg.d_model;
     if (!c)
         return NULL;
     *c = *m;
@@ -248,7 +248,7 @@ cic_model *cic_model_clone(const cic_model *m)
     c->ops = cic_calloc((size_t)m->cap_ops, sizeof *c->ops);
     c->out_q = NULL;
     c->stream_q = NULL;
-    c->keep = NULL; /* every tensor of the clone is its own copy */
+    c->keep = NULL;
     c->keep_free = NULL;
     if (!c->t || !c->ops) {
         free(c->t);
@@ -256,43 +256,57 @@ cic_model *cic_model_clone(const cic_model *m)
         free(c);
         return NULL;
     }
-    c->n_t = 0;
     memcpy(c->ops, m->ops, (size_t)m->n_ops * sizeof *c->ops);
     for (i = 0; i < m->n_t; i++) {
-        const cic_tensor *s = &m->t[i];
         cic_tensor *d = &c->t[i];
-        size_t n = (size_t)s->rows * (size_t)s->cols, k;
-        *d = *s;
+        *d = m->t[i];
         d->f32 = NULL;
         d->hp = NULL;
         d->f64 = NULL;
-        d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
-        d->f32_mapped = false;           /* the copy is the clone's own */
-        c->n_t = i + 1;
-        if (s->f32) {
-            d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false);
-            if (!d->f32)
-                goto fail;
-            memcpy(d->f32, s->f32, n * sizeof *d->f32);
-        }
-        if (s->hp) {
-            d->hp = cic_mpvec_create(n, s->hp_prec);
-            if (!d->hp)
-                goto fail;
-            for (k = 0; k < n; k++)
-                mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
-        }
-        if (s->f64) {
-            d->f64 = cic_model_array_alloc(n, sizeof *d->f64, false);
-            if (!d->f64)
-                goto fail;
-            memcpy(d->f64, s->f64, n * sizeof *d->f64);
-        }
+        d->lazy = NULL;
+        d->f32_mapped = false;
     }
+    return c;
+}
+
+/* Tensor s's values copied into d (its shell): 0, or -1 when memory runs
+ * out. */
+static int tensor_copy(cic_tensor *d, const cic_tensor *s)
+{
+    size_t n = (size_t)s->rows * (size_t)s->cols, k;
+    d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
+    if (s->f32) {
+        if (!(d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false)))
+            return -1;
+        memcpy(d->f32, s->f32, n * sizeof *d->f32);
+    }
+    if (s->hp) {
+        if (!(d->hp = cic_mpvec_create(n, s->hp_prec)))
+            return -1;
+        for (k = 0; k < n; k++)
+            mpfr_set(d->hp[k], s->hp[k], MPFR_RNDN);
+    }
+    if (s->f64) {
+        if (!(d->f64 = cic_model_array_alloc(n, sizeof *d->f64, false)))
+            return -1;
+        memcpy(d->f64, s->f64, n * sizeof *d->f64);
+    }
+    return 0;
+}
+
+cic_model *cic_model_clone(const cic_model *m)
+{
+    cic_model *c = clone_shell(m);
+    size_t dd = (size_t)m->cfg.d_model * m->cfg.d_model, k;
+    int i;
+    if (!c)
+        return NULL;
+    /* every tensor of the clone is its own copy (none points into m's keep) */
+    for (i = 0; i < m->n_t; i++)
+        if (tensor_copy(&c->t[i], &m->t[i]) < 0)
+            goto fail;
     if (m->out_q) {
-        size_t k;
-        c->out_q = cic_mpvec_create(dd, m->out_q_prec);
-        if (!c->out_q)
+        if (!(c->out_q = cic_mpvec_create(dd, m->out_q_prec)))
             goto fail;
         for (k = 0; k < dd; k++)
             mpfr_set(c->out_q[k], m->out_q[k], MPFR_RNDN);
@@ -306,6 +320,39 @@ cic_model *cic_model_clone(const cic_model *m)
 fail:
     cic_model_destroy(c);
     return NULL;
+}
+
+cic_model *cic_model_clone_take(cic_model *m)
+{
+    cic_model *c = clone_shell(m);
+    int i;
+    if (!c)
+        return NULL;
+    for (i = 0; i < m->n_t; i++) {
+        cic_tensor *d = &c->t[i], *s = &m->t[i];
+        size_t n = (size_t)s->rows * (size_t)s->cols;
+        if (s->f32_mapped) { /* read-only: the copy's own, to rewrite */
+            if (!(d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false))) {
+                cic_model_destroy(c);
+                return NULL;
+            }
+            memcpy(d->f32, s->f32, n * sizeof *d->f32);
+        } else {
+            d->f32 = s->f32;
+            s->f32 = NULL;
+        }
+        d->hp = s->hp;
+        d->f64 = s->f64;
+        d->lazy = s->lazy;
+        s->hp = NULL;
+        s->f64 = NULL;
+        s->lazy = NULL;
+    }
+    c->out_q = m->out_q;
+    c->stream_q = m->stream_q;
+    m->out_q = NULL;
+    m->stream_q = NULL;
+    return c;
 }
 
 /* ---- weights ---- */

@@ -127,6 +127,12 @@ cic_model *cic_model_create_from(const cic_model_cfg *cfg, enum cic_readout read
 void cic_model_destroy(cic_model *m);
 /* A deep copy (weights, hp values and the readout map). */
 cic_model *cic_model_clone(const cic_model *m);
+/* The same copy with m's values moved into it instead (weights, hp values,
+ * recipes, the readout map; a weight mapped from a checkpoint is copied,
+ * as the copy's to rewrite): m keeps its graph, its tensors' shapes and
+ * its mapped weights, and is then only read for those or destroyed. NULL
+ * when memory runs out (m is then only fit to be destroyed). */
+cic_model *cic_model_clone_take(cic_model *m);
 
 /* Append a tensor / op; ids returned, -1 on allocation failure. For WEIGHT
  * and INPUT tensors the f32 storage is allocated (zeroed). */

@@ -250,7 +250,7 @@ static int stream_q_f64(cic_model *m, const cic_xf_aq *q)
     return 0;
 }
 
-cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
+cic_model *cic_adaln_apply(const cic_model *orig, cic_model *own, const cic_xform_spec *x,
                            const cic_adaln_strategy *s, mpfr_prec_t engine_prec, cic_diag *d)
 {
     cic_adaln_graph g;
@@ -263,7 +263,7 @@ cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
     bool centered = !mp;
     memset(&cx, 0, sizeof cx);
     memset(&q, 0, sizeof q);
-    m = cic_adaln_graph_create(orig, x, s, &g);
+    m = cic_adaln_graph_create(orig, own, x, s, &g);
     if (!m || _cic_xf_ctx_init(&cx, m, p) < 0)
         goto done;
     cx.blas = x->prec == CIC_TPREC_F64_BLAS;

@@ -326,8 +326,9 @@ static void rewrite_ops(rw *r)
     }
 }
 
-cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x,
-                                  const cic_adaln_strategy *s, cic_adaln_graph *g)
+cic_model *cic_adaln_graph_create(const cic_model *orig, cic_model *own,
+                                  const cic_xform_spec *x, const cic_adaln_strategy *s,
+                                  cic_adaln_graph *g)
 {
     rw r;
     int i;
@@ -342,7 +343,8 @@ cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x
     r.rotated = !s->branch;
     r.centered = x->stream == CIC_STREAM_CENTERED;
     r.ok = 1;
-    r.m = cic_model_clone(orig);
+    CIC_ASSERT(!own || own == orig);
+    r.m = own ? cic_model_clone_take(own) : cic_model_clone(orig);
     r.remap = cic_calloc((size_t)orig->n_t, sizeof *r.remap);
     r.fold_w = cic_calloc((size_t)orig->n_ops + 1, sizeof *r.fold_w);
     r.fold_b = cic_calloc((size_t)orig->n_ops + 1, sizeof *r.fold_b);

@@ -19,8 +19,11 @@ typedef struct {
 /* A copy of orig (a dit model built by its block builder: weights, inputs,
  * graph) with the graph of strategy s (its descriptor's) for transform x
  * (its stream, fast, q and group), and the ids of the added tensors and s
- * in *g. NULL when memory runs out. */
-cic_model *cic_adaln_graph_create(const cic_model *orig, const cic_xform_spec *x,
-                                  const cic_adaln_strategy *s, cic_adaln_graph *g);
+ * in *g; own: orig itself when its values are moved into the copy
+ * (cic_model_clone_take; only orig's graph is read after), else NULL.
+ * NULL when memory runs out. */
+cic_model *cic_adaln_graph_create(const cic_model *orig, cic_model *own,
+                                  const cic_xform_spec *x, const cic_adaln_strategy *s,
+                                  cic_adaln_graph *g);
 
 #endif

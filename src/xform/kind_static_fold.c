@@ -26,10 +26,10 @@ static int report(cic_xform_field *f, int cap, const cic_xform_spec *x)
 extern const cic_xform_desc cic_xform_static_fold;
 
 /* The shared adaLN rewrite (adaln.c) with this strategy's parts. */
-static cic_model *build(const cic_model *orig, const cic_xform_spec *x, mpfr_prec_t engine_prec,
-                        cic_diag *d)
+static cic_model *build(const cic_model *orig, cic_model *own, const cic_xform_spec *x,
+                        mpfr_prec_t engine_prec, cic_diag *d)
 {
-    return cic_adaln_apply(orig, x, &cic_xform_static_fold.adaln, engine_prec, d);
+    return cic_adaln_apply(orig, own, x, &cic_xform_static_fold.adaln, engine_prec, d);
 }
 
 const cic_xform_desc cic_xform_static_fold = {

@@ -211,7 +211,7 @@ cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
     const cic_xform_desc *k = cic_xform_desc_of(x->kind);
     cic_model *m;
     if (k->build)
-        return k->build(src, x, engine_prec, d);
+        return k->build(src, NULL, x, engine_prec, d);
     if (!(m = cic_model_clone(src))) {
         cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
         return NULL;
@@ -224,9 +224,18 @@ cic_model *cic_xform_apply_take(cic_model *src, const cic_xform_spec *x,
 {
     const cic_xform_desc *k = cic_xform_desc_of(x->kind);
     cic_model *m;
-    if (!k->build)
-        return apply_in_place(src, x, engine_prec, d);
-    m = k->build(src, x, engine_prec, d);
+    if (k->build) {
+        m = k->build(src, src, x, engine_prec, d);
+        cic_model_destroy(src);
+        return m;
+    }
+    /* rewritten in place once its values are moved out of src (weights
+     * mapped from a checkpoint are read-only: those are copied) */
+    m = cic_model_clone_take(src);
     cic_model_destroy(src);
-    return m;
+    if (!m) {
+        cic_diag_set(d, NULL, 0, 0, "transform '%s': out of memory", x->name);
+        return NULL;
+    }
+    return apply_in_place(m, x, engine_prec, d);
 }

@@ -40,8 +40,10 @@ const char *cic_xform_file_q_order_name(const cic_xform_spec *x);
 /* Apply x to src; a new model, or NULL with d set (allocation failure). */
 cic_model *cic_xform_apply(const cic_model *src, const cic_xform_spec *x,
                            mpfr_prec_t engine_prec, cic_diag *d);
-/* The same, src taken: transformed in place (no copy of its weights) and
- * returned, or destroyed. For a model no other transform needs. */
+/* The same, src taken: its weights become the new model's (src transformed
+ * in place and returned, or its values moved into the new graph of a kind
+ * that builds one and src destroyed), with no copy. For a model nothing
+ * needs after. */
 cic_model *cic_xform_apply_take(cic_model *src, const cic_xform_spec *x,
                                 mpfr_prec_t engine_prec, cic_diag *d);
 

@@ -157,8 +157,9 @@ int _cic_xf_static_fold(cic_model *m, const cic_model *orig, const cic_xform_spe
 
 /* The adaLN strategies (adaln.c): build strategy s's dit graph (its
  * descriptor's adaln) from the original dit model and fill its rotation,
- * folded and rotated weights. A strategy's build calls it with its s. */
-cic_model *cic_adaln_apply(const cic_model *orig, const cic_xform_spec *x,
+ * folded and rotated weights; own: orig when its values may be taken (the
+ * kinds' build). A strategy's build calls it with its s. */
+cic_model *cic_adaln_apply(const cic_model *orig, cic_model *own, const cic_xform_spec *x,
                            const cic_adaln_strategy *s, mpfr_prec_t engine_prec, cic_diag *d);
 
 #endif
