@@ -4,6 +4,12 @@
  *   - The Lipschitz constant of every activation: |f'| <= CIC_ACT_LIP
  *     (1.15) over [-64, 64], proven by Arb on 2^15 subintervals (the tails
  *     are design.md's), and |f(x)| <= |x| there.
+ *   - The table of |f'| bounds behind the activations' rule by the mean
+ *     value theorem (mp_ball_enc.c): on random intervals of [-16, 16),
+ *     from a bin's width down to 2^-60, never below |f'| at random points
+ *     of the interval and its ends (the formulas above at 200 bits); none
+ *     outside the table or wider than its span. The rule itself meets
+ *     brute force below, in every block with an activation.
  *   - Perturbations inside the input ball: blocks of every kind whose input
  *     is a ball (each value within in_rad, each row within in_nrm in the
  *     2-norm), and thousands of points drawn inside it, each run at 300
@@ -24,6 +30,7 @@
 
 #include "base/base.h"
 #include "base/mpvec.h"
+#include "base/rng.h"
 #include "base/rt.h"
 #include "engine/engine.h"
 #include "engine/mp_act.h"
@@ -156,6 +163,65 @@ static void test_act_lipschitz(void **state)
 /* f'(x) for a point, by the same formula, against a central difference of
  * the engine's own activation at 200 bits: the derivative the proof uses
  * is the derivative of the function the engine computes. */
+static void test_act_deriv_table(void **state)
+{
+    int a, i, j, checks = 0, n = 4000 * cic_test_multiplier();
+    arb_t x, y;
+    arf_t lb;
+    uint64_t ctr = 0;
+    (void)state;
+    arb_init(x);
+    arb_init(y);
+    arf_init(lb);
+    assert_null(_cic_ball_deriv_table(CIC_ACT_RELU));
+    for (a = 0; a < CIC_ACT_COUNT; a++) {
+        const double *tab = _cic_ball_deriv_table((enum cic_act)a);
+        double worst = INFINITY;
+        if (a == CIC_ACT_RELU)
+            continue;
+        assert_non_null(tab);
+        assert_ptr_equal(tab, _cic_ball_deriv_table((enum cic_act)a)); /* made once */
+        /* none where the table ends or the interval is too wide */
+        assert_true(_cic_ball_deriv_up(tab, -16.5, -15.9) < 0);
+        assert_true(_cic_ball_deriv_up(tab, 15.9, 16) < 0);
+        assert_true(_cic_ball_deriv_up(tab, 0, 0.25) < 0);
+        assert_true(_cic_ball_deriv_up(tab, NAN, 0) < 0);
+        assert_true(_cic_ball_deriv_up(tab, 1, 0.5) < 0);
+        for (i = 0; i < n; i++) {
+            /* widths 2^-6 .. 2^-60; every tenth interval ends on a bin edge */
+            double w = ldexp(1, -6 - (int)(cic_rng_u64(77, ctr++) % 55));
+            double lo = -16 + 32 * cic_rng_uniform(77, ctr++), hi, L;
+            if (i % 10 == 0)
+                lo = ldexp(floor(ldexp(lo, 6)), -6) - (i % 20 ? 0 : w);
+            hi = lo + w;
+            if (!(lo >= -16 && hi < 16))
+                continue;
+            L = _cic_ball_deriv_up(tab, lo, hi);
+            if (L < 0)
+                fail_msg("%s: no bound on [%.17g, %.17g]", CIC_ACT_NAME[a], lo, hi);
+            for (j = 0; j < 6; j++) {
+                double p = j == 0 ? lo : j == 1 ? hi : lo + (hi - lo) * cic_rng_uniform(77, ctr++), v;
+                arb_set_d(x, p < lo ? lo : p > hi ? hi : p);
+                act_deriv(y, x, (enum cic_act)a, 200);
+                arb_get_abs_lbound_arf(lb, y, 200);
+                v = arf_get_d(lb, ARF_RND_DOWN);
+                if (!(L >= v))
+                    fail_msg("%s: |f'(%.17g)| >= %.17g above the bound %.17g of [%.17g, %.17g]",
+                             CIC_ACT_NAME[a], p, v, L, lo, hi);
+                worst = fmin(worst, L - v);
+                checks++;
+            }
+        }
+        print_message("%s: |f'| bounds held at every point; closest margin %.3g\n",
+                      CIC_ACT_NAME[a], worst);
+    }
+    print_message("derivative table: %d points checked\n", checks);
+    assert_true(checks > 4 * 6 * n * 9 / 10); /* nearly every interval drawn lies inside */
+    arb_clear(x);
+    arb_clear(y);
+    arf_clear(lb);
+}
+
 static void test_act_deriv_formula(void **state)
 {
     int a, i;
@@ -906,6 +972,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_act_lipschitz),
         cmocka_unit_test(test_act_deriv_formula),
+        cmocka_unit_test(test_act_deriv_table),
         cmocka_unit_test(test_perturb),
         cmocka_unit_test(test_adversarial),
         cmocka_unit_test(test_adversarial_attn),

@@ -103,4 +103,14 @@ void cic_ball_center_rows(double *rad, const mpfr_t *x, size_t rows, size_t cols
 size_t cic_ball_prove(const mpfr_t *mid, const double *rad, size_t n, unsigned char *ok,
                       double *maxrel);
 
+/* The activations' rule by the mean value theorem (mp_ball_enc.c): the
+ * table of upper bounds of |f'| of activation a over bins of width 2^-6
+ * of [-16, 16), made on first use and kept for the process; NULL for ReLU
+ * (its ball rule is exact) or when memory runs out. */
+const double *_cic_ball_deriv_table(enum cic_act a);
+/* An upper bound of |f'| over [lo, hi] from that table, or -1 when it has
+ * none (the interval leaves [-16, 16), spans more than 8 bins or is not
+ * one). */
+double _cic_ball_deriv_up(const double *tab, double lo, double hi);
+
 #endif

@@ -6,6 +6,8 @@
 #include "mp_ball_int.h"
 
 #include <arb_hypgeom.h>
+#include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 
 /* y = x (1 + t) / 2, the tail of both GELU forms (t scratch). */
@@ -108,14 +110,266 @@ static void act_ball(arb_t y, const arb_t x, enum cic_act a, arb_t t, const act_
     }
 }
 
+/* ---- derivative bounds: the ball rule by the mean value theorem ----
+ *
+ * For x in the input ball [m - r, m + r], |f(x) - f(m)| <= sup |f'| r over
+ * the ball: the enclosure of f(m) at the run's precision (what the
+ * norm-wise bound already makes, enc0) widened by an upper bound of
+ * sup |f'| times r. That is one evaluation at full precision where the
+ * ball and its midpoint took two. The bounds of |f'| come from a table per
+ * activation: DER_BINS bins of width 2^-DER_SHIFT over [DER_LO, -DER_LO),
+ * each entry an upper bound of |f'| over its closed bin, f' enclosed by Arb
+ * at 64 bits on the bin as a ball through (value, derivative) pairs: the
+ * chain rule on the same formula as act_ball. A ball outside the table,
+ * or wider than DER_SPAN bins, takes the enclosure of act_ball (docs/design.md,
+ * "Activations by the mean value theorem"). */
+
+#define DER_LO (-16)
+#define DER_SHIFT 6
+#define DER_BINS (2 * 16 << DER_SHIFT)
+#define DER_SPAN 8
+
+/* A value and its derivative, both balls. */
+typedef struct {
+    arb_t v, d;
+} jet;
+
+static void jet_init(jet *x)
+{
+    arb_init(x->v);
+    arb_init(x->d);
+}
+
+static void jet_clear(jet *x)
+{
+    arb_clear(x->v);
+    arb_clear(x->d);
+}
+
+/* y = a b (y may be a or b) */
+static void jet_mul(jet *y, const jet *a, const jet *b, slong prec)
+{
+    arb_t s, t;
+    arb_init(s);
+    arb_init(t);
+    arb_mul(s, a->v, b->d, prec);
+    arb_mul(t, a->d, b->v, prec);
+    arb_add(y->d, s, t, prec);
+    arb_mul(y->v, a->v, b->v, prec);
+    arb_clear(s);
+    arb_clear(t);
+}
+
+/* y = a c, c a constant */
+static void jet_scale(jet *y, const jet *a, const arb_t c, slong prec)
+{
+    arb_mul(y->v, a->v, c, prec);
+    arb_mul(y->d, a->d, c, prec);
+}
+
+/* y = f(a) with f(a->v) in fv and f'(a->v) in fd (y->v is written last) */
+static void jet_chain(jet *y, const jet *a, const arb_t fv, const arb_t fd, slong prec)
+{
+    arb_mul(y->d, a->d, fd, prec);
+    arb_set(y->v, fv);
+}
+
+/* y = f(a) for f = erf (f' = 2 exp(-a^2) / sqrt(pi)), tanh (1 - tanh^2)
+ * or exp (exp) */
+enum jet_fn { JET_ERF, JET_TANH, JET_EXP };
+
+static void jet_apply(jet *y, const jet *a, enum jet_fn f, slong prec)
+{
+    arb_t fv, fd, t;
+    arb_init(fv);
+    arb_init(fd);
+    arb_init(t);
+    if (f == JET_ERF) {
+        arb_hypgeom_erf(fv, a->v, prec);
+        arb_mul(fd, a->v, a->v, prec);
+        arb_neg(fd, fd);
+        arb_exp(fd, fd, prec);
+        arb_const_sqrt_pi(t, prec);
+        arb_div(fd, fd, t, prec);
+        arb_mul_2exp_si(fd, fd, 1);
+    } else if (f == JET_TANH) {
+        arb_tanh(fv, a->v, prec);
+        arb_mul(fd, fv, fv, prec);
+        arb_sub_ui(fd, fd, 1, prec);
+        arb_neg(fd, fd);
+    } else {
+        arb_exp(fv, a->v, prec);
+        arb_set(fd, fv);
+    }
+    jet_chain(y, a, fv, fd, prec);
+    arb_clear(fv);
+    arb_clear(fd);
+    arb_clear(t);
+}
+
+/* y = x (1 + t) / 2 (t is overwritten), gelu_tail on jets */
+static void jet_gelu_tail(jet *y, const jet *x, jet *t, slong prec)
+{
+    arb_add_ui(t->v, t->v, 1, prec);
+    jet_mul(y, t, x, prec);
+    arb_mul_2exp_si(y->v, y->v, -1);
+    arb_mul_2exp_si(y->d, y->d, -1);
+}
+
+/* f and f' of activation a on x (act_ball's formulas; t, u scratch) */
+static void act_jet(jet *y, const jet *x, enum cic_act a, jet *t, jet *u, const act_consts *k,
+                    slong prec)
+{
+    switch (a) {
+    case CIC_ACT_GELU:
+        jet_scale(t, x, k->c0, prec);
+        jet_apply(t, t, JET_ERF, prec);
+        jet_gelu_tail(y, x, t, prec);
+        break;
+    case CIC_ACT_GELU_TANH:
+        jet_mul(t, x, x, prec);
+        jet_mul(t, t, x, prec);
+        jet_scale(t, t, k->c0, prec);
+        arb_add(t->v, t->v, x->v, prec);
+        arb_add(t->d, t->d, x->d, prec);
+        jet_scale(t, t, k->c1, prec);
+        jet_apply(t, t, JET_TANH, prec);
+        jet_gelu_tail(y, x, t, prec);
+        break;
+    default: /* SiLU, QuickGELU: x / (1 + exp(k x)) */
+        jet_scale(t, x, k->c0, prec);
+        jet_apply(t, t, JET_EXP, prec);
+        arb_add_ui(t->v, t->v, 1, prec);
+        /* (x / t)' = (x' t - x t') / t^2 */
+        arb_mul(u->v, x->d, t->v, prec);
+        arb_mul(u->d, x->v, t->d, prec);
+        arb_sub(u->d, u->v, u->d, prec);
+        arb_mul(u->v, t->v, t->v, prec);
+        arb_div(y->d, u->d, u->v, prec);
+        arb_div(y->v, x->v, t->v, prec);
+        break;
+    }
+}
+
+/* An upper bound of |f'| over [lo, hi] (exact doubles), +inf if Arb
+ * gives none. */
+static double deriv_up(enum cic_act a, double lo, double hi, const act_consts *k, slong prec)
+{
+    jet x, y, t, u;
+    arf_t ub;
+    double v;
+    jet_init(&x);
+    jet_init(&y);
+    jet_init(&t);
+    jet_init(&u);
+    arf_init(ub);
+    arb_set_d(x.v, lo / 2 + hi / 2);
+    mag_set_d(arb_radref(x.v), hi / 2 - lo / 2);
+    arb_one(x.d);
+    act_jet(&y, &x, a, &t, &u, k, prec);
+    arb_get_abs_ubound_arf(ub, y.d, prec);
+    v = arf_get_d(ub, ARF_RND_UP);
+    jet_clear(&x);
+    jet_clear(&y);
+    jet_clear(&t);
+    jet_clear(&u);
+    arf_clear(ub);
+    return v >= 0 && v < INFINITY ? v : INFINITY;
+}
+
+static pthread_mutex_t der_lock = PTHREAD_MUTEX_INITIALIZER;
+static double *der_table[CIC_ACT_COUNT];
+
+const double *_cic_ball_deriv_table(enum cic_act a)
+{
+    double *t;
+    act_consts k;
+    int i;
+    if (a < 0 || a >= CIC_ACT_COUNT || a == CIC_ACT_RELU)
+        return NULL;
+    pthread_mutex_lock(&der_lock);
+    if (!der_table[a] && (t = malloc(DER_BINS * sizeof *t)) != NULL) {
+        act_consts_init(&k, a, 64);
+        for (i = 0; i < DER_BINS; i++)
+            t[i] = deriv_up(a, DER_LO + ldexp(i, -DER_SHIFT), DER_LO + ldexp(i + 1, -DER_SHIFT),
+                            &k, 64);
+        act_consts_clear(&k);
+        der_table[a] = t; /* kept for the process: DER_BINS doubles */
+    }
+    t = der_table[a];
+    pthread_mutex_unlock(&der_lock);
+    return t;
+}
+
+double _cic_ball_deriv_up(const double *tab, double lo, double hi)
+{
+    double x0, x1, L = 0;
+    long i, i0, i1;
+    if (!tab || !(lo >= DER_LO && hi < -DER_LO && lo <= hi))
+        return -1;
+    /* (lo - DER_LO) 2^DER_SHIFT is within 2^-42 of its computed value
+     * (one rounding of a sum below 32, then an exact scaling); the bins of
+     * [lo, hi] lie within the margin's */
+    x0 = ldexp(lo - DER_LO, DER_SHIFT) - 0x1p-40;
+    x1 = ldexp(hi - DER_LO, DER_SHIFT) + 0x1p-40;
+    i0 = (long)floor(x0);
+    i1 = (long)floor(x1);
+    i0 = i0 < 0 ? 0 : i0;
+    i1 = i1 >= DER_BINS ? DER_BINS - 1 : i1;
+    if (i1 - i0 >= DER_SPAN)
+        return -1;
+    for (i = i0; i <= i1; i++)
+        L = tab[i] > L ? tab[i] : L;
+    return L < INFINITY ? L : -1;
+}
+
+/* The bound of |f'| over the ball m +- r from tab, or -1: none (the ball
+ * leaves the table, is too wide, or its radius is not a number). */
+static double ball_deriv_up(const double *tab, mpfr_srcptr m, double r)
+{
+    double lo, hi;
+    if (!tab || !(r >= 0 && r < INFINITY) || !mpfr_number_p(m))
+        return -1;
+    lo = nextafter(mpfr_get_d(m, MPFR_RNDD) - r, -INFINITY);
+    hi = nextafter(mpfr_get_d(m, MPFR_RNDU) + r, INFINITY);
+    return _cic_ball_deriv_up(tab, lo, hi);
+}
+
 typedef struct {
     const mpfr_t *a, *g; /* g: the GLU's second factor, or NULL */
     const double *ra, *rg;
     arb_ptr e, e0; /* e0: of the midpoints alone, or NULL */
+    const double *der; /* the derivative table, or NULL (act_ball on the ball) */
     enum cic_act act;
     const act_consts *k;
     slong prec;
 } act_job;
+
+/* Value j by the mean value theorem: f of the midpoint (e0's value too),
+ * widened by err >= sup |f'| r; then times the GLU's second factor (x, t
+ * scratch). */
+static void act_mvt(const act_job *J, size_t j, arb_t x, arb_t t, double err)
+{
+    arb_ptr e = J->e + j;
+    mag_t m;
+    ball_set(x, J->a[j], 0);
+    act_ball(e, x, J->act, t, J->k, J->prec);
+    if (J->e0) {
+        arb_set(J->e0 + j, e);
+        if (J->g) {
+            ball_set(x, J->g[j], 0);
+            arb_mul(J->e0 + j, J->e0 + j, x, J->prec);
+        }
+    }
+    mag_init(m);
+    mag_set_d(m, err);
+    arb_add_error_mag(e, m);
+    mag_clear(m);
+    if (J->g) {
+        ball_set(x, J->g[j], rad_at(J->rg, j));
+        arb_mul(e, e, x, J->prec);
+    }
+}
 
 static void act_range(void *c, size_t lo, size_t hi)
 {
@@ -125,7 +379,12 @@ static void act_range(void *c, size_t lo, size_t hi)
     arb_init(x);
     arb_init(t);
     for (j = lo; j < hi; j++) {
-        ball_set(x, J->a[j], rad_at(J->ra, j));
+        double r = rad_at(J->ra, j), L = ball_deriv_up(J->der, J->a[j], r);
+        if (L >= 0) {
+            act_mvt(J, j, x, t, up(L * r));
+            continue;
+        }
+        ball_set(x, J->a[j], r);
         act_ball(J->e + j, x, J->act, t, J->k, J->prec);
         if (J->g) {
             ball_set(x, J->g[j], rad_at(J->rg, j));
@@ -183,6 +442,7 @@ static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
     if (glu && b->nb && glu_coef(b, o, J.a, J.g) < 0)
         return -1;
     J.act = o->act;
+    J.der = _cic_ball_deriv_table(o->act);
     J.prec = (slong)b->prec;
     act_consts_init(&k, o->act, J.prec);
     J.k = &k;
