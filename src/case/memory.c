@@ -57,6 +57,17 @@ static enum xf_store xform_store(const cic_case *c, int i)
     return XF_EAGER;
 }
 
+/* Whether transform j's model (the original's for j = -1) is held after
+ * transform i runs: a later transform is applied after it. */
+static bool held_after(const cic_case *c, int j, int i, int n_xf)
+{
+    int k;
+    for (k = i + 1; k < n_xf; k++)
+        if (c->xf[k].after == j)
+            return true;
+    return false;
+}
+
 /* The transformed models a run holds at once (without --dump), at the
  * moment that holds the most: while transform i runs, its own and every
  * earlier one a later transform is applied after (the one it is applied
@@ -66,21 +77,16 @@ static enum xf_store xform_store(const cic_case *c, int i)
  * (*orig: a later transform is applied to it). */
 static int xforms_live(const cic_case *c, int *eager, int *dbl, bool *orig)
 {
-    int i, j, k, best = 0, n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
+    int i, j, best = 0, n_xf = c->n_xf < CIC_MAX_XFORMS ? c->n_xf : CIC_MAX_XFORMS;
     uint64_t best_w = 0;
     *eager = *dbl = 0;
     *orig = true;
     for (i = 0; i < n_xf; i++) {
         int n = 0, ne = 0, nd = 0;
-        bool og = false;
+        bool og = held_after(c, -1, i, n_xf);
         uint64_t w;
-        for (k = i + 1; k < n_xf; k++)
-            og = og || c->xf[k].after < 0;
         for (j = 0; j <= i; j++) {
-            bool held = j == i;
-            for (k = i + 1; k < n_xf && !held; k++)
-                held = c->xf[k].after == j;
-            if (!held)
+            if (j != i && !held_after(c, j, i, n_xf))
                 continue;
             n++;
             ne += xform_store(c, j) == XF_EAGER;

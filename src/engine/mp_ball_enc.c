@@ -167,13 +167,6 @@ static void jet_scale(jet *y, const jet *a, const arb_t c, slong prec)
     arb_mul(y->d, a->d, c, prec);
 }
 
-/* y = f(a) with f(a->v) in fv and f'(a->v) in fd (y->v is written last) */
-static void jet_chain(jet *y, const jet *a, const arb_t fv, const arb_t fd, slong prec)
-{
-    arb_mul(y->d, a->d, fd, prec);
-    arb_set(y->v, fv);
-}
-
 /* y = f(a) for f = erf (f' = 2 exp(-a^2) / sqrt(pi)), tanh (1 - tanh^2)
  * or exp (exp) */
 enum jet_fn { JET_ERF, JET_TANH, JET_EXP };
@@ -201,7 +194,8 @@ static void jet_apply(jet *y, const jet *a, enum jet_fn f, slong prec)
         arb_exp(fv, a->v, prec);
         arb_set(fd, fv);
     }
-    jet_chain(y, a, fv, fd, prec);
+    arb_mul(y->d, a->d, fd, prec); /* the chain rule; y may be a */
+    arb_set(y->v, fv);
     arb_clear(fv);
     arb_clear(fd);
     arb_clear(t);

@@ -268,8 +268,10 @@ static cic_result *xform_verdict(cic_pipeline *r, int i, const mpfr_t *yhp, cons
     return mx;
 }
 
-/* Whether transform i's model is needed after transform `from` is built:
- * by a transform after `from` that is applied after i, or for the dump. */
+/* Whether transform i's model (the original's for i = -1) is needed after
+ * transform `from` is built: by a transform after `from` that is applied
+ * after i, or for the dump. Every other use of the original (the truth,
+ * the "before" rows, the verdict reference) comes before the transforms. */
 static bool model_needed(const cic_pipeline *r, int i, int from)
 {
     int j;
@@ -289,19 +291,6 @@ static void release_model(cic_pipeline *r, int i)
     }
 }
 
-/* Whether the original model is needed after transform `from` is built:
- * by a later transform of it, or for the dump. Every other use of it (the
- * truth, the "before" rows, the verdict reference) comes before the
- * transforms. */
-static bool orig_needed(const cic_pipeline *r, int from)
-{
-    int j;
-    bool keep = r->o.keep_models;
-    for (j = from + 1; j < r->c->n_xf; j++)
-        keep = keep || r->c->xf[j].after < 0;
-    return keep;
-}
-
 /* Transform i's model, built from its base: the model it is applied after
  * (the original too) is taken when nothing later needs it, its weights
  * becoming the new model's (no copy: at a DiT-XL/2's size one copy of the
@@ -309,16 +298,10 @@ static bool orig_needed(const cic_pipeline *r, int from)
 static cic_model *build_model(cic_pipeline *r, int i, cic_diag *d)
 {
     const cic_xform_spec *xs = &r->c->xf[i];
-    cic_model *base;
-    if (xs->after < 0 ? orig_needed(r, i) : model_needed(r, xs->after, i))
-        return cic_xform_apply(xs->after >= 0 ? r->xm[xs->after] : r->orig, xs, r->prec, d);
-    if (xs->after < 0) {
-        base = r->orig;
-        r->orig = NULL;
-    } else {
-        base = r->xm[xs->after];
-        r->xm[xs->after] = NULL;
-    }
+    cic_model **slot = xs->after >= 0 ? &r->xm[xs->after] : &r->orig, *base = *slot;
+    if (model_needed(r, xs->after, i))
+        return cic_xform_apply(base, xs, r->prec, d);
+    *slot = NULL;
     return cic_xform_apply_take(base, xs, r->prec, d);
 }
 
