@@ -56,6 +56,11 @@ if [ -f "$tmp/torch.log" ]; then
     if [ -n "$ft" ] && [ "$t" != - ]; then
         r=$(awk -v a="$t" -v b="$ft" 'BEGIN { printf "%.1f", a / b }')
         echo "truth / torch float64 on the dit-xl2 block: $t s / $ft s = $r (goal <= 8: $(goal "$r" 8))"
+        # the truth's exact dgemm products alone (its closing stage line)
+        g=$(sed -n 's/.*truth: .* of which its exact dgemm products \([0-9.]*\) s (\([0-9.]*\) GFLOP.*/\1 \2/p' \
+            "$tmp/tb.log")
+        [ -z "$g" ] || echo "  its exact dgemm products alone: ${g%% *} s (${g#* } GFLOP) / $ft s =" \
+            "$(awk -v a="${g%% *}" -v b="$ft" 'BEGIN { printf "%.1f", a / b }')"
     elif [ -n "$fn" ] && [ "$t" != - ]; then
         echo "truth / torch float64 on the dit-xl2 block: no torch ($(head -1 "$tmp/torch.log"));" \
             "against the NumPy float64 forward (dgemm floor): $t s / $fn s =" \

@@ -6,7 +6,8 @@
 # bench/run.sh part 8 reads it) at each precision given (default 128), and
 # a float64 PyTorch forward of the same block from the same weights
 # (bench/torch_dit.py on the 128-bit run's --dump; without torch, NumPy's,
-# the dgemm floor), and prints each truth's time over torch's.
+# the dgemm floor), and prints each truth's time over torch's, and the
+# time of the truth's exact dgemm products alone over torch's.
 # Usage: bench/truth_torch.sh [PREC ...]    e.g. bench/truth_torch.sh 128 448
 # Env: CIC=the cicheck binary (default build/cicheck), PY=the python with
 # numpy and torch (default /usr/bin/python3).
@@ -64,6 +65,14 @@ for p in "$@"; do
         echo "truth / float64 forward at $p bits: $t s / $ft s = $(awk -v a="$t" -v b="$ft" 'BEGIN { printf "%.1f", a / b }')"
     else
         echo "truth / float64 forward at $p bits: no figure"
+    fi
+    # the truth's exact dgemm products alone (its closing stage line): the
+    # part no faster rounding or tighter bound can take away
+    g=$(sed -n 's/.*truth: .* of which its exact dgemm products \([0-9.]*\) s (\([0-9.]*\) GFLOP.*/\1 \2/p' \
+        "$tmp/b$p.log")
+    if [ -n "$g" ] && [ -n "$ft" ]; then
+        echo "  of which its exact dgemm products: ${g%% *} s (${g#* } GFLOP) / $ft s =" \
+            "$(awk -v a="${g%% *}" -v b="$ft" 'BEGIN { printf "%.1f", a / b }')"
     fi
 done
 echo "load average at end: $(cut -d' ' -f1-3 /proc/loadavg)"

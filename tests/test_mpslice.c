@@ -55,6 +55,13 @@ static int run_sliced(mpfr_t *y, const lin_op *o, int nt, size_t budget, cic_sli
                               o->f32 ? NULL : (const mpfr_t *)o->w, o->views,
                               o->bias ? (const mpfr_t *)o->b : NULL, o->n, o->k, nt, &rt, NULL);
     cic_mp_slice_stats(st, &rt);
+    /* the products' count: m n k per call, none without a call, and every
+     * output rounded from slices had at least its own row's products */
+    assert_true((st->gemms == 0) == (st->gemm_fma == 0));
+    assert_true(st->gemms > 0 || st->gemm_ns == 0);
+    assert_int_equal(st->gemm_fma % o->k, 0);
+    if (st->sliced == (uint64_t)o->m * o->n)
+        assert_true(st->gemm_fma >= (uint64_t)o->m * o->n * o->k);
     return rc;
 }
 

@@ -59,6 +59,7 @@
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt)
 {
@@ -69,6 +70,8 @@ void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt)
     s->sliced = atomic_load(&rt->slice_sliced);
     s->kernel = atomic_load(&rt->slice_kernel);
     s->gemms = atomic_load(&rt->slice_gemms);
+    s->gemm_fma = atomic_load(&rt->slice_gemm_fma);
+    s->gemm_ns = atomic_load(&rt->slice_gemm_ns);
 }
 
 void cic_mp_slice_stats_reset(cic_rt *rt)
@@ -79,6 +82,8 @@ void cic_mp_slice_stats_reset(cic_rt *rt)
     atomic_store(&rt->slice_sliced, 0);
     atomic_store(&rt->slice_kernel, 0);
     atomic_store(&rt->slice_gemms, 0);
+    atomic_store(&rt->slice_gemm_fma, 0);
+    atomic_store(&rt->slice_gemm_ns, 0);
 }
 
 /* ---- threads ---- */
@@ -393,6 +398,20 @@ static void declined_rows_part(slice_op *P, int t, int nt)
 
 /* ---- the driver ---- */
 
+/* The block's products, C = A B^T, counted and timed in the context. */
+static void gemm_timed(slice_op *P)
+{
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->ma, (int)P->nb, (int)P->k, 1.0,
+                P->A, (int)P->k, P->B, (int)P->k, 0.0, P->C, (int)P->nb);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    CIC_RT_COUNT(P->rt, slice_gemms, 1);
+    CIC_RT_COUNT(P->rt, slice_gemm_fma, (uint64_t)P->ma * P->nb * P->k);
+    CIC_RT_COUNT(P->rt, slice_gemm_ns,
+                 (int64_t)(t1.tv_sec - t0.tv_sec) * 1000000000 + (t1.tv_nsec - t0.tv_nsec));
+}
+
 /* Every block of weight rows against every block of x rows: slices, one
  * dgemm, the outputs. x is sliced once when it is one block. */
 static void run_blocks(slice_op *P)
@@ -414,15 +433,14 @@ static void run_blocks(slice_op *P)
             if (sliced != i0 || i0 != 0 || i1 != P->m)
                 sl_parallel(P, slice_x_part, (double)P->ma * (double)P->k * NS_SLICE);
             sliced = i0;
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)P->ma, (int)P->nb,
-                        (int)P->k, 1.0, P->A, (int)P->k, P->B, (int)P->k, 0.0, P->C, (int)P->nb);
-            CIC_RT_COUNT(P->rt, slice_gemms, 1);
+            gemm_timed(P);
             sl_parallel(P, combine_part,
                         (double)(i1 - i0) * (double)(j1 - j0) * NS_CELL +
                             (double)P->ma * (double)P->nb * NS_TERM);
         }
     }
 }
+
 static void op_clear(slice_op *P)
 {
     int t;

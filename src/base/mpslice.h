@@ -22,10 +22,12 @@
  * context (rt.h: slice_mode, slice_budget), read by each call.
  *
  * The counts of a context since it was made (or the last reset), for
- * tests and the benchmark: ops taken, outputs rounded from slices, outputs
- * the row kernel computed within ops taken, dgemm calls. All 0 for NULL. */
+ * tests, the benchmark and the report's truth: ops taken, outputs rounded
+ * from slices, outputs the row kernel computed within ops taken, dgemm
+ * calls, their multiply-adds (m n k each) and the wall time spent inside
+ * them (the exact products' share of a truth). All 0 for NULL. */
 typedef struct {
-    uint64_t ops, sliced, kernel, gemms;
+    uint64_t ops, sliced, kernel, gemms, gemm_fma, gemm_ns;
 } cic_slice_stats;
 void cic_mp_slice_stats(cic_slice_stats *s, const cic_rt *rt);
 void cic_mp_slice_stats_reset(cic_rt *rt);

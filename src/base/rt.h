@@ -56,9 +56,11 @@ typedef struct cic_rt {
     bool adaln_q_mpfr;
     /* counters since the context was made or reset, for tests and the
      * benchmark: sliced ops taken, their outputs rounded from slices and
-     * computed by the row kernel, dgemm calls; lines of weights made on the
-     * fly that took the dot products (model/lazy.h) */
+     * computed by the row kernel, dgemm calls with their multiply-adds and
+     * wall nanoseconds; lines of weights made on the fly that took the dot
+     * products (model/lazy.h) */
     _Atomic uint64_t slice_ops, slice_sliced, slice_kernel, slice_gemms;
+    _Atomic uint64_t slice_gemm_fma, slice_gemm_ns;
     _Atomic uint64_t lazy_fallback;
     /* the bounds of the weights' spectral norms the ball runs have proven
      * (base/specnorm.h), kept across the run's ball runs (Ziv's reruns,

@@ -8,6 +8,7 @@
  * check that came before the proof. */
 #include "pipeline_int.h"
 
+#include "../base/mpslice.h"
 #include "../base/mpvec.h"
 #include "../engine/mp_ball.h"
 #include "../metric/flops.h"
@@ -303,7 +304,10 @@ int _cic_pl_truth(cic_pipeline *r)
     size_t left;
     cic_run_opts o;
     cic_pl_work b;
+    cic_slice_stats s0, s1;
+    double t0 = _cic_pl_now();
     int rc = -1;
+    cic_mp_slice_stats(&s0, r->rt);
     r->rel_guess = -INFINITY;
     memset(pf, 0, sizeof *pf);
     r->rep.truth_cert_diff = NAN;
@@ -329,6 +333,12 @@ int _cic_pl_truth(cic_pipeline *r)
         goto done;
     pf->max_rel_radius = maxrel;
     pf->proven = left == 0;
+    /* where its time went: the exact products are its floor as computed */
+    cic_mp_slice_stats(&s1, r->rt);
+    _cic_pl_stage(r, "truth: %.1f s, of which its exact dgemm products %.2f s (%.1f GFLOP in %llu calls)",
+                  _cic_pl_now() - t0, 1e-9 * (double)(s1.gemm_ns - s0.gemm_ns),
+                  2e-9 * (double)(s1.gemm_fma - s0.gemm_fma),
+                  (unsigned long long)(s1.gemms - s0.gemms));
     r->rep.truth_certified = pf->proven;
     rc = r->o.recheck ? recheck(r) : 0;
 done:
