@@ -15,6 +15,7 @@
 #include "testutil.h"
 
 #include "base/specnorm.h"
+#include "base/specnorm_int.h"
 
 #include <float.h>
 #include <math.h>
@@ -109,10 +110,12 @@ static double numpy_norm(const double *w, size_t rows, size_t cols)
 }
 
 static const size_t shapes[][2] = {{1, 300}, {300, 1}, {3, 700}, {64, 64}, {200, 50},
-                                   {50, 200}, {1, 1},  {17, 5}};
+                                   {50, 200}, {1, 1},  {17, 5},   {260, 140}};
 
 /* (a) Gaussian shapes: every depth is above the lower estimate, the
- * default within 15 % of it (64^(1/32) < 1.14 bounds its overestimate). */
+ * default within 15 % of it (64^(1/32) < 1.14 bounds the squarings'
+ * overestimate; the certificate's is about 2^-8), and within 2 % where the
+ * side exceeds SQUARE_TOO (the certificate alone). */
 static void test_gaussian_shapes(void **state)
 {
     size_t s;
@@ -124,7 +127,7 @@ static void test_gaussian_shapes(void **state)
         assert_int_equal(cic_specnorm_d(&b, w, r, c, NULL), 0);
         print_message("%zu x %zu: sigma >= %.12g, bound %.12g (ratio %.4f)\n", r, c, lo, b,
                       b / lo);
-        if (!(b >= lo && b <= 1.15 * lo))
+        if (!(b >= lo && b <= (r > 128 && c > 128 ? 1.02 : 1.15) * lo))
             fail_msg("%zu x %zu seed %zu: bound %.17g, lower estimate %.17g", r, c, 100 + s, b,
                      lo);
         for (m = 0; m <= 4; m++) {
@@ -132,9 +135,11 @@ static void test_gaussian_shapes(void **state)
             if (!(g >= lo && rc >= lo))
                 fail_msg("%zu x %zu depth %d: gram %.17g rowcol %.17g below %.17g", r, c, m, g,
                          rc, lo);
-            if (m == CIC_SPECNORM_LEVELS)
-                assert_true(fmin(g, rc) == b);
         }
+        /* the default: the certificate (and, at most SQUARE_TOO on a side,
+         * the squarings too) */
+        assert_int_equal(cic_specnorm_d_detail(&g, &rc, w, r, c, CIC_SPECNORM_CERT), 0);
+        assert_true(fmin(g, rc) == b);
         free(w);
     }
 }
@@ -644,6 +649,175 @@ static void test_brute_force(void **state)
     mp_free(w, 144);
 }
 
+/* T = H diag(d) H^T / n with H Sylvester's Hadamard matrix of order n
+ * (entries +-1, H H^T = n I) and integers d: every entry is exact, and the
+ * eigenvalues are the d exactly. Scaled by 2^-s (exact) so that the
+ * largest |entry| is in [1, 2); returns lambda_max = max d 2^-s. */
+static double known_spectrum(double *T, size_t n, uint64_t *seed)
+{
+    double *d = malloc(n * sizeof *d), mx = 0, dmax = 0;
+    size_t i, j, k;
+    int s;
+    assert_non_null(d);
+    for (k = 0; k < n; k++) {
+        /* a spread spectrum, sometimes with a near-tie at the top */
+        d[k] = (double)cic_test_pick(seed, 1 << 20);
+        dmax = fmax(dmax, d[k]);
+    }
+    if (cic_test_pick(seed, 2))
+        d[cic_test_pick(seed, (int)n)] = dmax - 1;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++) {
+            double t = 0;
+            for (k = 0; k < n; k++) /* H_ik = (-1)^popcount(i & k) */
+                t += (__builtin_popcountl(i & k) + __builtin_popcountl(j & k)) % 2 ? -d[k] : d[k];
+            T[i * n + j] = t / (double)n;
+            mx = fmax(mx, fabs(T[i * n + j]));
+        }
+    s = ilogb(mx);
+    for (i = 0; i < n * n; i++)
+        T[i] = ldexp(T[i], -s);
+    free(d);
+    return ldexp(dmax, -s);
+}
+
+/* The certificate at shifts around a known lambda_max (brute force): the
+ * bound is never below it; a shift 2^-20 below it is refused (a
+ * certificate that ignored a failed factorisation, or factored T without
+ * the shift, fails here), shifts 2^-40 and more above it are certified,
+ * and the whole bound (the estimate, then shifts) is within 2^-6 of
+ * lambda_max. A factorisation that completes for a shift below lambda_max
+ * would be kept above it by the rounding term alone; the count of those
+ * is printed (none so far on these matrices: their factorisations are
+ * accurate to the last unit, so the term is derived, not observed). */
+static void test_cert_known(void **state)
+{
+    /* relative shifts; and the doubles 1 to 64 units below lambda_max */
+    static const double eps[] = {-0x1p-20, -0x1p-40, -0x1p-44, -0x1p-46, -0x1p-48,
+                                 0,        0x1p-50,  0x1p-40,  0x1p-20,  0x1p-7,
+                                 -1,       -2,       -4,       -8,       -16, -64};
+    static const size_t sizes[] = {64, 128, 256};
+    uint64_t seed = 77;
+    int trials = 0, saved = 0, refused = 0, certified = 0, t, q;
+    (void)state;
+    for (t = 0; t < 12 * cic_test_multiplier(); t++) {
+        size_t n = sizes[t % 3];
+        double *T = malloc(n * n * sizeof *T), *B = malloc(n * n * sizeof *B), lm, lam;
+        assert_true(T && B);
+        lm = known_spectrum(T, n, &seed);
+        for (q = 0; q < (int)(sizeof eps / sizeof eps[0]); q++) {
+            double alpha = eps[q] > -1 ? lm * (1 + eps[q]) : lm + eps[q] * (lm - nextafter(lm, 0));
+            _cic_sn_cert_at(&lam, T, n, alpha, B);
+            trials++;
+            if (lam < lm)
+                fail_msg("n %zu, alpha %.17g: bound %.17g below lambda_max %.17g", n, alpha, lam,
+                         lm);
+            if (lam == INFINITY) {
+                refused++;
+                if (eps[q] >= 0x1p-40)
+                    fail_msg("n %zu: alpha = lambda_max (1 + %a) not certified", n, eps[q]);
+                continue;
+            }
+            certified++;
+            if (eps[q] == -0x1p-20)
+                fail_msg("n %zu: alpha = lambda_max (1 - 2^-20) certified", n);
+            if (alpha < lm)
+                saved++;
+        }
+        assert_int_equal(_cic_sn_lmax_cert(&lam, T, n), 0);
+        if (!(lam >= lm && lam <= lm * (1 + 0x1p-6)))
+            fail_msg("n %zu: certified %.17g for lambda_max %.17g", n, lam, lm);
+        free(T);
+        free(B);
+    }
+    print_message("certificate: %d shifts, %d certified (%d of them below lambda_max, kept above "
+                  "it by the rounding term), %d refused; none below lambda_max\n",
+                  trials, certified, saved, refused);
+    assert_true(certified >= trials / 4 && refused >= trials / 4);
+}
+
+/* One weight, many scalings (cic_specnorm_gram): float32 weights of
+ * several shapes, both sides, scalings d of every kind (uniform, a spread
+ * over 2^-30 .. 2^30, zeros among them, one large entry, scaled by 2^-600
+ * and 2^600 as a whole); each bound against the power estimate of ||W
+ * diag(d)||_2 (or ||diag(d) W||_2) in long double, which it must not be
+ * below, and within 2 % of it on the shapes whose side exceeds 128 (the
+ * certificate alone). Planted: NaN, infinite or negative d, all-zero d,
+ * the longer side, a weight with a NaN or only zeros. */
+static void test_gram_scaled(void **state)
+{
+    static const size_t gshapes[][2] = {{40, 12}, {12, 40}, {7, 7}, {300, 140}, {140, 300}};
+    uint64_t s = 31;
+    double bz;
+    int checked = 0, t, kind;
+    size_t q;
+    (void)state;
+    for (q = 0; q < sizeof gshapes / sizeof gshapes[0]; q++) {
+        size_t r = gshapes[q][0], c = gshapes[q][1], i, j;
+        for (t = 0; t < 2; t++) {
+            bool cols = t == 0;
+            size_t n = cols ? c : r;
+            float *wf = malloc(r * c * sizeof *wf);
+            double *wd = malloc(r * c * sizeof *wd), *d = malloc(n * sizeof *d);
+            cic_specnorm_gram *g;
+            assert_true(wf && wd && d);
+            for (i = 0; i < r * c; i++)
+                wf[i] = (float)(0.02 * gauss(&s));
+            g = cic_specnorm_gram_f(wf, r, c, cols);
+            if (n > (cols ? r : c)) { /* the longer side: the caller's other path */
+                assert_null(g);
+                free(wf), free(wd), free(d);
+                continue;
+            }
+            assert_non_null(g);
+            for (kind = 0; kind < 5; kind++) {
+                double b, lo, sc = kind == 3 ? 0x1p-600 : kind == 4 ? 0x1p600 : 1;
+                for (j = 0; j < n; j++)
+                    d[j] = kind == 0   ? 1.5
+                           : kind == 1 ? ldexp(1 + (double)cic_test_pick(&s, 1000) / 1000,
+                                               cic_test_pick(&s, 61) - 30)
+                           : cic_test_pick(&s, 4) == 0 ? 0
+                                                       : sc * (1 + gauss(&s) * gauss(&s));
+                if (kind == 2)
+                    d[cic_test_pick(&s, (int)n)] = 40;
+                for (j = 0; j < n; j++)
+                    d[j] = fabs(d[j]);
+                for (i = 0; i < r; i++)
+                    for (j = 0; j < c; j++)
+                        wd[i * c + j] = (double)wf[i * c + j] * d[cols ? j : i];
+                assert_int_equal(cic_specnorm_gram_scaled(&b, g, d), 0);
+                lo = power_lower(wd, r, c, 400);
+                if (!(b >= lo) || (r > 128 && c > 128 && !(b <= 1.02 * lo)))
+                    fail_msg("%zu x %zu %s, scaling %d: bound %.17g, lower estimate %.17g", r,
+                             c, cols ? "columns" : "rows", kind, b, lo);
+                checked++;
+            }
+            /* planted */
+            d[0] = NAN;
+            assert_int_equal(cic_specnorm_gram_scaled(&bz, g, d), 0);
+            assert_true(isinf(bz));
+            d[0] = -1;
+            assert_int_equal(cic_specnorm_gram_scaled(&bz, g, d), 0);
+            assert_true(isinf(bz));
+            d[0] = INFINITY;
+            assert_int_equal(cic_specnorm_gram_scaled(&bz, g, d), 0);
+            assert_true(isinf(bz));
+            memset(d, 0, n * sizeof *d);
+            assert_int_equal(cic_specnorm_gram_scaled(&bz, g, d), 0);
+            assert_true(bz == 0);
+            cic_specnorm_gram_destroy(g);
+            wf[3] = NAN;
+            assert_null(cic_specnorm_gram_f(wf, r, c, cols));
+            memset(wf, 0, r * c * sizeof *wf);
+            assert_null(cic_specnorm_gram_f(wf, r, c, cols));
+            free(wf), free(wd), free(d);
+        }
+    }
+    print_message("scaled weights: %d bounds from one Gram matrix each, none below the power "
+                  "estimate\n", checked);
+    assert_int_equal(checked, 30); /* 6 shape-sides, 5 scalings each */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +832,8 @@ int main(void)
         cmocka_unit_test(test_cache_keys),
         cmocka_unit_test(test_cache_threads),
         cmocka_unit_test(test_brute_force),
+        cmocka_unit_test(test_cert_known),
+        cmocka_unit_test(test_gram_scaled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,14 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /* specnorm.c: proven upper bounds on ||W||_2 (specnorm.h), for weights up
  * to a few thousand on a side: a 1152 x 4608 weight costs one dsyrk of its
- * Gram matrix and three of 1152 x 1152, about 11 GFLOP.
+ * Gram matrix and a Cholesky factorisation of 1152 x 1152, about 6.6
+ * GFLOP (0.12 s on 2 cores); and the Gram matrix of one side kept to bound
+ * the weight under many column or row scalings.
  *
  * W = 2^e (D + E): D the double images of the entries scaled so the
  * largest is in [1, 2], E what the rounding to double left (zero for
  * float32 and double weights, bar underflow). ||W||_2 <= 2^e (||D||_2 +
  * ||E||_F). ||D||_2^2 is the largest eigenvalue of the Gram matrix M (the
  * smaller of D^T D and D D^T); its computed image S (dsyrk, one triangle
- * mirrored, so exactly symmetric) is squared m times, T_{j+1} = fl(T_j^2)
+ * mirrored, so exactly symmetric) has its largest eigenvalue certified by
+ * a shifted Cholesky factorisation (specnorm_cert.c), or, where no shift
+ * is certified, is squared m times, T_{j+1} = fl(T_j^2)
  * scaled by a power of two, and ||T_m||_2 <= ||T_m||_F unwinds through
  * ||T_j||_2^2 <= ||T_{j+1}||_2 + (the rounding of T_j^2 in the Frobenius
  * norm). Every rounding of dsyrk is bounded independently of its summation
@@ -19,6 +23,7 @@
 #include "specnorm.h"
 
 #include "base.h"
+#include "specnorm_int.h"
 #include "par.h"
 #include "sha256.h"
 
@@ -28,43 +33,13 @@
 #include <pthread.h>
 #include <string.h>
 
-/* Covers every underflow term of a bound (also with subnormals flushed to
- * zero in OpenBLAS's kernels): docs/design.md ("the absolute terms"); valid
- * while both sides are at most DIM_MAX. */
-#define TINY 0x1p-900
-#define DIM_MAX ((size_t)1 << 30)
-
-/* x >= 0 computed by one operation in round-to-nearest (relative error at
- * most 2^-53, or an absolute 2^-1075 below DBL_MIN): up(x) is at least the
- * exact result. */
-static double up(double x)
+/* v 2^e: ldexp's value (C's scalbn: exact, or correctly rounded where the
+ * result is subnormal), through a product by 2^e where 2^e is a normal
+ * double, which is the same correctly rounded value and some ten times
+ * cheaper. */
+static double pow2_mul(double v, int e, double p)
 {
-    return x * (1 + 0x1p-50) + 0x1p-1060;
-}
-
-static double sqrt_up(double x)
-{
-    return up(sqrt(x));
-}
-
-/* s: a sum of n nonnegative terms (squares or absolute values of
- * doubles), each rounded once, added in any order in round-to-nearest. The
- * exact sum is at most (s + n 2^-1075) / (1 - 2^-53)^n <= (s + TINY)
- * (1 + n 2^-52); the factor is exact in double for n < 2^48. */
-static double grow(double s, size_t n)
-{
-    CIC_ASSERT(n < ((size_t)1 << 48));
-    return up(up(s + TINY) * (1 + (double)(n + 4) * 0x1p-52));
-}
-
-/* An upper bound of the sum of the squares of v[0..n). */
-static double frob2_up(const double *v, size_t n)
-{
-    double s = 0;
-    size_t i;
-    for (i = 0; i < n; i++)
-        s += v[i] * v[i];
-    return grow(s, n);
+    return e >= -1022 && e <= 1023 ? v * p : ldexp(v, e);
 }
 
 /* x 2^e rounded up; x >= 0 is at most 2^64 here (a bound of D's norm). */
@@ -114,12 +89,15 @@ static void image_scale_real(image *im)
     }
     frexp(mx, &ex); /* mx in [2^(ex-1), 2^ex) */
     im->e = ex - 1;
-    for (i = 0; i < n; i++) {
-        double v = im->d[i], s = ldexp(v, -(ex - 1));
-        /* scaling down can push a double below DBL_MIN: rounded there */
-        if (ldexp(s, ex - 1) != v)
-            im->inexact++;
-        im->d[i] = s;
+    {
+        double down = ldexp(1.0, -(ex - 1)), back = ldexp(1.0, ex - 1);
+        for (i = 0; i < n; i++) {
+            double v = im->d[i], s = pow2_mul(v, -(ex - 1), down);
+            /* scaling down can push a double below DBL_MIN: rounded there */
+            if (pow2_mul(s, ex - 1, back) != v)
+                im->inexact++;
+            im->d[i] = s;
+        }
     }
 }
 
@@ -216,9 +194,11 @@ static int normalise(double *a, size_t nn)
     for (i = 0; i < nn; i++)
         mx = fmax(mx, fabs(a[i]));
     s = ilogb(mx);
-    if (s != 0)
+    if (s != 0) {
+        double p = ldexp(1.0, -s);
         for (i = 0; i < nn; i++)
-            a[i] = ldexp(a[i], -s);
+            a[i] = pow2_mul(a[i], -s, p);
+    }
     return s;
 }
 
@@ -267,13 +247,51 @@ static double **square_levels(double **a, double **b, size_t n, int levels, int 
     return a;
 }
 
-/* The Gram bound of ||D||_2 (f2 >= ||D||_F^2), D not all zero. */
+/* Up to this side the squarings also run beside a certified bound (they
+ * cost little there, and on a Gram matrix of rank one or two they are
+ * tighter than the certificate's margin). */
+#define SQUARE_TOO 128
+
+/* *x >= sqrt(2^s0 (lambda_max(T_0) + TINY) + r0) for the normalised T_0
+ * in *a (b: scratch; both n x n): with levels < 0 by the certificate
+ * (specnorm_cert.c), or CIC_SPECNORM_LEVELS squarings when it fails (the
+ * smaller of both up to SQUARE_TOO); with levels >= 0 by that many
+ * squarings. 0, or -1 out of memory. */
+static int top_bound(double *x, double **a, double **b, size_t n, int s0, double r0, int levels)
+{
+    double r[CIC_SPECNORM_MAX_LEVELS + 1], lam = INFINITY, cert = INFINITY;
+    int s[CIC_SPECNORM_MAX_LEVELS + 1], j;
+    s[0] = s0;
+    r[0] = r0;
+    if (levels < 0) {
+        if (_cic_sn_lmax_cert(&lam, *a, n) < 0)
+            return -1;
+        if (lam < INFINITY)
+            cert = sqrt_up(up(up(ldexp(up(lam + TINY), s0)) + r0));
+        if (cert < INFINITY && n > SQUARE_TOO) {
+            *x = cert;
+            return 0;
+        }
+        levels = CIC_SPECNORM_LEVELS;
+    }
+    square_levels(a, b, n, levels, s, r);
+    /* ||T_m||_2 <= ||T_m||_F; then ||T_j||_2 <= sqrt(2^s[j+1] (||T_{j+1}||_2
+     * + TINY) + r[j+1]) and ||D||_2 <= sqrt(2^s[0] (||T_0||_2 + TINY) + r[0]) */
+    *x = sqrt_up(frob2_up(*a, n * n));
+    for (j = levels; j >= 0; j--)
+        *x = sqrt_up(up(up(ldexp(up(*x + TINY), s[j])) + r[j]));
+    *x = fmin(*x, cert);
+    return 0;
+}
+
+/* The Gram bound of ||D||_2 (f2 >= ||D||_F^2), D not all zero; levels as
+ * top_bound's. */
 static int gram_bound(double *gb, const image *im, double f2, int levels)
 {
     bool tall = im->rows >= im->cols;
     size_t n = tall ? im->cols : im->rows, k = tall ? im->rows : im->cols;
-    double *a, *b, r[CIC_SPECNORM_MAX_LEVELS + 1], x;
-    int s[CIC_SPECNORM_MAX_LEVELS + 1], j;
+    double *a, *b, x = INFINITY;
+    int rc;
     if (k > DIM_MAX) {
         *gb = INFINITY;
         return 0;
@@ -290,18 +308,15 @@ static int gram_bound(double *gb, const image *im, double f2, int levels)
     cblas_dsyrk(CblasRowMajor, CblasUpper, tall ? CblasTrans : CblasNoTrans, (int)n, (int)k, 1.0,
                 im->d, (int)im->cols, 0.0, a, (int)n);
     mirror(a, n);
-    r[0] = up(up((double)k * 0x1p-52 * f2) + TINY);
-    s[0] = normalise(a, n * n);
-    square_levels(&a, &b, n, levels, s, r);
-    /* ||T_m||_2 <= ||T_m||_F; then ||T_j||_2 <= sqrt(2^s[j+1] (||T_{j+1}||_2
-     * + TINY) + r[j+1]) and ||D||_2 <= sqrt(2^s[0] (||T_0||_2 + TINY) + r[0]) */
-    x = sqrt_up(frob2_up(a, n * n));
-    for (j = levels; j >= 0; j--)
-        x = sqrt_up(up(up(ldexp(up(x + TINY), s[j])) + r[j]));
+    {
+        double r0 = up(up((double)k * 0x1p-52 * f2) + TINY);
+        int s0 = normalise(a, n * n);
+        rc = top_bound(&x, &a, &b, n, s0, r0, levels);
+    }
     free(a);
     free(b);
     *gb = x;
-    return 0;
+    return rc;
 }
 
 /* Both bounds of ||W||_2: each of ||D||_2 plus ||E||_F <= 2^-53 ||D||_F +
@@ -309,7 +324,7 @@ static int gram_bound(double *gb, const image *im, double f2, int levels)
 static int image_bounds(double *gram, double *rowcol, const image *im, int levels)
 {
     double f2, eb, gb, rb;
-    CIC_ASSERT(levels >= 0 && levels <= CIC_SPECNORM_MAX_LEVELS);
+    CIC_ASSERT(levels >= -1 && levels <= CIC_SPECNORM_MAX_LEVELS);
     if (im->nonfinite) {
         *gram = *rowcol = INFINITY;
         return 0;
@@ -325,6 +340,129 @@ static int image_bounds(double *gram, double *rowcol, const image *im, int level
     *gram = scale_up(up(gb + eb), im->e);
     *rowcol = scale_up(up(rb + eb), im->e);
     return 0;
+}
+
+/* ---- one weight, many scalings ---- */
+
+struct cic_specnorm_gram {
+    size_t n, k; /* the side scaled, the other */
+    long e;      /* W = 2^e D_W, every image exact */
+    double *S;   /* fl(D_W^T D_W) (columns) or fl(D_W D_W^T), mirrored */
+    double *c;   /* per index of the side: >= its sum of D_W^2 */
+};
+
+void cic_specnorm_gram_destroy(cic_specnorm_gram *g)
+{
+    if (!g)
+        return;
+    free(g->S);
+    free(g->c);
+    free(g);
+}
+
+cic_specnorm_gram *cic_specnorm_gram_f(const float *w, size_t rows, size_t cols,
+                                       bool cols_side)
+{
+    size_t n = cols_side ? cols : rows, k = cols_side ? rows : cols, i, j;
+    cic_specnorm_gram *g = NULL;
+    image im;
+    if (!rows || !cols || n > k || k > DIM_MAX || image_alloc(&im, rows, cols) < 0)
+        return NULL;
+    for (i = 0; i < rows * cols; i++)
+        im.d[i] = w[i];
+    image_scale_real(&im);
+    if (im.nonfinite || im.zero || im.inexact || !(g = cic_calloc(1, sizeof *g)) ||
+        !(g->S = cic_calloc(cic_mul_size(n, n), sizeof *g->S)) ||
+        !(g->c = cic_calloc(n, sizeof *g->c))) {
+        cic_specnorm_gram_destroy(g);
+        free(im.d);
+        return NULL;
+    }
+    g->n = n;
+    g->k = k;
+    g->e = im.e;
+    /* as step 2: |S - G| <= gamma_k |D_W|^T |D_W| + 2 k eta elementwise */
+    cblas_dsyrk(CblasRowMajor, CblasUpper, cols_side ? CblasTrans : CblasNoTrans, (int)n, (int)k,
+                1.0, im.d, (int)cols, 0.0, g->S, (int)n);
+    mirror(g->S, n);
+    for (i = 0; i < rows; i++)
+        for (j = 0; j < cols; j++)
+            g->c[cols_side ? j : i] += im.d[i * cols + j] * im.d[i * cols + j];
+    for (i = 0; i < n; i++)
+        g->c[i] = grow(g->c[i], k);
+    free(im.d);
+    return g;
+}
+
+/* ds = d 2^-ed rounded up, ed so that the largest is in [1, 2). False
+ * when d holds a NaN, an infinity or a negative value; *zero when it is
+ * all zero. */
+static bool scale_d(double *ds, int *ed, bool *zero, const double *d, size_t n)
+{
+    double mx = 0, down, back;
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (!(d[i] >= 0) || !isfinite(d[i]))
+            return false;
+        mx = fmax(mx, d[i]);
+    }
+    *zero = mx == 0;
+    if (*zero)
+        return true;
+    *ed = ilogb(mx);
+    down = ldexp(1.0, -*ed);
+    back = ldexp(1.0, *ed);
+    for (i = 0; i < n; i++) {
+        ds[i] = pow2_mul(d[i], -*ed, down);
+        if (pow2_mul(ds[i], *ed, back) < d[i])
+            ds[i] = nextafter(ds[i], INFINITY);
+    }
+    return true;
+}
+
+int cic_specnorm_gram_scaled(double *bound, const cic_specnorm_gram *g, const double *d)
+{
+    size_t n = g->n, i, j;
+    double *ds = cic_calloc(n, sizeof *ds), *a = cic_calloc(cic_mul_size(n, n), sizeof *a);
+    double *b = cic_calloc(cic_mul_size(n, n), sizeof *b), f2s = 0, r0, x = INFINITY, mx = 0;
+    int ed = 0, rc = -1;
+    bool zero;
+    *bound = INFINITY;
+    if (!ds || !a || !b)
+        goto done;
+    rc = 0;
+    if (!scale_d(ds, &ed, &zero, d, n))
+        goto done;
+    if (zero) {
+        *bound = 0;
+        goto done;
+    }
+    /* ||D_W diag(ds)||_F^2 = sum_j ds_j^2 c_j, bounded above */
+    for (j = 0; j < n; j++)
+        f2s += up(up(ds[j] * ds[j]) * g->c[j]);
+    f2s = grow(f2s, n);
+    /* S' = fl(fl(ds_i S_ij) ds_j) on one triangle, mirrored: within 2.0001
+     * u |S'_ij| + 3 eta of ds_i S_ij ds_j */
+    for (i = 0; i < n; i++)
+        for (j = i; j < n; j++) {
+            a[i * n + j] = ds[i] * g->S[i * n + j] * ds[j];
+            mx = fmax(mx, fabs(a[i * n + j]));
+        }
+    mirror(a, n);
+    r0 = up(up(up((double)g->k * 0x1p-52 * f2s) + up(0x1p-51 * sqrt_up(frob2_up(a, n * n)))) +
+            TINY);
+    if (mx == 0) { /* lambda_max(S') = 0 */
+        *bound = scale_up(sqrt_up(r0), g->e + ed);
+        goto done;
+    }
+    rc = top_bound(&x, &a, &b, n, normalise(a, n * n), r0, CIC_SPECNORM_CERT);
+    if (rc == 0)
+        *bound = scale_up(x, g->e + ed);
+done:
+    free(ds);
+    free(a);
+    free(b);
+    return rc;
 }
 
 /* ---- the cache ---- */
@@ -423,7 +561,7 @@ void cic_specnorm_cache_stats(cic_specnorm_cache *c, uint64_t *hits, uint64_t *m
  * were rounded, the depth and the images' bits. */
 static void image_key(unsigned char key[32], const image *im)
 {
-    static const char tag[] = "cicheck specnorm 1";
+    static const char tag[] = "cicheck specnorm 2"; /* 2: the certificate first */
     uint64_t head[5] = {im->rows, im->cols, (uint64_t)im->e, im->inexact, CIC_SPECNORM_LEVELS};
     cic_sha256 h;
     cic_sha256_init(&h);
@@ -449,7 +587,7 @@ static int image_finish(double *bound, image *im, cic_specnorm_cache *cache)
         if (cic_specnorm_cache_lookup(cache, key, bound))
             goto done;
     }
-    if (image_bounds(&g, &r, im, CIC_SPECNORM_LEVELS) < 0) {
+    if (image_bounds(&g, &r, im, CIC_SPECNORM_CERT) < 0) {
         rc = -1;
         goto done;
     }

@@ -66,6 +66,7 @@ void cic_ball_destroy(cic_ball *b)
     free(b->layer_last);
     _cic_ball_pair_free(&b->dg);
     _cic_ball_pair_free(&b->ln);
+    cic_specnorm_gram_destroy(b->gram);
     drop_enc(b);
     free(b);
     flint_cleanup();

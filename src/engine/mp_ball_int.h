@@ -90,6 +90,11 @@ struct cic_ball {
     struct cic_specnorm_cache *sn_own; /* the spectral norms' cache when the
                                         * model has no context (m->rt) */
     ball_pair dg, ln; /* the pairs (ball_pair) */
+    /* the Gram matrix of the last weight a pair scaled, for the other
+     * samples' scalings (specnorm.h: cic_specnorm_gram); NULL: none */
+    struct cic_specnorm_gram *gram;
+    int gram_w;
+    bool gram_cols;
     bool failed;
     char why[160];
 };

@@ -139,19 +139,47 @@ void _cic_ball_pair_free(ball_pair *p)
     p->id = -1;
 }
 
-/* W's columns (or rows) times D rounded up to float: products of two
- * floats, exact in double, so the bound of the doubles is one of W diag(D)
- * with every |scale| <= D (||W diag(t)||_2 <= ||W diag(D)||_2 when |t| <=
- * D: diag(t / D) has norm <= 1). float32 weights only. */
+/* The Gram matrix of W's scaled side, kept for the next call on the same
+ * weight and side (the samples of a run, the gate after its linear); NULL
+ * when there is none (specnorm.h says when). */
+static const struct cic_specnorm_gram *pair_gram(cic_ball *b, int w, bool cols)
+{
+    const cic_tensor *wt = &b->m->t[w];
+    if (b->gram && b->gram_w == w && b->gram_cols == cols)
+        return b->gram;
+    cic_specnorm_gram_destroy(b->gram);
+    b->gram = cic_specnorm_gram_f(wt->f32, (size_t)wt->rows, (size_t)wt->cols, cols);
+    b->gram_w = w;
+    b->gram_cols = cols;
+    return b->gram;
+}
+
+/* A bound of ||W diag(D)||_2 per sample (||W diag(t)||_2 <= ||W
+ * diag(D)||_2 when |t| <= D: diag(t / D) has norm <= 1), float32 weights
+ * only: from the Gram matrix of W's scaled side, scaled by D on both sides
+ * (specnorm.h); where there is none, W's columns (or rows) times D rounded
+ * up to float (products of two floats, exact in double) as a matrix of
+ * its own. */
 void _cic_ball_scaled_sigma(cic_ball *b, int w, const double *D, bool cols, double *sg)
 {
     const cic_tensor *wt = &b->m->t[w];
     size_t n = (size_t)wt->rows, k = (size_t)wt->cols, len = cols ? k : n, i, j;
+    const struct cic_specnorm_gram *g;
     double *ws;
     int q;
     for (q = 0; q < b->ns; q++)
         sg[q] = INFINITY;
-    if (!wt->f32 || wt->hp || wt->f64 || wt->lazy || !(ws = malloc(n * k * sizeof *ws)))
+    if (!wt->f32 || wt->hp || wt->f64 || wt->lazy)
+        return;
+    if ((g = pair_gram(b, w, cols))) {
+        for (q = 0; q < b->ns; q++) {
+            double s = INFINITY;
+            if (cic_specnorm_gram_scaled(&s, g, D + (size_t)q * len) == 0 && s >= 0)
+                sg[q] = s;
+        }
+        return;
+    }
+    if (!(ws = malloc(n * k * sizeof *ws)))
         return;
     for (q = 0; q < b->ns; q++) {
         const double *Dq = D + (size_t)q * len;
