@@ -222,6 +222,118 @@ static void test_act_deriv_table(void **state)
     arf_clear(lb);
 }
 
+/* The a priori bound of the kernel's own roundings (mp_ball_own.c) by
+ * brute force: for GELU, its tanh form and SiLU at 53 to 256 bits, m drawn
+ * over [2^-60, 16) in magnitude (uniform, log-uniform, near +-16 and near
+ * the integers) with both signs, the engine's y = cic_mp_act(m) at prec
+ * against the same formula at 420 bits, whose own distance to f(m) is
+ * below 2^-400 (1 + |m|) (a handful of roundings at 2^-420 times factors
+ * below 2^8 on |m| < 16): that distance plus the margin must be within the
+ * bound at every point. The largest ratio is printed and must exceed 1/2
+ * for each activation, so a bound half as large would fail here. Planted:
+ * no bound at |m| >= 16, below 53 bits, for other activations, or for a y
+ * of another precision; 0 exactly at m = 0. */
+static void test_act_own(void **state)
+{
+    static const enum cic_act acts[] = {CIC_ACT_GELU, CIC_ACT_GELU_TANH, CIC_ACT_SILU};
+    static const mpfr_prec_t precs[] = {53, 64, 113, 128, 200, 256};
+    int n = 1500 * cic_test_multiplier(), checks = 0, ai, pi, i;
+    uint64_t ctr = 0;
+    cic_mp_fn_ws fw;
+    mpfr_t m, y, t, ref, tr, d;
+    (void)state;
+    cic_mp_fn_ws_init(&fw);
+    mpfr_inits2(420, m, ref, tr, d, (mpfr_ptr)0);
+    mpfr_init2(y, 53);
+    mpfr_init2(t, 53);
+    for (ai = 0; ai < 3; ai++) {
+        enum cic_act a = acts[ai];
+        cic_mp_act_consts kr;
+        double worst = 0;
+        cic_mp_act_consts_init(&kr, a, 420);
+        for (pi = 0; pi < 6; pi++) {
+            mpfr_prec_t p = precs[pi];
+            cic_mp_act_consts k;
+            cic_mp_act_consts_init(&k, a, p);
+            mpfr_set_prec(y, p);
+            mpfr_set_prec(t, p);
+            for (i = 0; i < n; i++) {
+                double mag, e, r0 = cic_rng_uniform(91, ctr), r1;
+                uint64_t b0 = cic_rng_u64(91, ctr + 1);
+                int kind = i % 4;
+                ctr += 2;
+                r1 = (double)(b0 >> 11) * 0x1p-53;
+                if (kind == 0)
+                    mag = 16 * r0;
+                else if (kind == 1)
+                    mag = ldexp(1 + r0, -(int)(b0 % 61));
+                else if (kind == 2)
+                    mag = 16 - ldexp(r0, -(int)(b0 % 40));
+                else
+                    mag = (double)(1 + b0 % 15) + ldexp(r1 - 0.5, -20);
+                if (!(mag >= 0x1p-60 && mag < 16))
+                    continue;
+                /* m at prec bits, the engine's input precision */
+                mpfr_set_prec(m, p);
+                mpfr_set_d(m, (cic_rng_u64(91, ctr++) & 1) ? -mag : mag, MPFR_RNDN);
+                if (p > 53) { /* more bits than a double holds */
+                    mpfr_set_prec(d, p);
+                    mpfr_set_d(d, cic_rng_uniform(91, ctr++), MPFR_RNDN);
+                    mpfr_mul_2si(d, d, (long)mpfr_get_exp(m) - 60, MPFR_RNDN);
+                    mpfr_add(m, m, d, MPFR_RNDN);
+                    mpfr_set_prec(d, 420);
+                }
+                if (mpfr_cmpabs_ui(m, 16) >= 0)
+                    continue;
+                cic_mp_act(a, y, m, t, &k, &fw);
+                e = _cic_ball_act_own(a, m, y, p);
+                if (!(e >= 0))
+                    fail_msg("%s at %ld bits: no bound at m = %.17g", CIC_ACT_NAME[a], (long)p,
+                             mpfr_get_d(m, MPFR_RNDN));
+                mpfr_set_prec(tr, 420);
+                cic_mp_act(a, ref, m, tr, &kr, &fw);
+                mpfr_sub(d, y, ref, MPFR_RNDA);
+                mpfr_abs(d, d, MPFR_RNDA);
+                /* plus the reference's own distance to f(m) */
+                mpfr_set_d(tr, ldexp(1 + fabs(mpfr_get_d(m, MPFR_RNDA)), -400), MPFR_RNDU);
+                mpfr_add(d, d, tr, MPFR_RNDU);
+                if (mpfr_cmp_d(d, e) > 0)
+                    fail_msg("%s at %ld bits, m = %.17g: |y - f(m)| up to %.6g above the bound "
+                             "%.6g",
+                             CIC_ACT_NAME[a], (long)p, mpfr_get_d(m, MPFR_RNDN),
+                             mpfr_get_d(d, MPFR_RNDU), e);
+                if (e > 0)
+                    worst = fmax(worst, mpfr_get_d(d, MPFR_RNDU) / e);
+                checks++;
+            }
+            cic_mp_act_consts_clear(&k);
+        }
+        cic_mp_act_consts_clear(&kr);
+        print_message("%s: own roundings within the a priori bound at every point; largest "
+                      "error / bound %.3f\n",
+                      CIC_ACT_NAME[a], worst);
+        assert_true(worst > 0.5);
+    }
+    print_message("a priori bounds: %d points checked\n", checks);
+    assert_true(checks > 3 * 6 * n * 9 / 10);
+    /* planted */
+    mpfr_set_prec(m, 128);
+    mpfr_set_prec(y, 128);
+    mpfr_set_ui(m, 16, MPFR_RNDN);
+    assert_false(_cic_ball_act_own_takes(CIC_ACT_GELU, m, 128));
+    mpfr_set_d(m, 1.5, MPFR_RNDN);
+    assert_true(_cic_ball_act_own_takes(CIC_ACT_GELU, m, 128));
+    assert_false(_cic_ball_act_own_takes(CIC_ACT_GELU, m, 52));
+    assert_false(_cic_ball_act_own_takes(CIC_ACT_QUICK_GELU, m, 128));
+    assert_false(_cic_ball_act_own_takes(CIC_ACT_RELU, m, 128));
+    assert_true(_cic_ball_act_own(CIC_ACT_GELU, m, y, 256) < 0); /* y not at prec */
+    mpfr_set_zero(m, 1);
+    mpfr_set_zero(y, 1);
+    assert_true(_cic_ball_act_own(CIC_ACT_GELU_TANH, m, y, 128) == 0);
+    mpfr_clears(m, y, t, ref, tr, d, (mpfr_ptr)0);
+    cic_mp_fn_ws_clear(&fw);
+}
+
 static void test_act_deriv_formula(void **state)
 {
     int a, i;
@@ -973,6 +1085,7 @@ int main(void)
         cmocka_unit_test(test_act_lipschitz),
         cmocka_unit_test(test_act_deriv_formula),
         cmocka_unit_test(test_act_deriv_table),
+        cmocka_unit_test(test_act_own),
         cmocka_unit_test(test_perturb),
         cmocka_unit_test(test_adversarial),
         cmocka_unit_test(test_adversarial_attn),

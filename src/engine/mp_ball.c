@@ -62,6 +62,7 @@ void cic_ball_destroy(cic_ball *b)
     free(b->next);
     free(b->next_nrm);
     free(b->aux);
+    free(b->act_lr);
     cic_specnorm_cache_destroy(b->sn_own);
     free(b->layer_last);
     _cic_ball_pair_free(&b->dg);

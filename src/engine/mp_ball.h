@@ -112,5 +112,13 @@ const double *_cic_ball_deriv_table(enum cic_act a);
  * none (the interval leaves [-16, 16), spans more than 8 bins or is not
  * one). */
 double _cic_ball_deriv_up(const double *tab, double lo, double hi);
+/* An upper bound of |y - f(m)|: the MPFR kernel's own roundings in its
+ * value y of activation a (GELU, its tanh form, SiLU) at the exact m, |m|
+ * < 16, y at prec >= 53 bits (mp_ball_own.c); -1 when it has none there
+ * (other activations, precisions or arguments: Arb's enclosure of f(m)
+ * then). */
+double _cic_ball_act_own(enum cic_act a, mpfr_srcptr m, mpfr_srcptr y, mpfr_prec_t prec);
+/* Whether it has one for a at m (from m and prec alone). */
+bool _cic_ball_act_own_takes(enum cic_act a, mpfr_srcptr m, mpfr_prec_t prec);
 
 #endif

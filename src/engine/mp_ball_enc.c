@@ -334,6 +334,8 @@ typedef struct {
     const double *ra, *rg;
     arb_ptr e, e0; /* e0: of the midpoints alone, or NULL */
     const double *der; /* the derivative table, or NULL (act_ball on the ball) */
+    double *lr; /* the values bounded a priori (cic_ball's act_lr), or NULL */
+    atomic_size_t left; /* values own_range left to Arb */
     enum cic_act act;
     const act_consts *k;
     slong prec;
@@ -365,6 +367,21 @@ static void act_mvt(const act_job *J, size_t j, arb_t x, arb_t t, double err)
     }
 }
 
+/* The values whose kernel roundings post bounds a priori: lr[j] =
+ * up(sup |f'| r), NaN for the others (left to act_range). */
+static void own_range(void *c, size_t lo, size_t hi)
+{
+    act_job *J = c;
+    size_t j, left = 0;
+    for (j = lo; j < hi; j++) {
+        double r = rad_at(J->ra, j), L = ball_deriv_up(J->der, J->a[j], r);
+        bool own = L >= 0 && _cic_ball_act_own_takes(J->act, J->a[j], J->prec);
+        J->lr[j] = own ? up(L * r) : NAN;
+        left += !own;
+    }
+    atomic_fetch_add(&J->left, left);
+}
+
 static void act_range(void *c, size_t lo, size_t hi)
 {
     const act_job *J = c;
@@ -373,7 +390,11 @@ static void act_range(void *c, size_t lo, size_t hi)
     arb_init(x);
     arb_init(t);
     for (j = lo; j < hi; j++) {
-        double r = rad_at(J->ra, j), L = ball_deriv_up(J->der, J->a[j], r);
+        double r, L;
+        if (J->lr && !isnan(J->lr[j]))
+            continue; /* post bounds it */
+        r = rad_at(J->ra, j);
+        L = ball_deriv_up(J->der, J->a[j], r);
         if (L >= 0) {
             act_mvt(J, j, x, t, up(L * r));
             continue;
@@ -430,14 +451,31 @@ static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
     J.g = glu ? mid(ctx, o->in[1]) : NULL;
     J.ra = b->rad[o->in[0]];
     J.rg = glu ? b->rad[o->in[1]] : NULL;
-    if (!J.a || (glu && !J.g) || !(J.e = enc_make(b, n)))
+    if (!J.a || (glu && !J.g))
         return -1;
-    J.e0 = b->enc0;
     if (glu && b->nb && glu_coef(b, o, J.a, J.g) < 0)
         return -1;
     J.act = o->act;
     J.der = _cic_ball_deriv_table(o->act);
     J.prec = (slong)b->prec;
+    free(b->act_lr);
+    b->act_lr = NULL;
+    drop_enc(b);
+    atomic_init(&J.left, n);
+    if (!glu && (o->act == CIC_ACT_GELU || o->act == CIC_ACT_GELU_TANH || o->act == CIC_ACT_SILU)) {
+        if (!(b->act_lr = malloc((n ? n : 1) * sizeof *b->act_lr)))
+            return -1;
+        b->act_in = J.a;
+        J.lr = b->act_lr;
+        atomic_init(&J.left, 0);
+        ball_parallel(b, n, own_range, &J);
+    }
+    J.lr = b->act_lr;
+    if (atomic_load(&J.left) == 0) /* every value bounded a priori: no enclosure */
+        return 0;
+    if (!(J.e = enc_make(b, n)))
+        return -1;
+    J.e0 = b->enc0;
     act_consts_init(&k, o->act, J.prec);
     J.k = &k;
     ball_parallel(b, n, act_range, &J);
@@ -596,9 +634,54 @@ static int enc_post(cic_ball *b, const cic_op *o, const mpfr_t *y, enum enc_kind
     return _cic_ball_post_enc(b, o, y);
 }
 
+/* An activation whose values pre bounded a priori: each radius is the
+ * kernel's own roundings (mp_ball_own.c) plus up(sup |f'| r), or where pre
+ * made an enclosure, the distance to it; the norm-wise candidate of each
+ * row as enc_post's, the own roundings' 2-norm in place of rho. */
+typedef struct {
+    cic_ball *b;
+    const mpfr_t *y;
+    const cic_op *o;
+    size_t cols;
+} own_job;
+
+static void own_rows(void *c, size_t lo, size_t hi)
+{
+    const own_job *J = c;
+    cic_ball *b = J->b;
+    size_t i, j;
+    for (i = lo; i < hi; i++) {
+        double s = 0;
+        for (j = 0; j < J->cols; j++) {
+            size_t k = i * J->cols + j;
+            double d;
+            if (!isnan(b->act_lr[k])) {
+                d = _cic_ball_act_own(J->o->act, b->act_in[k], J->y[k], b->prec);
+                d = d >= 0 ? d : INFINITY; /* pre checked m: not reached */
+                b->next[k] = up(d + b->act_lr[k]);
+            } else {
+                b->next[k] = dist_up(b->enc + k, J->y[k], (slong)b->prec);
+                d = b->enc0 ? dist_up(b->enc0 + k, J->y[k], (slong)b->prec) : 0;
+            }
+            s += d * d;
+        }
+        if (b->nb) /* enc0 made (for the values left to Arb) when nb */
+            b->next_nrm[i] = up(up(CIC_ACT_LIP * nrm_at(b, J->o->in[0], i)) +
+                                up(sqrt(bound_sum(s, J->cols))));
+    }
+}
+
 static int act_post(cic_ball *b, const cic_op *o, const mpfr_t *y)
 {
-    return enc_post(b, o, y, ENC_ACT);
+    own_job J = {b, y, o, (size_t)b->m->t[o->out].cols};
+    if (!b->act_lr)
+        return enc_post(b, o, y, ENC_ACT);
+    ball_parallel(b, (size_t)cic_model_run_rows(b->m, o->out, b->ns), own_rows, &J);
+    free(b->act_lr);
+    b->act_lr = NULL;
+    b->act_in = NULL;
+    drop_enc(b);
+    return 0;
 }
 
 static int glu_post(cic_ball *b, const cic_op *o, const mpfr_t *y)

@@ -4,7 +4,8 @@
  * bound_sum, absup; the argument is in mp_ball.c's opening comment), the
  * thread split, the enclosures in Arb, and the ball rule of every op
  * kind, defined with its family: mp_ball_enc.c (activations, norms: Arb
- * enclosures), mp_ball_elem.c (add, gate, modulation, centring, RoPE:
+ * enclosures; mp_ball_own.c: the activation kernel's own roundings bounded
+ * a priori), mp_ball_elem.c (add, gate, modulation, centring, RoPE:
  * first-order bounds), mp_ball_lin.c (linear layers), mp_ball_attn.c
  * (attention), mp_ball_rule.c (the shared rules, and the ops a transform
  * adds, which have no bound). mp_ball.c holds the ball's life, the rule
@@ -95,6 +96,11 @@ struct cic_ball {
     struct cic_specnorm_gram *gram;
     int gram_w;
     bool gram_cols;
+    /* an activation's values bounded a priori (mp_ball_own.c): per value
+     * up(sup |f'| r), NaN where Arb encloses it instead; and the inputs'
+     * midpoints. NULL: none (mp_ball_enc.c, from pre to post) */
+    double *act_lr;
+    const mpfr_t *act_in;
     bool failed;
     char why[160];
 };
