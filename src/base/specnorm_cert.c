@@ -26,6 +26,7 @@ extern void dpotrf_(const char *uplo, const int *n, double *a, const int *lda, i
 #define CERT_MARGIN 0x1p-7   /* the first shift: the estimate times 1 + 2^-7 */
 #define CERT_TRIES 3         /* each further try: the margin times 4 */
 #define PIVOT_MIN 0x1p-500   /* a smaller computed pivot: not certified */
+#define MV_PAR ((size_t)1 << 18) /* products by T split over threads from n^2 = */
 
 /* ---- the estimate ---- */
 
@@ -125,7 +126,8 @@ static double lanczos_top(const double *T, size_t n)
     for (j = 0; j < m; j++) {
         double *v = V + (size_t)j * n;
         J.v = v;
-        cic_par_ranges(n, nt < 1 ? 1 : nt, mv_range, &J);
+        /* a thread costs tens of microseconds: below MV_PAR, one */
+        cic_par_ranges(n, nt < 1 || n * n < MV_PAR ? 1 : nt, mv_range, &J);
         al[j] = dot(v, w, n);
         for (i = 0; i < n; i++)
             w[i] -= al[j] * v[i] + (j ? be[j - 1] * (v - n)[i] : 0);
