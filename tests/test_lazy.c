@@ -264,8 +264,11 @@ static void test_fold_f32_f64(void **state)
  * numbers, limbs and exponents, signed zeros and subnormals included. */
 static void test_pack_f32(void **state)
 {
-    enum { N = 64 };
-    float w[N];
+    /* 64 drawn and planted values, then every biased exponent 0 .. 254
+     * with both signs and 8 significands each (the packing reads a normal
+     * float's fields, a subnormal through frexpf) */
+    enum { N = 64 + 255 * 16 };
+    static float w[N];
     mpfr_t *v = cic_mpvec_create(N, 24), y;
     cic_mp_pack a, b;
     int i;
@@ -277,6 +280,11 @@ static void test_pack_f32(void **state)
     w[4] = 0.0f;
     w[5] = 0x1p-149f;
     w[6] = -0x1.fffffep127f;
+    for (i = 64; i < N; i++) {
+        uint32_t bits = (uint32_t)(i & 1) << 31 | (uint32_t)((i - 64) / 16) << 23 |
+                        (uint32_t)(cic_rng_u64(10, (uint64_t)i) & 0x7fffff);
+        memcpy(&w[i], &bits, sizeof bits);
+    }
     cic_mpvec_set_f32(v, w, N);
     assert_int_equal(cic_mp_pack_init(&a, (const mpfr_t *)v, N), 0);
     assert_int_equal(cic_mp_pack_alloc(&b, N, 24), 0);

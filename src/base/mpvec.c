@@ -501,12 +501,22 @@ void cic_mp_pack_set(cic_mp_pack *pk, size_t i, mpfr_srcptr v)
 }
 
 /* MPFR's form of a float at 24 bits: |v| = 0.1b... x 2^e (frexp's e), the
- * 24 significand bits at the top of one limb. */
+ * 24 significand bits at the top of one limb. A normal float's fields give
+ * both directly (biased exponent b: e = b - 126, the significand with its
+ * hidden bit); a subnormal goes through frexpf. */
 void cic_mp_pack_set_f32(cic_mp_pack *pk, size_t i, float v)
 {
     int e;
     float fr;
+    uint32_t bits, b;
     CIC_ASSERT(i < pk->n && pk->prec == 24 && pk->L == 1 && isfinite(v));
+    memcpy(&bits, &v, sizeof bits);
+    b = bits >> 23 & 0xff;
+    if (b != 0) {
+        pk->limbs[i] = (mp_limb_t)((bits & 0x7fffff) | 0x800000) << (GMP_NUMB_BITS - 24);
+        pk->es[i] = 2 * ((int64_t)b - 126) + (bits >> 31);
+        return;
+    }
     if (v == 0.0f) {
         pk->es[i] = signbit(v) ? PACK_NZERO : PACK_ZERO;
         return;
