@@ -461,6 +461,7 @@ static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
     free(b->act_lr);
     b->act_lr = NULL;
     drop_enc(b);
+    J.lr = NULL;
     atomic_init(&J.left, n);
     if (!glu && (o->act == CIC_ACT_GELU || o->act == CIC_ACT_GELU_TANH || o->act == CIC_ACT_SILU)) {
         if (!(b->act_lr = malloc((n ? n : 1) * sizeof *b->act_lr)))
@@ -470,7 +471,6 @@ static int act_pre(cic_ball *b, const cic_op *o, cic_ball_mid_fn mid, void *ctx,
         atomic_init(&J.left, 0);
         ball_parallel(b, n, own_range, &J);
     }
-    J.lr = b->act_lr;
     if (atomic_load(&J.left) == 0) /* every value bounded a priori: no enclosure */
         return 0;
     if (!(J.e = enc_make(b, n)))

@@ -95,7 +95,7 @@ struct cic_ball {
      * samples' scalings (specnorm.h: cic_specnorm_gram); NULL: none */
     struct cic_specnorm_gram *gram;
     int gram_w;
-    bool gram_cols;
+    bool gram_cols, gram_tried; /* tried: gram is (w, cols)'s, NULL or not */
     /* an activation's values bounded a priori (mp_ball_own.c): per value
      * up(sup |f'| r), NaN where Arb encloses it instead; and the inputs'
      * midpoints. NULL: none (mp_ball_enc.c, from pre to post) */

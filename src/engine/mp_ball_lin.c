@@ -145,12 +145,13 @@ void _cic_ball_pair_free(ball_pair *p)
 static const struct cic_specnorm_gram *pair_gram(cic_ball *b, int w, bool cols)
 {
     const cic_tensor *wt = &b->m->t[w];
-    if (b->gram && b->gram_w == w && b->gram_cols == cols)
-        return b->gram;
+    if (b->gram_tried && b->gram_w == w && b->gram_cols == cols)
+        return b->gram; /* NULL too: none for this weight and side */
     cic_specnorm_gram_destroy(b->gram);
     b->gram = cic_specnorm_gram_f(wt->f32, (size_t)wt->rows, (size_t)wt->cols, cols);
     b->gram_w = w;
     b->gram_cols = cols;
+    b->gram_tried = true;
     return b->gram;
 }
 
