@@ -12,10 +12,13 @@
  *                CIC_BENCH_BALL_NRM), else "n/a".
  * The growth in bits per block is the least-squares slope of log2 of each
  * against depth. A bound that grows g bits a block costs about g bits of
- * precision a block: the precision a deep model's truth needs. */
+ * precision a block: the precision a deep model's truth needs. Then the
+ * spectral norm bounds of the one-layer model's weights by the default
+ * method and by the squarings: time and bound of each. */
 #include "bench_int.h"
 
 #include "base/mpvec.h"
+#include "base/specnorm.h"
 #include "case/case.h"
 #include "engine/engine.h"
 #include "engine/mp_ball.h"
@@ -126,6 +129,35 @@ static void fmt_fig(char *b, size_t cap, double v, const char *f)
         snprintf(b, cap, f, v);
 }
 
+/* The spectral norm bounds of the block's float32 weights (they set the
+ * norm-wise bound's growth): the default method (the certificate) against
+ * CIC_SPECNORM_LEVELS squarings, the time and the bound of each, one run
+ * each, no cache. */
+static void spectral_norms(const cic_model *m)
+{
+    int i;
+    printf("  spectral norm bounds of its weights (s and bound: certificate, then %d squarings):\n",
+           CIC_SPECNORM_LEVELS);
+    for (i = 0; i < m->n_t; i++) {
+        const cic_tensor *t = &m->t[i];
+        size_t nk = (size_t)t->rows * (size_t)t->cols, j;
+        double *w, g1, g2, r, t0, t1, t2;
+        if (t->role != CIC_T_WEIGHT || !t->f32 || t->rows < 64 || t->cols < 64 ||
+            !(w = malloc(nk * sizeof *w)))
+            continue;
+        for (j = 0; j < nk; j++)
+            w[j] = t->f32[j];
+        t0 = cic_bench_now();
+        cic_specnorm_d_detail(&g1, &r, w, (size_t)t->rows, (size_t)t->cols, CIC_SPECNORM_CERT);
+        t1 = cic_bench_now();
+        cic_specnorm_d_detail(&g2, &r, w, (size_t)t->rows, (size_t)t->cols, CIC_SPECNORM_LEVELS);
+        t2 = cic_bench_now();
+        printf("    %-22s %5d x %-5d %6.3f s %.6g   %6.3f s %.6g\n", t->name, t->rows, t->cols,
+               t1 - t0, g1, t2 - t1, g2);
+        free(w);
+    }
+}
+
 void cic_bench_depth(const char *path, int quick)
 {
     cic_case c;
@@ -176,4 +208,11 @@ void cic_bench_depth(const char *path, int quick)
     printf("  at 1 layer: elementwise %s, norm-wise %s\n", b1, b2);
     if (!CIC_BENCH_BALL_NRM)
         printf("  (this build's ball run gives no norm-wise bound: cic_ball_out has no nrm)\n");
+    c.model.layers = 1;
+    {
+        cic_model *m = cic_model_create(&c.model, c.readout);
+        if (m)
+            spectral_norms(m);
+        cic_model_destroy(m);
+    }
 }

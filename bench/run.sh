@@ -20,8 +20,9 @@
 # pairs of runs (default 2).
 # Part (7) (cicheck-bench --part 7) gives the growth of the truth's bound
 # in bits per block, elementwise and norm-wise, on cases/dit-xl2.toml's
-# block at 1 to 3 layers, then proves one block at the precision 28 blocks
-# would need (minutes); CIC_BENCH_DEPTH=0 leaves it out.
+# block at 1 to 3 layers and the spectral norm bounds of its weights by
+# both methods, then proves one block at the precision 28 blocks would need
+# (minutes); CIC_BENCH_DEPTH=0 leaves it out.
 # Part (8) times the truth of cases/dit-xl2.toml's block against a float64
 # PyTorch forward of the same block from the same weights
 # (bench/torch_dit.py), or, without torch, against the NumPy float64
