@@ -111,6 +111,19 @@ static int image_alloc(image *im, size_t rows, size_t cols)
     return im->d ? 0 : -1;
 }
 
+/* The image of float32 values (exact in double), scaled: 0, or -1 when
+ * memory runs out. */
+static int image_f32(image *im, const float *w, size_t rows, size_t cols)
+{
+    size_t i;
+    if (image_alloc(im, rows, cols) < 0)
+        return -1;
+    for (i = 0; i < rows * cols; i++)
+        im->d[i] = w[i];
+    image_scale_real(im);
+    return 0;
+}
+
 typedef struct {
     const mpfr_t *w;
     double *d;
@@ -247,6 +260,17 @@ static double **square_levels(double **a, double **b, size_t n, int levels, int 
     return a;
 }
 
+/* S (n x n) = fl of the Gram matrix of im's columns (cols: D^T D, inner
+ * dimension the rows) or rows (D D^T), one triangle by dsyrk, mirrored so
+ * that it is exactly symmetric (step 2 bounds its rounding). */
+static void image_gram(double *S, const image *im, bool cols)
+{
+    size_t n = cols ? im->cols : im->rows, k = cols ? im->rows : im->cols;
+    cblas_dsyrk(CblasRowMajor, CblasUpper, cols ? CblasTrans : CblasNoTrans, (int)n, (int)k, 1.0,
+                im->d, (int)im->cols, 0.0, S, (int)n);
+    mirror(S, n);
+}
+
 /* Up to this side the squarings also run beside a certified bound (they
  * cost little there, and on a Gram matrix of rank one or two they are
  * tighter than the certificate's margin). */
@@ -305,9 +329,7 @@ static int gram_bound(double *gb, const image *im, double f2, int levels)
     }
     /* S = fl(M), M = D^T D (tall) or D D^T: |S - M| <= gamma_k |D|^T |D|
      * + 2 k 2^-1074 elementwise, || |D|^T |D| ||_F <= ||D||_F^2 */
-    cblas_dsyrk(CblasRowMajor, CblasUpper, tall ? CblasTrans : CblasNoTrans, (int)n, (int)k, 1.0,
-                im->d, (int)im->cols, 0.0, a, (int)n);
-    mirror(a, n);
+    image_gram(a, im, tall);
     {
         double r0 = up(up((double)k * 0x1p-52 * f2) + TINY);
         int s0 = normalise(a, n * n);
@@ -366,11 +388,8 @@ cic_specnorm_gram *cic_specnorm_gram_f(const float *w, size_t rows, size_t cols,
     size_t n = cols_side ? cols : rows, k = cols_side ? rows : cols, i, j;
     cic_specnorm_gram *g = NULL;
     image im;
-    if (!rows || !cols || n > k || k > DIM_MAX || image_alloc(&im, rows, cols) < 0)
+    if (!rows || !cols || n > k || k > DIM_MAX || image_f32(&im, w, rows, cols) < 0)
         return NULL;
-    for (i = 0; i < rows * cols; i++)
-        im.d[i] = w[i];
-    image_scale_real(&im);
     if (im.nonfinite || im.zero || im.inexact || !(g = cic_calloc(1, sizeof *g)) ||
         !(g->S = cic_calloc(cic_mul_size(n, n), sizeof *g->S)) ||
         !(g->c = cic_calloc(n, sizeof *g->c))) {
@@ -382,9 +401,7 @@ cic_specnorm_gram *cic_specnorm_gram_f(const float *w, size_t rows, size_t cols,
     g->k = k;
     g->e = im.e;
     /* as step 2: |S - G| <= gamma_k |D_W|^T |D_W| + 2 k eta elementwise */
-    cblas_dsyrk(CblasRowMajor, CblasUpper, cols_side ? CblasTrans : CblasNoTrans, (int)n, (int)k,
-                1.0, im.d, (int)cols, 0.0, g->S, (int)n);
-    mirror(g->S, n);
+    image_gram(g->S, &im, cols_side);
     for (i = 0; i < rows; i++)
         for (j = 0; j < cols; j++)
             g->c[cols_side ? j : i] += im.d[i * cols + j] * im.d[i * cols + j];
@@ -557,12 +574,12 @@ void cic_specnorm_cache_stats(cic_specnorm_cache *c, uint64_t *hits, uint64_t *m
     pthread_mutex_unlock(&c->mu);
 }
 
-/* What the bound is a function of: the shape, the scale, how many entries
- * were rounded, the depth and the images' bits. */
-/* The images' bytes are hashed in chunks of KEY_CHUNK on the BLAS's
- * threads, then the chunks' digests in order: the same key for any thread
- * count, a quarter of the time of one pass on two cores (SHA-256 runs at
- * about 300 MB/s here; a 6912 x 1152 weight's images are 64 MB). */
+/* The key holds what the bound is a function of: the shape, the scale, how
+ * many entries were rounded, the method and the images' bits. The images'
+ * bytes are hashed in chunks of KEY_CHUNK on the BLAS's threads, then the
+ * chunks' digests in order: the same key for any thread count, a quarter
+ * of the time of one pass on two cores (SHA-256 runs at about 300 MB/s
+ * here; a 6912 x 1152 weight's images are 64 MB). */
 #define KEY_CHUNK ((size_t)1 << 20)
 
 typedef struct {
@@ -649,14 +666,10 @@ int cic_specnorm_f(double *bound, const float *w, size_t rows, size_t cols,
                    cic_specnorm_cache *cache)
 {
     image im;
-    size_t i;
-    if (image_alloc(&im, rows, cols) < 0) {
+    if (image_f32(&im, w, rows, cols) < 0) {
         *bound = INFINITY;
         return -1;
     }
-    for (i = 0; i < rows * cols; i++)
-        im.d[i] = w[i];
-    image_scale_real(&im);
     return image_finish(bound, &im, cache);
 }
 

@@ -269,17 +269,24 @@ static cic_model *clone_shell(const cic_model *m)
     return c;
 }
 
+/* A copy of s's float32 values of its own (NULL when memory runs out). */
+static float *f32_copy(const cic_tensor *s)
+{
+    size_t n = (size_t)s->rows * (size_t)s->cols;
+    float *f = cic_model_array_alloc(n, sizeof *f, false);
+    if (f)
+        memcpy(f, s->f32, n * sizeof *f);
+    return f;
+}
+
 /* Tensor s's values copied into d (its shell): 0, or -1 when memory runs
  * out. */
 static int tensor_copy(cic_tensor *d, const cic_tensor *s)
 {
     size_t n = (size_t)s->rows * (size_t)s->cols, k;
     d->lazy = cic_lazy_ref(s->lazy); /* shared: a recipe is never changed */
-    if (s->f32) {
-        if (!(d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false)))
-            return -1;
-        memcpy(d->f32, s->f32, n * sizeof *d->f32);
-    }
+    if (s->f32 && !(d->f32 = f32_copy(s)))
+        return -1;
     if (s->hp) {
         if (!(d->hp = cic_mpvec_create(n, s->hp_prec)))
             return -1;
@@ -330,13 +337,11 @@ cic_model *cic_model_clone_take(cic_model *m)
         return NULL;
     for (i = 0; i < m->n_t; i++) {
         cic_tensor *d = &c->t[i], *s = &m->t[i];
-        size_t n = (size_t)s->rows * (size_t)s->cols;
         if (s->f32_mapped) { /* read-only: the copy's own, to rewrite */
-            if (!(d->f32 = cic_model_array_alloc(n, sizeof *d->f32, false))) {
+            if (!(d->f32 = f32_copy(s))) {
                 cic_model_destroy(c);
                 return NULL;
             }
-            memcpy(d->f32, s->f32, n * sizeof *d->f32);
         } else {
             d->f32 = s->f32;
             s->f32 = NULL;
